@@ -1,0 +1,96 @@
+// Package activities holds the Temporal activities: each a method on a struct that carries its
+// dependencies, each idempotent, each turning business refusals into non-retryable application
+// errors of an exported type.
+package activities
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/marketplace/checkout/inventory"
+)
+
+// Application error types the workflows branch on.
+const (
+	ErrTypeOutOfStock           = "OutOfStock"
+	ErrTypeReservationNotActive = "ReservationNotActive"
+	ErrTypeNoReservation        = "NoReservation"
+	ErrTypeInvalidRequest       = "InvalidRequest"
+)
+
+// Inventory exposes the inventory engine's operations as activities.
+type Inventory struct {
+	Engine *inventory.Engine
+}
+
+// ReserveInput is what an order asks the inventory for.
+type ReserveInput struct {
+	OrderID int64              `json:"orderId"`
+	Lines   []inventory.Line   `json:"lines"`
+	ShipTo  inventory.Location `json:"shipTo"`
+	Hold    time.Duration      `json:"hold"`
+}
+
+// Reserve holds every line of the order or none. Out of stock is a non-retryable error of type
+// OutOfStock whose details are the short lines.
+func (a *Inventory) Reserve(ctx context.Context, in ReserveInput) (inventory.Reservation, error) {
+	res, err := a.Engine.Reserve(ctx, inventory.ReserveRequest{OrderID: in.OrderID, Lines: in.Lines,
+		ShipTo: in.ShipTo, Hold: in.Hold})
+	return res, asApplicationError(err)
+}
+
+// Confirm moves the order's reservations to CONFIRMED; ReservationNotActive when any was released.
+func (a *Inventory) Confirm(ctx context.Context, orderID int64) (inventory.ConfirmResult, error) {
+	res, err := a.Engine.Confirm(ctx, orderID)
+	return res, asApplicationError(err)
+}
+
+// Release gives back whatever the order still holds; it is safe to run any number of times.
+func (a *Inventory) Release(ctx context.Context, orderID int64) (int, error) {
+	n, err := a.Engine.Release(ctx, orderID)
+	return n, asApplicationError(err)
+}
+
+// SweepInput sizes one sweep.
+type SweepInput struct {
+	BatchSize  int32 `json:"batchSize"`
+	MaxBatches int   `json:"maxBatches"`
+}
+
+// Sweep releases expired reservations in SKIP LOCKED batches until none are left.
+func (a *Inventory) Sweep(ctx context.Context, in SweepInput) (inventory.SweepResult, error) {
+	if in.BatchSize <= 0 {
+		in.BatchSize = 500
+	}
+	if in.MaxBatches <= 0 {
+		in.MaxBatches = 1000
+	}
+	return a.Engine.Sweep(ctx, in.BatchSize, in.MaxBatches)
+}
+
+// Reconcile repairs rows whose reserved differs from their ACTIVE reservations.
+func (a *Inventory) Reconcile(ctx context.Context) ([]inventory.Drift, error) {
+	return a.Engine.Reconcile(ctx)
+}
+
+func asApplicationError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var oos *inventory.OutOfStockError
+	var notActive *inventory.NotActiveError
+	switch {
+	case errors.As(err, &oos):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeOutOfStock, err, oos.Lines)
+	case errors.As(err, &notActive):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeReservationNotActive, err)
+	case errors.Is(err, inventory.ErrNoReservation):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeNoReservation, err)
+	case errors.Is(err, inventory.ErrInvalidRequest):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidRequest, err)
+	}
+	return err
+}

@@ -1,0 +1,274 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/marketplace/checkout/api"
+	"github.com/marketplace/checkout/internal/auth"
+	"github.com/marketplace/checkout/internal/config"
+	"github.com/marketplace/checkout/internal/demo"
+	"github.com/marketplace/checkout/internal/metrics"
+	"github.com/marketplace/checkout/internal/testenv"
+	"github.com/marketplace/checkout/inventory"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+type harness struct {
+	t    *testing.T
+	e    *echo.Echo
+	pool *pgxpool.Pool
+	cfg  config.Config
+}
+
+func newHarness(t *testing.T, temporal api.TemporalClient) *harness {
+	t.Helper()
+	cfg, err := config.Load(func(string) string { return "" })
+	require.NoError(t, err)
+	pool := testenv.Pool(t)
+	require.NoError(t, demo.Load(context.Background(), pool))
+	m := metrics.New()
+	inv := inventory.New(pool, m)
+	m.RegisterInventoryGauges(inv)
+	e := api.New(api.Deps{Config: cfg, Pool: pool, Inventory: inv, Temporal: temporal, Metrics: m,
+		Log: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	return &harness{t: t, e: e, pool: pool, cfg: cfg}
+}
+
+func (h *harness) token(p auth.Principal) string {
+	h.t.Helper()
+	tok, err := auth.Mint([]byte(h.cfg.JWTSecret), p, time.Hour)
+	require.NoError(h.t, err)
+	return tok
+}
+
+func (h *harness) shopper(id int64) string {
+	return h.token(auth.Principal{UserID: id, Role: auth.RoleShopper})
+}
+
+func (h *harness) seller(id int64) string {
+	return h.token(auth.Principal{UserID: 1000 + id, Role: auth.RoleSeller, SellerID: id})
+}
+
+type answer struct {
+	status int
+	body   map[string]any
+	raw    string
+}
+
+func (h *harness) do(method, path, token, body string) answer {
+	h.t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	}
+	if token != "" {
+		req.Header.Set(echo.HeaderAuthorization, "Bearer "+token)
+	}
+	rec := httptest.NewRecorder()
+	h.e.ServeHTTP(rec, req)
+	a := answer{status: rec.Code, raw: rec.Body.String()}
+	_ = json.Unmarshal(rec.Body.Bytes(), &a.body)
+	return a
+}
+
+func (h *harness) scalar(sql string, args ...any) int64 {
+	h.t.Helper()
+	var n int64
+	require.NoError(h.t, h.pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+	return n
+}
+
+func TestErrors_OneModelForEveryFailure(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	shopper := h.shopper(7)
+	expired, err := auth.Mint([]byte(h.cfg.JWTSecret), auth.Principal{UserID: 7, Role: auth.RoleShopper}, -time.Hour)
+	require.NoError(t, err)
+	cases := []struct {
+		name, method, path, token, body string
+		status                           int
+		code                             string
+	}{
+		{"unknown route", http.MethodGet, "/api/v1/nothing-here", shopper, "", 404, api.CodeNotFound},
+		{"no token", http.MethodGet, "/api/v1/addresses", "", "", 401, api.CodeUnauthorized},
+		{"garbage token", http.MethodGet, "/api/v1/addresses", "abc.def.ghi", "", 401, api.CodeUnauthorized},
+		{"expired token", http.MethodGet, "/api/v1/addresses", expired, "", 401, api.CodeUnauthorized},
+		{"seller on shopper route", http.MethodGet, "/api/v1/addresses", h.seller(42), "", 403, api.CodeForbidden},
+		{"shopper on seller route", http.MethodPut, "/seller-api/v1/stocks", shopper, "[]", 403, api.CodeForbidden},
+		{"malformed JSON", http.MethodPost, "/api/v1/addresses", shopper, `{"city":`, 400, api.CodeInvalidJSON},
+		{"empty body", http.MethodPost, "/api/v1/addresses", shopper, ``, 400, api.CodeInvalidJSON},
+		{"wrong type", http.MethodPost, "/api/v1/addresses", shopper, `{"city": 5}`, 400, api.CodeValidationFailed},
+		{"body over 1 MiB", http.MethodPost, "/api/v1/addresses", shopper,
+			`{"city": "` + strings.Repeat("x", 1<<20) + `"}`, 413, api.CodePayloadTooLarge},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := h.do(c.method, c.path, c.token, c.body)
+			assert.Equal(t, c.status, a.status, a.raw)
+			assert.Equal(t, c.code, a.body["code"], a.raw)
+			assert.NotEmpty(t, a.body["message"])
+		})
+	}
+}
+
+func TestAddresses_OwnOnlyAndValidated(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	a := h.do(http.MethodPost, "/api/v1/addresses", h.shopper(501), `{"city":"Izmir","line1":"Kordon 1","lat":38.43,"lon":27.14}`)
+	require.Equal(t, http.StatusCreated, a.status, a.raw)
+	assert.NotZero(t, a.body["addressId"])
+
+	mine := h.do(http.MethodGet, "/api/v1/addresses", h.shopper(501), "")
+	require.Equal(t, http.StatusOK, mine.status)
+	assert.Len(t, mine.body["addresses"], 1)
+	other := h.do(http.MethodGet, "/api/v1/addresses", h.shopper(502), "")
+	assert.Empty(t, other.body["addresses"], "another shopper sees none of them")
+
+	bad := h.do(http.MethodPost, "/api/v1/addresses", h.shopper(501), `{"city":"","line1":"x","lat":91,"lon":0}`)
+	assert.Equal(t, http.StatusBadRequest, bad.status)
+	assert.Equal(t, api.CodeValidationFailed, bad.body["code"])
+	var fields []string
+	for _, f := range bad.body["fields"].([]any) {
+		fields = append(fields, f.(map[string]any)["field"].(string))
+	}
+	assert.ElementsMatch(t, []string{"city", "lat"}, fields)
+	assert.EqualValues(t, 1, h.scalar(`SELECT count(*) FROM addresses WHERE user_id = 501`))
+}
+
+func TestSellerSKUs_CreateThenUpdateMovesPriceVersion(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	body := `[{"sku":"NEW-1","title":"Yeni ürün","price":"199.90","currency":"TRY","maxPerOrder":5}]`
+	a := h.do(http.MethodPut, "/seller-api/v1/skus", h.seller(43), body)
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+	res := a.body["results"].([]any)[0].(map[string]any)
+	assert.Equal(t, "CREATED", res["status"])
+	id := int64(res["skuId"].(float64))
+	assert.EqualValues(t, 1, h.scalar(`SELECT price_version FROM skus WHERE id = $1`, id))
+
+	a = h.do(http.MethodPut, "/seller-api/v1/skus", h.seller(43), strings.Replace(body, "199.90", "219.90", 1))
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+	assert.Equal(t, "UPDATED", a.body["results"].([]any)[0].(map[string]any)["status"])
+	assert.EqualValues(t, 2, h.scalar(`SELECT price_version FROM skus WHERE id = $1`, id))
+	assert.EqualValues(t, 21990, h.scalar(`SELECT price_minor FROM skus WHERE id = $1`, id))
+
+	bad := h.do(http.MethodPut, "/seller-api/v1/skus", h.seller(43),
+		`[{"sku":"NEW-2","title":"ok","price":"1.00","currency":"TRY","maxPerOrder":1},
+		  {"sku":"NEW-3","title":"ok","price":"-5","currency":"try","maxPerOrder":0}]`)
+	assert.Equal(t, http.StatusBadRequest, bad.status)
+	assert.Len(t, bad.body["fields"], 3)
+	assert.Zero(t, h.scalar(`SELECT count(*) FROM skus WHERE code IN ('NEW-2', 'NEW-3')`), "a rejected batch writes nothing")
+}
+
+func TestSellerStocks_AppliedStaleAndShortfall(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	inv := inventory.New(h.pool, nil)
+	for order := int64(1); order <= 5; order++ {
+		_, err := inv.Reserve(ctx, inventory.ReserveRequest{OrderID: order, Lines: []inventory.Line{{SKUID: 84, Quantity: 1}},
+			ShipTo: inventory.Location{Lat: 38.42, Lon: 27.14}, Hold: time.Minute})
+		require.NoError(t, err)
+	}
+	put := func(body string) answer { return h.do(http.MethodPut, "/seller-api/v1/stocks", h.seller(43), body) }
+
+	a := put(`[{"sku":"S-84","warehouseId":3,"quantity":3,"sourceUpdatedAt":"2026-11-01T10:00:00Z"},
+	            {"sku":"S-83","warehouseId":1,"quantity":7,"sourceUpdatedAt":"2026-11-01T10:00:00Z"}]`)
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+	rows := a.body["results"].([]any)
+	assert.Equal(t, "APPLIED_WITH_SHORTFALL", rows[0].(map[string]any)["status"])
+	assert.EqualValues(t, 2, rows[0].(map[string]any)["cancelledReservations"])
+	assert.Equal(t, "APPLIED", rows[1].(map[string]any)["status"])
+
+	a = put(`[{"sku":"S-83","warehouseId":1,"quantity":1,"sourceUpdatedAt":"2026-11-01T09:00:00Z"}]`)
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+	assert.Equal(t, "STALE_IGNORED", a.body["results"].([]any)[0].(map[string]any)["status"])
+	assert.EqualValues(t, 7, h.scalar(`SELECT on_hand FROM inventory WHERE sku_id = 83 AND warehouse_id = 1`))
+}
+
+func TestSellerStocks_BadInput_DocumentedErrorAndNothingWritten(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	good := `{"sku":"S-83","warehouseId":1,"quantity":9,"sourceUpdatedAt":"2026-11-01T10:00:00Z"}`
+	var huge strings.Builder
+	huge.WriteString("[")
+	for i := 0; i <= api.MaxSellerBatch; i++ {
+		if i > 0 {
+			huge.WriteString(",")
+		}
+		huge.WriteString(good)
+	}
+	huge.WriteString("]")
+	cases := []struct {
+		name, body string
+		status     int
+		code       string
+	}{
+		{"malformed JSON", `[` + good, 400, api.CodeInvalidJSON},
+		{"not an array", good, 400, api.CodeValidationFailed},
+		{"empty batch", `[]`, 400, api.CodeValidationFailed},
+		{"negative quantity", `[` + good + `,{"sku":"S-84","warehouseId":3,"quantity":-1,"sourceUpdatedAt":"2026-11-01T10:00:00Z"}]`, 400, api.CodeValidationFailed},
+		{"fractional quantity", `[{"sku":"S-84","warehouseId":3,"quantity":1.5,"sourceUpdatedAt":"2026-11-01T10:00:00Z"}]`, 400, api.CodeValidationFailed},
+		{"missing timestamp", `[{"sku":"S-84","warehouseId":3,"quantity":1}]`, 400, api.CodeValidationFailed},
+		{"timestamp far in the future", `[{"sku":"S-84","warehouseId":3,"quantity":1,"sourceUpdatedAt":"2099-01-01T00:00:00Z"}]`, 400, api.CodeValidationFailed},
+		{"unknown warehouse", `[` + good + `,{"sku":"S-84","warehouseId":99,"quantity":1,"sourceUpdatedAt":"2026-11-01T10:00:00Z"}]`, 400, api.CodeValidationFailed},
+		{"unknown SKU code", `[` + good + `,{"sku":"NOPE","warehouseId":1,"quantity":1,"sourceUpdatedAt":"2026-11-01T10:00:00Z"}]`, 404, api.CodeSKUNotFound},
+		{"another seller's SKU code", `[` + good + `,{"sku":"S-71","warehouseId":1,"quantity":1,"sourceUpdatedAt":"2026-11-01T10:00:00Z"}]`, 404, api.CodeSKUNotFound},
+		{"another seller's SKU id", `[` + good + `,{"skuId":71,"warehouseId":1,"quantity":1,"sourceUpdatedAt":"2026-11-01T10:00:00Z"}]`, 403, api.CodeForbidden},
+		{"oversized batch", huge.String(), 422, api.CodeBatchTooLarge},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := h.do(http.MethodPut, "/seller-api/v1/stocks", h.seller(43), c.body)
+			assert.Equal(t, c.status, a.status, a.raw)
+			assert.Equal(t, c.code, a.body["code"], a.raw)
+		})
+	}
+	assert.EqualValues(t, 30, h.scalar(`SELECT on_hand FROM inventory WHERE sku_id = 83 AND warehouse_id = 1`),
+		"no rejected batch wrote its valid rows")
+	assert.Zero(t, h.scalar(`SELECT count(*) FROM inventory WHERE source_updated_at IS NOT NULL`))
+}
+
+func TestReadyz_ReportsDatabaseAndTemporal(t *testing.T) {
+	t.Parallel()
+	tc, err := client.Dial(client.Options{HostPort: testenv.TemporalAddress(t)})
+	require.NoError(t, err)
+	t.Cleanup(tc.Close)
+	h := newHarness(t, tc)
+	a := h.do(http.MethodGet, "/readyz", "", "")
+	assert.Equal(t, http.StatusOK, a.status, a.raw)
+
+	down := newHarness(t, nil)
+	down.pool.Close()
+	a = down.do(http.MethodGet, "/readyz", "", "")
+	assert.Equal(t, http.StatusServiceUnavailable, a.status, a.raw)
+	assert.Equal(t, map[string]any{"database": "unreachable", "temporal": "not configured"}, a.body["checks"])
+}
+
+func TestMetrics_ExposeReservationAndSweeperFigures(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	a := h.do(http.MethodGet, "/metrics", "", "")
+	require.Equal(t, http.StatusOK, a.status)
+	for _, name := range []string{"checkout_active_reservations", "checkout_sweeper_lag_seconds",
+		"checkout_expired_active_reservations", "checkout_reservation_attempts_total"} {
+		assert.Contains(t, a.raw, name)
+	}
+	assert.Contains(t, a.raw, fmt.Sprintf("checkout_inventory_scrape_error %d", 0))
+}

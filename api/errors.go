@@ -1,0 +1,152 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+)
+
+// Error codes of the API's error model. Every error answer is
+// {"code": "<CODE>", "message": "...", ...details}.
+const (
+	CodeInvalidJSON          = "INVALID_JSON"
+	CodeValidationFailed     = "VALIDATION_FAILED"
+	CodeUnauthorized         = "UNAUTHORIZED"
+	CodeForbidden            = "FORBIDDEN"
+	CodeNotFound             = "NOT_FOUND"
+	CodeMethodNotAllowed     = "METHOD_NOT_ALLOWED"
+	CodePayloadTooLarge      = "PAYLOAD_TOO_LARGE"
+	CodeUnsupportedMedia     = "UNSUPPORTED_MEDIA_TYPE"
+	CodeSKUNotFound          = "SKU_NOT_FOUND"
+	CodeBatchTooLarge        = "BATCH_TOO_LARGE"
+	CodeLimitReached         = "LIMIT_REACHED"
+	CodeBusy                 = "BUSY"
+	CodeUnavailable          = "UNAVAILABLE"
+	CodeInternal             = "INTERNAL"
+	CodeOutOfStock           = "OUT_OF_STOCK"
+	CodePriceChanged         = "PRICE_CHANGED"
+	CodePaymentDeclined      = "PAYMENT_DECLINED"
+	CodeIdempotencyKeyReused = "IDEMPOTENCY_KEY_REUSED"
+	CodeIdempotencyKeyNeeded = "IDEMPOTENCY_KEY_REQUIRED"
+	CodeOrderNotCancellable  = "ORDER_NOT_CANCELLABLE"
+	CodeCartConflict         = "CART_CONFLICT"
+	CodeCartLimit            = "CART_LIMIT"
+	CodeInvalidSignature     = "INVALID_SIGNATURE"
+)
+
+// Error is the one error model of the API: a status, a code, a message for people and details
+// for programs. Handlers return it; errorHandler writes it.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+	Details map[string]any
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// NewError builds an *Error.
+func NewError(status int, code, message string) *Error {
+	return &Error{Status: status, Code: code, Message: message}
+}
+
+// With adds a detail field to the answer.
+func (e *Error) With(key string, value any) *Error {
+	if e.Details == nil {
+		e.Details = map[string]any{}
+	}
+	e.Details[key] = value
+	return e
+}
+
+// FieldError names one invalid field of a request.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// validation collects field errors and turns them into one VALIDATION_FAILED answer.
+type validation []FieldError
+
+func (v *validation) add(field, message string) { *v = append(*v, FieldError{field, message}) }
+
+func (v validation) err() error {
+	if len(v) == 0 {
+		return nil
+	}
+	return NewError(http.StatusBadRequest, CodeValidationFailed, "some fields are invalid").With("fields", []FieldError(v))
+}
+
+func (e *Error) body() map[string]any {
+	out := make(map[string]any, len(e.Details)+2)
+	for k, v := range e.Details {
+		out[k] = v
+	}
+	out["code"] = e.Code
+	out["message"] = e.Message
+	return out
+}
+
+// errorHandler maps every error to the error model in one place. Anything that is not an *Error
+// is a 5xx: logged with the request id, never shown to the client.
+func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		if c.Response().Committed {
+			return
+		}
+		var apiErr *Error
+		var httpErr *echo.HTTPError
+		switch {
+		case errors.As(err, &apiErr):
+		case errors.As(err, &httpErr):
+			apiErr = fromEchoError(httpErr)
+		case errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil:
+			// The client went away; nobody reads the answer.
+			apiErr = NewError(499, CodeUnavailable, "request cancelled")
+		default:
+			apiErr = NewError(http.StatusInternalServerError, CodeInternal, "internal error")
+		}
+		if apiErr.Status >= 500 {
+			log.Error("request failed", "error", err, "request_id", requestID(c),
+				"method", c.Request().Method, "path", c.Path())
+		}
+		if c.Request().Method == http.MethodHead {
+			err = c.NoContent(apiErr.Status)
+		} else {
+			err = c.JSON(apiErr.Status, apiErr.body())
+		}
+		if err != nil {
+			log.Error("write error answer", "error", err, "request_id", requestID(c))
+		}
+	}
+}
+
+func fromEchoError(he *echo.HTTPError) *Error {
+	switch he.Code {
+	case http.StatusNotFound:
+		return NewError(he.Code, CodeNotFound, "no such resource")
+	case http.StatusMethodNotAllowed:
+		return NewError(he.Code, CodeMethodNotAllowed, "method not allowed on this resource")
+	case http.StatusRequestEntityTooLarge:
+		return NewError(he.Code, CodePayloadTooLarge, "request body is larger than 1 MiB")
+	case http.StatusUnsupportedMediaType:
+		return NewError(he.Code, CodeUnsupportedMedia, "send application/json")
+	case http.StatusUnauthorized:
+		return NewError(he.Code, CodeUnauthorized, "missing or invalid token")
+	case http.StatusBadRequest:
+		return NewError(he.Code, CodeValidationFailed, "bad request")
+	}
+	if he.Code >= 500 {
+		return NewError(http.StatusInternalServerError, CodeInternal, "internal error")
+	}
+	text := http.StatusText(he.Code)
+	return NewError(he.Code, strings.ToUpper(strings.NewReplacer(" ", "_", "-", "_", "'", "").Replace(text)), text)
+}
+
+func unauthorized(msg string) *Error { return NewError(http.StatusUnauthorized, CodeUnauthorized, msg) }
+
+func forbidden(msg string) *Error { return NewError(http.StatusForbidden, CodeForbidden, msg) }

@@ -1,0 +1,282 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+
+	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/internal/money"
+	"github.com/marketplace/checkout/inventory"
+)
+
+// MaxSellerBatch bounds the rows of one seller API call.
+const MaxSellerBatch = 1000
+
+// MaxFutureSkew is how far in the future a seller's sourceUpdatedAt may lie; a later stamp would
+// make every honest update after it look stale.
+const MaxFutureSkew = 5 * time.Minute
+
+type skuRow struct {
+	SKU         string `json:"sku"`
+	Title       string `json:"title"`
+	Price       string `json:"price"`
+	Currency    string `json:"currency"`
+	MaxPerOrder *int32 `json:"maxPerOrder"`
+}
+
+type skuResult struct {
+	SKU    string `json:"sku"`
+	SKUID  int64  `json:"skuId"`
+	Status string `json:"status"`
+}
+
+func checkBatch(n int) error {
+	if n == 0 {
+		return NewError(http.StatusBadRequest, CodeValidationFailed, "the batch is empty").
+			With("fields", []FieldError{{Field: "body", Message: "at least one row"}})
+	}
+	if n > MaxSellerBatch {
+		return NewError(http.StatusUnprocessableEntity, CodeBatchTooLarge,
+			fmt.Sprintf("at most %d rows per call", MaxSellerBatch)).With("limit", MaxSellerBatch)
+	}
+	return nil
+}
+
+// putSKUs creates or updates the seller's catalog rows, all in one transaction after every row
+// validated.
+func (s *Server) putSKUs(c echo.Context) error {
+	var rows []skuRow
+	if err := bind(c, &rows); err != nil {
+		return err
+	}
+	if err := checkBatch(len(rows)); err != nil {
+		return err
+	}
+	var v validation
+	prices := make([]int64, len(rows))
+	for i, r := range rows {
+		at := func(f string) string { return fmt.Sprintf("[%d].%s", i, f) }
+		if r.SKU = strings.TrimSpace(r.SKU); r.SKU == "" || len(r.SKU) > 64 {
+			v.add(at("sku"), "required, at most 64 characters")
+		}
+		if r.Title = strings.TrimSpace(r.Title); r.Title == "" || len(r.Title) > 200 {
+			v.add(at("title"), "required, at most 200 characters")
+		}
+		p, err := money.Parse(r.Price)
+		if err != nil {
+			v.add(at("price"), err.Error())
+		}
+		prices[i] = p
+		if !money.ValidCurrency(r.Currency) {
+			v.add(at("currency"), "three capital letters, such as TRY")
+		}
+		if r.MaxPerOrder == nil || *r.MaxPerOrder < 1 || *r.MaxPerOrder > 1000 {
+			v.add(at("maxPerOrder"), "required, between 1 and 1000")
+		}
+		rows[i] = r
+	}
+	if err := v.err(); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	seller := mustPrincipal(c).SellerID
+	results := make([]skuResult, len(rows))
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		q := s.q.WithTx(tx)
+		if ok, err := q.SellerExists(ctx, seller); err != nil || !ok {
+			if err == nil {
+				err = forbidden("seller is not registered")
+			}
+			return err
+		}
+		for i, r := range rows {
+			out, err := q.UpsertSKU(ctx, db.UpsertSKUParams{SellerID: seller, Code: r.SKU, Title: r.Title,
+				PriceMinor: prices[i], Currency: r.Currency, MaxPerOrder: *r.MaxPerOrder})
+			if err != nil {
+				return err
+			}
+			status := "UPDATED"
+			if out.Created {
+				status = "CREATED"
+			}
+			results[i] = skuResult{SKU: r.SKU, SKUID: out.ID, Status: status}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"results": results})
+}
+
+type stockRow struct {
+	SKU             string `json:"sku"`
+	SKUID           int64  `json:"skuId"`
+	WarehouseID     *int32 `json:"warehouseId"`
+	Quantity        *int64 `json:"quantity"`
+	SourceUpdatedAt string `json:"sourceUpdatedAt"`
+}
+
+type stockResult struct {
+	SKU                   string `json:"sku,omitempty"`
+	SKUID                 int64  `json:"skuId"`
+	WarehouseID           int32  `json:"warehouseId"`
+	Status                string `json:"status"`
+	CancelledReservations int    `json:"cancelledReservations"`
+}
+
+// putStocks applies a seller's absolute stock counts. The whole batch is validated first (format,
+// warehouses, and that every SKU is the seller's own); a rejected batch writes nothing. Rows are
+// then applied one transaction each, so a long batch never holds many rows locked.
+func (s *Server) putStocks(c echo.Context) error {
+	var rows []stockRow
+	if err := bind(c, &rows); err != nil {
+		return err
+	}
+	if err := checkBatch(len(rows)); err != nil {
+		return err
+	}
+	var v validation
+	stamps := make([]time.Time, len(rows))
+	now := time.Now()
+	for i, r := range rows {
+		at := func(f string) string { return fmt.Sprintf("[%d].%s", i, f) }
+		rows[i].SKU = strings.TrimSpace(r.SKU)
+		if rows[i].SKU == "" && r.SKUID <= 0 {
+			v.add(at("sku"), "sku (your code) or skuId is required")
+		}
+		if r.WarehouseID == nil || *r.WarehouseID <= 0 {
+			v.add(at("warehouseId"), "required, a warehouse id")
+		}
+		if r.Quantity == nil || *r.Quantity < 0 || *r.Quantity > 1_000_000_000 {
+			v.add(at("quantity"), "required, between 0 and 1000000000")
+		}
+		ts, err := time.Parse(time.RFC3339Nano, r.SourceUpdatedAt)
+		switch {
+		case err != nil:
+			v.add(at("sourceUpdatedAt"), "required, an RFC 3339 time such as 2026-11-30T10:00:00Z")
+		case ts.After(now.Add(MaxFutureSkew)):
+			v.add(at("sourceUpdatedAt"), "lies in the future")
+		}
+		stamps[i] = ts
+	}
+	if err := v.err(); err != nil {
+		return err
+	}
+
+	ctx := c.Request().Context()
+	seller := mustPrincipal(c).SellerID
+	skuIDs, err := s.resolveSellerSKUs(c, seller, rows)
+	if err != nil {
+		return err
+	}
+	whs := make([]int32, 0, len(rows))
+	for _, r := range rows {
+		whs = append(whs, *r.WarehouseID)
+	}
+	known, err := s.q.ExistingWarehouses(ctx, whs)
+	if err != nil {
+		return err
+	}
+	isKnown := map[int32]bool{}
+	for _, id := range known {
+		isKnown[id] = true
+	}
+	for i, r := range rows {
+		if !isKnown[*r.WarehouseID] {
+			v.add(fmt.Sprintf("[%d].warehouseId", i), fmt.Sprintf("unknown warehouse %d", *r.WarehouseID))
+		}
+	}
+	if err := v.err(); err != nil {
+		return err
+	}
+
+	results := make([]stockResult, len(rows))
+	for i, r := range rows {
+		res, err := s.Inventory.ApplySellerStock(ctx, seller, inventory.StockUpdate{SKUID: skuIDs[i],
+			WarehouseID: *r.WarehouseID, Quantity: int32(*r.Quantity), SourceUpdatedAt: stamps[i]})
+		if err != nil {
+			return err
+		}
+		results[i] = stockResult{SKU: r.SKU, SKUID: skuIDs[i], WarehouseID: *r.WarehouseID,
+			Status: res.Status, CancelledReservations: res.CancelledReservations}
+		if res.Status == inventory.StockAppliedWithShortfall {
+			s.Log.Warn("seller stock below reservations", "seller_id", seller, "sku_id", skuIDs[i],
+				"warehouse_id", *r.WarehouseID, "cancelled_reservations", res.CancelledReservations,
+				"order_ids", res.AffectedOrders)
+		}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"results": results})
+}
+
+// resolveSellerSKUs maps every row to a SKU id of this seller: an unknown code is 404
+// SKU_NOT_FOUND, another seller's SKU id is 403; both name the rows.
+func (s *Server) resolveSellerSKUs(c echo.Context, seller int64, rows []stockRow) ([]int64, error) {
+	ctx := c.Request().Context()
+	var codes []string
+	var ids []int64
+	for _, r := range rows {
+		if r.SKU != "" {
+			codes = append(codes, r.SKU)
+		} else {
+			ids = append(ids, r.SKUID)
+		}
+	}
+	byCode := map[string]int64{}
+	if len(codes) > 0 {
+		found, err := s.q.SKUsBySellerCodes(ctx, seller, codes)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range found {
+			byCode[f.Code] = f.ID
+		}
+	}
+	owner := map[int64]int64{}
+	if len(ids) > 0 {
+		found, err := s.q.SKUsByIDs(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range found {
+			owner[f.ID] = f.SellerID
+		}
+	}
+	out := make([]int64, len(rows))
+	var missing, foreign []map[string]any
+	for i, r := range rows {
+		switch {
+		case r.SKU != "":
+			id, ok := byCode[r.SKU]
+			if !ok {
+				missing = append(missing, map[string]any{"row": i, "sku": r.SKU})
+			} else if r.SKUID > 0 && r.SKUID != id {
+				v := validation{}
+				v.add(fmt.Sprintf("[%d].skuId", i), "does not match sku")
+				return nil, v.err()
+			}
+			out[i] = id
+		default:
+			o, ok := owner[r.SKUID]
+			switch {
+			case !ok:
+				missing = append(missing, map[string]any{"row": i, "skuId": r.SKUID})
+			case o != seller:
+				foreign = append(foreign, map[string]any{"row": i, "skuId": r.SKUID})
+			}
+			out[i] = r.SKUID
+		}
+	}
+	if len(foreign) > 0 {
+		return nil, forbidden("some SKUs belong to another seller").With("rows", foreign)
+	}
+	if len(missing) > 0 {
+		return nil, NewError(http.StatusNotFound, CodeSKUNotFound, "some SKUs are not in your catalog").With("rows", missing)
+	}
+	return out, nil
+}

@@ -1,0 +1,197 @@
+// Package api is the REST API: Echo routes, authentication, validation, and the one mapping of
+// errors to HTTP answers. Business rules live in the packages it calls.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.temporal.io/sdk/client"
+
+	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/internal/auth"
+	"github.com/marketplace/checkout/internal/config"
+	"github.com/marketplace/checkout/internal/metrics"
+	"github.com/marketplace/checkout/inventory"
+)
+
+// TemporalClient is the slice of the Temporal client the API uses.
+type TemporalClient interface {
+	CheckHealth(ctx context.Context, req *client.CheckHealthRequest) (*client.CheckHealthResponse, error)
+}
+
+var _ TemporalClient = (client.Client)(nil)
+
+// Deps are what the API needs from the process that runs it.
+type Deps struct {
+	Config    config.Config
+	Pool      *pgxpool.Pool
+	Inventory *inventory.Engine
+	Temporal  TemporalClient
+	Metrics   *metrics.Metrics
+	Log       *slog.Logger
+}
+
+// Server holds the API's dependencies; its methods are the handlers.
+type Server struct {
+	Deps
+	q      *db.Queries
+	secret []byte
+}
+
+// BodyLimit is the largest request body accepted.
+const BodyLimit = "1M"
+
+// New builds the Echo server with every route.
+func New(d Deps) *echo.Echo {
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	s := &Server{Deps: d, q: db.New(d.Pool), secret: []byte(d.Config.JWTSecret)}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = errorHandler(d.Log)
+	e.Use(middleware.RequestID())
+	e.Use(s.observe)
+	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisableStackAll: true, LogErrorFunc: s.logPanic}))
+	e.Use(middleware.BodyLimit(BodyLimit))
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(d.Metrics.Registry, promhttp.HandlerOpts{})))
+
+	shopper := e.Group("/api/v1", s.authenticate, requireRole(auth.RoleShopper))
+	shopper.POST("/addresses", s.createAddress)
+	shopper.GET("/addresses", s.listAddresses)
+
+	seller := e.Group("/seller-api/v1", s.authenticate, requireRole(auth.RoleSeller))
+	seller.PUT("/skus", s.putSKUs)
+	seller.PUT("/stocks", s.putStocks)
+	return e
+}
+
+// observe logs every request as one JSON line and feeds the HTTP metrics. It runs the error
+// handler itself so that the logged status is the one the client got.
+func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		status := c.Response().Status
+		route := c.Path()
+		if route == "" {
+			route = "unmatched"
+		}
+		elapsed := time.Since(start)
+		s.Metrics.HTTPRequests.WithLabelValues(route, c.Request().Method, strconv.Itoa(status)).Inc()
+		s.Metrics.HTTPDuration.WithLabelValues(route, c.Request().Method).Observe(elapsed.Seconds())
+		if route != "/metrics" && route != "/healthz" {
+			level := slog.LevelInfo
+			if status >= 500 {
+				level = slog.LevelError
+			}
+			attrs := []slog.Attr{
+				slog.String("request_id", requestID(c)), slog.String("method", c.Request().Method),
+				slog.String("route", route), slog.Int("status", status),
+				slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
+			}
+			if p, ok := principal(c); ok {
+				attrs = append(attrs, slog.Int64("user_id", p.UserID))
+			}
+			s.Log.LogAttrs(c.Request().Context(), level, "http request", attrs...)
+		}
+		return nil
+	}
+}
+
+func (s *Server) logPanic(c echo.Context, err error, stack []byte) error {
+	s.Log.Error("panic in handler", "error", err, "request_id", requestID(c), "stack", string(stack))
+	return err
+}
+
+func requestID(c echo.Context) string {
+	return c.Response().Header().Get(echo.HeaderXRequestID)
+}
+
+func (s *Server) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz answers 200 only when PostgreSQL and Temporal both answer.
+func (s *Server) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	checks := map[string]string{"database": "ok", "temporal": "ok"}
+	ready := true
+	if err := s.Pool.Ping(ctx); err != nil {
+		checks["database"], ready = "unreachable", false
+	}
+	if s.Temporal == nil {
+		checks["temporal"], ready = "not configured", false
+	} else if _, err := s.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		checks["temporal"], ready = "unreachable", false
+	}
+	if !ready {
+		return c.JSON(http.StatusServiceUnavailable, map[string]any{"code": CodeUnavailable,
+			"message": "a dependency is unreachable", "checks": checks})
+	}
+	return c.JSON(http.StatusOK, map[string]any{"status": "ready", "checks": checks})
+}
+
+// bind decodes a JSON body into v, whatever Content-Type says (curl -d sends a form type): malformed JSON is 400 INVALID_JSON, a body over the limit 413.
+func bind(c echo.Context, v any) error {
+	dec := json.NewDecoder(c.Request().Body)
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		var he *echo.HTTPError
+		if errors.As(err, &he) {
+			return he
+		}
+		if errors.Is(err, io.EOF) {
+			return NewError(http.StatusBadRequest, CodeInvalidJSON, "request body is empty")
+		}
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			field := typeErr.Field
+			if field == "" {
+				field = "body"
+			}
+			return NewError(http.StatusBadRequest, CodeValidationFailed, "some fields are invalid").
+				With("fields", []FieldError{{Field: field, Message: "must be " + jsonType(typeErr.Type.Kind().String())}})
+		}
+		return NewError(http.StatusBadRequest, CodeInvalidJSON, "request body is not valid JSON")
+	}
+	if dec.More() {
+		return NewError(http.StatusBadRequest, CodeInvalidJSON, "request body holds more than one JSON value")
+	}
+	return nil
+}
+
+func jsonType(kind string) string {
+	switch {
+	case strings.HasPrefix(kind, "int"), strings.HasPrefix(kind, "uint"), strings.HasPrefix(kind, "float"):
+		return "a number"
+	case kind == "string":
+		return "a string"
+	case kind == "slice":
+		return "an array"
+	case kind == "struct", kind == "map":
+		return "an object"
+	case kind == "bool":
+		return "true or false"
+	}
+	return "of another type"
+}

@@ -1,0 +1,120 @@
+// Command checkout is the one binary of the product: `dev` runs the whole local stack, `api` and
+// `worker` are the two services of a deployment, `migrate` applies the schema, `token` mints
+// development tokens.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/marketplace/checkout/internal/auth"
+	"github.com/marketplace/checkout/internal/config"
+	"github.com/marketplace/checkout/migrations"
+)
+
+const usage = `checkout: marketplace checkout backend
+
+usage: checkout <command> [flags]
+
+commands:
+  dev       run everything locally: PostgreSQL, Temporal dev server, migrations, demo data,
+            worker and API (what make run runs)
+  api       run the REST API
+  worker    run the Temporal worker
+  migrate   apply database migrations
+  token     mint a development JWT: token --user 7 --role shopper [--seller 42] [--ttl 24h]
+
+Settings come from environment variables; see README.md.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	cmd, args := os.Args[1], os.Args[2:]
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var err error
+	switch cmd {
+	case "dev":
+		err = withConfig(func(cfg config.Config) error { return runDev(ctx, cfg) })
+	case "api":
+		err = withConfig(func(cfg config.Config) error { return runAPI(ctx, cfg) })
+	case "worker":
+		err = withConfig(func(cfg config.Config) error { return runWorker(ctx, cfg) })
+	case "migrate":
+		err = withConfig(func(cfg config.Config) error { return runMigrate(ctx, cfg) })
+	case "token":
+		err = runToken(args)
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "unknown command %q\n\n%s", cmd, usage)
+		os.Exit(2)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(os.Stderr, "checkout "+cmd+":", err)
+		os.Exit(1)
+	}
+}
+
+func withConfig(run func(config.Config) error) error {
+	cfg, err := config.FromEnv()
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	slog.SetDefault(newLogger(cfg.LogLevel))
+	return run(cfg)
+}
+
+func newLogger(level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
+
+func runMigrate(ctx context.Context, cfg config.Config) error {
+	if cfg.DatabaseURL == "" {
+		return errors.New("DATABASE_URL is required")
+	}
+	applied, err := migrations.Up(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	slog.Info("migrations applied", "count", len(applied), "files", applied)
+	return nil
+}
+
+func runToken(args []string) error {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	user := fs.Int64("user", 7, "user id (the token's sub)")
+	role := fs.String("role", auth.RoleShopper, "role: "+strings.Join([]string{auth.RoleShopper, auth.RoleSeller, auth.RoleSupport, auth.RoleOps}, ", "))
+	seller := fs.Int64("seller", 0, "seller id (seller role only)")
+	ttl := fs.Duration("ttl", 24*time.Hour, "validity")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	secret := os.Getenv("AUTH_JWT_SECRET")
+	if secret == "" {
+		secret = config.DefaultJWTSecret
+	}
+	tok, err := auth.Mint([]byte(secret), auth.Principal{UserID: *user, Role: *role, SellerID: *seller}, *ttl)
+	if err != nil {
+		return err
+	}
+	fmt.Println(tok)
+	return nil
+}

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/marketplace/checkout/api"
+	"github.com/marketplace/checkout/internal/auth"
+	"github.com/marketplace/checkout/internal/config"
+	"github.com/marketplace/checkout/internal/demo"
+	"github.com/marketplace/checkout/internal/devtemporal"
+	"github.com/marketplace/checkout/internal/metrics"
+	"github.com/marketplace/checkout/internal/pgserver"
+	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/migrations"
+	"github.com/marketplace/checkout/worker"
+)
+
+// app is one process's connections and shared parts.
+type app struct {
+	cfg      config.Config
+	log      *slog.Logger
+	pool     *pgxpool.Pool
+	temporal client.Client
+	metrics  *metrics.Metrics
+	inv      *inventory.Engine
+}
+
+func connect(ctx context.Context, cfg config.Config) (*app, error) {
+	if cfg.DatabaseURL == "" {
+		return nil, errors.New("DATABASE_URL is required (or use `checkout dev`)")
+	}
+	if cfg.TemporalAddress == "" {
+		return nil, errors.New("TEMPORAL_ADDRESS is required (or use `checkout dev`)")
+	}
+	a := &app{cfg: cfg, log: slog.Default(), metrics: metrics.New()}
+	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	pcfg.MaxConns = cfg.DBMaxConns
+	if a.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
+		return nil, err
+	}
+	if err := a.pool.Ping(ctx); err != nil {
+		a.pool.Close()
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	a.temporal, err = client.DialContext(ctx, client.Options{HostPort: cfg.TemporalAddress,
+		Namespace: cfg.TemporalNamespace, Logger: sdklog.NewStructuredLogger(a.log)})
+	if err != nil {
+		a.pool.Close()
+		return nil, fmt.Errorf("temporal at %s: %w", cfg.TemporalAddress, err)
+	}
+	a.inv = inventory.New(a.pool, a.metrics)
+	a.metrics.RegisterInventoryGauges(a.inv)
+	return a, nil
+}
+
+func (a *app) close() {
+	a.temporal.Close()
+	a.pool.Close()
+}
+
+// serveAPI runs the REST API until ctx ends, then drains it.
+func (a *app) serveAPI(ctx context.Context) error {
+	e := api.New(api.Deps{Config: a.cfg, Pool: a.pool, Inventory: a.inv, Temporal: a.temporal,
+		Metrics: a.metrics, Log: a.log})
+	srv := &http.Server{Addr: a.cfg.HTTPAddr, Handler: e, ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second}
+	return serve(ctx, srv)
+}
+
+// serveMetrics exposes /metrics of a process without the API (the worker).
+func (a *app) serveMetrics(ctx context.Context, addr string) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(a.metrics.Registry, promhttp.HandlerOpts{}))
+	return serve(ctx, &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second})
+}
+
+func serve(ctx context.Context, srv *http.Server) error {
+	ln, err := net.Listen("tcp", srv.Addr)
+	if err != nil {
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
+// runWorker runs the Temporal worker until ctx ends.
+func (a *app) runWorker(ctx context.Context) error {
+	w := worker.New(a.temporal, worker.Deps{Config: a.cfg, Pool: a.pool, Inventory: a.inv})
+	if err := w.Start(); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	w.Stop()
+	return nil
+}
+
+func runAPI(ctx context.Context, cfg config.Config) error {
+	a, err := connect(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	a.log.Info("api listening", "addr", cfg.HTTPAddr)
+	return a.serveAPI(ctx)
+}
+
+func runWorker(ctx context.Context, cfg config.Config) error {
+	a, err := connect(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return a.runWorker(ctx) })
+	if cfg.MetricsAddr != "" {
+		g.Go(func() error { return a.serveMetrics(ctx, cfg.MetricsAddr) })
+	}
+	a.log.Info("worker started", "task_queue", cfg.TaskQueue, "metrics", cfg.MetricsAddr)
+	return g.Wait()
+}
+
+// runDev is `make run`: it starts what is not configured (PostgreSQL, the Temporal dev server),
+// prepares the database and namespace, and runs the worker and the API in this process. Ctrl-C
+// stops everything it started.
+func runDev(ctx context.Context, cfg config.Config) error {
+	log := slog.Default()
+	if cfg.DatabaseURL == "" {
+		pg, err := pgserver.Start(ctx, pgserver.Options{Dir: filepath.Join(cfg.DataDir, "pg"), Port: cfg.PGPort,
+			Database: "checkout", Log: openLog(cfg.DataDir, "postgres.log")})
+		if err != nil {
+			return fmt.Errorf("private PostgreSQL: %w", err)
+		}
+		defer pg.Stop()
+		cfg.DatabaseURL = pg.URL("checkout")
+		log.Info("postgres started", "url", cfg.DatabaseURL, "data", pg.Dir)
+	}
+	if cfg.TemporalAddress == "" {
+		ts, err := devtemporal.Start(ctx, devtemporal.Options{CLI: cfg.TemporalCLI,
+			DBFile: filepath.Join(cfg.DataDir, "temporal.db"), Port: cfg.TemporalPort, UIPort: cfg.TemporalUIPort,
+			Namespace: cfg.TemporalNamespace, Log: openLog(cfg.DataDir, "temporal.log")})
+		if err != nil {
+			return fmt.Errorf("temporal dev server: %w", err)
+		}
+		defer ts.Stop()
+		cfg.TemporalAddress = ts.Address
+		log.Info("temporal dev server started", "address", ts.Address)
+	}
+	if _, err := migrations.Up(ctx, cfg.DatabaseURL); err != nil {
+		return err
+	}
+	a, err := connect(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	if err := demo.Load(ctx, a.pool); err != nil {
+		return fmt.Errorf("demo data: %w", err)
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return a.runWorker(gctx) })
+	g.Go(func() error { return a.serveAPI(gctx) })
+	printBanner(cfg)
+	err = g.Wait()
+	fmt.Println("\nstopped.")
+	return err
+}
+
+func openLog(dir, name string) *os.File {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil
+	}
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil
+	}
+	return f
+}
+
+func printBanner(cfg config.Config) {
+	secret := []byte(cfg.JWTSecret)
+	token := func(p auth.Principal) string {
+		t, err := auth.Mint(secret, p, 7*24*time.Hour)
+		if err != nil {
+			return "(" + err.Error() + ")"
+		}
+		return t
+	}
+	ui := "(external Temporal: see its own UI)"
+	if cfg.TemporalUIPort > 0 {
+		ui = "http://localhost:" + strconv.Itoa(cfg.TemporalUIPort)
+	}
+	fmt.Printf(`
+checkout is running (Ctrl-C stops everything)
+
+  API           %s
+  Temporal UI   %s
+  Temporal      %s   namespace %s
+  PostgreSQL    %s
+
+  shopper 7     export TOKEN=%s
+  shopper 8     %s
+  seller 42     %s
+  support       %s
+
+  try:  curl -s -H "Authorization: Bearer $TOKEN" %s/api/v1/addresses
+
+`, cfg.PublicBaseURL, ui, cfg.TemporalAddress, cfg.TemporalNamespace, cfg.DatabaseURL,
+		token(auth.Principal{UserID: 7, Role: auth.RoleShopper}),
+		token(auth.Principal{UserID: 8, Role: auth.RoleShopper}),
+		token(auth.Principal{UserID: 1042, Role: auth.RoleSeller, SellerID: 42}),
+		token(auth.Principal{UserID: 900, Role: auth.RoleSupport}),
+		cfg.PublicBaseURL)
+}

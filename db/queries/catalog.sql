@@ -1,0 +1,79 @@
+-- name: UpsertWarehouse :exec
+INSERT INTO warehouses (id, code, name, city, lat, lon)
+VALUES (@id, @code, @name, @city, @lat, @lon)
+ON CONFLICT (id) DO UPDATE
+   SET code = EXCLUDED.code, name = EXCLUDED.name, city = EXCLUDED.city,
+       lat = EXCLUDED.lat, lon = EXCLUDED.lon;
+
+-- name: ListWarehouses :many
+SELECT id, code, name, city, lat, lon FROM warehouses ORDER BY id;
+
+-- name: ExistingWarehouses :many
+SELECT id FROM warehouses WHERE id = ANY (@ids::int[]);
+
+-- name: UpsertSeller :exec
+INSERT INTO sellers (id, name) VALUES (@id, @name)
+ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name;
+
+-- name: SellerExists :one
+SELECT EXISTS (SELECT 1 FROM sellers WHERE id = @id);
+
+-- name: UpsertSKU :one
+-- A seller's catalog row, keyed by the seller's own code. A price or currency change moves
+-- price_version, which invalidates every priceVersion a shopper was shown.
+INSERT INTO skus (seller_id, code, title, price_minor, currency, max_per_order)
+VALUES (@seller_id, @code, @title, @price_minor, @currency, @max_per_order)
+ON CONFLICT (seller_id, code) DO UPDATE
+   SET title = EXCLUDED.title,
+       price_minor = EXCLUDED.price_minor,
+       currency = EXCLUDED.currency,
+       max_per_order = EXCLUDED.max_per_order,
+       price_version = skus.price_version
+           + CASE WHEN (skus.price_minor, skus.currency) IS DISTINCT FROM (EXCLUDED.price_minor, EXCLUDED.currency)
+                  THEN 1 ELSE 0 END,
+       updated_at = now()
+RETURNING id, price_version, (xmax = 0) AS created;
+
+-- name: InsertSKUWithID :exec
+-- Demo data only: fixed ids so that examples in the documentation stay true.
+INSERT INTO skus (id, seller_id, code, title, price_minor, currency, max_per_order)
+VALUES (@id, @seller_id, @code, @title, @price_minor, @currency, @max_per_order)
+ON CONFLICT (id) DO NOTHING;
+
+-- name: SKUsBySellerCodes :many
+SELECT id, seller_id, code FROM skus WHERE seller_id = @seller_id AND code = ANY (@codes::text[]);
+
+-- name: SKUsByIDs :many
+SELECT id, seller_id, code, title, price_minor, currency, max_per_order, price_version
+FROM skus
+WHERE id = ANY (@ids::bigint[])
+ORDER BY id;
+
+-- name: GetSKU :one
+SELECT id, seller_id, code, title, price_minor, currency, max_per_order, price_version
+FROM skus
+WHERE id = @id;
+
+-- name: CreateAddress :one
+INSERT INTO addresses (user_id, city, line1, lat, lon)
+VALUES (@user_id, @city, @line1, @lat, @lon)
+RETURNING id, created_at;
+
+-- name: ListAddresses :many
+SELECT id, user_id, city, line1, lat, lon, created_at
+FROM addresses
+WHERE user_id = @user_id
+ORDER BY id
+LIMIT 100;
+
+-- name: CountAddresses :one
+SELECT count(*) FROM addresses WHERE user_id = @user_id;
+
+-- name: GetAddress :one
+SELECT id, user_id, city, line1, lat, lon, created_at
+FROM addresses
+WHERE id = @id AND user_id = @user_id;
+
+-- name: InsertOutboxEvent :exec
+INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload)
+VALUES (@aggregate_type, @aggregate_id, @event_type, @payload);

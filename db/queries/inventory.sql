@@ -1,0 +1,175 @@
+-- name: InventoryCandidates :many
+-- Where the order's SKUs are sellable, with each warehouse's location for the distance rule.
+SELECT i.sku_id, i.warehouse_id, (i.on_hand - i.reserved)::int AS available, w.lat, w.lon
+FROM inventory i
+JOIN warehouses w ON w.id = i.warehouse_id
+WHERE i.sku_id = ANY (@sku_ids::bigint[]);
+
+-- name: LockOrderForReserve :exec
+-- Serialises two reserves of one order (an activity retried while its first attempt still runs).
+SELECT pg_advisory_xact_lock(1, mod(@order_id::bigint, 2147483647)::int);
+
+-- name: ReservationsOfOrder :many
+SELECT id, order_id, sku_id, warehouse_id, quantity, status, expires_at, created_at
+FROM stock_reservations
+WHERE order_id = $1
+ORDER BY sku_id, warehouse_id;
+
+-- name: ReserveLine :batchone
+-- The design's reservation: the conditional UPDATE decides, and the reservation row exists only
+-- when it matched. now() is the transaction's start, so every line of an order expires together.
+WITH r AS (
+    UPDATE inventory
+       SET reserved = reserved + @quantity::int, version = version + 1
+     WHERE inventory.sku_id = @sku_id AND inventory.warehouse_id = @warehouse_id
+       AND inventory.on_hand - inventory.reserved >= @quantity::int
+    RETURNING inventory.sku_id, inventory.warehouse_id
+)
+INSERT INTO stock_reservations (order_id, sku_id, warehouse_id, quantity, expires_at)
+SELECT @order_id, r.sku_id, r.warehouse_id, @quantity::int,
+       now() + make_interval(secs => @hold_seconds::float8)
+FROM r
+RETURNING id, expires_at;
+
+-- name: LockReservationsOfOrder :many
+SELECT id, sku_id, warehouse_id, quantity, status
+FROM stock_reservations
+WHERE order_id = $1
+ORDER BY sku_id, warehouse_id
+FOR UPDATE;
+
+-- name: LockInventoryRows :exec
+SELECT 1
+FROM inventory i
+JOIN (SELECT unnest(@sku_ids::bigint[]) AS sku_id, unnest(@warehouse_ids::int[]) AS warehouse_id) k
+  ON i.sku_id = k.sku_id AND i.warehouse_id = k.warehouse_id
+ORDER BY i.sku_id, i.warehouse_id
+FOR UPDATE OF i;
+
+-- name: ConfirmReservations :many
+-- ACTIVE → CONFIRMED: the units leave the warehouse, so on_hand and reserved both decrease.
+WITH t AS (
+    UPDATE stock_reservations
+       SET status = 'CONFIRMED'
+     WHERE id = ANY (@ids::bigint[]) AND status = 'ACTIVE'
+    RETURNING sku_id, warehouse_id, quantity
+), agg AS (
+    SELECT sku_id, warehouse_id, sum(quantity)::int AS qty FROM t GROUP BY sku_id, warehouse_id
+)
+UPDATE inventory i
+   SET on_hand = i.on_hand - agg.qty, reserved = i.reserved - agg.qty, version = i.version + 1
+  FROM agg
+ WHERE i.sku_id = agg.sku_id AND i.warehouse_id = agg.warehouse_id
+RETURNING i.sku_id, i.warehouse_id, agg.qty;
+
+-- name: ReleaseReservations :many
+-- ACTIVE → RELEASED: the units become sellable again.
+WITH t AS (
+    UPDATE stock_reservations
+       SET status = 'RELEASED'
+     WHERE id = ANY (@ids::bigint[]) AND status = 'ACTIVE'
+    RETURNING order_id, sku_id, warehouse_id, quantity
+), agg AS (
+    SELECT sku_id, warehouse_id, sum(quantity)::int AS qty FROM t GROUP BY sku_id, warehouse_id
+), inv AS (
+    UPDATE inventory i
+       SET reserved = i.reserved - agg.qty, version = i.version + 1
+      FROM agg
+     WHERE i.sku_id = agg.sku_id AND i.warehouse_id = agg.warehouse_id
+    RETURNING i.sku_id
+)
+SELECT t.order_id, t.sku_id, t.warehouse_id, t.quantity FROM t;
+
+-- name: ClaimExpiredReservations :many
+-- The sweeper's batch. SKIP LOCKED lets several sweepers share the work without waiting on one
+-- another, and skips reservations a confirm or release is moving right now.
+SELECT id, order_id, sku_id, warehouse_id, quantity, expires_at
+FROM stock_reservations
+WHERE status = 'ACTIVE' AND expires_at < now()
+ORDER BY expires_at
+LIMIT @batch_size
+FOR UPDATE SKIP LOCKED;
+
+-- name: SweeperLag :one
+-- How long the oldest expired, still ACTIVE reservation has waited for release (0 when none).
+SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(expires_at)), 0)::float8 AS lag_seconds,
+       count(*) AS expired
+FROM stock_reservations
+WHERE status = 'ACTIVE' AND expires_at < now();
+
+-- name: CountActiveReservations :one
+SELECT count(*) FROM stock_reservations WHERE status = 'ACTIVE';
+
+-- name: CreateInventoryRow :execrows
+-- A first stock report for a (sku, warehouse); a concurrent first report wins, and this one then
+-- goes through the update path below.
+INSERT INTO inventory (sku_id, warehouse_id, on_hand, source_updated_at)
+VALUES (@sku_id, @warehouse_id, @on_hand, @source_updated_at)
+ON CONFLICT (sku_id, warehouse_id) DO NOTHING;
+
+-- name: LockInventoryRow :one
+SELECT on_hand, reserved, source_updated_at
+FROM inventory
+WHERE sku_id = @sku_id AND warehouse_id = @warehouse_id
+FOR UPDATE;
+
+-- name: NewestActiveReservationsOfRow :many
+-- The caller holds the inventory row, so it must not wait on reservation rows: SKIP LOCKED.
+SELECT id, order_id, quantity
+FROM stock_reservations
+WHERE sku_id = @sku_id AND warehouse_id = @warehouse_id AND status = 'ACTIVE'
+ORDER BY created_at DESC, id DESC
+FOR UPDATE SKIP LOCKED;
+
+-- name: SetOnHand :execrows
+-- Seller stock sets on_hand only; an update older than the last applied one changes nothing.
+UPDATE inventory
+   SET on_hand = @on_hand, source_updated_at = @source_updated_at, version = version + 1
+ WHERE sku_id = @sku_id AND warehouse_id = @warehouse_id
+   AND (source_updated_at IS NULL OR source_updated_at < @source_updated_at);
+
+-- name: InsertShortfallEvent :exec
+INSERT INTO seller_shortfall_events
+    (seller_id, sku_id, warehouse_id, on_hand_before, on_hand_after, reserved_before,
+     released_units, order_ids, source_updated_at)
+VALUES (@seller_id, @sku_id, @warehouse_id, @on_hand_before, @on_hand_after, @reserved_before,
+        @released_units, @order_ids::bigint[], @source_updated_at);
+
+-- name: FindInventoryDrift :many
+-- Rows whose reserved differs from the sum of their ACTIVE reservations.
+SELECT i.sku_id, i.warehouse_id, i.on_hand, i.reserved, COALESCE(a.qty, 0)::int AS active_sum
+FROM inventory i
+LEFT JOIN (
+    SELECT sku_id, warehouse_id, sum(quantity) AS qty
+    FROM stock_reservations
+    WHERE status = 'ACTIVE'
+    GROUP BY sku_id, warehouse_id
+) a ON a.sku_id = i.sku_id AND a.warehouse_id = i.warehouse_id
+WHERE i.reserved <> COALESCE(a.qty, 0)
+ORDER BY i.sku_id, i.warehouse_id;
+
+-- name: ActiveSumOfRow :one
+SELECT COALESCE(sum(quantity), 0)::int
+FROM stock_reservations
+WHERE sku_id = @sku_id AND warehouse_id = @warehouse_id AND status = 'ACTIVE';
+
+-- name: SetReserved :exec
+UPDATE inventory
+   SET reserved = @reserved, version = version + 1
+ WHERE sku_id = @sku_id AND warehouse_id = @warehouse_id;
+
+-- name: InsertDriftEvent :exec
+INSERT INTO inventory_drift_events (sku_id, warehouse_id, reserved_before, active_sum, released_units)
+VALUES (@sku_id, @warehouse_id, @reserved_before, @active_sum, @released_units);
+
+-- name: GetInventoryRow :one
+SELECT sku_id, warehouse_id, on_hand, reserved, version, source_updated_at
+FROM inventory
+WHERE sku_id = @sku_id AND warehouse_id = @warehouse_id;
+
+-- name: MarkReservationsReleased :many
+-- Status only, for the reconciler, which sets reserved itself from the recomputed sum.
+UPDATE stock_reservations
+   SET status = 'RELEASED'
+ WHERE id = ANY (@ids::bigint[]) AND status = 'ACTIVE'
+RETURNING id, order_id, quantity;

@@ -1,0 +1,188 @@
+// Package devtemporal runs the pinned Temporal CLI dev server as a child process, with the same
+// settings for `dev` and for the tests: a SQLite file in WAL mode and eager activity execution.
+package devtemporal
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+)
+
+// Options describe the dev server to run.
+type Options struct {
+	// CLI is the path of the temporal binary (bin/temporal, installed by the Makefile).
+	CLI string
+	// DBFile is the SQLite file; empty keeps everything in memory.
+	DBFile string
+	// Port is the frontend gRPC port; 0 picks a free one.
+	Port int
+	// UIPort serves the Web UI; 0 runs headless.
+	UIPort    int
+	Namespace string
+	// Log receives the server's output; nil discards it.
+	Log io.Writer
+}
+
+// Server is a running dev server.
+type Server struct {
+	Address string
+	cmd     *exec.Cmd
+	done    chan error
+}
+
+// FindCLI resolves the temporal binary: the given path, then the project's bin/ walking up from
+// the working directory (tests run in package folders), then PATH.
+func FindCLI(path string) (string, error) {
+	if path == "" {
+		path = "bin/temporal"
+	}
+	if filepath.IsAbs(path) {
+		if _, err := os.Stat(path); err == nil {
+			return path, nil
+		}
+	} else if wd, err := os.Getwd(); err == nil {
+		for dir := wd; ; dir = filepath.Dir(dir) {
+			p := filepath.Join(dir, path)
+			if _, err := os.Stat(p); err == nil {
+				return p, nil
+			}
+			if dir == filepath.Dir(dir) {
+				break
+			}
+		}
+	}
+	if p, err := exec.LookPath("temporal"); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("temporal CLI not found at %s: run `make bin/temporal` (installs the pinned v1.5.1)", path)
+}
+
+// Start launches the dev server and waits until its frontend answers.
+func Start(ctx context.Context, o Options) (*Server, error) {
+	cli, err := FindCLI(o.CLI)
+	if err != nil {
+		return nil, err
+	}
+	port := o.Port
+	if port == 0 {
+		if port, err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	if o.Namespace == "" {
+		o.Namespace = "default"
+	}
+	args := []string{"server", "start-dev",
+		"--ip", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--namespace", o.Namespace,
+		"--log-level", "warn", "--log-format", "json",
+		"--dynamic-config-value", "system.enableActivityEagerExecution=true",
+		"--dynamic-config-value", "frontend.enableUpdateWorkflowExecution=true",
+		"--dynamic-config-value", "frontend.enableExecuteMultiOperation=true",
+	}
+	if o.DBFile != "" {
+		if err := os.MkdirAll(filepath.Dir(o.DBFile), 0o755); err != nil {
+			return nil, err
+		}
+		args = append(args, "--db-filename", o.DBFile,
+			"--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal")
+	}
+	if o.UIPort > 0 {
+		args = append(args, "--ui-port", strconv.Itoa(o.UIPort))
+	} else {
+		args = append(args, "--headless")
+	}
+	cmd := exec.Command(cli, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
+	var buf bytes.Buffer
+	if o.Log != nil {
+		cmd.Stdout, cmd.Stderr = o.Log, o.Log
+	} else {
+		cmd.Stdout, cmd.Stderr = &buf, &buf
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", cli, err)
+	}
+	s := &Server{Address: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd, done: make(chan error, 1)}
+	go func() { s.done <- cmd.Wait() }()
+	if err := s.waitReady(ctx, o.Namespace, &buf); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) waitReady(ctx context.Context, namespace string, log *bytes.Buffer) error {
+	deadline := time.Now().Add(90 * time.Second)
+	var lastErr error
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-s.done:
+			s.done <- err
+			return fmt.Errorf("temporal dev server exited while starting: %v\n%s", err, log.String())
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		c, err := client.Dial(client.Options{HostPort: s.Address, Namespace: namespace, Logger: quietLogger})
+		if err == nil {
+			hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err = c.CheckHealth(hctx, &client.CheckHealthRequest{})
+			if err == nil {
+				_, err = c.WorkflowService().DescribeNamespace(hctx, describeNamespace(namespace))
+			}
+			cancel()
+			c.Close()
+			if err == nil {
+				return nil
+			}
+		}
+		lastErr = err
+		time.Sleep(100 * time.Millisecond)
+	}
+	return errors.Join(errors.New("temporal dev server not ready after 90s"), lastErr)
+}
+
+// Stop ends the server and waits for it.
+func (s *Server) Stop() {
+	if s == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(20 * time.Second):
+		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		<-s.done
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func describeNamespace(ns string) *workflowservice.DescribeNamespaceRequest {
+	return &workflowservice.DescribeNamespaceRequest{Namespace: ns}
+}
+
+// quietLogger keeps the SDK's dial retries out of the output while the server starts.
+var quietLogger = sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))

@@ -1,0 +1,454 @@
+// Package inventory is the stock engine: reserve at order time, confirm, release, sweep expired
+// holds, apply sellers' stock reports and reconcile. Its rules are the conditional statements in
+// db/queries/inventory.sql; this package chooses warehouses, orders the locks and runs the
+// transactions around them.
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/marketplace/checkout/db"
+)
+
+// Reservation statuses, as stored.
+const (
+	StatusActive    = "ACTIVE"
+	StatusConfirmed = "CONFIRMED"
+	StatusReleased  = "RELEASED"
+)
+
+// Engine runs the inventory rules on one PostgreSQL database.
+type Engine struct {
+	pool    *pgxpool.Pool
+	q       *db.Queries
+	metrics Observer
+}
+
+// Observer receives the outcomes the engine reports as metrics; nil means none.
+type Observer interface {
+	ReserveResult(result string)
+}
+
+type noObserver struct{}
+
+func (noObserver) ReserveResult(string) {}
+
+// New returns an engine on pool.
+func New(pool *pgxpool.Pool, obs Observer) *Engine {
+	if obs == nil {
+		obs = noObserver{}
+	}
+	return &Engine{pool: pool, q: db.New(pool), metrics: obs}
+}
+
+// Line is one SKU of an order and the units wanted.
+type Line struct {
+	SKUID    int64 `json:"skuId"`
+	Quantity int32 `json:"quantity"`
+}
+
+// Location is a point on the map, for the nearest-warehouse rule.
+type Location struct {
+	Lat float64 `json:"lat"`
+	Lon float64 `json:"lon"`
+}
+
+// ReserveRequest asks for all of an order's lines, or none.
+type ReserveRequest struct {
+	OrderID int64
+	Lines   []Line
+	ShipTo  Location
+	Hold    time.Duration
+}
+
+// Allocation is the part of a line one warehouse holds for the order.
+type Allocation struct {
+	ReservationID int64  `json:"reservationId"`
+	SKUID         int64  `json:"skuId"`
+	WarehouseID   int32  `json:"warehouseId"`
+	Quantity      int32  `json:"quantity"`
+	Status        string `json:"status"`
+}
+
+// Reservation is what an order holds.
+type Reservation struct {
+	OrderID     int64        `json:"orderId"`
+	Allocations []Allocation `json:"allocations"`
+	ExpiresAt   time.Time    `json:"expiresAt"`
+}
+
+// ShortLine names a line that cannot be served: the units requested and those available.
+type ShortLine struct {
+	SKUID     int64 `json:"skuId"`
+	Requested int32 `json:"requested"`
+	Available int32 `json:"available"`
+}
+
+// OutOfStockError refuses a reservation and names every short line.
+type OutOfStockError struct {
+	Lines []ShortLine
+}
+
+func (e *OutOfStockError) Error() string {
+	return fmt.Sprintf("out of stock: %d line(s) short", len(e.Lines))
+}
+
+// Sentinel errors of the engine.
+var (
+	// ErrInvalidRequest: the request itself is wrong (no lines, quantity not positive, ...).
+	ErrInvalidRequest = errors.New("invalid inventory request")
+	// ErrNoReservation: the order holds no reservation at all.
+	ErrNoReservation = errors.New("order has no reservation")
+	// ErrContention: the stock moved under every attempt; the caller may retry.
+	ErrContention = errors.New("inventory contention: retry")
+)
+
+// NotActiveError refuses a confirm: some of the order's reservation is no longer ACTIVE
+// (released by expiry, a seller shortfall or a cancel), so the order cannot be fulfilled.
+type NotActiveError struct {
+	OrderID  int64
+	Released int
+}
+
+func (e *NotActiveError) Error() string {
+	return fmt.Sprintf("order %d: %d reservation(s) already released", e.OrderID, e.Released)
+}
+
+// maxReserveAttempts bounds re-planning when the stock moves between reading it and reserving.
+const maxReserveAttempts = 8
+
+// Reserve holds every line of the order in one transaction, or none. A repeat for the same order
+// returns what the order already holds and changes nothing.
+func (e *Engine) Reserve(ctx context.Context, req ReserveRequest) (Reservation, error) {
+	lines, err := normalise(req)
+	if err != nil {
+		e.metrics.ReserveResult("invalid")
+		return Reservation{}, err
+	}
+	for attempt := 0; attempt < maxReserveAttempts; attempt++ {
+		res, short, done, err := e.reserveOnce(ctx, req, lines)
+		switch {
+		case err != nil:
+			e.metrics.ReserveResult("error")
+			return Reservation{}, err
+		case short != nil:
+			e.metrics.ReserveResult("out_of_stock")
+			return Reservation{}, short
+		case done:
+			e.metrics.ReserveResult("reserved")
+			return res, nil
+		}
+	}
+	e.metrics.ReserveResult("contention")
+	return Reservation{}, ErrContention
+}
+
+// reserveOnce plans from the current stock and executes the plan. done=false means the stock
+// moved under the plan and the caller should plan again.
+func (e *Engine) reserveOnce(ctx context.Context, req ReserveRequest, lines []Line) (res Reservation, short *OutOfStockError, done bool, err error) {
+	tx, err := e.pool.Begin(ctx)
+	if err != nil {
+		return res, nil, false, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit this is a no-op
+	q := e.q.WithTx(tx)
+
+	if err := q.LockOrderForReserve(ctx, req.OrderID); err != nil {
+		return res, nil, false, err
+	}
+	existing, err := q.ReservationsOfOrder(ctx, req.OrderID)
+	if err != nil {
+		return res, nil, false, err
+	}
+	if len(existing) > 0 {
+		return fromRows(req.OrderID, existing), nil, true, tx.Commit(ctx)
+	}
+
+	skuIDs := make([]int64, len(lines))
+	for i, l := range lines {
+		skuIDs[i] = l.SKUID
+	}
+	cands, err := q.InventoryCandidates(ctx, skuIDs)
+	if err != nil {
+		return res, nil, false, err
+	}
+	plan, shortLines := Plan(lines, req.ShipTo, cands)
+	if len(shortLines) > 0 {
+		return res, &OutOfStockError{Lines: shortLines}, false, nil
+	}
+
+	params := make([]db.ReserveLineParams, len(plan))
+	for i, a := range plan {
+		params[i] = db.ReserveLineParams{OrderID: req.OrderID, Quantity: a.Quantity,
+			HoldSeconds: req.Hold.Seconds(), SkuID: a.SKUID, WarehouseID: a.WarehouseID}
+	}
+	moved := false
+	var batchErr error
+	q.ReserveLine(ctx, params).QueryRow(func(i int, row db.ReserveLineRow, err error) {
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			moved = true
+		case err != nil:
+			if batchErr == nil {
+				batchErr = err
+			}
+		default:
+			plan[i].ReservationID = row.ID
+			plan[i].Status = StatusActive
+			res.ExpiresAt = row.ExpiresAt
+		}
+	})
+	if batchErr != nil {
+		return Reservation{}, nil, false, batchErr
+	}
+	if moved {
+		return Reservation{}, nil, false, nil
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Reservation{}, nil, false, err
+	}
+	res.OrderID, res.Allocations = req.OrderID, plan
+	return res, nil, true, nil
+}
+
+// normalise validates a request and merges repeated SKUs into one line.
+func normalise(req ReserveRequest) ([]Line, error) {
+	if req.OrderID <= 0 || len(req.Lines) == 0 || req.Hold <= 0 {
+		return nil, fmt.Errorf("%w: order id, lines and hold are required", ErrInvalidRequest)
+	}
+	sum := map[int64]int64{}
+	for _, l := range req.Lines {
+		if l.Quantity <= 0 || l.SKUID <= 0 {
+			return nil, fmt.Errorf("%w: sku %d quantity %d", ErrInvalidRequest, l.SKUID, l.Quantity)
+		}
+		sum[l.SKUID] += int64(l.Quantity)
+	}
+	lines := make([]Line, 0, len(sum))
+	for sku, q := range sum {
+		if q > math.MaxInt32 {
+			return nil, fmt.Errorf("%w: sku %d quantity too large", ErrInvalidRequest, sku)
+		}
+		lines = append(lines, Line{SKUID: sku, Quantity: int32(q)})
+	}
+	sort.Slice(lines, func(i, j int) bool { return lines[i].SKUID < lines[j].SKUID })
+	return lines, nil
+}
+
+// Plan chooses warehouses for every line: the nearest warehouse that can serve the whole line,
+// otherwise the line split over the nearest ones. The plan is sorted in lock order
+// (sku_id, warehouse_id). Lines that cannot be served at all come back as short.
+func Plan(lines []Line, shipTo Location, cands []db.InventoryCandidatesRow) ([]Allocation, []ShortLine) {
+	bySKU := map[int64][]db.InventoryCandidatesRow{}
+	for _, c := range cands {
+		if c.Available > 0 {
+			bySKU[c.SkuID] = append(bySKU[c.SkuID], c)
+		}
+	}
+	var plan []Allocation
+	var short []ShortLine
+	for _, l := range lines {
+		ws := bySKU[l.SKUID]
+		sort.Slice(ws, func(i, j int) bool {
+			di := Distance(shipTo, Location{ws[i].Lat, ws[i].Lon})
+			dj := Distance(shipTo, Location{ws[j].Lat, ws[j].Lon})
+			if di != dj {
+				return di < dj
+			}
+			return ws[i].WarehouseID < ws[j].WarehouseID
+		})
+		var total int64
+		for _, w := range ws {
+			total += int64(w.Available)
+		}
+		if total < int64(l.Quantity) {
+			short = append(short, ShortLine{SKUID: l.SKUID, Requested: l.Quantity, Available: int32(total)})
+			continue
+		}
+		if i := slices.IndexFunc(ws, func(w db.InventoryCandidatesRow) bool { return w.Available >= l.Quantity }); i >= 0 {
+			plan = append(plan, Allocation{SKUID: l.SKUID, WarehouseID: ws[i].WarehouseID, Quantity: l.Quantity})
+			continue
+		}
+		left := l.Quantity
+		for _, w := range ws {
+			take := min(left, w.Available)
+			plan = append(plan, Allocation{SKUID: l.SKUID, WarehouseID: w.WarehouseID, Quantity: take})
+			if left -= take; left == 0 {
+				break
+			}
+		}
+	}
+	sort.Slice(plan, func(i, j int) bool {
+		if plan[i].SKUID != plan[j].SKUID {
+			return plan[i].SKUID < plan[j].SKUID
+		}
+		return plan[i].WarehouseID < plan[j].WarehouseID
+	})
+	return plan, short
+}
+
+// Distance is the great-circle distance in kilometres.
+func Distance(a, b Location) float64 {
+	const earthRadiusKm = 6371.0
+	rad := func(d float64) float64 { return d * math.Pi / 180 }
+	dLat, dLon := rad(b.Lat-a.Lat), rad(b.Lon-a.Lon)
+	h := math.Sin(dLat/2)*math.Sin(dLat/2) + math.Cos(rad(a.Lat))*math.Cos(rad(b.Lat))*math.Sin(dLon/2)*math.Sin(dLon/2)
+	return 2 * earthRadiusKm * math.Asin(math.Min(1, math.Sqrt(h)))
+}
+
+func fromRows(orderID int64, rows []db.StockReservation) Reservation {
+	res := Reservation{OrderID: orderID}
+	for _, r := range rows {
+		res.Allocations = append(res.Allocations, Allocation{ReservationID: r.ID, SKUID: r.SkuID,
+			WarehouseID: r.WarehouseID, Quantity: r.Quantity, Status: r.Status})
+		res.ExpiresAt = r.ExpiresAt
+	}
+	return res
+}
+
+// Get returns what the order holds, in any status.
+func (e *Engine) Get(ctx context.Context, orderID int64) (Reservation, error) {
+	rows, err := e.q.ReservationsOfOrder(ctx, orderID)
+	if err != nil {
+		return Reservation{}, err
+	}
+	if len(rows) == 0 {
+		return Reservation{}, ErrNoReservation
+	}
+	return fromRows(orderID, rows), nil
+}
+
+// ConfirmResult says what a confirm changed.
+type ConfirmResult struct {
+	Confirmed int  `json:"confirmed"`
+	Already   bool `json:"already"`
+}
+
+// Confirm moves all of the order's reservations ACTIVE → CONFIRMED, or none: when any of them was
+// already released, the rest are released too (nothing stays stranded) and a *NotActiveError
+// says the order cannot be fulfilled. A repeat after success changes nothing.
+func (e *Engine) Confirm(ctx context.Context, orderID int64) (ConfirmResult, error) {
+	var out ConfirmResult
+	err := e.inTx(ctx, func(q *db.Queries) error {
+		rows, err := q.LockReservationsOfOrder(ctx, orderID)
+		if err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return ErrNoReservation
+		}
+		var active []db.LockReservationsOfOrderRow
+		released := 0
+		for _, r := range rows {
+			switch r.Status {
+			case StatusActive:
+				active = append(active, r)
+			case StatusReleased:
+				released++
+			}
+		}
+		if released > 0 {
+			if len(active) > 0 {
+				if err := releaseLocked(ctx, q, active); err != nil {
+					return err
+				}
+			}
+			return &NotActiveError{OrderID: orderID, Released: released}
+		}
+		if len(active) == 0 {
+			out.Already = true
+			return nil
+		}
+		skus, whs, ids := keys(active)
+		if err := q.LockInventoryRows(ctx, skus, whs); err != nil {
+			return err
+		}
+		done, err := q.ConfirmReservations(ctx, ids)
+		if err != nil {
+			return err
+		}
+		var units, want int32
+		for _, d := range done {
+			units += d.Qty
+		}
+		for _, a := range active {
+			want += a.Quantity
+		}
+		if units != want {
+			return fmt.Errorf("confirm order %d: moved %d of %d units", orderID, units, want)
+		}
+		out.Confirmed = len(active)
+		return nil
+	})
+	return out, err
+}
+
+// Release gives back whatever the order still holds ACTIVE. It returns how many reservations it
+// released; a repeat releases none.
+func (e *Engine) Release(ctx context.Context, orderID int64) (int, error) {
+	n := 0
+	err := e.inTx(ctx, func(q *db.Queries) error {
+		rows, err := q.LockReservationsOfOrder(ctx, orderID)
+		if err != nil {
+			return err
+		}
+		var active []db.LockReservationsOfOrderRow
+		for _, r := range rows {
+			if r.Status == StatusActive {
+				active = append(active, r)
+			}
+		}
+		if len(active) == 0 {
+			return nil
+		}
+		n = len(active)
+		return releaseLocked(ctx, q, active)
+	})
+	return n, err
+}
+
+// releaseLocked releases reservation rows the transaction already holds.
+func releaseLocked(ctx context.Context, q *db.Queries, rows []db.LockReservationsOfOrderRow) error {
+	skus, whs, ids := keys(rows)
+	if err := q.LockInventoryRows(ctx, skus, whs); err != nil {
+		return err
+	}
+	_, err := q.ReleaseReservations(ctx, ids)
+	return err
+}
+
+func keys(rows []db.LockReservationsOfOrderRow) (skus []int64, whs []int32, ids []int64) {
+	for _, r := range rows {
+		skus = append(skus, r.SkuID)
+		whs = append(whs, r.WarehouseID)
+		ids = append(ids, r.ID)
+	}
+	return skus, whs, ids
+}
+
+// inTx runs fn in a transaction. An error from fn that is a *NotActiveError still commits,
+// because the work fn did before refusing (releasing what was left) must stay done.
+func (e *Engine) inTx(ctx context.Context, fn func(q *db.Queries) error) error {
+	tx, err := e.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit this is a no-op
+	ferr := fn(e.q.WithTx(tx))
+	var notActive *NotActiveError
+	if ferr != nil && !errors.As(ferr, &notActive) {
+		return ferr
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	return ferr
+}
