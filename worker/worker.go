@@ -3,12 +3,15 @@
 package worker
 
 import (
+	"log/slog"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/internal/config"
+	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/inventory"
 )
 
@@ -17,6 +20,9 @@ type Deps struct {
 	Config    config.Config
 	Pool      *pgxpool.Pool
 	Inventory *inventory.Engine
+	Temporal  client.Client
+	Metrics   *metrics.Metrics
+	Log       *slog.Logger
 }
 
 // New returns a worker with every workflow and activity registered; the caller starts it.

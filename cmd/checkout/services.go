@@ -109,15 +109,26 @@ func serve(ctx context.Context, srv *http.Server) error {
 	return srv.Shutdown(sctx)
 }
 
-// runWorker runs the Temporal worker until ctx ends.
+// runWorker runs the Temporal worker and the worker's loops until ctx ends.
 func (a *app) runWorker(ctx context.Context) error {
-	w := worker.New(a.temporal, worker.Deps{Config: a.cfg, Pool: a.pool, Inventory: a.inv})
+	deps := worker.Deps{Config: a.cfg, Pool: a.pool, Inventory: a.inv, Temporal: a.temporal,
+		Metrics: a.metrics, Log: a.log}
+	w := worker.New(a.temporal, deps)
 	if err := w.Start(); err != nil {
 		return err
 	}
-	<-ctx.Done()
-	w.Stop()
-	return nil
+	defer w.Stop()
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { <-ctx.Done(); return nil })
+	for _, l := range worker.Loops(deps) {
+		g.Go(func() error {
+			if err := l.Run(ctx); err != nil && ctx.Err() == nil {
+				return fmt.Errorf("%s: %w", l.Name, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 func runAPI(ctx context.Context, cfg config.Config) error {
