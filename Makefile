@@ -41,9 +41,13 @@ test: postgres-binaries $(TEMPORAL_CLI) ## run every test against real PostgreSQ
 test-race: postgres-binaries $(TEMPORAL_CLI) ## the tests under the race detector (slower)
 	$(GO) test $(TEST_FLAGS) -race ./...
 
+.PHONY: histories
+histories: postgres-binaries $(TEMPORAL_CLI) ## re-record the order histories the replay test replays (after an intended workflow change)
+	RECORD_HISTORIES=$(CURDIR)/workflows/testdata/histories $(GO) test -count=1 -run 'TestOrder_|TestSupport_' ./e2e/
+
 .PHONY: lint
 lint: $(STATICCHECK) $(WORKFLOWCHECK) ## gofmt, go vet, staticcheck and Temporal's workflowcheck
-	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
+	@unformatted=$$(find . -name '*.go' -not -path './bin/*' -not -path './.data/*' | xargs gofmt -l); \
 		if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
@@ -60,6 +64,20 @@ sqlc-check: $(SQLC) ## fail when the generated code in db/ is stale
 .PHONY: bench
 bench: postgres-binaries ## reserve path vs pgbench, hot and spread rows at 8 and 50 clients; writes docs/benchmarks.md
 	$(GO) run ./internal/tools/benchreserve
+
+.PHONY: screenshots
+screenshots: postgres-binaries $(TEMPORAL_CLI) build ## real screenshots of the Temporal UI for docs/runbook.md, from a private stack, into docs/screenshots/
+	@if [ -x /usr/bin/chromium ]; then \
+		:; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing Debian's chromium with apt-get"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
+	else \
+		echo "/usr/bin/chromium is missing: install your distribution's chromium package"; \
+		exit 1; \
+	fi
+	cd tools/screenshots && npm ci --no-audit --no-fund --loglevel=error
+	tools/screenshots/run.sh
 
 .PHONY: clean-data
 clean-data: ## forget the local stack's data (.data/: PostgreSQL cluster, Temporal history)

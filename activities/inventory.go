@@ -24,6 +24,8 @@ const (
 // Inventory exposes the inventory engine's operations as activities.
 type Inventory struct {
 	Engine *inventory.Engine
+	// Jobs receives the figures of the scheduled sweeps and reconciliations; nil means none.
+	Jobs JobObserver
 }
 
 // ReserveInput is what an order asks the inventory for.
@@ -68,12 +70,20 @@ func (a *Inventory) Sweep(ctx context.Context, in SweepInput) (inventory.SweepRe
 	if in.MaxBatches <= 0 {
 		in.MaxBatches = 1000
 	}
-	return a.Engine.Sweep(ctx, in.BatchSize, in.MaxBatches)
+	res, err := a.Engine.Sweep(ctx, in.BatchSize, in.MaxBatches)
+	if a.Jobs != nil {
+		a.Jobs.SweepDone(res.Released, time.Duration(res.OldestAgeSeconds*float64(time.Second)), err)
+	}
+	return res, err
 }
 
 // Reconcile repairs rows whose reserved differs from their ACTIVE reservations.
 func (a *Inventory) Reconcile(ctx context.Context) ([]inventory.Drift, error) {
-	return a.Engine.Reconcile(ctx)
+	drifts, err := a.Engine.Reconcile(ctx)
+	if a.Jobs != nil {
+		a.Jobs.ReconcileDone(len(drifts), err)
+	}
+	return drifts, err
 }
 
 func asApplicationError(err error) error {
@@ -93,4 +103,10 @@ func asApplicationError(err error) error {
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidRequest, err)
 	}
 	return err
+}
+
+// Restock puts a confirmed order's units back (its cancellation after confirm).
+func (a *Inventory) Restock(ctx context.Context, orderID int64) (int, error) {
+	n, err := a.Engine.Restock(ctx, orderID)
+	return n, asApplicationError(err)
 }

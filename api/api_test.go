@@ -25,6 +25,7 @@ import (
 	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/internal/testenv"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/payment/paysim"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -45,8 +46,10 @@ func newHarness(t *testing.T, temporal api.TemporalClient) *harness {
 	m := metrics.New()
 	inv := inventory.New(pool, m)
 	m.RegisterInventoryGauges(inv)
-	e := api.New(api.Deps{Config: cfg, Pool: pool, Inventory: inv, Temporal: temporal, Metrics: m,
-		Log: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	sim := paysim.New(pool, paysim.Options{PublicBaseURL: "http://localhost:8080", Log: log})
+	e := api.New(api.Deps{Config: cfg, Pool: pool, Inventory: inv, Temporal: temporal, Metrics: m, Log: log,
+		PaymentPages: sim, PaymentFaults: sim})
 	return &harness{t: t, e: e, pool: pool, cfg: cfg}
 }
 
@@ -102,8 +105,8 @@ func TestErrors_OneModelForEveryFailure(t *testing.T) {
 	require.NoError(t, err)
 	cases := []struct {
 		name, method, path, token, body string
-		status                           int
-		code                             string
+		status                          int
+		code                            string
 	}{
 		{"unknown route", http.MethodGet, "/api/v1/nothing-here", shopper, "", 404, api.CodeNotFound},
 		{"no token", http.MethodGet, "/api/v1/addresses", "", "", 401, api.CodeUnauthorized},
@@ -271,4 +274,21 @@ func TestMetrics_ExposeReservationAndSweeperFigures(t *testing.T) {
 		assert.Contains(t, a.raw, name)
 	}
 	assert.Contains(t, a.raw, fmt.Sprintf("checkout_inventory_scrape_error %d", 0))
+}
+
+func TestPaymentFaults_OpsOnlyAndValidated(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ops := h.token(auth.Principal{UserID: 950, Role: auth.RoleOps})
+	assert.Equal(t, http.StatusForbidden, h.do(http.MethodPut, "/api/v1/ops/payment-faults", h.shopper(7), `{"downForSeconds": 60}`).status)
+	bad := h.do(http.MethodPut, "/api/v1/ops/payment-faults", ops, `{"failureRate": 2}`)
+	assert.Equal(t, http.StatusBadRequest, bad.status, bad.raw)
+
+	a := h.do(http.MethodPut, "/api/v1/ops/payment-faults", ops, `{"downForSeconds": 60, "latencyMs": 5}`)
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+	assert.NotNil(t, a.body["downUntil"])
+	assert.EqualValues(t, 5, a.body["latencyMs"])
+	a = h.do(http.MethodPut, "/api/v1/ops/payment-faults", ops, `{}`)
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+	assert.Nil(t, a.body["downUntil"], "an empty body brings the provider back")
 }

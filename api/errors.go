@@ -31,10 +31,14 @@ const (
 	CodePriceChanged         = "PRICE_CHANGED"
 	CodePaymentDeclined      = "PAYMENT_DECLINED"
 	CodeIdempotencyKeyReused = "IDEMPOTENCY_KEY_REUSED"
-	CodeIdempotencyKeyNeeded = "IDEMPOTENCY_KEY_REQUIRED"
 	CodeOrderNotCancellable  = "ORDER_NOT_CANCELLABLE"
 	CodeCartConflict         = "CART_CONFLICT"
 	CodeCartLimit            = "CART_LIMIT"
+	CodeCartInvalid          = "CART_INVALID"
+	CodePaymentUnavailable   = "PAYMENT_UNAVAILABLE"
+	CodeCartEmpty            = "CART_EMPTY"
+	CodeCartMerged           = "CART_MERGED"
+	CodeMixedCurrency        = "MIXED_CURRENCY"
 	CodeInvalidSignature     = "INVALID_SIGNATURE"
 )
 
@@ -148,5 +152,9 @@ func fromEchoError(he *echo.HTTPError) *Error {
 }
 
 func unauthorized(msg string) *Error { return NewError(http.StatusUnauthorized, CodeUnauthorized, msg) }
+
+// notFound answers 404; it is also the answer for another user's resource, so that ids cannot be
+// probed.
+func notFound() *Error { return NewError(http.StatusNotFound, CodeNotFound, "no such resource") }
 
 func forbidden(msg string) *Error { return NewError(http.StatusForbidden, CodeForbidden, msg) }

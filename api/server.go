@@ -29,6 +29,16 @@ import (
 // TemporalClient is the slice of the Temporal client the API uses.
 type TemporalClient interface {
 	CheckHealth(ctx context.Context, req *client.CheckHealthRequest) (*client.CheckHealthResponse, error)
+	NewWithStartWorkflowOperation(options client.StartWorkflowOptions, workflow any, args ...any) client.WithStartWorkflowOperation
+	UpdateWithStartWorkflow(ctx context.Context, options client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error)
+	UpdateWorkflow(ctx context.Context, options client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error)
+	SignalWorkflow(ctx context.Context, workflowID, runID, signalName string, arg any) error
+}
+
+// PaymentPages are the provider's own pages (the simulator's 3-D Secure page), served by the API
+// process.
+type PaymentPages interface {
+	Routes(e *echo.Echo)
 }
 
 var _ TemporalClient = (client.Client)(nil)
@@ -41,6 +51,10 @@ type Deps struct {
 	Temporal  TemporalClient
 	Metrics   *metrics.Metrics
 	Log       *slog.Logger
+	// PaymentPages, when set, serves the payment simulator's pages.
+	PaymentPages PaymentPages
+	// PaymentFaults, when set, lets the ops role switch the simulator's injected faults.
+	PaymentFaults PaymentFaults
 }
 
 // Server holds the API's dependencies; its methods are the handlers.
@@ -74,6 +88,21 @@ func New(d Deps) *echo.Echo {
 	shopper := e.Group("/api/v1", s.authenticate, requireRole(auth.RoleShopper))
 	shopper.POST("/addresses", s.createAddress)
 	shopper.GET("/addresses", s.listAddresses)
+	s.cartRoutes(e)
+	shopper.POST("/orders", s.createOrder)
+	shopper.GET("/orders", s.listOrders)
+	shopperOrSupport := []echo.MiddlewareFunc{s.authenticate, requireRole(auth.RoleShopper, auth.RoleSupport)}
+	e.GET("/api/v1/orders/:orderId", s.getOrder, shopperOrSupport...)
+	e.POST("/api/v1/orders/:orderId/cancel", s.cancelOrder, shopperOrSupport...)
+	e.POST("/api/v1/payments/webhook", s.paymentWebhook)
+	if d.PaymentPages != nil {
+		d.PaymentPages.Routes(e)
+	}
+	if d.PaymentFaults != nil {
+		ops := e.Group("/api/v1/ops", s.authenticate, requireRole(auth.RoleOps))
+		ops.GET("/payment-faults", s.getPaymentFaults)
+		ops.PUT("/payment-faults", s.putPaymentFaults)
+	}
 
 	seller := e.Group("/seller-api/v1", s.authenticate, requireRole(auth.RoleSeller))
 	seller.PUT("/skus", s.putSKUs)

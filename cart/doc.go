@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/pricing"
 )
 
 // Item is one line of a cart. PriceAtAdd is for display only ("the price went down"); orders
@@ -65,4 +66,14 @@ func Load(ctx context.Context, q *db.Queries, id string) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("cart %s: %w", id, err)
 	}
 	return s, nil
+}
+
+// Lines are the cart's SKUs and quantities, as pricing.Compute takes them: the checkout preview and
+// the order both price exactly these, so they agree on the priceVersion.
+func (d Doc) Lines() []pricing.Line {
+	lines := make([]pricing.Line, 0, len(d.Items))
+	for _, it := range d.Items {
+		lines = append(lines, pricing.Line{SKUID: it.SKUID, Quantity: it.Quantity})
+	}
+	return lines
 }

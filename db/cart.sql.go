@@ -7,7 +7,140 @@ package db
 
 import (
 	"context"
+	"encoding/json"
+	"time"
 )
+
+const cartDoc = `-- name: CartDoc :one
+SELECT version, doc::text AS doc, merged_at FROM carts WHERE id = $1
+`
+
+type CartDocRow struct {
+	Version  int64
+	Doc      string
+	MergedAt *time.Time
+}
+
+// The cart page's read of the document, as text: the caller parses it once (a jsonb column would be
+// parsed once more on its way into json.RawMessage).
+func (q *Queries) CartDoc(ctx context.Context, id string) (CartDocRow, error) {
+	row := q.db.QueryRow(ctx, cartDoc, id)
+	var i CartDocRow
+	err := row.Scan(&i.Version, &i.Doc, &i.MergedAt)
+	return i, err
+}
+
+const cartLineInfo = `-- name: CartLineInfo :many
+SELECT s.id, s.title, s.price_minor, s.currency::text AS currency,
+       COALESCE(a.available, 0)::int AS available, (a.sku_id IS NOT NULL)::bool AS known
+FROM skus s
+LEFT JOIN sku_availability a ON a.sku_id = s.id
+WHERE s.id = ANY ($1::bigint[])
+`
+
+type CartLineInfoRow struct {
+	ID         int64
+	Title      string
+	PriceMinor int64
+	Currency   string
+	Available  int32
+	Known      bool
+}
+
+// What the cart page shows beside each line: the catalog's current price and the availability
+// projection's stock figure (never the inventory itself). known is false for a SKU the projection
+// has no row for. ANY(array) keeps it an index lookup whatever the catalog's size.
+func (q *Queries) CartLineInfo(ctx context.Context, skuIds []int64) ([]CartLineInfoRow, error) {
+	rows, err := q.db.Query(ctx, cartLineInfo, skuIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []CartLineInfoRow{}
+	for rows.Next() {
+		var i CartLineInfoRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Title,
+			&i.PriceMinor,
+			&i.Currency,
+			&i.Available,
+			&i.Known,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const createCart = `-- name: CreateCart :execrows
+INSERT INTO carts (id, user_id, doc, version)
+VALUES ($1, $2, $3, 1)
+ON CONFLICT (id) DO NOTHING
+`
+
+// A cart's first write; a concurrent first write wins and this one re-reads and re-applies.
+func (q *Queries) CreateCart(ctx context.Context, iD string, userID *int64, doc json.RawMessage) (int64, error) {
+	result, err := q.db.Exec(ctx, createCart, iD, userID, doc)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const deleteIdleCarts = `-- name: DeleteIdleCarts :one
+WITH idle AS (
+    SELECT ic.id FROM carts ic
+     WHERE ic.updated_at < now() - make_interval(secs => $1::float8)
+     ORDER BY ic.updated_at
+     LIMIT $2
+       FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM carts c USING idle
+     WHERE c.id = idle.id
+    RETURNING c.id, c.user_id, c.doc, c.updated_at
+), events AS (
+    INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload)
+    SELECT 'cart', g.id, $3::text,
+           jsonb_build_object('cartId', g.id, 'userId', g.user_id, 'items', g.doc->'items',
+                              'lastActivityAt', g.updated_at)
+      FROM gone g
+     WHERE g.user_id IS NOT NULL
+       AND jsonb_array_length(COALESCE(g.doc->'items', '[]'::jsonb)) > 0
+     ORDER BY g.id
+    RETURNING id
+)
+SELECT (SELECT count(*) FROM gone)::int AS deleted, (SELECT count(*) FROM events)::int AS events
+`
+
+type DeleteIdleCartsRow struct {
+	Deleted int32
+	Events  int32
+}
+
+// One batch of the janitor: carts untouched for idle_seconds are deleted, and every non-empty
+// member cart among them leaves an abandoned-cart event in the outbox, in the same statement.
+// SKIP LOCKED passes over a cart a shopper is writing right now (it is not idle).
+func (q *Queries) DeleteIdleCarts(ctx context.Context, idleSeconds float64, batchSize int32, eventType string) (DeleteIdleCartsRow, error) {
+	row := q.db.QueryRow(ctx, deleteIdleCarts, idleSeconds, batchSize, eventType)
+	var i DeleteIdleCartsRow
+	err := row.Scan(&i.Deleted, &i.Events)
+	return i, err
+}
+
+const ensureCart = `-- name: EnsureCart :exec
+INSERT INTO carts (id, user_id) VALUES ($1, $2)
+ON CONFLICT (id) DO NOTHING
+`
+
+func (q *Queries) EnsureCart(ctx context.Context, iD string, userID *int64) error {
+	_, err := q.db.Exec(ctx, ensureCart, iD, userID)
+	return err
+}
 
 const getCart = `-- name: GetCart :one
 SELECT id, user_id, doc, version, merged_into, merged_at, created_at, updated_at
@@ -29,4 +162,65 @@ func (q *Queries) GetCart(ctx context.Context, id string) (Cart, error) {
 		&i.UpdatedAt,
 	)
 	return i, err
+}
+
+const lockCart = `-- name: LockCart :one
+SELECT id, user_id, doc, version, merged_into, merged_at
+FROM carts
+WHERE id = $1
+FOR UPDATE
+`
+
+type LockCartRow struct {
+	ID         string
+	UserID     *int64
+	Doc        json.RawMessage
+	Version    int64
+	MergedInto *string
+	MergedAt   *time.Time
+}
+
+func (q *Queries) LockCart(ctx context.Context, id string) (LockCartRow, error) {
+	row := q.db.QueryRow(ctx, lockCart, id)
+	var i LockCartRow
+	err := row.Scan(
+		&i.ID,
+		&i.UserID,
+		&i.Doc,
+		&i.Version,
+		&i.MergedInto,
+		&i.MergedAt,
+	)
+	return i, err
+}
+
+const markCartMerged = `-- name: MarkCartMerged :execrows
+UPDATE carts
+   SET merged_into = $1, merged_at = now(), version = version + 1, updated_at = now()
+ WHERE id = $2 AND merged_at IS NULL
+`
+
+// The guest cart's one transition to merged: the row count says whether this merge is the one.
+func (q *Queries) MarkCartMerged(ctx context.Context, mergedInto *string, iD string) (int64, error) {
+	result, err := q.db.Exec(ctx, markCartMerged, mergedInto, iD)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const updateCartDoc = `-- name: UpdateCartDoc :execrows
+UPDATE carts
+   SET doc = $1, version = version + 1, updated_at = now()
+ WHERE id = $2 AND version = $3 AND merged_at IS NULL
+`
+
+// Optimistic locking: the write lands only on the version it was computed from, and never on a
+// guest cart that has been merged.
+func (q *Queries) UpdateCartDoc(ctx context.Context, doc json.RawMessage, iD string, version int64) (int64, error) {
+	result, err := q.db.Exec(ctx, updateCartDoc, doc, iD, version)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

@@ -279,48 +279,6 @@ func (q *Queries) InsertShortfallEvent(ctx context.Context, arg InsertShortfallE
 	return err
 }
 
-const inventoryCandidates = `-- name: InventoryCandidates :many
-SELECT i.sku_id, i.warehouse_id, (i.on_hand - i.reserved)::int AS available, w.lat, w.lon
-FROM inventory i
-JOIN warehouses w ON w.id = i.warehouse_id
-WHERE i.sku_id = ANY ($1::bigint[])
-`
-
-type InventoryCandidatesRow struct {
-	SkuID       int64
-	WarehouseID int32
-	Available   int32
-	Lat         float64
-	Lon         float64
-}
-
-// Where the order's SKUs are sellable, with each warehouse's location for the distance rule.
-func (q *Queries) InventoryCandidates(ctx context.Context, skuIds []int64) ([]InventoryCandidatesRow, error) {
-	rows, err := q.db.Query(ctx, inventoryCandidates, skuIds)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []InventoryCandidatesRow{}
-	for rows.Next() {
-		var i InventoryCandidatesRow
-		if err := rows.Scan(
-			&i.SkuID,
-			&i.WarehouseID,
-			&i.Available,
-			&i.Lat,
-			&i.Lon,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const lockInventoryRow = `-- name: LockInventoryRow :one
 SELECT on_hand, reserved, source_updated_at
 FROM inventory
@@ -352,16 +310,6 @@ FOR UPDATE OF i
 
 func (q *Queries) LockInventoryRows(ctx context.Context, skuIds []int64, warehouseIds []int32) error {
 	_, err := q.db.Exec(ctx, lockInventoryRows, skuIds, warehouseIds)
-	return err
-}
-
-const lockOrderForReserve = `-- name: LockOrderForReserve :exec
-SELECT pg_advisory_xact_lock(1, mod($1::bigint, 2147483647)::int)
-`
-
-// Serialises two reserves of one order (an activity retried while its first attempt still runs).
-func (q *Queries) LockOrderForReserve(ctx context.Context, orderID int64) error {
-	_, err := q.db.Exec(ctx, lockOrderForReserve, orderID)
 	return err
 }
 
@@ -563,6 +511,73 @@ func (q *Queries) ReservationsOfOrder(ctx context.Context, orderID int64) ([]Sto
 	return items, nil
 }
 
+const reserveOrder = `-- name: ReserveOrder :many
+SELECT kind::text AS kind, coalesce(reservation_id, 0)::bigint AS reservation_id, sku_id::bigint AS sku_id,
+       coalesce(warehouse_id, 0)::int AS warehouse_id, quantity::int AS quantity,
+       coalesce(status, '')::text AS status, coalesce(expires_at, 'epoch')::timestamptz AS expires_at,
+       coalesce(available, 0)::int AS available
+FROM reserve_order($1::bigint, $2::bigint[], $3::int[], $4::float8, $5::float8,
+                   $6::float8)
+`
+
+type ReserveOrderParams struct {
+	OrderID     int64
+	SkuIds      []int64
+	Quantities  []int32
+	Lat         float64
+	Lon         float64
+	HoldSeconds float64
+}
+
+type ReserveOrderRow struct {
+	Kind          string
+	ReservationID int64
+	SkuID         int64
+	WarehouseID   int32
+	Quantity      int32
+	Status        string
+	ExpiresAt     time.Time
+	Available     int32
+}
+
+// All of an order's lines or none, warehouses chosen by distance, in one statement (see
+// migrations/00005_reserve_function.sql for the rules it runs).
+func (q *Queries) ReserveOrder(ctx context.Context, arg ReserveOrderParams) ([]ReserveOrderRow, error) {
+	rows, err := q.db.Query(ctx, reserveOrder,
+		arg.OrderID,
+		arg.SkuIds,
+		arg.Quantities,
+		arg.Lat,
+		arg.Lon,
+		arg.HoldSeconds,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ReserveOrderRow{}
+	for rows.Next() {
+		var i ReserveOrderRow
+		if err := rows.Scan(
+			&i.Kind,
+			&i.ReservationID,
+			&i.SkuID,
+			&i.WarehouseID,
+			&i.Quantity,
+			&i.Status,
+			&i.ExpiresAt,
+			&i.Available,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const setOnHand = `-- name: SetOnHand :execrows
 UPDATE inventory
    SET on_hand = $1, source_updated_at = $2, version = version + 1
@@ -620,4 +635,48 @@ func (q *Queries) SweeperLag(ctx context.Context) (SweeperLagRow, error) {
 	var i SweeperLagRow
 	err := row.Scan(&i.LagSeconds, &i.Expired)
 	return i, err
+}
+
+const unconfirmReservations = `-- name: UnconfirmReservations :many
+WITH t AS (
+    UPDATE stock_reservations
+       SET status = 'RELEASED'
+     WHERE id = ANY ($1::bigint[]) AND status = 'CONFIRMED'
+    RETURNING sku_id, warehouse_id, quantity
+), agg AS (
+    SELECT sku_id, warehouse_id, sum(quantity)::int AS qty FROM t GROUP BY sku_id, warehouse_id
+)
+UPDATE inventory i
+   SET on_hand = i.on_hand + agg.qty, version = i.version + 1
+  FROM agg
+ WHERE i.sku_id = agg.sku_id AND i.warehouse_id = agg.warehouse_id
+RETURNING i.sku_id, i.warehouse_id, agg.qty
+`
+
+type UnconfirmReservationsRow struct {
+	SkuID       int64
+	WarehouseID int32
+	Qty         int32
+}
+
+// CONFIRMED → RELEASED for an order that will not be fulfilled after all (its capture was
+// refused and support cancelled it): the units go back on the shelf.
+func (q *Queries) UnconfirmReservations(ctx context.Context, ids []int64) ([]UnconfirmReservationsRow, error) {
+	rows, err := q.db.Query(ctx, unconfirmReservations, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []UnconfirmReservationsRow{}
+	for rows.Next() {
+		var i UnconfirmReservationsRow
+		if err := rows.Scan(&i.SkuID, &i.WarehouseID, &i.Qty); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/sqlc-dev/pqtype"
 )
 
@@ -19,6 +20,13 @@ type Address struct {
 	Lat       float64
 	Lon       float64
 	CreatedAt time.Time
+}
+
+type AvailabilityRelay struct {
+	ID            int32
+	LastEventID   int64
+	EventsApplied int64
+	UpdatedAt     time.Time
 }
 
 type Cart struct {
@@ -37,8 +45,7 @@ type IdempotencyRecord struct {
 	IdempotencyKey string
 	RequestHash    string
 	OrderID        *int64
-	StatusCode     int32
-	Response       json.RawMessage
+	Outcome        json.RawMessage
 	CreatedAt      time.Time
 }
 
@@ -49,6 +56,12 @@ type Inventory struct {
 	Reserved        int32
 	Version         int64
 	SourceUpdatedAt *time.Time
+}
+
+type InventoryChange struct {
+	ID        int64
+	SkuID     int64
+	ChangedAt time.Time
 }
 
 type InventoryDriftEvent struct {
@@ -76,6 +89,8 @@ type Order struct {
 	FailureCode    *string
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	Attention      pqtype.NullRawMessage
+	RunID          string
 }
 
 type OrderEvent struct {
@@ -128,6 +143,43 @@ type PaymentWebhookEvent struct {
 	ReceivedAt time.Time
 }
 
+type PaysimFault struct {
+	ID          bool
+	DownUntil   *time.Time
+	LatencyMs   *int32
+	FailureRate pgtype.Float8
+	UpdatedAt   time.Time
+}
+
+type PaysimIntent struct {
+	ID             string
+	IdempotencyKey string
+	OrderID        int64
+	AmountMinor    int64
+	Currency       string
+	Token          string
+	Status         string
+	CapturedMinor  int64
+	RefundedMinor  int64
+	RedirectUrl    string
+	DeclineCode    string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+type PaysimWebhookEvent struct {
+	ID            string
+	IntentID      string
+	Type          string
+	Payload       json.RawMessage
+	Attempts      int32
+	NextAttemptAt time.Time
+	LastError     *string
+	DeliveredAt   *time.Time
+	GaveUpAt      *time.Time
+	CreatedAt     time.Time
+}
+
 type Seller struct {
 	ID        int64
 	Name      string
@@ -159,6 +211,13 @@ type Sku struct {
 	PriceVersion int64
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+}
+
+type SkuAvailability struct {
+	SkuID       int64
+	Available   int32
+	LastEventID int64
+	UpdatedAt   time.Time
 }
 
 type StockReservation struct {

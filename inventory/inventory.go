@@ -9,11 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"sort"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/marketplace/checkout/db"
@@ -152,73 +151,44 @@ func (e *Engine) Reserve(ctx context.Context, req ReserveRequest) (Reservation, 
 	return Reservation{}, ErrContention
 }
 
-// reserveOnce plans from the current stock and executes the plan. done=false means the stock
-// moved under the plan and the caller should plan again.
+// reserveOnce runs reserve_order, which chooses the warehouses and reserves in one statement.
+// done=false means the stock moved between its choice and its reservation; the caller tries again.
 func (e *Engine) reserveOnce(ctx context.Context, req ReserveRequest, lines []Line) (res Reservation, short *OutOfStockError, done bool, err error) {
-	tx, err := e.pool.Begin(ctx)
+	p := db.ReserveOrderParams{OrderID: req.OrderID, Lat: req.ShipTo.Lat, Lon: req.ShipTo.Lon,
+		HoldSeconds: req.Hold.Seconds()}
+	for _, l := range lines {
+		p.SkuIds = append(p.SkuIds, l.SKUID)
+		p.Quantities = append(p.Quantities, l.Quantity)
+	}
+	rows, err := e.q.ReserveOrder(ctx, p)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == stockMovedCode {
+		return res, nil, false, nil
+	}
 	if err != nil {
 		return res, nil, false, err
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck // after Commit this is a no-op
-	q := e.q.WithTx(tx)
-
-	if err := q.LockOrderForReserve(ctx, req.OrderID); err != nil {
-		return res, nil, false, err
-	}
-	existing, err := q.ReservationsOfOrder(ctx, req.OrderID)
-	if err != nil {
-		return res, nil, false, err
-	}
-	if len(existing) > 0 {
-		return fromRows(req.OrderID, existing), nil, true, tx.Commit(ctx)
-	}
-
-	skuIDs := make([]int64, len(lines))
-	for i, l := range lines {
-		skuIDs[i] = l.SKUID
-	}
-	cands, err := q.InventoryCandidates(ctx, skuIDs)
-	if err != nil {
-		return res, nil, false, err
-	}
-	plan, shortLines := Plan(lines, req.ShipTo, cands)
-	if len(shortLines) > 0 {
-		return res, &OutOfStockError{Lines: shortLines}, false, nil
-	}
-
-	params := make([]db.ReserveLineParams, len(plan))
-	for i, a := range plan {
-		params[i] = db.ReserveLineParams{OrderID: req.OrderID, Quantity: a.Quantity,
-			HoldSeconds: req.Hold.Seconds(), SkuID: a.SKUID, WarehouseID: a.WarehouseID}
-	}
-	moved := false
-	var batchErr error
-	q.ReserveLine(ctx, params).QueryRow(func(i int, row db.ReserveLineRow, err error) {
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			moved = true
-		case err != nil:
-			if batchErr == nil {
-				batchErr = err
+	res.OrderID = req.OrderID
+	for _, r := range rows {
+		if r.Kind == "short" {
+			if short == nil {
+				short = &OutOfStockError{}
 			}
-		default:
-			plan[i].ReservationID = row.ID
-			plan[i].Status = StatusActive
-			res.ExpiresAt = row.ExpiresAt
+			short.Lines = append(short.Lines, ShortLine{SKUID: r.SkuID, Requested: r.Quantity, Available: r.Available})
+			continue
 		}
-	})
-	if batchErr != nil {
-		return Reservation{}, nil, false, batchErr
+		res.Allocations = append(res.Allocations, Allocation{ReservationID: r.ReservationID, SKUID: r.SkuID,
+			WarehouseID: r.WarehouseID, Quantity: r.Quantity, Status: r.Status})
+		res.ExpiresAt = r.ExpiresAt
 	}
-	if moved {
-		return Reservation{}, nil, false, nil
+	if short != nil {
+		return Reservation{}, short, false, nil
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return Reservation{}, nil, false, err
-	}
-	res.OrderID, res.Allocations = req.OrderID, plan
 	return res, nil, true, nil
 }
+
+// stockMovedCode is the SQLSTATE reserve_order raises when a chosen allocation no longer fits.
+const stockMovedCode = "CK001"
 
 // normalise validates a request and merges repeated SKUs into one line.
 func normalise(req ReserveRequest) ([]Line, error) {
@@ -241,67 +211,6 @@ func normalise(req ReserveRequest) ([]Line, error) {
 	}
 	sort.Slice(lines, func(i, j int) bool { return lines[i].SKUID < lines[j].SKUID })
 	return lines, nil
-}
-
-// Plan chooses warehouses for every line: the nearest warehouse that can serve the whole line,
-// otherwise the line split over the nearest ones. The plan is sorted in lock order
-// (sku_id, warehouse_id). Lines that cannot be served at all come back as short.
-func Plan(lines []Line, shipTo Location, cands []db.InventoryCandidatesRow) ([]Allocation, []ShortLine) {
-	bySKU := map[int64][]db.InventoryCandidatesRow{}
-	for _, c := range cands {
-		if c.Available > 0 {
-			bySKU[c.SkuID] = append(bySKU[c.SkuID], c)
-		}
-	}
-	var plan []Allocation
-	var short []ShortLine
-	for _, l := range lines {
-		ws := bySKU[l.SKUID]
-		sort.Slice(ws, func(i, j int) bool {
-			di := Distance(shipTo, Location{ws[i].Lat, ws[i].Lon})
-			dj := Distance(shipTo, Location{ws[j].Lat, ws[j].Lon})
-			if di != dj {
-				return di < dj
-			}
-			return ws[i].WarehouseID < ws[j].WarehouseID
-		})
-		var total int64
-		for _, w := range ws {
-			total += int64(w.Available)
-		}
-		if total < int64(l.Quantity) {
-			short = append(short, ShortLine{SKUID: l.SKUID, Requested: l.Quantity, Available: int32(total)})
-			continue
-		}
-		if i := slices.IndexFunc(ws, func(w db.InventoryCandidatesRow) bool { return w.Available >= l.Quantity }); i >= 0 {
-			plan = append(plan, Allocation{SKUID: l.SKUID, WarehouseID: ws[i].WarehouseID, Quantity: l.Quantity})
-			continue
-		}
-		left := l.Quantity
-		for _, w := range ws {
-			take := min(left, w.Available)
-			plan = append(plan, Allocation{SKUID: l.SKUID, WarehouseID: w.WarehouseID, Quantity: take})
-			if left -= take; left == 0 {
-				break
-			}
-		}
-	}
-	sort.Slice(plan, func(i, j int) bool {
-		if plan[i].SKUID != plan[j].SKUID {
-			return plan[i].SKUID < plan[j].SKUID
-		}
-		return plan[i].WarehouseID < plan[j].WarehouseID
-	})
-	return plan, short
-}
-
-// Distance is the great-circle distance in kilometres.
-func Distance(a, b Location) float64 {
-	const earthRadiusKm = 6371.0
-	rad := func(d float64) float64 { return d * math.Pi / 180 }
-	dLat, dLon := rad(b.Lat-a.Lat), rad(b.Lon-a.Lon)
-	h := math.Sin(dLat/2)*math.Sin(dLat/2) + math.Cos(rad(a.Lat))*math.Cos(rad(b.Lat))*math.Sin(dLon/2)*math.Sin(dLon/2)
-	return 2 * earthRadiusKm * math.Asin(math.Min(1, math.Sqrt(h)))
 }
 
 func fromRows(orderID int64, rows []db.StockReservation) Reservation {
@@ -451,4 +360,36 @@ func (e *Engine) inTx(ctx context.Context, fn func(q *db.Queries) error) error {
 		return err
 	}
 	return ferr
+}
+
+// Restock puts an order's CONFIRMED units back on the shelf (CONFIRMED → RELEASED, on_hand += q):
+// the compensation of a confirm whose order is cancelled before its goods leave. It returns how
+// many reservations it moved; a repeat moves none.
+func (e *Engine) Restock(ctx context.Context, orderID int64) (int, error) {
+	n := 0
+	err := e.inTx(ctx, func(q *db.Queries) error {
+		rows, err := q.LockReservationsOfOrder(ctx, orderID)
+		if err != nil {
+			return err
+		}
+		var confirmed []db.LockReservationsOfOrderRow
+		for _, r := range rows {
+			if r.Status == StatusConfirmed {
+				confirmed = append(confirmed, r)
+			}
+		}
+		if len(confirmed) == 0 {
+			return nil
+		}
+		skus, whs, ids := keys(confirmed)
+		if err := q.LockInventoryRows(ctx, skus, whs); err != nil {
+			return err
+		}
+		if _, err := q.UnconfirmReservations(ctx, ids); err != nil {
+			return err
+		}
+		n = len(confirmed)
+		return nil
+	})
+	return n, err
 }

@@ -10,10 +10,11 @@ import (
 
 // SweepResult is what one sweep released.
 type SweepResult struct {
-	Released int     `json:"released"`
-	Units    int     `json:"units"`
-	Batches  int     `json:"batches"`
-	Orders   []int64 `json:"orders"`
+	Released int `json:"released"`
+	Units    int `json:"units"`
+	Batches  int `json:"batches"`
+	// Orders are the orders whose reservations were released (the first maxSweepOrders of them).
+	Orders []int64 `json:"orders"`
 	// OldestAgeSeconds is how long past its expiry the oldest released reservation was.
 	OldestAgeSeconds float64 `json:"oldestAgeSeconds"`
 }
@@ -68,8 +69,15 @@ func (e *Engine) Sweep(ctx context.Context, batchSize int32, maxBatches int) (Sw
 		out.Orders = append(out.Orders, id)
 	}
 	sort.Slice(out.Orders, func(i, j int) bool { return out.Orders[i] < out.Orders[j] })
+	if len(out.Orders) > maxSweepOrders {
+		out.Orders = out.Orders[:maxSweepOrders]
+	}
 	return out, nil
 }
+
+// maxSweepOrders bounds the order ids a sweep reports, so that a large backlog's result stays a
+// small activity payload.
+const maxSweepOrders = 100
 
 // rowKeys lists the distinct inventory rows of claimed reservations.
 func rowKeys(rows []db.ClaimExpiredReservationsRow) (skus []int64, whs []int32) {

@@ -1,6 +1,20 @@
 package worker
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"go.temporal.io/api/serviceerror"
+
+	"github.com/marketplace/checkout/availability"
+	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/outbox"
+	"github.com/marketplace/checkout/workflows"
+)
 
 // Loop is a long-running part of the worker process that is not a Temporal activity: it runs
 // until ctx ends and returns nil then.
@@ -11,5 +25,60 @@ type Loop struct {
 
 // Loops lists the worker's long-running loops.
 func Loops(d Deps) []Loop {
-	return nil
+	var loops []Loop
+
+	// The availability relay: inventory change events into the cart's stock hints.
+	var obs availability.Observer
+	if d.Metrics != nil {
+		obs = d.Metrics
+	}
+	relay := availability.NewRelay(d.Pool, obs, d.Log)
+	if d.Metrics != nil {
+		d.Metrics.RegisterAvailabilityGauges(relay)
+	}
+	relay.PollInterval = d.Config.AvailabilityPollInterval
+	loops = append(loops, Loop{Name: "availability relay", Run: relay.Run})
+
+	// The outbox relay: order and stock events, at least once and in order; a seller shortfall
+	// becomes a signal to the order's workflow.
+	out := &outbox.Relay{Pool: d.Pool, Log: d.Log, Handlers: map[string]outbox.Handler{
+		inventory.EventOrderStockShortfall: shortfallToWorkflow(d),
+	}}
+	if d.Metrics != nil {
+		out.Published = d.Metrics.OutboxPublished
+	}
+	loops = append(loops, Loop{Name: "outbox relay", Run: out.Run})
+
+	return loops
+}
+
+// shortfallToWorkflow tells an order's workflow that a seller's count took its reserved stock. An
+// order whose workflow has ended needs nothing more.
+func shortfallToWorkflow(d Deps) outbox.Handler {
+	return func(ctx context.Context, e outbox.Event) error {
+		var ev inventory.ShortfallEvent
+		if err := json.Unmarshal(e.Payload, &ev); err != nil {
+			d.Log.Error("malformed shortfall event", "event_id", e.ID, "error", err)
+			return nil
+		}
+		wfID, err := db.New(d.Pool).OrderWorkflowID(ctx, ev.OrderID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			d.Log.Warn("shortfall for an unknown order", "order_id", ev.OrderID)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		err = d.Temporal.SignalWorkflow(ctx, wfID, "", workflows.SignalStockShortfall,
+			workflows.ShortfallSignal{SKUID: ev.SKUID, WarehouseID: ev.WarehouseID})
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return nil
+		}
+		if err == nil {
+			d.Log.Info("order told of a stock shortfall", "order_id", ev.OrderID, "workflow_id", wfID,
+				"sku_id", ev.SKUID, "warehouse_id", strconv.Itoa(int(ev.WarehouseID)))
+		}
+		return err
+	}
 }

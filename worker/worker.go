@@ -1,11 +1,15 @@
 // Package worker wires the Temporal worker: it registers the workflows and activities on the task
-// queue and prepares the namespace (search attributes) they rely on.
+// queue, prepares the namespace (search attributes) they rely on, and lists the worker's loops.
 package worker
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -13,13 +17,16 @@ import (
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/payment"
+	"github.com/marketplace/checkout/workflows"
 )
 
-// Deps are what the worker's activities need.
+// Deps are what the worker's activities and loops need.
 type Deps struct {
 	Config    config.Config
 	Pool      *pgxpool.Pool
 	Inventory *inventory.Engine
+	Gateway   payment.Gateway
 	Temporal  client.Client
 	Metrics   *metrics.Metrics
 	Log       *slog.Logger
@@ -28,6 +35,48 @@ type Deps struct {
 // New returns a worker with every workflow and activity registered; the caller starts it.
 func New(c client.Client, d Deps) sdkworker.Worker {
 	w := sdkworker.New(c, d.Config.TaskQueue, sdkworker.Options{})
-	w.RegisterActivity(&activities.Inventory{Engine: d.Inventory})
+	w.RegisterWorkflow(workflows.OrderWorkflow)
+	w.RegisterWorkflow(workflows.HoldWorkflow)
+	w.RegisterActivity(&activities.Inventory{Engine: d.Inventory, Jobs: jobObserver(d)})
+	w.RegisterActivity(&activities.Orders{Pool: d.Pool})
+	w.RegisterActivity(&activities.Payments{Pool: d.Pool, Gateway: d.Gateway})
+	registerJobs(w, c, d)
 	return w
+}
+
+// searchAttributes are the order attributes support staff search by in the UI.
+var searchAttributes = map[string]enumspb.IndexedValueType{
+	workflows.AttrOrderID.GetName():        enumspb.INDEXED_VALUE_TYPE_INT,
+	workflows.AttrCustomerID.GetName():     enumspb.INDEXED_VALUE_TYPE_INT,
+	workflows.AttrOrderStatus.GetName():    enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	workflows.AttrPaymentStatus.GetName():  enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+	workflows.AttrNeedsAttention.GetName(): enumspb.INDEXED_VALUE_TYPE_BOOL,
+}
+
+// EnsureSearchAttributes registers the order search attributes in the namespace; those already
+// there are left alone, so every start-up may call it.
+func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
+	have, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
+	if err != nil {
+		return fmt.Errorf("list search attributes: %w", err)
+	}
+	missing := map[string]enumspb.IndexedValueType{}
+	for name, typ := range searchAttributes {
+		if got, ok := have.GetCustomAttributes()[name]; ok {
+			if got != typ {
+				return fmt.Errorf("search attribute %s exists with type %s, want %s", name, got, typ)
+			}
+			continue
+		}
+		missing[name] = typ
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	_, err = c.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+		Namespace: namespace, SearchAttributes: missing})
+	if err != nil {
+		return fmt.Errorf("add search attributes: %w", err)
+	}
+	return nil
 }

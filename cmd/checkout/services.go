@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/marketplace/checkout/api"
+	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/demo"
@@ -27,6 +28,7 @@ import (
 	"github.com/marketplace/checkout/internal/pgserver"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/migrations"
+	"github.com/marketplace/checkout/payment/paysim"
 	"github.com/marketplace/checkout/worker"
 )
 
@@ -38,6 +40,9 @@ type app struct {
 	temporal client.Client
 	metrics  *metrics.Metrics
 	inv      *inventory.Engine
+	// paysim is the payment provider simulator: the worker calls it, the API serves its 3-D
+	// Secure page and delivers its webhooks.
+	paysim *paysim.Sim
 }
 
 func connect(ctx context.Context, cfg config.Config) (*app, error) {
@@ -48,13 +53,9 @@ func connect(ctx context.Context, cfg config.Config) (*app, error) {
 		return nil, errors.New("TEMPORAL_ADDRESS is required (or use `checkout dev`)")
 	}
 	a := &app{cfg: cfg, log: slog.Default(), metrics: metrics.New()}
-	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
-	if err != nil {
+	var err error
+	if a.pool, err = db.Connect(ctx, cfg.DatabaseURL, cfg.DBMaxConns); err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
-	}
-	pcfg.MaxConns = cfg.DBMaxConns
-	if a.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
-		return nil, err
 	}
 	if err := a.pool.Ping(ctx); err != nil {
 		a.pool.Close()
@@ -68,21 +69,29 @@ func connect(ctx context.Context, cfg config.Config) (*app, error) {
 	}
 	a.inv = inventory.New(a.pool, a.metrics)
 	a.metrics.RegisterInventoryGauges(a.inv)
+	a.paysim = paysim.New(a.pool, paysim.Options{PublicBaseURL: cfg.PublicBaseURL, WebhookURL: cfg.PaymentWebhookURL,
+		WebhookSecret: []byte(cfg.PaymentWebhookSecret), Log: a.log, Latency: cfg.PaysimLatency,
+		FailureRate: cfg.PaysimFailureRate})
 	return a, nil
 }
 
 func (a *app) close() {
+	a.paysim.Close()
 	a.temporal.Close()
 	a.pool.Close()
 }
 
-// serveAPI runs the REST API until ctx ends, then drains it.
+// serveAPI runs the REST API (and the payment simulator's pages and webhook deliveries) until
+// ctx ends, then drains it.
 func (a *app) serveAPI(ctx context.Context) error {
 	e := api.New(api.Deps{Config: a.cfg, Pool: a.pool, Inventory: a.inv, Temporal: a.temporal,
-		Metrics: a.metrics, Log: a.log})
+		Metrics: a.metrics, Log: a.log, PaymentPages: a.paysim, PaymentFaults: a.paysim})
 	srv := &http.Server{Addr: a.cfg.HTTPAddr, Handler: e, ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second}
-	return serve(ctx, srv)
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return serve(ctx, srv) })
+	g.Go(func() error { return a.paysim.RunDeliverer(ctx) })
+	return g.Wait()
 }
 
 // serveMetrics exposes /metrics of a process without the API (the worker).
@@ -111,7 +120,17 @@ func serve(ctx context.Context, srv *http.Server) error {
 
 // runWorker runs the Temporal worker and the worker's loops until ctx ends.
 func (a *app) runWorker(ctx context.Context) error {
-	deps := worker.Deps{Config: a.cfg, Pool: a.pool, Inventory: a.inv, Temporal: a.temporal,
+	if err := worker.EnsureSearchAttributes(ctx, a.temporal, a.cfg.TemporalNamespace); err != nil {
+		return err
+	}
+	if a.cfg.SchedulesEnabled {
+		// The scheduled jobs (sweeper, reconcilers, cart clean-up): created, or updated in place.
+		if err := worker.EnsureSchedules(ctx, a.temporal, a.cfg); err != nil {
+			return err
+		}
+		a.log.Info("schedules ensured", "schedules", worker.ScheduleIDs(a.cfg))
+	}
+	deps := worker.Deps{Config: a.cfg, Pool: a.pool, Inventory: a.inv, Gateway: a.paysim, Temporal: a.temporal,
 		Metrics: a.metrics, Log: a.log}
 	w := worker.New(a.temporal, deps)
 	if err := w.Start(); err != nil {

@@ -1,35 +1,8 @@
--- name: InventoryCandidates :many
--- Where the order's SKUs are sellable, with each warehouse's location for the distance rule.
-SELECT i.sku_id, i.warehouse_id, (i.on_hand - i.reserved)::int AS available, w.lat, w.lon
-FROM inventory i
-JOIN warehouses w ON w.id = i.warehouse_id
-WHERE i.sku_id = ANY (@sku_ids::bigint[]);
-
--- name: LockOrderForReserve :exec
--- Serialises two reserves of one order (an activity retried while its first attempt still runs).
-SELECT pg_advisory_xact_lock(1, mod(@order_id::bigint, 2147483647)::int);
-
 -- name: ReservationsOfOrder :many
 SELECT id, order_id, sku_id, warehouse_id, quantity, status, expires_at, created_at
 FROM stock_reservations
 WHERE order_id = $1
 ORDER BY sku_id, warehouse_id;
-
--- name: ReserveLine :batchone
--- The design's reservation: the conditional UPDATE decides, and the reservation row exists only
--- when it matched. now() is the transaction's start, so every line of an order expires together.
-WITH r AS (
-    UPDATE inventory
-       SET reserved = reserved + @quantity::int, version = version + 1
-     WHERE inventory.sku_id = @sku_id AND inventory.warehouse_id = @warehouse_id
-       AND inventory.on_hand - inventory.reserved >= @quantity::int
-    RETURNING inventory.sku_id, inventory.warehouse_id
-)
-INSERT INTO stock_reservations (order_id, sku_id, warehouse_id, quantity, expires_at)
-SELECT @order_id, r.sku_id, r.warehouse_id, @quantity::int,
-       now() + make_interval(secs => @hold_seconds::float8)
-FROM r
-RETURNING id, expires_at;
 
 -- name: LockReservationsOfOrder :many
 SELECT id, sku_id, warehouse_id, quantity, status
@@ -173,3 +146,30 @@ UPDATE stock_reservations
    SET status = 'RELEASED'
  WHERE id = ANY (@ids::bigint[]) AND status = 'ACTIVE'
 RETURNING id, order_id, quantity;
+
+-- name: UnconfirmReservations :many
+-- CONFIRMED → RELEASED for an order that will not be fulfilled after all (its capture was
+-- refused and support cancelled it): the units go back on the shelf.
+WITH t AS (
+    UPDATE stock_reservations
+       SET status = 'RELEASED'
+     WHERE id = ANY (@ids::bigint[]) AND status = 'CONFIRMED'
+    RETURNING sku_id, warehouse_id, quantity
+), agg AS (
+    SELECT sku_id, warehouse_id, sum(quantity)::int AS qty FROM t GROUP BY sku_id, warehouse_id
+)
+UPDATE inventory i
+   SET on_hand = i.on_hand + agg.qty, version = i.version + 1
+  FROM agg
+ WHERE i.sku_id = agg.sku_id AND i.warehouse_id = agg.warehouse_id
+RETURNING i.sku_id, i.warehouse_id, agg.qty;
+
+-- name: ReserveOrder :many
+-- All of an order's lines or none, warehouses chosen by distance, in one statement (see
+-- migrations/00005_reserve_function.sql for the rules it runs).
+SELECT kind::text AS kind, coalesce(reservation_id, 0)::bigint AS reservation_id, sku_id::bigint AS sku_id,
+       coalesce(warehouse_id, 0)::int AS warehouse_id, quantity::int AS quantity,
+       coalesce(status, '')::text AS status, coalesce(expires_at, 'epoch')::timestamptz AS expires_at,
+       coalesce(available, 0)::int AS available
+FROM reserve_order(@order_id::bigint, @sku_ids::bigint[], @quantities::int[], @lat::float8, @lon::float8,
+                   @hold_seconds::float8);

@@ -35,7 +35,10 @@ func TestVerify_RejectsBadTokens(t *testing.T) {
 	require.NoError(t, err)
 
 	for name, tok := range map[string]string{
-		"other secret": func() string { s, _ := Mint([]byte("another-secret-entirely"), Principal{UserID: 7, Role: RoleShopper}, time.Hour); return s }(),
+		"other secret": func() string {
+			s, _ := Mint([]byte("another-secret-entirely"), Principal{UserID: 7, Role: RoleShopper}, time.Hour)
+			return s
+		}(),
 		"expired":      expired,
 		"alg none":     unsigned,
 		"no exp":       noExp,

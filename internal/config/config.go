@@ -27,6 +27,9 @@ type Config struct {
 	PublicBaseURL string
 
 	HoldTTL time.Duration
+	// StepRetryWindow bounds the retries of an order's steps after the shopper's answer; then
+	// the order waits in NEEDS_ATTENTION for support.
+	StepRetryWindow time.Duration
 
 	JWTSecret            string
 	PaymentWebhookSecret string
@@ -40,8 +43,33 @@ type Config struct {
 	TemporalPort   int
 	TemporalUIPort int
 
+	// Payment simulator faults of this process (latency of every provider call, share of calls
+	// failing as "provider unavailable"); for tests and load runs.
+	PaysimLatency     time.Duration
+	PaysimFailureRate float64
+
 	// MetricsAddr serves /metrics of the `worker` command (the API serves its own).
 	MetricsAddr string
+
+	// Carts: lines per cart, units per line (on top of each SKU's maxPerOrder), idle lifetime.
+	CartMaxLines        int
+	CartMaxUnitsPerLine int
+	CartIdleTTL         time.Duration
+	// CartViewCacheTTL is how long the cart page reuses a SKU's price and stock hint (0: never).
+	CartViewCacheTTL time.Duration
+	// LowStockThreshold: at or below this many sellable units the cart and preview warn LOW_STOCK.
+	LowStockThreshold int
+	// AvailabilityPollInterval is how often an idle availability relay looks for inventory changes.
+	AvailabilityPollInterval time.Duration
+
+	// Scheduled jobs: whether the worker creates or updates their Temporal Schedules at start-up,
+	// a prefix of the schedule ids (several deployments in one namespace; tests), and when each runs.
+	SchedulesEnabled       bool
+	ScheduleIDPrefix       string
+	SweeperEvery           Every
+	ReconcilerEvery        Every
+	CartJanitorEvery       Every
+	PaymentReconcilerEvery Every
 
 	LogLevel string
 }
@@ -75,6 +103,7 @@ func Load(getenv func(string) string) (Config, error) {
 		HTTPAddr:             p.str("HTTP_ADDR", DefaultHTTPAddr),
 		PublicBaseURL:        p.str("PUBLIC_BASE_URL", ""),
 		HoldTTL:              p.duration("HOLD_TTL", DefaultHoldTTL),
+		StepRetryWindow:      p.duration("STEP_RETRY_WINDOW", 2*time.Minute),
 		JWTSecret:            p.str("AUTH_JWT_SECRET", DefaultJWTSecret),
 		PaymentWebhookSecret: p.str("PAYMENT_WEBHOOK_SECRET", DefaultWebhookSecret),
 		PaymentWebhookURL:    p.str("PAYMENT_WEBHOOK_URL", ""),
@@ -84,7 +113,23 @@ func Load(getenv func(string) string) (Config, error) {
 		TemporalPort:         p.int("TEMPORAL_PORT", DefaultTemporalPort),
 		TemporalUIPort:       p.int("TEMPORAL_UI_PORT", DefaultTemporalUIPort),
 		MetricsAddr:          p.str("METRICS_ADDR", ":9091"),
+		PaysimLatency:        p.duration("PAYSIM_LATENCY", 0),
+		PaysimFailureRate:    p.float("PAYSIM_FAILURE_RATE", 0),
 		LogLevel:             p.str("LOG_LEVEL", "info"),
+
+		CartMaxLines:             p.int("CART_MAX_LINES", 50),
+		CartMaxUnitsPerLine:      p.int("CART_MAX_UNITS_PER_LINE", 99),
+		CartIdleTTL:              p.duration("CART_IDLE_TTL", 90*24*time.Hour),
+		CartViewCacheTTL:         p.duration("CART_VIEW_CACHE_TTL", time.Second),
+		LowStockThreshold:        p.int("LOW_STOCK_THRESHOLD", 3),
+		AvailabilityPollInterval: p.duration("AVAILABILITY_POLL_INTERVAL", 200*time.Millisecond),
+
+		SchedulesEnabled:       p.bool("SCHEDULES_ENABLED", true),
+		ScheduleIDPrefix:       p.str("SCHEDULE_ID_PREFIX", ""),
+		SweeperEvery:           p.every("SWEEPER_EVERY", time.Minute),
+		ReconcilerEvery:        p.every("RECONCILER_EVERY", 15*time.Minute),
+		CartJanitorEvery:       p.every("CART_JANITOR_EVERY", 24*time.Hour),
+		PaymentReconcilerEvery: p.every("PAYMENT_RECONCILER_EVERY", 5*time.Minute),
 	}
 	if c.PublicBaseURL == "" {
 		c.PublicBaseURL = "http://" + loopback(c.HTTPAddr)
@@ -115,6 +160,30 @@ func (c Config) Validate() error {
 	}
 	if c.TaskQueue == "" || c.TemporalNamespace == "" {
 		errs = append(errs, errors.New("TEMPORAL_TASK_QUEUE and TEMPORAL_NAMESPACE must not be empty"))
+	}
+	if c.CartMaxLines < 1 || c.CartMaxLines > 1000 || c.CartMaxUnitsPerLine < 1 || c.CartMaxUnitsPerLine > 1000 {
+		errs = append(errs, errors.New("CART_MAX_LINES and CART_MAX_UNITS_PER_LINE: between 1 and 1000"))
+	}
+	if c.CartIdleTTL < time.Hour {
+		errs = append(errs, fmt.Errorf("CART_IDLE_TTL %s: must be at least 1h", c.CartIdleTTL))
+	}
+	if c.CartViewCacheTTL < 0 || c.CartViewCacheTTL > time.Minute {
+		errs = append(errs, fmt.Errorf("CART_VIEW_CACHE_TTL %s: between 0 and 1m", c.CartViewCacheTTL))
+	}
+	if c.LowStockThreshold < 0 {
+		errs = append(errs, errors.New("LOW_STOCK_THRESHOLD: must not be negative"))
+	}
+	if c.AvailabilityPollInterval < 10*time.Millisecond {
+		errs = append(errs, fmt.Errorf("AVAILABILITY_POLL_INTERVAL %s: must be at least 10ms", c.AvailabilityPollInterval))
+	}
+	for _, e := range []struct {
+		key   string
+		every Every
+	}{{"SWEEPER_EVERY", c.SweeperEvery}, {"RECONCILER_EVERY", c.ReconcilerEvery},
+		{"CART_JANITOR_EVERY", c.CartJanitorEvery}, {"PAYMENT_RECONCILER_EVERY", c.PaymentReconcilerEvery}} {
+		if e.every.Cron == "" && e.every.Interval < time.Second {
+			errs = append(errs, fmt.Errorf("%s %s: must be at least 1s", e.key, e.every))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -150,6 +219,62 @@ func (p *parser) int(key string, def int) int {
 		return def
 	}
 	return n
+}
+
+func (p *parser) float(key string, def float64) float64 {
+	v := strings.TrimSpace(p.getenv(key))
+	if v == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 || f > 1 {
+		p.errs = append(p.errs, fmt.Errorf("%s=%q: a number between 0 and 1", key, v))
+		return def
+	}
+	return f
+}
+
+// Every is when a scheduled job runs: every Interval, or at the times of the Cron expression
+// ("0 3 * * *"; any form Temporal Schedules accept).
+type Every struct {
+	Interval time.Duration
+	Cron     string
+}
+
+func (e Every) String() string {
+	if e.Cron != "" {
+		return e.Cron
+	}
+	return e.Interval.String()
+}
+
+// every reads an interval ("1m", "24h") or a cron expression ("0 3 * * *", "@daily").
+func (p *parser) every(key string, def time.Duration) Every {
+	v := strings.TrimSpace(p.getenv(key))
+	if v == "" {
+		return Every{Interval: def}
+	}
+	if d, err := time.ParseDuration(v); err == nil {
+		return Every{Interval: d}
+	}
+	if strings.HasPrefix(v, "@") || len(strings.Fields(v)) >= 5 {
+		return Every{Cron: v}
+	}
+	p.errs = append(p.errs, fmt.Errorf("%s=%q: neither a duration such as 5m nor a cron expression such as \"0 3 * * *\"", key, v))
+	return Every{Interval: def}
+}
+
+func (p *parser) bool(key string, def bool) bool {
+	v := strings.TrimSpace(p.getenv(key))
+	if v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		p.errs = append(p.errs, fmt.Errorf("%s=%q: true or false", key, v))
+		return def
+	}
+	return b
 }
 
 func (p *parser) duration(key string, def time.Duration) time.Duration {

@@ -93,6 +93,11 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		"--dynamic-config-value", "system.enableActivityEagerExecution=true",
 		"--dynamic-config-value", "frontend.enableUpdateWorkflowExecution=true",
 		"--dynamic-config-value", "frontend.enableExecuteMultiOperation=true",
+		// One partition per task queue: with several, a task and the poller waiting for it can sit
+		// on different partitions and meet only after a forwarding delay (tens to hundreds of ms),
+		// which a single-node dev server gains nothing from.
+		"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
+		"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
 	}
 	if o.DBFile != "" {
 		if err := os.MkdirAll(filepath.Dir(o.DBFile), 0o755); err != nil {

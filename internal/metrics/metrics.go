@@ -18,6 +18,12 @@ type Metrics struct {
 	ReserveResults  *prometheus.CounterVec
 	HTTPRequests    *prometheus.CounterVec
 	HTTPDuration    *prometheus.HistogramVec
+
+	AvailabilityEvents prometheus.Counter
+	OutboxPublished    *prometheus.CounterVec
+
+	// Jobs are the scheduled jobs' figures.
+	Jobs *JobMetrics
 }
 
 // New registers the product's metrics, with the Go and process collectors, on a new registry.
@@ -42,9 +48,19 @@ func New() *Metrics {
 			Help:    "HTTP request latency by route and method.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"route", "method"}),
+		AvailabilityEvents: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "checkout_availability_events_applied_total",
+			Help: "Inventory change events the availability relay applied to the projection.",
+		}),
+		OutboxPublished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "checkout_outbox_published_total",
+			Help: "Outbox events the relay published, by event type.",
+		}, []string{"type"}),
 	}
-	reg.MustRegister(m.ReserveAttempts, m.ReserveResults, m.HTTPRequests, m.HTTPDuration,
+	reg.MustRegister(m.ReserveAttempts, m.ReserveResults, m.HTTPRequests, m.HTTPDuration, m.AvailabilityEvents,
+		m.OutboxPublished,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.Jobs = newJobMetrics(reg)
 	return m
 }
 
@@ -103,4 +119,49 @@ func (c *inventoryCollector) Collect(ch chan<- prometheus.Metric) {
 		failed = 1
 	}
 	ch <- prometheus.MustNewConstMetric(scrapeErrDesc, prometheus.GaugeValue, failed)
+}
+
+// AvailabilityApplied counts events the availability relay applied; it makes *Metrics an
+// availability.Observer.
+func (m *Metrics) AvailabilityApplied(events, _ int) { m.AvailabilityEvents.Add(float64(events)) }
+
+// AvailabilityBacklog reads the availability relay's lag from the database at scrape time.
+type AvailabilityBacklog interface {
+	Backlog(ctx context.Context) (pending int64, oldest time.Duration, err error)
+}
+
+// RegisterAvailabilityGauges adds the relay's lag: change events waiting and the age of the oldest,
+// read when Prometheus scrapes, so a stopped relay shows as growing lag.
+func (m *Metrics) RegisterAvailabilityGauges(src AvailabilityBacklog) {
+	m.Registry.MustRegister(&availabilityCollector{src: src})
+}
+
+var (
+	availPendingDesc = prometheus.NewDesc("checkout_availability_pending_changes",
+		"Inventory change events not yet applied to the availability projection.", nil, nil)
+	availLagDesc = prometheus.NewDesc("checkout_availability_lag_seconds",
+		"Age of the oldest inventory change not yet applied to the availability projection (0 when none).", nil, nil)
+	availErrDesc = prometheus.NewDesc("checkout_availability_scrape_error",
+		"1 when the availability relay's lag could not be read at this scrape.", nil, nil)
+)
+
+type availabilityCollector struct{ src AvailabilityBacklog }
+
+func (c *availabilityCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- availPendingDesc
+	ch <- availLagDesc
+	ch <- availErrDesc
+}
+
+func (c *availabilityCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	pending, lag, err := c.src.Backlog(ctx)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(availErrDesc, prometheus.GaugeValue, 1)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(availPendingDesc, prometheus.GaugeValue, float64(pending))
+	ch <- prometheus.MustNewConstMetric(availLagDesc, prometheus.GaugeValue, lag.Seconds())
+	ch <- prometheus.MustNewConstMetric(availErrDesc, prometheus.GaugeValue, 0)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/devtemporal"
 	"github.com/marketplace/checkout/internal/pgserver"
 	"github.com/marketplace/checkout/migrations"
@@ -104,12 +105,7 @@ func Pool(t testing.TB) *pgxpool.Pool {
 // PoolOn opens a pool of up to maxConns connections on url, closed when the test ends.
 func PoolOn(t testing.TB, url string, maxConns int32) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = maxConns
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	pool, err := db.Connect(context.Background(), url, maxConns)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,315 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/marketplace/checkout/cart"
+	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/pricing"
+)
+
+// Application error types of the order steps.
+const (
+	ErrTypePriceChanged     = "PriceChanged"
+	ErrTypeCartEmpty        = "CartEmpty"
+	ErrTypeCartInvalid      = "CartInvalid"
+	ErrTypeAddressNotFound  = "AddressNotFound"
+	ErrTypeOrderNotFound    = "OrderNotFound"
+	ErrTypeOrderTransition  = "OrderTransitionRefused"
+	ErrTypePaymentUnknown   = "PaymentOutcomeUnknown"
+	ErrTypePaymentRefused   = "PaymentRefused"
+	ErrTypePaymentNotFound  = "PaymentNotFound"
+	ErrTypeProviderDown     = "PaymentProviderUnavailable"
+	ErrTypeIdempotencyStore = "IdempotencyStore"
+)
+
+// Outbox event types of orders.
+const (
+	EventOrderConfirmed = "order.confirmed"
+	EventOrderFailed    = "order.failed"
+	EventOrderCancelled = "order.cancelled"
+)
+
+// Orders are the order's own steps: price check, the order row, its status transitions and the
+// idempotency record. Every write is conditional, so a retried or reset run changes state once.
+type Orders struct {
+	Pool *pgxpool.Pool
+}
+
+func (a *Orders) q() *db.Queries { return db.New(a.Pool) }
+
+// CheckPricesInput names the cart and the prices the shopper confirmed.
+type CheckPricesInput struct {
+	UserID       int64  `json:"userId"`
+	PriceVersion string `json:"priceVersion"`
+}
+
+// PriceChangedDetails travel with a PriceChanged error: the version the shopper must see now.
+type PriceChangedDetails struct {
+	PriceVersion string `json:"priceVersion"`
+}
+
+// CheckPrices prices the member cart now. A priceVersion other than the current one is a
+// non-retryable PriceChanged error carrying the new version.
+func (a *Orders) CheckPrices(ctx context.Context, in CheckPricesInput) (pricing.Quote, error) {
+	q := a.q()
+	c, err := cart.Load(ctx, q, cart.MemberID(in.UserID))
+	if err != nil && !errors.Is(err, cart.ErrNotFound) {
+		return pricing.Quote{}, err
+	}
+	lines := make([]pricing.Line, 0, len(c.Doc.Items))
+	for _, it := range c.Doc.Items {
+		lines = append(lines, pricing.Line{SKUID: it.SKUID, Quantity: it.Quantity})
+	}
+	quote, err := pricing.Compute(ctx, q, lines)
+	var unknown *pricing.UnknownSKUError
+	switch {
+	case errors.Is(err, pricing.ErrEmpty):
+		return quote, temporal.NewNonRetryableApplicationError("the cart is empty", ErrTypeCartEmpty, err)
+	case errors.As(err, &unknown):
+		return quote, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeCartInvalid, err, unknown.SKUIDs)
+	case errors.Is(err, pricing.ErrMixedCurrency):
+		return quote, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeCartInvalid, err)
+	case err != nil:
+		return quote, err
+	}
+	for _, it := range quote.Items {
+		if it.Quantity > it.MaxPerOrder {
+			return quote, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("sku %d: at most %d per order", it.SKUID, it.MaxPerOrder), ErrTypeCartInvalid, nil, []int64{it.SKUID})
+		}
+	}
+	if quote.PriceVersion != in.PriceVersion {
+		return quote, temporal.NewNonRetryableApplicationError("prices changed since the preview",
+			ErrTypePriceChanged, nil, PriceChangedDetails{PriceVersion: quote.PriceVersion})
+	}
+	return quote, nil
+}
+
+// CreateOrderInput is the order row to write.
+type CreateOrderInput struct {
+	UserID         int64          `json:"userId"`
+	IdempotencyKey string         `json:"idempotencyKey"`
+	RequestHash    string         `json:"requestHash"`
+	WorkflowID     string         `json:"workflowId"`
+	RunID          string         `json:"runId"`
+	AddressID      int64          `json:"addressId"`
+	Quote          pricing.Quote  `json:"quote"`
+	Provider       string         `json:"provider"`
+	Detail         map[string]any `json:"detail,omitempty"`
+}
+
+// CreatedOrder is the order and where it ships to.
+type CreatedOrder struct {
+	OrderID int64              `json:"orderId"`
+	ShipTo  inventory.Location `json:"shipTo"`
+	// Existing: another run of the same request created the order and the order is finished;
+	// this run must not act on it.
+	Existing bool `json:"existing,omitempty"`
+}
+
+// CreateOrder writes the order, its items and its payment row in one transaction, under the
+// unique (user, Idempotency-Key): a second run returns the first order.
+func (a *Orders) CreateOrder(ctx context.Context, in CreateOrderInput) (CreatedOrder, error) {
+	var out CreatedOrder
+	err := pgx.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
+		q := db.New(tx)
+		addr, err := q.GetAddress(ctx, in.AddressID, in.UserID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return temporal.NewNonRetryableApplicationError("unknown address", ErrTypeAddressNotFound, err)
+		}
+		if err != nil {
+			return err
+		}
+		out.ShipTo = inventory.Location{Lat: addr.Lat, Lon: addr.Lon}
+		id, err := q.InsertOrder(ctx, db.InsertOrderParams{UserID: in.UserID, IdempotencyKey: in.IdempotencyKey,
+			RequestHash: in.RequestHash, WorkflowID: in.WorkflowID, RunID: in.RunID, AddressID: in.AddressID,
+			PriceVersion: in.Quote.PriceVersion, TotalMinor: in.Quote.TotalMinor, Currency: in.Quote.Currency})
+		if errors.Is(err, pgx.ErrNoRows) {
+			existing, err := q.OrderByKey(ctx, in.UserID, in.IdempotencyKey)
+			if err != nil {
+				return err
+			}
+			// The order is this run's when this run made it (its worker died after the commit and
+			// the step runs again), or while it is still open (support reset the workflow to an
+			// earlier point: the new run carries on). A finished order made by another run is
+			// never touched again.
+			open := existing.Status == "PENDING_PAYMENT" || existing.Status == "NEEDS_ATTENTION"
+			out.OrderID, out.Existing = existing.ID, existing.RunID != in.RunID && !open
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		out.OrderID = id
+		for _, it := range in.Quote.Items {
+			if err := q.InsertOrderItem(ctx, db.InsertOrderItemParams{OrderID: id, SkuID: it.SKUID, SellerID: it.SellerID,
+				Title: it.Title, Quantity: it.Quantity, UnitPriceMinor: it.UnitPriceMinor, Currency: it.Currency}); err != nil {
+				return err
+			}
+		}
+		if err := q.InsertPayment(ctx, db.InsertPaymentParams{OrderID: id, IdempotencyKey: PaymentKey(id),
+			Provider: in.Provider, AmountMinor: in.Quote.TotalMinor, Currency: in.Quote.Currency}); err != nil {
+			return err
+		}
+		return appendEvent(ctx, q, id, "created", map[string]any{"workflowId": in.WorkflowID,
+			"total": in.Quote.TotalMinor, "currency": in.Quote.Currency})
+	})
+	return out, err
+}
+
+// PaymentKey is the provider idempotency key of an order's payment. It comes from the order, not
+// from the workflow run, so a reset or a retried run never charges twice.
+func PaymentKey(orderID int64) string { return "order-" + strconv.FormatInt(orderID, 10) }
+
+// SetHoldInput records when the order's reservation expires.
+type SetHoldInput struct {
+	OrderID   int64     `json:"orderId"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// SetHold records the hold's expiry on the order, for people reading it.
+func (a *Orders) SetHold(ctx context.Context, in SetHoldInput) error {
+	t := in.ExpiresAt
+	return a.q().SetOrderHold(ctx, &t, in.OrderID)
+}
+
+// TransitionInput moves an order to a final status.
+type TransitionInput struct {
+	OrderID int64          `json:"orderId"`
+	To      string         `json:"to"`
+	Code    string         `json:"code,omitempty"`
+	Detail  map[string]any `json:"detail,omitempty"`
+}
+
+// openStatuses are the statuses an order can leave.
+var openStatuses = []string{"PENDING_PAYMENT", "NEEDS_ATTENTION"}
+
+// Transition moves the order from an open status to To (CONFIRMED, FAILED or CANCELLED) and writes
+// the timeline entry and the outbox event in the same transaction. It returns false when the order
+// had already left the open statuses (a repeat changes nothing).
+func (a *Orders) Transition(ctx context.Context, in TransitionInput) (bool, error) {
+	changed := false
+	err := pgx.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
+		q := db.New(tx)
+		var code *string
+		if in.Code != "" {
+			code = &in.Code
+		}
+		_, err := q.TransitionOrder(ctx, db.TransitionOrderParams{ToStatus: in.To, FailureCode: code,
+			ID: in.OrderID, FromStatuses: openStatuses})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		changed = true
+		detail := map[string]any{"status": in.To}
+		if in.Code != "" {
+			detail["code"] = in.Code
+		}
+		for k, v := range in.Detail {
+			detail[k] = v
+		}
+		if err := appendEvent(ctx, q, in.OrderID, "status", detail); err != nil {
+			return err
+		}
+		event := map[string]string{"CONFIRMED": EventOrderConfirmed, "FAILED": EventOrderFailed,
+			"CANCELLED": EventOrderCancelled}[in.To]
+		if event == "" {
+			return temporal.NewNonRetryableApplicationError("unknown final status "+in.To, ErrTypeOrderTransition, nil)
+		}
+		payload, _ := json.Marshal(map[string]any{"orderId": in.OrderID, "status": in.To, "code": in.Code})
+		return q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{AggregateType: "order",
+			AggregateID: strconv.FormatInt(in.OrderID, 10), EventType: event, Payload: payload})
+	})
+	return changed, err
+}
+
+// ParkInput says which step exhausted its retries and why.
+type ParkInput struct {
+	OrderID int64  `json:"orderId"`
+	Step    string `json:"step"`
+	Error   string `json:"error"`
+}
+
+// Park moves an open order to NEEDS_ATTENTION with the failing step and error.
+func (a *Orders) Park(ctx context.Context, in ParkInput) error {
+	return pgx.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
+		q := db.New(tx)
+		detail := map[string]any{"step": in.Step, "error": in.Error}
+		raw, _ := json.Marshal(detail)
+		if _, err := q.ParkOrder(ctx, nullJSON(raw), in.OrderID); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		return appendEvent(ctx, q, in.OrderID, "needs_attention", detail)
+	})
+}
+
+// Resume takes a parked order back to PENDING_PAYMENT (support chose retry).
+func (a *Orders) Resume(ctx context.Context, orderID int64) error {
+	_, err := a.q().ResumeOrder(ctx, orderID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	return err
+}
+
+// TimelineInput is one entry of the order's timeline.
+type TimelineInput struct {
+	OrderID int64          `json:"orderId"`
+	Kind    string         `json:"kind"`
+	Detail  map[string]any `json:"detail,omitempty"`
+}
+
+// Timeline appends an entry (support actions with their reason, payment events).
+func (a *Orders) Timeline(ctx context.Context, in TimelineInput) error {
+	return appendEvent(ctx, a.q(), in.OrderID, in.Kind, in.Detail)
+}
+
+func appendEvent(ctx context.Context, q *db.Queries, orderID int64, kind string, detail map[string]any) error {
+	var raw []byte
+	if detail != nil {
+		var err error
+		if raw, err = json.Marshal(detail); err != nil {
+			return err
+		}
+	}
+	return q.InsertOrderEvent(ctx, orderID, kind, nullJSON(raw))
+}
+
+// RecordOutcomeInput is the answer to one (user, Idempotency-Key).
+type RecordOutcomeInput struct {
+	UserID         int64  `json:"userId"`
+	IdempotencyKey string `json:"idempotencyKey"`
+	RequestHash    string `json:"requestHash"`
+	OrderID        int64  `json:"orderId,omitempty"`
+	// Outcome is the workflow's answer, stored as JSON for the API to render again.
+	Outcome any `json:"outcome"`
+}
+
+// RecordOutcome stores the answer to the request, so that the same key answers the same after
+// the workflow has closed. The first record wins.
+func (a *Orders) RecordOutcome(ctx context.Context, in RecordOutcomeInput) error {
+	var order *int64
+	if in.OrderID > 0 {
+		order = &in.OrderID
+	}
+	raw, err := json.Marshal(in.Outcome)
+	if err != nil {
+		return temporal.NewNonRetryableApplicationError("outcome is not JSON", ErrTypeIdempotencyStore, err)
+	}
+	return a.q().InsertIdempotencyRecord(ctx, db.InsertIdempotencyRecordParams{UserID: in.UserID,
+		IdempotencyKey: in.IdempotencyKey, RequestHash: in.RequestHash, OrderID: order, Outcome: raw})
+}

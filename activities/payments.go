@@ -1,0 +1,158 @@
+package activities
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/sqlc-dev/pqtype"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/payment"
+)
+
+// Payment statuses as the order sees them: the provider's, plus UNKNOWN (a call timed out and
+// the provider has not yet told us what happened) and NOT_FOUND (the provider never saw it).
+const (
+	PaymentUnknown  = "UNKNOWN"
+	PaymentNotFound = "NOT_FOUND"
+)
+
+// Payments are the order's calls to the payment provider. Every call carries the order's
+// idempotency key, and the payments row mirrors the provider's answer.
+type Payments struct {
+	Pool    *pgxpool.Pool
+	Gateway payment.Gateway
+}
+
+// AuthorizeInput asks the provider to hold the order's total.
+type AuthorizeInput struct {
+	OrderID     int64  `json:"orderId"`
+	AmountMinor int64  `json:"amountMinor"`
+	Currency    string `json:"currency"`
+	Token       string `json:"token"`
+}
+
+// PaymentResult is the provider's state of the order's payment.
+type PaymentResult struct {
+	Status      string `json:"status"`
+	IntentID    string `json:"intentId,omitempty"`
+	RedirectURL string `json:"redirectUrl,omitempty"`
+	DeclineCode string `json:"declineCode,omitempty"`
+}
+
+// Authorize asks the provider to authorize the order's total. A timeout leaves the outcome
+// UNKNOWN: the row says so and a non-retryable PaymentOutcomeUnknown error tells the workflow to
+// ask the provider (ResolvePayment) before deciding anything.
+func (a *Payments) Authorize(ctx context.Context, in AuthorizeInput) (PaymentResult, error) {
+	intent, err := a.Gateway.Authorize(ctx, payment.AuthorizeRequest{IdempotencyKey: PaymentKey(in.OrderID),
+		OrderID: in.OrderID, AmountMinor: in.AmountMinor, Currency: in.Currency, PaymentMethodToken: in.Token})
+	if errors.Is(err, payment.ErrTimeout) {
+		if rerr := a.record(ctx, in.OrderID, payment.Intent{Status: PaymentUnknown}); rerr != nil {
+			return PaymentResult{}, rerr
+		}
+		return PaymentResult{Status: PaymentUnknown}, temporal.NewNonRetryableApplicationError(
+			"payment provider timed out: outcome unknown", ErrTypePaymentUnknown, err)
+	}
+	if err != nil {
+		return PaymentResult{}, providerError(err)
+	}
+	return a.mirror(ctx, in.OrderID, intent)
+}
+
+// ResolvePayment asks the provider what became of the order's payment.
+func (a *Payments) ResolvePayment(ctx context.Context, orderID int64) (PaymentResult, error) {
+	intent, err := a.Gateway.Lookup(ctx, PaymentKey(orderID))
+	if errors.Is(err, payment.ErrNotFound) {
+		return PaymentResult{Status: PaymentNotFound}, nil
+	}
+	if err != nil {
+		return PaymentResult{}, providerError(err)
+	}
+	return a.mirror(ctx, orderID, intent)
+}
+
+// Capture takes the authorized money. A repeat captures nothing more.
+func (a *Payments) Capture(ctx context.Context, orderID int64) (PaymentResult, error) {
+	intent, err := a.Gateway.Capture(ctx, PaymentKey(orderID))
+	if err != nil {
+		return PaymentResult{}, providerError(err)
+	}
+	return a.mirror(ctx, orderID, intent)
+}
+
+// Refund gives captured money back.
+func (a *Payments) Refund(ctx context.Context, orderID int64) (PaymentResult, error) {
+	intent, err := a.Gateway.Refund(ctx, PaymentKey(orderID))
+	if err != nil {
+		return PaymentResult{}, providerError(err)
+	}
+	return a.mirror(ctx, orderID, intent)
+}
+
+// Reverse undoes the payment whatever state it reached: an intent awaiting 3-D Secure or an
+// authorization is voided, a capture is refunded, and an intent the provider never saw needs
+// nothing. It is the payment's compensation, safe to run any number of times.
+func (a *Payments) Reverse(ctx context.Context, orderID int64) (PaymentResult, error) {
+	key := PaymentKey(orderID)
+	intent, err := a.Gateway.Lookup(ctx, key)
+	if errors.Is(err, payment.ErrNotFound) {
+		return PaymentResult{Status: PaymentNotFound}, nil
+	}
+	if err != nil {
+		return PaymentResult{}, providerError(err)
+	}
+	switch intent.Status {
+	case payment.StatusRequiresAction, payment.StatusAuthorized:
+		intent, err = a.Gateway.Void(ctx, key)
+		if errors.Is(err, payment.ErrInvalidState) {
+			// Captured in between: refund instead.
+			intent, err = a.Gateway.Refund(ctx, key)
+		}
+	case payment.StatusCaptured:
+		intent, err = a.Gateway.Refund(ctx, key)
+	}
+	if err != nil {
+		return PaymentResult{}, providerError(err)
+	}
+	return a.mirror(ctx, orderID, intent)
+}
+
+func (a *Payments) mirror(ctx context.Context, orderID int64, intent payment.Intent) (PaymentResult, error) {
+	if err := a.record(ctx, orderID, intent); err != nil {
+		return PaymentResult{}, err
+	}
+	return PaymentResult{Status: string(intent.Status), IntentID: intent.ID, RedirectURL: intent.RedirectURL,
+		DeclineCode: intent.DeclineCode}, nil
+}
+
+func (a *Payments) record(ctx context.Context, orderID int64, intent payment.Intent) error {
+	p := db.RecordPaymentParams{OrderID: orderID, Status: string(intent.Status),
+		CapturedMinor: intent.CapturedMinor, RefundedMinor: intent.RefundedMinor}
+	if intent.ID != "" {
+		p.IntentID = &intent.ID
+	}
+	if intent.RedirectURL != "" {
+		p.RedirectUrl = &intent.RedirectURL
+	}
+	return db.New(a.Pool).RecordPayment(ctx, p)
+}
+
+// providerError keeps "the provider is down" retryable and makes the provider's refusals
+// (invalid state, key reused) non-retryable: retrying cannot change them.
+func providerError(err error) error {
+	switch {
+	case errors.Is(err, payment.ErrUnavailable), errors.Is(err, payment.ErrTimeout):
+		return temporal.NewApplicationError(err.Error(), ErrTypeProviderDown, err)
+	case errors.Is(err, payment.ErrInvalidState), errors.Is(err, payment.ErrKeyReused), errors.Is(err, payment.ErrInvalidRequest):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePaymentRefused, err)
+	case errors.Is(err, payment.ErrNotFound):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePaymentNotFound, err)
+	}
+	return err
+}
+
+func nullJSON(raw []byte) pqtype.NullRawMessage {
+	return pqtype.NullRawMessage{RawMessage: raw, Valid: raw != nil}
+}

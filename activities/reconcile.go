@@ -1,0 +1,157 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/payment"
+)
+
+// JobObserver receives the figures of the scheduled jobs' runs, for metrics; nil means none.
+type JobObserver interface {
+	SweepDone(released int, oldestAge time.Duration, err error)
+	ReconcileDone(drifts int, err error)
+	PaymentReconcileDone(checked int, resolved map[string]int, err error)
+}
+
+// Signaler tells an order's workflow what the provider said about its payment. The worker
+// implements it on the Temporal client, because activities do not know the workflows. An order
+// whose workflow has closed needs nothing: that is not an error.
+type Signaler interface {
+	PaymentResolved(ctx context.Context, workflowID string, orderID int64, res PaymentResult) error
+}
+
+// PaymentReconciler resolves payments whose outcome the checkout does not know. It is the
+// backstop behind the saga, which asks the provider itself while it waits: it covers an order
+// that lost its webhook or its authorize answer, and one whose workflow is gone.
+type PaymentReconciler struct {
+	Pool     *pgxpool.Pool
+	Gateway  payment.Gateway
+	Signaler Signaler
+	Observer JobObserver
+}
+
+// ReconcilePaymentsInput sizes a run; zero values mean the defaults.
+type ReconcilePaymentsInput struct {
+	// PendingAfter is how long a payment may stay PENDING before its authorize counts as lost
+	// (default one minute).
+	PendingAfter time.Duration `json:"pendingAfter,omitempty"`
+	BatchSize    int32         `json:"batchSize,omitempty"`
+}
+
+// ResolvedPayment is one payment the reconciler asked the provider about.
+type ResolvedPayment struct {
+	OrderID int64  `json:"orderId"`
+	Was     string `json:"was"`
+	Status  string `json:"status"`
+}
+
+// ReconcilePaymentsResult counts one run. Unresolved payments (the provider never saw the key,
+// or could not be asked) are asked about again on the next run.
+type ReconcilePaymentsResult struct {
+	Checked   int `json:"checked"`
+	Resolved  int `json:"resolved"`
+	NotFound  int `json:"notFound"`
+	Failed    int `json:"failed"`
+	Signalled int `json:"signalled"`
+	// ByStatus counts the resolved payments by the provider's status, in status order.
+	ByStatus   []StatusCount     `json:"byStatus,omitempty"`
+	Payments   []ResolvedPayment `json:"payments,omitempty"`
+	FirstError string            `json:"firstError,omitempty"`
+}
+
+// StatusCount is how many payments resolved to one status.
+type StatusCount struct {
+	Status string `json:"status"`
+	Count  int    `json:"count"`
+}
+
+// maxListed bounds the per-item lists in a job's result, which travels in the workflow history.
+const maxListed = 50
+
+// ReconcilePayments asks the provider, by the order's idempotency key, about every payment of an
+// open order that is UNKNOWN (or PENDING for longer than PendingAfter), tells the order's workflow
+// the answer and then mirrors it into the payments row. The row is the to-do list and is ticked
+// off last: if the signal fails, the next run asks again. Running it twice, or twice at once,
+// only repeats idempotent lookups and signals the order already acts on once.
+func (a *PaymentReconciler) ReconcilePayments(ctx context.Context, in ReconcilePaymentsInput) (res ReconcilePaymentsResult, err error) {
+	byStatus := map[string]int{}
+	defer func() {
+		for _, st := range slices.Sorted(maps.Keys(byStatus)) {
+			res.ByStatus = append(res.ByStatus, StatusCount{Status: st, Count: byStatus[st]})
+		}
+		if a.Observer != nil {
+			a.Observer.PaymentReconcileDone(res.Checked, byStatus, err)
+		}
+	}()
+	if in.PendingAfter <= 0 {
+		in.PendingAfter = time.Minute
+	}
+	if in.BatchSize <= 0 {
+		in.BatchSize = 200
+	}
+	q := db.New(a.Pool)
+	pays := &Payments{Pool: a.Pool, Gateway: a.Gateway}
+	var after int64
+	for {
+		rows, err := q.PaymentsToReconcile(ctx, after, in.PendingAfter.Seconds(), in.BatchSize)
+		if err != nil {
+			return res, err
+		}
+		for _, r := range rows {
+			after = r.OrderID
+			res.Checked++
+			if err := a.resolve(ctx, pays, r, &res, byStatus); err != nil {
+				res.Failed++
+				if res.FirstError == "" {
+					res.FirstError = fmt.Sprintf("order %d: %v", r.OrderID, err)
+				}
+			}
+		}
+		if len(rows) < int(in.BatchSize) {
+			break
+		}
+	}
+	if res.Failed > 0 && res.Resolved == 0 && res.NotFound == 0 {
+		// Nothing could be asked or told (the provider or Temporal is down): fail the run, so
+		// that it is retried and shows as failed.
+		return res, errors.New("payment reconciler: " + res.FirstError)
+	}
+	return res, nil
+}
+
+func (a *PaymentReconciler) resolve(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
+	res *ReconcilePaymentsResult, byStatus map[string]int) error {
+	intent, err := a.Gateway.Lookup(ctx, PaymentKey(r.OrderID))
+	if errors.Is(err, payment.ErrNotFound) {
+		// The provider never saw the key: nothing was authorized. The order decides on its own
+		// (it authorizes again, or its hold expires).
+		res.NotFound++
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	pr := PaymentResult{Status: string(intent.Status), IntentID: intent.ID, RedirectURL: intent.RedirectURL,
+		DeclineCode: intent.DeclineCode}
+	if err := a.Signaler.PaymentResolved(ctx, r.WorkflowID, r.OrderID, pr); err != nil {
+		return err
+	}
+	res.Signalled++
+	if _, err := pays.mirror(ctx, r.OrderID, intent); err != nil {
+		return err
+	}
+	res.Resolved++
+	byStatus[pr.Status]++
+	if len(res.Payments) < maxListed {
+		res.Payments = append(res.Payments, ResolvedPayment{OrderID: r.OrderID, Was: r.Status, Status: pr.Status})
+	}
+	return nil
+}

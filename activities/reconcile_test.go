@@ -1,0 +1,194 @@
+package activities_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/marketplace/checkout/activities"
+	"github.com/marketplace/checkout/internal/testenv"
+	"github.com/marketplace/checkout/payment"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// fakeProvider answers Lookup from a table of intents by key; every other call is unused here.
+type fakeProvider struct {
+	payment.Gateway
+	mu      sync.Mutex
+	intents map[string]payment.Intent
+	down    bool
+	asked   []string
+}
+
+func (f *fakeProvider) Lookup(_ context.Context, key string) (payment.Intent, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked = append(f.asked, key)
+	if f.down {
+		return payment.Intent{}, payment.ErrUnavailable
+	}
+	in, ok := f.intents[key]
+	if !ok {
+		return payment.Intent{}, payment.ErrNotFound
+	}
+	return in, nil
+}
+
+// fakeSignaler records the signals; a workflow id in fail makes its signal fail.
+type fakeSignaler struct {
+	mu   sync.Mutex
+	got  map[string]string // workflow id → status
+	fail map[string]bool
+}
+
+func (f *fakeSignaler) PaymentResolved(_ context.Context, workflowID string, _ int64, res activities.PaymentResult) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail[workflowID] {
+		return errors.New("temporal unavailable")
+	}
+	f.got[workflowID] = res.Status
+	return nil
+}
+
+type jobsRecorder struct {
+	checked  int
+	resolved map[string]int
+	err      error
+}
+
+func (j *jobsRecorder) SweepDone(int, time.Duration, error) {}
+func (j *jobsRecorder) ReconcileDone(int, error)            {}
+func (j *jobsRecorder) PaymentReconcileDone(checked int, resolved map[string]int, err error) {
+	j.checked, j.resolved, j.err = checked, resolved, err
+}
+
+// insertOrder writes an order and its payments row as the saga would have left them.
+func insertOrder(t *testing.T, pool *pgxpool.Pool, orderStatus, paymentStatus string, paymentAge time.Duration) (int64, string) {
+	t.Helper()
+	ctx := context.Background()
+	var addr int64
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO addresses (user_id, city, line1, lat, lon)
+		VALUES (7, 'Istanbul', 'Test 1', 41, 29) RETURNING id`).Scan(&addr))
+	key := "k-" + fmt.Sprint(time.Now().UnixNano())
+	var id int64
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO orders (user_id, idempotency_key, request_hash, workflow_id, status,
+		address_id, price_version, total_minor, currency) VALUES (7, $1, 'h', 'order-u7-' || $1, $2, $3, 'pv', 1000, 'TRY')
+		RETURNING id`, key, orderStatus, addr).Scan(&id))
+	_, err := pool.Exec(ctx, `INSERT INTO payments (order_id, idempotency_key, provider, status, amount_minor, currency,
+		created_at, updated_at) VALUES ($1, $2, 'paysim', $3, 1000, 'TRY', now() - $4::interval, now() - $4::interval)`,
+		id, activities.PaymentKey(id), paymentStatus, fmt.Sprintf("%d seconds", int(paymentAge.Seconds())))
+	require.NoError(t, err)
+	return id, "order-u7-" + key
+}
+
+func TestReconcilePayments_ResolvesOnlyUnknownOutcomesOfOpenOrders(t *testing.T) {
+	t.Parallel()
+	pool := testenv.Pool(t)
+	ctx := context.Background()
+
+	type row struct {
+		name          string
+		orderStatus   string
+		paymentStatus string
+		age           time.Duration
+		provider      payment.Status // "" means the provider never saw the key
+		signalFails   bool
+
+		wantAsked    bool
+		wantSignal   string // "" means no signal
+		wantRow      string
+		wantResolved bool
+	}
+	rows := []row{
+		{name: "unknown, provider authorized", orderStatus: "PENDING_PAYMENT", paymentStatus: "UNKNOWN",
+			provider: payment.StatusAuthorized, wantAsked: true, wantSignal: "AUTHORIZED", wantRow: "AUTHORIZED", wantResolved: true},
+		{name: "unknown, provider never saw it", orderStatus: "PENDING_PAYMENT", paymentStatus: "UNKNOWN",
+			wantAsked: true, wantRow: "UNKNOWN"},
+		{name: "pending for two minutes, provider declined", orderStatus: "PENDING_PAYMENT", paymentStatus: "PENDING",
+			age: 2 * time.Minute, provider: payment.StatusDeclined, wantAsked: true, wantSignal: "DECLINED", wantRow: "DECLINED",
+			wantResolved: true},
+		{name: "pending just now", orderStatus: "PENDING_PAYMENT", paymentStatus: "PENDING", provider: payment.StatusAuthorized,
+			wantRow: "PENDING"},
+		{name: "awaiting 3-D Secure", orderStatus: "PENDING_PAYMENT", paymentStatus: "REQUIRES_ACTION",
+			age: time.Hour, provider: payment.StatusAuthorized, wantRow: "REQUIRES_ACTION"},
+		{name: "unknown of a failed order", orderStatus: "FAILED", paymentStatus: "UNKNOWN", provider: payment.StatusAuthorized,
+			wantRow: "UNKNOWN"},
+		{name: "unknown of a parked order, provider captured", orderStatus: "NEEDS_ATTENTION", paymentStatus: "UNKNOWN",
+			provider: payment.StatusCaptured, wantAsked: true, wantSignal: "CAPTURED", wantRow: "CAPTURED", wantResolved: true},
+		{name: "unknown, the signal fails", orderStatus: "PENDING_PAYMENT", paymentStatus: "UNKNOWN",
+			provider: payment.StatusAuthorized, signalFails: true, wantAsked: true, wantRow: "UNKNOWN"},
+	}
+
+	provider := &fakeProvider{intents: map[string]payment.Intent{}}
+	sig := &fakeSignaler{got: map[string]string{}, fail: map[string]bool{}}
+	ids := make([]int64, len(rows))
+	wfs := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i], wfs[i] = insertOrder(t, pool, r.orderStatus, r.paymentStatus, r.age)
+		if r.provider != "" {
+			provider.intents[activities.PaymentKey(ids[i])] = payment.Intent{ID: fmt.Sprintf("pi_%d", i),
+				Status: r.provider, AmountMinor: 1000, Currency: "TRY"}
+		}
+		sig.fail[wfs[i]] = r.signalFails
+	}
+	obs := &jobsRecorder{}
+	rec := &activities.PaymentReconciler{Pool: pool, Gateway: provider, Signaler: sig, Observer: obs}
+	// A batch of two: the run pages through all of them.
+	res, err := rec.ReconcilePayments(ctx, activities.ReconcilePaymentsInput{BatchSize: 2})
+	require.NoError(t, err)
+
+	for i, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			assert.Equal(t, r.wantAsked, slices.Contains(provider.asked, activities.PaymentKey(ids[i])), "asked the provider")
+			assert.Equal(t, r.wantSignal, sig.got[wfs[i]], "signal to the order")
+			var status string
+			require.NoError(t, pool.QueryRow(ctx, `SELECT status FROM payments WHERE order_id = $1`, ids[i]).Scan(&status))
+			assert.Equal(t, r.wantRow, status, "payments row")
+		})
+	}
+	assert.Equal(t, 5, res.Checked)
+	assert.Equal(t, 3, res.Resolved)
+	assert.Equal(t, 1, res.NotFound)
+	assert.Equal(t, 1, res.Failed)
+	assert.Equal(t, []activities.StatusCount{{Status: "AUTHORIZED", Count: 1}, {Status: "CAPTURED", Count: 1},
+		{Status: "DECLINED", Count: 1}}, res.ByStatus)
+	assert.Equal(t, 5, obs.checked, "figures reach the metrics")
+	assert.Equal(t, map[string]int{"AUTHORIZED": 1, "CAPTURED": 1, "DECLINED": 1}, obs.resolved)
+
+	// A second run finds only what is still unknown, and changes nothing already resolved.
+	provider.asked = nil
+	sig.fail = map[string]bool{}
+	again, err := rec.ReconcilePayments(ctx, activities.ReconcilePaymentsInput{BatchSize: 2})
+	require.NoError(t, err)
+	assert.Equal(t, 2, again.Checked, "the never-seen payment and the one whose signal failed")
+	assert.Equal(t, 1, again.Resolved)
+	assert.ElementsMatch(t, []string{activities.PaymentKey(ids[1]), activities.PaymentKey(ids[7])}, provider.asked)
+}
+
+func TestReconcilePayments_ProviderDown_RunFailsAndRowsStayUnknown(t *testing.T) {
+	t.Parallel()
+	pool := testenv.Pool(t)
+	ctx := context.Background()
+	id, _ := insertOrder(t, pool, "PENDING_PAYMENT", "UNKNOWN", 0)
+	obs := &jobsRecorder{}
+	rec := &activities.PaymentReconciler{Pool: pool, Gateway: &fakeProvider{down: true},
+		Signaler: &fakeSignaler{got: map[string]string{}}, Observer: obs}
+
+	res, err := rec.ReconcilePayments(ctx, activities.ReconcilePaymentsInput{})
+	require.Error(t, err)
+	assert.Equal(t, 1, res.Failed)
+	assert.Error(t, obs.err, "the failed run is counted as failed")
+	var status string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT status FROM payments WHERE order_id = $1`, id).Scan(&status))
+	assert.Equal(t, "UNKNOWN", status)
+}

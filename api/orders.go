@@ -1,0 +1,407 @@
+package api
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/labstack/echo/v4"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/internal/auth"
+	"github.com/marketplace/checkout/internal/money"
+	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/workflows"
+)
+
+// placeTimeout bounds how long POST /orders waits for reserve and authorize. A request that runs
+// out answers 503; repeating it with the same key attaches to the same order.
+const placeTimeout = 30 * time.Second
+
+var tokenRe = regexp.MustCompile(`^tok_[A-Za-z0-9_]{1,60}$`)
+
+type orderRequest struct {
+	PriceVersion       string `json:"priceVersion"`
+	AddressID          int64  `json:"addressId"`
+	PaymentMethodToken string `json:"paymentMethodToken"`
+}
+
+func (r orderRequest) validate() error {
+	var v validation
+	if r.PriceVersion == "" || len(r.PriceVersion) > 64 {
+		v.add("priceVersion", "required: the priceVersion of the checkout preview")
+	}
+	if r.AddressID <= 0 {
+		v.add("addressId", "required: one of your addresses")
+	}
+	if !tokenRe.MatchString(r.PaymentMethodToken) {
+		v.add("paymentMethodToken", "required: a payment method token such as tok_3ds")
+	}
+	return v.err()
+}
+
+// hash identifies the request's body, so that the same key with another body is refused.
+func (r orderRequest) hash() string {
+	b, _ := json.Marshal(r)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func idempotencyKey(c echo.Context) (string, error) {
+	key := c.Request().Header.Get("Idempotency-Key")
+	ok := len(key) >= 1 && len(key) <= 255
+	for _, r := range key {
+		if r < 0x21 || r > 0x7e {
+			ok = false
+		}
+	}
+	if !ok {
+		return "", NewError(http.StatusBadRequest, CodeValidationFailed, "an Idempotency-Key header is required").
+			With("fields", []FieldError{{Field: "Idempotency-Key", Message: "required header: 1 to 255 visible ASCII characters"}})
+	}
+	return key, nil
+}
+
+// createOrder places an order. The (user, Idempotency-Key) pair names one OrderWorkflow, started
+// with Update-with-Start: repeats and concurrent duplicates attach to the same run and get the
+// same answer, which is also recorded so that it survives the workflow.
+func (s *Server) createOrder(c echo.Context) error {
+	p := mustPrincipal(c)
+	key, err := idempotencyKey(c)
+	if err != nil {
+		return err
+	}
+	var req orderRequest
+	if err := bind(c, &req); err != nil {
+		return err
+	}
+	if err := req.validate(); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	h := req.hash()
+	if done, err := s.replay(c, p.UserID, key, h); done || err != nil {
+		return err
+	}
+	if _, err := s.q.GetAddress(ctx, req.AddressID, p.UserID); errors.Is(err, pgx.ErrNoRows) {
+		return validation{{Field: "addressId", Message: "not one of your addresses"}}.err()
+	} else if err != nil {
+		return err
+	}
+
+	in := workflows.OrderInput{UserID: p.UserID, IdempotencyKey: key, RequestHash: h, PriceVersion: req.PriceVersion,
+		AddressID: req.AddressID, PaymentMethodToken: req.PaymentMethodToken, HoldTTL: s.Config.HoldTTL, Provider: "paysim",
+		StepRetryWindow: s.Config.StepRetryWindow}
+	wfID := workflows.OrderWorkflowID(p.UserID, key)
+	op := s.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID:                       wfID,
+		TaskQueue:                s.Config.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		StaticSummary:            "Order of customer " + strconv.FormatInt(p.UserID, 10) + " · key " + shorten(key, 40),
+		TypedSearchAttributes:    temporal.NewSearchAttributes(workflows.AttrCustomerID.ValueSet(p.UserID)),
+	}, workflows.OrderWorkflow, in)
+	pctx, cancel := context.WithTimeout(ctx, placeTimeout)
+	defer cancel()
+	handle, err := s.Temporal.UpdateWithStartWorkflow(pctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: op,
+		UpdateOptions: client.UpdateWorkflowOptions{UpdateName: workflows.UpdatePlaceOrder,
+			UpdateID: "place-" + h[:24], Args: []any{h}, WaitForStage: client.WorkflowUpdateStageCompleted},
+	})
+	var res workflows.PlaceOrderResult
+	if err == nil {
+		err = handle.Get(pctx, &res)
+	}
+	if err != nil {
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) && appErr.Type() == workflows.ErrTypeIdempotencyKeyReused {
+			return keyReused()
+		}
+		if ctx.Err() != nil {
+			return err // the shopper went away
+		}
+		// Temporal did not answer in time, or the run was interrupted (a worker died mid-update).
+		// The request is idempotent: the same key attaches to the same order.
+		s.Log.Warn("placing an order did not finish", "error", err, "workflow_id", wfID, "request_id", requestID(c))
+		return NewError(http.StatusServiceUnavailable, CodeUnavailable,
+			"the order is taking longer than usual; repeat the request with the same Idempotency-Key")
+	}
+	if res.Outcome == workflows.OutcomeReplay {
+		if done, err := s.replay(c, p.UserID, key, h); done || err != nil {
+			return err
+		}
+		return NewError(http.StatusConflict, CodeIdempotencyKeyReused, "this Idempotency-Key is in use; retry shortly")
+	}
+	return renderOutcome(c, res)
+}
+
+// replay answers from the recorded outcome of (user, key), if there is one.
+func (s *Server) replay(c echo.Context, userID int64, key, hash string) (bool, error) {
+	rec, err := s.q.GetIdempotencyRecord(c.Request().Context(), userID, key)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if rec.RequestHash != hash {
+		return true, keyReused()
+	}
+	var res workflows.PlaceOrderResult
+	if err := json.Unmarshal(rec.Outcome, &res); err != nil {
+		return true, err
+	}
+	c.Response().Header().Set("Idempotent-Replayed", "true")
+	return true, renderOutcome(c, res)
+}
+
+func keyReused() *Error {
+	return NewError(http.StatusUnprocessableEntity, CodeIdempotencyKeyReused,
+		"this Idempotency-Key was already used with a different request body")
+}
+
+// renderOutcome is the one mapping from an order outcome to HTTP.
+func renderOutcome(c echo.Context, r workflows.PlaceOrderResult) error {
+	switch r.Outcome {
+	case workflows.OutcomeCreated:
+		return c.JSON(http.StatusCreated, map[string]any{"orderId": r.OrderID, "status": r.Status,
+			"payment": r.Payment, "holdExpiresAt": r.HoldExpiresAt})
+	case workflows.OutcomePriceChanged:
+		return NewError(http.StatusConflict, CodePriceChanged, "prices changed since the preview; review the cart and confirm again").
+			With("priceVersion", r.PriceVersion)
+	case workflows.OutcomeOutOfStock:
+		items := r.Short
+		if items == nil {
+			items = []inventory.ShortLine{}
+		}
+		return NewError(http.StatusConflict, CodeOutOfStock, "some items are not available in the quantity requested").
+			With("items", items).With("orderId", r.OrderID)
+	case workflows.OutcomePaymentDeclined:
+		return NewError(http.StatusPaymentRequired, CodePaymentDeclined, "the payment was declined; the items were released").
+			With("orderId", r.OrderID)
+	case workflows.OutcomePaymentUnavailable:
+		return NewError(http.StatusServiceUnavailable, CodePaymentUnavailable, "the payment provider is unavailable; the items were released").
+			With("orderId", r.OrderID)
+	case workflows.OutcomeRejected:
+		switch r.RejectCode {
+		case "CART_EMPTY":
+			return NewError(http.StatusUnprocessableEntity, CodeCartEmpty, r.Message)
+		case "ADDRESS_NOT_FOUND":
+			return validation{{Field: "addressId", Message: "not one of your addresses"}}.err()
+		}
+		return NewError(http.StatusUnprocessableEntity, CodeCartInvalid, r.Message)
+	}
+	return NewError(http.StatusServiceUnavailable, CodeUnavailable, "the order could not be placed now; try again")
+}
+
+type orderItemView struct {
+	SKUID     int64  `json:"skuId"`
+	SellerID  int64  `json:"sellerId"`
+	Title     string `json:"title"`
+	Quantity  int32  `json:"quantity"`
+	UnitPrice string `json:"unitPrice"`
+	LineTotal string `json:"lineTotal"`
+	Currency  string `json:"currency"`
+}
+
+type allocationView struct {
+	SKUID       int64  `json:"skuId"`
+	WarehouseID int32  `json:"warehouseId"`
+	Quantity    int32  `json:"quantity"`
+	Status      string `json:"status"`
+}
+
+type timelineView struct {
+	At     time.Time       `json:"at"`
+	Kind   string          `json:"kind"`
+	Detail json.RawMessage `json:"detail,omitempty"`
+}
+
+type orderView struct {
+	OrderID       int64            `json:"orderId"`
+	Status        string           `json:"status"`
+	FailureCode   *string          `json:"failureCode,omitempty"`
+	Total         string           `json:"total"`
+	Currency      string           `json:"currency"`
+	Items         []orderItemView  `json:"items"`
+	Warehouses    []allocationView `json:"warehouses"`
+	Payment       map[string]any   `json:"payment"`
+	HoldExpiresAt *time.Time       `json:"holdExpiresAt,omitempty"`
+	Attention     json.RawMessage  `json:"attention,omitempty"`
+	CreatedAt     time.Time        `json:"createdAt"`
+	UpdatedAt     time.Time        `json:"updatedAt"`
+	Timeline      []timelineView   `json:"timeline"`
+}
+
+// loadOrder reads an order the caller may see: its shopper, or support. Anyone else gets 404, so
+// order ids cannot be probed.
+func (s *Server) loadOrder(c echo.Context) (db.Order, error) {
+	id, err := strconv.ParseInt(c.Param("orderId"), 10, 64)
+	if err != nil || id <= 0 {
+		return db.Order{}, notFound()
+	}
+	o, err := s.q.GetOrder(c.Request().Context(), id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return db.Order{}, notFound()
+	}
+	if err != nil {
+		return db.Order{}, err
+	}
+	p := mustPrincipal(c)
+	if o.UserID != p.UserID && p.Role != auth.RoleSupport {
+		return db.Order{}, notFound()
+	}
+	return o, nil
+}
+
+func (s *Server) getOrder(c echo.Context) error {
+	o, err := s.loadOrder(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	v := orderView{OrderID: o.ID, Status: o.Status, FailureCode: o.FailureCode, Total: money.Format(o.TotalMinor),
+		Currency: o.Currency, HoldExpiresAt: o.HoldExpiresAt, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt,
+		Items: []orderItemView{}, Warehouses: []allocationView{}, Timeline: []timelineView{}}
+	if o.Attention.Valid {
+		v.Attention = o.Attention.RawMessage
+	}
+	items, err := s.q.OrderItems(ctx, o.ID)
+	if err != nil {
+		return err
+	}
+	for _, it := range items {
+		v.Items = append(v.Items, orderItemView{SKUID: it.SkuID, SellerID: it.SellerID, Title: it.Title, Quantity: it.Quantity,
+			UnitPrice: money.Format(it.UnitPriceMinor), LineTotal: money.Format(it.UnitPriceMinor * int64(it.Quantity)),
+			Currency: it.Currency})
+	}
+	res, err := s.q.ReservationsOfOrder(ctx, o.ID)
+	if err != nil {
+		return err
+	}
+	for _, r := range res {
+		v.Warehouses = append(v.Warehouses, allocationView{SKUID: r.SkuID, WarehouseID: r.WarehouseID, Quantity: r.Quantity, Status: r.Status})
+	}
+	pay, err := s.q.GetPayment(ctx, o.ID)
+	switch {
+	case err == nil:
+		v.Payment = map[string]any{"status": pay.Status, "amount": money.Format(pay.AmountMinor), "currency": pay.Currency,
+			"captured": money.Format(pay.CapturedMinor), "refunded": money.Format(pay.RefundedMinor)}
+		if pay.IntentID != nil {
+			v.Payment["intentId"] = *pay.IntentID
+		}
+		if pay.RedirectUrl != nil && pay.Status == "REQUIRES_ACTION" {
+			v.Payment["redirectUrl"] = *pay.RedirectUrl
+		}
+	case !errors.Is(err, pgx.ErrNoRows):
+		return err
+	}
+	events, err := s.q.OrderEvents(ctx, o.ID)
+	if err != nil {
+		return err
+	}
+	for _, e := range events {
+		t := timelineView{At: e.CreatedAt, Kind: e.Kind}
+		if e.Detail.Valid {
+			t.Detail = e.Detail.RawMessage
+		}
+		v.Timeline = append(v.Timeline, t)
+	}
+	return c.JSON(http.StatusOK, v)
+}
+
+// listOrders answers the caller's orders, newest first, a page at a time (cursor = the last id).
+func (s *Server) listOrders(c echo.Context) error {
+	limit := int32(20)
+	if l := c.QueryParam("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 100 {
+			return validation{{Field: "limit", Message: "between 1 and 100"}}.err()
+		}
+		limit = int32(n)
+	}
+	before := int64(1<<63 - 1)
+	if cur := c.QueryParam("cursor"); cur != "" {
+		n, err := strconv.ParseInt(cur, 10, 64)
+		if err != nil || n <= 0 {
+			return validation{{Field: "cursor", Message: "the nextCursor of the previous page"}}.err()
+		}
+		before = n
+	}
+	rows, err := s.q.ListOrdersOfUser(c.Request().Context(), mustPrincipal(c).UserID, before, limit)
+	if err != nil {
+		return err
+	}
+	out := make([]map[string]any, len(rows))
+	for i, r := range rows {
+		out[i] = map[string]any{"orderId": r.ID, "status": r.Status, "total": money.Format(r.TotalMinor),
+			"currency": r.Currency, "failureCode": r.FailureCode, "createdAt": r.CreatedAt}
+	}
+	var next *string
+	if len(rows) == int(limit) {
+		n := strconv.FormatInt(rows[len(rows)-1].ID, 10)
+		next = &n
+	}
+	return c.JSON(http.StatusOK, map[string]any{"orders": out, "nextCursor": next})
+}
+
+// cancelOrder cancels an order before it is confirmed: the workflow compensates (payment voided,
+// stock released) and answers the final status. After confirmation it is 409.
+func (s *Server) cancelOrder(c echo.Context) error {
+	o, err := s.loadOrder(c)
+	if err != nil {
+		return err
+	}
+	if o.Status != workflows.StatusPendingPayment && o.Status != workflows.StatusNeedsAttention {
+		return notCancellable(o.Status)
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), placeTimeout)
+	defer cancel()
+	handle, err := s.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: o.WorkflowID,
+		UpdateName: workflows.UpdateCancel, WaitForStage: client.WorkflowUpdateStageCompleted})
+	var res workflows.CancelResult
+	if err == nil {
+		err = handle.Get(ctx, &res)
+	}
+	var appErr *temporal.ApplicationError
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &appErr) && appErr.Type() == workflows.ErrTypeNotCancellable,
+		errors.As(err, &nf):
+		cur, gerr := s.q.GetOrder(c.Request().Context(), o.ID)
+		if gerr != nil {
+			return gerr
+		}
+		return notCancellable(cur.Status)
+	case err != nil:
+		return err
+	}
+	if res.Status != workflows.StatusCancelled {
+		return notCancellable(res.Status)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"orderId": o.ID, "status": res.Status})
+}
+
+func notCancellable(status string) *Error {
+	return NewError(http.StatusConflict, CodeOrderNotCancellable, "the order is "+strings.ToLower(status)+
+		" and can no longer be cancelled").With("status", status)
+}
+
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

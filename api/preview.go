@@ -1,0 +1,114 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/marketplace/checkout/availability"
+	"github.com/marketplace/checkout/cart"
+	"github.com/marketplace/checkout/internal/money"
+	"github.com/marketplace/checkout/pricing"
+)
+
+// Warning codes of the checkout preview.
+const (
+	WarnPriceChanged  = "PRICE_CHANGED"
+	WarnLowStock      = "LOW_STOCK"
+	WarnOutOfStock    = "OUT_OF_STOCK"
+	WarnQuantityLimit = "QUANTITY_LIMIT"
+)
+
+type previewItem struct {
+	SKUID      int64  `json:"skuId"`
+	SellerID   int64  `json:"sellerId"`
+	Title      string `json:"title"`
+	Quantity   int32  `json:"quantity"`
+	UnitPrice  string `json:"unitPrice"`
+	LineTotal  string `json:"lineTotal"`
+	Currency   string `json:"currency"`
+	PriceAtAdd string `json:"priceAtAdd,omitempty"`
+	Available  int32  `json:"available"`
+}
+
+type previewWarning struct {
+	SKUID     int64  `json:"skuId"`
+	Code      string `json:"code"`
+	Old       string `json:"old,omitempty"`
+	New       string `json:"new,omitempty"`
+	Available *int32 `json:"available,omitempty"`
+	Requested int32  `json:"requested,omitempty"`
+	Max       int32  `json:"max,omitempty"`
+}
+
+type previewResponse struct {
+	Items        []previewItem    `json:"items"`
+	Total        string           `json:"total"`
+	Currency     string           `json:"currency"`
+	PriceVersion string           `json:"priceVersion"`
+	Warnings     []previewWarning `json:"warnings"`
+}
+
+// preview prices the member cart from the catalog now (never from priceAtAdd) and asks the
+// inventory, not the projection, how much is sellable. Its priceVersion is pricing.Compute's, the
+// one POST /orders compares against.
+func (h *cartHandlers) preview(c echo.Context) error {
+	ctx := c.Request().Context()
+	snap, err := cart.Load(ctx, h.q, cart.MemberID(mustPrincipal(c).UserID))
+	if err != nil && !errors.Is(err, cart.ErrNotFound) {
+		return err
+	}
+	quote, err := pricing.Compute(ctx, h.q, snap.Doc.Lines())
+	var unknown *pricing.UnknownSKUError
+	switch {
+	case errors.Is(err, pricing.ErrEmpty):
+		return NewError(http.StatusUnprocessableEntity, CodeCartEmpty, "the cart is empty")
+	case errors.As(err, &unknown):
+		return NewError(http.StatusNotFound, CodeSKUNotFound, "some SKUs of the cart are no longer sold; remove them").
+			With("skuIds", unknown.SKUIDs)
+	case errors.Is(err, pricing.ErrMixedCurrency):
+		return NewError(http.StatusUnprocessableEntity, CodeMixedCurrency,
+			"the cart holds items priced in more than one currency; order them separately")
+	case err != nil:
+		return err
+	}
+	ids := make([]int64, len(quote.Items))
+	for i, it := range quote.Items {
+		ids[i] = it.SKUID
+	}
+	sellable, err := availability.Sellable(ctx, h.q, ids)
+	if err != nil {
+		return err
+	}
+	atAdd := make(map[int64]string, len(snap.Doc.Items))
+	for _, it := range snap.Doc.Items {
+		atAdd[it.SKUID] = it.PriceAtAdd
+	}
+	threshold := int32(h.Config.LowStockThreshold)
+	out := previewResponse{Items: make([]previewItem, len(quote.Items)), Total: money.Format(quote.TotalMinor),
+		Currency: quote.Currency, PriceVersion: quote.PriceVersion, Warnings: []previewWarning{}}
+	for i, it := range quote.Items {
+		price := money.Format(it.UnitPriceMinor)
+		avail := max(sellable[it.SKUID], 0)
+		out.Items[i] = previewItem{SKUID: it.SKUID, SellerID: it.SellerID, Title: it.Title, Quantity: it.Quantity,
+			UnitPrice: price, LineTotal: money.Format(it.LineTotalMinor), Currency: it.Currency,
+			PriceAtAdd: atAdd[it.SKUID], Available: avail}
+		if old := atAdd[it.SKUID]; old != "" && old != price {
+			out.Warnings = append(out.Warnings, previewWarning{SKUID: it.SKUID, Code: WarnPriceChanged, Old: old, New: price})
+		}
+		if it.Quantity > it.MaxPerOrder {
+			out.Warnings = append(out.Warnings, previewWarning{SKUID: it.SKUID, Code: WarnQuantityLimit,
+				Requested: it.Quantity, Max: it.MaxPerOrder})
+		}
+		switch {
+		case avail == 0:
+			out.Warnings = append(out.Warnings, previewWarning{SKUID: it.SKUID, Code: WarnOutOfStock,
+				Available: &avail, Requested: it.Quantity})
+		case avail <= threshold || avail < it.Quantity:
+			out.Warnings = append(out.Warnings, previewWarning{SKUID: it.SKUID, Code: WarnLowStock,
+				Available: &avail, Requested: it.Quantity})
+		}
+	}
+	return c.JSON(http.StatusOK, out)
+}

@@ -1,0 +1,130 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/marketplace/checkout/api"
+	"github.com/marketplace/checkout/cart"
+	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/pricing"
+)
+
+// warnings maps "skuId/code" to the warning of a preview answer.
+func warnings(t *testing.T, body map[string]any) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	list, ok := body["warnings"].([]any)
+	require.True(t, ok, "answer has warnings: %v", body)
+	for _, w := range list {
+		m := w.(map[string]any)
+		out[fmtKey(m["skuId"].(float64), m["code"].(string))] = m
+	}
+	return out
+}
+
+func fmtKey(sku float64, code string) string { return fmt.Sprintf("%s/%d", code, int64(sku)) }
+
+// cartQuote is what the order endpoint computes for the user's cart: pricing.Compute of its lines.
+func cartQuote(t *testing.T, h *harness, userID int64) pricing.Quote {
+	t.Helper()
+	ctx := context.Background()
+	snap, err := cart.Load(ctx, db.New(h.pool), cart.MemberID(userID))
+	require.NoError(t, err)
+	q, err := pricing.Compute(ctx, db.New(h.pool), snap.Doc.Lines())
+	require.NoError(t, err)
+	return q
+}
+
+func TestPreview_PriceRaised_WarnsAgainstPriceAtAddAndMovesPriceVersion(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	shopper := h.shopper(7)
+	for sku, qty := range map[int64]int{71: 2, 78: 1} {
+		path, body := putItem(sku, 42, qty)
+		require.Equal(t, http.StatusOK, h.send(http.MethodPut, path, shopper, body).status)
+	}
+
+	before := h.do(http.MethodPost, "/api/v1/checkout/preview", shopper, "")
+	require.Equal(t, http.StatusOK, before.status, before.raw)
+	assert.Equal(t, "2899.70", before.body["total"], "2 × 1249.90 + 399.90")
+	assert.Equal(t, "TRY", before.body["currency"])
+	assert.Empty(t, before.body["warnings"])
+	assert.Equal(t, cartQuote(t, h, 7).PriceVersion, before.body["priceVersion"], "the version the order endpoint computes")
+
+	raise := h.do(http.MethodPut, "/seller-api/v1/skus", h.seller(42),
+		`[{"sku":"S-71","title":"Kablosuz kulaklık","price":"1299.90","currency":"TRY","maxPerOrder":5}]`)
+	require.Equal(t, http.StatusOK, raise.status, raise.raw)
+
+	after := h.do(http.MethodPost, "/api/v1/checkout/preview", shopper, "")
+	require.Equal(t, http.StatusOK, after.status, after.raw)
+	assert.Equal(t, "2999.70", after.body["total"], "recomputed from the catalog, not from priceAtAdd")
+	w := warnings(t, after.body)["PRICE_CHANGED/71"]
+	require.NotNil(t, w, after.raw)
+	assert.Equal(t, "1249.90", w["old"])
+	assert.Equal(t, "1299.90", w["new"])
+	assert.NotEqual(t, before.body["priceVersion"], after.body["priceVersion"])
+	assert.Equal(t, cartQuote(t, h, 7).PriceVersion, after.body["priceVersion"])
+	for _, it := range after.body["items"].([]any) {
+		item := it.(map[string]any)
+		if item["skuId"] == 71.0 {
+			assert.Equal(t, "1299.90", item["unitPrice"])
+			assert.Equal(t, "2599.80", item["lineTotal"])
+			assert.Equal(t, "1249.90", item["priceAtAdd"])
+		}
+	}
+}
+
+func TestPreview_StockWarnings_FromTheInventory(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	shopper := h.shopper(8)
+	for sku, qty := range map[int64]int{81: 1, 89: 3, 90: 1, 88: 2} {
+		path, body := putItem(sku, sellerOf(sku), qty)
+		require.Equal(t, http.StatusOK, h.send(http.MethodPut, path, shopper, body).status)
+	}
+	// No relay runs in this test: the projection knows nothing of these changes, the inventory does.
+	out := h.do(http.MethodPut, "/seller-api/v1/stocks", h.seller(43),
+		`[{"sku":"S-90","warehouseId":3,"quantity":0,"sourceUpdatedAt":"2026-01-01T00:00:00Z"}]`)
+	require.Equal(t, http.StatusOK, out.status, out.raw)
+
+	a := h.do(http.MethodPost, "/api/v1/checkout/preview", shopper, "")
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+	w := warnings(t, a.body)
+	assert.Len(t, w, 2, a.raw)
+	require.Contains(t, w, "LOW_STOCK/81")
+	assert.EqualValues(t, 1, w["LOW_STOCK/81"]["available"])
+	require.Contains(t, w, "OUT_OF_STOCK/90")
+	assert.EqualValues(t, 0, w["OUT_OF_STOCK/90"]["available"])
+	assert.NotContains(t, w, "LOW_STOCK/89", "5 units of 89 are above the threshold of 3")
+}
+
+func TestPreview_EmptyCartAndAccess(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	cases := []struct {
+		name, token string
+		status      int
+		code        string
+	}{
+		{"no cart at all", h.shopper(605), 422, api.CodeCartEmpty},
+		{"guest", "", 401, api.CodeUnauthorized},
+		{"seller", h.seller(42), 403, api.CodeForbidden},
+	}
+	for _, c := range cases {
+		a := h.do(http.MethodPost, "/api/v1/checkout/preview", c.token, "")
+		assert.Equal(t, c.status, a.status, "%s: %s", c.name, a.raw)
+		assert.Equal(t, c.code, a.body["code"], c.name)
+	}
+	emptied := h.shopper(606)
+	require.Equal(t, http.StatusOK, h.send(http.MethodPut, "/api/v1/cart/items/71", emptied, `{"sellerId":42,"quantity":1}`).status)
+	require.Equal(t, http.StatusOK, h.send(http.MethodDelete, "/api/v1/cart/items/71", emptied, "").status)
+	a := h.do(http.MethodPost, "/api/v1/checkout/preview", emptied, "")
+	assert.Equal(t, http.StatusUnprocessableEntity, a.status, a.raw)
+	assert.Equal(t, api.CodeCartEmpty, a.body["code"])
+}

@@ -1,0 +1,124 @@
+-- name: InsertOrder :one
+-- The unique (user_id, idempotency_key) makes a second run of the same request find the first
+-- order instead of creating another.
+INSERT INTO orders (user_id, idempotency_key, request_hash, workflow_id, run_id, address_id, price_version,
+                    total_minor, currency)
+VALUES (@user_id, @idempotency_key, @request_hash, @workflow_id, @run_id, @address_id, @price_version,
+        @total_minor, @currency)
+ON CONFLICT (user_id, idempotency_key) DO NOTHING
+RETURNING id;
+
+-- name: OrderByKey :one
+SELECT id, user_id, idempotency_key, request_hash, workflow_id, run_id, status, address_id, price_version,
+       total_minor, currency, hold_expires_at, failure_code, created_at, updated_at, attention
+FROM orders
+WHERE user_id = @user_id AND idempotency_key = @idempotency_key;
+
+-- name: GetOrder :one
+SELECT id, user_id, idempotency_key, request_hash, workflow_id, status, address_id, price_version,
+       total_minor, currency, hold_expires_at, failure_code, created_at, updated_at, attention, run_id
+FROM orders
+WHERE id = @id;
+
+-- name: ListOrdersOfUser :many
+-- Newest first, keyset-paginated by id.
+SELECT id, status, total_minor, currency, failure_code, created_at, updated_at
+FROM orders
+WHERE user_id = @user_id AND id < @before_id
+ORDER BY id DESC
+LIMIT @page_size;
+
+-- name: InsertOrderItem :exec
+INSERT INTO order_items (order_id, sku_id, seller_id, title, quantity, unit_price_minor, currency)
+VALUES (@order_id, @sku_id, @seller_id, @title, @quantity, @unit_price_minor, @currency)
+ON CONFLICT (order_id, sku_id) DO NOTHING;
+
+-- name: OrderItems :many
+SELECT sku_id, seller_id, title, quantity, unit_price_minor, currency
+FROM order_items
+WHERE order_id = @order_id
+ORDER BY sku_id;
+
+-- name: InsertOrderEvent :exec
+INSERT INTO order_events (order_id, kind, detail) VALUES (@order_id, @kind, @detail);
+
+-- name: OrderEvents :many
+SELECT kind, detail, created_at FROM order_events WHERE order_id = @order_id ORDER BY id;
+
+-- name: SetOrderHold :exec
+UPDATE orders SET hold_expires_at = @hold_expires_at, updated_at = now() WHERE id = @id;
+
+-- name: TransitionOrder :one
+-- A final status is written once: only from one of the open statuses; the row count decides.
+UPDATE orders
+   SET status = @to_status::text, failure_code = sqlc.narg(failure_code), updated_at = now(),
+       attention = NULL
+ WHERE id = @id AND status = ANY (@from_statuses::text[])
+RETURNING status;
+
+-- name: ParkOrder :one
+-- NEEDS_ATTENTION with the failing step and error, only while the order is still open.
+UPDATE orders
+   SET status = 'NEEDS_ATTENTION', attention = @attention, updated_at = now()
+ WHERE id = @id AND status IN ('PENDING_PAYMENT', 'NEEDS_ATTENTION')
+RETURNING status;
+
+-- name: ResumeOrder :one
+UPDATE orders
+   SET status = 'PENDING_PAYMENT', attention = NULL, updated_at = now()
+ WHERE id = @id AND status = 'NEEDS_ATTENTION'
+RETURNING status;
+
+-- name: InsertPayment :exec
+INSERT INTO payments (order_id, idempotency_key, provider, amount_minor, currency)
+VALUES (@order_id, @idempotency_key, @provider, @amount_minor, @currency)
+ON CONFLICT (order_id) DO NOTHING;
+
+-- name: GetPayment :one
+SELECT order_id, idempotency_key, provider, intent_id, status, amount_minor, currency, redirect_url,
+       captured_minor, refunded_minor, created_at, updated_at
+FROM payments
+WHERE order_id = @order_id;
+
+-- name: PaymentByIntent :one
+SELECT p.order_id, o.workflow_id, o.user_id
+FROM payments p
+JOIN orders o ON o.id = p.order_id
+WHERE p.intent_id = @intent_id;
+
+-- name: PaymentByKey :one
+SELECT p.order_id, o.workflow_id, o.user_id
+FROM payments p
+JOIN orders o ON o.id = p.order_id
+WHERE p.idempotency_key = @idempotency_key;
+
+-- name: RecordPayment :exec
+-- Mirrors the provider's intent. Final states are never overwritten by an earlier one arriving
+-- late (a stale retry), so the row only moves forward.
+UPDATE payments
+   SET intent_id = COALESCE(sqlc.narg(intent_id), intent_id),
+       status = @status,
+       redirect_url = COALESCE(sqlc.narg(redirect_url), redirect_url),
+       captured_minor = @captured_minor,
+       refunded_minor = @refunded_minor,
+       updated_at = now()
+ WHERE order_id = @order_id
+   AND NOT (status IN ('CAPTURED', 'VOIDED', 'REFUNDED', 'DECLINED')
+            AND @status::text IN ('PENDING', 'REQUIRES_ACTION', 'AUTHORIZED', 'UNKNOWN'))
+   AND NOT (status = 'REFUNDED' AND @status::text = 'CAPTURED');
+
+-- name: InsertIdempotencyRecord :exec
+INSERT INTO idempotency_records (user_id, idempotency_key, request_hash, order_id, outcome)
+VALUES (@user_id, @idempotency_key, @request_hash, sqlc.narg(order_id), @outcome)
+ON CONFLICT (user_id, idempotency_key) DO NOTHING;
+
+-- name: GetIdempotencyRecord :one
+SELECT user_id, idempotency_key, request_hash, order_id, outcome, created_at
+FROM idempotency_records
+WHERE user_id = @user_id AND idempotency_key = @idempotency_key;
+
+-- name: InsertWebhookEvent :execrows
+-- A delivery already seen affects no row: a replay has no second effect.
+INSERT INTO payment_webhook_events (event_id, intent_id, type)
+VALUES (@event_id, @intent_id, @type)
+ON CONFLICT (event_id) DO NOTHING;

@@ -1,0 +1,93 @@
+-- name: PaysimCreateIntent :one
+-- A new intent, or no row when the idempotency key already names one (the caller then reads it).
+INSERT INTO paysim_intents (id, idempotency_key, order_id, amount_minor, currency, token, status,
+                            redirect_url, decline_code)
+VALUES (@id, @idempotency_key, @order_id, @amount_minor, @currency, @token, @status,
+        @redirect_url, @decline_code)
+ON CONFLICT (idempotency_key) DO NOTHING
+RETURNING *;
+
+-- name: PaysimIntentByKey :one
+SELECT * FROM paysim_intents WHERE idempotency_key = $1;
+
+-- name: PaysimIntentByID :one
+SELECT * FROM paysim_intents WHERE id = $1;
+
+-- name: PaysimCapture :one
+-- AUTHORIZED → CAPTURED, the full amount.
+UPDATE paysim_intents
+   SET status = 'CAPTURED', captured_minor = amount_minor, updated_at = now()
+ WHERE idempotency_key = $1 AND status = 'AUTHORIZED'
+RETURNING *;
+
+-- name: PaysimVoid :one
+-- REQUIRES_ACTION or AUTHORIZED → VOIDED: the hold is released.
+UPDATE paysim_intents
+   SET status = 'VOIDED', updated_at = now()
+ WHERE idempotency_key = $1 AND status IN ('REQUIRES_ACTION', 'AUTHORIZED')
+RETURNING *;
+
+-- name: PaysimRefund :one
+-- CAPTURED → REFUNDED, the whole capture.
+UPDATE paysim_intents
+   SET status = 'REFUNDED', refunded_minor = captured_minor, updated_at = now()
+ WHERE idempotency_key = $1 AND status = 'CAPTURED'
+RETURNING *;
+
+-- name: PaysimAuthenticate :one
+-- The shopper's 3-D Secure answer: REQUIRES_ACTION → AUTHORIZED or DECLINED. A void racing it
+-- (the hold expired) leaves the intent VOIDED and this statement without a row.
+UPDATE paysim_intents
+   SET status = @status, decline_code = @decline_code, updated_at = now()
+ WHERE id = @id AND status = 'REQUIRES_ACTION'
+RETURNING *;
+
+-- name: PaysimEnqueueWebhook :exec
+-- claim_seconds > 0: the enqueuer delivers it itself first, and the deliverer leaves it alone
+-- that long.
+INSERT INTO paysim_webhook_events (id, intent_id, type, payload, next_attempt_at)
+VALUES (@id, @intent_id, @type, @payload, now() + make_interval(secs => @claim_seconds::float8));
+
+-- name: PaysimClaimDueWebhooks :many
+-- The deliverer's batch. SKIP LOCKED lets several API replicas share the work; the lease moves
+-- next_attempt_at past the delivery's timeout, so nobody else sends the event meanwhile, and a
+-- deliverer that dies leaves it for the next one.
+WITH due AS (
+    SELECT id
+    FROM paysim_webhook_events
+    WHERE delivered_at IS NULL AND gave_up_at IS NULL AND next_attempt_at <= now()
+    ORDER BY next_attempt_at
+    LIMIT @batch_size
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE paysim_webhook_events e
+   SET next_attempt_at = now() + make_interval(secs => @lease_seconds::float8)
+  FROM due
+ WHERE e.id = due.id
+RETURNING e.id, e.payload, e.attempts, e.created_at;
+
+-- name: PaysimWebhookDelivered :exec
+UPDATE paysim_webhook_events
+   SET delivered_at = now(), attempts = attempts + 1, last_error = NULL
+ WHERE id = $1 AND delivered_at IS NULL;
+
+-- name: PaysimWebhookFailed :one
+-- A failed attempt: retry after retry_seconds, or give up once the event is older than
+-- give_up_seconds.
+UPDATE paysim_webhook_events
+   SET attempts = attempts + 1, last_error = @last_error,
+       next_attempt_at = now() + make_interval(secs => @retry_seconds::float8),
+       gave_up_at = CASE WHEN created_at <= now() - make_interval(secs => @give_up_seconds::float8)
+                         THEN now() END
+ WHERE id = @id AND delivered_at IS NULL
+RETURNING attempts, gave_up_at;
+
+-- name: PaysimFaults :one
+SELECT down_until, latency_ms, failure_rate FROM paysim_faults WHERE id;
+
+-- name: PaysimSetFaults :exec
+INSERT INTO paysim_faults (id, down_until, latency_ms, failure_rate, updated_at)
+VALUES (true, sqlc.narg(down_until), sqlc.narg(latency_ms), sqlc.narg(failure_rate), now())
+ON CONFLICT (id) DO UPDATE
+   SET down_until = EXCLUDED.down_until, latency_ms = EXCLUDED.latency_ms,
+       failure_rate = EXCLUDED.failure_rate, updated_at = now();

@@ -1,0 +1,336 @@
+// Package e2e_test drives the whole product as shoppers, sellers and the payment provider do:
+// through HTTP only, against the API, a worker, real PostgreSQL and the Temporal dev server.
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/marketplace/checkout/api"
+	"github.com/marketplace/checkout/internal/auth"
+	"github.com/marketplace/checkout/internal/config"
+	"github.com/marketplace/checkout/internal/demo"
+	"github.com/marketplace/checkout/internal/metrics"
+	"github.com/marketplace/checkout/internal/testenv"
+	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/payment/paysim"
+	"github.com/marketplace/checkout/worker"
+	"github.com/marketplace/checkout/workflows"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// stack is one running product: API on a real listener, worker, loops, payment simulator.
+type stack struct {
+	t        *testing.T
+	ctx      context.Context
+	pool     *pgxpool.Pool
+	cfg      config.Config
+	temporal client.Client
+	base     string
+	sim      *paysim.Sim
+	http     *http.Client
+	deps     worker.Deps
+	worker   sdkworker.Worker
+	cancel   context.CancelFunc
+}
+
+type stackOptions struct {
+	hold time.Duration
+	// stepRetryWindow shortens how long steps retry before an order needs attention.
+	stepRetryWindow time.Duration
+	// noWorker leaves the worker to the test (started as a separate process).
+	noWorker bool
+}
+
+// quietLog discards the product's logs; E2E_LOG=1 shows them.
+func quietLog() *slog.Logger {
+	if os.Getenv("E2E_LOG") != "" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewJSONHandler(io.Discard, nil))
+}
+
+func startStack(t *testing.T, o stackOptions) *stack {
+	t.Helper()
+	if o.hold == 0 {
+		o.hold = time.Minute
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	dbURL := testenv.DatabaseURL(t)
+	pool := testenv.PoolOn(t, dbURL, 60)
+	require.NoError(t, demo.Load(ctx, pool))
+	// Order ids name the hold workflows; tests share one Temporal server, so each database
+	// numbers its orders in a range of its own.
+	start, err := rand.Int(rand.Reader, big.NewInt(1<<40))
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, fmt.Sprintf("ALTER TABLE orders ALTER COLUMN id RESTART WITH %d", start.Int64()+1))
+	require.NoError(t, err)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	base := "http://" + ln.Addr().String()
+	cfg, err := config.Load(func(k string) string {
+		if k == "STEP_RETRY_WINDOW" && o.stepRetryWindow > 0 {
+			return o.stepRetryWindow.String()
+		}
+		return map[string]string{"HOLD_TTL": o.hold.String(), "PUBLIC_BASE_URL": base, "DATABASE_URL": dbURL,
+			"TEMPORAL_ADDRESS": testenv.TemporalAddress(t), "TEMPORAL_TASK_QUEUE": "e2e-" + randomHex(6)}[k]
+	})
+	require.NoError(t, err)
+
+	tc, err := client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
+		Logger: sdklog.NewStructuredLogger(quietLog())})
+	require.NoError(t, err)
+	require.NoError(t, worker.EnsureSearchAttributes(ctx, tc, cfg.TemporalNamespace))
+
+	m := metrics.New()
+	inv := inventory.New(pool, m)
+	m.RegisterInventoryGauges(inv)
+	sim := paysim.New(pool, paysim.Options{PublicBaseURL: base, WebhookURL: cfg.PaymentWebhookURL,
+		WebhookSecret: []byte(cfg.PaymentWebhookSecret), Log: quietLog(), RetryBase: 100 * time.Millisecond,
+		RetryMax: time.Second, PollInterval: 100 * time.Millisecond})
+	e := api.New(api.Deps{Config: cfg, Pool: pool, Inventory: inv, Temporal: tc, Metrics: m, Log: quietLog(),
+		PaymentPages: sim, PaymentFaults: sim})
+	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	go func() { _ = sim.RunDeliverer(ctx) }()
+
+	s := &stack{t: t, ctx: ctx, pool: pool, cfg: cfg, temporal: tc, base: base, sim: sim, cancel: cancel,
+		http: &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 100}},
+		deps: worker.Deps{Config: cfg, Pool: pool, Inventory: inv, Gateway: sim, Temporal: tc, Metrics: m, Log: quietLog()}}
+	for _, l := range worker.Loops(s.deps) {
+		go func() { _ = l.Run(ctx) }()
+	}
+	if !o.noWorker {
+		s.startWorker()
+	}
+	t.Cleanup(func() {
+		cancel()
+		if s.worker != nil {
+			s.worker.Stop()
+		}
+		_ = srv.Close()
+		sim.Close()
+		tc.Close()
+	})
+	return s
+}
+
+func (s *stack) startWorker() {
+	s.worker = worker.New(s.temporal, s.deps)
+	require.NoError(s.t, s.worker.Start())
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// shopper is one signed-in user with an address.
+type shopper struct {
+	s       *stack
+	id      int64
+	token   string
+	address int64
+}
+
+func (s *stack) shopper(id int64) *shopper {
+	tok, err := auth.Mint([]byte(s.cfg.JWTSecret), auth.Principal{UserID: id, Role: auth.RoleShopper}, time.Hour)
+	require.NoError(s.t, err)
+	sh := &shopper{s: s, id: id, token: tok}
+	r := s.call(http.MethodPost, "/api/v1/addresses", tok, nil, map[string]any{"city": "Istanbul", "line1": "Test 1",
+		"lat": 41.0, "lon": 29.0})
+	require.Equal(s.t, http.StatusCreated, r.status, r.raw)
+	sh.address = r.int("addressId")
+	return sh
+}
+
+func (s *stack) seller(id int64) string {
+	tok, err := auth.Mint([]byte(s.cfg.JWTSecret), auth.Principal{UserID: 1000 + id, Role: auth.RoleSeller, SellerID: id}, time.Hour)
+	require.NoError(s.t, err)
+	return tok
+}
+
+func (s *stack) support() string {
+	tok, err := auth.Mint([]byte(s.cfg.JWTSecret), auth.Principal{UserID: 900, Role: auth.RoleSupport}, time.Hour)
+	require.NoError(s.t, err)
+	return tok
+}
+
+type reply struct {
+	status int
+	header http.Header
+	body   map[string]any
+	raw    string
+}
+
+func (r reply) int(key string) int64 {
+	v, _ := r.body[key].(float64)
+	return int64(v)
+}
+
+func (r reply) str(path ...string) string {
+	var cur any = r.body
+	for _, p := range path {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return ""
+		}
+		cur = m[p]
+	}
+	s, _ := cur.(string)
+	return s
+}
+
+// call sends a JSON request; headers are name, value pairs.
+func (s *stack) call(method, path, token string, headers []string, body any) reply {
+	s.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		require.NoError(s.t, err)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(s.ctx, method, s.base+path, rd)
+	require.NoError(s.t, err)
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	return s.do(req)
+}
+
+func (s *stack) do(req *http.Request) reply {
+	s.t.Helper()
+	resp, err := s.http.Do(req)
+	require.NoError(s.t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(s.t, err)
+	r := reply{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
+	_ = json.Unmarshal(raw, &r.body)
+	return r
+}
+
+// fill puts items in the shopper's cart: skuID → quantity (seller from the demo data).
+func (sh *shopper) fill(items map[int64]int32) {
+	for sku, q := range items {
+		r := sh.s.call(http.MethodPut, fmt.Sprintf("/api/v1/cart/items/%d", sku), sh.token, nil,
+			map[string]any{"sellerId": sellerOf(sh.s, sku), "quantity": q})
+		require.Equal(sh.s.t, http.StatusOK, r.status, r.raw)
+	}
+}
+
+func sellerOf(s *stack, sku int64) int64 {
+	var seller int64
+	require.NoError(s.t, s.pool.QueryRow(s.ctx, `SELECT seller_id FROM skus WHERE id = $1`, sku).Scan(&seller))
+	return seller
+}
+
+func (sh *shopper) preview() string {
+	r := sh.s.call(http.MethodPost, "/api/v1/checkout/preview", sh.token, nil, map[string]any{})
+	require.Equal(sh.s.t, http.StatusOK, r.status, r.raw)
+	pv := r.str("priceVersion")
+	require.NotEmpty(sh.s.t, pv)
+	return pv
+}
+
+// order places the order with a key and a token.
+func (sh *shopper) order(key, priceVersion, token string) reply {
+	return sh.s.call(http.MethodPost, "/api/v1/orders", sh.token, []string{"Idempotency-Key", key},
+		map[string]any{"priceVersion": priceVersion, "addressId": sh.address, "paymentMethodToken": token})
+}
+
+var intentRe = regexp.MustCompile(`/paysim/3ds/(pi_[0-9a-f]+)$`)
+
+// answer3DS presses Approve or Decline on the provider's page, as the browser form does.
+func (s *stack) answer3DS(redirectURL, result string) reply {
+	s.t.Helper()
+	require.Regexp(s.t, intentRe, redirectURL)
+	req, err := http.NewRequestWithContext(s.ctx, http.MethodPost, redirectURL, strings.NewReader(url.Values{"result": {result}}.Encode()))
+	require.NoError(s.t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return s.do(req)
+}
+
+// waitFinal polls the order until it leaves PENDING_PAYMENT.
+func (s *stack) waitFinal(token string, orderID int64, within time.Duration) reply {
+	s.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		r := s.call(http.MethodGet, fmt.Sprintf("/api/v1/orders/%d", orderID), token, nil, nil)
+		require.Equal(s.t, http.StatusOK, r.status, r.raw)
+		switch r.str("status") {
+		case "CONFIRMED", "FAILED", "CANCELLED":
+			return r
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("order %d still %s after %s", orderID, r.str("status"), within)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (s *stack) scalar(sql string, args ...any) int64 {
+	s.t.Helper()
+	var n int64
+	require.NoError(s.t, s.pool.QueryRow(s.ctx, sql, args...).Scan(&n))
+	return n
+}
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+// recordHistory writes the history of a workflow to RECORD_HISTORIES/name.json when that
+// variable is set (`make histories`): the replay test in workflows/ replays these files, so a
+// change that would break running orders fails CI.
+func (s *stack) recordHistory(name, workflowID string) {
+	s.t.Helper()
+	dir := os.Getenv("RECORD_HISTORIES")
+	if dir == "" {
+		return
+	}
+	var events []*historypb.HistoryEvent
+	it := s.temporal.GetWorkflowHistory(s.ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		require.NoError(s.t, err)
+		events = append(events, e)
+	}
+	raw, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&historypb.History{Events: events})
+	require.NoError(s.t, err)
+	require.NoError(s.t, os.MkdirAll(dir, 0o755))
+	require.NoError(s.t, os.WriteFile(filepath.Join(dir, name+".json"), raw, 0o644))
+}
+
+// workflowOf names the order workflow of a shopper's key.
+func (sh *shopper) workflowOf(key string) string { return workflows.OrderWorkflowID(sh.id, key) }

@@ -1,0 +1,199 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/marketplace/checkout/payment/paysim"
+	"github.com/marketplace/checkout/workflows"
+)
+
+// parkedOrder places a 3-D Secure order, takes the provider down, approves the payment and
+// waits until the capture has spent its retries and the order waits for support.
+func (s *stack) parkedOrder(user int64) (*shopper, int64, string) {
+	s.t.Helper()
+	sh := s.shopper(user)
+	sh.fill(map[int64]int32{88: 2})
+	key := "k-" + randomHex(8)
+	r := sh.order(key, sh.preview(), "tok_3ds")
+	require.Equal(s.t, http.StatusCreated, r.status, r.raw)
+	id := r.int("orderId")
+	require.NoError(s.t, s.sim.SetFaults(s.ctx, paysim.Faults{DownUntil: time.Now().Add(time.Hour)}))
+	require.Equal(s.t, http.StatusOK, s.answer3DS(r.str("payment", "redirectUrl"), "approve").status)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		o := s.call(http.MethodGet, fmt.Sprintf("/api/v1/orders/%d", id), sh.token, nil, nil)
+		if o.str("status") == "NEEDS_ATTENTION" {
+			return sh, id, sh.workflowOf(key)
+		}
+		require.True(s.t, time.Now().Before(deadline), "order %d never needed attention: %s", id, o.raw)
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (s *stack) providerUp() {
+	require.NoError(s.t, s.sim.SetFaults(s.ctx, paysim.Faults{DownUntil: time.Now().Add(-time.Second)}))
+}
+
+// supportAction sends what support staff send from the UI.
+func (s *stack) supportAction(workflowID string, action, reason string) error {
+	h, err := s.temporal.UpdateWorkflow(s.ctx, client.UpdateWorkflowOptions{WorkflowID: workflowID,
+		UpdateName: workflows.SupportAction, Args: []any{workflows.SupportRequest{Action: action, Reason: reason}},
+		WaitForStage: client.WorkflowUpdateStageCompleted})
+	if err != nil {
+		return err
+	}
+	return h.Get(s.ctx, nil)
+}
+
+func TestSupport_ProviderDownPastRetries_NeedsAttentionThenRetryAndCancel(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, stackOptions{hold: 10 * time.Minute, stepRetryWindow: 3 * time.Second})
+	sh1, id1, wf1 := s.parkedOrder(60001)
+
+	// Support finds it by search attribute, as in the UI's search box.
+	query := fmt.Sprintf(`NeedsAttention = true AND CustomerId = %d`, sh1.id)
+	var found []string
+	require.Eventually(t, func() bool {
+		res, err := s.temporal.ListWorkflow(s.ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query})
+		require.NoError(t, err)
+		found = found[:0]
+		for _, e := range res.Executions {
+			found = append(found, e.Execution.WorkflowId)
+		}
+		return len(found) == 1
+	}, 20*time.Second, 200*time.Millisecond)
+	assert.Equal(t, []string{wf1}, found)
+	var st workflows.OrderState
+	v, err := s.temporal.QueryWorkflow(s.ctx, wf1, "", workflows.QueryStatus)
+	require.NoError(t, err)
+	require.NoError(t, v.Get(&st))
+	require.NotNil(t, st.Attention)
+	assert.Equal(t, "capture", st.Attention.Step)
+	assert.Contains(t, st.Attention.Error, "unavailable")
+
+	// An invalid action is refused and changes nothing.
+	err = s.supportAction(wf1, "explode", "testing")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `action must be "retry", "cancel" or "refund"`)
+	assert.Equal(t, "NEEDS_ATTENTION", s.call(http.MethodGet, fmt.Sprintf("/api/v1/orders/%d", id1), sh1.token, nil, nil).str("status"))
+
+	// The provider is back; support retries the failed step.
+	s.providerUp()
+	require.NoError(t, s.supportAction(wf1, "retry", "provider recovered"))
+	final := s.waitFinal(sh1.token, id1, 30*time.Second)
+	assert.Equal(t, "CONFIRMED", final.str("status"))
+	assert.Equal(t, "CAPTURED", final.str("payment", "status"))
+	assert.Contains(t, final.raw, `"reason":"provider recovered"`, "the action and its reason are in the timeline")
+
+	// A second order in the same state: support cancels it.
+	sh2, id2, wf2 := s.parkedOrder(60002)
+	s.providerUp()
+	require.NoError(t, s.supportAction(wf2, "cancel", "customer called"))
+	final = s.waitFinal(sh2.token, id2, 30*time.Second)
+	assert.Equal(t, "CANCELLED", final.str("status"))
+	assert.Equal(t, "VOIDED", final.str("payment", "status"), "authorization voided")
+	assert.Equal(t, "0.00", final.str("payment", "captured"))
+	assert.Zero(t, s.scalar(`SELECT COALESCE(sum(reserved), 0) FROM inventory`), "stock back")
+	assert.Equal(t, int64(150-2), s.scalar(`SELECT sum(on_hand) FROM inventory WHERE sku_id = 88`), "only the first order's units left")
+	s.recordHistory("support-retry", wf1)
+	s.recordHistory("support-cancel", wf2)
+}
+
+// TestSupport_ResetConfirmedOrderBeforeCapture_CapturesOnce resets a confirmed order's workflow
+// to the workflow task before its capture, as support can from the UI: the new run repeats the
+// capture, and the provider captures once, because the key comes from the order.
+func TestSupport_ResetConfirmedOrderBeforeCapture_CapturesOnce(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, stackOptions{})
+	sh := s.shopper(60003)
+	sh.fill(map[int64]int32{74: 1})
+	key := "k-" + randomHex(8)
+	r := sh.order(key, sh.preview(), "tok_3ds")
+	require.Equal(t, http.StatusCreated, r.status, r.raw)
+	id := r.int("orderId")
+	wfID := sh.workflowOf(key)
+	// Pay only once the workflow has settled into waiting (its second workflow task, after the
+	// hold child started), so that a reset point lies between the order row and the payment.
+	require.Eventually(t, func() bool { return s.completedTasks(wfID, "") >= 2 }, 10*time.Second, 50*time.Millisecond)
+	require.Equal(t, http.StatusOK, s.answer3DS(r.str("payment", "redirectUrl"), "approve").status)
+	require.Equal(t, "CONFIRMED", s.waitFinal(sh.token, id, 30*time.Second).str("status"))
+	require.NoError(t, s.temporal.GetWorkflow(s.ctx, wfID, "").Get(s.ctx, nil))
+	d, err := s.temporal.DescribeWorkflow(s.ctx, wfID, "")
+	require.NoError(t, err)
+	desc := d.RawResponse
+	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, desc.WorkflowExecutionInfo.Status)
+
+	// The reset point: the last completed workflow task before the webhook's signal, so the new
+	// run confirms and captures again.
+	var resetTo int64
+	it := s.temporal.GetWorkflowHistory(s.ctx, wfID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		require.NoError(t, err)
+		if e.EventType == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED {
+			break
+		}
+		if e.EventType == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			resetTo = e.EventId
+		}
+	}
+	require.NotZero(t, resetTo)
+	reset, err := s.temporal.ResetWorkflowExecution(s.ctx, &workflowservice.ResetWorkflowExecutionRequest{
+		Namespace: s.cfg.TemporalNamespace, WorkflowExecution: desc.WorkflowExecutionInfo.Execution,
+		Reason: "support: re-run the payment steps", WorkflowTaskFinishEventId: resetTo, RequestId: randomHex(8)})
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	defer cancel()
+	var st workflows.OrderState
+	require.NoError(t, s.temporal.GetWorkflow(ctx, wfID, reset.RunId).Get(ctx, &st))
+	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	// The new run did run the steps again (confirm, capture, complete) after the signal.
+	markersAfterSignal, signalled := 0, false
+	it = s.temporal.GetWorkflowHistory(s.ctx, wfID, reset.RunId, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		require.NoError(t, err)
+		switch {
+		case e.EventType == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+			signalled = true
+		case signalled && e.EventType == enumspb.EVENT_TYPE_MARKER_RECORDED:
+			markersAfterSignal++
+		}
+	}
+	assert.GreaterOrEqual(t, markersAfterSignal, 3, "confirm, capture and complete ran again in the new run")
+	var amount, captured int64
+	var intents int
+	require.NoError(t, s.pool.QueryRow(s.ctx, `SELECT count(*), sum(amount_minor), sum(captured_minor) FROM paysim_intents WHERE order_id = $1`, id).
+		Scan(&intents, &amount, &captured))
+	assert.Equal(t, 1, intents, "one authorization")
+	assert.Equal(t, amount, captured, "captured exactly once")
+	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM stock_reservations WHERE order_id = $1`, id), "reserved once")
+	assert.Equal(t, int64(100-1), s.scalar(`SELECT sum(on_hand) FROM inventory WHERE sku_id = 74 AND warehouse_id = 1`),
+		"the unit left the warehouse once")
+	assert.Equal(t, "CONFIRMED", s.waitFinal(sh.token, id, time.Second).str("status"))
+}
+
+// completedTasks counts the workflow tasks a run has completed.
+func (s *stack) completedTasks(workflowID, runID string) int {
+	n := 0
+	it := s.temporal.GetWorkflowHistory(s.ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		require.NoError(s.t, err)
+		if e.EventType == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
+			n++
+		}
+	}
+	return n
+}

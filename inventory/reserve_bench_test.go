@@ -1,0 +1,148 @@
+package inventory_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/marketplace/checkout/internal/benchdata"
+	"github.com/marketplace/checkout/internal/testenv"
+	"github.com/marketplace/checkout/inventory"
+)
+
+// BenchmarkReserve measures Engine.Reserve as checkout drives it: a fixed number of clients,
+// each reserving one unit of one SKU per order. hot puts every client on one inventory row (the
+// row lock serialises them); spread picks one of 1000 rows per order. `make bench` runs it beside
+// pgbench on the same schema, which is the baseline the figures are judged against.
+func BenchmarkReserve(b *testing.B) {
+	shapes := []struct {
+		name string
+		skus int
+	}{{"hot", 1}, {"spread", 1000}}
+	for _, shape := range shapes {
+		b.Run(shape.name, func(b *testing.B) {
+			for _, clients := range []int{8, 50} {
+				b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+					benchReserve(b, shape.skus, clients)
+				})
+			}
+		})
+	}
+}
+
+// benchReserve runs b.N reservations shared by exactly clients goroutines. The client count is
+// the point of the case, so it does not come from GOMAXPROCS as b.RunParallel's would.
+func benchReserve(b *testing.B, skus, clients int) {
+	ctx := context.Background()
+	pool := testenv.PoolOn(b, testenv.DatabaseURL(b), int32(clients+2))
+	seedBench(b, pool, skus)
+	eng := inventory.New(pool, nil)
+
+	// Open every connection before the clock starts, as pgbench's tps excludes connecting.
+	conns := make([]*pgxpool.Conn, 0, clients)
+	for range clients {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+
+	var (
+		next    atomic.Int64
+		failed  atomic.Bool
+		firstMu sync.Mutex
+		first   error
+		wg      sync.WaitGroup
+	)
+	lat := make([][]time.Duration, clients)
+	shipTo := inventory.Location{Lat: 41.01, Lon: 28.97}
+
+	b.ResetTimer()
+	start := time.Now()
+	for c := range clients {
+		wg.Go(func() {
+			for !failed.Load() {
+				order := next.Add(1)
+				if order > int64(b.N) {
+					return
+				}
+				sku := int64(benchdata.FirstSKU + rand.IntN(skus))
+				t0 := time.Now()
+				_, err := eng.Reserve(ctx, inventory.ReserveRequest{OrderID: order,
+					Lines: []inventory.Line{{SKUID: sku, Quantity: 1}}, ShipTo: shipTo, Hold: 15 * time.Minute})
+				if err != nil {
+					firstMu.Lock()
+					if first == nil {
+						first = fmt.Errorf("reserve order %d sku %d: %w", order, sku, err)
+					}
+					firstMu.Unlock()
+					failed.Store(true)
+					return
+				}
+				lat[c] = append(lat[c], time.Since(t0))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if first != nil {
+		b.Fatal(first)
+	}
+
+	all := slices.Concat(lat...)
+	if len(all) != b.N {
+		b.Fatalf("%d reservations succeeded, want %d", len(all), b.N)
+	}
+	checkBenchRows(b, pool, b.N)
+	slices.Sort(all)
+	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "reservations/s")
+	b.ReportMetric(ms(percentile(all, 0.50)), "p50-ms")
+	b.ReportMetric(ms(percentile(all, 0.99)), "p99-ms")
+}
+
+func seedBench(b *testing.B, pool *pgxpool.Pool, skus int) {
+	b.Helper()
+	if err := benchdata.Seed(context.Background(), pool, skus); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// checkBenchRows proves the figures count real reservations: one row and one reserved unit each.
+func checkBenchRows(b *testing.B, pool *pgxpool.Pool, want int) {
+	b.Helper()
+	var rows, reserved int64
+	err := pool.QueryRow(context.Background(),
+		`SELECT (SELECT count(*) FROM stock_reservations WHERE status = 'ACTIVE'),
+			(SELECT coalesce(sum(reserved), 0) FROM inventory)`).
+		Scan(&rows, &reserved)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if rows != int64(want) || reserved != int64(want) {
+		b.Fatalf("after %d reservations: %d reservation rows, %d units reserved", want, rows, reserved)
+	}
+}
+
+// percentile is the nearest-rank percentile of sorted durations.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(float64(len(sorted))*p)) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,164 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/marketplace/checkout/activities"
+	"github.com/marketplace/checkout/cart"
+	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/internal/config"
+	"github.com/marketplace/checkout/internal/metrics"
+	"github.com/marketplace/checkout/workflows"
+)
+
+// job is one scheduled job: its schedule and the workflow each run starts.
+type job struct {
+	id       string
+	workflow string
+	arg      any
+	every    config.Every
+	// timeout bounds a run, so that a run stuck without a worker does not hold back the next ones
+	// (the overlap policy skips a run while the previous one is open).
+	timeout time.Duration
+	summary string
+}
+
+func jobs(cfg config.Config) []job {
+	return []job{
+		{id: workflows.ScheduleSweeper, workflow: workflows.SweeperWorkflowName, arg: workflows.SweeperInput{},
+			every: cfg.SweeperEvery, timeout: 15 * time.Minute,
+			summary: "Reservation sweeper: releases expired ACTIVE reservations (backstop of the hold timers)"},
+		{id: workflows.ScheduleReconciler, workflow: workflows.ReconcilerWorkflowName,
+			every: cfg.ReconcilerEvery, timeout: 15 * time.Minute,
+			summary: "Inventory reconciler: repairs reserved against the ACTIVE reservations, records each drift"},
+		{id: workflows.ScheduleCartJanitor, workflow: workflows.CartJanitorWorkflowName,
+			arg: workflows.CartJanitorInput{OlderThan: cfg.CartIdleTTL}, every: cfg.CartJanitorEvery, timeout: 2 * time.Hour,
+			summary: "Cart janitor: deletes carts idle for " + cfg.CartIdleTTL.String() + ", writes abandoned-cart events"},
+		{id: workflows.SchedulePaymentReconciler, workflow: workflows.PaymentReconcilerWorkflowName,
+			arg: workflows.PaymentReconcilerInput{}, every: cfg.PaymentReconcilerEvery, timeout: 15 * time.Minute,
+			summary: "Payment reconciler: resolves UNKNOWN payments with the provider and tells their orders"},
+	}
+}
+
+// ScheduleIDs are the ids of the jobs' schedules under cfg (with its prefix).
+func ScheduleIDs(cfg config.Config) []string {
+	var ids []string
+	for _, j := range jobs(cfg) {
+		ids = append(ids, cfg.ScheduleIDPrefix+j.id)
+	}
+	return ids
+}
+
+// EnsureSchedules creates the scheduled jobs' Temporal Schedules, or brings existing ones up to
+// date in place (spec, workflow, task queue, policies), so that every start-up of every worker may
+// call it and nothing is ever duplicated. A schedule that ops paused in the UI stays paused.
+func EnsureSchedules(ctx context.Context, c client.Client, cfg config.Config) error {
+	sc := c.ScheduleClient()
+	for _, j := range jobs(cfg) {
+		id := cfg.ScheduleIDPrefix + j.id
+		spec := scheduleSpec(j.every)
+		var args []any
+		if j.arg != nil {
+			args = []any{j.arg}
+		}
+		action := &client.ScheduleWorkflowAction{ID: id, Workflow: j.workflow, Args: args, TaskQueue: cfg.TaskQueue,
+			WorkflowExecutionTimeout: j.timeout, StaticSummary: j.summary}
+		policy := client.SchedulePolicies{Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP, CatchupWindow: catchupWindow(j.every)}
+		_, err := sc.Create(ctx, client.ScheduleOptions{ID: id, Spec: spec, Action: action, Overlap: policy.Overlap,
+			CatchupWindow: policy.CatchupWindow})
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
+			return fmt.Errorf("create schedule %s: %w", id, err)
+		}
+		err = sc.GetHandle(ctx, id).Update(ctx, client.ScheduleUpdateOptions{
+			DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+				s := in.Description.Schedule
+				s.Spec, s.Action, s.Policy = &spec, action, &policy
+				if s.State == nil {
+					s.State = &client.ScheduleState{}
+				}
+				return &client.ScheduleUpdate{Schedule: &s}, nil
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("update schedule %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+func scheduleSpec(e config.Every) client.ScheduleSpec {
+	if e.Cron != "" {
+		return client.ScheduleSpec{CronExpressions: []string{e.Cron}}
+	}
+	return client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: e.Interval}}}
+}
+
+// catchupWindow: after an outage, a run missed by up to one period still happens (once: the
+// overlap policy skips the rest); an older one would only repeat the next regular run.
+func catchupWindow(e config.Every) time.Duration {
+	if e.Cron != "" {
+		return 24 * time.Hour
+	}
+	return max(e.Interval, time.Minute)
+}
+
+// signaler tells order workflows what the payment reconciler learned from the provider.
+type signaler struct{ c client.Client }
+
+var _ activities.Signaler = signaler{}
+
+// PaymentResolved signals the order's payment-result, as the provider's webhook does. An order
+// whose workflow has closed needs nothing.
+func (s signaler) PaymentResolved(ctx context.Context, workflowID string, orderID int64, res activities.PaymentResult) error {
+	err := s.c.SignalWorkflow(ctx, workflowID, "", workflows.SignalPaymentResult, workflows.PaymentSignal{
+		EventID: "order-" + strconv.FormatInt(orderID, 10), IntentID: res.IntentID, Status: res.Status,
+		Source: "payment reconciler"})
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return nil
+	}
+	return err
+}
+
+// registerJobs registers the scheduled jobs' workflows, under the names their schedules start,
+// and the activities the inventory does not already provide.
+func registerJobs(w sdkworker.Worker, c client.Client, d Deps) {
+	w.RegisterWorkflowWithOptions(workflows.SweeperWorkflow, workflow.RegisterOptions{Name: workflows.SweeperWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.ReconcilerWorkflow, workflow.RegisterOptions{Name: workflows.ReconcilerWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.CartJanitorWorkflow, workflow.RegisterOptions{Name: workflows.CartJanitorWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.PaymentReconcilerWorkflow,
+		workflow.RegisterOptions{Name: workflows.PaymentReconcilerWorkflowName})
+	var carts cart.Observer
+	if d.Metrics != nil && d.Metrics.Jobs != nil {
+		carts = d.Metrics.Jobs
+	}
+	w.RegisterActivity(&cart.Activities{Janitor: &cart.Janitor{Q: db.New(d.Pool)}, Observer: carts})
+	w.RegisterActivity(&activities.PaymentReconciler{Pool: d.Pool, Gateway: d.Gateway, Signaler: signaler{c: c},
+		Observer: jobObserver(d)})
+}
+
+var (
+	_ activities.JobObserver = (*metrics.JobMetrics)(nil)
+	_ cart.Observer          = (*metrics.JobMetrics)(nil)
+)
+
+func jobObserver(d Deps) activities.JobObserver {
+	if d.Metrics == nil || d.Metrics.Jobs == nil {
+		return nil
+	}
+	return d.Metrics.Jobs
+}
