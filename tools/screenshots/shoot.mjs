@@ -1,0 +1,179 @@
+// Makes real orders through the checkout API, parks two in NEEDS_ATTENTION by taking the payment
+// provider down, and photographs the Temporal Web UI for docs/runbook.md; then sends support-action
+// from the UI to one of them and checks that it becomes CONFIRMED. run.sh starts the private stack
+// it talks to (make screenshots).
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+
+const API = process.env.API_URL ?? 'http://127.0.0.1:18080';
+const UI = process.env.UI_URL ?? 'http://127.0.0.1:18233';
+const OUT = process.env.OUT_DIR ?? 'docs/screenshots';
+const CHECKOUT = process.env.CHECKOUT_BIN ?? 'bin/checkout';
+const SELLER = 42; // the demo seller of SKUs 71–81
+
+const token = (user, role) =>
+  execFileSync(CHECKOUT, ['token', '--user', String(user), '--role', role]).toString().trim();
+const ops = token(901, 'ops');
+
+async function call(method, path, tok, body, headers = {}) {
+  const res = await fetch(API + path, {
+    method,
+    headers: { Authorization: `Bearer ${tok}`, 'Content-Type': 'application/json', ...headers },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text}`);
+  return text ? JSON.parse(text) : {};
+}
+
+// placeOrder empties the shopper's cart, fills it with lines ({skuId: quantity}) and orders it.
+async function placeOrder(user, lines, paymentMethodToken) {
+  const tok = token(user, 'shopper');
+  for (const item of (await call('GET', '/api/v1/cart', tok)).items ?? []) {
+    await call('PUT', `/api/v1/cart/items/${item.skuId}`, tok, { sellerId: item.sellerId, quantity: 0 });
+  }
+  for (const [skuId, quantity] of Object.entries(lines)) {
+    await call('PUT', `/api/v1/cart/items/${skuId}`, tok, { sellerId: SELLER, quantity });
+  }
+  const { priceVersion } = await call('POST', '/api/v1/checkout/preview', tok);
+  const { addresses } = await call('GET', '/api/v1/addresses', tok);
+  // Unique per run, so a re-run never meets an old answer recorded under the same key.
+  const key = `shots-${Date.now().toString(36)}-${Object.keys(lines).join('-')}`;
+  const placed = await call('POST', '/api/v1/orders', tok,
+    { priceVersion, addressId: addresses[0].addressId, paymentMethodToken }, { 'Idempotency-Key': key });
+  console.log(`order ${placed.orderId} (shopper ${user}, ${paymentMethodToken}): ${placed.status}`);
+  return { ...placed, tok, workflowId: `order-u${user}-${key}` };
+}
+
+// approve presses Approve on the simulator's 3-D Secure page, as the shopper's browser would.
+async function approve(order) {
+  const res = await fetch(order.payment.redirectUrl, { method: 'POST', body: new URLSearchParams({ result: 'approve' }) });
+  if (!res.ok) throw new Error(`3-D Secure approve of order ${order.orderId}: ${res.status}`);
+}
+
+async function waitStatus(order, status, seconds = 60) {
+  const deadline = Date.now() + seconds * 1000;
+  let last;
+  while (Date.now() < deadline) {
+    last = await call('GET', `/api/v1/orders/${order.orderId}`, order.tok);
+    if (last.status === status) return last;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`order ${order.orderId} is ${last?.status}, not ${status}, after ${seconds}s`);
+}
+
+// --- real state: one confirmed order, one waiting for 3-D Secure, two parked ---
+
+const confirmed = await placeOrder(7, { 71: 1 }, 'tok_3ds');
+await approve(confirmed);
+await waitStatus(confirmed, 'CONFIRMED');
+
+const pending = await placeOrder(8, { 72: 1 }, 'tok_3ds');
+await waitStatus(pending, 'PENDING_PAYMENT');
+
+const parked = await placeOrder(7, { 73: 1, 75: 2 }, 'tok_3ds');
+const alsoParked = await placeOrder(8, { 74: 1 }, 'tok_3ds'); // stays parked: the list shows two
+await call('PUT', '/api/v1/ops/payment-faults', ops, { downForSeconds: 600 });
+for (const order of [alsoParked, parked]) {
+  await approve(order); // the 3-D Secure page itself ignores the faults; the capture after it fails
+  const { attention } = await waitStatus(order, 'NEEDS_ATTENTION');
+  console.log(`order ${order.orderId} parked: step ${attention.step}: ${attention.error}`);
+}
+
+// --- the Temporal UI ---
+
+// A fresh profile, inside run.sh's data folder so that it goes with it even when this is killed.
+const userDataDir = mkdtempSync(join(process.env.DATA_DIR ?? tmpdir(), 'chromium-'));
+const browser = await chromium.launchPersistentContext(userDataDir, {
+  executablePath: '/usr/bin/chromium',
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+    '--disable-component-update', '--disable-sync'],
+  viewport: { width: 1400, height: 900 },
+  timezoneId: 'UTC',
+});
+try {
+  const page = browser.pages()[0] ?? (await browser.newPage());
+  page.setDefaultTimeout(30_000);
+  // showDetails opens the workflow's "User Metadata" tab and waits for its current details (a
+  // markdown frame, the last one on the page) to say text.
+  const showDetails = async (text) => {
+    await page.getByRole('tab', { name: 'User Metadata' }).click();
+    const frame = page.locator('iframe[title="output"]').last();
+    await frame.contentFrame().getByText(text).first().waitFor();
+    // The UI sizes the frame before the text wraps, cutting off its last lines: fit it to them.
+    await frame.evaluate((f) => { f.style.height = `${f.contentDocument.documentElement.scrollHeight + 16}px`; });
+  };
+  const shot = async (name) => {
+    await page.screenshot({ path: join(OUT, name) });
+    console.log(`wrote ${join(OUT, name)}`);
+  };
+
+  // 1. The list filtered with NeedsAttention = true. Visibility follows the search-attribute
+  // upsert a moment later, so reload until the row is there.
+  const listUrl = `${UI}/namespaces/default/workflows?query=${encodeURIComponent('NeedsAttention = true')}`;
+  const row = page.getByRole('link', { name: parked.workflowId, exact: true });
+  for (let i = 0; ; i++) {
+    await page.goto(listUrl);
+    try {
+      await row.first().waitFor({ timeout: 3_000 });
+      break;
+    } catch (err) {
+      if (i === 10) throw err;
+    }
+  }
+  // The query as text rather than the filter chip, which hides the value.
+  await page.getByTestId('toggle-manual-query').click();
+  // Room for the order's own search attributes: saved views folded, Run ID, Type and End (all
+  // the same here) out, the attributes in. Kept in this fresh browser profile only.
+  await page.getByRole('button', { name: 'Collapse saved views' }).click();
+  await page.getByTestId('workflows-summary-table-configuration-button').click();
+  for (const col of ['Run ID', 'Type', 'End']) await page.getByRole('button', { name: `Remove ${col} column` }).click();
+  for (const col of ['OrderId', 'CustomerId', 'OrderStatus', 'PaymentStatus']) {
+    await page.getByRole('button', { name: `Add ${col} column` }).click();
+  }
+  await page.getByTestId('drawer-close-button').click();
+  await page.locator('#workflows-table-configuration-drawer').waitFor({ state: 'hidden' });
+  await page.getByRole('columnheader', { name: 'PaymentStatus' }).waitFor();
+  await page.getByTestId('manual-search-input').waitFor();
+  await page.mouse.move(700, 700); // no hover tooltip in the picture
+  await page.evaluate(() => document.querySelectorAll('*').forEach((el) => { el.scrollTop = 0; }));
+  await shot('needs-attention-list.png');
+
+  // 2. The parked order's current details (the UI's "User Metadata" tab).
+  await row.first().click();
+  await showDetails('Needs attention');
+  await shot('needs-attention-order.png');
+
+  // 3. support-action, as an update (the UI sends it and shows the answer), filled in and shown.
+  await page.getByRole('button', { name: 'More Actions' }).click();
+  await page.getByRole('menuitem', { name: 'Send an Update' }).click();
+  const dialog = page.getByRole('dialog').filter({ hasText: 'Send an Update' });
+  await dialog.getByTestId('update-select-button').click();
+  await dialog.getByRole('option', { name: 'support-action', exact: true }).click();
+  const data = dialog.locator('.cm-content');
+  await data.click();
+  // insertText, not typing: the editor would add closing quotes and braces of its own.
+  await page.keyboard.insertText('{"action": "retry", "reason": "provider recovered"}');
+  await data.blur(); // the editor formats the JSON on blur
+  await dialog.getByText('"provider recovered"').waitFor();
+  await shot('support-action.png');
+
+  // The provider is back: send it, and the capture runs again.
+  await call('PUT', '/api/v1/ops/payment-faults', ops, {});
+  await dialog.getByRole('button', { name: 'Submit' }).click();
+  await page.getByText('Update successful').waitFor();
+  await waitStatus(parked, 'CONFIRMED');
+  console.log(`order ${parked.orderId} CONFIRMED after support-action retry`);
+
+  // 4. The same order afterwards: its details say CONFIRMED, payment CAPTURED.
+  await page.reload(); // without the "Update successful" toast
+  await showDetails('CAPTURED');
+  await shot('order-details.png');
+} finally {
+  await browser.close();
+  rmSync(userDataDir, { recursive: true, force: true });
+}
