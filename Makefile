@@ -79,6 +79,10 @@ screenshots: postgres-binaries $(TEMPORAL_CLI) build ## real screenshots of the 
 	cd tools/screenshots && npm ci --no-audit --no-fund --loglevel=error
 	tools/screenshots/run.sh
 
+.PHONY: bench-orders
+bench-orders: postgres-binaries $(TEMPORAL_CLI) build ## POST /orders latency at 1 and 20 shoppers beside the Temporal floor; writes docs/benchmarks.md
+	$(GO) run ./internal/tools/benchorders
+
 .PHONY: clean-data
 clean-data: ## forget the local stack's data (.data/: PostgreSQL cluster, Temporal history)
 	rm -rf .data

@@ -147,6 +147,7 @@ type orderFlow struct {
 
 	hold       workflow.ChildWorkflowFuture
 	compensate []compensation
+	searched   searchState
 }
 
 type compensation struct {
@@ -365,7 +366,6 @@ func (w *orderFlow) run(ctx workflow.Context) {
 	w.st.Allocations = res.Allocations
 	expires := res.ExpiresAt
 	w.st.HoldExpiresAt = &expires
-	w.startHold(ctx, expires)
 	_ = workflow.ExecuteLocalActivity(lctx, ordersA.SetHold, activities.SetHoldInput{OrderID: created.OrderID,
 		ExpiresAt: expires}).Get(ctx, nil)
 	w.note(ctx, "reserved", allocationText(res.Allocations))
@@ -390,7 +390,11 @@ func (w *orderFlow) run(ctx workflow.Context) {
 	w.answer(ctx, &PlaceOrderResult{Outcome: OutcomeCreated, OrderID: w.st.OrderID, Status: StatusPendingPayment,
 		Payment: &PaymentView{Status: pay.Status, RedirectURL: pay.RedirectURL}, HoldExpiresAt: w.st.HoldExpiresAt})
 
-	// 6. Wait for the payment, the hold's expiry, a cancel or a shortfall.
+	// 6. Wait for the payment, the hold's expiry, a cancel or a shortfall. Only an order that
+	// waits needs the hold child: one paid at once is confirmed in this same workflow task.
+	if !w.paid {
+		w.startHold(ctx, expires)
+	}
 	if stop := w.awaitOutcome(ctx); stop != "" {
 		w.fail(ctx, stop, nil)
 		return
@@ -468,9 +472,15 @@ func (w *orderFlow) awaitOutcome(ctx workflow.Context) string {
 		if w.st.PaymentStatus == activities.PaymentUnknown && wait > 10*time.Second {
 			wait = 10 * time.Second
 		}
-		ok, err := workflow.AwaitWithTimeout(ctx, max(wait, 0), func() bool {
+		decided := func() bool {
 			return w.paid || w.declined || w.expired || w.shortfall || w.cancel != "" || len(w.support) > 0
-		})
+		}
+		ok, err := true, error(nil)
+		if !decided() {
+			// Only wait (a durable timer) when there is something to wait for: an order paid at
+			// once goes straight on.
+			ok, err = workflow.AwaitWithTimeout(ctx, max(wait, 0), decided)
+		}
 		if err != nil { // the workflow itself was cancelled (from the UI)
 			if w.cancel == "" {
 				w.cancel = FailCancelledBySupport
@@ -761,13 +771,27 @@ func (w *orderFlow) updateDetails(ctx workflow.Context) {
 	if w.st.OrderID == 0 {
 		return
 	}
-	_ = workflow.UpsertTypedSearchAttributes(ctx,
-		AttrOrderID.ValueSet(w.st.OrderID),
-		AttrCustomerID.ValueSet(w.st.CustomerID),
-		AttrOrderStatus.ValueSet(w.st.Status),
-		AttrPaymentStatus.ValueSet(w.st.PaymentStatus),
-		AttrNeedsAttention.ValueSet(w.st.NeedsAttention))
+	// Search attributes change only when their values do: each upsert is an event in the history
+	// and a write to the visibility store.
+	attrs := searchState{w.st.OrderID, w.st.Status, w.st.PaymentStatus, w.st.NeedsAttention}
+	if attrs != w.searched {
+		w.searched = attrs
+		_ = workflow.UpsertTypedSearchAttributes(ctx,
+			AttrOrderID.ValueSet(w.st.OrderID),
+			AttrCustomerID.ValueSet(w.st.CustomerID),
+			AttrOrderStatus.ValueSet(w.st.Status),
+			AttrPaymentStatus.ValueSet(w.st.PaymentStatus),
+			AttrNeedsAttention.ValueSet(w.st.NeedsAttention))
+	}
 	workflow.SetCurrentDetails(ctx, details(w.st))
+}
+
+// searchState is what the order's search attributes last said.
+type searchState struct {
+	orderID        int64
+	status         string
+	paymentStatus  string
+	needsAttention bool
 }
 
 // details is the markdown the Temporal UI shows for the order: readable without decoding payloads.
