@@ -62,7 +62,7 @@ sqlc-check: $(SQLC) ## fail when the generated code in db/ is stale
 	$(SQLC) diff
 
 .PHONY: bench
-bench: postgres-binaries ## reserve path vs pgbench, hot and spread rows at 8 and 50 clients; writes docs/benchmarks.md
+bench: postgres-binaries ## reserve path (combining off and on) vs pgbench, hot and spread rows at 8, 50 and 200 clients; writes docs/benchmarks.md
 	$(GO) run ./internal/tools/benchreserve
 
 .PHONY: screenshots
@@ -82,6 +82,10 @@ screenshots: postgres-binaries $(TEMPORAL_CLI) build ## real screenshots of the 
 .PHONY: bench-orders
 bench-orders: postgres-binaries $(TEMPORAL_CLI) build ## POST /orders latency at 1 and 20 shoppers beside the Temporal floor; writes docs/benchmarks.md
 	$(GO) run ./internal/tools/benchorders
+
+.PHONY: loadtest
+loadtest: build ## 60-second campaign load against `make run`'s stack (start it first), then the invariant auditor; fails on any violation
+	$(BIN)/checkout loadgen --duration 60s --mix campaign
 
 .PHONY: clean-data
 clean-data: ## forget the local stack's data (.data/: PostgreSQL cluster, Temporal history)

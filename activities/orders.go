@@ -31,6 +31,7 @@ const (
 	ErrTypePaymentNotFound  = "PaymentNotFound"
 	ErrTypeProviderDown     = "PaymentProviderUnavailable"
 	ErrTypeIdempotencyStore = "IdempotencyStore"
+	ErrTypeKeyReused        = "IdempotencyKeyReused"
 )
 
 // Outbox event types of orders.
@@ -50,8 +51,9 @@ func (a *Orders) q() *db.Queries { return db.New(a.Pool) }
 
 // CheckPricesInput names the cart and the prices the shopper confirmed.
 type CheckPricesInput struct {
-	UserID       int64  `json:"userId"`
-	PriceVersion string `json:"priceVersion"`
+	UserID         int64  `json:"userId"`
+	IdempotencyKey string `json:"idempotencyKey"`
+	PriceVersion   string `json:"priceVersion"`
 }
 
 // PriceChangedDetails travel with a PriceChanged error: the version the shopper must see now.
@@ -60,9 +62,16 @@ type PriceChangedDetails struct {
 }
 
 // CheckPrices prices the member cart now. A priceVersion other than the current one is a
-// non-retryable PriceChanged error carrying the new version.
+// non-retryable PriceChanged error carrying the new version. When the request's order already
+// exists (this step runs again after a worker crash, or in a run support reset), its prices are
+// the order's own: they were checked when it was made, and the cart may have moved on since.
 func (a *Orders) CheckPrices(ctx context.Context, in CheckPricesInput) (pricing.Quote, error) {
 	q := a.q()
+	if existing, err := q.OrderByKey(ctx, in.UserID, in.IdempotencyKey); err == nil {
+		return a.quoteOf(ctx, q, existing.ID, existing.PriceVersion, existing.TotalMinor, existing.Currency)
+	} else if !errors.Is(err, pgx.ErrNoRows) {
+		return pricing.Quote{}, err
+	}
 	c, err := cart.Load(ctx, q, cart.MemberID(in.UserID))
 	if err != nil && !errors.Is(err, cart.ErrNotFound) {
 		return pricing.Quote{}, err
@@ -92,6 +101,22 @@ func (a *Orders) CheckPrices(ctx context.Context, in CheckPricesInput) (pricing.
 	if quote.PriceVersion != in.PriceVersion {
 		return quote, temporal.NewNonRetryableApplicationError("prices changed since the preview",
 			ErrTypePriceChanged, nil, PriceChangedDetails{PriceVersion: quote.PriceVersion})
+	}
+	return quote, nil
+}
+
+// quoteOf reads back the prices an order was made with.
+func (a *Orders) quoteOf(ctx context.Context, q *db.Queries, orderID int64, priceVersion string, total int64,
+	currency string) (pricing.Quote, error) {
+	items, err := q.OrderItems(ctx, orderID)
+	if err != nil {
+		return pricing.Quote{}, err
+	}
+	quote := pricing.Quote{TotalMinor: total, Currency: currency, PriceVersion: priceVersion}
+	for _, it := range items {
+		quote.Items = append(quote.Items, pricing.Item{SKUID: it.SkuID, SellerID: it.SellerID, Title: it.Title,
+			Quantity: it.Quantity, UnitPriceMinor: it.UnitPriceMinor, LineTotalMinor: it.UnitPriceMinor * int64(it.Quantity),
+			Currency: it.Currency})
 	}
 	return quote, nil
 }
@@ -139,6 +164,10 @@ func (a *Orders) CreateOrder(ctx context.Context, in CreateOrderInput) (CreatedO
 			existing, err := q.OrderByKey(ctx, in.UserID, in.IdempotencyKey)
 			if err != nil {
 				return err
+			}
+			if existing.RequestHash != in.RequestHash {
+				return temporal.NewNonRetryableApplicationError("this Idempotency-Key was used with a different request",
+					ErrTypeKeyReused, nil)
 			}
 			// The order is this run's when this run made it (its worker died after the commit and
 			// the step runs again), or while it is still open (support reset the workflow to an

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/payment"
 )
 
@@ -22,11 +23,20 @@ type JobObserver interface {
 }
 
 // Signaler tells an order's workflow what the provider said about its payment. The worker
-// implements it on the Temporal client, because activities do not know the workflows. An order
-// whose workflow has closed needs nothing: that is not an error.
+// implements it on the Temporal client, because activities do not know the workflows. A
+// workflow that has ended answers ErrWorkflowGone.
 type Signaler interface {
 	PaymentResolved(ctx context.Context, workflowID string, orderID int64, res PaymentResult) error
+	// Running reports whether the order's workflow is still running.
+	Running(ctx context.Context, workflowID string) (bool, error)
 }
+
+// ErrWorkflowGone: the order's workflow has ended (support terminated it) while the order is
+// still open.
+var ErrWorkflowGone = errors.New("the order's workflow has ended")
+
+// FailOrphaned is the failure code of an open order whose workflow ended without finishing it.
+const FailOrphaned = "ORPHANED"
 
 // PaymentReconciler resolves payments whose outcome the checkout does not know. It is the
 // backstop behind the saga, which asks the provider itself while it waits: it covers an order
@@ -61,6 +71,8 @@ type ReconcilePaymentsResult struct {
 	NotFound  int `json:"notFound"`
 	Failed    int `json:"failed"`
 	Signalled int `json:"signalled"`
+	// Orphaned counts open orders whose workflow was gone, which this run ended.
+	Orphaned int `json:"orphaned"`
 	// ByStatus counts the resolved payments by the provider's status, in status order.
 	ByStatus   []StatusCount     `json:"byStatus,omitempty"`
 	Payments   []ResolvedPayment `json:"payments,omitempty"`
@@ -129,6 +141,13 @@ func (a *PaymentReconciler) ReconcilePayments(ctx context.Context, in ReconcileP
 
 func (a *PaymentReconciler) resolve(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
 	res *ReconcilePaymentsResult, byStatus map[string]int) error {
+	running, err := a.Signaler.Running(ctx, r.WorkflowID)
+	if err != nil {
+		return err
+	}
+	if !running {
+		return a.endOrphan(ctx, pays, r, res)
+	}
 	intent, err := a.Gateway.Lookup(ctx, PaymentKey(r.OrderID))
 	if errors.Is(err, payment.ErrNotFound) {
 		// The provider never saw the key: nothing was authorized. The order decides on its own
@@ -139,9 +158,15 @@ func (a *PaymentReconciler) resolve(ctx context.Context, pays *Payments, r db.Pa
 	if err != nil {
 		return err
 	}
+	if string(intent.Status) == r.Status {
+		// No news (a 3-D Secure payment the shopper has not answered yet).
+		return nil
+	}
 	pr := PaymentResult{Status: string(intent.Status), IntentID: intent.ID, RedirectURL: intent.RedirectURL,
 		DeclineCode: intent.DeclineCode}
-	if err := a.Signaler.PaymentResolved(ctx, r.WorkflowID, r.OrderID, pr); err != nil {
+	if err := a.Signaler.PaymentResolved(ctx, r.WorkflowID, r.OrderID, pr); errors.Is(err, ErrWorkflowGone) {
+		return a.endOrphan(ctx, pays, r, res)
+	} else if err != nil {
 		return err
 	}
 	res.Signalled++
@@ -152,6 +177,29 @@ func (a *PaymentReconciler) resolve(ctx context.Context, pays *Payments, r db.Pa
 	byStatus[pr.Status]++
 	if len(res.Payments) < maxListed {
 		res.Payments = append(res.Payments, ResolvedPayment{OrderID: r.OrderID, Was: r.Status, Status: pr.Status})
+	}
+	return nil
+}
+
+// endOrphan ends an open order whose workflow is gone (terminated by hand before it finished):
+// nobody else will. Its stock goes back, the order fails, and its payment is reversed — whatever
+// the provider did meanwhile (a late 3-D Secure approval included). Each step is conditional,
+// so a repeat changes nothing.
+func (a *PaymentReconciler) endOrphan(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
+	res *ReconcilePaymentsResult) error {
+	if _, err := inventory.New(a.Pool, nil).Release(ctx, r.OrderID); err != nil {
+		return err
+	}
+	if _, err := (&Orders{Pool: a.Pool}).Transition(ctx, TransitionInput{OrderID: r.OrderID, To: "FAILED",
+		Code: FailOrphaned, Detail: map[string]any{"by": "payment reconciler"}}); err != nil {
+		return err
+	}
+	if _, err := pays.Reverse(ctx, r.OrderID); err != nil {
+		return err
+	}
+	res.Orphaned++
+	if len(res.Payments) < maxListed {
+		res.Payments = append(res.Payments, ResolvedPayment{OrderID: r.OrderID, Was: r.Status, Status: "ORPHAN_ENDED"})
 	}
 	return nil
 }

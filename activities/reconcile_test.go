@@ -43,11 +43,31 @@ func (f *fakeProvider) Lookup(_ context.Context, key string) (payment.Intent, er
 	return in, nil
 }
 
-// fakeSignaler records the signals; a workflow id in fail makes its signal fail.
+// fakeSignaler records the signals; a workflow id in fail makes its signal fail, one in gone has
+// ended.
 type fakeSignaler struct {
 	mu   sync.Mutex
 	got  map[string]string // workflow id → status
 	fail map[string]bool
+	gone map[string]bool
+}
+
+func (f *fakeSignaler) Running(_ context.Context, workflowID string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.gone[workflowID], nil
+}
+
+func (f *fakeProvider) Void(_ context.Context, key string) (payment.Intent, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	in, ok := f.intents[key]
+	if !ok {
+		return payment.Intent{}, payment.ErrNotFound
+	}
+	in.Status = payment.StatusVoided
+	f.intents[key] = in
+	return in, nil
 }
 
 func (f *fakeSignaler) PaymentResolved(_ context.Context, workflowID string, _ int64, res activities.PaymentResult) error {
@@ -119,8 +139,12 @@ func TestReconcilePayments_ResolvesOnlyUnknownOutcomesOfOpenOrders(t *testing.T)
 			wantResolved: true},
 		{name: "pending just now", orderStatus: "PENDING_PAYMENT", paymentStatus: "PENDING", provider: payment.StatusAuthorized,
 			wantRow: "PENDING"},
-		{name: "awaiting 3-D Secure", orderStatus: "PENDING_PAYMENT", paymentStatus: "REQUIRES_ACTION",
-			age: time.Hour, provider: payment.StatusAuthorized, wantRow: "REQUIRES_ACTION"},
+		{name: "awaiting 3-D Secure, its webhook lost, provider authorized", orderStatus: "PENDING_PAYMENT",
+			paymentStatus: "REQUIRES_ACTION", age: time.Hour, provider: payment.StatusAuthorized, wantAsked: true,
+			wantSignal: "AUTHORIZED", wantRow: "AUTHORIZED", wantResolved: true},
+		{name: "awaiting 3-D Secure, shopper has not answered", orderStatus: "PENDING_PAYMENT",
+			paymentStatus: "REQUIRES_ACTION", age: time.Hour, provider: payment.StatusRequiresAction, wantAsked: true,
+			wantRow: "REQUIRES_ACTION"},
 		{name: "unknown of a failed order", orderStatus: "FAILED", paymentStatus: "UNKNOWN", provider: payment.StatusAuthorized,
 			wantRow: "UNKNOWN"},
 		{name: "unknown of a parked order, provider captured", orderStatus: "NEEDS_ATTENTION", paymentStatus: "UNKNOWN",
@@ -156,23 +180,23 @@ func TestReconcilePayments_ResolvesOnlyUnknownOutcomesOfOpenOrders(t *testing.T)
 			assert.Equal(t, r.wantRow, status, "payments row")
 		})
 	}
-	assert.Equal(t, 5, res.Checked)
-	assert.Equal(t, 3, res.Resolved)
+	assert.Equal(t, 7, res.Checked)
+	assert.Equal(t, 4, res.Resolved)
 	assert.Equal(t, 1, res.NotFound)
 	assert.Equal(t, 1, res.Failed)
-	assert.Equal(t, []activities.StatusCount{{Status: "AUTHORIZED", Count: 1}, {Status: "CAPTURED", Count: 1},
+	assert.Equal(t, []activities.StatusCount{{Status: "AUTHORIZED", Count: 2}, {Status: "CAPTURED", Count: 1},
 		{Status: "DECLINED", Count: 1}}, res.ByStatus)
-	assert.Equal(t, 5, obs.checked, "figures reach the metrics")
-	assert.Equal(t, map[string]int{"AUTHORIZED": 1, "CAPTURED": 1, "DECLINED": 1}, obs.resolved)
+	assert.Equal(t, 7, obs.checked, "figures reach the metrics")
+	assert.Equal(t, map[string]int{"AUTHORIZED": 2, "CAPTURED": 1, "DECLINED": 1}, obs.resolved)
 
 	// A second run finds only what is still unknown, and changes nothing already resolved.
 	provider.asked = nil
 	sig.fail = map[string]bool{}
 	again, err := rec.ReconcilePayments(ctx, activities.ReconcilePaymentsInput{BatchSize: 2})
 	require.NoError(t, err)
-	assert.Equal(t, 2, again.Checked, "the never-seen payment and the one whose signal failed")
+	assert.Equal(t, 3, again.Checked, "the never-seen payment, the one whose signal failed, the unanswered 3-D Secure")
 	assert.Equal(t, 1, again.Resolved)
-	assert.ElementsMatch(t, []string{activities.PaymentKey(ids[1]), activities.PaymentKey(ids[7])}, provider.asked)
+	assert.ElementsMatch(t, []string{activities.PaymentKey(ids[1]), activities.PaymentKey(ids[5]), activities.PaymentKey(ids[8])}, provider.asked)
 }
 
 func TestReconcilePayments_ProviderDown_RunFailsAndRowsStayUnknown(t *testing.T) {
@@ -191,4 +215,33 @@ func TestReconcilePayments_ProviderDown_RunFailsAndRowsStayUnknown(t *testing.T)
 	var status string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT status FROM payments WHERE order_id = $1`, id).Scan(&status))
 	assert.Equal(t, "UNKNOWN", status)
+}
+
+// TestReconcilePayments_OrderWhoseWorkflowIsGone_Ended: support terminated an order's workflow
+// while it waited for 3-D Secure; the reconciler ends the order: stock back, FAILED, payment voided.
+func TestReconcilePayments_OrderWhoseWorkflowIsGone_Ended(t *testing.T) {
+	t.Parallel()
+	pool := testenv.Pool(t)
+	ctx := context.Background()
+	id, wf := insertOrder(t, pool, "PENDING_PAYMENT", "REQUIRES_ACTION", time.Hour)
+	provider := &fakeProvider{intents: map[string]payment.Intent{activities.PaymentKey(id): {ID: "pi_1",
+		Status: payment.StatusRequiresAction, AmountMinor: 1000, Currency: "TRY"}}}
+	sig := &fakeSignaler{got: map[string]string{}, fail: map[string]bool{}, gone: map[string]bool{wf: true}}
+	rec := &activities.PaymentReconciler{Pool: pool, Gateway: provider, Signaler: sig}
+
+	res, err := rec.ReconcilePayments(ctx, activities.ReconcilePaymentsInput{})
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Orphaned)
+	var status, code, pay string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT o.status, o.failure_code, p.status FROM orders o JOIN payments p
+		ON p.order_id = o.id WHERE o.id = $1`, id).Scan(&status, &code, &pay))
+	assert.Equal(t, "FAILED", status)
+	assert.Equal(t, activities.FailOrphaned, code)
+	assert.Equal(t, "VOIDED", pay)
+	assert.Equal(t, payment.StatusVoided, provider.intents[activities.PaymentKey(id)].Status, "nothing left authorized")
+	assert.Empty(t, sig.got, "no workflow to tell")
+
+	again, err := rec.ReconcilePayments(ctx, activities.ReconcilePaymentsInput{})
+	require.NoError(t, err)
+	assert.Zero(t, again.Checked, "a closed order is not looked at again")
 }

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/marketplace/checkout/api"
+	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/demo"
@@ -31,10 +32,11 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 type harness struct {
-	t    *testing.T
-	e    *echo.Echo
-	pool *pgxpool.Pool
-	cfg  config.Config
+	t     *testing.T
+	e     *echo.Echo
+	pool  *pgxpool.Pool
+	cfg   config.Config
+	carts *cart.Cache
 }
 
 func newHarness(t *testing.T, temporal api.TemporalClient) *harness {
@@ -48,9 +50,10 @@ func newHarness(t *testing.T, temporal api.TemporalClient) *harness {
 	m.RegisterInventoryGauges(inv)
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	sim := paysim.New(pool, paysim.Options{PublicBaseURL: "http://localhost:8080", Log: log})
+	carts := runCartCache(t, pool, cart.CacheOptions{Entries: cfg.CartCacheEntries, Log: log})
 	e := api.New(api.Deps{Config: cfg, Pool: pool, Inventory: inv, Temporal: temporal, Metrics: m, Log: log,
-		PaymentPages: sim, PaymentFaults: sim})
-	return &harness{t: t, e: e, pool: pool, cfg: cfg}
+		PaymentPages: sim, PaymentFaults: sim, CartCache: carts})
+	return &harness{t: t, e: e, pool: pool, cfg: cfg, carts: carts}
 }
 
 func (h *harness) token(p auth.Principal) string {

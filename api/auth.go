@@ -36,7 +36,7 @@ func (s *Server) bearer(c echo.Context) (p auth.Principal, present bool, err err
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return p, true, errBadScheme
 	}
-	p, err = auth.Verify(s.secret, strings.TrimSpace(token))
+	p, err = s.tokens.Verify(strings.TrimSpace(token))
 	return p, true, err
 }
 

@@ -39,9 +39,9 @@ type cartHandlers struct {
 }
 
 func (s *Server) cartRoutes(e *echo.Echo) {
-	h := &cartHandlers{Server: s, viewer: cart.NewViewer(s.q, s.Config.CartViewCacheTTL),
+	h := &cartHandlers{Server: s, viewer: cart.NewViewer(s.q, s.Config.CartViewCacheTTL).WithCache(s.CartCache),
 		store: cart.NewStore(s.Pool, cart.Limits{MaxLines: s.Config.CartMaxLines,
-			MaxUnitsPerLine: int32(s.Config.CartMaxUnitsPerLine)})}
+			MaxUnitsPerLine: int32(s.Config.CartMaxUnitsPerLine)}).WithCache(s.CartCache)}
 	e.GET("/api/v1/cart", h.getCart, s.cartOwner)
 	e.PUT("/api/v1/cart/items/:skuId", h.putItem, s.cartOwner)
 	e.DELETE("/api/v1/cart/items/:skuId", h.deleteItem, s.cartOwner)
@@ -178,8 +178,9 @@ func (h *cartHandlers) respond(c echo.Context, snap cart.Snapshot) error {
 	return c.JSON(http.StatusOK, h.render(c, v))
 }
 
-// getCart shows the cart with current prices and stock hints from the availability projection
-// (through the viewer's short cache: CART_VIEW_CACHE_TTL).
+// getCart shows the cart with current prices and stock hints from the availability projection:
+// the document through the process's cart cache (CART_CACHE_ENTRIES), the figures through the
+// viewer's short cache (CART_VIEW_CACHE_TTL).
 func (h *cartHandlers) getCart(c echo.Context) error {
 	v, err := h.viewer.View(c.Request().Context(), ownerOf(c).CartID)
 	if err != nil {

@@ -15,10 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 
 	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/availability"
+	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/demo"
@@ -35,13 +37,15 @@ const benchUsers = 50
 // lines, and beside them, in the same run on the same machine, a bare Echo handler answering a
 // fixed JSON body of the same size as a cart (the floor of HTTP and JSON on this machine), and the
 // same bare handler after one primary-key read of the cart row (the floor of any handler that
-// asks PostgreSQL once).
+// asks PostgreSQL once). The API runs with its cart cache listening, as `checkout api` does; the
+// GET case reports the share of reads the cache answered, and a last case repeats the PUTs with
+// the cart_changed trigger switched off, to show what the notification costs a write.
 //
 //	TEST_PG_URL=postgres://... go test ./api -run '^$' -bench BenchmarkCartHTTP -benchtime 10s
 func BenchmarkCartHTTP(b *testing.B) {
 	env := newCartBench(b)
-	// Rounds interleave the three cases, so that a machine busy with other work weighs on each of
-	// them alike; compare the cases within a round.
+	// Rounds interleave the cases, so that a machine busy with other work weighs on each of them
+	// alike; compare the cases within a round.
 	for round := 1; round <= benchRounds; round++ {
 		b.Run(fmt.Sprintf("round=%d/bare", round), func(b *testing.B) {
 			env.run(b, env.bare.URL+"/bare", func(int) (*http.Request, error) {
@@ -54,6 +58,7 @@ func BenchmarkCartHTTP(b *testing.B) {
 			})
 		})
 		b.Run(fmt.Sprintf("round=%d/get", round), func(b *testing.B) {
+			before := env.carts.Stats()
 			env.run(b, env.api.URL+"/healthz", func(user int) (*http.Request, error) {
 				req, err := http.NewRequest(http.MethodGet, env.api.URL+"/api/v1/cart", nil)
 				if err == nil {
@@ -61,19 +66,19 @@ func BenchmarkCartHTTP(b *testing.B) {
 				}
 				return req, err
 			})
+			after := env.carts.Stats()
+			if reads := (after.Hits - before.Hits) + (after.Misses - before.Misses); reads > 0 {
+				b.ReportMetric(float64(after.Hits-before.Hits)/float64(reads), "cache-hit-ratio")
+			}
 		})
-		b.Run(fmt.Sprintf("round=%d/put", round), func(b *testing.B) {
-			env.run(b, env.api.URL+"/healthz", func(user int) (*http.Request, error) {
-				// Each user's line alternates between 2 and 1 units, so that every PUT is a real write.
-				env.flip[user] ^= 1
-				body := fmt.Sprintf(`{"sellerId":42,"quantity":%d}`, 1+env.flip[user])
-				req, err := http.NewRequest(http.MethodPut, env.api.URL+"/api/v1/cart/items/74", strings.NewReader(body))
-				if err == nil {
-					req.Header.Set("Authorization", "Bearer "+env.tokens[user])
-					req.Header.Set("Content-Type", "application/json")
-				}
-				return req, err
-			})
+		b.Run(fmt.Sprintf("round=%d/put", round), func(b *testing.B) { env.runPut(b) })
+		// The same PUTs with the carts trigger (the cart_changed notification) switched off: what
+		// the notification costs a write. Coherence across processes is off meanwhile (this
+		// process's own writes still update its cache).
+		b.Run(fmt.Sprintf("round=%d/put-without-notify", round), func(b *testing.B) {
+			env.exec(b, `ALTER TABLE carts DISABLE TRIGGER carts_changed`)
+			defer env.exec(b, `ALTER TABLE carts ENABLE TRIGGER carts_changed`)
+			env.runPut(b)
 		})
 	}
 }
@@ -83,6 +88,8 @@ const benchRounds = 3
 
 type cartBench struct {
 	api, bare *httptest.Server
+	pool      *pgxpool.Pool
+	carts     *cart.Cache
 	clients   map[string]*http.Client // one keep-alive pool per server, sized for benchUsers
 	tokens    []string
 	flip      [benchUsers]int // PUT: only user u's goroutine touches flip[u]
@@ -110,9 +117,13 @@ func newCartBench(b *testing.B) *cartBench {
 		b.Fatal(err)
 	}
 	m := metrics.New()
-	e := api.New(api.Deps{Config: cfg, Pool: pool, Inventory: inventory.New(pool, m), Metrics: m,
-		Log: slog.New(slog.NewJSONHandler(io.Discard, nil))})
-	env := &cartBench{api: httptest.NewServer(e), clients: map[string]*http.Client{}}
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	// The cart cache as the API process runs it: listening for cart changes beside the server.
+	carts := runCartCache(b, pool, cart.CacheOptions{Entries: cfg.CartCacheEntries,
+		MaxBytes: int64(cfg.CartCacheMemoryMB) << 20, Log: log})
+	e := api.New(api.Deps{Config: cfg, Pool: pool, Inventory: inventory.New(pool, m), Metrics: m, Log: log,
+		CartCache: carts})
+	env := &cartBench{api: httptest.NewServer(e), clients: map[string]*http.Client{}, pool: pool, carts: carts}
 	b.Cleanup(env.api.Close)
 	env.clients[env.api.URL] = newBenchClient(b)
 
@@ -149,6 +160,26 @@ func newCartBench(b *testing.B) *cartBench {
 	b.Cleanup(env.bare.Close)
 	env.clients[env.bare.URL] = newBenchClient(b)
 	return env
+}
+
+func (env *cartBench) runPut(b *testing.B) {
+	env.run(b, env.api.URL+"/healthz", func(user int) (*http.Request, error) {
+		// Each user's line alternates between 2 and 1 units, so that every PUT is a real write.
+		env.flip[user] ^= 1
+		body := fmt.Sprintf(`{"sellerId":42,"quantity":%d}`, 1+env.flip[user])
+		req, err := http.NewRequest(http.MethodPut, env.api.URL+"/api/v1/cart/items/74", strings.NewReader(body))
+		if err == nil {
+			req.Header.Set("Authorization", "Bearer "+env.tokens[user])
+			req.Header.Set("Content-Type", "application/json")
+		}
+		return req, err
+	})
+}
+
+func (env *cartBench) exec(b *testing.B, sql string) {
+	if _, err := env.pool.Exec(context.Background(), sql); err != nil {
+		b.Fatal(err)
+	}
 }
 
 func (env *cartBench) expectOK(req *http.Request) ([]byte, error) {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/availability"
+	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/demo"
 	"github.com/marketplace/checkout/internal/metrics"
@@ -36,9 +37,10 @@ func newHarnessWithEnv(t *testing.T, env map[string]string) *harness {
 	require.NoError(t, demo.Load(context.Background(), pool))
 	m := metrics.New()
 	inv := inventory.New(pool, m)
-	e := api.New(api.Deps{Config: cfg, Pool: pool, Inventory: inv, Metrics: m,
-		Log: slog.New(slog.NewJSONHandler(io.Discard, nil))})
-	return &harness{t: t, e: e, pool: pool, cfg: cfg}
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	carts := runCartCache(t, pool, cart.CacheOptions{Entries: cfg.CartCacheEntries, Log: log})
+	e := api.New(api.Deps{Config: cfg, Pool: pool, Inventory: inv, Metrics: m, Log: log, CartCache: carts})
+	return &harness{t: t, e: e, pool: pool, cfg: cfg, carts: carts}
 }
 
 type reply struct {

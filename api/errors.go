@@ -32,6 +32,7 @@ const (
 	CodePaymentDeclined      = "PAYMENT_DECLINED"
 	CodeIdempotencyKeyReused = "IDEMPOTENCY_KEY_REUSED"
 	CodeOrderNotCancellable  = "ORDER_NOT_CANCELLABLE"
+	CodeOrderFailed          = "ORDER_FAILED"
 	CodeCartConflict         = "CART_CONFLICT"
 	CodeCartLimit            = "CART_LIMIT"
 	CodeCartInvalid          = "CART_INVALID"

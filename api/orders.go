@@ -142,9 +142,43 @@ func (s *Server) createOrder(c echo.Context) error {
 		if done, err := s.replay(c, p.UserID, key, h); done || err != nil {
 			return err
 		}
-		return NewError(http.StatusConflict, CodeIdempotencyKeyReused, "this Idempotency-Key is in use; retry shortly")
+		// No answer was recorded (the first one was "try again"): answer from the order itself.
+		return s.renderExisting(c, res.OrderID)
 	}
 	return renderOutcome(c, res)
+}
+
+// renderExisting answers a repeated request from its order as it stands.
+func (s *Server) renderExisting(c echo.Context, orderID int64) error {
+	ctx := c.Request().Context()
+	o, err := s.q.GetOrder(ctx, orderID)
+	if err != nil {
+		return err
+	}
+	code := ""
+	if o.FailureCode != nil {
+		code = *o.FailureCode
+	}
+	switch o.Status {
+	case workflows.StatusFailed, workflows.StatusCancelled:
+		switch code {
+		case workflows.FailOutOfStock:
+			return renderOutcome(c, workflows.PlaceOrderResult{Outcome: workflows.OutcomeOutOfStock, OrderID: o.ID})
+		case workflows.FailPaymentDeclined:
+			return renderOutcome(c, workflows.PlaceOrderResult{Outcome: workflows.OutcomePaymentDeclined, OrderID: o.ID})
+		}
+		return NewError(http.StatusConflict, CodeOrderFailed, "this request's order ended as "+strings.ToLower(o.Status)+
+			"; place the order again with a new Idempotency-Key").With("orderId", o.ID).With("failureCode", code)
+	}
+	view := &workflows.PaymentView{Status: "PENDING"}
+	if pay, err := s.q.GetPayment(ctx, o.ID); err == nil {
+		view.Status = pay.Status
+		if pay.RedirectUrl != nil && pay.Status == "REQUIRES_ACTION" {
+			view.RedirectURL = *pay.RedirectUrl
+		}
+	}
+	return renderOutcome(c, workflows.PlaceOrderResult{Outcome: workflows.OutcomeCreated, OrderID: o.ID, Status: o.Status,
+		Payment: view, HoldExpiresAt: o.HoldExpiresAt})
 }
 
 // replay answers from the recorded outcome of (user, key), if there is one.
@@ -200,6 +234,8 @@ func renderOutcome(c echo.Context, r workflows.PlaceOrderResult) error {
 			return NewError(http.StatusUnprocessableEntity, CodeCartEmpty, r.Message)
 		case "ADDRESS_NOT_FOUND":
 			return validation{{Field: "addressId", Message: "not one of your addresses"}}.err()
+		case "IDEMPOTENCY_KEY_REUSED":
+			return keyReused()
 		}
 		return NewError(http.StatusUnprocessableEntity, CodeCartInvalid, r.Message)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.temporal.io/sdk/client"
 
+	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/config"
@@ -55,13 +56,17 @@ type Deps struct {
 	PaymentPages PaymentPages
 	// PaymentFaults, when set, lets the ops role switch the simulator's injected faults.
 	PaymentFaults PaymentFaults
+	// CartCache, when set, is the process's cache of cart documents: the cart page reads through
+	// it and cart writes update it. It serves only while its Run listens for cart changes, which
+	// the process runs beside the server (nil: every cart read goes to the database).
+	CartCache *cart.Cache
 }
 
 // Server holds the API's dependencies; its methods are the handlers.
 type Server struct {
 	Deps
 	q      *db.Queries
-	secret []byte
+	tokens *auth.Verifier
 }
 
 // BodyLimit is the largest request body accepted.
@@ -72,7 +77,9 @@ func New(d Deps) *echo.Echo {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	s := &Server{Deps: d, q: db.New(d.Pool), secret: []byte(d.Config.JWTSecret)}
+	s := &Server{Deps: d, q: db.New(d.Pool),
+		tokens: auth.NewVerifier([]byte(d.Config.JWTSecret), d.Config.AuthTokenCacheEntries)}
+	d.Metrics.RegisterCaches(s.cacheFigures)
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(d.Log)
@@ -144,6 +151,17 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return nil
 	}
+}
+
+// cacheFigures are the read caches' figures for /metrics.
+func (s *Server) cacheFigures() metrics.CacheFigures {
+	c := s.CartCache.Stats()
+	hits, misses, held := s.tokens.Stats()
+	return metrics.CacheFigures{CartEnabled: s.CartCache != nil, CartHits: c.Hits, CartMisses: c.Misses,
+		CartNotifications: c.Notifications, CartEvictedChanged: c.Evicted, CartEvictedCapacity: c.Capacity,
+		CartResets: c.Resets, CartReconnects: c.Reconnects, CartEntries: c.Entries, CartBytes: c.Bytes,
+		CartListening: c.Listening, TokenEnabled: s.Config.AuthTokenCacheEntries > 0,
+		TokenHits: hits, TokenMisses: misses, TokenEntries: held}
 }
 
 func (s *Server) logPanic(c echo.Context, err error, stack []byte) error {

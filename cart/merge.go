@@ -37,6 +37,22 @@ type MergeResult struct {
 // The guest cart's row lock serialises merges of one guest cart, and the merged mark makes every
 // later call a no-op, so quantities are summed once however often or concurrently it is called.
 func (s *Store) Merge(ctx context.Context, userID int64, guestToken string) (MergeResult, error) {
+	memberID, guestID := MemberID(userID), GuestID(guestToken)
+	token := s.cache.reserve(memberID)
+	res, err := s.merge(ctx, userID, guestToken)
+	if err != nil {
+		s.cache.forget(memberID)
+		s.cache.forget(guestID)
+		return res, err
+	}
+	s.settle(memberID, token, res.Cart, nil)
+	if res.Outcome == MergeMerged {
+		s.cache.forget(guestID) // merged now: its version and mark are the database's to tell
+	}
+	return res, nil
+}
+
+func (s *Store) merge(ctx context.Context, userID int64, guestToken string) (MergeResult, error) {
 	member := Member(userID)
 	guestID := GuestID(guestToken)
 	var res MergeResult

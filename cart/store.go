@@ -89,6 +89,7 @@ type Store struct {
 	pool   *pgxpool.Pool
 	q      *db.Queries
 	limits Limits
+	cache  *Cache
 }
 
 // NewStore returns a store on pool; zero limits take the defaults.
@@ -105,6 +106,33 @@ func NewStore(pool *pgxpool.Pool, limits Limits) *Store {
 // Limits are the store's limits.
 func (s *Store) Limits() Limits { return s.limits }
 
+// WithCache makes every write of the store update the process's cart cache c before it returns,
+// so that this process serves the write (or a newer version) from then on; nil: no cache.
+func (s *Store) WithCache(c *Cache) *Store {
+	s.cache = c
+	return s
+}
+
+// settle tells the cache what a write did: the cart it committed (or found already so), or, after
+// an error that may have followed a commit, that the cached cart cannot be trusted.
+func (s *Store) settle(id string, token uint64, snap Snapshot, err error) {
+	switch {
+	case s.cache == nil:
+	case err == nil:
+		s.cache.wrote(id, token, Entry{Snapshot: snap, Exists: snap.Version > 0})
+	case !refused(err):
+		s.cache.forget(id)
+	}
+}
+
+// refused: the write was turned down before anything was written.
+func refused(err error) bool {
+	var seller *SellerMismatchError
+	var limit *LimitError
+	return errors.Is(err, ErrConflict) || errors.Is(err, ErrMerged) || errors.Is(err, ErrUnknownSKU) ||
+		errors.Is(err, ErrInvalidQuantity) || errors.As(err, &seller) || errors.As(err, &limit)
+}
+
 // optimisticAttempts is how many lost races a write retries before it takes the row lock, which
 // always succeeds: a busy cart is slower, never a lost write.
 const optimisticAttempts = 4
@@ -113,6 +141,15 @@ const optimisticAttempts = 4
 // nothing (no write, same version). ifMatch, when given, must be the cart's current version.
 // sellerID is checked against the catalog; 0 skips the catalog (removal by DELETE).
 func (s *Store) SetQuantity(ctx context.Context, o Owner, skuID, sellerID int64, quantity int32, ifMatch *int64) (Snapshot, error) {
+	// The cache slot is named before the cart is read, so that a change announced meanwhile voids
+	// this write's update of the cache instead of being overwritten by it.
+	token := s.cache.reserve(o.CartID)
+	snap, err := s.setQuantity(ctx, o, skuID, sellerID, quantity, ifMatch)
+	s.settle(o.CartID, token, snap, err)
+	return snap, err
+}
+
+func (s *Store) setQuantity(ctx context.Context, o Owner, skuID, sellerID int64, quantity int32, ifMatch *int64) (Snapshot, error) {
 	if quantity < 0 {
 		return Snapshot{}, ErrInvalidQuantity
 	}

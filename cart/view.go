@@ -2,11 +2,8 @@ package cart
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/marketplace/checkout/db"
 )
@@ -36,14 +33,16 @@ type View struct {
 	Lines    []Line
 }
 
-// Viewer reads carts for their page. The cart document is always read fresh (one primary-key
-// read); the price and stock figure of each SKU come from a short-lived in-process cache in front
-// of the catalog and the availability projection, so that the cart page, the busiest read of the
-// product, costs one cheap query most of the time. The figures are display hints at most TTL old
-// (the projection itself is seconds behind); the checkout preview and the order read the truth.
+// Viewer reads carts for their page. The cart document comes from the process's cart cache when
+// one is attached (WithCache; coherent across processes, see Cache) and from a primary-key read
+// otherwise; the price and stock figure of each SKU come from a short-lived in-process cache in
+// front of the catalog and the availability projection, so that the cart page, the busiest read of
+// the product, usually costs no query at all. The figures are display hints at most TTL old (the
+// projection itself is seconds behind); the checkout preview and the order read the truth.
 type Viewer struct {
-	q   *db.Queries
-	ttl time.Duration
+	q     *db.Queries
+	ttl   time.Duration
+	carts *Cache
 
 	mu      sync.RWMutex
 	entries map[int64]cached
@@ -63,22 +62,21 @@ func NewViewer(q *db.Queries, ttl time.Duration) *Viewer {
 	return &Viewer{q: q, ttl: ttl, entries: map[int64]cached{}}
 }
 
+// WithCache makes the viewer read cart documents through c (nil: always from the database).
+func (v *Viewer) WithCache(c *Cache) *Viewer {
+	v.carts = c
+	return v
+}
+
 // View reads a cart with current prices and stock hints. A missing cart is an empty one at
 // version 0.
 func (v *Viewer) View(ctx context.Context, id string) (View, error) {
-	row, err := v.q.CartDoc(ctx, id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return View{ID: id}, nil
-	}
+	e, err := v.carts.Read(ctx, v.q, id)
 	if err != nil {
 		return View{}, err
 	}
-	snap, err := snapshotOf(id, row.Version, []byte(row.Doc))
-	if err != nil {
-		return View{}, err
-	}
-	out, err := v.Of(ctx, snap)
-	out.MergedAt = row.MergedAt
+	out, err := v.Of(ctx, e.Snapshot)
+	out.MergedAt = e.MergedAt
 	return out, err
 }
 

@@ -578,6 +578,77 @@ func (q *Queries) ReserveOrder(ctx context.Context, arg ReserveOrderParams) ([]R
 	return items, nil
 }
 
+const reserveOrders = `-- name: ReserveOrders :many
+SELECT order_id::bigint AS order_id, kind::text AS kind, coalesce(reservation_id, 0)::bigint AS reservation_id,
+       sku_id::bigint AS sku_id, coalesce(warehouse_id, 0)::int AS warehouse_id, quantity::int AS quantity,
+       coalesce(status, '')::text AS status, coalesce(expires_at, 'epoch')::timestamptz AS expires_at,
+       coalesce(available, 0)::int AS available
+FROM reserve_orders($1::bigint[], $2::float8[], $3::float8[], $4::float8[],
+                    $5::int[], $6::bigint[], $7::int[])
+`
+
+type ReserveOrdersParams struct {
+	OrderIds    []int64
+	Lats        []float64
+	Lons        []float64
+	HoldSeconds []float64
+	LineOrders  []int32
+	SkuIds      []int64
+	Quantities  []int32
+}
+
+type ReserveOrdersRow struct {
+	OrderID       int64
+	Kind          string
+	ReservationID int64
+	SkuID         int64
+	WarehouseID   int32
+	Quantity      int32
+	Status        string
+	ExpiresAt     time.Time
+	Available     int32
+}
+
+// A batch of orders, each all-or-nothing on its own, in one transaction: the combining path (see
+// migrations/00006_reserve_orders_batch.sql for the rules it runs).
+func (q *Queries) ReserveOrders(ctx context.Context, arg ReserveOrdersParams) ([]ReserveOrdersRow, error) {
+	rows, err := q.db.Query(ctx, reserveOrders,
+		arg.OrderIds,
+		arg.Lats,
+		arg.Lons,
+		arg.HoldSeconds,
+		arg.LineOrders,
+		arg.SkuIds,
+		arg.Quantities,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ReserveOrdersRow{}
+	for rows.Next() {
+		var i ReserveOrdersRow
+		if err := rows.Scan(
+			&i.OrderID,
+			&i.Kind,
+			&i.ReservationID,
+			&i.SkuID,
+			&i.WarehouseID,
+			&i.Quantity,
+			&i.Status,
+			&i.ExpiresAt,
+			&i.Available,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const setOnHand = `-- name: SetOnHand :execrows
 UPDATE inventory
    SET on_hand = $1, source_updated_at = $2, version = version + 1

@@ -16,7 +16,8 @@ JOIN payments p ON p.order_id = o.id
 WHERE o.status IN ('PENDING_PAYMENT', 'NEEDS_ATTENTION')
   AND o.id > $1
   AND (p.status = 'UNKNOWN'
-       OR (p.status = 'PENDING' AND p.updated_at < now() - make_interval(secs => $2::float8)))
+       OR (p.status IN ('PENDING', 'REQUIRES_ACTION')
+           AND p.updated_at < now() - make_interval(secs => $2::float8)))
 ORDER BY o.id
 LIMIT $3
 `
@@ -28,9 +29,10 @@ type PaymentsToReconcileRow struct {
 }
 
 // The payment reconciler's batch: payments of open orders whose outcome the checkout does not
-// know, UNKNOWN (a provider call timed out) or still PENDING pending_seconds after they were
-// written (the authorize may have been lost). Keyset-paged by order id, so a payment the provider
-// never saw is asked about once per run and cannot starve the others.
+// know: UNKNOWN (a provider call timed out), still PENDING pending_seconds after they were
+// written (the authorize may have been lost), or waiting for 3-D Secure that long (its webhook
+// may have been lost while the shopper approved). Keyset-paged by order id, so a payment the
+// provider never saw is asked about once per run and cannot starve the others.
 func (q *Queries) PaymentsToReconcile(ctx context.Context, afterOrderID int64, pendingSeconds float64, batchSize int32) ([]PaymentsToReconcileRow, error) {
 	rows, err := q.db.Query(ctx, paymentsToReconcile, afterOrderID, pendingSeconds, batchSize)
 	if err != nil {

@@ -74,6 +74,19 @@ type InventoryDriftEvent struct {
 	CreatedAt      time.Time
 }
 
+type InventoryLedger struct {
+	ID              int64
+	SkuID           int64
+	WarehouseID     int32
+	Kind            string
+	Delta           int32
+	OnHandAfter     int32
+	ReservedDelta   int32
+	SourceUpdatedAt *time.Time
+	Note            *string
+	CreatedAt       time.Time
+}
+
 type Order struct {
 	ID             int64
 	UserID         int64
@@ -119,6 +132,9 @@ type Outbox struct {
 	Payload       json.RawMessage
 	CreatedAt     time.Time
 	PublishedAt   *time.Time
+	Attempts      int32
+	LastError     *string
+	DeadAt        *time.Time
 }
 
 type Payment struct {

@@ -31,10 +31,26 @@ func (q *Queries) OrderWorkflowID(ctx context.Context, id int64) (string, error)
 	return workflow_id, err
 }
 
+const outboxHandlerFailed = `-- name: OutboxHandlerFailed :one
+UPDATE outbox
+   SET attempts = attempts + 1, last_error = $1,
+       dead_at = CASE WHEN attempts + 1 >= $2::int THEN now() END
+ WHERE id = $3
+RETURNING (dead_at IS NOT NULL)::bool AS dead
+`
+
+// One more failed attempt; after max_attempts the event is set aside (dead_at).
+func (q *Queries) OutboxHandlerFailed(ctx context.Context, lastError *string, maxAttempts int32, iD int64) (bool, error) {
+	row := q.db.QueryRow(ctx, outboxHandlerFailed, lastError, maxAttempts, iD)
+	var dead bool
+	err := row.Scan(&dead)
+	return dead, err
+}
+
 const outboxLag = `-- name: OutboxLag :one
 SELECT count(*) AS pending, COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 AS oldest_seconds
 FROM outbox
-WHERE published_at IS NULL
+WHERE published_at IS NULL AND dead_at IS NULL
 `
 
 type OutboxLagRow struct {
@@ -62,9 +78,9 @@ func (q *Queries) TryLockOutboxRelay(ctx context.Context) (bool, error) {
 }
 
 const unpublishedOutbox = `-- name: UnpublishedOutbox :many
-SELECT id, aggregate_type, aggregate_id, event_type, payload, created_at
+SELECT id, aggregate_type, aggregate_id, event_type, payload, created_at, attempts
 FROM outbox
-WHERE published_at IS NULL
+WHERE published_at IS NULL AND dead_at IS NULL
 ORDER BY id
 LIMIT $1
 `
@@ -76,6 +92,7 @@ type UnpublishedOutboxRow struct {
 	EventType     string
 	Payload       json.RawMessage
 	CreatedAt     time.Time
+	Attempts      int32
 }
 
 func (q *Queries) UnpublishedOutbox(ctx context.Context, batchSize int32) ([]UnpublishedOutboxRow, error) {
@@ -94,6 +111,7 @@ func (q *Queries) UnpublishedOutbox(ctx context.Context, batchSize int32) ([]Unp
 			&i.EventType,
 			&i.Payload,
 			&i.CreatedAt,
+			&i.Attempts,
 		); err != nil {
 			return nil, err
 		}

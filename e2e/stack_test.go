@@ -31,6 +31,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/marketplace/checkout/api"
+	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/demo"
@@ -115,11 +116,14 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	sim := paysim.New(pool, paysim.Options{PublicBaseURL: base, WebhookURL: cfg.PaymentWebhookURL,
 		WebhookSecret: []byte(cfg.PaymentWebhookSecret), Log: quietLog(), RetryBase: 100 * time.Millisecond,
 		RetryMax: time.Second, PollInterval: 100 * time.Millisecond})
+	carts := cart.NewCache(pool, cart.CacheOptions{Entries: cfg.CartCacheEntries, Log: quietLog()})
 	e := api.New(api.Deps{Config: cfg, Pool: pool, Inventory: inv, Temporal: tc, Metrics: m, Log: quietLog(),
-		PaymentPages: sim, PaymentFaults: sim})
+		PaymentPages: sim, PaymentFaults: sim, CartCache: carts})
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	go func() { _ = sim.RunDeliverer(ctx) }()
+	cartsDone := make(chan struct{})
+	go func() { _ = carts.Run(ctx); close(cartsDone) }()
 
 	s := &stack{t: t, ctx: ctx, pool: pool, cfg: cfg, temporal: tc, base: base, sim: sim, cancel: cancel,
 		http: &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 100}},
@@ -132,6 +136,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	}
 	t.Cleanup(func() {
 		cancel()
+		<-cartsDone // the listener is off the database before the test drops it
 		if s.worker != nil {
 			s.worker.Stop()
 		}

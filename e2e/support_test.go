@@ -197,3 +197,31 @@ func (s *stack) completedTasks(workflowID, runID string) int {
 	}
 	return n
 }
+
+// TestSupport_OrderTerminated_HoldReleasesStockFailsOrderVoidsPayment: support terminates an
+// order's workflow (no compensation runs); its hold child, abandoned rather than terminated,
+// still releases the stock at the hold's expiry, and, finding the order's workflow gone, fails
+// the order and voids its payment.
+func TestSupport_OrderTerminated_HoldReleasesStockFailsOrderVoidsPayment(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, stackOptions{hold: 3 * time.Second})
+	sh := s.shopper(60004)
+	sh.fill(map[int64]int32{87: 1})
+	key := "k-" + randomHex(8)
+	r := sh.order(key, sh.preview(), "tok_3ds")
+	require.Equal(t, http.StatusCreated, r.status, r.raw)
+	id := r.int("orderId")
+	// The hold child starts just after the answer; terminate once it runs. (An order terminated
+	// before its child started is ended by the payment reconciler: see activities.)
+	require.Eventually(t, func() bool {
+		d, err := s.temporal.DescribeWorkflow(s.ctx, workflows.HoldWorkflowID(id), "")
+		return err == nil && d.RawResponse.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	}, 20*time.Second, 50*time.Millisecond)
+	require.NoError(t, s.temporal.TerminateWorkflow(s.ctx, sh.workflowOf(key), "", "support: testing terminate"))
+
+	final := s.waitFinal(sh.token, id, 30*time.Second)
+	assert.Equal(t, "FAILED", final.str("status"))
+	assert.Equal(t, "HOLD_EXPIRED", final.str("failureCode"))
+	assert.Equal(t, "VOIDED", final.str("payment", "status"), "no authorization left hanging")
+	assert.Zero(t, s.scalar(`SELECT COALESCE(sum(reserved), 0) FROM inventory`), "stock back")
+}

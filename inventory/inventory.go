@@ -30,6 +30,8 @@ type Engine struct {
 	pool    *pgxpool.Pool
 	q       *db.Queries
 	metrics Observer
+	// comb combines concurrent reservations into shared transactions; nil: each order its own.
+	comb *combiner
 }
 
 // Observer receives the outcomes the engine reports as metrics; nil means none.
@@ -41,12 +43,18 @@ type noObserver struct{}
 
 func (noObserver) ReserveResult(string) {}
 
-// New returns an engine on pool.
-func New(pool *pgxpool.Pool, obs Observer) *Engine {
+// New returns an engine on pool. Without options it combines concurrent reservations, with up to
+// DefaultBatchesInFlight batches in flight (see combiner.go); WithCombining(0) turns that off.
+func New(pool *pgxpool.Pool, obs Observer, opts ...Option) *Engine {
 	if obs == nil {
 		obs = noObserver{}
 	}
-	return &Engine{pool: pool, q: db.New(pool), metrics: obs}
+	e := &Engine{pool: pool, q: db.New(pool), metrics: obs}
+	e.comb = newCombiner(e, DefaultBatchesInFlight)
+	for _, o := range opts {
+		o(e)
+	}
+	return e
 }
 
 // Line is one SKU of an order and the units wanted.
@@ -134,7 +142,15 @@ func (e *Engine) Reserve(ctx context.Context, req ReserveRequest) (Reservation, 
 		return Reservation{}, err
 	}
 	for attempt := 0; attempt < maxReserveAttempts; attempt++ {
-		res, short, done, err := e.reserveOnce(ctx, req, lines)
+		var res Reservation
+		var short *OutOfStockError
+		var done bool
+		if attempt == 0 && e.comb != nil {
+			// done=false without an error: the batch failed as a whole; reserve on our own.
+			res, short, done, err = e.comb.reserve(ctx, req, lines)
+		} else {
+			res, short, done, err = e.reserveOnce(ctx, req, lines)
+		}
 		switch {
 		case err != nil:
 			e.metrics.ReserveResult("error")
@@ -184,7 +200,28 @@ func (e *Engine) reserveOnce(ctx context.Context, req ReserveRequest, lines []Li
 	if short != nil {
 		return Reservation{}, short, false, nil
 	}
+	if err := covers(lines, res.Allocations); err != nil {
+		return Reservation{}, nil, false, err
+	}
 	return res, nil, true, nil
+}
+
+// covers checks that the allocations add up to every line exactly: a reservation is never less
+// (or more) than the order asked for.
+func covers(lines []Line, allocs []Allocation) error {
+	got := map[int64]int64{}
+	for _, a := range allocs {
+		got[a.SKUID] += int64(a.Quantity)
+	}
+	for _, l := range lines {
+		if got[l.SKUID] != int64(l.Quantity) {
+			return fmt.Errorf("reservation of sku %d holds %d units, the order asked for %d", l.SKUID, got[l.SKUID], l.Quantity)
+		}
+	}
+	if len(got) != len(lines) {
+		return fmt.Errorf("reservation holds %d SKUs, the order asked for %d", len(got), len(lines))
+	}
+	return nil
 }
 
 // stockMovedCode is the SQLSTATE reserve_order raises when a chosen allocation no longer fits.

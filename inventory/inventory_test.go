@@ -41,8 +41,14 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureWith(t, nil)
+}
+
+// newFixtureWith builds the fixture's engine with obs and opts (the default engine combines).
+func newFixtureWith(t *testing.T, obs inventory.Observer, opts ...inventory.Option) *fixture {
+	t.Helper()
 	pool := testenv.Pool(t)
-	f := &fixture{t: t, pool: pool, eng: inventory.New(pool, nil), ctx: context.Background()}
+	f := &fixture{t: t, pool: pool, eng: inventory.New(pool, obs, opts...), ctx: context.Background()}
 	f.exec(`INSERT INTO warehouses (id, code, name, city, lat, lon) VALUES
 		(1, 'IST', 'Istanbul', 'Istanbul', 41.01, 28.97),
 		(2, 'ANK', 'Ankara', 'Ankara', 39.93, 32.86),
@@ -126,23 +132,38 @@ func (f *fixture) reserveConcurrently(clients, orders int, lines func(order int6
 	return int(nOK.Load()), int(nRefused.Load()), int(nFailed.Load())
 }
 
+// reserveModes are the engine's two reserve paths: orders combined into shared transactions (the
+// default) and every order its own reserve_order transaction (RESERVE_COMBINING=false).
+var reserveModes = []struct {
+	name string
+	opts []inventory.Option
+}{
+	{"combined", nil},
+	{"direct", []inventory.Option{inventory.WithCombining(0)}},
+}
+
 func TestReserve_LastUnits_100InStock50Clients2000Attempts_Exactly100(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.sku(77, map[int32]int32{whIstanbul: 100})
+	for _, mode := range reserveModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixtureWith(t, nil, mode.opts...)
+			f.sku(77, map[int32]int32{whIstanbul: 100})
 
-	ok, refused, failed := f.reserveConcurrently(50, 2000, func(int64) []inventory.Line {
-		return []inventory.Line{{SKUID: 77, Quantity: 1}}
-	})
+			ok, refused, failed := f.reserveConcurrently(50, 2000, func(int64) []inventory.Line {
+				return []inventory.Line{{SKUID: 77, Quantity: 1}}
+			})
 
-	assert.Equal(t, 100, ok, "exactly the stock is reserved")
-	assert.Equal(t, 1900, refused)
-	assert.Zero(t, failed, "no transaction errors of any kind")
-	onHand, reserved := f.row(77, whIstanbul)
-	assert.EqualValues(t, 100, onHand)
-	assert.EqualValues(t, 100, reserved)
-	assert.Equal(t, 100, f.count(`SELECT count(*) FROM stock_reservations WHERE status = 'ACTIVE'`))
-	f.assertConsistent()
+			assert.Equal(t, 100, ok, "exactly the stock is reserved")
+			assert.Equal(t, 1900, refused)
+			assert.Zero(t, failed, "no transaction errors of any kind")
+			onHand, reserved := f.row(77, whIstanbul)
+			assert.EqualValues(t, 100, onHand)
+			assert.EqualValues(t, 100, reserved)
+			assert.Equal(t, 100, f.count(`SELECT count(*) FROM stock_reservations WHERE status = 'ACTIVE'`))
+			f.assertConsistent()
+		})
+	}
 }
 
 func TestReserve_WarehouseChoice(t *testing.T) {
@@ -161,87 +182,104 @@ func TestReserve_WarehouseChoice(t *testing.T) {
 		{"split over the nearest when none can serve alone", map[int32]int32{whIstanbul: 2, whAnkara: 2, whIzmir: 2}, izmir, 5,
 			map[int32]int32{whIzmir: 2, whIstanbul: 2, whAnkara: 1}},
 	}
-	for i, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			f := newFixture(t)
-			sku := int64(100 + i)
-			f.sku(sku, tc.stock)
-			res, err := f.reserve(1, tc.shipTo, inventory.Line{SKUID: sku, Quantity: tc.qty})
-			require.NoError(t, err)
-			got := map[int32]int32{}
-			for _, a := range res.Allocations {
-				got[a.WarehouseID] += a.Quantity
-				assert.Equal(t, inventory.StatusActive, a.Status)
-			}
-			assert.Equal(t, tc.want, got)
-			f.assertConsistent()
-		})
+	for _, mode := range reserveModes {
+		for i, tc := range cases {
+			t.Run(mode.name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				f := newFixtureWith(t, nil, mode.opts...)
+				sku := int64(100 + i)
+				f.sku(sku, tc.stock)
+				res, err := f.reserve(1, tc.shipTo, inventory.Line{SKUID: sku, Quantity: tc.qty})
+				require.NoError(t, err)
+				got := map[int32]int32{}
+				for _, a := range res.Allocations {
+					got[a.WarehouseID] += a.Quantity
+					assert.Equal(t, inventory.StatusActive, a.Status)
+				}
+				assert.Equal(t, tc.want, got)
+				f.assertConsistent()
+			})
+		}
 	}
 }
 
 func TestReserve_ShortLines_AllNamedAndNothingReserved(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.sku(81, map[int32]int32{whIstanbul: 1})
-	f.sku(82, map[int32]int32{whAnkara: 5})
-	f.sku(83, map[int32]int32{whIzmir: 1, whAnkara: 1})
+	for _, mode := range reserveModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixtureWith(t, nil, mode.opts...)
+			f.sku(81, map[int32]int32{whIstanbul: 1})
+			f.sku(82, map[int32]int32{whAnkara: 5})
+			f.sku(83, map[int32]int32{whIzmir: 1, whAnkara: 1})
 
-	_, err := f.reserve(9, istanbul,
-		inventory.Line{SKUID: 81, Quantity: 2}, inventory.Line{SKUID: 82, Quantity: 5}, inventory.Line{SKUID: 83, Quantity: 3})
-	var oos *inventory.OutOfStockError
-	require.ErrorAs(t, err, &oos)
-	assert.Equal(t, []inventory.ShortLine{{SKUID: 81, Requested: 2, Available: 1}, {SKUID: 83, Requested: 3, Available: 2}}, oos.Lines)
-	assert.Zero(t, f.count(`SELECT count(*) FROM stock_reservations`))
-	assert.Zero(t, f.count(`SELECT COALESCE(sum(reserved), 0) FROM inventory`), "all or none")
+			_, err := f.reserve(9, istanbul,
+				inventory.Line{SKUID: 81, Quantity: 2}, inventory.Line{SKUID: 82, Quantity: 5}, inventory.Line{SKUID: 83, Quantity: 3})
+			var oos *inventory.OutOfStockError
+			require.ErrorAs(t, err, &oos)
+			assert.Equal(t, []inventory.ShortLine{{SKUID: 81, Requested: 2, Available: 1}, {SKUID: 83, Requested: 3, Available: 2}}, oos.Lines)
+			assert.Zero(t, f.count(`SELECT count(*) FROM stock_reservations`))
+			assert.Zero(t, f.count(`SELECT COALESCE(sum(reserved), 0) FROM inventory`), "all or none")
+		})
+	}
 }
 
 func TestReserve_SameOrderTwice_ChangesNothing(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.sku(77, map[int32]int32{whIstanbul: 10})
+	for _, mode := range reserveModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixtureWith(t, nil, mode.opts...)
+			f.sku(77, map[int32]int32{whIstanbul: 10})
 
-	var wg sync.WaitGroup
-	results := make([]inventory.Reservation, 10)
-	for i := range results {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r, err := f.reserve(5, istanbul, inventory.Line{SKUID: 77, Quantity: 3})
-			assert.NoError(t, err)
-			results[i] = r
-		}()
+			var wg sync.WaitGroup
+			results := make([]inventory.Reservation, 10)
+			for i := range results {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r, err := f.reserve(5, istanbul, inventory.Line{SKUID: 77, Quantity: 3})
+					assert.NoError(t, err)
+					results[i] = r
+				}()
+			}
+			wg.Wait()
+			for _, r := range results[1:] {
+				assert.Equal(t, results[0].Allocations[0].ReservationID, r.Allocations[0].ReservationID)
+			}
+			_, reserved := f.row(77, whIstanbul)
+			assert.EqualValues(t, 3, reserved, "ten concurrent calls reserve once")
+			f.assertConsistent()
+		})
 	}
-	wg.Wait()
-	for _, r := range results[1:] {
-		assert.Equal(t, results[0].Allocations[0].ReservationID, r.Allocations[0].ReservationID)
-	}
-	_, reserved := f.row(77, whIstanbul)
-	assert.EqualValues(t, 3, reserved, "ten concurrent calls reserve once")
-	f.assertConsistent()
 }
 
 func TestReserve_OppositeLineOrder50Clients_NoDeadlock(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
-	f.sku(201, map[int32]int32{whIstanbul: 300})
-	f.sku(202, map[int32]int32{whIstanbul: 300})
+	for _, mode := range reserveModes {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixtureWith(t, nil, mode.opts...)
+			f.sku(201, map[int32]int32{whIstanbul: 300})
+			f.sku(202, map[int32]int32{whIstanbul: 300})
 
-	ok, refused, failed := f.reserveConcurrently(50, 400, func(order int64) []inventory.Line {
-		lines := []inventory.Line{{SKUID: 201, Quantity: 1}, {SKUID: 202, Quantity: 1}}
-		if order%2 == 0 {
-			lines[0], lines[1] = lines[1], lines[0]
-		}
-		return lines
-	})
-	assert.Equal(t, 300, ok)
-	assert.Equal(t, 100, refused)
-	assert.Zero(t, failed, "no deadlock or other error")
-	for _, sku := range []int64{201, 202} {
-		_, reserved := f.row(sku, whIstanbul)
-		assert.EqualValues(t, 300, reserved)
+			ok, refused, failed := f.reserveConcurrently(50, 400, func(order int64) []inventory.Line {
+				lines := []inventory.Line{{SKUID: 201, Quantity: 1}, {SKUID: 202, Quantity: 1}}
+				if order%2 == 0 {
+					lines[0], lines[1] = lines[1], lines[0]
+				}
+				return lines
+			})
+			assert.Equal(t, 300, ok)
+			assert.Equal(t, 100, refused)
+			assert.Zero(t, failed, "no deadlock or other error")
+			for _, sku := range []int64{201, 202} {
+				_, reserved := f.row(sku, whIstanbul)
+				assert.EqualValues(t, 300, reserved)
+			}
+			f.assertConsistent()
+		})
 	}
-	f.assertConsistent()
 }
 
 func TestConfirmAndRelease_Transitions(t *testing.T) {

@@ -20,18 +20,29 @@ import (
 
 // BenchmarkReserve measures Engine.Reserve as checkout drives it: a fixed number of clients,
 // each reserving one unit of one SKU per order. hot puts every client on one inventory row (the
-// row lock serialises them); spread picks one of 1000 rows per order. `make bench` runs it beside
-// pgbench on the same schema, which is the baseline the figures are judged against.
+// row lock serialises them); spread picks one of 1000 rows per order. combining=off is every order
+// its own reserve_order transaction, combining=on the default engine, which combines concurrent
+// orders into shared transactions. `make bench` runs it beside pgbench on the same schema, which
+// is the baseline the figures are judged against.
 func BenchmarkReserve(b *testing.B) {
 	shapes := []struct {
 		name string
 		skus int
 	}{{"hot", 1}, {"spread", 1000}}
+	modes := []struct {
+		name     string
+		inFlight int
+	}{{"off", 0}, {"on", inventory.DefaultBatchesInFlight}}
 	for _, shape := range shapes {
 		b.Run(shape.name, func(b *testing.B) {
-			for _, clients := range []int{8, 50} {
+			// 200 clients need a pool of 202 connections: it fits the test cluster's 300.
+			for _, clients := range []int{8, 50, 200} {
 				b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-					benchReserve(b, shape.skus, clients)
+					for _, mode := range modes {
+						b.Run("combining="+mode.name, func(b *testing.B) {
+							benchReserve(b, shape.skus, clients, mode.inFlight)
+						})
+					}
 				})
 			}
 		})
@@ -40,11 +51,11 @@ func BenchmarkReserve(b *testing.B) {
 
 // benchReserve runs b.N reservations shared by exactly clients goroutines. The client count is
 // the point of the case, so it does not come from GOMAXPROCS as b.RunParallel's would.
-func benchReserve(b *testing.B, skus, clients int) {
+func benchReserve(b *testing.B, skus, clients, inFlight int) {
 	ctx := context.Background()
 	pool := testenv.PoolOn(b, testenv.DatabaseURL(b), int32(clients+2))
 	seedBench(b, pool, skus)
-	eng := inventory.New(pool, nil)
+	eng := inventory.New(pool, nil, inventory.WithCombining(inFlight))
 
 	// Open every connection before the clock starts, as pgbench's tps excludes connecting.
 	conns := make([]*pgxpool.Conn, 0, clients)

@@ -41,6 +41,17 @@ type Relay struct {
 	Log      *slog.Logger
 	// Published counts events by type; nil means not counted.
 	Published *prometheus.CounterVec
+	// Dead counts events set aside after MaxAttempts failures, by type; nil means not counted.
+	Dead *prometheus.CounterVec
+	// MaxAttempts bounds the attempts at an event whose handler keeps failing (default 20).
+	MaxAttempts int32
+}
+
+func (r *Relay) maxAttempts() int32 {
+	if r.MaxAttempts > 0 {
+		return r.MaxAttempts
+	}
+	return 20
 }
 
 // Run relays until ctx ends.
@@ -100,6 +111,18 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 			if h := r.Handlers[e.Type]; h != nil {
 				if herr = h(ctx, e); herr != nil {
 					herr = fmt.Errorf("event %d (%s): %w", e.ID, e.Type, herr)
+					msg := herr.Error()
+					dead, err := q.OutboxHandlerFailed(ctx, &msg, r.maxAttempts(), e.ID)
+					if err != nil {
+						return err
+					}
+					if dead {
+						r.Log.Error("outbox event set aside after repeated failures", "event_id", e.ID, "type", e.Type,
+							"aggregate_id", e.AggregateID, "error", msg)
+						if r.Dead != nil {
+							r.Dead.WithLabelValues(e.Type).Inc()
+						}
+					}
 					break
 				}
 			}

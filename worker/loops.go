@@ -45,7 +45,7 @@ func Loops(d Deps) []Loop {
 		inventory.EventOrderStockShortfall: shortfallToWorkflow(d),
 	}}
 	if d.Metrics != nil {
-		out.Published = d.Metrics.OutboxPublished
+		out.Published, out.Dead = d.Metrics.OutboxPublished, d.Metrics.OutboxDead
 	}
 	loops = append(loops, Loop{Name: "outbox relay", Run: out.Run})
 

@@ -121,17 +121,29 @@ type signaler struct{ c client.Client }
 
 var _ activities.Signaler = signaler{}
 
-// PaymentResolved signals the order's payment-result, as the provider's webhook does. An order
-// whose workflow has closed needs nothing.
+// PaymentResolved signals the order's payment-result, as the provider's webhook does.
 func (s signaler) PaymentResolved(ctx context.Context, workflowID string, orderID int64, res activities.PaymentResult) error {
 	err := s.c.SignalWorkflow(ctx, workflowID, "", workflows.SignalPaymentResult, workflows.PaymentSignal{
 		EventID: "order-" + strconv.FormatInt(orderID, 10), IntentID: res.IntentID, Status: res.Status,
 		Source: "payment reconciler"})
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
-		return nil
+		return activities.ErrWorkflowGone
 	}
 	return err
+}
+
+// Running reports whether the workflow's latest run is still running.
+func (s signaler) Running(ctx context.Context, workflowID string) (bool, error) {
+	d, err := s.c.DescribeWorkflow(ctx, workflowID, "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
 }
 
 // registerJobs registers the scheduled jobs' workflows, under the names their schedules start,

@@ -5,6 +5,8 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/marketplace/checkout/activities"
 )
 
 // HoldInput is the hold of one order's reservation.
@@ -43,18 +45,35 @@ func HoldWorkflow(ctx workflow.Context, in HoldInput) (HoldResult, error) {
 		return res, nil
 	}
 
-	// Releasing stock must not give up: retry until it is done.
-	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+	// Releasing stock must not give up, not even when this workflow is cancelled: retry until done.
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	lctx := workflow.WithLocalActivityOptions(dctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 10 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
 			MaximumInterval: time.Minute},
 	})
-	if err := workflow.ExecuteLocalActivity(lctx, stockA.Release, in.OrderID).Get(ctx, &res.Released); err != nil {
+	if err := workflow.ExecuteLocalActivity(lctx, stockA.Release, in.OrderID).Get(dctx, &res.Released); err != nil {
 		return res, err
 	}
-	if res.Ended == "expired" && in.ParentWorkflowID != "" {
-		// The order may be gone (terminated, or finished): then nobody needs telling.
-		_ = workflow.SignalExternalWorkflow(ctx, in.ParentWorkflowID, "", SignalHoldExpired, res.Released).Get(ctx, nil)
+	if res.Ended != "expired" || in.ParentWorkflowID == "" {
+		return res, nil
+	}
+	if err := workflow.SignalExternalWorkflow(dctx, in.ParentWorkflowID, "", SignalHoldExpired, res.Released).Get(dctx, nil); err == nil {
+		return res, nil
+	}
+	// The order's workflow is gone (support terminated it): nobody else will end the order, so
+	// the hold does — if the order is still open, it fails and its payment is reversed. A
+	// finished order is left alone (the transition is conditional).
+	var failed bool
+	if err := workflow.ExecuteLocalActivity(lctx, ordersA.Transition, activities.TransitionInput{OrderID: in.OrderID,
+		To: StatusFailed, Code: FailHoldExpired, Detail: map[string]any{"by": "hold"}}).Get(dctx, &failed); err != nil {
+		return res, err
+	}
+	if failed {
+		res.Ended = "expired; order ended by the hold"
+		if err := workflow.ExecuteLocalActivity(lctx, paymentsA.Reverse, in.OrderID).Get(dctx, nil); err != nil {
+			return res, err
+		}
 	}
 	return res, nil
 }

@@ -92,14 +92,14 @@ var readableKey = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
 
 // OrderWorkflowID is the workflow of one (user, Idempotency-Key): the same key always names the
 // same workflow, so duplicates attach to one run. Readable keys stay readable in the UI; others
-// are hashed.
+// are hashed, behind a "~" that no readable key contains, so the two forms never collide.
 func OrderWorkflowID(userID int64, idempotencyKey string) string {
 	prefix := "order-u" + strconv.FormatInt(userID, 10) + "-"
 	if readableKey.MatchString(idempotencyKey) {
 		return prefix + idempotencyKey
 	}
 	sum := sha256.Sum256([]byte(idempotencyKey))
-	return prefix + "h" + hex.EncodeToString(sum[:12])
+	return prefix + "~" + hex.EncodeToString(sum[:12])
 }
 
 // HoldWorkflowID is the hold-expiry child of an order.

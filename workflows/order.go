@@ -152,8 +152,16 @@ type orderFlow struct {
 
 type compensation struct {
 	name string
+	kind int
 	run  func(ctx workflow.Context) error
 }
+
+// Kinds of compensation. Stock is given back before money: releasing never depends on the
+// payment provider, so a provider outage cannot keep stock locked.
+const (
+	compensateStock = iota
+	compensatePayment
+)
 
 // errParkedCancel and errParkedRefund end a parked step when support chose to stop the order.
 var (
@@ -284,6 +292,10 @@ func (w *orderFlow) validSupport(req SupportRequest) error {
 	if isFinal(w.st.Status) || w.finished {
 		return temporal.NewApplicationError("the order is already "+w.st.Status, ErrTypeInvalidSupportAction)
 	}
+	if req.Action != ActionCancel && !w.parked {
+		return temporal.NewApplicationError(req.Action+" applies to an order that needs attention; this one is "+
+			w.st.Status, ErrTypeInvalidSupportAction)
+	}
 	return nil
 }
 
@@ -313,7 +325,8 @@ func (w *orderFlow) run(ctx workflow.Context) {
 	// 1. Price check: the cart priced now must match the priceVersion the shopper confirmed.
 	var quote pricing.Quote
 	err := workflow.ExecuteLocalActivity(lctx, ordersA.CheckPrices,
-		activities.CheckPricesInput{UserID: w.in.UserID, PriceVersion: w.in.PriceVersion}).Get(ctx, &quote)
+		activities.CheckPricesInput{UserID: w.in.UserID, IdempotencyKey: w.in.IdempotencyKey,
+			PriceVersion: w.in.PriceVersion}).Get(ctx, &quote)
 	if err != nil {
 		w.refuseBeforeOrder(ctx, err)
 		return
@@ -358,26 +371,34 @@ func (w *orderFlow) run(ctx workflow.Context) {
 		}
 		// The database failed and retries ran out; the reservation may still have committed, so
 		// it is released like any other.
-		w.push("release stock", w.releaseStock)
+		w.push("release stock", w.releaseStock, compensateStock)
 		w.fail(ctx, FailUnavailable, &PlaceOrderResult{Outcome: OutcomeUnavailable})
 		return
 	}
-	w.push("release stock", w.releaseStock)
+	w.push("release stock", w.releaseStock, compensateStock)
 	w.st.Allocations = res.Allocations
+	for _, a := range res.Allocations {
+		if a.Status == inventory.StatusReleased {
+			// This order's stock was already given back (a reset run of an order whose hold ended).
+			w.fail(ctx, FailStockReleased, &PlaceOrderResult{Outcome: OutcomeOutOfStock})
+			return
+		}
+	}
 	expires := res.ExpiresAt
 	w.st.HoldExpiresAt = &expires
+	w.startHold(ctx, expires)
 	_ = workflow.ExecuteLocalActivity(lctx, ordersA.SetHold, activities.SetHoldInput{OrderID: created.OrderID,
 		ExpiresAt: expires}).Get(ctx, nil)
 	w.note(ctx, "reserved", allocationText(res.Allocations))
 
-	// 4. Authorize the total, with the order's own idempotency key.
+	// 4. Authorize the total, with the order's own idempotency key. Its compensation is
+	// registered first: an authorization whose answer was lost is still reversed.
+	w.push("reverse payment", w.reversePayment, compensatePayment)
 	pay, err := w.authorize(ctx, lctx)
 	if err != nil {
-		// The provider refused or stayed down: nothing was authorized, so only the stock goes back.
 		w.fail(ctx, FailPaymentUnavailable, &PlaceOrderResult{Outcome: OutcomePaymentUnavailable})
 		return
 	}
-	w.push("reverse payment", w.reversePayment)
 	w.st.IntentID, w.st.RedirectURL = pay.IntentID, pay.RedirectURL
 	w.onPayment(pay.Status, "authorize")
 	if w.declined {
@@ -390,11 +411,7 @@ func (w *orderFlow) run(ctx workflow.Context) {
 	w.answer(ctx, &PlaceOrderResult{Outcome: OutcomeCreated, OrderID: w.st.OrderID, Status: StatusPendingPayment,
 		Payment: &PaymentView{Status: pay.Status, RedirectURL: pay.RedirectURL}, HoldExpiresAt: w.st.HoldExpiresAt})
 
-	// 6. Wait for the payment, the hold's expiry, a cancel or a shortfall. Only an order that
-	// waits needs the hold child: one paid at once is confirmed in this same workflow task.
-	if !w.paid {
-		w.startHold(ctx, expires)
-	}
+	// 6. Wait for the payment, the hold's expiry, a cancel or a shortfall.
 	if stop := w.awaitOutcome(ctx); stop != "" {
 		w.fail(ctx, stop, nil)
 		return
@@ -409,7 +426,7 @@ func (w *orderFlow) run(ctx workflow.Context) {
 		w.failAfterStep(ctx, err, FailStockReleased)
 		return
 	}
-	w.push("restock", w.restock)
+	w.push("restock", w.restock, compensateStock)
 	w.note(ctx, "stock confirmed", "")
 	err = w.step(ctx, "capture", func(ctx workflow.Context) error {
 		var p activities.PaymentResult
@@ -525,9 +542,19 @@ func (w *orderFlow) awaitOutcome(ctx workflow.Context) string {
 
 // step runs a step after the shopper's answer. When it fails for a reason retries cannot fix
 // quickly (its retries are spent), the order is parked in NEEDS_ATTENTION with the step and the
-// error, and waits for support: retry runs the step again, cancel and refund stop the order.
+// error, and waits for support: retry runs the step again, cancel and refund stop the order. A
+// parked step also retries on its own every parkRetryEvery, so an outage that ends needs nobody.
 // Business refusals (a released reservation, a refused capture) return at once.
 func (w *orderFlow) step(ctx workflow.Context, name string, run func(workflow.Context) error) error {
+	return w.runStep(ctx, name, run, false)
+}
+
+// mustStep is step for a compensation: it cannot be skipped, so every support action is a retry.
+func (w *orderFlow) mustStep(ctx workflow.Context, name string, run func(workflow.Context) error) error {
+	return w.runStep(ctx, name, run, true)
+}
+
+func (w *orderFlow) runStep(ctx workflow.Context, name string, run func(workflow.Context) error, must bool) error {
 	for {
 		err := run(ctx)
 		if err == nil || isBusinessRefusal(err) {
@@ -535,6 +562,9 @@ func (w *orderFlow) step(ctx workflow.Context, name string, run func(workflow.Co
 		}
 		w.park(ctx, name, err)
 		req := w.awaitSupport(ctx)
+		if must && req.Action != ActionRetry {
+			req = SupportRequest{Action: ActionRetry, Reason: req.Reason + " (giving stock and money back cannot be skipped: retrying)"}
+		}
 		w.recordSupport(ctx, req, name)
 		w.unpark(ctx)
 		switch req.Action {
@@ -546,11 +576,17 @@ func (w *orderFlow) step(ctx workflow.Context, name string, run func(workflow.Co
 	}
 }
 
+// parkRetryEvery is how long a parked step waits for support before it tries again by itself.
+const parkRetryEvery = 5 * time.Minute
+
 func (w *orderFlow) awaitSupport(ctx workflow.Context) SupportRequest {
-	_ = workflow.Await(ctx, func() bool { return len(w.support) > 0 })
-	if len(w.support) == 0 {
+	ok, err := workflow.AwaitWithTimeout(ctx, parkRetryEvery, func() bool { return len(w.support) > 0 })
+	switch {
+	case err != nil:
 		// The workflow was cancelled from the UI while parked: that is a cancel.
 		return SupportRequest{Action: ActionCancel, Reason: "workflow cancelled"}
+	case !ok:
+		return SupportRequest{Action: ActionRetry, Reason: "automatic retry after " + parkRetryEvery.String()}
 	}
 	req := w.support[0]
 	w.support = w.support[1:]
@@ -611,33 +647,39 @@ func (w *orderFlow) failAfterStep(ctx workflow.Context, err error, code string) 
 // status. answer, when given, is the shopper's answer (the order failed before it was placed).
 func (w *orderFlow) fail(ctx workflow.Context, code string, answer *PlaceOrderResult) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	if answer != nil && answer.Outcome == OutcomeUnavailable {
-		// A dependency is failing: compensation may itself wait for support, so the shopper hears
-		// first.
-		answer.OrderID, answer.Status = w.st.OrderID, StatusFailed
-		w.answer(dctx, answer)
-	}
-	for i := len(w.compensate) - 1; i >= 0; i-- {
-		c := w.compensate[i]
-		if err := w.step(dctx, c.name, c.run); err != nil {
-			w.note(dctx, "compensation stopped", c.name+": "+errorText(err))
-		}
-	}
-	w.compensate = nil
 	status := StatusFailed
 	if code == FailCancelledByShopper || code == FailCancelledBySupport || code == FailRefundedBySupport {
 		status = StatusCancelled
 	}
 	w.st.FailureCode = code
+	if answer != nil && answer.Outcome == OutcomeUnavailable {
+		// A dependency is failing and compensation may itself wait: the shopper hears first.
+		answer.OrderID, answer.Status = w.st.OrderID, status
+		w.answer(dctx, answer)
+	}
+	// Stock first: giving it back never depends on the payment provider. Then the shopper hears
+	// (a decline answers with the stock already back), then the money goes back.
+	w.compensateKind(dctx, compensateStock)
+	if answer != nil {
+		answer.OrderID, answer.Status = w.st.OrderID, status
+		w.answer(dctx, answer)
+	}
+	w.compensateKind(dctx, compensatePayment)
+	w.compensate = nil
 	lctx := workflow.WithLocalActivityOptions(dctx, w.stepOptions())
-	_ = w.step(dctx, "finish", func(ctx workflow.Context) error {
+	_ = w.mustStep(dctx, "finish", func(ctx workflow.Context) error {
 		return workflow.ExecuteLocalActivity(lctx, ordersA.Transition, activities.TransitionInput{
 			OrderID: w.st.OrderID, To: status, Code: code}).Get(ctx, nil)
 	})
 	w.setStatus(dctx, status, code)
-	if answer != nil {
-		answer.OrderID, answer.Status = w.st.OrderID, status
-		w.answer(dctx, answer)
+}
+
+// compensateKind runs the compensations of one kind, last registered first.
+func (w *orderFlow) compensateKind(ctx workflow.Context, kind int) {
+	for i := len(w.compensate) - 1; i >= 0; i-- {
+		if c := w.compensate[i]; c.kind == kind {
+			_ = w.mustStep(ctx, c.name, c.run)
+		}
 	}
 }
 
@@ -658,6 +700,8 @@ func (w *orderFlow) refuseBeforeOrder(ctx workflow.Context, err error) {
 			res.RejectCode, res.Message = "CART_INVALID", appErr.Message()
 		case activities.ErrTypeAddressNotFound:
 			res.RejectCode, res.Message = "ADDRESS_NOT_FOUND", "unknown address"
+		case activities.ErrTypeKeyReused:
+			res.RejectCode, res.Message = "IDEMPOTENCY_KEY_REUSED", appErr.Message()
 		}
 	}
 	if res.Outcome == OutcomeRejected && res.RejectCode == "" {
@@ -683,6 +727,12 @@ func (w *orderFlow) answer(ctx workflow.Context, res *PlaceOrderResult) {
 	if w.placed != nil {
 		return
 	}
+	if res.Outcome == OutcomeUnavailable {
+		// A failure of ours, not an answer to the request: not recorded under the key, so that a
+		// repeat is answered from the order as it stands.
+		w.placed = res
+		return
+	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	lctx := workflow.WithLocalActivityOptions(dctx, placeOptions)
 	_ = workflow.ExecuteLocalActivity(lctx, ordersA.RecordOutcome, activities.RecordOutcomeInput{
@@ -691,14 +741,16 @@ func (w *orderFlow) answer(ctx workflow.Context, res *PlaceOrderResult) {
 	w.placed = res
 }
 
-func (w *orderFlow) push(name string, run func(workflow.Context) error) {
-	w.compensate = append(w.compensate, compensation{name: name, run: run})
+func (w *orderFlow) push(name string, run func(workflow.Context) error, kind int) {
+	w.compensate = append(w.compensate, compensation{name: name, kind: kind, run: run})
 }
 
 // startHold starts the hold-expiry child. It is abandoned when this workflow closes, so stock is
 // released on time even if support terminates the order.
 func (w *orderFlow) startHold(ctx workflow.Context, expires time.Time) {
-	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+	// Disconnected: cancelling the order must not cancel its hold (the hold releases on its own).
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	cctx := workflow.WithChildOptions(dctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            HoldWorkflowID(w.st.OrderID),
 		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,

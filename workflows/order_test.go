@@ -361,7 +361,8 @@ func TestOrder_CaptureExhausted_ParkedThenSupportRetry_Confirmed(t *testing.T) {
 	s.on("Capture").Return(activities.PaymentResult{}, down).Times(8)
 	s.on("Capture").Return(activities.PaymentResult{Status: "CAPTURED"}, nil)
 	var parked workflows.OrderState
-	s.at(30*time.Minute, func() {
+	// Retries end after about 2 minutes; support retries within the first parked period.
+	s.at(3*time.Minute, func() {
 		v, err := s.env.QueryWorkflow(workflows.QueryStatus)
 		require.NoError(t, err)
 		require.NoError(t, v.Get(&parked))
@@ -376,4 +377,33 @@ func TestOrder_CaptureExhausted_ParkedThenSupportRetry_Confirmed(t *testing.T) {
 	assert.Equal(t, workflows.StatusConfirmed, st.Status)
 	assert.False(t, st.NeedsAttention)
 	assert.Equal(t, 1, s.calls["Park"])
+}
+
+func TestOrder_ParkedStep_RetriesByItselfWhenTheOutageEnds(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("AUTHORIZED")
+	down := temporal.NewApplicationError("provider unavailable", activities.ErrTypeProviderDown)
+	s.on("Capture").Return(activities.PaymentResult{}, down).Times(8)
+	s.on("Capture").Return(activities.PaymentResult{Status: "CAPTURED"}, nil)
+	st := s.run(input("tok_ok"))
+
+	assert.Equal(t, workflows.StatusConfirmed, st.Status, "no support action: the parked step tried again by itself")
+	assert.Equal(t, 1, s.calls["Park"])
+	assert.Equal(t, 9, s.calls["Capture"])
+}
+
+func TestOrder_SupportRetryWhileNotParked_Refused(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("REQUIRES_ACTION")
+	var rejected error
+	s.at(time.Minute, func() {
+		s.env.UpdateWorkflow(workflows.SupportAction, "s1", &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { rejected = err }, OnComplete: func(any, error) {}},
+			workflows.SupportRequest{Action: "refund", Reason: "customer asked"})
+	})
+	s.signal(2*time.Minute, workflows.SignalPaymentResult, workflows.PaymentSignal{Status: "AUTHORIZED"})
+	st := s.run(input("tok_3ds"))
+
+	require.Error(t, rejected, "refund applies to a parked order only")
+	assert.Equal(t, workflows.StatusConfirmed, st.Status)
 }

@@ -31,6 +31,10 @@ commands:
   worker    run the Temporal worker
   migrate   apply database migrations
   token     mint a development JWT: token --user 7 --role shopper [--seller 42] [--ttl 24h]
+  loadgen   drive a local stack's API as shoppers and sellers do, then audit: loadgen --duration 60s
+            (loadgen -h lists the mix, hot SKUs and bounds)
+  audit     check the invariants (no oversell, no stranded stock or money, no order open past
+            its hold) against DATABASE_URL and TEMPORAL_ADDRESS; exit 1 on any violation
 
 Settings come from environment variables; see README.md.
 `
@@ -56,6 +60,10 @@ func main() {
 		err = withConfig(func(cfg config.Config) error { return runMigrate(ctx, cfg) })
 	case "token":
 		err = runToken(args)
+	case "loadgen":
+		err = withConfig(func(cfg config.Config) error { return runLoadgen(ctx, cfg, args) })
+	case "audit":
+		err = withConfig(func(cfg config.Config) error { return runAudit(ctx, cfg, args) })
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return

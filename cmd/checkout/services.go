@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/marketplace/checkout/api"
+	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/config"
@@ -30,6 +31,12 @@ import (
 	"github.com/marketplace/checkout/migrations"
 	"github.com/marketplace/checkout/payment/paysim"
 	"github.com/marketplace/checkout/worker"
+)
+
+// The metrics receive the inventory engine's reserve outcomes and combined batch sizes.
+var (
+	_ inventory.Observer      = (*metrics.Metrics)(nil)
+	_ inventory.BatchObserver = (*metrics.Metrics)(nil)
 )
 
 // app is one process's connections and shared parts.
@@ -67,7 +74,14 @@ func connect(ctx context.Context, cfg config.Config) (*app, error) {
 		a.pool.Close()
 		return nil, fmt.Errorf("temporal at %s: %w", cfg.TemporalAddress, err)
 	}
-	a.inv = inventory.New(a.pool, a.metrics)
+	inFlight := 0 // combining off
+	if cfg.ReserveCombining {
+		inFlight = cfg.ReserveCombiningInFlight
+		if inFlight == 0 {
+			inFlight = inventory.DefaultBatchesInFlight
+		}
+	}
+	a.inv = inventory.New(a.pool, a.metrics, inventory.WithCombining(inFlight))
 	a.metrics.RegisterInventoryGauges(a.inv)
 	a.paysim = paysim.New(a.pool, paysim.Options{PublicBaseURL: cfg.PublicBaseURL, WebhookURL: cfg.PaymentWebhookURL,
 		WebhookSecret: []byte(cfg.PaymentWebhookSecret), Log: a.log, Latency: cfg.PaysimLatency,
@@ -81,16 +95,20 @@ func (a *app) close() {
 	a.pool.Close()
 }
 
-// serveAPI runs the REST API (and the payment simulator's pages and webhook deliveries) until
-// ctx ends, then drains it.
+// serveAPI runs the REST API (and the payment simulator's pages and webhook deliveries, and the
+// cart cache's listener) until ctx ends, then drains it.
 func (a *app) serveAPI(ctx context.Context) error {
+	// The cart cache serves only while its listener (run below) listens for cart changes.
+	carts := cart.NewCache(a.pool, cart.CacheOptions{Entries: a.cfg.CartCacheEntries,
+		MaxBytes: int64(a.cfg.CartCacheMemoryMB) << 20, Log: a.log})
 	e := api.New(api.Deps{Config: a.cfg, Pool: a.pool, Inventory: a.inv, Temporal: a.temporal,
-		Metrics: a.metrics, Log: a.log, PaymentPages: a.paysim, PaymentFaults: a.paysim})
+		Metrics: a.metrics, Log: a.log, PaymentPages: a.paysim, PaymentFaults: a.paysim, CartCache: carts})
 	srv := &http.Server{Addr: a.cfg.HTTPAddr, Handler: e, ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serve(ctx, srv) })
 	g.Go(func() error { return a.paysim.RunDeliverer(ctx) })
+	g.Go(func() error { return carts.Run(ctx) })
 	return g.Wait()
 }
 

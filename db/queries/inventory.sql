@@ -173,3 +173,13 @@ SELECT kind::text AS kind, coalesce(reservation_id, 0)::bigint AS reservation_id
        coalesce(available, 0)::int AS available
 FROM reserve_order(@order_id::bigint, @sku_ids::bigint[], @quantities::int[], @lat::float8, @lon::float8,
                    @hold_seconds::float8);
+
+-- name: ReserveOrders :many
+-- A batch of orders, each all-or-nothing on its own, in one transaction: the combining path (see
+-- migrations/00006_reserve_orders_batch.sql for the rules it runs).
+SELECT order_id::bigint AS order_id, kind::text AS kind, coalesce(reservation_id, 0)::bigint AS reservation_id,
+       sku_id::bigint AS sku_id, coalesce(warehouse_id, 0)::int AS warehouse_id, quantity::int AS quantity,
+       coalesce(status, '')::text AS status, coalesce(expires_at, 'epoch')::timestamptz AS expires_at,
+       coalesce(available, 0)::int AS available
+FROM reserve_orders(@order_ids::bigint[], @lats::float8[], @lons::float8[], @hold_seconds::float8[],
+                    @line_orders::int[], @sku_ids::bigint[], @quantities::int[]);

@@ -66,25 +66,31 @@ func Mint(secret []byte, p Principal, ttl time.Duration) (string, error) {
 
 // Verify checks the signature (HS256 only), expiry and claims of a token.
 func Verify(secret []byte, token string) (Principal, error) {
+	p, _, err := verify(secret, token)
+	return p, err
+}
+
+// verify is Verify, also returning the token's expiry.
+func verify(secret []byte, token string) (Principal, time.Time, error) {
 	var c claims
 	_, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return secret, nil },
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
 		jwt.WithExpirationRequired(), jwt.WithLeeway(30*time.Second))
 	if err != nil {
-		return Principal{}, err
+		return Principal{}, time.Time{}, err
 	}
 	uid, err := strconv.ParseInt(c.Subject, 10, 64)
 	if err != nil || uid <= 0 {
-		return Principal{}, errors.New("sub must be a positive decimal user id")
+		return Principal{}, time.Time{}, errors.New("sub must be a positive decimal user id")
 	}
 	if !ValidRole(c.Role) {
-		return Principal{}, fmt.Errorf("unknown role %q", c.Role)
+		return Principal{}, time.Time{}, fmt.Errorf("unknown role %q", c.Role)
 	}
 	p := Principal{UserID: uid, Role: c.Role}
 	if c.Role == RoleSeller {
 		if p.SellerID, err = strconv.ParseInt(c.SellerID, 10, 64); err != nil || p.SellerID <= 0 {
-			return Principal{}, errors.New("a seller token needs a decimal seller_id")
+			return Principal{}, time.Time{}, errors.New("a seller token needs a decimal seller_id")
 		}
 	}
-	return p, nil
+	return p, c.ExpiresAt.Time, nil
 }

@@ -57,10 +57,22 @@ type Config struct {
 	CartIdleTTL         time.Duration
 	// CartViewCacheTTL is how long the cart page reuses a SKU's price and stock hint (0: never).
 	CartViewCacheTTL time.Duration
+	// CartCacheEntries bounds the API process's cache of cart documents (0: no cache), and
+	// CartCacheMemoryMB the estimated memory of what it holds.
+	CartCacheEntries  int
+	CartCacheMemoryMB int
+	// AuthTokenCacheEntries bounds the API process's cache of verified bearer tokens (0: none).
+	AuthTokenCacheEntries int
 	// LowStockThreshold: at or below this many sellable units the cart and preview warn LOW_STOCK.
 	LowStockThreshold int
 	// AvailabilityPollInterval is how often an idle availability relay looks for inventory changes.
 	AvailabilityPollInterval time.Duration
+
+	// ReserveCombining combines concurrent reservations into shared transactions (one commit for
+	// many orders: the hot-SKU path); ReserveCombiningInFlight is how many such transactions may
+	// be in flight at once (0: the inventory engine's default).
+	ReserveCombining         bool
+	ReserveCombiningInFlight int
 
 	// Scheduled jobs: whether the worker creates or updates their Temporal Schedules at start-up,
 	// a prefix of the schedule ids (several deployments in one namespace; tests), and when each runs.
@@ -121,8 +133,14 @@ func Load(getenv func(string) string) (Config, error) {
 		CartMaxUnitsPerLine:      p.int("CART_MAX_UNITS_PER_LINE", 99),
 		CartIdleTTL:              p.duration("CART_IDLE_TTL", 90*24*time.Hour),
 		CartViewCacheTTL:         p.duration("CART_VIEW_CACHE_TTL", time.Second),
+		CartCacheEntries:         p.int("CART_CACHE_ENTRIES", 100_000),
+		CartCacheMemoryMB:        p.int("CART_CACHE_MEMORY_MB", 64),
+		AuthTokenCacheEntries:    p.int("AUTH_TOKEN_CACHE_ENTRIES", 50_000),
 		LowStockThreshold:        p.int("LOW_STOCK_THRESHOLD", 3),
 		AvailabilityPollInterval: p.duration("AVAILABILITY_POLL_INTERVAL", 200*time.Millisecond),
+
+		ReserveCombining:         p.bool("RESERVE_COMBINING", true),
+		ReserveCombiningInFlight: p.int("RESERVE_COMBINING_IN_FLIGHT", 0),
 
 		SchedulesEnabled:       p.bool("SCHEDULES_ENABLED", true),
 		ScheduleIDPrefix:       p.str("SCHEDULE_ID_PREFIX", ""),
@@ -169,6 +187,18 @@ func (c Config) Validate() error {
 	}
 	if c.CartViewCacheTTL < 0 || c.CartViewCacheTTL > time.Minute {
 		errs = append(errs, fmt.Errorf("CART_VIEW_CACHE_TTL %s: between 0 and 1m", c.CartViewCacheTTL))
+	}
+	if c.CartCacheEntries < 0 || c.CartCacheEntries > 10_000_000 {
+		errs = append(errs, fmt.Errorf("CART_CACHE_ENTRIES %d: between 0 (no cache) and 10000000", c.CartCacheEntries))
+	}
+	if c.CartCacheMemoryMB < 1 || c.CartCacheMemoryMB > 65536 {
+		errs = append(errs, fmt.Errorf("CART_CACHE_MEMORY_MB %d: between 1 and 65536", c.CartCacheMemoryMB))
+	}
+	if c.AuthTokenCacheEntries < 0 || c.AuthTokenCacheEntries > 10_000_000 {
+		errs = append(errs, fmt.Errorf("AUTH_TOKEN_CACHE_ENTRIES %d: between 0 (no cache) and 10000000", c.AuthTokenCacheEntries))
+	}
+	if c.ReserveCombiningInFlight < 0 || c.ReserveCombiningInFlight > 64 {
+		errs = append(errs, fmt.Errorf("RESERVE_COMBINING_IN_FLIGHT %d: between 0 (the default) and 64", c.ReserveCombiningInFlight))
 	}
 	if c.LowStockThreshold < 0 {
 		errs = append(errs, errors.New("LOW_STOCK_THRESHOLD: must not be negative"))

@@ -19,8 +19,12 @@ type Metrics struct {
 	HTTPRequests    *prometheus.CounterVec
 	HTTPDuration    *prometheus.HistogramVec
 
+	// ReserveBatchSize is the number of orders in each combined reserve transaction.
+	ReserveBatchSize prometheus.Histogram
+
 	AvailabilityEvents prometheus.Counter
 	OutboxPublished    *prometheus.CounterVec
+	OutboxDead         *prometheus.CounterVec
 
 	// Jobs are the scheduled jobs' figures.
 	Jobs *JobMetrics
@@ -39,6 +43,11 @@ func New() *Metrics {
 			Name: "checkout_reservation_results_total",
 			Help: "Reservation outcomes by result: reserved, out_of_stock, contention, invalid, error.",
 		}, []string{"result"}),
+		ReserveBatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "checkout_reserve_batch_size",
+			Help:    "Orders per combined reserve transaction (RESERVE_COMBINING): 1 at low load, larger on a hot SKU.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
+		}),
 		HTTPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "checkout_http_requests_total",
 			Help: "HTTP requests by route, method and status.",
@@ -56,9 +65,13 @@ func New() *Metrics {
 			Name: "checkout_outbox_published_total",
 			Help: "Outbox events the relay published, by event type.",
 		}, []string{"type"}),
+		OutboxDead: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "checkout_outbox_dead_total",
+			Help: "Outbox events set aside because their handler kept failing, by event type.",
+		}, []string{"type"}),
 	}
-	reg.MustRegister(m.ReserveAttempts, m.ReserveResults, m.HTTPRequests, m.HTTPDuration, m.AvailabilityEvents,
-		m.OutboxPublished,
+	reg.MustRegister(m.ReserveAttempts, m.ReserveResults, m.ReserveBatchSize, m.HTTPRequests, m.HTTPDuration, m.AvailabilityEvents,
+		m.OutboxPublished, m.OutboxDead,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Jobs = newJobMetrics(reg)
 	return m
@@ -70,6 +83,10 @@ func (m *Metrics) ReserveResult(result string) {
 	m.ReserveAttempts.Inc()
 	m.ReserveResults.WithLabelValues(result).Inc()
 }
+
+// ReserveBatch records the size of one combined reserve transaction; it makes *Metrics an
+// inventory.BatchObserver.
+func (m *Metrics) ReserveBatch(orders int) { m.ReserveBatchSize.Observe(float64(orders)) }
 
 // InventoryGauges reads the state gauges from the database at scrape time.
 type InventoryGauges interface {

@@ -1,0 +1,283 @@
+package audit_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/marketplace/checkout/audit"
+	"github.com/marketplace/checkout/internal/demo"
+	"github.com/marketplace/checkout/internal/testenv"
+	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/workflows"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// world is a scratch database in a state every invariant holds for: orders confirmed, failed,
+// declined, refunded after confirmation and still pending, and a seller's later count.
+type world struct {
+	t    *testing.T
+	ctx  context.Context
+	pool *pgxpool.Pool
+	eng  *inventory.Engine
+	addr int64
+
+	confirmed, expired, refunded, declined, pending int64
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	ctx := context.Background()
+	pool := testenv.Pool(t)
+	require.NoError(t, demo.Load(ctx, pool))
+	w := &world{t: t, ctx: ctx, pool: pool, eng: inventory.New(pool, nil)}
+	w.addr = w.id(`INSERT INTO addresses (user_id, city, line1, lat, lon) VALUES (7, 'Istanbul', 'Test 1', 41.0, 29.0) RETURNING id`)
+
+	w.confirmed = w.order("CONFIRMED", "", map[int64]int32{71: 2, 72: 1}, "tok_ok", "CAPTURED")
+	w.reserve(w.confirmed, map[int64]int32{71: 2, 72: 1})
+	_, err := w.eng.Confirm(ctx, w.confirmed)
+	require.NoError(t, err)
+
+	w.expired = w.order("FAILED", workflows.FailHoldExpired, map[int64]int32{71: 1}, "tok_3ds", "VOIDED")
+	w.reserve(w.expired, map[int64]int32{71: 1})
+	_, err = w.eng.Release(ctx, w.expired)
+	require.NoError(t, err)
+
+	w.declined = w.order("FAILED", workflows.FailPaymentDeclined, map[int64]int32{73: 1}, "tok_decline", "DECLINED")
+	w.reserve(w.declined, map[int64]int32{73: 1})
+	_, err = w.eng.Release(ctx, w.declined)
+	require.NoError(t, err)
+
+	w.refunded = w.order("CANCELLED", workflows.FailRefundedBySupport, map[int64]int32{74: 3}, "tok_ok", "REFUNDED")
+	w.reserve(w.refunded, map[int64]int32{74: 3})
+	_, err = w.eng.Confirm(ctx, w.refunded)
+	require.NoError(t, err)
+	_, err = w.eng.Restock(ctx, w.refunded)
+	require.NoError(t, err)
+
+	w.pending = w.order("PENDING_PAYMENT", "", map[int64]int32{78: 1}, "tok_3ds", "REQUIRES_ACTION")
+	w.reserve(w.pending, map[int64]int32{78: 1})
+
+	// The seller counts SKU 71 in Istanbul again after the sales: 30 on the shelf.
+	_, err = w.eng.ApplySellerStock(ctx, 42, inventory.StockUpdate{SKUID: 71, WarehouseID: 1, Quantity: 30,
+		SourceUpdatedAt: time.Now()})
+	require.NoError(t, err)
+	return w
+}
+
+func (w *world) id(sql string, args ...any) int64 {
+	w.t.Helper()
+	var id int64
+	require.NoError(w.t, w.pool.QueryRow(w.ctx, sql, args...).Scan(&id))
+	return id
+}
+
+func (w *world) exec(sql string, args ...any) {
+	w.t.Helper()
+	_, err := w.pool.Exec(w.ctx, sql, args...)
+	require.NoError(w.t, err)
+}
+
+// order writes an order with its items, its payment row and the provider's intent, in the final
+// state given (the money side of the saga, as its activities leave it).
+func (w *world) order(status, code string, lines map[int64]int32, token, payStatus string) int64 {
+	w.t.Helper()
+	var total int64
+	for sku, q := range lines {
+		var price int64
+		require.NoError(w.t, w.pool.QueryRow(w.ctx, `SELECT price_minor FROM skus WHERE id = $1`, sku).Scan(&price))
+		total += price * int64(q)
+	}
+	key := fmt.Sprintf("audit-%d", time.Now().UnixNano())
+	var failure *string
+	if code != "" {
+		failure = &code
+	}
+	id := w.id(`INSERT INTO orders (user_id, idempotency_key, request_hash, workflow_id, status, address_id, price_version,
+		total_minor, currency, hold_expires_at, failure_code)
+		VALUES (7, $1, 'h', $2, $3, $4, 'pv_test', $5, 'TRY', now() + interval '15 minutes', $6) RETURNING id`,
+		key, workflows.OrderWorkflowID(7, key), status, w.addr, total, failure)
+	for sku, q := range lines {
+		w.exec(`INSERT INTO order_items (order_id, sku_id, seller_id, title, quantity, unit_price_minor, currency)
+			SELECT $1, id, seller_id, title, $2, price_minor, currency FROM skus WHERE id = $3`, id, q, sku)
+	}
+	captured, refunded := int64(0), int64(0)
+	switch payStatus {
+	case "CAPTURED":
+		captured = total
+	case "REFUNDED":
+		captured, refunded = total, total
+	}
+	intent := fmt.Sprintf("pi_%d", id)
+	w.exec(`INSERT INTO paysim_intents (id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, refunded_minor)
+		VALUES ($1, $2, $3, $4, 'TRY', $5, $6, $7, $8)`, intent, fmt.Sprintf("order-%d", id), id, total, token, payStatus, captured, refunded)
+	w.exec(`INSERT INTO payments (order_id, idempotency_key, provider, intent_id, status, amount_minor, currency, captured_minor, refunded_minor)
+		VALUES ($1, $2, 'paysim', $3, $4, $5, 'TRY', $6, $7)`, id, fmt.Sprintf("order-%d", id), intent, payStatus, total, captured, refunded)
+	return id
+}
+
+func (w *world) reserve(orderID int64, lines map[int64]int32) {
+	w.t.Helper()
+	req := inventory.ReserveRequest{OrderID: orderID, ShipTo: inventory.Location{Lat: 41.0, Lon: 29.0}, Hold: 15 * time.Minute}
+	for sku, q := range lines {
+		req.Lines = append(req.Lines, inventory.Line{SKUID: sku, Quantity: q})
+	}
+	_, err := w.eng.Reserve(w.ctx, req)
+	require.NoError(w.t, err)
+}
+
+func (w *world) workflowOf(orderID int64) string {
+	w.t.Helper()
+	var id string
+	require.NoError(w.t, w.pool.QueryRow(w.ctx, `SELECT workflow_id FROM orders WHERE id = $1`, orderID).Scan(&id))
+	return id
+}
+
+// visibility is Temporal's list of open workflows, as the test wants it.
+type visibility struct {
+	open []*workflowpb.WorkflowExecutionInfo
+}
+
+func (v *visibility) ListWorkflow(context.Context, *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+	return &workflowservice.ListWorkflowExecutionsResponse{Executions: v.open}, nil
+}
+
+func openExecution(t *testing.T, workflowID, typ, orderStatus string, started time.Time) *workflowpb.WorkflowExecutionInfo {
+	t.Helper()
+	status, err := converter.GetDefaultDataConverter().ToPayload(orderStatus)
+	require.NoError(t, err)
+	attention, err := converter.GetDefaultDataConverter().ToPayload(false)
+	require.NoError(t, err)
+	return &workflowpb.WorkflowExecutionInfo{
+		Execution: &commonpb.WorkflowExecution{WorkflowId: workflowID, RunId: "r1"},
+		Type:      &commonpb.WorkflowType{Name: typ},
+		StartTime: timestamppb.New(started),
+		SearchAttributes: &commonpb.SearchAttributes{IndexedFields: map[string]*commonpb.Payload{
+			workflows.AttrOrderStatus.GetName(): status, workflows.AttrNeedsAttention.GetName(): attention}},
+	}
+}
+
+// audit runs the auditor as ops would, with the pending order's workflow and hold child open.
+func (w *world) audit(extra ...*workflowpb.WorkflowExecutionInfo) audit.Report {
+	w.t.Helper()
+	v := &visibility{open: append([]*workflowpb.WorkflowExecutionInfo{
+		openExecution(w.t, w.workflowOf(w.pending), workflows.OrderWorkflowName, workflows.StatusPendingPayment, time.Now()),
+		openExecution(w.t, workflows.HoldWorkflowID(w.pending), workflows.HoldWorkflowName, "", time.Now()),
+	}, extra...)}
+	rep, err := audit.Run(w.ctx, w.pool, audit.Options{HoldTTL: 15 * time.Minute, SweeperPeriod: time.Minute,
+		Slack: time.Minute, Visibility: v, TaskQueue: "checkout"})
+	require.NoError(w.t, err)
+	return rep
+}
+
+func TestAudit_CleanDatabase_NoViolation(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	assert.Empty(t, w.audit().Violations)
+}
+
+// TestAudit_InjectedViolation_IsReported breaks one invariant at a time by direct SQL, as a bug
+// or a hand-made "fix" would, and expects the auditor to name that invariant.
+func TestAudit_InjectedViolation_IsReported(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		invariant string
+		inject    func(w *world) []*workflowpb.WorkflowExecutionInfo
+	}{
+		{audit.ReservedWithinOnHand, func(w *world) []*workflowpb.WorkflowExecutionInfo {
+			w.exec(`ALTER TABLE inventory DROP CONSTRAINT inventory_reserved_le_on_hand`)
+			w.exec(`UPDATE inventory SET reserved = on_hand + 1 WHERE sku_id = 75 AND warehouse_id = 2`)
+			return nil
+		}},
+		{audit.ReservedMatchesActive, func(w *world) []*workflowpb.WorkflowExecutionInfo {
+			w.exec(`UPDATE inventory SET reserved = reserved + 1 WHERE sku_id = 75 AND warehouse_id = 2`)
+			return nil
+		}},
+		{audit.LedgerMatchesOnHand, func(w *world) []*workflowpb.WorkflowExecutionInfo {
+			// A change of on_hand the ledger never saw (its trigger switched off).
+			w.exec(`ALTER TABLE inventory DISABLE TRIGGER inventory_ledger_upd`)
+			w.exec(`UPDATE inventory SET on_hand = on_hand - 1 WHERE sku_id = 75 AND warehouse_id = 2`)
+			return nil
+		}},
+		{audit.SalesMatchConfirmed, func(w *world) []*workflowpb.WorkflowExecutionInfo {
+			// Stock that appeared from nowhere: recorded, but neither a seller's report nor a sale.
+			w.exec(`UPDATE inventory SET on_hand = on_hand + 5 WHERE sku_id = 75 AND warehouse_id = 2`)
+			return nil
+		}},
+		{audit.SoldWithinSupplied, func(w *world) []*workflowpb.WorkflowExecutionInfo {
+			// Two units of the last retro radio sold: the seller only ever had one.
+			w.exec(`INSERT INTO stock_reservations (order_id, sku_id, warehouse_id, quantity, status, expires_at)
+				VALUES (424242, 81, 3, 2, 'CONFIRMED', now())`)
+			return nil
+		}},
+		{audit.ConfirmedOrderFulfilled, func(w *world) []*workflowpb.WorkflowExecutionInfo {
+			w.exec(`UPDATE order_items SET quantity = quantity + 1 WHERE order_id = $1 AND sku_id = 71`, w.confirmed)
+			return nil
+		}},
+		{audit.ConfirmedOrderPaidOnce, func(w *world) []*workflowpb.WorkflowExecutionInfo {
+			w.exec(`INSERT INTO paysim_intents (id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor)
+				SELECT 'pi_twice', 'another-key', order_id, amount_minor, currency, token, 'CAPTURED', amount_minor
+				FROM paysim_intents WHERE order_id = $1`, w.confirmed)
+			return nil
+		}},
+		{audit.FailedOrderStockReleased, func(w *world) []*workflowpb.WorkflowExecutionInfo {
+			w.exec(`UPDATE stock_reservations SET status = 'ACTIVE' WHERE order_id = $1`, w.expired)
+			return nil
+		}},
+		{audit.FailedOrderNoMoneyKept, func(w *world) []*workflowpb.WorkflowExecutionInfo {
+			w.exec(`UPDATE paysim_intents SET status = 'CAPTURED', captured_minor = amount_minor WHERE order_id = $1`, w.expired)
+			return nil
+		}},
+		{audit.FailedOrderAuthVoided, func(w *world) []*workflowpb.WorkflowExecutionInfo {
+			w.exec(`UPDATE paysim_intents SET status = 'AUTHORIZED' WHERE order_id = $1`, w.declined)
+			return nil
+		}},
+		{audit.NoStaleReservation, func(w *world) []*workflowpb.WorkflowExecutionInfo {
+			w.exec(`UPDATE stock_reservations SET expires_at = now() - interval '1 hour' WHERE order_id = $1`, w.pending)
+			return nil
+		}},
+		{audit.NoOpenOrderPastHold, func(w *world) []*workflowpb.WorkflowExecutionInfo {
+			// The order row says it still waits for payment an hour after its hold ended.
+			w.exec(`UPDATE orders SET hold_expires_at = now() - interval '1 hour' WHERE id = $1`, w.pending)
+			return nil
+		}},
+		{audit.NoOpenOrderPastHold + " (workflow)", func(w *world) []*workflowpb.WorkflowExecutionInfo {
+			// Temporal still runs the workflow of an order confirmed an hour ago.
+			w.exec(`UPDATE orders SET updated_at = now() - interval '1 hour' WHERE id = $1`, w.confirmed)
+			return []*workflowpb.WorkflowExecutionInfo{openExecution(w.t, w.workflowOf(w.confirmed),
+				workflows.OrderWorkflowName, workflows.StatusConfirmed, time.Now().Add(-time.Hour))}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.invariant, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t)
+			rep := w.audit(tc.inject(w)...)
+			var found []string
+			for _, v := range rep.Violations {
+				found = append(found, v.Invariant)
+			}
+			assert.Contains(t, found, firstWord(tc.invariant), rep.Violations)
+		})
+	}
+}
+
+func firstWord(s string) string {
+	for i, r := range s {
+		if r == ' ' {
+			return s[:i]
+		}
+	}
+	return s
+}

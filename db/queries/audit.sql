@@ -1,0 +1,179 @@
+-- name: AuditInventoryRows :many
+-- The auditor's reads (audit/) run in one REPEATABLE READ, READ ONLY transaction and return only
+-- what breaks an invariant, with a flag per invariant and the numbers to show.
+-- Per (sku, warehouse): the inventory row, its ledger and its reservations, when any of them
+-- disagree. supplied is the sum of SUPPLY entries; moved the sum of every other entry (our own
+-- movements: sales, restocks, anything else).
+WITH ledger AS (
+    SELECT sku_id, warehouse_id, sum(delta)::bigint AS total,
+           coalesce(sum(delta) FILTER (WHERE kind = 'SUPPLY'), 0)::bigint AS supplied,
+           count(*)::bigint AS entries
+    FROM inventory_ledger
+    GROUP BY sku_id, warehouse_id
+), res AS (
+    SELECT sku_id, warehouse_id,
+           coalesce(sum(quantity) FILTER (WHERE status = 'ACTIVE'), 0)::bigint AS active,
+           coalesce(sum(quantity) FILTER (WHERE status = 'CONFIRMED'), 0)::bigint AS confirmed
+    FROM stock_reservations
+    GROUP BY sku_id, warehouse_id
+), keys AS (
+    SELECT sku_id, warehouse_id FROM inventory
+    UNION SELECT sku_id, warehouse_id FROM ledger
+    UNION SELECT sku_id, warehouse_id FROM res
+), rows AS (
+    SELECT k.sku_id, k.warehouse_id, i.sku_id IS NOT NULL AS row_exists,
+           coalesce(i.on_hand, 0)::bigint AS on_hand, coalesce(i.reserved, 0)::bigint AS reserved,
+           coalesce(l.total, 0)::bigint AS ledger_total, coalesce(l.supplied, 0)::bigint AS supplied,
+           coalesce(l.total - l.supplied, 0)::bigint AS moved, coalesce(l.entries, 0)::bigint AS ledger_entries,
+           coalesce(r.active, 0)::bigint AS active, coalesce(r.confirmed, 0)::bigint AS confirmed
+    FROM keys k
+    LEFT JOIN inventory i ON i.sku_id = k.sku_id AND i.warehouse_id = k.warehouse_id
+    LEFT JOIN ledger l ON l.sku_id = k.sku_id AND l.warehouse_id = k.warehouse_id
+    LEFT JOIN res r ON r.sku_id = k.sku_id AND r.warehouse_id = k.warehouse_id
+), flagged AS (
+    SELECT rows.*,
+           (reserved > on_hand OR reserved < 0 OR on_hand < 0)::bool AS over_reserved,
+           (reserved <> active)::bool AS reserved_drift,
+           (ledger_total <> on_hand)::bool AS ledger_off,
+           (-moved <> confirmed)::bool AS sales_off,
+           (confirmed > supplied)::bool AS oversold
+    FROM rows
+)
+SELECT sku_id::bigint AS sku_id, warehouse_id::int AS warehouse_id, row_exists::bool AS row_exists,
+       on_hand, reserved, ledger_total, supplied, moved, ledger_entries, active, confirmed,
+       over_reserved, reserved_drift, ledger_off, sales_off, oversold
+FROM flagged
+WHERE over_reserved OR reserved_drift OR ledger_off OR sales_off OR oversold
+ORDER BY sku_id, warehouse_id;
+
+-- name: AuditSettledOrders :many
+-- Orders created since @since that reached a final status, when their stock or money disagree
+-- with that status. Intents are the provider's own record (paysim_intents), joined by order id,
+-- so a second intent under any key counts.
+WITH scope AS (
+    SELECT id, status, failure_code, total_minor, currency
+    FROM orders
+    WHERE status IN ('CONFIRMED', 'FAILED', 'CANCELLED') AND created_at >= @since::timestamptz
+), res AS (
+    SELECT r.order_id, count(*)::bigint AS n,
+           count(*) FILTER (WHERE r.status = 'ACTIVE')::bigint AS active_n,
+           count(*) FILTER (WHERE r.status = 'CONFIRMED')::bigint AS confirmed_n,
+           coalesce(sum(r.quantity) FILTER (WHERE r.status = 'ACTIVE'), 0)::bigint AS active_units,
+           coalesce(sum(r.quantity) FILTER (WHERE r.status = 'CONFIRMED'), 0)::bigint AS confirmed_units
+    FROM stock_reservations r JOIN scope s ON s.id = r.order_id
+    GROUP BY r.order_id
+), items AS (
+    SELECT it.order_id, sum(it.quantity::bigint * it.unit_price_minor)::bigint AS total,
+           sum(it.quantity)::bigint AS units
+    FROM order_items it JOIN scope s ON s.id = it.order_id
+    GROUP BY it.order_id
+), unmatched AS (
+    -- Ordered lines whose CONFIRMED reservations do not add up to the quantity ordered.
+    SELECT it.order_id, count(*)::bigint AS lines
+    FROM order_items it
+    JOIN scope s ON s.id = it.order_id
+    LEFT JOIN (SELECT r.order_id, r.sku_id, sum(r.quantity) AS q
+               FROM stock_reservations r JOIN scope s2 ON s2.id = r.order_id
+               WHERE r.status = 'CONFIRMED'
+               GROUP BY r.order_id, r.sku_id) c
+           ON c.order_id = it.order_id AND c.sku_id = it.sku_id
+    WHERE coalesce(c.q, 0) <> it.quantity
+    GROUP BY it.order_id
+), intents AS (
+    SELECT pi.order_id, count(*)::bigint AS n,
+           count(*) FILTER (WHERE pi.status = 'CAPTURED')::bigint AS captured_n,
+           count(*) FILTER (WHERE pi.status IN ('AUTHORIZED', 'REQUIRES_ACTION'))::bigint AS open_n,
+           coalesce(sum(pi.captured_minor), 0)::bigint AS captured,
+           coalesce(sum(pi.refunded_minor), 0)::bigint AS refunded,
+           min(pi.amount_minor)::bigint AS amount_min, max(pi.amount_minor)::bigint AS amount_max,
+           min(pi.id)::text AS first_id, string_agg(pi.id || ' ' || pi.status, ', ' ORDER BY pi.created_at)::text AS list
+    FROM paysim_intents pi JOIN scope s ON s.id = pi.order_id
+    GROUP BY pi.order_id
+), joined AS (
+    SELECT s.id, s.status, coalesce(s.failure_code, '')::text AS failure_code, s.total_minor,
+           coalesce(i.total, 0)::bigint AS items_total,
+           coalesce(r.n, 0)::bigint AS reservations, coalesce(r.active_n, 0)::bigint AS active_n,
+           coalesce(r.confirmed_n, 0)::bigint AS confirmed_n, coalesce(r.active_units, 0)::bigint AS active_units,
+           coalesce(r.confirmed_units, 0)::bigint AS confirmed_units, coalesce(u.lines, 0)::bigint AS unmatched_lines,
+           coalesce(pi.n, 0)::bigint AS intents, coalesce(pi.captured_n, 0)::bigint AS intents_captured,
+           coalesce(pi.open_n, 0)::bigint AS intents_open, coalesce(pi.captured, 0)::bigint AS provider_captured,
+           coalesce(pi.refunded, 0)::bigint AS provider_refunded, coalesce(pi.amount_min, 0)::bigint AS intent_amount_min,
+           coalesce(pi.amount_max, 0)::bigint AS intent_amount_max, coalesce(pi.first_id, '')::text AS intent_id,
+           coalesce(pi.list, '')::text AS intent_list,
+           coalesce(p.status, '')::text AS payment_status, coalesce(p.intent_id, '')::text AS payment_intent_id,
+           coalesce(p.amount_minor, 0)::bigint AS payment_amount, coalesce(p.captured_minor, 0)::bigint AS payment_captured,
+           coalesce(p.refunded_minor, 0)::bigint AS payment_refunded
+    FROM scope s
+    LEFT JOIN res r ON r.order_id = s.id
+    LEFT JOIN items i ON i.order_id = s.id
+    LEFT JOIN unmatched u ON u.order_id = s.id
+    LEFT JOIN intents pi ON pi.order_id = s.id
+    LEFT JOIN payments p ON p.order_id = s.id
+), flagged AS (
+    SELECT joined.*,
+           (status = 'CONFIRMED' AND (reservations = 0 OR confirmed_n <> reservations OR unmatched_lines > 0
+                                      OR items_total <> total_minor))::bool AS unfulfilled,
+           (status = 'CONFIRMED' AND NOT (intents = 1 AND intents_captured = 1 AND provider_captured = total_minor
+                                          AND intent_amount_min = total_minor AND provider_refunded = 0
+                                          AND payment_status = 'CAPTURED' AND payment_intent_id = intent_id
+                                          AND payment_amount = total_minor AND payment_captured = total_minor
+                                          AND payment_refunded = 0))::bool AS not_paid_once,
+           (status <> 'CONFIRMED' AND active_n + confirmed_n > 0)::bool AS stock_kept,
+           (status <> 'CONFIRMED' AND (provider_captured <> provider_refunded
+                                       OR payment_captured <> payment_refunded))::bool AS money_kept,
+           (status <> 'CONFIRMED' AND intents_open > 0)::bool AS auth_open
+    FROM joined
+)
+SELECT id, status::text AS status, failure_code, total_minor, items_total, reservations, active_n, confirmed_n,
+       active_units, confirmed_units, unmatched_lines, intents, intents_captured, intents_open,
+       provider_captured, provider_refunded, intent_amount_min, intent_amount_max, intent_id, intent_list,
+       payment_status, payment_intent_id, payment_amount, payment_captured, payment_refunded,
+       unfulfilled, not_paid_once, stock_kept, money_kept, auth_open
+FROM flagged
+WHERE unfulfilled OR not_paid_once OR stock_kept OR money_kept OR auth_open
+ORDER BY id;
+
+-- name: AuditStaleReservations :many
+-- ACTIVE reservations whose hold ended more than @allowed_seconds ago: the hold child and the
+-- sweeper should both have released them by now.
+SELECT id, order_id, sku_id, warehouse_id, quantity, expires_at,
+       EXTRACT(EPOCH FROM now() - expires_at)::float8 AS overdue_seconds
+FROM stock_reservations
+WHERE status = 'ACTIVE' AND expires_at < now() - make_interval(secs => @allowed_seconds::float8)
+ORDER BY expires_at, id
+LIMIT 1000;
+
+-- name: AuditOpenOrdersPastHold :many
+-- Orders still waiting for payment more than @slack_seconds after their hold ended (an order that
+-- never recorded a hold is given @hold_seconds from its creation). NEEDS_ATTENTION is a reason
+-- to be open and is not listed.
+SELECT id, workflow_id, status::text AS status, hold_expires_at, created_at,
+       EXTRACT(EPOCH FROM now() - coalesce(hold_expires_at, created_at + make_interval(secs => @hold_seconds::float8)))::float8
+           AS past_hold_seconds
+FROM orders
+WHERE status = 'PENDING_PAYMENT'
+  AND coalesce(hold_expires_at, created_at + make_interval(secs => @hold_seconds::float8))
+      < now() - make_interval(secs => @slack_seconds::float8)
+ORDER BY id
+LIMIT 1000;
+
+-- name: AuditOrdersOfWorkflows :many
+-- The orders behind open workflows: order workflows by workflow id, hold children by order id.
+SELECT id, workflow_id, status::text AS status, hold_expires_at, created_at, updated_at
+FROM orders
+WHERE workflow_id = ANY (@workflow_ids::text[]) OR id = ANY (@order_ids::bigint[]);
+
+-- name: AuditCounts :one
+-- What the audit looked at, and its clock.
+SELECT (SELECT count(*) FROM inventory)::bigint AS inventory_rows,
+       (SELECT count(*) FROM inventory_ledger)::bigint AS ledger_entries,
+       (SELECT count(*) FROM stock_reservations)::bigint AS reservations,
+       (SELECT count(*) FROM stock_reservations WHERE status = 'ACTIVE')::bigint AS active_reservations,
+       now()::timestamptz AS checked_at;
+
+-- name: AuditOrderCounts :many
+SELECT status::text AS status, count(*)::bigint AS orders
+FROM orders
+WHERE created_at >= @since::timestamptz
+GROUP BY status
+ORDER BY status;

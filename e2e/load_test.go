@@ -1,0 +1,42 @@
+package e2e_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/marketplace/checkout/audit"
+	"github.com/marketplace/checkout/loadgen"
+)
+
+// TestLoad_ShortCampaign_AuditorFindsNothing drives the whole product with the load generator for
+// 15 seconds — a few hundred orders from new shoppers, a hot SKU that runs out between the
+// seller's deliveries, 3-D Secure approvals and declines, declined cards, cancels, provider
+// timeouts, keys sent twice, and holds left to expire (HOLD_TTL 5s) — waits for the abandoned
+// holds to expire, and runs the invariant auditor over the database and Temporal.
+func TestLoad_ShortCampaign_AuditorFindsNothing(t *testing.T) {
+	t.Parallel()
+	hold := 5 * time.Second
+	s := startStack(t, stackOptions{hold: hold})
+	rep, err := loadgen.Run(s.ctx, loadgen.Config{BaseURL: s.base, JWTSecret: s.cfg.JWTSecret,
+		Shoppers: 12, Duration: 15 * time.Second, Orders: 600,
+		CatalogSize: 40, Stock: 200, HotSKUs: []string{"LG-HOT-1"}, HotShare: 0.3, HotStock: 20,
+		RepeatShare: 0.1, RestockLead: time.Second, HoldTTL: hold, WaitAbandoned: true, Settle: 10 * time.Second})
+	require.NoError(t, err)
+	var out strings.Builder
+	require.NoError(t, rep.WriteText(&out))
+	t.Log("\n" + out.String())
+	require.GreaterOrEqual(t, rep.Orders, int64(100), "a few hundred orders")
+	require.Positive(t, rep.HotOrders, "hot SKUs ordered")
+	require.Empty(t, rep.Mismatches, "a repeated key answers the same")
+
+	res, err := audit.Run(s.ctx, s.pool, audit.Options{HoldTTL: hold, Slack: 10 * time.Second,
+		Visibility: s.temporal, TaskQueue: s.cfg.TaskQueue})
+	require.NoError(t, err)
+	out.Reset()
+	require.NoError(t, res.WriteText(&out, 20))
+	assert.Empty(t, res.Violations, out.String())
+}

@@ -1,0 +1,303 @@
+package inventory
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/marketplace/checkout/db"
+)
+
+// Combining concurrent reservations (group commit inside the process).
+//
+// With synchronous commit, a transaction that reserved on a row holds that row until its own
+// commit record is flushed, so one hot row serves one flush at a time, whatever the concurrency.
+// The combiner sends the orders that wait while a batch is in flight as the next batch: one
+// transaction (reserve_orders) that pays one flush and one lock acquisition for all of them.
+// There is no timer: an order that finds a free slot and no batch in flight on its SKUs is sent
+// at once, so low load adds no wait.
+//
+// The rules of dispatch:
+//   - at most maxInFlight batches are in flight at once (each holds one connection);
+//   - batches in flight never share a SKU: an order waits while any of its SKUs is in a batch in
+//     flight, so all orders of a hot SKU gather behind its batch and go together in the next one,
+//     and batches never wait on each other's rows;
+//   - a batch takes every waiting order it may, in arrival order, up to maxBatchOrders, at most
+//     one per order id (a second call for the same order waits for the next batch, where it finds
+//     the first one's reservation).
+//
+// A caller whose context ends while its order waits leaves with nothing reserved. One whose context
+// ends while its batch is in flight returns ctx.Err() and the batch may still reserve for the
+// order, exactly as when a direct reserve_order's commit races a cancel: the saga's next Reserve
+// of the same order returns that reservation (idempotent by order id), its compensation releases
+// it, and otherwise the hold expires and the sweeper gives the units back.
+
+// DefaultBatchesInFlight is how many combined batches may be in flight at once when combining is
+// on (New's default).
+const DefaultBatchesInFlight = 8
+
+// maxBatchOrders bounds one batch, so that one statement's work under the row locks stays short.
+const maxBatchOrders = 256
+
+// batchTimeout bounds one batch statement. A batch serves many callers, so it does not run on any
+// one caller's context.
+const batchTimeout = 30 * time.Second
+
+// BatchObserver receives the number of orders of each combined batch; an Observer may implement it.
+type BatchObserver interface {
+	ReserveBatch(orders int)
+}
+
+// Option configures an Engine.
+type Option func(*Engine)
+
+// WithCombining turns combining of concurrent reservations on, with at most maxInFlight batches in
+// flight at once, or off (maxInFlight <= 0: every order its own reserve_order transaction).
+func WithCombining(maxInFlight int) Option {
+	return func(e *Engine) {
+		e.comb = nil
+		if maxInFlight > 0 {
+			e.comb = newCombiner(e, maxInFlight)
+		}
+	}
+}
+
+type combiner struct {
+	e           *Engine
+	batchObs    BatchObserver
+	maxInFlight int
+
+	mu       sync.Mutex
+	queue    []*pending     // waiting orders, in arrival order
+	busy     map[int64]bool // SKUs of the batches in flight
+	inFlight int
+}
+
+// pending is one caller's order waiting for its batch.
+type pending struct {
+	ctx   context.Context
+	req   ReserveRequest
+	lines []Line
+	done  chan outcome // buffered: the batch never waits for a caller that left
+}
+
+// outcome is one order's result in a batch. fallback means the batch failed as a whole (and was
+// rolled back): the caller reserves the order on its own instead.
+type outcome struct {
+	res      Reservation
+	short    *OutOfStockError
+	err      error
+	fallback bool
+}
+
+func newCombiner(e *Engine, maxInFlight int) *combiner {
+	c := &combiner{e: e, maxInFlight: maxInFlight, busy: map[int64]bool{}}
+	if b, ok := e.metrics.(BatchObserver); ok {
+		c.batchObs = b
+	}
+	return c
+}
+
+// reserve queues the order and waits for its batch. done=false with no error and no short means
+// the caller should reserve the order directly.
+func (c *combiner) reserve(ctx context.Context, req ReserveRequest, lines []Line) (Reservation, *OutOfStockError, bool, error) {
+	p := &pending{ctx: ctx, req: req, lines: lines, done: make(chan outcome, 1)}
+	c.mu.Lock()
+	c.queue = append(c.queue, p)
+	batches := c.dispatch()
+	c.mu.Unlock()
+	var own []*pending
+	for _, b := range batches {
+		if slices.Contains(b, p) {
+			own = b
+			continue
+		}
+		go c.runFrom(b)
+	}
+	if own != nil {
+		// This caller's order goes now (at low load, alone): run it here rather than hand it to
+		// another goroutine, and leave whatever queued meanwhile to others. Alone, it runs on the
+		// caller's context, as the direct path does.
+		bctx := context.Background()
+		if len(own) == 1 {
+			bctx = ctx
+		}
+		c.run(bctx, own)
+		for _, b := range c.finish(own) {
+			go c.runFrom(b)
+		}
+	}
+	select {
+	case o := <-p.done:
+		switch {
+		case o.fallback:
+			return Reservation{}, nil, false, nil
+		case o.err != nil:
+			return Reservation{}, nil, false, o.err
+		case o.short != nil:
+			return Reservation{}, o.short, false, nil
+		}
+		return o.res, nil, true, nil
+	case <-ctx.Done():
+		return Reservation{}, nil, false, ctx.Err()
+	}
+}
+
+// dispatch forms batches from the waiting orders while slots are free. c.mu is held.
+func (c *combiner) dispatch() [][]*pending {
+	var out [][]*pending
+	for c.inFlight < c.maxInFlight {
+		b := c.take()
+		if len(b) == 0 {
+			break
+		}
+		c.inFlight++
+		out = append(out, b)
+	}
+	return out
+}
+
+// take removes the next batch from the queue and marks its SKUs busy; callers that left are
+// dropped. c.mu is held.
+func (c *combiner) take() []*pending {
+	var batch, rest []*pending
+	orders := map[int64]bool{}
+	mine := map[int64]bool{} // SKUs this batch takes
+	for _, p := range c.queue {
+		if err := p.ctx.Err(); err != nil {
+			p.done <- outcome{err: err}
+			continue
+		}
+		if len(batch) >= maxBatchOrders || orders[p.req.OrderID] || c.blocked(p, mine) {
+			rest = append(rest, p)
+			continue
+		}
+		orders[p.req.OrderID] = true
+		for _, l := range p.lines {
+			mine[l.SKUID] = true
+		}
+		batch = append(batch, p)
+	}
+	c.queue = rest
+	for sku := range mine {
+		c.busy[sku] = true
+	}
+	return batch
+}
+
+// blocked says whether one of the order's SKUs is in another batch in flight. c.mu is held.
+func (c *combiner) blocked(p *pending, mine map[int64]bool) bool {
+	for _, l := range p.lines {
+		if c.busy[l.SKUID] && !mine[l.SKUID] {
+			return true
+		}
+	}
+	return false
+}
+
+// runFrom runs batch, then, while the queue yields more, the next batch in the same goroutine.
+func (c *combiner) runFrom(batch []*pending) {
+	for batch != nil {
+		c.run(context.Background(), batch)
+		next := c.finish(batch)
+		batch = nil
+		if len(next) > 0 {
+			batch = next[0]
+			for _, b := range next[1:] {
+				go c.runFrom(b)
+			}
+		}
+	}
+}
+
+// finish frees the slot and the SKUs of a batch that ran and returns the batches that can go now.
+func (c *combiner) finish(batch []*pending) [][]*pending {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range batch {
+		for _, l := range p.lines {
+			delete(c.busy, l.SKUID)
+		}
+	}
+	c.inFlight--
+	return c.dispatch()
+}
+
+// run reserves one batch in one transaction and hands each caller its order's result.
+func (c *combiner) run(ctx context.Context, batch []*pending) {
+	if c.batchObs != nil {
+		c.batchObs.ReserveBatch(len(batch))
+	}
+	ctx, cancel := context.WithTimeout(ctx, batchTimeout)
+	defer cancel()
+	if len(batch) == 1 {
+		// Alone: reserve_order (with its single-line fast path) costs less than the batch statement.
+		b := batch[0]
+		res, short, done, err := c.e.reserveOnce(ctx, b.req, b.lines)
+		if err != nil || (!done && short == nil) {
+			b.done <- outcome{fallback: true}
+			return
+		}
+		b.done <- outcome{res: res, short: short}
+		return
+	}
+	var p db.ReserveOrdersParams
+	index := make(map[int64]int, len(batch))
+	for i, b := range batch {
+		index[b.req.OrderID] = i
+		p.OrderIds = append(p.OrderIds, b.req.OrderID)
+		p.Lats = append(p.Lats, b.req.ShipTo.Lat)
+		p.Lons = append(p.Lons, b.req.ShipTo.Lon)
+		p.HoldSeconds = append(p.HoldSeconds, b.req.Hold.Seconds())
+		for _, ln := range b.lines {
+			p.LineOrders = append(p.LineOrders, int32(i+1))
+			p.SkuIds = append(p.SkuIds, ln.SKUID)
+			p.Quantities = append(p.Quantities, ln.Quantity)
+		}
+	}
+	rows, err := c.e.q.ReserveOrders(ctx, p)
+	if err != nil {
+		// Rolled back as a whole (or, if the commit's answer was lost, committed: the direct
+		// path then finds the reservation by order id).
+		for _, b := range batch {
+			b.done <- outcome{fallback: true}
+		}
+		return
+	}
+	out := make([]outcome, len(batch))
+	seen := make([]bool, len(batch))
+	for _, r := range rows {
+		i, ok := index[r.OrderID]
+		if !ok {
+			continue
+		}
+		seen[i] = true
+		o := &out[i]
+		if r.Kind == "short" {
+			if o.short == nil {
+				o.short = &OutOfStockError{}
+			}
+			o.short.Lines = append(o.short.Lines, ShortLine{SKUID: r.SkuID, Requested: r.Quantity, Available: r.Available})
+			continue
+		}
+		o.res.OrderID = r.OrderID
+		o.res.Allocations = append(o.res.Allocations, Allocation{ReservationID: r.ReservationID, SKUID: r.SkuID,
+			WarehouseID: r.WarehouseID, Quantity: r.Quantity, Status: r.Status})
+		o.res.ExpiresAt = r.ExpiresAt
+	}
+	for i, b := range batch {
+		switch {
+		case !seen[i]:
+			out[i] = outcome{err: fmt.Errorf("reserve order %d: no result in its batch", b.req.OrderID)}
+		case out[i].short != nil:
+			out[i].res = Reservation{}
+		default:
+			if err := covers(b.lines, out[i].res.Allocations); err != nil {
+				out[i] = outcome{err: err}
+			}
+		}
+		b.done <- out[i]
+	}
+}

@@ -1,0 +1,384 @@
+package inventory_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/marketplace/checkout/audit"
+	"github.com/marketplace/checkout/inventory"
+)
+
+// batchSizes records the size of every combined batch.
+type batchSizes struct {
+	mu    sync.Mutex
+	sizes []int
+	sent  chan int
+}
+
+func newBatchSizes() *batchSizes { return &batchSizes{sent: make(chan int, 10_000)} }
+
+func (*batchSizes) ReserveResult(string) {}
+
+func (b *batchSizes) ReserveBatch(orders int) {
+	b.mu.Lock()
+	b.sizes = append(b.sizes, orders)
+	b.mu.Unlock()
+	b.sent <- orders
+}
+
+func (b *batchSizes) all() []int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]int(nil), b.sizes...)
+}
+
+var (
+	_ inventory.Observer      = (*batchSizes)(nil)
+	_ inventory.BatchObserver = (*batchSizes)(nil)
+)
+
+func TestReserve_HotPathCombined_LastUnits_Exactly100(t *testing.T) {
+	t.Parallel()
+	obs := newBatchSizes()
+	f := newFixtureWith(t, obs)
+	f.sku(77, map[int32]int32{whIstanbul: 100})                  // the hot SKU
+	f.sku(78, map[int32]int32{whIstanbul: 5000, whAnkara: 5000}) // plenty, in another lane's orders too
+	f.sku(79, map[int32]int32{whIzmir: 20})                      // runs out: orders short on it
+	// Every order wants one unit of the hot SKU; some also want 78 or 79 (their own lanes' rows);
+	// every third is 78 alone, in 78's lane, so two lanes' batches meet on 78's rows.
+	lines := func(order int64) []inventory.Line {
+		switch {
+		case order%3 == 0:
+			return []inventory.Line{{SKUID: 78, Quantity: 1}}
+		case order%5 == 0:
+			return []inventory.Line{{SKUID: 78, Quantity: 2}, {SKUID: 77, Quantity: 1}}
+		case order%7 == 0:
+			return []inventory.Line{{SKUID: 79, Quantity: 1}, {SKUID: 77, Quantity: 1}}
+		}
+		return []inventory.Line{{SKUID: 77, Quantity: 1}}
+	}
+	const orders = 2000
+
+	ok, refused, failed := f.reserveConcurrently(200, orders, lines)
+
+	assert.Zero(t, failed, "no transaction errors of any kind")
+	assert.Equal(t, orders, ok+refused)
+	_, reserved := f.row(77, whIstanbul)
+	assert.EqualValues(t, 100, reserved, "exactly the stock of the hot SKU is reserved")
+	assert.Equal(t, 100, f.count(`SELECT count(*) FROM stock_reservations WHERE sku_id = 77 AND status = 'ACTIVE'`))
+	_, reserved79 := f.row(79, whIzmir)
+	assert.LessOrEqual(t, reserved79, int32(20))
+
+	// Every order holds all of its lines or none of them.
+	held := map[int64]map[int64]int32{}
+	rows, err := f.pool.Query(f.ctx, `SELECT order_id, sku_id, sum(quantity)::int FROM stock_reservations GROUP BY 1, 2`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var order, sku int64
+		var qty int32
+		require.NoError(t, rows.Scan(&order, &sku, &qty))
+		if held[order] == nil {
+			held[order] = map[int64]int32{}
+		}
+		held[order][sku] = qty
+	}
+	require.NoError(t, rows.Err())
+	assert.Len(t, held, ok, "one set of reservations per successful order")
+	for order, got := range held {
+		want := map[int64]int32{}
+		for _, l := range lines(order) {
+			want[l.SKUID] = l.Quantity
+		}
+		assert.Equal(t, want, got, "order %d holds exactly its lines", order)
+	}
+
+	sum, largest := 0, 0
+	for _, n := range obs.all() {
+		sum += n
+		largest = max(largest, n)
+	}
+	assert.Equal(t, orders, sum, "every order went through a combined batch")
+	t.Logf("%d batches, largest %d orders", len(obs.all()), largest)
+	f.assertConsistent()
+	rep, err := audit.Run(f.ctx, f.pool, audit.Options{})
+	require.NoError(t, err)
+	assert.Empty(t, rep.Violations, "the invariant auditor finds nothing")
+}
+
+// holdSKU keeps a batch of sku in flight: it locks sku's rows in a transaction of its own and
+// places order first (one unit of sku), whose batch then waits on that lock. Orders of sku placed
+// next wait for the next batch. release lets the first batch go; wait returns its order's result.
+func (f *fixture) holdSKU(obs *batchSizes, sku, first int64) (release func(), wait func() error) {
+	f.t.Helper()
+	tx, err := f.pool.Begin(f.ctx)
+	require.NoError(f.t, err)
+	_, err = tx.Exec(f.ctx, `SELECT 1 FROM inventory WHERE sku_id = $1 ORDER BY warehouse_id FOR UPDATE`, sku)
+	require.NoError(f.t, err)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := f.reserve(first, istanbul, inventory.Line{SKUID: sku, Quantity: 1})
+		errc <- err
+	}()
+	require.Equal(f.t, 1, <-obs.sent, "the first order is a batch of its own")
+	var once sync.Once
+	release = func() { once.Do(func() { require.NoError(f.t, tx.Commit(f.ctx)) }) }
+	f.t.Cleanup(release)
+	return release, func() error { return <-errc }
+}
+
+// enqueue places an order from its own goroutine and returns once it waits for a batch, so that
+// orders enter the next batch in the order they are enqueued.
+func (f *fixture) enqueue(ctx context.Context, order int64, lines ...inventory.Line) <-chan result {
+	f.t.Helper()
+	out := make(chan result, 1)
+	go func() {
+		res, err := f.eng.Reserve(ctx, inventory.ReserveRequest{OrderID: order, Lines: lines, ShipTo: istanbul, Hold: 15 * time.Minute})
+		out <- result{res, err}
+	}()
+	require.Eventually(f.t, func() bool { return inventory.Waiting(f.eng, order) },
+		30*time.Second, time.Millisecond, "order %d never queued", order)
+	return out
+}
+
+type result struct {
+	res inventory.Reservation
+	err error
+}
+
+func TestReserve_Combining_OrdersQueuedBehindABatchShareTheNextOne(t *testing.T) {
+	t.Parallel()
+	obs := newBatchSizes()
+	f := newFixtureWith(t, obs)
+	f.sku(77, map[int32]int32{whIstanbul: 100})
+	release, wait := f.holdSKU(obs, 77, 1)
+	var queued []<-chan result
+	for order := int64(2); order <= 31; order++ {
+		queued = append(queued, f.enqueue(f.ctx, order, inventory.Line{SKUID: 77, Quantity: 1}))
+	}
+
+	release()
+
+	require.NoError(t, wait())
+	for _, q := range queued {
+		r := <-q
+		require.NoError(t, r.err)
+		assert.Len(t, r.res.Allocations, 1)
+	}
+	assert.Equal(t, []int{1, 30}, obs.all(), "the thirty orders that queued went as one batch")
+	_, reserved := f.row(77, whIstanbul)
+	assert.EqualValues(t, 31, reserved)
+	f.assertConsistent()
+}
+
+func TestReserve_CombinedBatch_EachOrderAllOrNothingOnTheFiguresBeforeIt(t *testing.T) {
+	t.Parallel()
+	obs := newBatchSizes()
+	f := newFixtureWith(t, obs)
+	f.sku(90, map[int32]int32{whIstanbul: 3, whAnkara: 3})
+	f.sku(91, map[int32]int32{whIstanbul: 10})
+	f.sku(92, map[int32]int32{whIzmir: 1})
+	release, wait := f.holdSKU(obs, 90, 1) // order 1 takes Istanbul's first unit
+
+	line := func(sku int64, qty int32) inventory.Line { return inventory.Line{SKUID: sku, Quantity: qty} }
+	steps := []struct {
+		order int64
+		lines []inventory.Line
+		want  map[int32]int32 // units per warehouse of SKU 90; nil: refused
+		short []inventory.ShortLine
+	}{
+		// Istanbul's last two.
+		{2, []inventory.Line{line(90, 2)}, map[int32]int32{whIstanbul: 2}, nil},
+		// Short on 92, so its line of 90 holds nothing either.
+		{3, []inventory.Line{line(90, 1), line(92, 2)}, nil, []inventory.ShortLine{{SKUID: 92, Requested: 2, Available: 1}}},
+		// Istanbul is empty now: the nearest that can serve.
+		{4, []inventory.Line{line(90, 2), line(91, 1)}, map[int32]int32{whAnkara: 2}, nil},
+		{5, []inventory.Line{line(90, 2)}, nil, []inventory.ShortLine{{SKUID: 90, Requested: 2, Available: 1}}},
+		// The short orders took nothing: Ankara's last unit is still there.
+		{6, []inventory.Line{line(90, 1)}, map[int32]int32{whAnkara: 1}, nil},
+		{7, []inventory.Line{line(90, 1)}, nil, []inventory.ShortLine{{SKUID: 90, Requested: 1, Available: 0}}},
+	}
+	outs := make([]<-chan result, len(steps))
+	for i, s := range steps {
+		outs[i] = f.enqueue(f.ctx, s.order, s.lines...)
+	}
+
+	release()
+
+	require.NoError(t, wait())
+	for i, s := range steps {
+		r := <-outs[i]
+		if s.want == nil {
+			var oos *inventory.OutOfStockError
+			require.ErrorAs(t, r.err, &oos, "order %d", s.order)
+			assert.Equal(t, s.short, oos.Lines, "order %d", s.order)
+			assert.Zero(t, f.count(`SELECT count(*) FROM stock_reservations WHERE order_id = $1`, s.order))
+			continue
+		}
+		require.NoError(t, r.err, "order %d", s.order)
+		got := map[int32]int32{}
+		for _, a := range r.res.Allocations {
+			if a.SKUID == 90 {
+				got[a.WarehouseID] += a.Quantity
+			}
+		}
+		assert.Equal(t, s.want, got, "order %d", s.order)
+		assert.Len(t, r.res.Allocations, len(s.lines), "order %d holds every line", s.order)
+	}
+	assert.Equal(t, []int{1, len(steps)}, obs.all(), "one batch decided them all")
+	for _, row := range []struct {
+		sku  int64
+		wh   int32
+		want int32
+	}{{90, whIstanbul, 3}, {90, whAnkara, 3}, {91, whIstanbul, 1}, {92, whIzmir, 0}} {
+		_, reserved := f.row(row.sku, row.wh)
+		assert.Equal(t, row.want, reserved, "sku %d warehouse %d", row.sku, row.wh)
+	}
+	f.assertConsistent()
+}
+
+func TestReserve_Combined_CallerGivesUp(t *testing.T) {
+	t.Parallel()
+	t.Run("while queued: nothing is reserved", func(t *testing.T) {
+		t.Parallel()
+		obs := newBatchSizes()
+		f := newFixtureWith(t, obs)
+		f.sku(77, map[int32]int32{whIstanbul: 10})
+		release, wait := f.holdSKU(obs, 77, 1)
+		ctx, cancel := context.WithCancel(f.ctx)
+		gaveUp := f.enqueue(ctx, 2, inventory.Line{SKUID: 77, Quantity: 1})
+		cancel()
+		assert.ErrorIs(t, (<-gaveUp).err, context.Canceled)
+		after := f.enqueue(f.ctx, 3, inventory.Line{SKUID: 77, Quantity: 1})
+
+		release()
+
+		require.NoError(t, wait())
+		require.NoError(t, (<-after).err)
+		assert.Zero(t, f.count(`SELECT count(*) FROM stock_reservations WHERE order_id = 2`))
+		assert.Equal(t, []int{1, 1}, obs.all(), "the order that left was not sent")
+		_, reserved := f.row(77, whIstanbul)
+		assert.EqualValues(t, 2, reserved)
+		f.assertConsistent()
+	})
+	t.Run("while its batch is in flight: the retry gets the reservation", func(t *testing.T) {
+		t.Parallel()
+		obs := newBatchSizes()
+		f := newFixtureWith(t, obs)
+		f.sku(77, map[int32]int32{whIstanbul: 10})
+		// Order 1 waits on its advisory lock, held here, so orders 5 and 6 gather behind it.
+		hold1 := f.advisoryLock(1)
+		first := make(chan error, 1)
+		go func() {
+			_, err := f.reserve(1, istanbul, inventory.Line{SKUID: 77, Quantity: 1})
+			first <- err
+		}()
+		require.Equal(t, 1, <-obs.sent)
+		ctx, cancel := context.WithCancel(f.ctx)
+		gaveUp := f.enqueue(ctx, 5, inventory.Line{SKUID: 77, Quantity: 2})
+		sixth := f.enqueue(f.ctx, 6, inventory.Line{SKUID: 77, Quantity: 1})
+		// Their batch will wait on order 6's advisory lock, after taking order 5's.
+		hold6 := f.advisoryLock(6)
+		require.NoError(t, hold1.Commit(f.ctx))
+		require.NoError(t, <-first)
+		require.Equal(t, 2, <-obs.sent, "orders 5 and 6 in flight as one batch")
+		cancel()
+		assert.ErrorIs(t, (<-gaveUp).err, context.Canceled)
+		// The saga retries the step for the same order; it waits for the batch in flight.
+		retry := f.enqueue(f.ctx, 5, inventory.Line{SKUID: 77, Quantity: 2})
+
+		require.NoError(t, hold6.Commit(f.ctx))
+
+		require.NoError(t, (<-sixth).err)
+		r := <-retry
+		require.NoError(t, r.err)
+		require.Len(t, r.res.Allocations, 1)
+		assert.EqualValues(t, 2, r.res.Allocations[0].Quantity)
+		assert.Equal(t, 1, f.count(`SELECT count(*) FROM stock_reservations WHERE order_id = 5`))
+		_, reserved := f.row(77, whIstanbul)
+		assert.EqualValues(t, 4, reserved, "order 5 reserved once, and the retry knows it")
+		f.assertConsistent()
+	})
+}
+
+// advisoryLock takes, in a transaction of its own, the advisory lock the reserve paths take for
+// order.
+func (f *fixture) advisoryLock(order int64) pgx.Tx {
+	f.t.Helper()
+	tx, err := f.pool.Begin(f.ctx)
+	require.NoError(f.t, err)
+	_, err = tx.Exec(f.ctx, `SELECT pg_advisory_xact_lock(1, $1::int)`, order)
+	require.NoError(f.t, err)
+	f.t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	return tx
+}
+
+func TestReserve_CombinedBatchFails_OrdersFallBackToTheirOwnTransactions(t *testing.T) {
+	t.Parallel()
+	obs := newBatchSizes()
+	f := newFixtureWith(t, obs)
+	f.sku(77, map[int32]int32{whIstanbul: 10})
+	// A broken batch statement: the batch fails as a whole, and each order is reserved on its own.
+	f.exec(`ALTER FUNCTION reserve_orders(BIGINT[], DOUBLE PRECISION[], DOUBLE PRECISION[], DOUBLE PRECISION[], INT[], BIGINT[], INT[]) RENAME TO reserve_orders_off`)
+	release, wait := f.holdSKU(obs, 77, 1)
+	second := f.enqueue(f.ctx, 2, inventory.Line{SKUID: 77, Quantity: 3})
+	third := f.enqueue(f.ctx, 3, inventory.Line{SKUID: 77, Quantity: 2})
+
+	release()
+
+	require.NoError(t, wait())
+	for _, r := range []result{<-second, <-third} {
+		require.NoError(t, r.err)
+		require.Len(t, r.res.Allocations, 1)
+	}
+	assert.Equal(t, []int{1, 2}, obs.all(), "the two orders were sent as one batch first")
+	_, reserved := f.row(77, whIstanbul)
+	assert.EqualValues(t, 6, reserved)
+	f.assertConsistent()
+}
+
+// The batch statement's lock order is the engine's: a batch touching two SKUs' rows and confirms
+// and releases of those rows in the opposite line order run together without a deadlock.
+func TestReserve_CombinedBatchesRacingConfirmAndRelease_NoDeadlock(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.sku(201, map[int32]int32{whIstanbul: 1000, whAnkara: 1000})
+	f.sku(202, map[int32]int32{whIstanbul: 1000, whAnkara: 1000})
+	const orders = 600
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for c := 0; c < 60; c++ {
+		wg.Go(func() {
+			for {
+				order := next.Add(1)
+				if order > orders {
+					return
+				}
+				lines := []inventory.Line{{SKUID: 201, Quantity: 1}, {SKUID: 202, Quantity: 1}}
+				if order%2 == 0 {
+					lines[0], lines[1] = lines[1], lines[0]
+				}
+				_, err := f.reserve(order, istanbul, lines...)
+				if !assert.NoError(t, err, "reserve %d", order) {
+					return
+				}
+				switch order % 3 {
+				case 0:
+					_, err = f.eng.Confirm(f.ctx, order)
+				case 1:
+					_, err = f.eng.Release(f.ctx, order)
+				}
+				assert.NoError(t, err, "order %d", order)
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, 2*orders, f.count(`SELECT count(*) FROM stock_reservations`), "every order reserved, none failed")
+	f.assertConsistent()
+}

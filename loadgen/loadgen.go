@@ -1,0 +1,570 @@
+// Package loadgen drives the real REST API as shoppers and sellers do, for load runs and the
+// end-to-end load test: new shoppers with addresses and carts, checkout previews, orders with
+// Idempotency-Keys (some sent twice), 3-D Secure answers on the provider's page, abandoned holds,
+// declined cards, cancels and provider timeouts, while a seller keeps the shelves stocked. It
+// measures what it sees — rates, latency per endpoint, answers by code — and never touches the
+// database: the invariant auditor (package audit) judges what the run left behind.
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/marketplace/checkout/internal/auth"
+)
+
+// ErrUnreachable: nothing answers at the base URL.
+var ErrUnreachable = errors.New("no checkout API answers")
+
+// gen is one run.
+type gen struct {
+	cfg    Config
+	setup  *client // setup and the end's reads: not measured
+	load   *client // the load phase: every request measured
+	rec    *recorder
+	cat    *catalog
+	keeper *keeper
+
+	next     atomic.Int64
+	placedN  atomic.Int64
+	hotN     atomic.Int64
+	linesN   atomic.Int64
+	repeats  atomic.Int64
+	answers  tally
+	stopped  tally // shoppers who gave up before POST /orders, by step
+	mu       sync.Mutex
+	placed   []*placedOrder
+	mismatch []string
+	lag      lagSamples
+}
+
+// placedOrder is one POST /orders and what became of it.
+type placedOrder struct {
+	token    string
+	scenario string
+	answer   string
+	orderID  int64
+	hold     time.Time
+	final    string
+}
+
+// Run drives the API for cfg.Duration (or cfg.Orders orders), then waits for the orders to settle
+// and reports. It refuses a base URL that is not on this machine. When ctx ends early, the report
+// of what was measured comes with ctx's error.
+func Run(ctx context.Context, cfg Config) (Report, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return Report{}, err
+	}
+	base := strings.TrimRight(cfg.BaseURL, "/")
+	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConns: 4 * cfg.Shoppers,
+		MaxIdleConnsPerHost: 2*cfg.Shoppers + 8, IdleConnTimeout: 90 * time.Second}}
+	g := &gen{cfg: cfg, rec: newRecorder(),
+		setup: &client{base: base, http: hc}}
+	g.load = &client{base: base, http: hc, rec: g.rec}
+	g.keeper = &keeper{g: g}
+
+	if err := g.preflight(ctx); err != nil {
+		return Report{}, err
+	}
+	shortfalls, err := g.setupCatalog(ctx)
+	if err != nil {
+		return Report{}, fmt.Errorf("setting up the catalog: %w", err)
+	}
+
+	if cfg.OnPhase != nil {
+		cfg.OnPhase(PhaseLoad)
+	}
+	start := time.Now()
+	stopAt := start.Add(cfg.Duration)
+	stop := make(chan struct{})
+	var bg sync.WaitGroup
+	bg.Go(func() { g.keeper.run(ctx, stop) })
+	bg.Go(func() { g.sampleLag(ctx, stop) })
+	bar := g.progress(start, stop, &bg)
+
+	var wg sync.WaitGroup
+	for i := range cfg.Shoppers {
+		wg.Go(func() {
+			rnd := rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1))
+			zipf := rand.NewZipf(rnd, cfg.Zipf, 1, uint64(len(g.cat.regular)-1))
+			for ctx.Err() == nil && time.Now().Before(stopAt) {
+				n := g.next.Add(1)
+				if cfg.Orders > 0 && n > int64(cfg.Orders) {
+					return
+				}
+				g.shop(ctx, rnd, zipf, n)
+			}
+		})
+	}
+	wg.Wait()
+	loadSeconds := time.Since(start).Seconds()
+	if cfg.OnPhase != nil {
+		cfg.OnPhase(PhaseSettle)
+	}
+	close(stop)
+	bg.Wait()
+	if bar != nil {
+		_ = bar.Finish()
+	}
+
+	if ctx.Err() != nil {
+		// Interrupted: what was measured so far, without the end's wait.
+		return g.report(start, loadSeconds, shortfalls), ctx.Err()
+	}
+	if err := g.settle(ctx); err != nil {
+		return g.report(start, loadSeconds, shortfalls), err
+	}
+	return g.report(start, loadSeconds, shortfalls), nil
+}
+
+// preflight fails clearly when the API is not there or not ready.
+func (g *gen) preflight(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	a, err := g.setup.send(pctx, request{endpoint: "GET /readyz", method: http.MethodGet, url: "/readyz"})
+	if err != nil {
+		return fmt.Errorf("%w at %s (%v): start the stack with `make run` in another terminal, or point --base-url at it",
+			ErrUnreachable, g.cfg.BaseURL, err)
+	}
+	if a.status != http.StatusOK {
+		return fmt.Errorf("the API at %s is not ready (%d): %s", g.cfg.BaseURL, a.status, truncate(string(a.body), 300))
+	}
+	return nil
+}
+
+// cities are where shoppers live: most near the Istanbul warehouse.
+var cities = []city{{"Istanbul", 41.01, 28.97, 0.6}, {"Ankara", 39.93, 32.86, 0.25}, {"Izmir", 38.42, 27.14, 0.15}}
+
+type city struct {
+	name     string
+	lat, lon float64
+	share    float64
+}
+
+func pickCity(u float64) city {
+	acc := 0.0
+	for _, c := range cities {
+		acc += c.share
+		if u < acc {
+			return c
+		}
+	}
+	return cities[len(cities)-1]
+}
+
+// line is one cart line of an order.
+type line struct {
+	s   *sku
+	qty int32
+}
+
+// pickLines chooses the order's lines: 1 + Poisson(Lines-1) distinct SKUs, popular ones far more
+// often (Zipf), and a hot SKU first in HotShare of the orders.
+func (g *gen) pickLines(rnd *rand.Rand, zipf *rand.Zipf) []line {
+	n := 1 + poisson(rnd, g.cfg.Lines-1)
+	n = min(n, 10, len(g.cat.regular)+min(1, len(g.cat.hot)))
+	var out []line
+	seen := map[*sku]bool{}
+	if len(g.cat.hot) > 0 && rnd.Float64() < g.cfg.HotShare {
+		h := g.cat.hot[rnd.IntN(len(g.cat.hot))]
+		out, seen[h] = append(out, line{s: h, qty: 1}), true
+	}
+	for tries := 0; len(out) < n && tries < 50; tries++ {
+		s := g.cat.regular[zipf.Uint64()]
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		q := int32(1)
+		switch u := rnd.Float64(); {
+		case u < 0.05:
+			q = 3
+		case u < 0.20:
+			q = 2
+		}
+		out = append(out, line{s: s, qty: min(q, s.maxPerOrder)})
+	}
+	return out
+}
+
+// poisson draws from a Poisson law of mean lambda (Knuth; lambda is small here).
+func poisson(rnd *rand.Rand, lambda float64) int {
+	if lambda <= 0 {
+		return 0
+	}
+	l, k, p := math.Exp(-lambda), 0, 1.0
+	for {
+		p *= rnd.Float64()
+		if p <= l {
+			return k
+		}
+		k++
+	}
+}
+
+func paymentToken(scenario string) string {
+	switch scenario {
+	case ScenarioOK:
+		return "tok_ok"
+	case ScenarioDecline:
+		return "tok_decline"
+	case ScenarioTimeout:
+		return "tok_timeout"
+	}
+	return "tok_3ds"
+}
+
+type orderAnswer struct {
+	OrderID int64  `json:"orderId"`
+	Status  string `json:"status"`
+	Code    string `json:"code"`
+	Payment *struct {
+		Status      string `json:"status"`
+		RedirectURL string `json:"redirectUrl"`
+	} `json:"payment"`
+	HoldExpiresAt *time.Time `json:"holdExpiresAt"`
+	Items         []struct {
+		SKUID     int64 `json:"skuId"`
+		Available int32 `json:"available"`
+	} `json:"items"`
+}
+
+// shop is one shopper's visit, from a new account to the order and what follows it.
+func (g *gen) shop(ctx context.Context, rnd *rand.Rand, zipf *rand.Zipf, n int64) {
+	user := g.cfg.UserBase + n
+	tok, err := auth.Mint([]byte(g.cfg.JWTSecret), auth.Principal{UserID: user, Role: auth.RoleShopper},
+		g.cfg.Duration+g.cfg.HoldTTL+g.cfg.Settle+time.Hour)
+	if err != nil {
+		g.stopped.add("token: " + err.Error())
+		return
+	}
+	c := pickCity(rnd.Float64())
+	a, err := g.load.send(ctx, request{endpoint: epAddress, method: http.MethodPost, url: "/api/v1/addresses", token: tok,
+		json: map[string]any{"city": c.name, "line1": "Load street " + strconv.FormatInt(n, 10),
+			"lat": c.lat + (rnd.Float64()-0.5)/10, "lon": c.lon + (rnd.Float64()-0.5)/10}})
+	if !ok(a, err, http.StatusCreated) {
+		g.stopped.add(failure("address", a, err))
+		return
+	}
+	var addr struct {
+		AddressID int64 `json:"addressId"`
+	}
+	_ = a.decode(&addr)
+
+	lines := g.pickLines(rnd, zipf)
+	for _, l := range lines {
+		a, err := g.load.send(ctx, request{endpoint: epCartPut, method: http.MethodPut, token: tok,
+			url:  "/api/v1/cart/items/" + strconv.FormatInt(l.s.id, 10),
+			json: map[string]any{"sellerId": l.s.seller, "quantity": l.qty}})
+		if !ok(a, err, http.StatusOK) {
+			g.stopped.add(failure("cart", a, err))
+			return
+		}
+	}
+	if a, err := g.load.send(ctx, request{endpoint: epCartGet, method: http.MethodGet, url: "/api/v1/cart", token: tok}); !ok(a, err, http.StatusOK) {
+		g.stopped.add(failure("cart view", a, err))
+		return
+	}
+	a, err = g.load.send(ctx, request{endpoint: epPreview, method: http.MethodPost, url: "/api/v1/checkout/preview", token: tok,
+		json: map[string]any{}})
+	if !ok(a, err, http.StatusOK) {
+		g.stopped.add(failure("preview", a, err))
+		return
+	}
+	var pv struct {
+		PriceVersion string `json:"priceVersion"`
+		Items        []struct {
+			SKUID     int64 `json:"skuId"`
+			Available int32 `json:"available"`
+		} `json:"items"`
+	}
+	_ = a.decode(&pv)
+	for _, it := range pv.Items {
+		if s := g.cat.byID[it.SKUID]; s != nil && it.Available <= s.lowWater {
+			g.keeper.low(s)
+		}
+	}
+
+	scenario := g.cfg.Mix.pick(rnd.Float64())
+	key := "lg-" + g.cfg.RunID + "-" + strconv.FormatInt(n, 10)
+	body := map[string]any{"priceVersion": pv.PriceVersion, "addressId": addr.AddressID,
+		"paymentMethodToken": paymentToken(scenario)}
+	g.placedN.Add(1)
+	g.linesN.Add(int64(len(lines)))
+	if lines[0].s.hot {
+		g.hotN.Add(1)
+	}
+	repeat := rnd.Float64() < g.cfg.RepeatShare
+	var first, second answer
+	var ferr, serr error
+	switch {
+	case repeat && rnd.IntN(2) == 0: // a double click: both at once
+		var both sync.WaitGroup
+		both.Go(func() { first, ferr = g.placeOrder(ctx, epOrder, tok, key, body) })
+		both.Go(func() { second, serr = g.placeOrder(ctx, epRepeat, tok, key, body) })
+		both.Wait()
+	case repeat: // a retry after the answer
+		first, ferr = g.placeOrder(ctx, epOrder, tok, key, body)
+		second, serr = g.placeOrder(ctx, epRepeat, tok, key, body)
+	default:
+		first, ferr = g.placeOrder(ctx, epOrder, tok, key, body)
+	}
+	if repeat {
+		g.repeats.Add(1)
+		if diff := sameAnswer(first, ferr, second, serr); diff != "" {
+			g.mu.Lock()
+			g.mismatch = append(g.mismatch, "key "+key+": "+diff)
+			g.mu.Unlock()
+		}
+	}
+	p := &placedOrder{token: tok, scenario: scenario}
+	var oa orderAnswer
+	if ferr == nil {
+		_ = first.decode(&oa)
+		p.orderID = oa.OrderID
+	}
+	p.answer = answerOutcome(first, ferr)
+	g.answers.add(p.answer)
+	g.mu.Lock()
+	g.placed = append(g.placed, p)
+	g.mu.Unlock()
+
+	switch p.answer {
+	case "OUT_OF_STOCK":
+		p.final = "FAILED/OUT_OF_STOCK"
+		for _, it := range oa.Items {
+			if s := g.cat.byID[it.SKUID]; s != nil {
+				g.keeper.low(s)
+			}
+		}
+		return
+	case "PAYMENT_DECLINED":
+		p.final = "FAILED/PAYMENT_DECLINED"
+		return
+	case "CREATED":
+	default:
+		return
+	}
+	if oa.HoldExpiresAt != nil {
+		p.hold = *oa.HoldExpiresAt
+	} else {
+		p.hold = time.Now().Add(g.cfg.HoldTTL)
+	}
+	redirect := ""
+	if oa.Payment != nil {
+		redirect = oa.Payment.RedirectURL
+	}
+	switch scenario {
+	case Scenario3DSApprove, Scenario3DSDecline:
+		result := "approve"
+		if scenario == Scenario3DSDecline {
+			result = "decline"
+		}
+		if err := CheckLoopback(redirect); err != nil {
+			g.stopped.add("3-D Secure page not on this machine: " + redirect)
+			break
+		}
+		_, _ = g.load.send(ctx, request{endpoint: epThreeDS, method: http.MethodPost, url: redirect,
+			form: url.Values{"result": {result}}})
+	case ScenarioCancel:
+		_, _ = g.load.send(ctx, request{endpoint: epCancel, method: http.MethodPost, token: tok,
+			url: "/api/v1/orders/" + strconv.FormatInt(p.orderID, 10) + "/cancel"})
+	}
+	_, _ = g.load.send(ctx, request{endpoint: epGetOrder, method: http.MethodGet, token: tok,
+		url: "/api/v1/orders/" + strconv.FormatInt(p.orderID, 10)})
+}
+
+// placeOrder posts the order, and repeats it with the same key while the API says 503 (as its
+// answer asks), a few times.
+func (g *gen) placeOrder(ctx context.Context, endpoint, tok, key string, body map[string]any) (answer, error) {
+	h := http.Header{"Idempotency-Key": {key}}
+	target := "/api/v1/orders"
+	if g.cfg.OrderURL != "" {
+		target = g.cfg.OrderURL
+	}
+	for attempt := 0; ; attempt++ {
+		a, err := g.load.send(ctx, request{endpoint: endpoint, method: http.MethodPost, url: target,
+			token: tok, header: h, json: body})
+		if err != nil || a.status != http.StatusServiceUnavailable || a.code == "PAYMENT_UNAVAILABLE" || attempt == 4 {
+			return a, err
+		}
+		select {
+		case <-ctx.Done():
+			return a, ctx.Err()
+		case <-time.After(time.Duration(attempt+1) * 300 * time.Millisecond):
+		}
+	}
+}
+
+// sameAnswer compares two answers to one key: they must name the same order with the same
+// outcome. It returns what differs.
+func sameAnswer(a answer, aerr error, b answer, berr error) string {
+	if aerr != nil || berr != nil {
+		return "" // no answer to compare
+	}
+	var x, y orderAnswer
+	_ = a.decode(&x)
+	_ = b.decode(&y)
+	switch {
+	case a.status != b.status || a.code != b.code:
+		return fmt.Sprintf("%d %s then %d %s", a.status, a.code, b.status, b.code)
+	case x.OrderID != y.OrderID:
+		return fmt.Sprintf("order %d then order %d", x.OrderID, y.OrderID)
+	case x.Payment != nil && y.Payment != nil && (x.Payment.Status != y.Payment.Status || x.Payment.RedirectURL != y.Payment.RedirectURL):
+		return fmt.Sprintf("payment %s then %s", x.Payment.Status, y.Payment.Status)
+	}
+	return ""
+}
+
+func answerOutcome(a answer, err error) string {
+	switch {
+	case err != nil:
+		return "NO_ANSWER"
+	case a.status == http.StatusCreated:
+		return "CREATED"
+	case a.code != "":
+		return a.code
+	}
+	return "HTTP_" + strconv.Itoa(a.status)
+}
+
+func ok(a answer, err error, want int) bool { return err == nil && a.status == want }
+
+func failure(step string, a answer, err error) string {
+	if err != nil {
+		return step + ": no answer"
+	}
+	return fmt.Sprintf("%s: %d %s", step, a.status, a.code)
+}
+
+// progress shows a bar over the run's duration, with orders and requests so far.
+func (g *gen) progress(start time.Time, stop <-chan struct{}, bg *sync.WaitGroup) *progressbar.ProgressBar {
+	if g.cfg.Progress == nil {
+		return nil
+	}
+	bar := progressbar.NewOptions64(int64(g.cfg.Duration.Seconds()),
+		progressbar.OptionSetWriter(g.cfg.Progress), progressbar.OptionSetWidth(30),
+		progressbar.OptionSetDescription("load"), progressbar.OptionShowCount(),
+		progressbar.OptionSetPredictTime(false), progressbar.OptionThrottle(250*time.Millisecond))
+	bg.Go(func() {
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			el := time.Since(start)
+			placed := g.placedN.Load()
+			bar.Describe(fmt.Sprintf("orders %d (%.1f/s) · requests %d (%.0f/s)", placed,
+				float64(placed)/el.Seconds(), g.rec.total(), float64(g.rec.total())/el.Seconds()))
+			_ = bar.Set64(min(int64(el.Seconds()), int64(g.cfg.Duration.Seconds())))
+		}
+	})
+	return bar
+}
+
+// settle waits for the abandoned holds to expire (when asked) and reads every placed order's
+// final status.
+func (g *gen) settle(ctx context.Context) error {
+	g.mu.Lock()
+	placed := append([]*placedOrder{}, g.placed...)
+	g.mu.Unlock()
+	if g.cfg.WaitAbandoned {
+		var latest time.Time
+		for _, p := range placed {
+			if p.scenario == ScenarioAbandon && p.answer == "CREATED" && p.hold.After(latest) {
+				latest = p.hold
+			}
+		}
+		if wait := time.Until(latest) + 2*time.Second; !latest.IsZero() && wait > 0 {
+			if g.cfg.Progress != nil {
+				fmt.Fprintf(g.cfg.Progress, "\nwaiting %s for the abandoned orders' holds to expire\n", wait.Round(time.Second))
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(wait):
+			}
+		}
+	}
+	deadline := time.Now().Add(g.cfg.Settle)
+	work := make(chan *placedOrder)
+	var wg sync.WaitGroup
+	for range g.cfg.Shoppers {
+		wg.Go(func() {
+			for p := range work {
+				g.readFinal(ctx, p, deadline)
+			}
+		})
+	}
+	for _, p := range placed {
+		if p.answer == "CREATED" {
+			work <- p
+		}
+	}
+	close(work)
+	wg.Wait()
+	return ctx.Err()
+}
+
+// readFinal reads an order until it is final (or, for an abandoned order not waited for, once).
+func (g *gen) readFinal(ctx context.Context, p *placedOrder, deadline time.Time) {
+	for {
+		a, err := g.setup.send(ctx, request{endpoint: epGetOrder, method: http.MethodGet, token: p.token,
+			url: "/api/v1/orders/" + strconv.FormatInt(p.orderID, 10)})
+		var o struct {
+			Status      string  `json:"status"`
+			FailureCode *string `json:"failureCode"`
+		}
+		if err == nil && a.status == http.StatusOK && a.decode(&o) == nil {
+			p.final = o.Status
+			if o.FailureCode != nil && *o.FailureCode != "" {
+				p.final += "/" + *o.FailureCode
+			}
+			switch o.Status {
+			case "CONFIRMED", "FAILED", "CANCELLED":
+				return
+			}
+			if p.scenario == ScenarioAbandon && !g.cfg.WaitAbandoned && time.Now().Before(p.hold) {
+				p.final += " (in its hold)"
+				return
+			}
+		} else if err != nil {
+			p.final = "UNREADABLE"
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// expectedFinal is the final status each scenario should end in.
+func expectedFinal(scenario string) string {
+	switch scenario {
+	case ScenarioOK, Scenario3DSApprove, ScenarioTimeout:
+		return "CONFIRMED"
+	case Scenario3DSDecline, ScenarioDecline:
+		return "FAILED/PAYMENT_DECLINED"
+	case ScenarioAbandon:
+		return "FAILED/HOLD_EXPIRED"
+	case ScenarioCancel:
+		return "CANCELLED/CANCELLED_BY_SHOPPER"
+	}
+	return ""
+}

@@ -1,0 +1,113 @@
+package loadgen
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestCheckLoopback_OnlyThisMachine(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		url string
+		ok  bool
+	}{
+		{"http://localhost:8080", true},
+		{"http://LOCALHOST:8080/", true},
+		{"http://127.0.0.1:18081", true},
+		{"http://127.8.9.10:80", true},
+		{"http://[::1]:8080", true},
+		{"https://localhost", true},
+		{"http://10.0.0.5:8080", false},
+		{"http://example.com:8080", false},
+		{"http://localhost.example.com", false},
+		{"ftp://localhost", false},
+		{"localhost:8080", false},
+		{"", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.url, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tc.ok, CheckLoopback(tc.url) == nil)
+		})
+	}
+}
+
+func TestParseMix_SharesByScenario(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		in   string
+		want Mix // nil: refused
+	}{
+		{"", CampaignMix},
+		{"campaign", CampaignMix},
+		{"ok=1", Mix{ScenarioOK: 1}},
+		{"ok=40, abandon=10,ok=10", Mix{ScenarioOK: 50, ScenarioAbandon: 10}},
+		{"3ds-approve=3,3ds-decline=1,timeout=0.5", Mix{Scenario3DSApprove: 3, Scenario3DSDecline: 1, ScenarioTimeout: 0.5}},
+		{"ok", nil},
+		{"paypal=5", nil},
+		{"ok=-1", nil},
+		{"ok=0,cancel=0", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.in, func(t *testing.T) {
+			t.Parallel()
+			got, err := ParseMix(tc.in)
+			if tc.want == nil {
+				assert.Error(t, err)
+				return
+			}
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestMixPick_FollowsTheShares(t *testing.T) {
+	t.Parallel()
+	m := Mix{ScenarioOK: 50, ScenarioAbandon: 25, ScenarioCancel: 25}
+	got := []string{m.pick(0), m.pick(0.49), m.pick(0.5), m.pick(0.74), m.pick(0.75), m.pick(0.999999)}
+	assert.Equal(t, []string{ScenarioOK, ScenarioOK, ScenarioAbandon, ScenarioAbandon, ScenarioCancel, ScenarioCancel}, got)
+}
+
+func TestPercentile_NearestRank(t *testing.T) {
+	t.Parallel()
+	sorted := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	got := []float64{percentile(sorted, 0.5), percentile(sorted, 0.95), percentile(sorted, 0.99), percentile(nil, 0.5)}
+	assert.Equal(t, []float64{5, 10, 10, 0}, got)
+}
+
+func TestValidate_RefusesUnboundedRuns(t *testing.T) {
+	t.Parallel()
+	cases := map[string]func(c *Config){
+		"too long":       func(c *Config) { c.Duration = 2 * time.Hour },
+		"too many":       func(c *Config) { c.Orders = MaxOrders + 1 },
+		"no shoppers":    func(c *Config) { c.Shoppers = -1 },
+		"too many users": func(c *Config) { c.Shoppers = MaxShoppers + 1 },
+		"remote":         func(c *Config) { c.BaseURL = "http://checkout.example.com" },
+		"remote orders":  func(c *Config) { c.OrderURL = "http://orders.example.com/plain/v1/orders" },
+		"no secret":      func(c *Config) { c.JWTSecret = "" },
+	}
+	for name, mutate := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := Config{JWTSecret: "0123456789abcdef0123"}.withDefaults()
+			mutate(&c)
+			assert.Error(t, c.Validate())
+		})
+	}
+}
+
+func TestValidate_AcceptsALocalOrderURL(t *testing.T) {
+	t.Parallel()
+	c := Config{JWTSecret: "0123456789abcdef0123", OrderURL: "http://127.0.0.1:18090/plain/v1/orders"}.withDefaults()
+	assert.NoError(t, c.Validate())
+}
+
+func TestGauges_ReadsUnlabelledValues(t *testing.T) {
+	t.Parallel()
+	body := []byte("# HELP checkout_availability_lag_seconds Age.\n# TYPE checkout_availability_lag_seconds gauge\n" +
+		"checkout_availability_lag_seconds 0.25\ncheckout_availability_pending_changes 12\n" +
+		"checkout_http_requests_total{route=\"/x\"} 3\n")
+	assert.Equal(t, map[string]float64{metricLag: 0.25, metricPending: 12}, gauges(body, metricLag, metricPending))
+}

@@ -1,0 +1,232 @@
+package loadgen
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is what a run measured. The JSON form is the same as the table, for scripts.
+type Report struct {
+	BaseURL      string    `json:"baseUrl"`
+	StartedAt    time.Time `json:"startedAt"`
+	LoadSeconds  float64   `json:"loadSeconds"`
+	Shoppers     int       `json:"shoppers"`
+	Mix          string    `json:"mix"`
+	HotSKUs      []string  `json:"hotSkus"`
+	HotShare     float64   `json:"hotShare"`
+	CatalogSize  int       `json:"catalogSize"`
+	HoldTTL      string    `json:"holdTtl"`
+	MeanLines    float64   `json:"meanLines"`
+	HotOrders    int64     `json:"hotOrders"`
+	Requests     int64     `json:"requests"`
+	RequestsPerS float64   `json:"requestsPerSecond"`
+	Orders       int64     `json:"orders"`
+	OrdersPerS   float64   `json:"ordersPerSecond"`
+	// Stopped counts shoppers who gave up before POST /orders, by step and answer.
+	Stopped []Count `json:"stopped"`
+	// Answers counts orders by the answer to POST /orders; Finals by the status they ended in.
+	Answers   []Count          `json:"answers"`
+	Finals    []Count          `json:"finals"`
+	Scenarios []ScenarioResult `json:"scenarios"`
+	Endpoints []EndpointStats  `json:"endpoints"`
+	Errors    []ErrorCount     `json:"errors"`
+	// Repeats is how many orders were sent twice with one key; Mismatches lists the pairs whose
+	// answers differed (there must be none).
+	Repeats    int64    `json:"repeats"`
+	Mismatches []string `json:"mismatches"`
+	TopUps     int64    `json:"stockTopUps"`
+	// TopUpFailures and SetupShortfalls should be 0: a shortfall means an earlier run's holds
+	// exceeded the stock this run set.
+	TopUpFailures   int64            `json:"stockTopUpFailures"`
+	SetupShortfalls int              `json:"setupShortfalls"`
+	Lag             *AvailabilityLag `json:"availabilityLag"`
+}
+
+// ScenarioResult compares what each scenario's orders became with what they should become.
+type ScenarioResult struct {
+	Scenario   string           `json:"scenario"`
+	Expected   string           `json:"expected"`
+	Orders     int64            `json:"orders"`
+	OutOfStock int64            `json:"outOfStock"`
+	AsExpected int64            `json:"asExpected"`
+	Other      map[string]int64 `json:"other"`
+}
+
+// Unexpected is how many orders ended otherwise than their scenario says (refusals for stock
+// apart).
+func (r Report) Unexpected() int64 {
+	n := int64(0)
+	for _, s := range r.Scenarios {
+		for _, c := range s.Other {
+			n += c
+		}
+	}
+	return n
+}
+
+func (g *gen) report(start time.Time, seconds float64, shortfalls int) Report {
+	r := Report{BaseURL: g.cfg.BaseURL, StartedAt: start.UTC(), LoadSeconds: seconds, Shoppers: g.cfg.Shoppers,
+		Mix: g.cfg.Mix.String(), HotSKUs: hotCodes(g.cfg.HotSKUs), HotShare: g.cfg.HotShare, CatalogSize: g.cfg.CatalogSize,
+		HoldTTL: g.cfg.HoldTTL.String(), HotOrders: g.hotN.Load(), Requests: g.rec.total(), Orders: g.placedN.Load(),
+		Repeats: g.repeats.Load(), SetupShortfalls: shortfalls, Lag: g.lag.summary(), Mismatches: []string{}}
+	r.RequestsPerS, r.OrdersPerS = rate(r.Requests, seconds), rate(r.Orders, seconds)
+	if r.Orders > 0 {
+		r.MeanLines = float64(g.linesN.Load()) / float64(r.Orders)
+	}
+	r.Stopped, r.Answers = g.stopped.counts(seconds), g.answers.counts(seconds)
+	r.Endpoints, r.Errors = g.rec.endpoints(seconds), g.rec.errors()
+	g.keeper.mu.Lock()
+	r.TopUps, r.TopUpFailures = g.keeper.topUps, g.keeper.failures
+	g.keeper.mu.Unlock()
+
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r.Mismatches = append(r.Mismatches, g.mismatch...)
+	var finals tally
+	byScenario := map[string]*ScenarioResult{}
+	for _, p := range g.placed {
+		s := byScenario[p.scenario]
+		if s == nil {
+			s = &ScenarioResult{Scenario: p.scenario, Expected: expectedFinal(p.scenario), Other: map[string]int64{}}
+			if p.scenario == ScenarioAbandon && !g.cfg.WaitAbandoned {
+				s.Expected += " (PENDING_PAYMENT while in its hold)"
+			}
+			byScenario[p.scenario] = s
+		}
+		s.Orders++
+		final := p.final
+		if final == "" {
+			final = "answer " + p.answer
+		}
+		finals.add(final)
+		switch {
+		case final == expectedFinal(p.scenario):
+			s.AsExpected++
+		case p.answer == "OUT_OF_STOCK":
+			s.OutOfStock++
+		case p.scenario == ScenarioAbandon && !g.cfg.WaitAbandoned && strings.HasPrefix(final, "PENDING_PAYMENT"):
+			s.AsExpected++ // still in its hold, as it should be
+		default:
+			s.Other[final]++
+		}
+	}
+	r.Finals = finals.counts(seconds)
+	for _, name := range scenarios {
+		if s := byScenario[name]; s != nil {
+			r.Scenarios = append(r.Scenarios, *s)
+		}
+	}
+	return r
+}
+
+// WriteText writes the report as tables.
+func (r Report) WriteText(w io.Writer) error {
+	b := &strings.Builder{}
+	fmt.Fprintf(b, "Load run %s against %s: %.1f s of load, %d shoppers\n", r.StartedAt.Format(time.RFC3339),
+		r.BaseURL, r.LoadSeconds, r.Shoppers)
+	fmt.Fprintf(b, "  mix %s; hot SKUs %s in %.0f%% of orders (%d orders); catalog %d SKUs; %.2f lines per order; HOLD_TTL %s\n\n",
+		r.Mix, strings.Join(r.HotSKUs, ", "), 100*r.HotShare, r.HotOrders, r.CatalogSize, r.MeanLines, r.HoldTTL)
+
+	table(b, []string{"", "count", "per s"}, [][]string{
+		{"requests", fmt.Sprint(r.Requests), f1(r.RequestsPerS)},
+		{"orders placed (POST /api/v1/orders)", fmt.Sprint(r.Orders), f1(r.OrdersPerS)},
+	})
+	b.WriteString("\nOrders by answer to POST /api/v1/orders\n")
+	table(b, []string{"answer", "orders", "per s"}, countRows(r.Answers))
+	b.WriteString("\nOrders by final status\n")
+	table(b, []string{"final status", "orders", "per s"}, countRows(r.Finals))
+	b.WriteString("\nScenarios (what each order should end as)\n")
+	var rows [][]string
+	for _, s := range r.Scenarios {
+		other := make([]string, 0, len(s.Other))
+		for k, n := range s.Other {
+			other = append(other, fmt.Sprintf("%s %d", k, n))
+		}
+		sort.Strings(other)
+		rows = append(rows, []string{s.Scenario, s.Expected, fmt.Sprint(s.Orders), fmt.Sprint(s.AsExpected),
+			fmt.Sprint(s.OutOfStock), orDash(strings.Join(other, ", "))})
+	}
+	table(b, []string{"scenario", "expected", "orders", "as expected", "out of stock", "other"}, rows)
+	if len(r.Stopped) > 0 {
+		b.WriteString("\nShoppers who stopped before ordering\n")
+		table(b, []string{"step and answer", "shoppers", "per s"}, countRows(r.Stopped))
+	}
+
+	b.WriteString("\nLatency by endpoint (load phase)\n")
+	rows = nil
+	for _, e := range r.Endpoints {
+		rows = append(rows, []string{e.Endpoint, fmt.Sprint(e.Requests), f1(e.PerSecond), ms(e.P50Ms), ms(e.P95Ms),
+			ms(e.P99Ms), ms(e.MaxMs)})
+	}
+	table(b, []string{"endpoint", "requests", "per s", "p50 ms", "p95 ms", "p99 ms", "max ms"}, rows)
+
+	b.WriteString("\nErrors by code\n")
+	rows = nil
+	for _, e := range r.Errors {
+		status := fmt.Sprint(e.Status)
+		if e.Status == 0 {
+			status = "no answer"
+		}
+		kind := "fault"
+		if e.Expected {
+			kind = "expected"
+		}
+		rows = append(rows, []string{e.Endpoint, status, orDash(e.Code), fmt.Sprint(e.Count), kind})
+	}
+	if len(rows) == 0 {
+		rows = [][]string{{"none", "", "", "", ""}}
+	}
+	table(b, []string{"endpoint", "status", "code", "count", ""}, rows)
+
+	fmt.Fprintf(b, "\nIdempotency: %d orders sent twice with one key, %d different answers\n", r.Repeats, len(r.Mismatches))
+	for _, m := range r.Mismatches {
+		fmt.Fprintf(b, "  MISMATCH %s\n", m)
+	}
+	fmt.Fprintf(b, "Stock: %d top-ups by the seller (%d failed), %d shortfalls when setting the starting stock\n",
+		r.TopUps, r.TopUpFailures, r.SetupShortfalls)
+	if r.Lag != nil {
+		fmt.Fprintf(b, "Availability projection lag (%s, sampled each second): max %.3f s, mean %.3f s over %d samples; pending changes max %.0f\n",
+			metricLag, r.Lag.MaxSeconds, r.Lag.MeanSeconds, r.Lag.Samples, r.Lag.MaxPendingChanges)
+	} else {
+		fmt.Fprintf(b, "Availability projection lag: %s not on %s/metrics (the worker's own metrics address has it)\n", metricLag, r.BaseURL)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func table(b *strings.Builder, head []string, rows [][]string) {
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	line := func(cells []string) {
+		fmt.Fprintf(tw, "  %s\t", cells[0])
+		for _, c := range cells[1:] {
+			fmt.Fprintf(tw, "%s\t", c)
+		}
+		fmt.Fprintln(tw)
+	}
+	line(head)
+	for _, r := range rows {
+		line(r)
+	}
+	_ = tw.Flush()
+}
+
+func countRows(cs []Count) [][]string {
+	rows := make([][]string, 0, len(cs))
+	for _, c := range cs {
+		rows = append(rows, []string{c.Outcome, fmt.Sprint(c.Orders), f1(c.PerSecond)})
+	}
+	return rows
+}
+
+func f1(v float64) string { return fmt.Sprintf("%.1f", v) }
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
+}

@@ -1,0 +1,199 @@
+package loadgen
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Endpoints, by the route as the API names it.
+const (
+	epAddress  = "POST /api/v1/addresses"
+	epCartGet  = "GET /api/v1/cart"
+	epCartPut  = "PUT /api/v1/cart/items/{skuId}"
+	epPreview  = "POST /api/v1/checkout/preview"
+	epOrder    = "POST /api/v1/orders"
+	epRepeat   = "POST /api/v1/orders (same key again)"
+	epThreeDS  = "POST /paysim/3ds/{intentId}"
+	epCancel   = "POST /api/v1/orders/{orderId}/cancel"
+	epGetOrder = "GET /api/v1/orders/{orderId}"
+	epStocks   = "PUT /seller-api/v1/stocks"
+)
+
+// endpointOrder is the order of the endpoint table: a shopper's path, then the seller's.
+var endpointOrder = []string{epAddress, epCartGet, epCartPut, epPreview, epOrder, epRepeat, epThreeDS, epCancel,
+	epGetOrder, epStocks}
+
+// recorder collects every request of the load phase: latency per endpoint, answers by code.
+type recorder struct {
+	mu       sync.Mutex
+	lat      map[string][]float64 // milliseconds
+	errs     map[errKey]int64
+	requests int64
+}
+
+type errKey struct {
+	endpoint string
+	status   int
+	code     string
+}
+
+func newRecorder() *recorder {
+	return &recorder{lat: map[string][]float64{}, errs: map[errKey]int64{}}
+}
+
+// observe records one request. status 0 with code set is a transport failure.
+func (r *recorder) observe(endpoint string, status int, code string, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.requests++
+	r.lat[endpoint] = append(r.lat[endpoint], float64(d.Microseconds())/1000)
+	if status == 0 || status >= 400 {
+		r.errs[errKey{endpoint, status, code}]++
+	}
+}
+
+func (r *recorder) total() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.requests
+}
+
+// EndpointStats are one endpoint's figures over the load phase.
+type EndpointStats struct {
+	Endpoint  string  `json:"endpoint"`
+	Requests  int64   `json:"requests"`
+	PerSecond float64 `json:"perSecond"`
+	P50Ms     float64 `json:"p50Ms"`
+	P95Ms     float64 `json:"p95Ms"`
+	P99Ms     float64 `json:"p99Ms"`
+	MaxMs     float64 `json:"maxMs"`
+}
+
+// ErrorCount is how often an endpoint answered an error code (status 0: no answer at all).
+type ErrorCount struct {
+	Endpoint string `json:"endpoint"`
+	Status   int    `json:"status"`
+	Code     string `json:"code"`
+	Count    int64  `json:"count"`
+	// Expected marks answers that are the point of a scenario (a declined card's 402) or a
+	// realistic outcome (OUT_OF_STOCK on a hot SKU), not a fault.
+	Expected bool `json:"expected"`
+}
+
+func (r *recorder) endpoints(seconds float64) []EndpointStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []EndpointStats
+	names := append([]string{}, endpointOrder...)
+	for name := range r.lat {
+		if !contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	for _, name := range names {
+		lat := r.lat[name]
+		if len(lat) == 0 {
+			continue
+		}
+		sort.Float64s(lat)
+		out = append(out, EndpointStats{Endpoint: name, Requests: int64(len(lat)), PerSecond: rate(int64(len(lat)), seconds),
+			P50Ms: percentile(lat, 0.50), P95Ms: percentile(lat, 0.95), P99Ms: percentile(lat, 0.99), MaxMs: lat[len(lat)-1]})
+	}
+	return out
+}
+
+func (r *recorder) errors() []ErrorCount {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []ErrorCount
+	for k, n := range r.errs {
+		out = append(out, ErrorCount{Endpoint: k.endpoint, Status: k.status, Code: k.code, Count: n,
+			Expected: expectedError(k)})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Count != out[j].Count {
+			return out[i].Count > out[j].Count
+		}
+		return fmt.Sprint(out[i]) < fmt.Sprint(out[j])
+	})
+	return out
+}
+
+func expectedError(k errKey) bool {
+	switch {
+	case k.endpoint == epOrder || k.endpoint == epRepeat:
+		return k.code == "OUT_OF_STOCK" || k.code == "PAYMENT_DECLINED"
+	case k.endpoint == epCancel:
+		return k.code == "ORDER_NOT_CANCELLABLE"
+	}
+	return false
+}
+
+// percentile of sorted values, nearest rank.
+func percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+func rate(n int64, seconds float64) float64 {
+	if seconds <= 0 {
+		return 0
+	}
+	return float64(n) / seconds
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// tally counts by key, safe for concurrent use.
+type tally struct {
+	mu sync.Mutex
+	n  map[string]int64
+}
+
+func (t *tally) add(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.n == nil {
+		t.n = map[string]int64{}
+	}
+	t.n[key]++
+}
+
+func (t *tally) counts(seconds float64) []Count {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]Count, 0, len(t.n))
+	for k, n := range t.n {
+		out = append(out, Count{Outcome: k, Orders: n, PerSecond: rate(n, seconds)})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Orders != out[j].Orders {
+			return out[i].Orders > out[j].Orders
+		}
+		return out[i].Outcome < out[j].Outcome
+	})
+	return out
+}
+
+// Count is how many orders ended one way, and at what rate over the load phase.
+type Count struct {
+	Outcome   string  `json:"outcome"`
+	Orders    int64   `json:"orders"`
+	PerSecond float64 `json:"perSecond"`
+}
+
+func ms(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
