@@ -83,6 +83,10 @@ screenshots: postgres-binaries $(TEMPORAL_CLI) build ## real screenshots of the 
 bench-orders: postgres-binaries $(TEMPORAL_CLI) build ## POST /orders latency at 1 and 20 shoppers beside the Temporal floor; writes docs/benchmarks.md
 	$(GO) run ./internal/tools/benchorders
 
+.PHONY: bench-campaign
+bench-campaign: postgres-binaries $(TEMPORAL_CLI) build ## campaign traffic at 10, 50, 200 shoppers beside the Temporal floor and a plain checkout; writes docs/benchmarks.md and docs/bench-campaign.png
+	$(GO) run ./internal/tools/benchcampaign
+
 .PHONY: loadtest
 loadtest: build ## 60-second campaign load against `make run`'s stack (start it first), then the invariant auditor; fails on any violation
 	$(BIN)/checkout loadgen --duration 60s --mix campaign

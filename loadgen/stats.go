@@ -9,13 +9,17 @@ import (
 	"time"
 )
 
+// EndpointOrder names POST /orders in Report.Endpoints (also when Config.OrderURL sends the
+// orders elsewhere).
+const EndpointOrder = "POST /api/v1/orders"
+
 // Endpoints, by the route as the API names it.
 const (
 	epAddress  = "POST /api/v1/addresses"
 	epCartGet  = "GET /api/v1/cart"
 	epCartPut  = "PUT /api/v1/cart/items/{skuId}"
 	epPreview  = "POST /api/v1/checkout/preview"
-	epOrder    = "POST /api/v1/orders"
+	epOrder    = EndpointOrder
 	epRepeat   = "POST /api/v1/orders (same key again)"
 	epThreeDS  = "POST /paysim/3ds/{intentId}"
 	epCancel   = "POST /api/v1/orders/{orderId}/cancel"

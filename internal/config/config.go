@@ -42,6 +42,8 @@ type Config struct {
 	TemporalCLI    string
 	TemporalPort   int
 	TemporalUIPort int
+	// TemporalMetricsPort serves the dev server's own Prometheus metrics (0: a port the CLI picks).
+	TemporalMetricsPort int
 
 	// Payment simulator faults of this process (latency of every provider call, share of calls
 	// failing as "provider unavailable"); for tests and load runs.
@@ -124,6 +126,7 @@ func Load(getenv func(string) string) (Config, error) {
 		TemporalCLI:          p.str("TEMPORAL_CLI", "bin/temporal"),
 		TemporalPort:         p.int("TEMPORAL_PORT", DefaultTemporalPort),
 		TemporalUIPort:       p.int("TEMPORAL_UI_PORT", DefaultTemporalUIPort),
+		TemporalMetricsPort:  p.int("TEMPORAL_METRICS_PORT", 0),
 		MetricsAddr:          p.str("METRICS_ADDR", ":9091"),
 		PaysimLatency:        p.duration("PAYSIM_LATENCY", 0),
 		PaysimFailureRate:    p.float("PAYSIM_FAILURE_RATE", 0),

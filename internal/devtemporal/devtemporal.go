@@ -31,8 +31,10 @@ type Options struct {
 	// Port is the frontend gRPC port; 0 picks a free one.
 	Port int
 	// UIPort serves the Web UI; 0 runs headless.
-	UIPort    int
-	Namespace string
+	UIPort int
+	// MetricsPort serves the dev server's Prometheus /metrics; 0 lets the CLI pick a port.
+	MetricsPort int
+	Namespace   string
 	// Log receives the server's output; nil discards it.
 	Log io.Writer
 }
@@ -105,6 +107,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		}
 		args = append(args, "--db-filename", o.DBFile,
 			"--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal")
+	}
+	if o.MetricsPort > 0 {
+		args = append(args, "--metrics-port", strconv.Itoa(o.MetricsPort))
 	}
 	if o.UIPort > 0 {
 		args = append(args, "--ui-port", strconv.Itoa(o.UIPort))

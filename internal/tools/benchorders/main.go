@@ -9,39 +9,25 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log"
-	"log/slog"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
-
 	"github.com/marketplace/checkout/internal/auth"
-	"github.com/marketplace/checkout/internal/config"
+	"github.com/marketplace/checkout/internal/benchkit"
 )
 
 const (
 	startMarker = "<!-- orders-bench:start -->"
 	endMarker   = "<!-- orders-bench:end -->"
-	floorQueue  = "bench-floor"
 )
 
 func main() {
@@ -55,83 +41,7 @@ func main() {
 	}
 }
 
-// stack is `checkout dev` on ports of its own.
-type stack struct {
-	cmd      *exec.Cmd
-	dir      string
-	base     string
-	temporal string
-	secret   string
-}
-
-func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-func startStack(ctx context.Context) (*stack, error) {
-	dir, err := os.MkdirTemp("", "checkout-bench-orders-")
-	if err != nil {
-		return nil, err
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return nil, err
-	}
-	httpPort, tport := freePort(), freePort()
-	s := &stack{dir: dir, base: fmt.Sprintf("http://127.0.0.1:%d", httpPort), temporal: fmt.Sprintf("127.0.0.1:%d", tport),
-		secret: config.DefaultJWTSecret}
-	s.cmd = exec.CommandContext(ctx, "bin/checkout", "dev")
-	s.cmd.Env = append(os.Environ(), "DATA_DIR="+dir, "PG_PORT="+strconv.Itoa(freePort()),
-		"HTTP_ADDR=127.0.0.1:"+strconv.Itoa(httpPort), "PUBLIC_BASE_URL="+s.base,
-		"TEMPORAL_PORT="+strconv.Itoa(tport), "TEMPORAL_UI_PORT="+strconv.Itoa(freePort()), "LOG_LEVEL=warn")
-	logFile, err := os.Create(filepath.Join(dir, "dev.log"))
-	if err != nil {
-		return nil, err
-	}
-	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGINT}
-	if err := s.cmd.Start(); err != nil {
-		return nil, err
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		resp, err := httpGet(s.base + "/readyz")
-		if err == nil && resp == http200 {
-			return s, nil
-		}
-		if time.Now().After(deadline) {
-			s.stop()
-			return nil, errors.New("the dev stack did not become ready; see " + filepath.Join(dir, "dev.log"))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-func (s *stack) stop() {
-	if s.cmd.Process != nil {
-		_ = s.cmd.Process.Signal(os.Interrupt)
-		_ = s.cmd.Wait()
-	}
-	_ = os.RemoveAll(s.dir)
-}
-
-const http200 = 200
-
 var hc = &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-
-func httpGet(url string) (int, error) {
-	resp, err := hc.Get(url)
-	if err != nil {
-		return 0, err
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode, nil
-}
 
 func call(method, url, token string, headers map[string]string, body any) (int, map[string]any, error) {
 	var rd io.Reader
@@ -165,38 +75,26 @@ type shopper struct {
 	pv      string
 }
 
-func (s *stack) shopper(id int64) (shopper, error) {
-	tok, err := auth.Mint([]byte(s.secret), auth.Principal{UserID: id, Role: auth.RoleShopper}, time.Hour)
+func newShopper(s *benchkit.Stack, id int64) (shopper, error) {
+	tok, err := auth.Mint([]byte(s.Secret), auth.Principal{UserID: id, Role: auth.RoleShopper}, time.Hour)
 	if err != nil {
 		return shopper{}, err
 	}
 	sh := shopper{token: tok}
-	code, body, err := call("POST", s.base+"/api/v1/addresses", tok, nil, map[string]any{"city": "Istanbul",
+	code, body, err := call("POST", s.Base+"/api/v1/addresses", tok, nil, map[string]any{"city": "Istanbul",
 		"line1": "Bench 1", "lat": 41.0, "lon": 29.0})
 	if err != nil || code != 201 {
 		return sh, fmt.Errorf("address: %d %v %v", code, body, err)
 	}
 	sh.address = int64(body["addressId"].(float64))
-	if code, body, err = call("PUT", s.base+"/api/v1/cart/items/74", tok, nil, map[string]any{"sellerId": 42, "quantity": 1}); err != nil || code != 200 {
+	if code, body, err = call("PUT", s.Base+"/api/v1/cart/items/74", tok, nil, map[string]any{"sellerId": 42, "quantity": 1}); err != nil || code != 200 {
 		return sh, fmt.Errorf("cart: %d %v %v", code, body, err)
 	}
-	if code, body, err = call("POST", s.base+"/api/v1/checkout/preview", tok, nil, map[string]any{}); err != nil || code != 200 {
+	if code, body, err = call("POST", s.Base+"/api/v1/checkout/preview", tok, nil, map[string]any{}); err != nil || code != 200 {
 		return sh, fmt.Errorf("preview: %d %v %v", code, body, err)
 	}
 	sh.pv = body["priceVersion"].(string)
 	return sh, nil
-}
-
-// EmptyWorkflow answers its update at once and ends: the floor of a workflow round trip.
-func EmptyWorkflow(ctx workflow.Context) error {
-	done := false
-	if err := workflow.SetUpdateHandler(ctx, "ping", func(ctx workflow.Context) (string, error) {
-		done = true
-		return "pong", nil
-	}); err != nil {
-		return err
-	}
-	return workflow.Await(ctx, func() bool { return done && workflow.AllHandlersFinished(ctx) })
 }
 
 type result struct {
@@ -260,41 +158,26 @@ func run(n int, out string) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	log.Printf("starting the dev stack")
-	s, err := startStack(ctx)
+	s, err := benchkit.StartStack(ctx, "checkout-bench-orders-")
 	if err != nil {
 		return err
 	}
-	defer s.stop()
+	defer s.Stop()
 
-	tc, err := client.Dial(client.Options{HostPort: s.temporal, Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	fl, err := benchkit.StartFloor(s.Temporal)
 	if err != nil {
 		return err
 	}
-	defer tc.Close()
-	w := worker.New(tc, floorQueue, worker.Options{})
-	w.RegisterWorkflow(EmptyWorkflow)
-	if err := w.Start(); err != nil {
-		return err
-	}
-	defer w.Stop()
+	defer fl.Close()
 	floorRun := ""
-	floor := func(i int) error {
-		op := tc.NewWithStartWorkflowOperation(client.StartWorkflowOptions{ID: fmt.Sprintf("floor-%s-%d", floorRun, i),
-			TaskQueue: floorQueue, WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING}, EmptyWorkflow)
-		h, err := tc.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{StartWorkflowOperation: op,
-			UpdateOptions: client.UpdateWorkflowOptions{UpdateName: "ping", WaitForStage: client.WorkflowUpdateStageCompleted}})
-		if err != nil {
-			return err
-		}
-		return h.Get(ctx, nil)
-	}
+	floor := func(i int) error { return fl.Run(ctx, fmt.Sprintf("floor-%s-%d", floorRun, i)) }
 
 	// Enough stock that every order is served: the figure is placing an order, not refusing one.
-	seller, err := auth.Mint([]byte(s.secret), auth.Principal{UserID: 1042, Role: auth.RoleSeller, SellerID: 42}, time.Hour)
+	seller, err := auth.Mint([]byte(s.Secret), auth.Principal{UserID: 1042, Role: auth.RoleSeller, SellerID: 42}, time.Hour)
 	if err != nil {
 		return err
 	}
-	code, body, err := call("PUT", s.base+"/seller-api/v1/stocks", seller, nil, []map[string]any{{"sku": "S-74",
+	code, body, err := call("PUT", s.Base+"/seller-api/v1/stocks", seller, nil, []map[string]any{{"sku": "S-74",
 		"warehouseId": 1, "quantity": 1_000_000, "sourceUpdatedAt": time.Now().UTC().Format(time.RFC3339Nano)}})
 	if err != nil || code != 200 {
 		return fmt.Errorf("stock: %d %v %v", code, body, err)
@@ -307,7 +190,7 @@ func run(n int, out string) error {
 		shoppers := make([]shopper, n)
 		prep := measure("prepare", 8, n, func(i int) error {
 			var err error
-			shoppers[i], err = s.shopper(int64(100000*(round+1) + i))
+			shoppers[i], err = newShopper(s, int64(100000*(round+1)+i))
 			return err
 		})
 		if prep.errors > 0 {
@@ -321,7 +204,7 @@ func run(n int, out string) error {
 		log.Printf("orders at %d shoppers", clients)
 		results = append(results, measure("POST /api/v1/orders (tok_ok)", clients, n, func(i int) error {
 			sh := shoppers[i]
-			code, body, err := call("POST", s.base+"/api/v1/orders", sh.token,
+			code, body, err := call("POST", s.Base+"/api/v1/orders", sh.token,
 				map[string]string{"Idempotency-Key": fmt.Sprintf("bench-%d-%d", round, i)},
 				map[string]any{"priceVersion": sh.pv, "addressId": sh.address, "paymentMethodToken": "tok_ok"})
 			if err != nil {
@@ -347,12 +230,12 @@ func write(path string, rs []result, n int) error {
 	w("%s\n## Placing an order: POST /api/v1/orders beside the Temporal floor\n\n", startMarker)
 	w("Measured %s on %d CPUs (%s), %s, PostgreSQL cluster and Temporal dev server as `make run` starts them "+
 		"(`checkout dev`: SQLite in WAL mode, eager activities, one task-queue partition), on ports of their own.\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), cpuModel(), runtime.Version())
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), benchkit.CPUModel(), runtime.Version())
 	w("Command: `make bench-orders` (`go run ./internal/tools/benchorders -orders %d`). The floor is an empty workflow "+
 		"started the same way as an order (Update-with-Start, conflict policy use-existing, waiting for the update's "+
 		"result) from a client in the benchmark's process; the order is the whole request as a shopper sends it "+
 		"(`tok_ok`, one line; shoppers' carts and previews prepared beforehand): HTTP, validation, idempotency "+
-		"lookup, Update-with-Start, and in the worker the price check, order row, reservation, "+
+		"lookup, Update-with-Start, and in the worker the price check, order row, reservation, the hold-expiry child workflow, "+
 		"authorization and the recorded answer. %d of each per row.\n\n", n, n)
 	w("| what | concurrent | p50 ms | p99 ms | per second |\n|---|---:|---:|---:|---:|\n")
 	for _, r := range rs {
@@ -365,31 +248,6 @@ func write(path string, rs []result, n int) error {
 	}
 	w("\nAt 1 shopper, p50 of POST /orders is %.2f× the floor's p50 (target ≤ 2×: %s).\n%s\n", ratio, verdict, endMarker)
 
-	old, err := os.ReadFile(path)
-	if err != nil && !os.IsNotExist(err) {
-		return err
-	}
-	doc := string(old)
-	if i, j := strings.Index(doc, startMarker), strings.Index(doc, endMarker); i >= 0 && j > i {
-		doc = doc[:i] + b.String() + doc[j+len(endMarker):]
-	} else {
-		doc = strings.TrimRight(doc, "\n") + "\n\n" + b.String() + "\n"
-	}
 	fmt.Print(b.String())
-	return os.WriteFile(path, []byte(doc), 0o644)
-}
-
-func cpuModel() string {
-	raw, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "unknown CPU"
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if strings.HasPrefix(line, "model name") {
-			if _, v, ok := strings.Cut(line, ":"); ok {
-				return strings.TrimSpace(v)
-			}
-		}
-	}
-	return "unknown CPU"
+	return benchkit.WriteSection(path, startMarker, endMarker, b.String())
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/marketplace/checkout/internal/benchdata"
+	"github.com/marketplace/checkout/internal/benchkit"
 	"github.com/marketplace/checkout/internal/pgserver"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/migrations"
@@ -130,7 +131,7 @@ func main() {
 }
 
 func run(ctx context.Context, seconds int, out string) error {
-	root, err := moduleRoot()
+	root, err := benchkit.ModuleRoot()
 	if err != nil {
 		return err
 	}
@@ -145,7 +146,7 @@ func run(ctx context.Context, seconds int, out string) error {
 			return errors.New("pgbench not found next to the server binaries nor on PATH")
 		}
 	}
-	loadBefore := loadAverage()
+	loadBefore := fmt.Sprintf("%.2f", benchkit.LoadAverage())
 
 	if b.tmp, err = os.MkdirTemp("", "checkout-bench-"); err != nil {
 		return err
@@ -165,7 +166,7 @@ func run(ctx context.Context, seconds int, out string) error {
 		return err
 	}
 	defer b.srv.Stop()
-	if b.postmaster, err = postmasterPID(b.srv.Dir); err != nil {
+	if b.postmaster, err = benchkit.PostmasterPID(b.srv.Dir); err != nil {
 		return err
 	}
 
@@ -212,7 +213,7 @@ func run(ctx context.Context, seconds int, out string) error {
 	if err != nil {
 		return err
 	}
-	facts.loadBefore, facts.loadAfter = loadBefore, loadAverage()
+	facts.loadBefore, facts.loadAfter = loadBefore, fmt.Sprintf("%.2f", benchkit.LoadAverage())
 	section := render(results, facts, seconds)
 	fmt.Println(table(results))
 	fmt.Println(hotTable(results))
@@ -226,20 +227,11 @@ func run(ctx context.Context, seconds int, out string) error {
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(root, out)
 	}
-	if err := writeSection(path, section); err != nil {
+	if err := benchkit.WriteSection(path, startMarker, endMarker, section); err != nil {
 		return err
 	}
 	logf("wrote %s", path)
 	return nil
-}
-
-// loadAverage is the 1-minute load average, as /proc/loadavg says.
-func loadAverage() string {
-	b, _ := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); len(f) > 0 {
-		return f[0]
-	}
-	return "?"
 }
 
 // maxRuns bounds the runs of one side of one case; see steady.
@@ -414,7 +406,7 @@ func (b *bench) measured(ctx context.Context, dir string, env []string, name str
 	}
 	var client float64
 	if ru, ok := state.SysUsage().(*syscall.Rusage); ok {
-		client = float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9 * userHZ
+		client = float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9 * benchkit.UserHZ
 	}
 	total := after.total - before.total
 	if total <= 0 {
@@ -424,9 +416,6 @@ func (b *bench) measured(ctx context.Context, dir string, env []string, name str
 	return output, max(other, 0) / total, nil
 }
 
-// userHZ is the unit of /proc's CPU times: fixed at 100 a second on Linux.
-const userHZ = 100
-
 type cpuTimes struct {
 	busy, total float64 // the whole machine; busy counts time stolen by the hypervisor
 	ours        float64 // the cluster (postmaster, live and reaped children) and this program
@@ -434,83 +423,25 @@ type cpuTimes struct {
 
 func (b *bench) cpu() (cpuTimes, error) {
 	var t cpuTimes
-	stat, err := os.ReadFile("/proc/stat")
+	var err error
+	if t.busy, t.total, err = benchkit.MachineJiffies(); err != nil {
+		return t, err
+	}
+	pm, err := benchkit.ProcTimes(b.postmaster)
 	if err != nil {
 		return t, err
 	}
-	line, _, _ := strings.Cut(string(stat), "\n")
-	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
-		return t, fmt.Errorf("unreadable /proc/stat line %q", line)
-	}
-	// user nice system idle iowait irq softirq steal; guest time is already in user.
-	for i, v := range f[1:9] {
-		n, _ := strconv.ParseFloat(v, 64)
-		t.total += n
-		if i != 3 && i != 4 {
-			t.busy += n
-		}
-	}
-	pm, err := procTimes(b.postmaster)
-	if err != nil {
-		return t, err
-	}
-	t.ours = pm.utime + pm.stime + pm.cutime + pm.cstime
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return t, err
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if p, err := procTimes(pid); err == nil && p.ppid == b.postmaster {
-			t.ours += p.utime + p.stime
+	t.ours = pm.UTime + pm.STime + pm.CUTime + pm.CSTime
+	for _, pid := range benchkit.PIDs() {
+		if p, err := benchkit.ProcTimes(pid); err == nil && p.PPID == b.postmaster {
+			t.ours += p.UTime + p.STime
 		}
 	}
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
-		t.ours += float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9 * userHZ
+		t.ours += float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9 * benchkit.UserHZ
 	}
 	return t, nil
-}
-
-type procStat struct {
-	ppid                         int
-	utime, stime, cutime, cstime float64
-}
-
-func procTimes(pid int) (procStat, error) {
-	var p procStat
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return p, err
-	}
-	// The command name may hold spaces; the fields after it start with the state (field 3).
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return p, fmt.Errorf("unreadable /proc/%d/stat", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 15 {
-		return p, fmt.Errorf("unreadable /proc/%d/stat", pid)
-	}
-	p.ppid, _ = strconv.Atoi(f[1])
-	vals := []*float64{&p.utime, &p.stime, &p.cutime, &p.cstime}
-	for k, dst := range vals {
-		*dst, _ = strconv.ParseFloat(f[11+k], 64)
-	}
-	return p, nil
-}
-
-func postmasterPID(dataDir string) (int, error) {
-	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
-	if err != nil {
-		return 0, err
-	}
-	first, _, _ := strings.Cut(string(b), "\n")
-	return strconv.Atoi(strings.TrimSpace(first))
 }
 
 // command runs a program, echoing its output to stderr as it comes, and returns the output.
@@ -746,50 +677,6 @@ func disturbance(rs []result) string {
 	return fmt.Sprintf("Other processes took more than %.0f%% of the CPUs even in the least disturbed "+
 		"runs of %s, so those rows are not a fair reading: run `make bench` again on a quieter machine.",
 		100*disturbedShare, strings.Join(names, ", "))
-}
-
-// writeSection replaces the marked section of path, or appends it, keeping everything else.
-func writeSection(path, section string) error {
-	old, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		old = []byte("# Benchmarks\n\nEvery figure here is measured on the machine named beside it, with a " +
-			"baseline measured beside it on the same machine in the same run, so that the figure is " +
-			"judged against that baseline rather than against numbers from elsewhere.\n")
-	case err != nil:
-		return err
-	}
-	text := string(old)
-	start, end := strings.Index(text, startMarker), strings.Index(text, endMarker)
-	switch {
-	case start >= 0 && end > start:
-		text = text[:start] + strings.TrimSuffix(section, "\n") + text[end+len(endMarker):]
-	case start >= 0 || end >= 0:
-		return fmt.Errorf("%s: unbalanced %s / %s markers", path, startMarker, endMarker)
-	default:
-		text = strings.TrimRight(text, "\n") + "\n\n" + section
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(path, []byte(text), 0o644)
-}
-
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found above the working directory: run from the module")
-		}
-		dir = parent
-	}
 }
 
 func logf(format string, a ...any) {

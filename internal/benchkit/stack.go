@@ -1,0 +1,159 @@
+package benchkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/marketplace/checkout/internal/config"
+	"github.com/marketplace/checkout/internal/pgserver"
+)
+
+// Stack is `bin/checkout dev` (what `make run` starts: PostgreSQL cluster, Temporal dev server,
+// worker and API in one process tree) on free ports and a data folder of its own.
+type Stack struct {
+	Cmd *exec.Cmd
+	// Dir is the data folder: the cluster in Dir/pg, the dev server's log in Dir/temporal.log.
+	Dir string
+	// Base is the API's address, Temporal the dev server's frontend, TemporalMetrics its own
+	// Prometheus /metrics, DatabaseURL the cluster's checkout database, Secret the JWT secret the
+	// API accepts.
+	Base, Temporal, TemporalMetrics, DatabaseURL, Secret string
+}
+
+// StartStack starts `bin/checkout dev` with env added to its environment and waits for /readyz.
+// The tools run from the module root, where `make build` leaves bin/checkout.
+func StartStack(ctx context.Context, prefix string, env ...string) (*Stack, error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return nil, err
+	}
+	// The cluster runs as another user where the tool runs as root: the folder must be readable.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, err
+	}
+	ports := make([]int, 5)
+	for i := range ports {
+		if ports[i], err = pgserver.FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	httpPort, tport, pgPort, uiPort, metricsPort := ports[0], ports[1], ports[2], ports[3], ports[4]
+	s := &Stack{Dir: dir, Base: fmt.Sprintf("http://127.0.0.1:%d", httpPort), Temporal: fmt.Sprintf("127.0.0.1:%d", tport),
+		TemporalMetrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort),
+		DatabaseURL:     fmt.Sprintf("postgres://%s@127.0.0.1:%d/checkout?sslmode=disable", pgserver.Superuser, pgPort),
+		Secret:          config.DefaultJWTSecret}
+	s.Cmd = exec.CommandContext(ctx, "bin/checkout", "dev")
+	s.Cmd.Env = append(os.Environ(), "DATA_DIR="+dir, "PG_PORT="+strconv.Itoa(pgPort),
+		"HTTP_ADDR=127.0.0.1:"+strconv.Itoa(httpPort), "PUBLIC_BASE_URL="+s.Base,
+		"TEMPORAL_PORT="+strconv.Itoa(tport), "TEMPORAL_UI_PORT="+strconv.Itoa(uiPort),
+		"TEMPORAL_METRICS_PORT="+strconv.Itoa(metricsPort), "LOG_LEVEL=warn")
+	s.Cmd.Env = append(s.Cmd.Env, env...)
+	logFile, err := os.Create(filepath.Join(dir, "dev.log"))
+	if err != nil {
+		return nil, err
+	}
+	s.Cmd.Stdout, s.Cmd.Stderr = logFile, logFile
+	s.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGINT}
+	if err := s.Cmd.Start(); err != nil {
+		return nil, err
+	}
+	hc := &http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if resp, err := hc.Get(s.Base + "/readyz"); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			s.Stop()
+			return nil, errors.New("the dev stack did not become ready; see " + filepath.Join(dir, "dev.log"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// Stop interrupts the stack (it stops its children) and removes its data folder.
+func (s *Stack) Stop() {
+	if s.Cmd.Process != nil {
+		_ = s.Cmd.Process.Signal(os.Interrupt)
+		_ = s.Cmd.Wait()
+	}
+	_ = os.RemoveAll(s.Dir)
+}
+
+// floorQueue is the task queue of the floor's own worker.
+const floorQueue = "bench-floor"
+
+// EmptyWorkflow answers its update at once and ends: the floor of a workflow round trip.
+func EmptyWorkflow(ctx workflow.Context) error {
+	done := false
+	if err := workflow.SetUpdateHandler(ctx, "ping", func(ctx workflow.Context) (string, error) {
+		done = true
+		return "pong", nil
+	}); err != nil {
+		return err
+	}
+	return workflow.Await(ctx, func() bool { return done && workflow.AllHandlersFinished(ctx) })
+}
+
+// Floor starts empty workflows the way the API starts an order: Update-with-Start, conflict
+// policy use-existing, waiting for the update's result; its worker runs in the tool's process.
+type Floor struct {
+	c client.Client
+	w worker.Worker
+}
+
+// StartFloor connects to the dev server at hostPort and starts the floor's worker.
+func StartFloor(hostPort string) (*Floor, error) {
+	c, err := client.Dial(client.Options{HostPort: hostPort, Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		return nil, err
+	}
+	w := worker.New(c, floorQueue, worker.Options{})
+	w.RegisterWorkflow(EmptyWorkflow)
+	if err := w.Start(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &Floor{c: c, w: w}, nil
+}
+
+// Run starts one empty workflow with id and waits for its update's answer.
+func (f *Floor) Run(ctx context.Context, id string) error {
+	op := f.c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{ID: id, TaskQueue: floorQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING}, EmptyWorkflow)
+	h, err := f.c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{StartWorkflowOperation: op,
+		UpdateOptions: client.UpdateWorkflowOptions{UpdateName: "ping", WaitForStage: client.WorkflowUpdateStageCompleted}})
+	if err != nil {
+		return err
+	}
+	return h.Get(ctx, nil)
+}
+
+// Close stops the worker and the client.
+func (f *Floor) Close() {
+	f.w.Stop()
+	f.c.Close()
+}
+
+// Client is the floor's Temporal client (the tools' other calls to the dev server use it too).
+func (f *Floor) Client() client.Client { return f.c }

@@ -1,0 +1,381 @@
+// Command benchcampaign is `make bench-campaign`: the whole checkout under campaign traffic
+// (internal `checkout loadgen` shoppers against `checkout dev`, as `make run` starts it) at 10, 50
+// and 200 shoppers, beside two baselines measured on the same stack in the same run:
+//
+//   - the Temporal dev server's floor: empty workflows started the way the API starts an order
+//     (Update-with-Start, waiting for the update's answer), at the same concurrency;
+//   - a plain checkout endpoint without Temporal (plain.go), one PostgreSQL transaction per order,
+//     driven by the same shoppers as the saga with the same payment-free mix: the cost of
+//     durability as a ratio.
+//
+// During each run it reads where the CPU went (checkout dev, the Temporal dev server, PostgreSQL,
+// this tool), what PostgreSQL's backends waited on, and what the dev server's SQLite persistence
+// did. It ends with the invariant audit, writes its section of docs/benchmarks.md and plots
+// throughput and p99 against shoppers into docs/bench-campaign.png.
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/marketplace/checkout/audit"
+	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/internal/benchkit"
+	"github.com/marketplace/checkout/internal/config"
+	"github.com/marketplace/checkout/loadgen"
+)
+
+const (
+	startMarker = "<!-- campaign-bench:start -->"
+	endMarker   = "<!-- campaign-bench:end -->"
+)
+
+// The runs of one shopper count.
+const (
+	runFloor    = "floor"    // empty workflows, Update-with-Start
+	runCampaign = "campaign" // the saga, campaign payment mix
+	runSagaOK   = "saga-ok"  // the saga, every order tok_ok
+	runPlainOK  = "plain-ok" // the plain endpoint, the same shoppers and mix
+)
+
+// okMix sends every order with tok_ok: the mix the saga and the plain endpoint are compared on
+// (the plain endpoint has no payment step).
+var okMix = loadgen.Mix{loadgen.ScenarioOK: 1}
+
+func main() {
+	shoppers := flag.String("shoppers", "10,50,200", "shopper counts (concurrent clients), comma-separated")
+	window := flag.Duration("window", 20*time.Second, "load phase of each run")
+	out := flag.String("out", "docs/benchmarks.md", "the document to write the section into")
+	plot := flag.String("plot", "docs/bench-campaign.png", "the plot of throughput and p99 against shoppers")
+	jsonOut := flag.String("json", "docs/bench-campaign.json", "every figure as JSON, for scripts (empty: none)")
+	flag.Parse()
+	log.SetFlags(0)
+	log.SetPrefix("benchcampaign: ")
+	var counts []int
+	for _, f := range strings.Split(*shoppers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > loadgen.MaxShoppers {
+			log.Fatalf("--shoppers: %q is not a count between 1 and %d", f, loadgen.MaxShoppers)
+		}
+		counts = append(counts, n)
+	}
+	if *window < 5*time.Second || *window > 10*time.Minute {
+		log.Fatal("--window: between 5s and 10m")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	res, err := run(ctx, counts, *window)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if *jsonOut != "" {
+		b, _ := json.MarshalIndent(res, "", "  ")
+		if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := drawPlot(*plot, res); err != nil {
+		log.Fatal(err)
+	}
+	section := render(res, *window, *plot, *out)
+	fmt.Print(section)
+	if err := benchkit.WriteSection(*out, startMarker, endMarker, section); err != nil {
+		log.Fatal(err)
+	}
+	if !res.Audit.OK() {
+		log.Fatalf("the audit found %d violations (listed in the section)", len(res.Audit.Violations))
+	}
+}
+
+// Window is what the machine did during one measured load phase.
+type Window struct {
+	CPU         CPU          `json:"cpu"`
+	PG          PGWaits      `json:"postgres"`
+	Persistence *Persistence `json:"temporalPersistence,omitempty"`
+}
+
+// Run is one measured run: for the floor, workflows; otherwise orders placed through POST /orders.
+type Run struct {
+	What     string  `json:"what"`
+	Shoppers int     `json:"shoppers"`
+	Seconds  float64 `json:"seconds"`
+	// Created is how many orders were answered 201 (the floor: workflows that answered), and
+	// PerSecond that over the load phase; Placed counts every POST /orders, whatever its answer.
+	Created   int64   `json:"created"`
+	PerSecond float64 `json:"createdPerSecond"`
+	Placed    int64   `json:"placed"`
+	P50Ms     float64 `json:"p50Ms"`
+	P95Ms     float64 `json:"p95Ms"`
+	P99Ms     float64 `json:"p99Ms"`
+	// Errors are answers of 5xx or none at all; Unexpected, orders that ended otherwise than their
+	// scenario says; Mismatches, repeated keys whose answers differed.
+	Errors     int64           `json:"errors"`
+	Unexpected int64           `json:"unexpected"`
+	Mismatches int             `json:"mismatches"`
+	Answers    []loadgen.Count `json:"answers,omitempty"`
+	Window     Window          `json:"window"`
+}
+
+// Results are everything one invocation measured.
+type Results struct {
+	StartedAt   time.Time    `json:"startedAt"`
+	CPUs        int          `json:"cpus"`
+	CPUModel    string       `json:"cpuModel"`
+	LoadBefore  float64      `json:"loadAverageBefore"`
+	LoadAfter   float64      `json:"loadAverageAfter"`
+	Runs        []Run        `json:"runs"`
+	Audit       audit.Report `json:"audit"`
+	PlainSettle int          `json:"plainOrdersSettled"`
+}
+
+// find returns the run of what at shoppers.
+func (r Results) find(what string, shoppers int) (Run, bool) {
+	for _, x := range r.Runs {
+		if x.What == what && x.Shoppers == shoppers {
+			return x, true
+		}
+	}
+	return Run{}, false
+}
+
+// bench is what the runs share.
+type bench struct {
+	stack   *benchkit.Stack
+	procs   procs
+	pg      *pgSampler
+	metrics string // the dev server's /metrics
+	floor   *benchkit.Floor
+	plain   *plain
+}
+
+func run(ctx context.Context, counts []int, window time.Duration) (Results, error) {
+	res := Results{StartedAt: time.Now().UTC(), CPUs: benchkit.OnlineCPUs(), CPUModel: benchkit.CPUModel(),
+		LoadBefore: benchkit.LoadAverage()}
+	log.Printf("starting the dev stack")
+	s, err := benchkit.StartStack(ctx, "checkout-bench-campaign-")
+	if err != nil {
+		return res, err
+	}
+	defer s.Stop()
+	b := &bench{stack: s}
+	if b.procs, err = findProcs(s.Cmd.Process.Pid, s.Dir); err != nil {
+		return res, err
+	}
+	b.metrics = s.TemporalMetrics
+	if b.pg, err = startPGSampler(ctx, s.DatabaseURL, 100*time.Millisecond); err != nil {
+		return res, err
+	}
+	defer b.pg.close()
+	if b.floor, err = benchkit.StartFloor(s.Temporal); err != nil {
+		return res, err
+	}
+	defer b.floor.Close()
+	cfg, err := config.Load(func(string) string { return "" })
+	if err != nil {
+		return res, err
+	}
+	if b.plain, err = startPlain(ctx, s.DatabaseURL, cfg.DBMaxConns, []byte(s.Secret), cfg.HoldTTL); err != nil {
+		return res, err
+	}
+	defer b.plain.close()
+
+	log.Printf("warming up")
+	if _, err := b.loadRun(ctx, "warm-up", 10, 5*time.Second, loadgen.CampaignMix, ""); err != nil {
+		return res, err
+	}
+	for _, n := range counts {
+		// The runs of a count take turns going first from one count to the next.
+		steps := []func() (Run, error){
+			func() (Run, error) { return b.floorRun(ctx, n, window) },
+			func() (Run, error) { return b.loadRun(ctx, runCampaign, n, window, loadgen.CampaignMix, "") },
+			func() (Run, error) { return b.loadRun(ctx, runSagaOK, n, window, okMix, "") },
+			func() (Run, error) { return b.loadRun(ctx, runPlainOK, n, window, okMix, b.plain.URL) },
+		}
+		for i := range steps {
+			r, err := steps[(i+slices.Index(counts, n))%len(steps)]()
+			if err != nil {
+				return res, err
+			}
+			log.Printf("%s at %d shoppers: %.1f/s, p99 %.0f ms, CPU checkout %.0f%% temporal %.0f%% postgres %.0f%% tool %.0f%% other %.0f%%",
+				r.What, n, r.PerSecond, r.P99Ms, r.Window.CPU.Checkout, r.Window.CPU.Temporal, r.Window.CPU.Postgres,
+				r.Window.CPU.Driver, r.Window.CPU.OtherPct)
+			res.Runs = append(res.Runs, r)
+		}
+	}
+
+	// The plain endpoint's orders never pay and no hold of the product knows them: cancel them and
+	// give their stock back, then audit everything the runs left.
+	pool, err := db.Connect(ctx, s.DatabaseURL, 8)
+	if err != nil {
+		return res, err
+	}
+	defer pool.Close()
+	if res.PlainSettle, err = settlePlain(ctx, pool); err != nil {
+		return res, fmt.Errorf("settling the plain orders: %w", err)
+	}
+	log.Printf("auditing")
+	res.Audit, err = audit.Run(ctx, pool, audit.Options{HoldTTL: cfg.HoldTTL, SweeperPeriod: time.Minute,
+		Visibility: b.floor.Client(), TaskQueue: cfg.TaskQueue})
+	if err != nil {
+		return res, fmt.Errorf("audit: %w", err)
+	}
+	res.LoadAfter = benchkit.LoadAverage()
+	return res, nil
+}
+
+// quiet waits (up to a minute) until the stack has settled from the previous run: its processes
+// together below a fifth of one CPU.
+func (b *bench) quiet() {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		if b.procs.stackBusy(time.Second) < 20 {
+			return
+		}
+	}
+}
+
+// sampler takes the readings of one load phase.
+type sampler struct {
+	b        *bench
+	from, to time.Time
+	cpu      [2]cpuSnap
+	persist  [2]persistence
+	err      error
+}
+
+func (s *sampler) mark(i int) {
+	snap, err := s.b.procs.snap()
+	s.err = cmp.Or(s.err, err)
+	s.cpu[i] = snap
+	if s.b.metrics != "" {
+		if p, err := scrapePersistence(context.Background(), s.b.metrics); err == nil {
+			s.persist[i] = p
+		}
+	}
+	if i == 0 {
+		s.from = time.Now()
+	} else {
+		s.to = time.Now()
+	}
+}
+
+func (s *sampler) window() Window {
+	return Window{CPU: cpuBetween(s.cpu[0], s.cpu[1], s.b.procs.cpus), PG: s.b.pg.between(s.from, s.to),
+		Persistence: persistenceBetween(s.persist[0], s.persist[1])}
+}
+
+// floorRun starts empty workflows from n clients, one after another each, for d.
+func (b *bench) floorRun(ctx context.Context, n int, d time.Duration) (Run, error) {
+	b.quiet()
+	log.Printf("%s at %d clients", runFloor, n)
+	tag := strconv.FormatInt(time.Now().UnixNano(), 36)
+	sm := &sampler{b: b}
+	var mu sync.Mutex
+	var lat []time.Duration
+	var errs int64
+	var firstErr error
+	var wg sync.WaitGroup
+	sm.mark(0)
+	stopAt := time.Now().Add(d)
+	for c := range n {
+		wg.Go(func() {
+			for i := 0; time.Now().Before(stopAt) && ctx.Err() == nil; i++ {
+				t := time.Now()
+				err := b.floor.Run(ctx, fmt.Sprintf("floor-%s-%d-%d", tag, c, i))
+				el := time.Since(t)
+				mu.Lock()
+				if err != nil {
+					errs++
+					firstErr = cmp.Or(firstErr, err)
+				} else {
+					lat = append(lat, el)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	sm.mark(1)
+	if err := cmp.Or(ctx.Err(), sm.err); err != nil {
+		return Run{}, err
+	}
+	if errs > 0 {
+		log.Printf("floor: %d errors, the first: %v", errs, firstErr)
+	}
+	secs := sm.to.Sub(sm.from).Seconds()
+	slices.Sort(lat)
+	return Run{What: runFloor, Shoppers: n, Seconds: secs, Created: int64(len(lat)), Placed: int64(len(lat)) + errs,
+		PerSecond: float64(len(lat)) / secs, P50Ms: pct(lat, 0.50), P95Ms: pct(lat, 0.95), P99Ms: pct(lat, 0.99),
+		Errors: errs, Window: sm.window()}, nil
+}
+
+func pct(sorted []time.Duration, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return float64(sorted[int(p*float64(len(sorted)-1))].Microseconds()) / 1000
+}
+
+// loadRun is one run of the load generator with n shoppers for d; orderURL, when set, sends the
+// orders to the plain endpoint.
+func (b *bench) loadRun(ctx context.Context, what string, n int, d time.Duration, mix loadgen.Mix, orderURL string) (Run, error) {
+	b.quiet()
+	log.Printf("%s at %d shoppers", what, n)
+	sm := &sampler{b: b}
+	cfg := loadgen.Config{BaseURL: b.stack.Base, JWTSecret: b.stack.Secret, Shoppers: n, Duration: d, Mix: mix,
+		OrderURL: orderURL, Settle: 30 * time.Second,
+		OnPhase: func(phase string) {
+			if phase == loadgen.PhaseLoad {
+				sm.mark(0)
+			} else {
+				sm.mark(1)
+			}
+		}}
+	if orderURL != "" {
+		// The plain endpoint's orders stay PENDING_PAYMENT: read each once, do not wait for them.
+		cfg.Settle = time.Millisecond
+	}
+	rep, err := loadgen.Run(ctx, cfg)
+	if err != nil {
+		return Run{}, fmt.Errorf("%s at %d shoppers: %w", what, n, err)
+	}
+	if sm.err != nil {
+		return Run{}, sm.err
+	}
+	r := Run{What: what, Shoppers: n, Seconds: rep.LoadSeconds, Placed: rep.Orders, Answers: rep.Answers,
+		Mismatches: len(rep.Mismatches), Window: sm.window()}
+	if orderURL == "" {
+		r.Unexpected = rep.Unexpected()
+	}
+	for _, a := range rep.Answers {
+		if a.Outcome == "CREATED" {
+			r.Created = a.Orders
+		}
+	}
+	r.PerSecond = float64(r.Created) / rep.LoadSeconds
+	for _, e := range rep.Endpoints {
+		if e.Endpoint == loadgen.EndpointOrder {
+			r.P50Ms, r.P95Ms, r.P99Ms = e.P50Ms, e.P95Ms, e.P99Ms
+		}
+	}
+	for _, e := range rep.Errors {
+		if e.Status == 0 || e.Status >= 500 {
+			r.Errors += e.Count
+		}
+	}
+	if r.Created == 0 {
+		return r, errors.New(what + ": no order was created")
+	}
+	return r, nil
+}

@@ -1,0 +1,301 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+
+	"github.com/marketplace/checkout/cart"
+	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/internal/auth"
+	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/pricing"
+)
+
+// plainWorkflowID marks the orders of the plain endpoint (orders.workflow_id is NOT NULL; no
+// workflow ever runs for them), so that the tool can find and settle them afterwards.
+const plainWorkflowID = "bench-plain-checkout"
+
+// plainPath is the plain endpoint's route, on its own port in this process.
+const plainPath = "/plain/v1/orders"
+
+// plain is the baseline of the saga: a checkout without Temporal, written only for this
+// benchmark. One PostgreSQL transaction per request reads the shopper's address, cart and the
+// catalog's prices exactly as the saga's price check does (cart.Load, pricing.Compute), writes the
+// order row and its items, reserves every line with the product's own SQL (reserve_order, the
+// statement Engine.Reserve runs when it does not combine) and appends an outbox event. There is no
+// payment step: the order is a tok_ok order that will be paid later; nothing durable but the
+// transaction stands behind the answer.
+type plain struct {
+	pool   *pgxpool.Pool
+	secret []byte
+	hold   time.Duration
+	srv    *http.Server
+	URL    string
+}
+
+func startPlain(ctx context.Context, dbURL string, maxConns int32, secret []byte, hold time.Duration) (*plain, error) {
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	p := &plain{pool: pool, secret: secret, hold: hold}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.POST(plainPath, p.order)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	p.URL = "http://" + l.Addr().String() + plainPath
+	p.srv = &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = p.srv.Serve(l) }()
+	return p, nil
+}
+
+func (p *plain) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = p.srv.Shutdown(ctx)
+	p.pool.Close()
+}
+
+type plainRequest struct {
+	PriceVersion       string `json:"priceVersion"`
+	AddressID          int64  `json:"addressId"`
+	PaymentMethodToken string `json:"paymentMethodToken"`
+}
+
+// answer is the HTTP answer a transaction decided on.
+type answer struct {
+	status int
+	body   map[string]any
+}
+
+func fail(status int, code, msg string) *answer {
+	return &answer{status: status, body: map[string]any{"code": code, "message": msg}}
+}
+
+func reply(c echo.Context, a *answer) error { return c.JSON(a.status, a.body) }
+
+// errStockMoved: reserve_order found the stock changed between its choice of warehouses and the
+// reservation (SQLSTATE CK001); the transaction is rolled back and tried again, as the engine does.
+var errStockMoved = errors.New("stock moved")
+
+const stockMovedCode = "CK001"
+
+func (p *plain) order(c echo.Context) error {
+	tok, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
+	principal, err := auth.Verify(p.secret, tok)
+	if !ok || err != nil || principal.Role != auth.RoleShopper {
+		return reply(c, fail(http.StatusUnauthorized, "UNAUTHORIZED", "a shopper's bearer token is required"))
+	}
+	key := c.Request().Header.Get("Idempotency-Key")
+	if key == "" || len(key) > 255 {
+		return reply(c, fail(http.StatusBadRequest, "VALIDATION_FAILED", "Idempotency-Key: 1 to 255 characters"))
+	}
+	var req plainRequest
+	if err := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 1<<20)).Decode(&req); err != nil {
+		return reply(c, fail(http.StatusBadRequest, "INVALID_JSON", "the body is not JSON"))
+	}
+	if req.PaymentMethodToken != "tok_ok" || req.PriceVersion == "" || req.AddressID <= 0 {
+		return reply(c, fail(http.StatusBadRequest, "VALIDATION_FAILED",
+			"priceVersion, addressId and paymentMethodToken tok_ok (the plain checkout has no payment step)"))
+	}
+	sum := sha256.Sum256([]byte(req.PriceVersion + "|" + strconv.FormatInt(req.AddressID, 10) + "|" + req.PaymentMethodToken))
+	hash := hex.EncodeToString(sum[:])
+	ctx := c.Request().Context()
+	for attempt := 0; attempt < 8; attempt++ {
+		a, err := p.checkout(ctx, principal.UserID, key, hash, req)
+		if errors.Is(err, errStockMoved) {
+			continue
+		}
+		if err != nil {
+			c.Logger().Error(err)
+			return reply(c, fail(http.StatusInternalServerError, "INTERNAL", "the checkout failed"))
+		}
+		return reply(c, a)
+	}
+	return reply(c, fail(http.StatusServiceUnavailable, "UNAVAILABLE", "the stock kept moving; repeat the request"))
+}
+
+// checkout is the one transaction.
+func (p *plain) checkout(ctx context.Context, userID int64, key, hash string, req plainRequest) (*answer, error) {
+	var out *answer
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		out = nil
+		q := db.New(tx)
+		addr, err := q.GetAddress(ctx, req.AddressID, userID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			out = fail(http.StatusBadRequest, "VALIDATION_FAILED", "addressId: not one of your addresses")
+			return nil
+		} else if err != nil {
+			return err
+		}
+		snap, err := cart.Load(ctx, q, cart.MemberID(userID))
+		if err != nil && !errors.Is(err, cart.ErrNotFound) {
+			return err
+		}
+		lines := make([]pricing.Line, 0, len(snap.Doc.Items))
+		for _, it := range snap.Doc.Items {
+			lines = append(lines, pricing.Line{SKUID: it.SKUID, Quantity: it.Quantity})
+		}
+		quote, err := pricing.Compute(ctx, q, lines)
+		if errors.Is(err, pricing.ErrEmpty) {
+			out = fail(http.StatusUnprocessableEntity, "CART_EMPTY", "the cart is empty")
+			return nil
+		} else if err != nil {
+			return err
+		}
+		for _, it := range quote.Items {
+			if it.Quantity > it.MaxPerOrder {
+				out = fail(http.StatusUnprocessableEntity, "CART_LIMIT", fmt.Sprintf("sku %d: at most %d per order", it.SKUID, it.MaxPerOrder))
+				return nil
+			}
+		}
+		if quote.PriceVersion != req.PriceVersion {
+			out = &answer{status: http.StatusConflict, body: map[string]any{"code": "PRICE_CHANGED",
+				"message": "prices changed since the preview", "priceVersion": quote.PriceVersion}}
+			return nil
+		}
+		id, err := q.InsertOrder(ctx, db.InsertOrderParams{UserID: userID, IdempotencyKey: key, RequestHash: hash,
+			WorkflowID: plainWorkflowID, AddressID: req.AddressID, PriceVersion: quote.PriceVersion,
+			TotalMinor: quote.TotalMinor, Currency: quote.Currency})
+		if errors.Is(err, pgx.ErrNoRows) {
+			// The same key again: the same order (the first request's transaction has committed,
+			// or this insert would still be waiting on its key).
+			existing, err := q.OrderByKey(ctx, userID, key)
+			if err != nil {
+				return err
+			}
+			if existing.RequestHash != hash {
+				out = fail(http.StatusUnprocessableEntity, "IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was used with a different request")
+				return nil
+			}
+			out = &answer{status: http.StatusCreated, body: map[string]any{"orderId": existing.ID, "status": existing.Status}}
+			return nil
+		} else if err != nil {
+			return err
+		}
+		for _, it := range quote.Items {
+			if err := q.InsertOrderItem(ctx, db.InsertOrderItemParams{OrderID: id, SkuID: it.SKUID, SellerID: it.SellerID,
+				Title: it.Title, Quantity: it.Quantity, UnitPriceMinor: it.UnitPriceMinor, Currency: it.Currency}); err != nil {
+				return err
+			}
+		}
+		// Reserved last but one, so the inventory rows (a hot SKU's among them) are held only
+		// from here to the commit.
+		rp := db.ReserveOrderParams{OrderID: id, Lat: addr.Lat, Lon: addr.Lon, HoldSeconds: p.hold.Seconds()}
+		for _, it := range quote.Items {
+			rp.SkuIds = append(rp.SkuIds, it.SKUID)
+			rp.Quantities = append(rp.Quantities, it.Quantity)
+		}
+		rows, err := q.ReserveOrder(ctx, rp)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == stockMovedCode {
+			return errStockMoved
+		} else if err != nil {
+			return err
+		}
+		var short []map[string]any
+		var expires time.Time
+		for _, r := range rows {
+			if r.Kind == "short" {
+				short = append(short, map[string]any{"skuId": r.SkuID, "requested": r.Quantity, "available": r.Available})
+			}
+			expires = r.ExpiresAt
+		}
+		if short != nil {
+			out = &answer{status: http.StatusConflict, body: map[string]any{"code": "OUT_OF_STOCK",
+				"message": "some lines are out of stock", "items": short}}
+			return errOutOfStock // roll back the order row
+		}
+		payload, _ := json.Marshal(map[string]any{"orderId": id, "status": "PENDING_PAYMENT", "total": quote.TotalMinor})
+		if err := q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{AggregateType: "order",
+			AggregateID: strconv.FormatInt(id, 10), EventType: "order.placed", Payload: payload}); err != nil {
+			return err
+		}
+		out = &answer{status: http.StatusCreated, body: map[string]any{"orderId": id, "status": "PENDING_PAYMENT",
+			"holdExpiresAt": expires}}
+		return nil
+	})
+	if errors.Is(err, errOutOfStock) {
+		return out, nil
+	}
+	return out, err
+}
+
+var errOutOfStock = errors.New("out of stock")
+
+// settlePlain cancels the plain orders still open and releases their reservations, untimed, so
+// that the stock is exact and the audit judges only what the product did: the plain endpoint
+// never pays, and no hold or sweeper of the product knows its orders.
+func settlePlain(ctx context.Context, pool *pgxpool.Pool) (int, error) {
+	rows, err := pool.Query(ctx, `SELECT id FROM orders WHERE workflow_id = $1 AND status = 'PENDING_PAYMENT'`, plainWorkflowID)
+	if err != nil {
+		return 0, err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return 0, err
+	}
+	engine := inventory.New(pool, nil, inventory.WithCombining(0))
+	q := db.New(pool)
+	code := "BENCH_PLAIN"
+	work := make(chan int64)
+	var mu sync.Mutex
+	var firstErr error
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for id := range work {
+				_, err := engine.Release(ctx, id)
+				if err == nil || errors.Is(err, inventory.ErrNoReservation) {
+					_, err = q.TransitionOrder(ctx, db.TransitionOrderParams{ToStatus: "CANCELLED", FailureCode: &code,
+						ID: id, FromStatuses: []string{"PENDING_PAYMENT"}})
+					if errors.Is(err, pgx.ErrNoRows) {
+						err = nil
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					firstErr = cmpErr(firstErr, fmt.Errorf("order %d: %w", id, err))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for _, id := range ids {
+		work <- id
+	}
+	close(work)
+	wg.Wait()
+	return len(ids), firstErr
+}
+
+func cmpErr(first, next error) error {
+	if first != nil {
+		return first
+	}
+	return next
+}
