@@ -145,9 +145,15 @@ type orderFlow struct {
 	support []SupportRequest
 	parked  bool
 
-	hold       workflow.ChildWorkflowFuture
-	compensate []compensation
-	searched   searchState
+	hold workflow.ChildWorkflowFuture
+	// holdAt is the reservation's expiry while the hold child has not started yet (see ensureHold).
+	holdAt *time.Time
+	// lazy: the hold child starts when the order first waits, and search attributes are written
+	// once per workflow task (see yield); false only for runs begun before that change.
+	lazy        bool
+	searchDirty bool
+	compensate  []compensation
+	searched    searchState
 }
 
 type compensation struct {
@@ -175,10 +181,12 @@ var (
 // stock released — on a disconnected context, so compensation runs even after cancellation.
 func OrderWorkflow(ctx workflow.Context, in OrderInput) (OrderState, error) {
 	w := &orderFlow{in: in, st: OrderState{CustomerID: in.UserID, PaymentStatus: "PENDING"}}
+	w.lazy = workflow.GetVersion(ctx, lazyChange, workflow.DefaultVersion, 1) == 1
 	if err := w.registerHandlers(ctx); err != nil {
 		return w.st, err
 	}
 	w.run(ctx)
+	w.flushSearch(ctx)
 	w.finished = true
 	err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 	if err != nil && !temporal.IsCanceledError(err) {
@@ -386,7 +394,11 @@ func (w *orderFlow) run(ctx workflow.Context) {
 	}
 	expires := res.ExpiresAt
 	w.st.HoldExpiresAt = &expires
-	w.startHold(ctx, expires)
+	if w.lazy {
+		w.holdAt = &expires
+	} else {
+		w.startHold(ctx, expires) // a run begun before the lazy hold child
+	}
 	_ = workflow.ExecuteLocalActivity(lctx, ordersA.SetHold, activities.SetHoldInput{OrderID: created.OrderID,
 		ExpiresAt: expires}).Get(ctx, nil)
 	w.note(ctx, "reserved", allocationText(res.Allocations))
@@ -469,6 +481,7 @@ func (w *orderFlow) authorize(ctx, lctx workflow.Context) (activities.PaymentRes
 		}
 		w.st.PaymentStatus = activities.PaymentUnknown
 		w.note(ctx, "payment outcome unknown", "asking the provider")
+		w.yield(ctx)
 		if err := workflow.ExecuteLocalActivity(lctx, paymentsA.ResolvePayment, w.st.OrderID).Get(ctx, &pay); err != nil {
 			// The provider cannot be asked now: answer UNKNOWN and keep asking while waiting.
 			return activities.PaymentResult{Status: activities.PaymentUnknown}, nil
@@ -496,6 +509,7 @@ func (w *orderFlow) awaitOutcome(ctx workflow.Context) string {
 		if !decided() {
 			// Only wait (a durable timer) when there is something to wait for: an order paid at
 			// once goes straight on.
+			w.yield(ctx)
 			ok, err = workflow.AwaitWithTimeout(ctx, max(wait, 0), decided)
 		}
 		if err != nil { // the workflow itself was cancelled (from the UI)
@@ -580,6 +594,7 @@ func (w *orderFlow) runStep(ctx workflow.Context, name string, run func(workflow
 const parkRetryEvery = 5 * time.Minute
 
 func (w *orderFlow) awaitSupport(ctx workflow.Context) SupportRequest {
+	w.yield(ctx)
 	ok, err := workflow.AwaitWithTimeout(ctx, parkRetryEvery, func() bool { return len(w.support) > 0 })
 	switch {
 	case err != nil:
@@ -745,6 +760,33 @@ func (w *orderFlow) push(name string, run func(workflow.Context) error, kind int
 	w.compensate = append(w.compensate, compensation{name: name, kind: kind, run: run})
 }
 
+// lazyChange marks the change from starting the hold child right after the reservation and
+// upserting search attributes at every change, to starting the child when the order first waits
+// and upserting once per workflow task (workflow.GetVersion keeps older runs replaying).
+const lazyChange = "lazy-hold-child-and-attributes"
+
+// yield is called where the order is about to wait for something other than a local activity,
+// so that what others see of it is current while it waits: the hold child runs if the order holds
+// stock, and the search attributes say what the order is. Every change made since the last wait
+// goes out in the same workflow task completion, so writing them here rather than at each change
+// hides nothing from the outside and costs one upsert instead of several.
+func (w *orderFlow) yield(ctx workflow.Context) {
+	w.ensureHold(ctx)
+	w.flushSearch(ctx)
+}
+
+// ensureHold starts the hold-expiry child, once, if the order holds stock. It is called whenever
+// the order is about to wait (for the payment, for support, on an unknown payment outcome), not
+// for an order decided in its first workflow task: such an order never waits on its hold, and a
+// child started and stopped at once would cost two workflows' writes per order. In the rare case
+// that the first task is interrupted after the reservation (a worker crash, a terminate from the
+// UI), the reservation still ends at its expiry: the reservation sweeper releases it.
+func (w *orderFlow) ensureHold(ctx workflow.Context) {
+	if w.hold == nil && w.holdAt != nil {
+		w.startHold(ctx, *w.holdAt)
+	}
+}
+
 // startHold starts the hold-expiry child. It is abandoned when this workflow closes, so stock is
 // released on time even if support terminates the order.
 func (w *orderFlow) startHold(ctx workflow.Context, expires time.Time) {
@@ -764,6 +806,7 @@ func (w *orderFlow) startHold(ctx workflow.Context, expires time.Time) {
 // gone (terminated by hand) the release runs here.
 func (w *orderFlow) releaseStock(ctx workflow.Context) error {
 	if w.hold != nil {
+		w.flushSearch(ctx)
 		var exec workflow.Execution
 		if err := w.hold.GetChildWorkflowExecution().Get(ctx, &exec); err == nil {
 			if err := workflow.SignalExternalWorkflow(ctx, exec.ID, exec.RunID, SignalHoldRelease, nil).Get(ctx, nil); err == nil {
@@ -800,6 +843,7 @@ func (w *orderFlow) settleHold(ctx workflow.Context) {
 	if w.hold == nil {
 		return
 	}
+	w.flushSearch(ctx)
 	var exec workflow.Execution
 	if err := w.hold.GetChildWorkflowExecution().Get(ctx, &exec); err != nil {
 		return
@@ -825,17 +869,30 @@ func (w *orderFlow) updateDetails(ctx workflow.Context) {
 	}
 	// Search attributes change only when their values do: each upsert is an event in the history
 	// and a write to the visibility store.
-	attrs := searchState{w.st.OrderID, w.st.Status, w.st.PaymentStatus, w.st.NeedsAttention}
-	if attrs != w.searched {
-		w.searched = attrs
-		_ = workflow.UpsertTypedSearchAttributes(ctx,
-			AttrOrderID.ValueSet(w.st.OrderID),
-			AttrCustomerID.ValueSet(w.st.CustomerID),
-			AttrOrderStatus.ValueSet(w.st.Status),
-			AttrPaymentStatus.ValueSet(w.st.PaymentStatus),
-			AttrNeedsAttention.ValueSet(w.st.NeedsAttention))
+	w.searchDirty = true
+	if !w.lazy {
+		w.flushSearch(ctx)
 	}
 	workflow.SetCurrentDetails(ctx, details(w.st))
+}
+
+// flushSearch writes the search attributes if they changed since they were last written.
+func (w *orderFlow) flushSearch(ctx workflow.Context) {
+	if !w.searchDirty || w.st.OrderID == 0 {
+		return
+	}
+	w.searchDirty = false
+	attrs := searchState{w.st.OrderID, w.st.Status, w.st.PaymentStatus, w.st.NeedsAttention}
+	if attrs == w.searched {
+		return
+	}
+	w.searched = attrs
+	_ = workflow.UpsertTypedSearchAttributes(ctx,
+		AttrOrderID.ValueSet(w.st.OrderID),
+		AttrCustomerID.ValueSet(w.st.CustomerID),
+		AttrOrderStatus.ValueSet(w.st.Status),
+		AttrPaymentStatus.ValueSet(w.st.PaymentStatus),
+		AttrNeedsAttention.ValueSet(w.st.NeedsAttention))
 }
 
 // searchState is what the order's search attributes last said.

@@ -9,8 +9,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/inventory"
@@ -39,6 +41,8 @@ type saga struct {
 	final  map[string]int // final status transitions written, by status
 	calls  map[string]int
 	mocked map[string]bool
+	// holds counts the hold-expiry children started.
+	holds int
 }
 
 func newSaga(t *testing.T) *saga {
@@ -49,7 +53,13 @@ func newSaga(t *testing.T) *saga {
 	env.RegisterActivity(&activities.Orders{})
 	env.RegisterActivity(&activities.Payments{})
 	env.RegisterActivity(&activities.Inventory{})
-	return &saga{t: t, env: env, final: map[string]int{}, calls: map[string]int{}, mocked: map[string]bool{}}
+	s := &saga{t: t, env: env, final: map[string]int{}, calls: map[string]int{}, mocked: map[string]bool{}}
+	env.SetOnChildWorkflowStartedListener(func(info *workflow.Info, _ workflow.Context, _ converter.EncodedValues) {
+		if info.WorkflowType.Name == "HoldWorkflow" {
+			s.holds++
+		}
+	})
+	return s
 }
 
 // defaults mocks every activity the test did not: the happy path.
@@ -145,6 +155,7 @@ func TestOrder_ImmediateAuthorization_Confirmed(t *testing.T) {
 	assert.Equal(t, 1, s.calls["Capture"])
 	assert.Equal(t, 1, s.final[workflows.StatusConfirmed])
 	assert.Zero(t, s.calls["Release"]+s.calls["Reverse"], "nothing compensated")
+	assert.Zero(t, s.holds, "decided in its first workflow task: no hold child to start and stop")
 }
 
 func TestOrder_3DSApproved_Confirmed(t *testing.T) {
@@ -157,6 +168,7 @@ func TestOrder_3DSApproved_Confirmed(t *testing.T) {
 	assert.Equal(t, "http://localhost:8080/paysim/3ds/pi_1", s.placed.Payment.RedirectURL)
 	assert.Equal(t, workflows.StatusConfirmed, st.Status)
 	assert.Equal(t, 1, s.calls["Capture"])
+	assert.Equal(t, 1, s.holds, "an order that waits for 3-D Secure has its hold child")
 }
 
 func TestOrder_3DSDeclined_FailedAndCompensated(t *testing.T) {

@@ -59,6 +59,7 @@ func main() {
 	window := flag.Duration("window", 20*time.Second, "load phase of each run")
 	out := flag.String("out", "docs/benchmarks.md", "the document to write the section into")
 	plot := flag.String("plot", "docs/bench-campaign.png", "the plot of throughput and p99 against shoppers")
+	from := flag.String("from", "", "write the section and the plot from the JSON of an earlier run, without measuring")
 	jsonOut := flag.String("json", "docs/bench-campaign.json", "every figure as JSON, for scripts (empty: none)")
 	flag.Parse()
 	log.SetFlags(0)
@@ -76,11 +77,22 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	res, err := run(ctx, counts, *window)
-	if err != nil {
+	var res Results
+	var err error
+	if *from != "" {
+		// Only the writing: the figures of an earlier run.
+		raw, err := os.ReadFile(*from)
+		if err == nil {
+			err = json.Unmarshal(raw, &res)
+		}
+		if err != nil {
+			log.Fatalf("--from: %v", err)
+		}
+		*window = time.Duration(res.WindowSeconds * float64(time.Second))
+	} else if res, err = run(ctx, counts, *window); err != nil {
 		log.Fatal(err)
 	}
-	if *jsonOut != "" {
+	if *jsonOut != "" && *from == "" {
 		b, _ := json.MarshalIndent(res, "", "  ")
 		if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
 			log.Fatal(err)
@@ -130,14 +142,15 @@ type Run struct {
 
 // Results are everything one invocation measured.
 type Results struct {
-	StartedAt   time.Time    `json:"startedAt"`
-	CPUs        int          `json:"cpus"`
-	CPUModel    string       `json:"cpuModel"`
-	LoadBefore  float64      `json:"loadAverageBefore"`
-	LoadAfter   float64      `json:"loadAverageAfter"`
-	Runs        []Run        `json:"runs"`
-	Audit       audit.Report `json:"audit"`
-	PlainSettle int          `json:"plainOrdersSettled"`
+	StartedAt     time.Time    `json:"startedAt"`
+	WindowSeconds float64      `json:"windowSeconds"`
+	CPUs          int          `json:"cpus"`
+	CPUModel      string       `json:"cpuModel"`
+	LoadBefore    float64      `json:"loadAverageBefore"`
+	LoadAfter     float64      `json:"loadAverageAfter"`
+	Runs          []Run        `json:"runs"`
+	Audit         audit.Report `json:"audit"`
+	PlainSettle   int          `json:"plainOrdersSettled"`
 }
 
 // find returns the run of what at shoppers.
@@ -161,7 +174,7 @@ type bench struct {
 }
 
 func run(ctx context.Context, counts []int, window time.Duration) (Results, error) {
-	res := Results{StartedAt: time.Now().UTC(), CPUs: benchkit.OnlineCPUs(), CPUModel: benchkit.CPUModel(),
+	res := Results{StartedAt: time.Now().UTC(), WindowSeconds: window.Seconds(), CPUs: benchkit.OnlineCPUs(), CPUModel: benchkit.CPUModel(),
 		LoadBefore: benchkit.LoadAverage()}
 	log.Printf("starting the dev stack")
 	s, err := benchkit.StartStack(ctx, "checkout-bench-campaign-")
