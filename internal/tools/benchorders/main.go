@@ -235,8 +235,9 @@ func write(path string, rs []result, n int) error {
 		"started the same way as an order (Update-with-Start, conflict policy use-existing, waiting for the update's "+
 		"result) from a client in the benchmark's process; the order is the whole request as a shopper sends it "+
 		"(`tok_ok`, one line; shoppers' carts and previews prepared beforehand): HTTP, validation, idempotency "+
-		"lookup, Update-with-Start, and in the worker the price check, order row, reservation, the hold-expiry child workflow, "+
-		"authorization and the recorded answer. %d of each per row.\n\n", n, n)
+		"lookup, Update-with-Start, and in the worker the price check, order row, reservation, authorization, "+
+		"the recorded answer and, the order being paid at once and so decided in the same workflow task, confirm, "+
+		"capture and the order's CONFIRMED row (no hold child: the order never waits). %d of each per row.\n\n", n, n)
 	w("| what | concurrent | p50 ms | p99 ms | per second |\n|---|---:|---:|---:|---:|\n")
 	for _, r := range rs {
 		w("| %s | %d | %.1f | %.1f | %.0f |\n", r.name, r.clients, r.pct(0.5), r.pct(0.99), r.rate())
