@@ -26,7 +26,9 @@ import (
 //     and batches never wait on each other's rows;
 //   - a batch takes every waiting order it may, in arrival order, up to maxBatchOrders, at most
 //     one per order id (a second call for the same order waits for the next batch, where it finds
-//     the first one's reservation).
+//     the first one's reservation);
+//   - each SKU is first come, first served: an order that must wait holds back the later orders
+//     that share a SKU with it, so an order of several SKUs is never overtaken for ever.
 //
 // A caller whose context ends while its order waits leaves with nothing reserved. One whose context
 // ends while its batch is in flight returns ctx.Err() and the batch may still reserve for the
@@ -116,18 +118,18 @@ func (c *combiner) reserve(ctx context.Context, req ReserveRequest, lines []Line
 		}
 		go c.runFrom(b)
 	}
-	if own != nil {
-		// This caller's order goes now (at low load, alone): run it here rather than hand it to
-		// another goroutine, and leave whatever queued meanwhile to others. Alone, it runs on the
-		// caller's context, as the direct path does.
-		bctx := context.Background()
-		if len(own) == 1 {
-			bctx = ctx
-		}
-		c.run(bctx, own)
+	switch {
+	case len(own) == 1:
+		// This caller's order goes now and alone (low load): run it here, on the caller's context
+		// as the direct path does, rather than hand it to another goroutine.
+		c.run(ctx, own)
 		for _, b := range c.finish(own) {
 			go c.runFrom(b)
 		}
+	case own != nil:
+		// A batch of several callers does not run on any one caller's context: a caller that
+		// gives up must not hold the others back, nor wait for their batch.
+		go c.runFrom(own)
 	}
 	select {
 	case o := <-p.done:
@@ -160,17 +162,23 @@ func (c *combiner) dispatch() [][]*pending {
 }
 
 // take removes the next batch from the queue and marks its SKUs busy; callers that left are
-// dropped. c.mu is held.
+// dropped. Each SKU is served first come, first served: once an order is passed over, no later
+// order that shares a SKU with it may go before it, so an order of several SKUs that are busy by
+// turns cannot be overtaken for ever. c.mu is held.
 func (c *combiner) take() []*pending {
 	var batch, rest []*pending
 	orders := map[int64]bool{}
-	mine := map[int64]bool{} // SKUs this batch takes
+	mine := map[int64]bool{}    // SKUs this batch takes
+	waiting := map[int64]bool{} // SKUs of orders passed over in this scan
 	for _, p := range c.queue {
 		if err := p.ctx.Err(); err != nil {
 			p.done <- outcome{err: err}
 			continue
 		}
-		if len(batch) >= maxBatchOrders || orders[p.req.OrderID] || c.blocked(p, mine) {
+		if len(batch) >= maxBatchOrders || orders[p.req.OrderID] || c.blocked(p, mine) || behind(p, waiting) {
+			for _, l := range p.lines {
+				waiting[l.SKUID] = true
+			}
 			rest = append(rest, p)
 			continue
 		}
@@ -185,6 +193,16 @@ func (c *combiner) take() []*pending {
 		c.busy[sku] = true
 	}
 	return batch
+}
+
+// behind says whether the order shares a SKU with an order passed over before it.
+func behind(p *pending, waiting map[int64]bool) bool {
+	for _, l := range p.lines {
+		if waiting[l.SKUID] {
+			return true
+		}
+	}
+	return false
 }
 
 // blocked says whether one of the order's SKUs is in another batch in flight. c.mu is held.

@@ -382,3 +382,72 @@ func TestReserve_CombinedBatchesRacingConfirmAndRelease_NoDeadlock(t *testing.T)
 	assert.Equal(t, 2*orders, f.count(`SELECT count(*) FROM stock_reservations`), "every order reserved, none failed")
 	f.assertConsistent()
 }
+
+// TestReserve_FastPathTakenMeanwhile_NoLockOutOfOrder: a one-line reserve chooses Ankara's row,
+// waits for it, and finds it taken. It must not go on to lock Istanbul's row (a lower key) while
+// it still holds Ankara's: a combined batch locking the SKU's rows in key order would deadlock
+// with it.
+func TestReserve_FastPathTakenMeanwhile_NoLockOutOfOrder(t *testing.T) {
+	t.Parallel()
+	f := newFixtureWith(t, nil, inventory.WithCombining(0))
+	f.sku(300, map[int32]int32{whIstanbul: 5, whAnkara: 5})
+	taker, err := f.pool.Begin(f.ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = taker.Rollback(f.ctx) })
+	_, err = taker.Exec(f.ctx, `UPDATE inventory SET reserved = 5 WHERE sku_id = 300 AND warehouse_id = $1`, whAnkara)
+	require.NoError(t, err)
+	_, err = taker.Exec(f.ctx, `INSERT INTO stock_reservations (order_id, sku_id, warehouse_id, quantity, expires_at)
+		VALUES (899, 300, $1, 5, now() + interval '1 minute')`, whAnkara)
+	require.NoError(t, err)
+
+	direct := make(chan error, 1)
+	go func() {
+		_, err := f.eng.Reserve(f.ctx, inventory.ReserveRequest{OrderID: 900, ShipTo: ankara, Hold: time.Minute,
+			Lines: []inventory.Line{{SKUID: 300, Quantity: 1}}})
+		direct <- err
+	}()
+	f.waitForLockWaiters(1)
+	batch := make(chan error, 1)
+	go func() {
+		_, err := f.pool.Exec(f.ctx, `SELECT * FROM reserve_orders('{901}', '{41.01}', '{28.97}', '{60}', '{1}', '{300}', '{1}')`)
+		batch <- err
+	}()
+	f.waitForLockWaiters(2)
+	require.NoError(t, taker.Commit(f.ctx))
+
+	require.NoError(t, <-direct, "the direct reserve chose again and got Istanbul")
+	require.NoError(t, <-batch)
+	_, reserved := f.row(300, whIstanbul)
+	assert.EqualValues(t, 2, reserved)
+	f.assertConsistent()
+}
+
+// waitForLockWaiters waits until n backends of the fixture's database wait on a lock.
+func (f *fixture) waitForLockWaiters(n int) {
+	f.t.Helper()
+	require.Eventually(f.t, func() bool {
+		return f.count(`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) >= n
+	}, 10*time.Second, 10*time.Millisecond)
+}
+
+// TestReserve_Combining_FirstComeFirstServedPerSKU: an order of two SKUs waits while one of them
+// is in flight; a later order of the other SKU waits behind it instead of going first, so a
+// many-SKU order cannot be overtaken for ever while its SKUs are busy by turns.
+func TestReserve_Combining_FirstComeFirstServedPerSKU(t *testing.T) {
+	t.Parallel()
+	obs := newBatchSizes()
+	f := newFixtureWith(t, obs)
+	f.sku(77, map[int32]int32{whIstanbul: 10})
+	f.sku(78, map[int32]int32{whIstanbul: 10})
+	release, wait := f.holdSKU(obs, 77, 1)
+	both := f.enqueue(f.ctx, 2, inventory.Line{SKUID: 77, Quantity: 1}, inventory.Line{SKUID: 78, Quantity: 1})
+	later := f.enqueue(f.ctx, 3, inventory.Line{SKUID: 78, Quantity: 1}) // 78 is free, but order 2 came first
+
+	release()
+
+	require.NoError(t, wait())
+	require.NoError(t, (<-both).err)
+	require.NoError(t, (<-later).err)
+	assert.Equal(t, []int{1, 2}, obs.all(), "orders 2 and 3 went together, after order 1")
+	f.assertConsistent()
+}
