@@ -53,7 +53,11 @@ type ReconcilePaymentsInput struct {
 	// PendingAfter is how long a payment may stay PENDING before its authorize counts as lost
 	// (default one minute).
 	PendingAfter time.Duration `json:"pendingAfter,omitempty"`
-	BatchSize    int32         `json:"batchSize,omitempty"`
+	// OrphanAfter is how long past its hold an open order may stay open before its workflow is
+	// checked for being gone (default two minutes: the order's own grace and its hold child's
+	// work are over by then).
+	OrphanAfter time.Duration `json:"orphanAfter,omitempty"`
+	BatchSize   int32         `json:"batchSize,omitempty"`
 }
 
 // ResolvedPayment is one payment the reconciler asked the provider about.
@@ -106,6 +110,9 @@ func (a *PaymentReconciler) ReconcilePayments(ctx context.Context, in ReconcileP
 	if in.PendingAfter <= 0 {
 		in.PendingAfter = time.Minute
 	}
+	if in.OrphanAfter <= 0 {
+		in.OrphanAfter = DefaultOrphanAfter
+	}
 	if in.BatchSize <= 0 {
 		in.BatchSize = 200
 	}
@@ -113,7 +120,8 @@ func (a *PaymentReconciler) ReconcilePayments(ctx context.Context, in ReconcileP
 	pays := &Payments{Pool: a.Pool, Gateway: a.Gateway}
 	var after int64
 	for {
-		rows, err := q.PaymentsToReconcile(ctx, after, in.PendingAfter.Seconds(), in.BatchSize)
+		rows, err := q.PaymentsToReconcile(ctx, db.PaymentsToReconcileParams{AfterOrderID: after,
+			PendingSeconds: in.PendingAfter.Seconds(), OrphanAfterSeconds: in.OrphanAfter.Seconds(), BatchSize: in.BatchSize})
 		if err != nil {
 			return res, err
 		}
@@ -148,6 +156,12 @@ func (a *PaymentReconciler) resolve(ctx context.Context, pays *Payments, r db.Pa
 	if !running {
 		return a.endOrphan(ctx, pays, r, res)
 	}
+	switch r.Status {
+	case "UNKNOWN", "PENDING", "REQUIRES_ACTION":
+	default:
+		// Here only for being past its hold; its workflow runs and knows its payment.
+		return nil
+	}
 	intent, err := a.Gateway.Lookup(ctx, PaymentKey(r.OrderID))
 	if errors.Is(err, payment.ErrNotFound) {
 		// The provider never saw the key: nothing was authorized. The order decides on its own
@@ -180,6 +194,9 @@ func (a *PaymentReconciler) resolve(ctx context.Context, pays *Payments, r db.Pa
 	}
 	return nil
 }
+
+// DefaultOrphanAfter is ReconcilePaymentsInput.OrphanAfter when zero.
+const DefaultOrphanAfter = 2 * time.Minute
 
 // endOrphan ends an open order whose workflow is gone (terminated by hand before it finished):
 // nobody else will. Its stock goes back, the order fails, and its payment is reversed — whatever

@@ -245,3 +245,49 @@ func TestReconcilePayments_OrderWhoseWorkflowIsGone_Ended(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, again.Checked, "a closed order is not looked at again")
 }
+
+func TestReconcilePayments_OpenOrderPastItsHold_EndedOnlyWhenItsWorkflowIsGone(t *testing.T) {
+	t.Parallel()
+	pool := testenv.Pool(t)
+	ctx := context.Background()
+	// Paid at once, then its workflow was terminated while a step retried: AUTHORIZED, no hold
+	// child, its hold three minutes past.
+	gone, goneWF := insertOrder(t, pool, "PENDING_PAYMENT", "AUTHORIZED", time.Hour)
+	// The same, but its workflow still runs (a step retrying): left to it.
+	alive, _ := insertOrder(t, pool, "PENDING_PAYMENT", "AUTHORIZED", time.Hour)
+	// Within its hold: not looked at.
+	fresh, freshWF := insertOrder(t, pool, "PENDING_PAYMENT", "AUTHORIZED", time.Hour)
+	_, err := pool.Exec(ctx, `UPDATE orders SET hold_expires_at = now() - interval '3 minutes' WHERE id = ANY($1)`,
+		[]int64{gone, alive})
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE orders SET hold_expires_at = now() + interval '10 minutes' WHERE id = $1`, fresh)
+	require.NoError(t, err)
+	provider := &fakeProvider{intents: map[string]payment.Intent{}}
+	for _, id := range []int64{gone, alive, fresh} {
+		provider.intents[activities.PaymentKey(id)] = payment.Intent{ID: fmt.Sprint("pi_", id),
+			Status: payment.StatusAuthorized, AmountMinor: 1000, Currency: "TRY"}
+	}
+	sig := &fakeSignaler{got: map[string]string{}, fail: map[string]bool{}, gone: map[string]bool{goneWF: true, freshWF: true}}
+	rec := &activities.PaymentReconciler{Pool: pool, Gateway: provider, Signaler: sig}
+
+	res, err := rec.ReconcilePayments(ctx, activities.ReconcilePaymentsInput{})
+	require.NoError(t, err)
+	assert.Equal(t, 2, res.Checked, "the two past their hold")
+	assert.Equal(t, 1, res.Orphaned)
+	status := func(id int64) (order, pay string) {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT o.status, p.status FROM orders o JOIN payments p ON p.order_id = o.id
+			WHERE o.id = $1`, id).Scan(&order, &pay))
+		return order, pay
+	}
+	order, pay := status(gone)
+	assert.Equal(t, "FAILED", order)
+	assert.Equal(t, "VOIDED", pay)
+	assert.Equal(t, payment.StatusVoided, provider.intents[activities.PaymentKey(gone)].Status, "nothing left authorized")
+	order, pay = status(alive)
+	assert.Equal(t, "PENDING_PAYMENT", order)
+	assert.Equal(t, "AUTHORIZED", pay)
+	order, _ = status(fresh)
+	assert.Equal(t, "PENDING_PAYMENT", order, "within its hold: its workflow is not even asked about")
+	assert.NotContains(t, provider.asked, activities.PaymentKey(alive), "a running order's payment is its own business")
+	assert.Empty(t, sig.got)
+}

@@ -10,17 +10,25 @@ import (
 )
 
 const paymentsToReconcile = `-- name: PaymentsToReconcile :many
-SELECT p.order_id, p.status, o.workflow_id
+SELECT o.id AS order_id, coalesce(p.status, 'NONE')::text AS status, o.workflow_id
 FROM orders o
-JOIN payments p ON p.order_id = o.id
+LEFT JOIN payments p ON p.order_id = o.id
 WHERE o.status IN ('PENDING_PAYMENT', 'NEEDS_ATTENTION')
   AND o.id > $1
   AND (p.status = 'UNKNOWN'
        OR (p.status IN ('PENDING', 'REQUIRES_ACTION')
-           AND p.updated_at < now() - make_interval(secs => $2::float8)))
+           AND p.updated_at < now() - make_interval(secs => $2::float8))
+       OR coalesce(o.hold_expires_at, o.created_at) < now() - make_interval(secs => $3::float8))
 ORDER BY o.id
-LIMIT $3
+LIMIT $4
 `
+
+type PaymentsToReconcileParams struct {
+	AfterOrderID       int64
+	PendingSeconds     float64
+	OrphanAfterSeconds float64
+	BatchSize          int32
+}
 
 type PaymentsToReconcileRow struct {
 	OrderID    int64
@@ -31,10 +39,17 @@ type PaymentsToReconcileRow struct {
 // The payment reconciler's batch: payments of open orders whose outcome the checkout does not
 // know: UNKNOWN (a provider call timed out), still PENDING pending_seconds after they were
 // written (the authorize may have been lost), or waiting for 3-D Secure that long (its webhook
-// may have been lost while the shopper approved). Keyset-paged by order id, so a payment the
-// provider never saw is asked about once per run and cannot starve the others.
-func (q *Queries) PaymentsToReconcile(ctx context.Context, afterOrderID int64, pendingSeconds float64, batchSize int32) ([]PaymentsToReconcileRow, error) {
-	rows, err := q.db.Query(ctx, paymentsToReconcile, afterOrderID, pendingSeconds, batchSize)
+// may have been lost while the shopper approved). Also every open order orphan_after_seconds
+// past its hold (or, without one, past its creation), whatever its payment: if its workflow is
+// gone, nobody else will end it. Keyset-paged by order id, so a payment the provider never saw is
+// asked about once per run and cannot starve the others.
+func (q *Queries) PaymentsToReconcile(ctx context.Context, arg PaymentsToReconcileParams) ([]PaymentsToReconcileRow, error) {
+	rows, err := q.db.Query(ctx, paymentsToReconcile,
+		arg.AfterOrderID,
+		arg.PendingSeconds,
+		arg.OrphanAfterSeconds,
+		arg.BatchSize,
+	)
 	if err != nil {
 		return nil, err
 	}

@@ -152,8 +152,10 @@ type orderFlow struct {
 	// once per workflow task (see yield); false only for runs begun before that change.
 	lazy        bool
 	searchDirty bool
-	compensate  []compensation
-	searched    searchState
+	// quick: steps run their short first try (see runStep).
+	quick      bool
+	compensate []compensation
+	searched   searchState
 }
 
 type compensation struct {
@@ -430,19 +432,19 @@ func (w *orderFlow) run(ctx workflow.Context) {
 	}
 
 	// 7. Confirm the stock, capture the money, done.
-	cctx := workflow.WithLocalActivityOptions(ctx, w.stepOptions())
 	err = w.step(ctx, "confirm", func(ctx workflow.Context) error {
-		return workflow.ExecuteLocalActivity(cctx, stockA.Confirm, w.st.OrderID).Get(ctx, nil)
+		return workflow.ExecuteLocalActivity(w.stepCtx(ctx), stockA.Confirm, w.st.OrderID).Get(ctx, nil)
 	})
 	if err != nil {
 		w.failAfterStep(ctx, err, FailStockReleased)
 		return
 	}
+	w.holdAt = nil // nothing left to hold
 	w.push("restock", w.restock, compensateStock)
 	w.note(ctx, "stock confirmed", "")
 	err = w.step(ctx, "capture", func(ctx workflow.Context) error {
 		var p activities.PaymentResult
-		if err := workflow.ExecuteLocalActivity(cctx, paymentsA.Capture, w.st.OrderID).Get(ctx, &p); err != nil {
+		if err := workflow.ExecuteLocalActivity(w.stepCtx(ctx), paymentsA.Capture, w.st.OrderID).Get(ctx, &p); err != nil {
 			return err
 		}
 		w.onPayment(p.Status, "capture")
@@ -453,7 +455,7 @@ func (w *orderFlow) run(ctx workflow.Context) {
 		return
 	}
 	err = w.step(ctx, "complete", func(ctx workflow.Context) error {
-		return workflow.ExecuteLocalActivity(cctx, ordersA.Transition, activities.TransitionInput{
+		return workflow.ExecuteLocalActivity(w.stepCtx(ctx), ordersA.Transition, activities.TransitionInput{
 			OrderID: w.st.OrderID, To: StatusConfirmed}).Get(ctx, nil)
 	})
 	if err != nil {
@@ -570,6 +572,19 @@ func (w *orderFlow) mustStep(ctx workflow.Context, name string, run func(workflo
 
 func (w *orderFlow) runStep(ctx workflow.Context, name string, run func(workflow.Context) error, must bool) error {
 	for {
+		if w.lazy {
+			// A short first try, whose retries stay inside this workflow task. If it fails, the
+			// longer retries that follow wait on durable timers, so the order is about to wait:
+			// yield first (the hold child starts if the order holds stock, the search
+			// attributes are written).
+			w.quick = true
+			err := run(ctx)
+			w.quick = false
+			if err == nil || isBusinessRefusal(err) {
+				return err
+			}
+			w.yield(ctx)
+		}
 		err := run(ctx)
 		if err == nil || isBusinessRefusal(err) {
 			return err
@@ -681,9 +696,8 @@ func (w *orderFlow) fail(ctx workflow.Context, code string, answer *PlaceOrderRe
 	}
 	w.compensateKind(dctx, compensatePayment)
 	w.compensate = nil
-	lctx := workflow.WithLocalActivityOptions(dctx, w.stepOptions())
 	_ = w.mustStep(dctx, "finish", func(ctx workflow.Context) error {
-		return workflow.ExecuteLocalActivity(lctx, ordersA.Transition, activities.TransitionInput{
+		return workflow.ExecuteLocalActivity(w.stepCtx(ctx), ordersA.Transition, activities.TransitionInput{
 			OrderID: w.st.OrderID, To: status, Code: code}).Get(ctx, nil)
 	})
 	w.setStatus(dctx, status, code)
@@ -817,14 +831,16 @@ func (w *orderFlow) releaseStock(ctx workflow.Context) error {
 			}
 		}
 	}
-	lctx := workflow.WithLocalActivityOptions(ctx, w.stepOptions())
-	return workflow.ExecuteLocalActivity(lctx, stockA.Release, w.st.OrderID).Get(ctx, nil)
+	if err := workflow.ExecuteLocalActivity(w.stepCtx(ctx), stockA.Release, w.st.OrderID).Get(ctx, nil); err != nil {
+		return err
+	}
+	w.holdAt = nil // released: nothing left to hold
+	return nil
 }
 
 func (w *orderFlow) reversePayment(ctx workflow.Context) error {
 	var p activities.PaymentResult
-	lctx := workflow.WithLocalActivityOptions(ctx, w.stepOptions())
-	if err := workflow.ExecuteLocalActivity(lctx, paymentsA.Reverse, w.st.OrderID).Get(ctx, &p); err != nil {
+	if err := workflow.ExecuteLocalActivity(w.stepCtx(ctx), paymentsA.Reverse, w.st.OrderID).Get(ctx, &p); err != nil {
 		return err
 	}
 	if p.Status != activities.PaymentNotFound {
@@ -834,8 +850,7 @@ func (w *orderFlow) reversePayment(ctx workflow.Context) error {
 }
 
 func (w *orderFlow) restock(ctx workflow.Context) error {
-	lctx := workflow.WithLocalActivityOptions(ctx, w.stepOptions())
-	return workflow.ExecuteLocalActivity(lctx, stockA.Restock, w.st.OrderID).Get(ctx, nil)
+	return workflow.ExecuteLocalActivity(w.stepCtx(ctx), stockA.Restock, w.st.OrderID).Get(ctx, nil)
 }
 
 // settleHold tells the hold child the order is confirmed, so it stops waiting.
@@ -989,6 +1004,14 @@ var (
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 2,
 			MaximumInterval: 2 * time.Second, MaximumAttempts: 4},
 	}
+	// quickStepOptions are a step's first try: a few quick attempts, retried in the worker
+	// within the workflow task (no durable timer between them).
+	quickStepOptions = workflow.LocalActivityOptions{
+		StartToCloseTimeout:    5 * time.Second,
+		ScheduleToCloseTimeout: 8 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2,
+			MaximumInterval: time.Second, MaximumAttempts: 3},
+	}
 	defaultStepOptions = workflow.LocalActivityOptions{
 		StartToCloseTimeout:    10 * time.Second,
 		ScheduleToCloseTimeout: DefaultStepRetryWindow,
@@ -1000,7 +1023,15 @@ var (
 // DefaultStepRetryWindow is how long a step after the answer retries before support is asked.
 const DefaultStepRetryWindow = 2 * time.Minute
 
+// stepCtx is ctx with the local activity options of a step's current try.
+func (w *orderFlow) stepCtx(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, w.stepOptions())
+}
+
 func (w *orderFlow) stepOptions() workflow.LocalActivityOptions {
+	if w.quick {
+		return quickStepOptions
+	}
 	o := defaultStepOptions
 	if d := w.in.StepRetryWindow; d > 0 {
 		o.ScheduleToCloseTimeout = d

@@ -366,11 +366,15 @@ func TestOrder_SameKeyDifferentBody_Rejected(t *testing.T) {
 	assert.Equal(t, workflows.ErrTypeIdempotencyKeyReused, appErr.Type())
 }
 
+// triesBeforePark is how often a failing step runs before the order parks: its quick first try
+// (3 attempts inside the workflow task), then its full retries (8 attempts on durable timers).
+const triesBeforePark = 3 + 8
+
 func TestOrder_CaptureExhausted_ParkedThenSupportRetry_Confirmed(t *testing.T) {
 	s := newSaga(t)
 	s.authorizeReturns("AUTHORIZED")
 	down := temporal.NewApplicationError("provider unavailable", activities.ErrTypeProviderDown)
-	s.on("Capture").Return(activities.PaymentResult{}, down).Times(8)
+	s.on("Capture").Return(activities.PaymentResult{}, down).Times(triesBeforePark)
 	s.on("Capture").Return(activities.PaymentResult{Status: "CAPTURED"}, nil)
 	var parked workflows.OrderState
 	// Retries end after about 2 minutes; support retries within the first parked period.
@@ -395,13 +399,13 @@ func TestOrder_ParkedStep_RetriesByItselfWhenTheOutageEnds(t *testing.T) {
 	s := newSaga(t)
 	s.authorizeReturns("AUTHORIZED")
 	down := temporal.NewApplicationError("provider unavailable", activities.ErrTypeProviderDown)
-	s.on("Capture").Return(activities.PaymentResult{}, down).Times(8)
+	s.on("Capture").Return(activities.PaymentResult{}, down).Times(triesBeforePark)
 	s.on("Capture").Return(activities.PaymentResult{Status: "CAPTURED"}, nil)
 	st := s.run(input("tok_ok"))
 
 	assert.Equal(t, workflows.StatusConfirmed, st.Status, "no support action: the parked step tried again by itself")
 	assert.Equal(t, 1, s.calls["Park"])
-	assert.Equal(t, 9, s.calls["Capture"])
+	assert.Equal(t, triesBeforePark+1, s.calls["Capture"])
 }
 
 func TestOrder_SupportRetryWhileNotParked_Refused(t *testing.T) {
@@ -418,4 +422,33 @@ func TestOrder_SupportRetryWhileNotParked_Refused(t *testing.T) {
 
 	require.Error(t, rejected, "refund applies to a parked order only")
 	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+}
+
+func TestOrder_StepRetriesPastItsQuickTry_HoldChildStartsFirst(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("AUTHORIZED")
+	blip := errors.New("database restarting")
+	// The quick try fails; the longer retries wait on durable timers, so the order holds stock
+	// while it waits: its hold child must run by then.
+	s.on("Confirm").Return(inventory.ConfirmResult{}, blip).Times(4)
+	s.on("Confirm").Return(inventory.ConfirmResult{Confirmed: 1}, nil)
+	st := s.run(input("tok_ok"))
+
+	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, 5, s.calls["Confirm"])
+	assert.Equal(t, 1, s.holds, "the hold child started before the order waited on a retry")
+}
+
+func TestOrder_StockReleasedDirectly_NoHoldChildLater(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("DECLINED")
+	down := temporal.NewApplicationError("provider unavailable", activities.ErrTypeProviderDown)
+	// The stock goes back at once; reversing the payment then has to wait on retries.
+	s.on("Reverse").Return(activities.PaymentResult{}, down).Times(4)
+	s.on("Reverse").Return(activities.PaymentResult{Status: "VOIDED"}, nil)
+	st := s.run(input("tok_decline"))
+
+	assert.Equal(t, workflows.StatusFailed, st.Status)
+	assert.Equal(t, 1, s.calls["Release"])
+	assert.Zero(t, s.holds, "nothing left to hold once the stock is back")
 }

@@ -2,15 +2,18 @@
 -- The payment reconciler's batch: payments of open orders whose outcome the checkout does not
 -- know: UNKNOWN (a provider call timed out), still PENDING pending_seconds after they were
 -- written (the authorize may have been lost), or waiting for 3-D Secure that long (its webhook
--- may have been lost while the shopper approved). Keyset-paged by order id, so a payment the
--- provider never saw is asked about once per run and cannot starve the others.
-SELECT p.order_id, p.status, o.workflow_id
+-- may have been lost while the shopper approved). Also every open order orphan_after_seconds
+-- past its hold (or, without one, past its creation), whatever its payment: if its workflow is
+-- gone, nobody else will end it. Keyset-paged by order id, so a payment the provider never saw is
+-- asked about once per run and cannot starve the others.
+SELECT o.id AS order_id, coalesce(p.status, 'NONE')::text AS status, o.workflow_id
 FROM orders o
-JOIN payments p ON p.order_id = o.id
+LEFT JOIN payments p ON p.order_id = o.id
 WHERE o.status IN ('PENDING_PAYMENT', 'NEEDS_ATTENTION')
   AND o.id > @after_order_id
   AND (p.status = 'UNKNOWN'
        OR (p.status IN ('PENDING', 'REQUIRES_ACTION')
-           AND p.updated_at < now() - make_interval(secs => @pending_seconds::float8)))
+           AND p.updated_at < now() - make_interval(secs => @pending_seconds::float8))
+       OR coalesce(o.hold_expires_at, o.created_at) < now() - make_interval(secs => @orphan_after_seconds::float8))
 ORDER BY o.id
 LIMIT @batch_size;
