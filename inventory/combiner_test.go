@@ -451,3 +451,51 @@ func TestReserve_Combining_FirstComeFirstServedPerSKU(t *testing.T) {
 	assert.Equal(t, []int{1, 2}, obs.all(), "orders 2 and 3 went together, after order 1")
 	f.assertConsistent()
 }
+
+// TestReserve_CombinedBatchBehindAHeldRow_OtherOrdersGoOnTheirOwn: a batch that meets a row held
+// by another transaction gives up after its lock timeout, and its orders are reserved each in a
+// transaction of its own: the order of a free SKU does not wait for the held row.
+func TestReserve_CombinedBatchBehindAHeldRow_OtherOrdersGoOnTheirOwn(t *testing.T) {
+	t.Parallel()
+	obs := newBatchSizes()
+	f := newFixtureWith(t, obs, inventory.WithCombining(1))
+	f.sku(77, map[int32]int32{whIstanbul: 10})
+	f.sku(78, map[int32]int32{whIstanbul: 10})
+	f.sku(79, map[int32]int32{whIstanbul: 10})
+	// Order 1 (SKU 79) takes the only slot and waits on its advisory lock, so that orders 2 and 3
+	// gather into one batch behind it.
+	hold1 := f.advisoryLock(1)
+	first := f.enqueueAny(1, inventory.Line{SKUID: 79, Quantity: 1})
+	require.Equal(t, 1, <-obs.sent)
+	held := f.enqueue(f.ctx, 2, inventory.Line{SKUID: 77, Quantity: 1})
+	free := f.enqueue(f.ctx, 3, inventory.Line{SKUID: 78, Quantity: 1})
+	// A long transaction holds SKU 77's row.
+	long, err := f.pool.Begin(f.ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = long.Rollback(context.Background()) })
+	_, err = long.Exec(f.ctx, `SELECT 1 FROM inventory WHERE sku_id = 77 FOR UPDATE`)
+	require.NoError(t, err)
+	require.NoError(t, hold1.Commit(f.ctx))
+	require.NoError(t, (<-first).err)
+	require.Equal(t, 2, <-obs.sent, "orders 2 and 3 in flight as one batch")
+
+	select {
+	case r := <-free:
+		require.NoError(t, r.err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the order of a free SKU waited for another SKU's held row")
+	}
+	require.NoError(t, long.Commit(f.ctx))
+	require.NoError(t, (<-held).err)
+	f.assertConsistent()
+}
+
+// enqueueAny places an order from its own goroutine without waiting for it to queue.
+func (f *fixture) enqueueAny(order int64, lines ...inventory.Line) <-chan result {
+	out := make(chan result, 1)
+	go func() {
+		res, err := f.eng.Reserve(f.ctx, inventory.ReserveRequest{OrderID: order, Lines: lines, ShipTo: istanbul, Hold: 15 * time.Minute})
+		out <- result{res, err}
+	}()
+	return out
+}
