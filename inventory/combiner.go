@@ -83,6 +83,8 @@ type pending struct {
 	req   ReserveRequest
 	lines []Line
 	done  chan outcome // buffered: the batch never waits for a caller that left
+	// solo: the order was in a batch that failed as a whole; it now goes in a batch of its own.
+	solo bool
 }
 
 // outcome is one order's result in a batch. fallback means the batch failed as a whole (and was
@@ -122,8 +124,7 @@ func (c *combiner) reserve(ctx context.Context, req ReserveRequest, lines []Line
 	case len(own) == 1:
 		// This caller's order goes now and alone (low load): run it here, on the caller's context
 		// as the direct path does, rather than hand it to another goroutine.
-		c.run(ctx, own)
-		for _, b := range c.finish(own) {
+		for _, b := range c.finish(own, c.run(ctx, own)) {
 			go c.runFrom(b)
 		}
 	case own != nil:
@@ -170,17 +171,26 @@ func (c *combiner) take() []*pending {
 	orders := map[int64]bool{}
 	mine := map[int64]bool{}    // SKUs this batch takes
 	waiting := map[int64]bool{} // SKUs of orders passed over in this scan
-	for _, p := range c.queue {
+	for i, p := range c.queue {
 		if err := p.ctx.Err(); err != nil {
 			p.done <- outcome{err: err}
 			continue
 		}
-		if len(batch) >= maxBatchOrders || orders[p.req.OrderID] || c.blocked(p, mine) || behind(p, waiting) {
+		if len(batch) >= maxBatchOrders || orders[p.req.OrderID] || c.blocked(p, mine) || behind(p, waiting) ||
+			(p.solo && len(batch) > 0) {
 			for _, l := range p.lines {
 				waiting[l.SKUID] = true
 			}
 			rest = append(rest, p)
 			continue
+		}
+		if p.solo {
+			batch = append(batch, p)
+			for _, l := range p.lines {
+				mine[l.SKUID] = true
+			}
+			rest = append(rest, c.queue[i+1:]...)
+			break
 		}
 		orders[p.req.OrderID] = true
 		for _, l := range p.lines {
@@ -218,8 +228,7 @@ func (c *combiner) blocked(p *pending, mine map[int64]bool) bool {
 // runFrom runs batch, then, while the queue yields more, the next batch in the same goroutine.
 func (c *combiner) runFrom(batch []*pending) {
 	for batch != nil {
-		c.run(context.Background(), batch)
-		next := c.finish(batch)
+		next := c.finish(batch, c.run(context.Background(), batch))
 		batch = nil
 		if len(next) > 0 {
 			batch = next[0]
@@ -230,8 +239,9 @@ func (c *combiner) runFrom(batch []*pending) {
 	}
 }
 
-// finish frees the slot and the SKUs of a batch that ran and returns the batches that can go now.
-func (c *combiner) finish(batch []*pending) [][]*pending {
+// finish frees the slot and the SKUs of a batch that ran, puts the orders of a batch that failed
+// back at the head of the queue, each to go alone, and returns the batches that can go now.
+func (c *combiner) finish(batch, requeue []*pending) [][]*pending {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range batch {
@@ -240,11 +250,21 @@ func (c *combiner) finish(batch []*pending) [][]*pending {
 		}
 	}
 	c.inFlight--
+	if len(requeue) > 0 {
+		for _, p := range requeue {
+			p.solo = true
+		}
+		c.queue = append(slices.Clone(requeue), c.queue...)
+	}
 	return c.dispatch()
 }
 
-// run reserves one batch in one transaction and hands each caller its order's result.
-func (c *combiner) run(ctx context.Context, batch []*pending) {
+// run reserves one batch in one transaction and hands each caller its order's result. When a
+// batch of several orders fails as a whole (rolled back: a row held elsewhere past the batch's
+// lock timeout, a broken connection), it hands nobody anything and returns the orders, to be
+// queued again each alone: through the combiner, so that at most its slots' connections wait on
+// a held row and only the orders of that row's SKU wait behind them, while the others go on.
+func (c *combiner) run(ctx context.Context, batch []*pending) (requeue []*pending) {
 	if c.batchObs != nil {
 		c.batchObs.ReserveBatch(len(batch))
 	}
@@ -256,10 +276,10 @@ func (c *combiner) run(ctx context.Context, batch []*pending) {
 		res, short, done, err := c.e.reserveOnce(ctx, b.req, b.lines)
 		if err != nil || (!done && short == nil) {
 			b.done <- outcome{fallback: true}
-			return
+			return nil
 		}
 		b.done <- outcome{res: res, short: short}
-		return
+		return nil
 	}
 	var p db.ReserveOrdersParams
 	index := make(map[int64]int, len(batch))
@@ -277,12 +297,9 @@ func (c *combiner) run(ctx context.Context, batch []*pending) {
 	}
 	rows, err := c.e.q.ReserveOrders(ctx, p)
 	if err != nil {
-		// Rolled back as a whole (or, if the commit's answer was lost, committed: the direct
-		// path then finds the reservation by order id).
-		for _, b := range batch {
-			b.done <- outcome{fallback: true}
-		}
-		return
+		// Rolled back as a whole (or, if the commit's answer was lost, committed: reserving the
+		// order again finds its reservation by order id).
+		return batch
 	}
 	out := make([]outcome, len(batch))
 	seen := make([]bool, len(batch))
@@ -318,4 +335,5 @@ func (c *combiner) run(ctx context.Context, batch []*pending) {
 		}
 		b.done <- out[i]
 	}
+	return nil
 }

@@ -319,12 +319,13 @@ func (f *fixture) advisoryLock(order int64) pgx.Tx {
 	return tx
 }
 
-func TestReserve_CombinedBatchFails_OrdersFallBackToTheirOwnTransactions(t *testing.T) {
+func TestReserve_CombinedBatchFails_OrdersGoAgainEachAlone(t *testing.T) {
 	t.Parallel()
 	obs := newBatchSizes()
 	f := newFixtureWith(t, obs)
 	f.sku(77, map[int32]int32{whIstanbul: 10})
-	// A broken batch statement: the batch fails as a whole, and each order is reserved on its own.
+	// A broken batch statement: the batch fails as a whole, and each order goes again alone (the
+	// one-order statement).
 	f.exec(`ALTER FUNCTION reserve_orders(BIGINT[], DOUBLE PRECISION[], DOUBLE PRECISION[], DOUBLE PRECISION[], INT[], BIGINT[], INT[]) RENAME TO reserve_orders_off`)
 	release, wait := f.holdSKU(obs, 77, 1)
 	second := f.enqueue(f.ctx, 2, inventory.Line{SKUID: 77, Quantity: 3})
@@ -337,7 +338,7 @@ func TestReserve_CombinedBatchFails_OrdersFallBackToTheirOwnTransactions(t *test
 		require.NoError(t, r.err)
 		require.Len(t, r.res.Allocations, 1)
 	}
-	assert.Equal(t, []int{1, 2}, obs.all(), "the two orders were sent as one batch first")
+	assert.Equal(t, []int{1, 2, 1, 1}, obs.all(), "the two orders were sent as one batch first, then each alone")
 	_, reserved := f.row(77, whIstanbul)
 	assert.EqualValues(t, 6, reserved)
 	f.assertConsistent()
@@ -453,19 +454,21 @@ func TestReserve_Combining_FirstComeFirstServedPerSKU(t *testing.T) {
 }
 
 // TestReserve_CombinedBatchBehindAHeldRow_OtherOrdersGoOnTheirOwn: a batch that meets a row held
-// by another transaction gives up after its lock timeout, and its orders are reserved each in a
-// transaction of its own: the order of a free SKU does not wait for the held row.
+// by another transaction gives up after its lock timeout, and its orders go again each alone: the
+// order of a free SKU does not wait for the held row, and the held row's order waits alone.
 func TestReserve_CombinedBatchBehindAHeldRow_OtherOrdersGoOnTheirOwn(t *testing.T) {
 	t.Parallel()
 	obs := newBatchSizes()
-	f := newFixtureWith(t, obs, inventory.WithCombining(1))
-	f.sku(77, map[int32]int32{whIstanbul: 10})
-	f.sku(78, map[int32]int32{whIstanbul: 10})
-	f.sku(79, map[int32]int32{whIstanbul: 10})
-	// Order 1 (SKU 79) takes the only slot and waits on its advisory lock, so that orders 2 and 3
-	// gather into one batch behind it.
-	hold1 := f.advisoryLock(1)
+	f := newFixtureWith(t, obs, inventory.WithCombining(2))
+	for sku := int64(77); sku <= 80; sku++ {
+		f.sku(sku, map[int32]int32{whIstanbul: 10})
+	}
+	// Orders 1 (SKU 79) and 4 (SKU 80) take both slots, each waiting on its advisory lock, so
+	// that orders 2 and 3 gather into one batch behind them.
+	hold1, hold4 := f.advisoryLock(1), f.advisoryLock(4)
 	first := f.enqueueAny(1, inventory.Line{SKUID: 79, Quantity: 1})
+	require.Equal(t, 1, <-obs.sent)
+	fourth := f.enqueueAny(4, inventory.Line{SKUID: 80, Quantity: 1})
 	require.Equal(t, 1, <-obs.sent)
 	held := f.enqueue(f.ctx, 2, inventory.Line{SKUID: 77, Quantity: 1})
 	free := f.enqueue(f.ctx, 3, inventory.Line{SKUID: 78, Quantity: 1})
@@ -478,6 +481,8 @@ func TestReserve_CombinedBatchBehindAHeldRow_OtherOrdersGoOnTheirOwn(t *testing.
 	require.NoError(t, hold1.Commit(f.ctx))
 	require.NoError(t, (<-first).err)
 	require.Equal(t, 2, <-obs.sent, "orders 2 and 3 in flight as one batch")
+	require.NoError(t, hold4.Commit(f.ctx))
+	require.NoError(t, (<-fourth).err)
 
 	select {
 	case r := <-free:
@@ -487,6 +492,7 @@ func TestReserve_CombinedBatchBehindAHeldRow_OtherOrdersGoOnTheirOwn(t *testing.
 	}
 	require.NoError(t, long.Commit(f.ctx))
 	require.NoError(t, (<-held).err)
+	assert.Equal(t, []int{1, 1, 2, 1, 1}, obs.all(), "the failed batch's orders went again each alone")
 	f.assertConsistent()
 }
 
