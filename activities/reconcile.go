@@ -149,6 +149,10 @@ func (a *PaymentReconciler) ReconcilePayments(ctx context.Context, in ReconcileP
 
 func (a *PaymentReconciler) resolve(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
 	res *ReconcilePaymentsResult, byStatus map[string]int) error {
+	if r.OrderStatus == "FAILED" {
+		// Ended as ORPHANED by an earlier run that stopped before the payment was reversed.
+		return a.finishOrphan(ctx, pays, r, res)
+	}
 	running, err := a.Signaler.Running(ctx, r.WorkflowID)
 	if err != nil {
 		return err
@@ -204,11 +208,22 @@ const DefaultOrphanAfter = 2 * time.Minute
 // so a repeat changes nothing.
 func (a *PaymentReconciler) endOrphan(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
 	res *ReconcilePaymentsResult) error {
-	if _, err := inventory.New(a.Pool, nil).Release(ctx, r.OrderID); err != nil {
+	// The order was read open before its workflow was found gone: the workflow may have ended it
+	// meanwhile (confirmed, with the money captured). Only an order still open is ended here, and
+	// only then is anything given back.
+	changed, err := (&Orders{Pool: a.Pool}).Transition(ctx, TransitionInput{OrderID: r.OrderID, To: "FAILED",
+		Code: FailOrphaned, Detail: map[string]any{"by": "payment reconciler"}})
+	if err != nil || !changed {
 		return err
 	}
-	if _, err := (&Orders{Pool: a.Pool}).Transition(ctx, TransitionInput{OrderID: r.OrderID, To: "FAILED",
-		Code: FailOrphaned, Detail: map[string]any{"by": "payment reconciler"}}); err != nil {
+	return a.finishOrphan(ctx, pays, r, res)
+}
+
+// finishOrphan gives back what an order ended as ORPHANED holds: its stock, then its payment.
+// Both steps are conditional, so a repeat changes nothing.
+func (a *PaymentReconciler) finishOrphan(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
+	res *ReconcilePaymentsResult) error {
+	if _, err := inventory.New(a.Pool, nil).Release(ctx, r.OrderID); err != nil {
 		return err
 	}
 	if _, err := pays.Reverse(ctx, r.OrderID); err != nil {

@@ -50,9 +50,14 @@ type fakeSignaler struct {
 	got  map[string]string // workflow id → status
 	fail map[string]bool
 	gone map[string]bool
+	// beforeAnswer, when set, runs as Running is asked, before it answers.
+	beforeAnswer func(workflowID string)
 }
 
 func (f *fakeSignaler) Running(_ context.Context, workflowID string) (bool, error) {
+	if f.beforeAnswer != nil {
+		f.beforeAnswer(workflowID)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return !f.gone[workflowID], nil
@@ -290,4 +295,64 @@ func TestReconcilePayments_OpenOrderPastItsHold_EndedOnlyWhenItsWorkflowIsGone(t
 	assert.Equal(t, "PENDING_PAYMENT", order, "within its hold: its workflow is not even asked about")
 	assert.NotContains(t, provider.asked, activities.PaymentKey(alive), "a running order's payment is its own business")
 	assert.Empty(t, sig.got)
+}
+
+func TestReconcilePayments_OrderConfirmedByItsWorkflowMeanwhile_LeftAlone(t *testing.T) {
+	t.Parallel()
+	pool := testenv.Pool(t)
+	ctx := context.Background()
+	// Read open and past its hold (a capture that retried through an outage); its workflow then
+	// confirms it and closes before the reconciler asks whether it runs.
+	id, wf := insertOrder(t, pool, "PENDING_PAYMENT", "AUTHORIZED", time.Hour)
+	_, err := pool.Exec(ctx, `UPDATE orders SET hold_expires_at = now() - interval '3 minutes' WHERE id = $1`, id)
+	require.NoError(t, err)
+	provider := &fakeProvider{intents: map[string]payment.Intent{activities.PaymentKey(id): {ID: "pi_1",
+		Status: payment.StatusCaptured, AmountMinor: 1000, Currency: "TRY"}}}
+	sig := &fakeSignaler{got: map[string]string{}, fail: map[string]bool{}, gone: map[string]bool{wf: true}}
+	sig.beforeAnswer = func(string) {
+		_, err := pool.Exec(ctx, `UPDATE orders SET status = 'CONFIRMED' WHERE id = $1`, id)
+		require.NoError(t, err)
+		_, err = pool.Exec(ctx, `UPDATE payments SET status = 'CAPTURED' WHERE order_id = $1`, id)
+		require.NoError(t, err)
+	}
+	rec := &activities.PaymentReconciler{Pool: pool, Gateway: provider, Signaler: sig}
+
+	res, err := rec.ReconcilePayments(ctx, activities.ReconcilePaymentsInput{})
+	require.NoError(t, err)
+	assert.Zero(t, res.Orphaned)
+	var status, pay string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT o.status, p.status FROM orders o JOIN payments p ON p.order_id = o.id
+		WHERE o.id = $1`, id).Scan(&status, &pay))
+	assert.Equal(t, "CONFIRMED", status)
+	assert.Equal(t, "CAPTURED", pay)
+	assert.Equal(t, payment.StatusCaptured, provider.intents[activities.PaymentKey(id)].Status, "a confirmed order's money is kept")
+}
+
+func TestReconcilePayments_OrphanEndedButNotYetReversed_ReversedNextRun(t *testing.T) {
+	t.Parallel()
+	pool := testenv.Pool(t)
+	ctx := context.Background()
+	// An earlier run ended the order and stopped before reversing its payment.
+	id, _ := insertOrder(t, pool, "FAILED", "AUTHORIZED", time.Hour)
+	_, err := pool.Exec(ctx, `UPDATE orders SET failure_code = $2 WHERE id = $1`, id, activities.FailOrphaned)
+	require.NoError(t, err)
+	// Another order failed for its own reasons, with its payment being reversed by its workflow.
+	other, _ := insertOrder(t, pool, "FAILED", "AUTHORIZED", time.Hour)
+	provider := &fakeProvider{intents: map[string]payment.Intent{}}
+	for _, o := range []int64{id, other} {
+		provider.intents[activities.PaymentKey(o)] = payment.Intent{ID: fmt.Sprint("pi_", o), Status: payment.StatusAuthorized,
+			AmountMinor: 1000, Currency: "TRY"}
+	}
+	rec := &activities.PaymentReconciler{Pool: pool, Gateway: provider,
+		Signaler: &fakeSignaler{got: map[string]string{}, fail: map[string]bool{}}}
+
+	res, err := rec.ReconcilePayments(ctx, activities.ReconcilePaymentsInput{})
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Orphaned)
+	assert.Equal(t, payment.StatusVoided, provider.intents[activities.PaymentKey(id)].Status)
+	assert.Equal(t, payment.StatusAuthorized, provider.intents[activities.PaymentKey(other)].Status, "not the reconciler's")
+
+	again, err := rec.ReconcilePayments(ctx, activities.ReconcilePaymentsInput{})
+	require.NoError(t, err)
+	assert.Zero(t, again.Checked, "reversed: not looked at again")
 }

@@ -10,15 +10,17 @@ import (
 )
 
 const paymentsToReconcile = `-- name: PaymentsToReconcile :many
-SELECT o.id AS order_id, coalesce(p.status, 'NONE')::text AS status, o.workflow_id
+SELECT o.id AS order_id, o.status AS order_status, coalesce(p.status, 'NONE')::text AS status, o.workflow_id
 FROM orders o
 LEFT JOIN payments p ON p.order_id = o.id
-WHERE o.status IN ('PENDING_PAYMENT', 'NEEDS_ATTENTION')
-  AND o.id > $1
-  AND (p.status = 'UNKNOWN'
-       OR (p.status IN ('PENDING', 'REQUIRES_ACTION')
-           AND p.updated_at < now() - make_interval(secs => $2::float8))
-       OR coalesce(o.hold_expires_at, o.created_at) < now() - make_interval(secs => $3::float8))
+WHERE o.id > $1
+  AND ((o.status IN ('PENDING_PAYMENT', 'NEEDS_ATTENTION')
+        AND (p.status = 'UNKNOWN'
+             OR (p.status IN ('PENDING', 'REQUIRES_ACTION')
+                 AND p.updated_at < now() - make_interval(secs => $2::float8))
+             OR coalesce(o.hold_expires_at, o.created_at) < now() - make_interval(secs => $3::float8)))
+       OR (o.status = 'FAILED' AND o.failure_code = 'ORPHANED'
+           AND p.status IN ('PENDING', 'UNKNOWN', 'REQUIRES_ACTION', 'AUTHORIZED', 'CAPTURED')))
 ORDER BY o.id
 LIMIT $4
 `
@@ -31,9 +33,10 @@ type PaymentsToReconcileParams struct {
 }
 
 type PaymentsToReconcileRow struct {
-	OrderID    int64
-	Status     string
-	WorkflowID string
+	OrderID     int64
+	OrderStatus string
+	Status      string
+	WorkflowID  string
 }
 
 // The payment reconciler's batch: payments of open orders whose outcome the checkout does not
@@ -41,8 +44,9 @@ type PaymentsToReconcileRow struct {
 // written (the authorize may have been lost), or waiting for 3-D Secure that long (its webhook
 // may have been lost while the shopper approved). Also every open order orphan_after_seconds
 // past its hold (or, without one, past its creation), whatever its payment: if its workflow is
-// gone, nobody else will end it. Keyset-paged by order id, so a payment the provider never saw is
-// asked about once per run and cannot starve the others.
+// gone, nobody else will end it; and every order the reconciler ended as ORPHANED whose payment
+// is not reversed yet (a run that stopped between the two). Keyset-paged by order id, so a
+// payment the provider never saw is asked about once per run and cannot starve the others.
 func (q *Queries) PaymentsToReconcile(ctx context.Context, arg PaymentsToReconcileParams) ([]PaymentsToReconcileRow, error) {
 	rows, err := q.db.Query(ctx, paymentsToReconcile,
 		arg.AfterOrderID,
@@ -57,7 +61,12 @@ func (q *Queries) PaymentsToReconcile(ctx context.Context, arg PaymentsToReconci
 	items := []PaymentsToReconcileRow{}
 	for rows.Next() {
 		var i PaymentsToReconcileRow
-		if err := rows.Scan(&i.OrderID, &i.Status, &i.WorkflowID); err != nil {
+		if err := rows.Scan(
+			&i.OrderID,
+			&i.OrderStatus,
+			&i.Status,
+			&i.WorkflowID,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
