@@ -219,11 +219,16 @@ func (a *PaymentReconciler) endOrphan(ctx context.Context, pays *Payments, r db.
 	return a.finishOrphan(ctx, pays, r, res)
 }
 
-// finishOrphan gives back what an order ended as ORPHANED holds: its stock, then its payment.
-// Both steps are conditional, so a repeat changes nothing.
+// finishOrphan gives back what an order ended as ORPHANED holds: its stock (reserved, or already
+// confirmed if its workflow stopped between confirm and capture), then its payment. Every step is
+// conditional, so a repeat changes nothing.
 func (a *PaymentReconciler) finishOrphan(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
 	res *ReconcilePaymentsResult) error {
-	if _, err := inventory.New(a.Pool, nil).Release(ctx, r.OrderID); err != nil {
+	inv := inventory.New(a.Pool, nil, inventory.WithCombining(0))
+	if _, err := inv.Release(ctx, r.OrderID); err != nil {
+		return err
+	}
+	if _, err := inv.Restock(ctx, r.OrderID); err != nil {
 		return err
 	}
 	if _, err := pays.Reverse(ctx, r.OrderID); err != nil {

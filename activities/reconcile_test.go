@@ -265,6 +265,19 @@ func TestReconcilePayments_OpenOrderPastItsHold_EndedOnlyWhenItsWorkflowIsGone(t
 	_, err := pool.Exec(ctx, `UPDATE orders SET hold_expires_at = now() - interval '3 minutes' WHERE id = ANY($1)`,
 		[]int64{gone, alive})
 	require.NoError(t, err)
+	// Its workflow stopped between confirm and capture: one unit already confirmed (sold).
+	for _, q := range []string{
+		`INSERT INTO warehouses (id, code, name, city, lat, lon) VALUES (1, 'IST', 'Istanbul', 'Istanbul', 41, 29)`,
+		`INSERT INTO sellers (id, name) VALUES (42, 'Seller 42')`,
+		`INSERT INTO skus (id, seller_id, code, title, price_minor, currency, max_per_order) VALUES (77, 42, 'S-77', 'Radio', 1000, 'TRY', 5)`,
+		`INSERT INTO inventory (sku_id, warehouse_id, on_hand, reserved) VALUES (77, 1, 9, 0)`,
+	} {
+		_, err = pool.Exec(ctx, q)
+		require.NoError(t, err)
+	}
+	_, err = pool.Exec(ctx, `INSERT INTO stock_reservations (order_id, sku_id, warehouse_id, quantity, status, expires_at)
+		VALUES ($1, 77, 1, 1, 'CONFIRMED', now() - interval '3 minutes')`, gone)
+	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `UPDATE orders SET hold_expires_at = now() + interval '10 minutes' WHERE id = $1`, fresh)
 	require.NoError(t, err)
 	provider := &fakeProvider{intents: map[string]payment.Intent{}}
@@ -287,6 +300,14 @@ func TestReconcilePayments_OpenOrderPastItsHold_EndedOnlyWhenItsWorkflowIsGone(t
 	order, pay := status(gone)
 	assert.Equal(t, "FAILED", order)
 	assert.Equal(t, "VOIDED", pay)
+	var onHand, reserved int
+	var resv string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT i.on_hand, i.reserved, r.status FROM inventory i
+		JOIN stock_reservations r ON r.sku_id = i.sku_id AND r.warehouse_id = i.warehouse_id WHERE r.order_id = $1`,
+		gone).Scan(&onHand, &reserved, &resv))
+	assert.Equal(t, "RELEASED", resv, "the stock it had confirmed goes back on the shelf")
+	assert.Equal(t, 10, onHand)
+	assert.Zero(t, reserved)
 	assert.Equal(t, payment.StatusVoided, provider.intents[activities.PaymentKey(gone)].Status, "nothing left authorized")
 	order, pay = status(alive)
 	assert.Equal(t, "PENDING_PAYMENT", order)

@@ -23,6 +23,9 @@ type HoldResult struct {
 	Released int    `json:"released"`
 }
 
+// holdRestockChange marks the hold giving back the confirmed stock of an order it ends.
+const holdRestockChange = "hold-restock-confirmed"
+
 // HoldWorkflow owns the lifetime of an order's reservation. A durable timer runs to the hold's
 // expiry; then whatever is still ACTIVE is released and the order is told. The order's
 // compensation asks it to release early; a confirmed order tells it to stop. It outlives an order
@@ -71,6 +74,13 @@ func HoldWorkflow(ctx workflow.Context, in HoldInput) (HoldResult, error) {
 	}
 	if failed {
 		res.Ended = "expired; order ended by the hold"
+		// Stock the order had already confirmed (its workflow stopped between confirm and capture)
+		// goes back on the shelf too, before the money goes back.
+		if workflow.GetVersion(dctx, holdRestockChange, workflow.DefaultVersion, 1) == 1 {
+			if err := workflow.ExecuteLocalActivity(lctx, stockA.Restock, in.OrderID).Get(dctx, nil); err != nil {
+				return res, err
+			}
+		}
 		if err := workflow.ExecuteLocalActivity(lctx, paymentsA.Reverse, in.OrderID).Get(dctx, nil); err != nil {
 			return res, err
 		}
