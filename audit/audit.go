@@ -78,8 +78,15 @@ type Options struct {
 	TaskQueue  string
 }
 
-// DefaultSlack is Options.Slack when zero.
-const DefaultSlack = time.Minute
+// DefaultSlack is Options.Slack when zero: the order's own grace after its hold (30 s), a step's
+// retries after the answer before the order parks (workflows.DefaultStepRetryWindow, 2 min, after
+// a few seconds' first try), and a margin.
+const DefaultSlack = 3 * time.Minute
+
+// attentionWindow is how long after an order needed attention, or had a support action, it may
+// show open without NEEDS_ATTENTION: a parked step retried, by support or by itself every
+// workflows.ParkRetryEvery, runs with the order open again.
+func (o Options) attentionWindow() time.Duration { return workflows.ParkRetryEvery + o.Slack }
 
 // Violation is one broken invariant: which, where, and the numbers.
 type Violation struct {
@@ -239,7 +246,7 @@ func (a *auditor) stock(ctx context.Context, q *db.Queries) error {
 
 // settledOrders checks stock and money of every order that reached a final status.
 func (a *auditor) settledOrders(ctx context.Context, q *db.Queries) error {
-	rows, err := q.AuditSettledOrders(ctx, a.o.Since)
+	rows, err := q.AuditSettledOrders(ctx, a.o.Since, a.o.Slack.Seconds())
 	if err != nil {
 		return err
 	}
@@ -306,7 +313,7 @@ func (a *auditor) staleReservations(ctx context.Context, q *db.Queries) error {
 
 // openOrders finds orders still waiting for payment well after their hold ended.
 func (a *auditor) openOrders(ctx context.Context, q *db.Queries) error {
-	rows, err := q.AuditOpenOrdersPastHold(ctx, a.o.HoldTTL.Seconds(), a.o.Slack.Seconds())
+	rows, err := q.AuditOpenOrdersPastHold(ctx, a.o.HoldTTL.Seconds(), a.o.Slack.Seconds(), a.o.attentionWindow().Seconds())
 	if err != nil {
 		return err
 	}
@@ -335,7 +342,7 @@ func (a *auditor) openWorkflows(ctx context.Context, q *db.Queries, open []openW
 			wfIDs = append(wfIDs, w.id)
 		}
 	}
-	rows, err := q.AuditOrdersOfWorkflows(ctx, wfIDs, orderIDs)
+	rows, err := q.AuditOrdersOfWorkflows(ctx, a.o.attentionWindow().Seconds(), wfIDs, orderIDs)
 	if err != nil {
 		return err
 	}
@@ -370,7 +377,7 @@ func (a *auditor) openWorkflows(ctx context.Context, q *db.Queries, open []openW
 				a.add(NoOpenOrderPastHold, subject, "open for %s with no order row (OrderStatus %q)",
 					now.Sub(w.start).Round(time.Second), w.orderStatus)
 			}
-		case o.Status == workflows.StatusNeedsAttention:
+		case o.Status == workflows.StatusNeedsAttention, o.AttentionRecent:
 		case o.Status == workflows.StatusConfirmed || o.Status == workflows.StatusFailed || o.Status == workflows.StatusCancelled:
 			if now.After(o.UpdatedAt.Add(slack)) {
 				a.add(NoOpenOrderPastHold, orderSubject(o.ID), "workflow %s still open %s after the order became %s (OrderStatus %q)",

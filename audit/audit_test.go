@@ -73,6 +73,9 @@ func newWorld(t *testing.T) *world {
 	_, err = w.eng.ApplySellerStock(ctx, 42, inventory.StockUpdate{SKUID: 71, WarehouseID: 1, Quantity: 30,
 		SourceUpdatedAt: time.Now()})
 	require.NoError(t, err)
+	// The orders that failed or were cancelled did so a while ago: past the audit's grace for
+	// giving back what they held.
+	w.exec(`UPDATE orders SET updated_at = now() - interval '10 minutes' WHERE status IN ('FAILED', 'CANCELLED')`)
 	return w
 }
 
@@ -280,4 +283,32 @@ func firstWord(s string) string {
 		}
 	}
 	return s
+}
+
+// TestAudit_OrdersMidWay_NotFlagged: what a healthy system shows for a moment is not a violation:
+// an order failed a moment ago whose payment is still being reversed, and an order open past its
+// hold while its parked step is retried.
+func TestAudit_OrdersMidWay_NotFlagged(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	// Failed just now by its hold (which fails the order first, then reverses the payment).
+	w.exec(`UPDATE orders SET updated_at = now() WHERE id = $1`, w.expired)
+	w.exec(`UPDATE paysim_intents SET status = 'AUTHORIZED' WHERE order_id = $1`, w.expired)
+	// Parked a minute ago, now past its hold, its step being retried with the order open.
+	retrying := w.order("PENDING_PAYMENT", "", map[int64]int32{75: 1}, "tok_ok", "AUTHORIZED")
+	w.exec(`UPDATE orders SET hold_expires_at = now() - interval '20 minutes' WHERE id = $1`, retrying)
+	w.exec(`INSERT INTO order_events (order_id, kind, detail, created_at)
+		VALUES ($1, 'needs_attention', '{"step": "capture"}', now() - interval '1 minute')`, retrying)
+
+	assert.Empty(t, w.audit().Violations)
+
+	// Later, the same states are violations.
+	w.exec(`UPDATE orders SET updated_at = now() - interval '10 minutes' WHERE id = $1`, w.expired)
+	w.exec(`UPDATE order_events SET created_at = now() - interval '1 hour' WHERE order_id = $1`, retrying)
+	var found []string
+	for _, v := range w.audit().Violations {
+		found = append(found, v.Invariant)
+	}
+	assert.Contains(t, found, audit.FailedOrderAuthVoided)
+	assert.Contains(t, found, audit.NoOpenOrderPastHold)
 }

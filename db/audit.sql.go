@@ -149,10 +149,13 @@ const auditOpenOrdersPastHold = `-- name: AuditOpenOrdersPastHold :many
 SELECT id, workflow_id, status::text AS status, hold_expires_at, created_at,
        EXTRACT(EPOCH FROM now() - coalesce(hold_expires_at, created_at + make_interval(secs => $1::float8)))::float8
            AS past_hold_seconds
-FROM orders
+FROM orders o
 WHERE status = 'PENDING_PAYMENT'
   AND coalesce(hold_expires_at, created_at + make_interval(secs => $1::float8))
       < now() - make_interval(secs => $2::float8)
+  AND NOT EXISTS (SELECT 1 FROM order_events e
+                  WHERE e.order_id = o.id AND e.kind IN ('needs_attention', 'support_action')
+                    AND e.created_at > now() - make_interval(secs => $3::float8))
 ORDER BY id
 LIMIT 1000
 `
@@ -168,9 +171,11 @@ type AuditOpenOrdersPastHoldRow struct {
 
 // Orders still waiting for payment more than @slack_seconds after their hold ended (an order that
 // never recorded a hold is given @hold_seconds from its creation). NEEDS_ATTENTION is a reason
-// to be open and is not listed.
-func (q *Queries) AuditOpenOrdersPastHold(ctx context.Context, holdSeconds float64, slackSeconds float64) ([]AuditOpenOrdersPastHoldRow, error) {
-	rows, err := q.db.Query(ctx, auditOpenOrdersPastHold, holdSeconds, slackSeconds)
+// to be open and is not listed, nor is an order that needed attention or had a support action in
+// the last @attention_seconds (a parked step retried, by support or by itself, shows the order
+// open while it runs).
+func (q *Queries) AuditOpenOrdersPastHold(ctx context.Context, holdSeconds float64, slackSeconds float64, attentionSeconds float64) ([]AuditOpenOrdersPastHoldRow, error) {
+	rows, err := q.db.Query(ctx, auditOpenOrdersPastHold, holdSeconds, slackSeconds, attentionSeconds)
 	if err != nil {
 		return nil, err
 	}
@@ -230,23 +235,28 @@ func (q *Queries) AuditOrderCounts(ctx context.Context, since time.Time) ([]Audi
 }
 
 const auditOrdersOfWorkflows = `-- name: AuditOrdersOfWorkflows :many
-SELECT id, workflow_id, status::text AS status, hold_expires_at, created_at, updated_at
-FROM orders
-WHERE workflow_id = ANY ($1::text[]) OR id = ANY ($2::bigint[])
+SELECT id, workflow_id, status::text AS status, hold_expires_at, created_at, updated_at,
+       EXISTS (SELECT 1 FROM order_events e
+               WHERE e.order_id = o.id AND e.kind IN ('needs_attention', 'support_action')
+                 AND e.created_at > now() - make_interval(secs => $1::float8))::bool AS attention_recent
+FROM orders o
+WHERE workflow_id = ANY ($2::text[]) OR id = ANY ($3::bigint[])
 `
 
 type AuditOrdersOfWorkflowsRow struct {
-	ID            int64
-	WorkflowID    string
-	Status        string
-	HoldExpiresAt *time.Time
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	ID              int64
+	WorkflowID      string
+	Status          string
+	HoldExpiresAt   *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	AttentionRecent bool
 }
 
-// The orders behind open workflows: order workflows by workflow id, hold children by order id.
-func (q *Queries) AuditOrdersOfWorkflows(ctx context.Context, workflowIds []string, orderIds []int64) ([]AuditOrdersOfWorkflowsRow, error) {
-	rows, err := q.db.Query(ctx, auditOrdersOfWorkflows, workflowIds, orderIds)
+// The orders behind open workflows: order workflows by workflow id, hold children by order id;
+// attention_recent as in AuditOpenOrdersPastHold.
+func (q *Queries) AuditOrdersOfWorkflows(ctx context.Context, attentionSeconds float64, workflowIds []string, orderIds []int64) ([]AuditOrdersOfWorkflowsRow, error) {
+	rows, err := q.db.Query(ctx, auditOrdersOfWorkflows, attentionSeconds, workflowIds, orderIds)
 	if err != nil {
 		return nil, err
 	}
@@ -261,6 +271,7 @@ func (q *Queries) AuditOrdersOfWorkflows(ctx context.Context, workflowIds []stri
 			&i.HoldExpiresAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.AttentionRecent,
 		); err != nil {
 			return nil, err
 		}
@@ -277,6 +288,7 @@ WITH scope AS (
     SELECT id, status, failure_code, total_minor, currency
     FROM orders
     WHERE status IN ('CONFIRMED', 'FAILED', 'CANCELLED') AND created_at >= $1::timestamptz
+      AND (status = 'CONFIRMED' OR updated_at < now() - make_interval(secs => $2::float8))
 ), res AS (
     SELECT r.order_id, count(*)::bigint AS n,
            count(*) FILTER (WHERE r.status = 'ACTIVE')::bigint AS active_n,
@@ -392,9 +404,11 @@ type AuditSettledOrdersRow struct {
 
 // Orders created since @since that reached a final status, when their stock or money disagree
 // with that status. Intents are the provider's own record (paysim_intents), joined by order id,
-// so a second intent under any key counts.
-func (q *Queries) AuditSettledOrders(ctx context.Context, since time.Time) ([]AuditSettledOrdersRow, error) {
-	rows, err := q.db.Query(ctx, auditSettledOrders, since)
+// so a second intent under any key counts. An order that failed or was cancelled less than
+// @settle_seconds ago is not judged yet: the hold child and the payment reconciler end an order
+// first and then give its stock and money back.
+func (q *Queries) AuditSettledOrders(ctx context.Context, since time.Time, settleSeconds float64) ([]AuditSettledOrdersRow, error) {
+	rows, err := q.db.Query(ctx, auditSettledOrders, since, settleSeconds)
 	if err != nil {
 		return nil, err
 	}

@@ -559,7 +559,7 @@ func (w *orderFlow) awaitOutcome(ctx workflow.Context) string {
 // step runs a step after the shopper's answer. When it fails for a reason retries cannot fix
 // quickly (its retries are spent), the order is parked in NEEDS_ATTENTION with the step and the
 // error, and waits for support: retry runs the step again, cancel and refund stop the order. A
-// parked step also retries on its own every parkRetryEvery, so an outage that ends needs nobody.
+// parked step also retries on its own every ParkRetryEvery, so an outage that ends needs nobody.
 // Business refusals (a released reservation, a refused capture) return at once.
 func (w *orderFlow) step(ctx workflow.Context, name string, run func(workflow.Context) error) error {
 	return w.runStep(ctx, name, run, false)
@@ -605,18 +605,18 @@ func (w *orderFlow) runStep(ctx workflow.Context, name string, run func(workflow
 	}
 }
 
-// parkRetryEvery is how long a parked step waits for support before it tries again by itself.
-const parkRetryEvery = 5 * time.Minute
+// ParkRetryEvery is how long a parked step waits for support before it tries again by itself.
+const ParkRetryEvery = 5 * time.Minute
 
 func (w *orderFlow) awaitSupport(ctx workflow.Context) SupportRequest {
 	w.yield(ctx)
-	ok, err := workflow.AwaitWithTimeout(ctx, parkRetryEvery, func() bool { return len(w.support) > 0 })
+	ok, err := workflow.AwaitWithTimeout(ctx, ParkRetryEvery, func() bool { return len(w.support) > 0 })
 	switch {
 	case err != nil:
 		// The workflow was cancelled from the UI while parked: that is a cancel.
 		return SupportRequest{Action: ActionCancel, Reason: "workflow cancelled"}
 	case !ok:
-		return SupportRequest{Action: ActionRetry, Reason: "automatic retry after " + parkRetryEvery.String()}
+		return SupportRequest{Action: ActionRetry, Reason: "automatic retry after " + ParkRetryEvery.String()}
 	}
 	req := w.support[0]
 	w.support = w.support[1:]

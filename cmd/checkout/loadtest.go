@@ -36,7 +36,7 @@ func (f *auditFlags) register(fs *flag.FlagSet, cfg config.Config) {
 		sweeper = 24 * time.Hour
 	}
 	fs.DurationVar(&f.sweeper, "sweeper-period", sweeper, "how often the reservation sweeper runs (SWEEPER_EVERY)")
-	fs.DurationVar(&f.slack, "slack", audit.DefaultSlack, "added to every time limit of the audit (the order's 30 s hold grace, compensations)")
+	fs.DurationVar(&f.slack, "slack", audit.DefaultSlack, "added to every time limit of the audit (the order's 30 s hold grace, a step's retries, compensations)")
 	fs.BoolVar(&f.noTemporal, "no-temporal", false, "do not ask Temporal for open workflows")
 }
 

@@ -49,11 +49,14 @@ ORDER BY sku_id, warehouse_id;
 -- name: AuditSettledOrders :many
 -- Orders created since @since that reached a final status, when their stock or money disagree
 -- with that status. Intents are the provider's own record (paysim_intents), joined by order id,
--- so a second intent under any key counts.
+-- so a second intent under any key counts. An order that failed or was cancelled less than
+-- @settle_seconds ago is not judged yet: the hold child and the payment reconciler end an order
+-- first and then give its stock and money back.
 WITH scope AS (
     SELECT id, status, failure_code, total_minor, currency
     FROM orders
     WHERE status IN ('CONFIRMED', 'FAILED', 'CANCELLED') AND created_at >= @since::timestamptz
+      AND (status = 'CONFIRMED' OR updated_at < now() - make_interval(secs => @settle_seconds::float8))
 ), res AS (
     SELECT r.order_id, count(*)::bigint AS n,
            count(*) FILTER (WHERE r.status = 'ACTIVE')::bigint AS active_n,
@@ -146,21 +149,30 @@ LIMIT 1000;
 -- name: AuditOpenOrdersPastHold :many
 -- Orders still waiting for payment more than @slack_seconds after their hold ended (an order that
 -- never recorded a hold is given @hold_seconds from its creation). NEEDS_ATTENTION is a reason
--- to be open and is not listed.
+-- to be open and is not listed, nor is an order that needed attention or had a support action in
+-- the last @attention_seconds (a parked step retried, by support or by itself, shows the order
+-- open while it runs).
 SELECT id, workflow_id, status::text AS status, hold_expires_at, created_at,
        EXTRACT(EPOCH FROM now() - coalesce(hold_expires_at, created_at + make_interval(secs => @hold_seconds::float8)))::float8
            AS past_hold_seconds
-FROM orders
+FROM orders o
 WHERE status = 'PENDING_PAYMENT'
   AND coalesce(hold_expires_at, created_at + make_interval(secs => @hold_seconds::float8))
       < now() - make_interval(secs => @slack_seconds::float8)
+  AND NOT EXISTS (SELECT 1 FROM order_events e
+                  WHERE e.order_id = o.id AND e.kind IN ('needs_attention', 'support_action')
+                    AND e.created_at > now() - make_interval(secs => @attention_seconds::float8))
 ORDER BY id
 LIMIT 1000;
 
 -- name: AuditOrdersOfWorkflows :many
--- The orders behind open workflows: order workflows by workflow id, hold children by order id.
-SELECT id, workflow_id, status::text AS status, hold_expires_at, created_at, updated_at
-FROM orders
+-- The orders behind open workflows: order workflows by workflow id, hold children by order id;
+-- attention_recent as in AuditOpenOrdersPastHold.
+SELECT id, workflow_id, status::text AS status, hold_expires_at, created_at, updated_at,
+       EXISTS (SELECT 1 FROM order_events e
+               WHERE e.order_id = o.id AND e.kind IN ('needs_attention', 'support_action')
+                 AND e.created_at > now() - make_interval(secs => @attention_seconds::float8))::bool AS attention_recent
+FROM orders o
 WHERE workflow_id = ANY (@workflow_ids::text[]) OR id = ANY (@order_ids::bigint[]);
 
 -- name: AuditCounts :one
