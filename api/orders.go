@@ -181,10 +181,22 @@ func (s *Server) renderExisting(c echo.Context, orderID int64) error {
 		Payment: view, HoldExpiresAt: o.HoldExpiresAt})
 }
 
-// replay answers from the recorded outcome of (user, key), if there is one.
+// replay answers from the recorded outcome of (user, key), if there is one. With none recorded,
+// a key whose order was made from another request body is refused here, before any workflow
+// runs for it.
 func (s *Server) replay(c echo.Context, userID int64, key, hash string) (bool, error) {
-	rec, err := s.q.GetIdempotencyRecord(c.Request().Context(), userID, key)
+	ctx := c.Request().Context()
+	rec, err := s.q.GetIdempotencyRecord(ctx, userID, key)
 	if errors.Is(err, pgx.ErrNoRows) {
+		o, err := s.q.OrderByKey(ctx, userID, key)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return false, nil
+		case err != nil:
+			return false, err
+		case o.RequestHash != hash:
+			return true, keyReused()
+		}
 		return false, nil
 	}
 	if err != nil {
@@ -238,6 +250,12 @@ func renderOutcome(c echo.Context, r workflows.PlaceOrderResult) error {
 			return keyReused()
 		}
 		return NewError(http.StatusUnprocessableEntity, CodeCartInvalid, r.Message)
+	}
+	if r.OrderID > 0 {
+		// The order row exists and has failed, its stock given back: this key is spent.
+		return NewError(http.StatusServiceUnavailable, CodeUnavailable,
+			"the order could not be placed now and was given up; place it again with a new Idempotency-Key").
+			With("orderId", r.OrderID)
 	}
 	return NewError(http.StatusServiceUnavailable, CodeUnavailable, "the order could not be placed now; try again")
 }

@@ -93,7 +93,10 @@ func (q *Queries) GetPayment(ctx context.Context, orderID int64) (Payment, error
 
 const insertIdempotencyRecord = `-- name: InsertIdempotencyRecord :exec
 INSERT INTO idempotency_records (user_id, idempotency_key, request_hash, order_id, outcome)
-VALUES ($1, $2, $3, $4, $5)
+SELECT $1, $2, $3, $4, $5
+WHERE NOT EXISTS (SELECT 1 FROM orders o
+                  WHERE o.user_id = $1 AND o.idempotency_key = $2
+                    AND o.request_hash <> $3)
 ON CONFLICT (user_id, idempotency_key) DO NOTHING
 `
 
@@ -105,6 +108,9 @@ type InsertIdempotencyRecordParams struct {
 	Outcome        json.RawMessage
 }
 
+// The first answer to (user, key) is kept. An answer to a request with another body than the
+// key's order was made from (a refusal of the reused key) is not recorded: the key stays the
+// order's, and its own request keeps its own answer.
 func (q *Queries) InsertIdempotencyRecord(ctx context.Context, arg InsertIdempotencyRecordParams) error {
 	_, err := q.db.Exec(ctx, insertIdempotencyRecord,
 		arg.UserID,

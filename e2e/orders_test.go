@@ -133,6 +133,17 @@ func TestOrder_Idempotency(t *testing.T) {
 	assert.Equal(t, replies[0].raw, after.raw)
 	assert.Equal(t, "true", after.header.Get("Idempotent-Replayed"))
 	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM orders WHERE user_id = $1`, sh.id))
+
+	// A key whose answer was never recorded (the first answer was "try again", or recording it
+	// failed), its workflow closed: another body is refused, and the key stays its order's.
+	_, err := s.pool.Exec(s.ctx, `DELETE FROM idempotency_records WHERE user_id = $1 AND idempotency_key = $2`, sh.id, key)
+	require.NoError(t, err)
+	other = sh.order(key, pv, "tok_ok")
+	assert.Equal(t, http.StatusUnprocessableEntity, other.status, other.raw)
+	again := sh.order(key, pv, "tok_3ds")
+	assert.Equal(t, http.StatusCreated, again.status, "the key's own request still gets its order: %s", again.raw)
+	assert.Equal(t, id, again.int("orderId"))
+	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM orders WHERE user_id = $1`, sh.id))
 }
 
 func TestOrder_PriceChangedAndOutOfStock_NothingReservedNothingCharged(t *testing.T) {

@@ -108,8 +108,14 @@ UPDATE payments
    AND NOT (status = 'REFUNDED' AND @status::text = 'CAPTURED');
 
 -- name: InsertIdempotencyRecord :exec
+-- The first answer to (user, key) is kept. An answer to a request with another body than the
+-- key's order was made from (a refusal of the reused key) is not recorded: the key stays the
+-- order's, and its own request keeps its own answer.
 INSERT INTO idempotency_records (user_id, idempotency_key, request_hash, order_id, outcome)
-VALUES (@user_id, @idempotency_key, @request_hash, sqlc.narg(order_id), @outcome)
+SELECT @user_id, @idempotency_key, @request_hash, sqlc.narg(order_id), @outcome
+WHERE NOT EXISTS (SELECT 1 FROM orders o
+                  WHERE o.user_id = @user_id AND o.idempotency_key = @idempotency_key
+                    AND o.request_hash <> @request_hash)
 ON CONFLICT (user_id, idempotency_key) DO NOTHING;
 
 -- name: GetIdempotencyRecord :one

@@ -1,0 +1,35 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/marketplace/checkout/workflows"
+)
+
+// TestRenderOutcome_Unavailable_SaysWhetherTheKeyIsSpent: "unavailable" before any order row
+// exists asks for the same key again; once the order row exists and was given up, the answer names
+// it and asks for a new key (the same key would only find the failed order).
+func TestRenderOutcome_Unavailable_SaysWhetherTheKeyIsSpent(t *testing.T) {
+	render := func(r workflows.PlaceOrderResult) *Error {
+		c := echo.New().NewContext(httptest.NewRequest(http.MethodPost, "/api/v1/orders", nil), httptest.NewRecorder())
+		var e *Error
+		require.True(t, errors.As(renderOutcome(c, r), &e))
+		return e
+	}
+	before := render(workflows.PlaceOrderResult{Outcome: workflows.OutcomeUnavailable})
+	assert.Equal(t, http.StatusServiceUnavailable, before.Status)
+	assert.NotContains(t, before.Details, "orderId")
+	assert.Contains(t, before.Message, "try again")
+
+	given := render(workflows.PlaceOrderResult{Outcome: workflows.OutcomeUnavailable, OrderID: 42})
+	assert.Equal(t, http.StatusServiceUnavailable, given.Status)
+	assert.Equal(t, int64(42), given.Details["orderId"])
+	assert.Contains(t, given.Message, "new Idempotency-Key")
+}
