@@ -570,22 +570,26 @@ func (w *orderFlow) mustStep(ctx workflow.Context, name string, run func(workflo
 	return w.runStep(ctx, name, run, true)
 }
 
+// try runs a step's work once through: a short first try, whose retries stay inside this
+// workflow task, then, if it failed, the step's longer retries. Those wait on durable timers, so
+// the order is about to wait: it yields first (the hold child starts if the order holds stock, the
+// search attributes are written). Runs begun before that change go straight to the long retries.
+func (w *orderFlow) try(ctx workflow.Context, run func(workflow.Context) error) error {
+	if w.lazy {
+		w.quick = true
+		err := run(ctx)
+		w.quick = false
+		if err == nil || isBusinessRefusal(err) {
+			return err
+		}
+		w.yield(ctx)
+	}
+	return run(ctx)
+}
+
 func (w *orderFlow) runStep(ctx workflow.Context, name string, run func(workflow.Context) error, must bool) error {
 	for {
-		if w.lazy {
-			// A short first try, whose retries stay inside this workflow task. If it fails, the
-			// longer retries that follow wait on durable timers, so the order is about to wait:
-			// yield first (the hold child starts if the order holds stock, the search
-			// attributes are written).
-			w.quick = true
-			err := run(ctx)
-			w.quick = false
-			if err == nil || isBusinessRefusal(err) {
-				return err
-			}
-			w.yield(ctx)
-		}
-		err := run(ctx)
+		err := w.try(ctx, run)
 		if err == nil || isBusinessRefusal(err) {
 			return err
 		}
@@ -763,10 +767,22 @@ func (w *orderFlow) answer(ctx workflow.Context, res *PlaceOrderResult) {
 		return
 	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	record := activities.RecordOutcomeInput{UserID: w.in.UserID, IdempotencyKey: w.in.IdempotencyKey,
+		RequestHash: w.in.RequestHash, OrderID: w.st.OrderID, Outcome: res}
+	if w.lazy {
+		// The answer leaves with this workflow task. It is recorded as a step is run, with the
+		// step's retries: a repeat after the workflow closed must find it, and while the record
+		// is retried the workflow stays open, so a repeat still attaches to it and gets w.placed.
+		// (Only a database down for the whole retry window leaves it unrecorded; a repeat is then
+		// answered from the order as it stands.)
+		w.placed = res
+		_ = w.try(dctx, func(ctx workflow.Context) error {
+			return workflow.ExecuteLocalActivity(w.stepCtx(ctx), ordersA.RecordOutcome, record).Get(ctx, nil)
+		})
+		return
+	}
 	lctx := workflow.WithLocalActivityOptions(dctx, placeOptions)
-	_ = workflow.ExecuteLocalActivity(lctx, ordersA.RecordOutcome, activities.RecordOutcomeInput{
-		UserID: w.in.UserID, IdempotencyKey: w.in.IdempotencyKey, RequestHash: w.in.RequestHash,
-		OrderID: w.st.OrderID, Outcome: res}).Get(dctx, nil)
+	_ = workflow.ExecuteLocalActivity(lctx, ordersA.RecordOutcome, record).Get(dctx, nil)
 	w.placed = res
 }
 

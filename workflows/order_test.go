@@ -452,3 +452,16 @@ func TestOrder_StockReleasedDirectly_NoHoldChildLater(t *testing.T) {
 	assert.Equal(t, 1, s.calls["Release"])
 	assert.Zero(t, s.holds, "nothing left to hold once the stock is back")
 }
+
+func TestOrder_RecordingTheAnswerFailsAWhile_AnsweredAndRecordedLater(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("AUTHORIZED")
+	s.on("RecordOutcome").Return(errors.New("database restarting")).Times(4)
+	s.on("RecordOutcome").Return(nil)
+	st := s.run(input("tok_ok"))
+
+	require.NotNil(t, s.placed, "the shopper had the answer")
+	assert.Equal(t, workflows.OutcomeCreated, s.placed.Outcome)
+	assert.Equal(t, 5, s.calls["RecordOutcome"], "recorded once the database was back")
+	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+}
