@@ -310,7 +310,8 @@ func (w *orderFlow) validSupport(req SupportRequest) error {
 }
 
 func (w *orderFlow) cancellable() bool {
-	return !isFinal(w.st.Status) && !w.paid
+	// An order already being failed (its answer may be out while it compensates) is not.
+	return !isFinal(w.st.Status) && !w.paid && (!w.lazy || w.st.FailureCode == "")
 }
 
 func isFinal(status string) bool {
@@ -690,6 +691,11 @@ func (w *orderFlow) fail(ctx workflow.Context, code string, answer *PlaceOrderRe
 		// A dependency is failing and compensation may itself wait: the shopper hears first.
 		answer.OrderID, answer.Status = w.st.OrderID, status
 		w.answer(dctx, answer)
+	}
+	if w.lazy && w.hold == nil {
+		// No hold child to start now: the stock is given back here, directly (and if that has to
+		// wait, the order parks; the reservation sweeper is the backstop).
+		w.holdAt = nil
 	}
 	// Stock first: giving it back never depends on the payment provider. Then the shopper hears
 	// (a decline answers with the stock already back), then the money goes back.

@@ -465,3 +465,36 @@ func TestOrder_RecordingTheAnswerFailsAWhile_AnsweredAndRecordedLater(t *testing
 	assert.Equal(t, 5, s.calls["RecordOutcome"], "recorded once the database was back")
 	assert.Equal(t, workflows.StatusConfirmed, st.Status)
 }
+
+func TestOrder_CompensationReleaseRetries_NoHoldChildStarted(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("DECLINED")
+	s.on("Release").Return(0, errors.New("database restarting")).Times(4)
+	s.on("Release").Return(1, nil)
+	st := s.run(input("tok_decline"))
+
+	assert.Equal(t, workflows.StatusFailed, st.Status)
+	assert.Equal(t, 5, s.calls["Release"], "released directly, once the database was back")
+	assert.Zero(t, s.holds, "compensating: no hold child started to do it")
+}
+
+func TestOrder_CancelWhileTheOrderIsBeingFailed_Refused(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("DECLINED")
+	// The decline's answer is out, and recording it retries while the database is down.
+	s.on("RecordOutcome").Return(errors.New("database restarting")).Times(7)
+	s.on("RecordOutcome").Return(nil)
+	var rejected error
+	s.at(2*time.Second, func() {
+		s.env.UpdateWorkflow(workflows.UpdateCancel, "c1", &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { rejected = err }, OnComplete: func(any, error) {}})
+	})
+	st := s.run(input("tok_decline"))
+
+	assert.Equal(t, workflows.OutcomePaymentDeclined, s.placed.Outcome)
+	assert.Equal(t, workflows.StatusFailed, st.Status)
+	require.Error(t, rejected, "an order already failing is not cancellable")
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(rejected, &appErr))
+	assert.Equal(t, workflows.ErrTypeNotCancellable, appErr.Type())
+}
