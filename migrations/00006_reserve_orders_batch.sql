@@ -22,13 +22,22 @@
 --
 -- Arguments: per order its id, ship-to and hold; per line the 1-based index of its order (lines
 -- grouped by order, in order), the SKU and the quantity (SKUs distinct within an order).
+--
+-- lock_timeout: a batch serves many orders, and while it waits every later order of its SKUs
+-- waits behind it, so it must not wait long for a row that another transaction holds (a long
+-- seller update, a stuck session). After 2 s the batch fails as a whole, having written nothing,
+-- and its orders go again each alone (inventory/combiner.go), where only the held row's orders
+-- wait for it. A batch's normal waits (another process's batch, a confirm, the sweeper) last
+-- milliseconds.
 -- +goose StatementBegin
 CREATE FUNCTION reserve_orders(p_order_ids BIGINT[], p_lats DOUBLE PRECISION[], p_lons DOUBLE PRECISION[],
                                p_hold_seconds DOUBLE PRECISION[], p_line_orders INT[], p_sku_ids BIGINT[],
                                p_quantities INT[])
 RETURNS TABLE (order_id BIGINT, kind TEXT, reservation_id BIGINT, sku_id BIGINT, warehouse_id INT,
                quantity INT, status VARCHAR, expires_at TIMESTAMPTZ, available INT)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET lock_timeout = '2s'
+AS $$
 #variable_conflict use_column
 DECLARE
     n_orders INT := coalesce(array_length(p_order_ids, 1), 0);

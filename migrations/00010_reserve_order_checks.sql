@@ -1,12 +1,15 @@
 -- +goose Up
 
--- reserve_order, as in 00010, with the one-line fast path made safe for the lock order: it reads
--- the nearest warehouse that can serve the line first, then reserves on that row alone. If the
--- row was taken meanwhile (the UPDATE waited for it and then found too little), the statement
--- fails with CK001 instead of going on to another warehouse: the UPDATE may still hold that row's
--- lock, and locking a row of a lower warehouse after it could deadlock with a transaction that
--- locks the SKU's rows in (sku_id, warehouse_id) order (a combined batch, a split, the sweeper).
--- The caller chooses again in a new transaction.
+-- reserve_order, as in 00005, with two changes that keep it exact and in lock order:
+-- * A split that comes up short of its line (the stock moved between summing the warehouses and
+--   choosing among them, each query seeing its own moment) fails with CK001, and the caller
+--   chooses again, instead of reserving less than the line asked for.
+-- * The one-line fast path reads the nearest warehouse that can serve the line first, then
+--   reserves on that row alone. If the row was taken meanwhile (the UPDATE waited for it and then
+--   found too little), it fails with CK001 instead of going on to another warehouse: the UPDATE
+--   may still hold that row's lock, and locking a row of a lower warehouse after it could deadlock
+--   with a transaction that locks the SKU's rows in (sku_id, warehouse_id) order (a combined
+--   batch, a split, the sweeper).
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION reserve_order(p_order_id BIGINT, p_sku_ids BIGINT[], p_quantities INT[],
                               p_lat DOUBLE PRECISION, p_lon DOUBLE PRECISION, p_hold_seconds DOUBLE PRECISION)
@@ -138,4 +141,4 @@ $$;
 -- +goose StatementEnd
 
 -- +goose Down
--- Nothing to undo: the fast path's behaviour is unchanged but for a retry it now asks for.
+-- Nothing to undo: both checks only refuse what was never right, or ask for a retry.
