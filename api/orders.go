@@ -181,22 +181,11 @@ func (s *Server) renderExisting(c echo.Context, orderID int64) error {
 		Payment: view, HoldExpiresAt: o.HoldExpiresAt})
 }
 
-// replay answers from the recorded outcome of (user, key), if there is one. With none recorded,
-// a key whose order was made from another request body is refused here, before any workflow
-// runs for it.
+// replay answers from the recorded outcome of (user, key), if there is one. (A refusal of a
+// reused key is never recorded as the key's answer: see InsertIdempotencyRecord.)
 func (s *Server) replay(c echo.Context, userID int64, key, hash string) (bool, error) {
-	ctx := c.Request().Context()
-	rec, err := s.q.GetIdempotencyRecord(ctx, userID, key)
+	rec, err := s.q.GetIdempotencyRecord(c.Request().Context(), userID, key)
 	if errors.Is(err, pgx.ErrNoRows) {
-		o, err := s.q.OrderByKey(ctx, userID, key)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-			return false, nil
-		case err != nil:
-			return false, err
-		case o.RequestHash != hash:
-			return true, keyReused()
-		}
 		return false, nil
 	}
 	if err != nil {
