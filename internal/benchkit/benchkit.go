@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // UserHZ is the unit of /proc's CPU times: fixed at 100 a second on Linux.
@@ -184,4 +186,38 @@ func MachineJiffies() (busy, total float64, err error) {
 		}
 	}
 	return busy, total, nil
+}
+
+// TreeJiffies is the CPU time, in UserHZ, of pid with its reaped children and its live children:
+// a PostgreSQL postmaster with its backends, WAL writer and the rest.
+func TreeJiffies(pid int) (float64, error) {
+	st, err := ProcTimes(pid)
+	if err != nil {
+		return 0, err
+	}
+	total := st.UTime + st.STime + st.CUTime + st.CSTime
+	for _, child := range PIDs() {
+		if c, err := ProcTimes(child); err == nil && c.PPID == pid {
+			total += c.UTime + c.STime
+		}
+	}
+	return total, nil
+}
+
+// SelfJiffies is the CPU time of this process, in UserHZ.
+func SelfJiffies() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9 * UserHZ
+}
+
+// QuantileMs is the p-quantile (0 to 1) of latencies sorted in increasing order, in milliseconds
+// (0 when there are none).
+func QuantileMs(sorted []time.Duration, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return float64(sorted[int(p*float64(len(sorted)-1))].Microseconds()) / 1000
 }

@@ -329,15 +329,8 @@ func (b *bench) floorRun(ctx context.Context, n int, d time.Duration) (Run, erro
 	secs := sm.to.Sub(sm.from).Seconds()
 	slices.Sort(lat)
 	return Run{What: runFloor, Shoppers: n, Seconds: secs, Created: int64(len(lat)), Placed: int64(len(lat)) + errs,
-		PerSecond: float64(len(lat)) / secs, P50Ms: pct(lat, 0.50), P95Ms: pct(lat, 0.95), P99Ms: pct(lat, 0.99),
+		PerSecond: float64(len(lat)) / secs, P50Ms: benchkit.QuantileMs(lat, 0.50), P95Ms: benchkit.QuantileMs(lat, 0.95), P99Ms: benchkit.QuantileMs(lat, 0.99),
 		Errors: errs, Window: sm.window()}, nil
-}
-
-func pct(sorted []time.Duration, p float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return float64(sorted[int(p*float64(len(sorted)-1))].Microseconds()) / 1000
 }
 
 // loadRun is one run of the load generator with n shoppers for d; orderURL, when set, sends the

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -279,7 +280,7 @@ func settlePlain(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 				}
 				if err != nil {
 					mu.Lock()
-					firstErr = cmpErr(firstErr, fmt.Errorf("order %d: %w", id, err))
+					firstErr = cmp.Or(firstErr, fmt.Errorf("order %d: %w", id, err))
 					mu.Unlock()
 				}
 			}
@@ -291,11 +292,4 @@ func settlePlain(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 	close(work)
 	wg.Wait()
 	return len(ids), firstErr
-}
-
-func cmpErr(first, next error) error {
-	if first != nil {
-		return first
-	}
-	return next
 }

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -64,19 +63,10 @@ func (p procs) snap() (cpuSnap, error) {
 	if st, err := benchkit.ProcTimes(p.temporal); err == nil {
 		s.temporal = st.UTime + st.STime
 	}
-	// The postmaster with its reaped children, and its live children (backends, WAL writer, …).
-	if st, err := benchkit.ProcTimes(p.postmaster); err == nil {
-		s.postgres = st.UTime + st.STime + st.CUTime + st.CSTime
+	if j, err := benchkit.TreeJiffies(p.postmaster); err == nil {
+		s.postgres = j
 	}
-	for _, pid := range benchkit.PIDs() {
-		if st, err := benchkit.ProcTimes(pid); err == nil && st.PPID == p.postmaster {
-			s.postgres += st.UTime + st.STime
-		}
-	}
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
-		s.driver = float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9 * benchkit.UserHZ
-	}
+	s.driver = benchkit.SelfJiffies()
 	return s, nil
 }
 

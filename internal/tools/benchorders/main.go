@@ -106,13 +106,9 @@ type result struct {
 }
 
 func (r result) pct(p float64) float64 {
-	if len(r.lat) == 0 {
-		return 0
-	}
 	s := slices.Clone(r.lat)
 	slices.Sort(s)
-	i := int(p * float64(len(s)-1))
-	return float64(s[i].Microseconds()) / 1000
+	return benchkit.QuantileMs(s, p)
 }
 
 func (r result) rate() float64 { return float64(len(r.lat)) / r.elapsed.Seconds() }

@@ -427,20 +427,10 @@ func (b *bench) cpu() (cpuTimes, error) {
 	if t.busy, t.total, err = benchkit.MachineJiffies(); err != nil {
 		return t, err
 	}
-	pm, err := benchkit.ProcTimes(b.postmaster)
-	if err != nil {
+	if t.ours, err = benchkit.TreeJiffies(b.postmaster); err != nil {
 		return t, err
 	}
-	t.ours = pm.UTime + pm.STime + pm.CUTime + pm.CSTime
-	for _, pid := range benchkit.PIDs() {
-		if p, err := benchkit.ProcTimes(pid); err == nil && p.PPID == b.postmaster {
-			t.ours += p.UTime + p.STime
-		}
-	}
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
-		t.ours += float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9 * benchkit.UserHZ
-	}
+	t.ours += benchkit.SelfJiffies()
 	return t, nil
 }
 
