@@ -136,16 +136,7 @@ func (k *keeper) low(s *sku) {
 
 // run reports the deliveries as they arrive, until stop closes.
 func (k *keeper) run(ctx context.Context, stop <-chan struct{}) {
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, stop, 200*time.Millisecond, func() {
 		now := time.Now()
 		var due []*sku
 		k.mu.Lock()
@@ -157,7 +148,7 @@ func (k *keeper) run(ctx context.Context, stop <-chan struct{}) {
 		}
 		k.mu.Unlock()
 		if len(due) == 0 {
-			continue
+			return
 		}
 		// A delivery of refill units on top of the last count: the new count is never below what
 		// is reserved, so a top-up never takes stock from an order.
@@ -165,11 +156,27 @@ func (k *keeper) run(ctx context.Context, stop <-chan struct{}) {
 			k.mu.Lock()
 			k.failures++
 			k.mu.Unlock()
-			continue
+			return
 		}
 		k.mu.Lock()
 		k.topUps += int64(len(due))
 		k.mu.Unlock()
+	})
+}
+
+// every runs f every d until stop closes or ctx ends.
+func every(ctx context.Context, stop <-chan struct{}, d time.Duration, f func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		f()
 	}
 }
 

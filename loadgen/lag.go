@@ -35,24 +35,15 @@ type AvailabilityLag struct {
 
 // sampleLag reads /metrics every second until stop closes.
 func (g *gen) sampleLag(ctx context.Context, stop <-chan struct{}) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, stop, time.Second, func() {
 		a, err := g.setup.send(ctx, request{endpoint: "GET /metrics", method: http.MethodGet, url: "/metrics"})
 		if err != nil || a.status != http.StatusOK {
-			continue
+			return
 		}
 		vals := gauges(a.body, metricLag, metricPending)
 		lag, ok := vals[metricLag]
 		if !ok {
-			continue
+			return
 		}
 		g.lag.mu.Lock()
 		g.lag.n++
@@ -60,7 +51,7 @@ func (g *gen) sampleLag(ctx context.Context, stop <-chan struct{}) {
 		g.lag.max = max(g.lag.max, lag)
 		g.lag.maxPending = max(g.lag.maxPending, vals[metricPending])
 		g.lag.mu.Unlock()
-	}
+	})
 }
 
 // gauges reads unlabelled gauges from the Prometheus text format.
