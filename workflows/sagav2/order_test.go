@@ -1,4 +1,4 @@
-package workflows_test
+package sagav2_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/pricing"
-	"github.com/marketplace/checkout/workflows"
+	"github.com/marketplace/checkout/workflows/sagav2"
 )
 
 const (
@@ -36,7 +36,7 @@ var quote = pricing.Quote{
 type saga struct {
 	t      *testing.T
 	env    *testsuite.TestWorkflowEnvironment
-	placed *workflows.PlaceOrderResult
+	placed *sagav2.PlaceOrderResult
 	err    error
 	final  map[string]int // final status transitions written, by status
 	calls  map[string]int
@@ -48,8 +48,8 @@ type saga struct {
 func newSaga(t *testing.T) *saga {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterWorkflow(workflows.OrderWorkflow)
-	env.RegisterWorkflow(workflows.HoldWorkflow)
+	env.RegisterWorkflow(sagav2.OrderWorkflow)
+	env.RegisterWorkflow(sagav2.HoldWorkflow)
 	env.RegisterActivity(&activities.Orders{})
 	env.RegisterActivity(&activities.Payments{})
 	env.RegisterActivity(&activities.Inventory{})
@@ -112,10 +112,10 @@ func (s *saga) signal(d time.Duration, name string, arg any) {
 	s.at(d, func() { s.env.SignalWorkflow(name, arg) })
 }
 
-func (s *saga) run(in workflows.OrderInput) workflows.OrderState {
+func (s *saga) run(in sagav2.OrderInput) sagav2.OrderState {
 	s.defaults()
 	s.at(0, func() {
-		s.env.UpdateWorkflow(workflows.UpdatePlaceOrder, "place", &testsuite.TestUpdateCallback{
+		s.env.UpdateWorkflow(sagav2.UpdatePlaceOrder, "place", &testsuite.TestUpdateCallback{
 			OnAccept: func() {},
 			OnReject: func(err error) { s.err = err },
 			OnComplete: func(v any, err error) {
@@ -123,21 +123,21 @@ func (s *saga) run(in workflows.OrderInput) workflows.OrderState {
 					s.err = err
 					return
 				}
-				r := v.(workflows.PlaceOrderResult)
+				r := v.(sagav2.PlaceOrderResult)
 				s.placed = &r
 			},
 		}, in.RequestHash)
 	})
-	s.env.ExecuteWorkflow(workflows.OrderWorkflow, in)
+	s.env.ExecuteWorkflow(sagav2.OrderWorkflow, in)
 	require.True(s.t, s.env.IsWorkflowCompleted())
 	require.NoError(s.t, s.env.GetWorkflowError())
-	var st workflows.OrderState
+	var st sagav2.OrderState
 	require.NoError(s.t, s.env.GetWorkflowResult(&st))
 	return st
 }
 
-func input(token string) workflows.OrderInput {
-	return workflows.OrderInput{UserID: 7, IdempotencyKey: "k1", RequestHash: hash, PriceVersion: "pv_1",
+func input(token string) sagav2.OrderInput {
+	return sagav2.OrderInput{UserID: 7, IdempotencyKey: "k1", RequestHash: hash, PriceVersion: "pv_1",
 		AddressID: 5, PaymentMethodToken: token, HoldTTL: hold, Provider: "paysim"}
 }
 
@@ -147,13 +147,13 @@ func TestOrder_ImmediateAuthorization_Confirmed(t *testing.T) {
 	st := s.run(input("tok_ok"))
 
 	require.NotNil(t, s.placed)
-	assert.Equal(t, workflows.OutcomeCreated, s.placed.Outcome)
+	assert.Equal(t, sagav2.OutcomeCreated, s.placed.Outcome)
 	assert.Equal(t, "AUTHORIZED", s.placed.Payment.Status)
-	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, sagav2.StatusConfirmed, st.Status)
 	assert.Equal(t, "CAPTURED", st.PaymentStatus)
 	assert.Equal(t, 1, s.calls["Confirm"])
 	assert.Equal(t, 1, s.calls["Capture"])
-	assert.Equal(t, 1, s.final[workflows.StatusConfirmed])
+	assert.Equal(t, 1, s.final[sagav2.StatusConfirmed])
 	assert.Zero(t, s.calls["Release"]+s.calls["Reverse"], "nothing compensated")
 	assert.Zero(t, s.holds, "decided in its first workflow task: no hold child to start and stop")
 }
@@ -161,12 +161,12 @@ func TestOrder_ImmediateAuthorization_Confirmed(t *testing.T) {
 func TestOrder_3DSApproved_Confirmed(t *testing.T) {
 	s := newSaga(t)
 	s.authorizeReturns("REQUIRES_ACTION")
-	s.signal(2*time.Minute, workflows.SignalPaymentResult, workflows.PaymentSignal{EventID: "evt_1", IntentID: "pi_1", Status: "AUTHORIZED"})
+	s.signal(2*time.Minute, sagav2.SignalPaymentResult, sagav2.PaymentSignal{EventID: "evt_1", IntentID: "pi_1", Status: "AUTHORIZED"})
 	st := s.run(input("tok_3ds"))
 
 	assert.Equal(t, "REQUIRES_ACTION", s.placed.Payment.Status)
 	assert.Equal(t, "http://localhost:8080/paysim/3ds/pi_1", s.placed.Payment.RedirectURL)
-	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, sagav2.StatusConfirmed, st.Status)
 	assert.Equal(t, 1, s.calls["Capture"])
 	assert.Equal(t, 1, s.holds, "an order that waits for 3-D Secure has its hold child")
 }
@@ -174,11 +174,11 @@ func TestOrder_3DSApproved_Confirmed(t *testing.T) {
 func TestOrder_3DSDeclined_FailedAndCompensated(t *testing.T) {
 	s := newSaga(t)
 	s.authorizeReturns("REQUIRES_ACTION")
-	s.signal(time.Minute, workflows.SignalPaymentResult, workflows.PaymentSignal{EventID: "evt_1", Status: "DECLINED"})
+	s.signal(time.Minute, sagav2.SignalPaymentResult, sagav2.PaymentSignal{EventID: "evt_1", Status: "DECLINED"})
 	st := s.run(input("tok_3ds"))
 
-	assert.Equal(t, workflows.StatusFailed, st.Status)
-	assert.Equal(t, workflows.FailPaymentDeclined, st.FailureCode)
+	assert.Equal(t, sagav2.StatusFailed, st.Status)
+	assert.Equal(t, sagav2.FailPaymentDeclined, st.FailureCode)
 	assert.Equal(t, 1, s.calls["Release"], "stock given back")
 	assert.Equal(t, 1, s.calls["Reverse"], "authorization voided")
 	assert.Zero(t, s.calls["Capture"])
@@ -192,9 +192,9 @@ func TestOrder_DeclinedAtOnce_402WithStockBack(t *testing.T) {
 	s.on("RecordOutcome").Return(nil).Run(func(mock.Arguments) { order = append(order, "answer") })
 	st := s.run(input("tok_decline"))
 
-	assert.Equal(t, workflows.OutcomePaymentDeclined, s.placed.Outcome)
+	assert.Equal(t, sagav2.OutcomePaymentDeclined, s.placed.Outcome)
 	assert.Equal(t, orderID, s.placed.OrderID)
-	assert.Equal(t, workflows.StatusFailed, st.Status)
+	assert.Equal(t, sagav2.StatusFailed, st.Status)
 	assert.Equal(t, []string{"release", "answer"}, order, "the stock is back before the shopper hears of the decline")
 }
 
@@ -203,8 +203,8 @@ func TestOrder_HoldExpiresBeforePayment_Failed(t *testing.T) {
 	s.authorizeReturns("REQUIRES_ACTION")
 	st := s.run(input("tok_3ds"))
 
-	assert.Equal(t, workflows.StatusFailed, st.Status)
-	assert.Equal(t, workflows.FailHoldExpired, st.FailureCode)
+	assert.Equal(t, sagav2.StatusFailed, st.Status)
+	assert.Equal(t, sagav2.FailHoldExpired, st.FailureCode)
 	assert.GreaterOrEqual(t, s.calls["Release"], 1, "the hold child released the stock")
 	assert.Equal(t, 1, s.calls["Reverse"], "the pending authorization is voided")
 	assert.Zero(t, s.calls["Confirm"])
@@ -213,11 +213,11 @@ func TestOrder_HoldExpiresBeforePayment_Failed(t *testing.T) {
 func TestOrder_LatePaymentAfterExpiry_VoidedNeverConfirmed(t *testing.T) {
 	s := newSaga(t)
 	s.authorizeReturns("REQUIRES_ACTION")
-	s.signal(hold+time.Second, workflows.SignalPaymentResult, workflows.PaymentSignal{EventID: "evt_late", Status: "AUTHORIZED"})
+	s.signal(hold+time.Second, sagav2.SignalPaymentResult, sagav2.PaymentSignal{EventID: "evt_late", Status: "AUTHORIZED"})
 	st := s.run(input("tok_3ds"))
 
-	assert.Equal(t, workflows.StatusFailed, st.Status)
-	assert.Equal(t, workflows.FailHoldExpired, st.FailureCode)
+	assert.Equal(t, sagav2.StatusFailed, st.Status)
+	assert.Equal(t, sagav2.FailHoldExpired, st.FailureCode)
 	assert.Zero(t, s.calls["Confirm"])
 	assert.Zero(t, s.calls["Capture"], "no money taken without goods")
 	assert.Equal(t, 1, s.calls["Reverse"])
@@ -230,8 +230,8 @@ func TestOrder_ConfirmFindsReservationReleased_VoidedAndFailed(t *testing.T) {
 		temporal.NewNonRetryableApplicationError("released", activities.ErrTypeReservationNotActive, nil))
 	st := s.run(input("tok_ok"))
 
-	assert.Equal(t, workflows.StatusFailed, st.Status)
-	assert.Equal(t, workflows.FailStockReleased, st.FailureCode)
+	assert.Equal(t, sagav2.StatusFailed, st.Status)
+	assert.Equal(t, sagav2.FailStockReleased, st.FailureCode)
 	assert.Zero(t, s.calls["Capture"])
 	assert.Equal(t, 1, s.calls["Reverse"], "authorization voided")
 }
@@ -244,7 +244,7 @@ func TestOrder_CaptureFailsThenSucceedsOnRetry_Confirmed(t *testing.T) {
 	s.on("Capture").Return(activities.PaymentResult{Status: "CAPTURED"}, nil)
 	st := s.run(input("tok_ok"))
 
-	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, sagav2.StatusConfirmed, st.Status)
 	assert.Equal(t, 3, s.calls["Capture"])
 	assert.Zero(t, s.calls["Park"], "retries absorbed it; nobody was paged")
 }
@@ -257,7 +257,7 @@ func TestOrder_PaymentUnknown_ResolvedAuthorized(t *testing.T) {
 	st := s.run(input("tok_timeout"))
 
 	assert.Equal(t, "AUTHORIZED", s.placed.Payment.Status, "decided by asking, not by guessing")
-	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, sagav2.StatusConfirmed, st.Status)
 	assert.Equal(t, 1, s.calls["Authorize"])
 }
 
@@ -270,29 +270,29 @@ func TestOrder_PaymentUnknown_ProviderNeverSawIt_AuthorizedAgainThenDeclined(t *
 	st := s.run(input("tok_timeout"))
 
 	assert.Equal(t, 2, s.calls["Authorize"], "the same key again, once the provider said it never saw it")
-	assert.Equal(t, workflows.OutcomePaymentDeclined, s.placed.Outcome)
-	assert.Equal(t, workflows.StatusFailed, st.Status)
+	assert.Equal(t, sagav2.OutcomePaymentDeclined, s.placed.Outcome)
+	assert.Equal(t, sagav2.StatusFailed, st.Status)
 	assert.Equal(t, 1, s.calls["Release"])
 }
 
 func TestOrder_ShopperCancels_CancelledAndCompensated(t *testing.T) {
 	s := newSaga(t)
 	s.authorizeReturns("REQUIRES_ACTION")
-	var cancelled *workflows.CancelResult
+	var cancelled *sagav2.CancelResult
 	s.at(time.Minute, func() {
-		s.env.UpdateWorkflow(workflows.UpdateCancel, "c1", &testsuite.TestUpdateCallback{
+		s.env.UpdateWorkflow(sagav2.UpdateCancel, "c1", &testsuite.TestUpdateCallback{
 			OnAccept: func() {}, OnReject: func(err error) { t.Errorf("cancel rejected: %v", err) },
 			OnComplete: func(v any, err error) {
 				require.NoError(t, err)
-				r := v.(workflows.CancelResult)
+				r := v.(sagav2.CancelResult)
 				cancelled = &r
 			}})
 	})
 	st := s.run(input("tok_3ds"))
 
 	require.NotNil(t, cancelled)
-	assert.Equal(t, workflows.StatusCancelled, cancelled.Status)
-	assert.Equal(t, workflows.StatusCancelled, st.Status)
+	assert.Equal(t, sagav2.StatusCancelled, cancelled.Status)
+	assert.Equal(t, sagav2.StatusCancelled, st.Status)
 	assert.Equal(t, 1, s.calls["Release"])
 	assert.Equal(t, 1, s.calls["Reverse"])
 }
@@ -304,25 +304,25 @@ func TestOrder_CancelAfterConfirmation_Refused(t *testing.T) {
 	// Keep the workflow open after confirming by holding the capture for a while.
 	s.on("Capture").Return(activities.PaymentResult{Status: "CAPTURED"}, nil).After(time.Second)
 	s.at(time.Millisecond, func() {
-		s.env.UpdateWorkflow(workflows.UpdateCancel, "c1", &testsuite.TestUpdateCallback{
+		s.env.UpdateWorkflow(sagav2.UpdateCancel, "c1", &testsuite.TestUpdateCallback{
 			OnAccept: func() {}, OnReject: func(err error) { rejected = err }, OnComplete: func(any, error) {}})
 	})
 	st := s.run(input("tok_ok"))
-	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, sagav2.StatusConfirmed, st.Status)
 	require.Error(t, rejected)
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(rejected, &appErr))
-	assert.Equal(t, workflows.ErrTypeNotCancellable, appErr.Type())
+	assert.Equal(t, sagav2.ErrTypeNotCancellable, appErr.Type())
 }
 
 func TestOrder_SellerShortfall_PendingOrderFails(t *testing.T) {
 	s := newSaga(t)
 	s.authorizeReturns("REQUIRES_ACTION")
-	s.signal(3*time.Minute, workflows.SignalStockShortfall, workflows.ShortfallSignal{SKUID: 77, WarehouseID: 1})
+	s.signal(3*time.Minute, sagav2.SignalStockShortfall, sagav2.ShortfallSignal{SKUID: 77, WarehouseID: 1})
 	st := s.run(input("tok_3ds"))
 
-	assert.Equal(t, workflows.StatusFailed, st.Status)
-	assert.Equal(t, workflows.FailStockShortfall, st.FailureCode)
+	assert.Equal(t, sagav2.StatusFailed, st.Status)
+	assert.Equal(t, sagav2.FailStockShortfall, st.FailureCode)
 	assert.Equal(t, 1, s.calls["Reverse"], "payment voided")
 	assert.Equal(t, 1, s.calls["Release"], "what is left of the reservation goes back")
 }
@@ -333,7 +333,7 @@ func TestOrder_PriceChanged_NoOrder(t *testing.T) {
 		activities.ErrTypePriceChanged, nil, activities.PriceChangedDetails{PriceVersion: "pv_2"}))
 	st := s.run(input("tok_ok"))
 
-	assert.Equal(t, workflows.OutcomePriceChanged, s.placed.Outcome)
+	assert.Equal(t, sagav2.OutcomePriceChanged, s.placed.Outcome)
 	assert.Equal(t, "pv_2", s.placed.PriceVersion)
 	assert.Zero(t, s.calls["CreateOrder"]+s.calls["Reserve"]+s.calls["Authorize"], "nothing reserved, nothing charged")
 	assert.Zero(t, st.OrderID)
@@ -346,9 +346,9 @@ func TestOrder_OutOfStock_FailedWithShortLines(t *testing.T) {
 		temporal.NewNonRetryableApplicationError("out of stock", activities.ErrTypeOutOfStock, nil, short))
 	st := s.run(input("tok_ok"))
 
-	assert.Equal(t, workflows.OutcomeOutOfStock, s.placed.Outcome)
+	assert.Equal(t, sagav2.OutcomeOutOfStock, s.placed.Outcome)
 	assert.Equal(t, short, s.placed.Short)
-	assert.Equal(t, workflows.StatusFailed, st.Status)
+	assert.Equal(t, sagav2.StatusFailed, st.Status)
 	assert.Zero(t, s.calls["Authorize"])
 }
 
@@ -357,13 +357,13 @@ func TestOrder_SameKeyDifferentBody_Rejected(t *testing.T) {
 	s.authorizeReturns("AUTHORIZED")
 	var rejected error
 	s.at(0, func() {
-		s.env.UpdateWorkflow(workflows.UpdatePlaceOrder, "other", &testsuite.TestUpdateCallback{
+		s.env.UpdateWorkflow(sagav2.UpdatePlaceOrder, "other", &testsuite.TestUpdateCallback{
 			OnAccept: func() {}, OnReject: func(err error) { rejected = err }, OnComplete: func(any, error) {}}, "another-hash")
 	})
 	s.run(input("tok_ok"))
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(rejected, &appErr))
-	assert.Equal(t, workflows.ErrTypeIdempotencyKeyReused, appErr.Type())
+	assert.Equal(t, sagav2.ErrTypeIdempotencyKeyReused, appErr.Type())
 }
 
 // triesBeforePark is how often a failing step runs before the order parks: its quick first try
@@ -376,21 +376,21 @@ func TestOrder_CaptureExhausted_ParkedThenSupportRetry_Confirmed(t *testing.T) {
 	down := temporal.NewApplicationError("provider unavailable", activities.ErrTypeProviderDown)
 	s.on("Capture").Return(activities.PaymentResult{}, down).Times(triesBeforePark)
 	s.on("Capture").Return(activities.PaymentResult{Status: "CAPTURED"}, nil)
-	var parked workflows.OrderState
+	var parked sagav2.OrderState
 	// Retries end after about 2 minutes; support retries within the first parked period.
 	s.at(3*time.Minute, func() {
-		v, err := s.env.QueryWorkflow(workflows.QueryStatus)
+		v, err := s.env.QueryWorkflow(sagav2.QueryStatus)
 		require.NoError(t, err)
 		require.NoError(t, v.Get(&parked))
-		s.env.SignalWorkflow(workflows.SupportAction, workflows.SupportRequest{Action: "retry", Reason: "provider back"})
+		s.env.SignalWorkflow(sagav2.SupportAction, sagav2.SupportRequest{Action: "retry", Reason: "provider back"})
 	})
 	st := s.run(input("tok_ok"))
 
-	assert.Equal(t, workflows.StatusNeedsAttention, parked.Status)
+	assert.Equal(t, sagav2.StatusNeedsAttention, parked.Status)
 	assert.True(t, parked.NeedsAttention)
 	require.NotNil(t, parked.Attention)
 	assert.Equal(t, "capture", parked.Attention.Step)
-	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, sagav2.StatusConfirmed, st.Status)
 	assert.False(t, st.NeedsAttention)
 	assert.Equal(t, 1, s.calls["Park"])
 }
@@ -403,7 +403,7 @@ func TestOrder_ParkedStep_RetriesByItselfWhenTheOutageEnds(t *testing.T) {
 	s.on("Capture").Return(activities.PaymentResult{Status: "CAPTURED"}, nil)
 	st := s.run(input("tok_ok"))
 
-	assert.Equal(t, workflows.StatusConfirmed, st.Status, "no support action: the parked step tried again by itself")
+	assert.Equal(t, sagav2.StatusConfirmed, st.Status, "no support action: the parked step tried again by itself")
 	assert.Equal(t, 1, s.calls["Park"])
 	assert.Equal(t, triesBeforePark+1, s.calls["Capture"])
 }
@@ -413,15 +413,15 @@ func TestOrder_SupportRetryWhileNotParked_Refused(t *testing.T) {
 	s.authorizeReturns("REQUIRES_ACTION")
 	var rejected error
 	s.at(time.Minute, func() {
-		s.env.UpdateWorkflow(workflows.SupportAction, "s1", &testsuite.TestUpdateCallback{
+		s.env.UpdateWorkflow(sagav2.SupportAction, "s1", &testsuite.TestUpdateCallback{
 			OnAccept: func() {}, OnReject: func(err error) { rejected = err }, OnComplete: func(any, error) {}},
-			workflows.SupportRequest{Action: "refund", Reason: "customer asked"})
+			sagav2.SupportRequest{Action: "refund", Reason: "customer asked"})
 	})
-	s.signal(2*time.Minute, workflows.SignalPaymentResult, workflows.PaymentSignal{Status: "AUTHORIZED"})
+	s.signal(2*time.Minute, sagav2.SignalPaymentResult, sagav2.PaymentSignal{Status: "AUTHORIZED"})
 	st := s.run(input("tok_3ds"))
 
 	require.Error(t, rejected, "refund applies to a parked order only")
-	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, sagav2.StatusConfirmed, st.Status)
 }
 
 func TestOrder_StepRetriesPastItsQuickTry_HoldChildStartsFirst(t *testing.T) {
@@ -434,7 +434,7 @@ func TestOrder_StepRetriesPastItsQuickTry_HoldChildStartsFirst(t *testing.T) {
 	s.on("Confirm").Return(inventory.ConfirmResult{Confirmed: 1}, nil)
 	st := s.run(input("tok_ok"))
 
-	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, sagav2.StatusConfirmed, st.Status)
 	assert.Equal(t, 5, s.calls["Confirm"])
 	assert.Equal(t, 1, s.holds, "the hold child started before the order waited on a retry")
 }
@@ -448,7 +448,7 @@ func TestOrder_StockReleasedDirectly_NoHoldChildLater(t *testing.T) {
 	s.on("Reverse").Return(activities.PaymentResult{Status: "VOIDED"}, nil)
 	st := s.run(input("tok_decline"))
 
-	assert.Equal(t, workflows.StatusFailed, st.Status)
+	assert.Equal(t, sagav2.StatusFailed, st.Status)
 	assert.Equal(t, 1, s.calls["Release"])
 	assert.Zero(t, s.holds, "nothing left to hold once the stock is back")
 }
@@ -461,9 +461,9 @@ func TestOrder_RecordingTheAnswerFailsAWhile_AnsweredAndRecordedLater(t *testing
 	st := s.run(input("tok_ok"))
 
 	require.NotNil(t, s.placed, "the shopper had the answer")
-	assert.Equal(t, workflows.OutcomeCreated, s.placed.Outcome)
+	assert.Equal(t, sagav2.OutcomeCreated, s.placed.Outcome)
 	assert.Equal(t, 5, s.calls["RecordOutcome"], "recorded once the database was back")
-	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, sagav2.StatusConfirmed, st.Status)
 }
 
 func TestOrder_CompensationReleaseRetries_NoHoldChildStarted(t *testing.T) {
@@ -473,7 +473,7 @@ func TestOrder_CompensationReleaseRetries_NoHoldChildStarted(t *testing.T) {
 	s.on("Release").Return(1, nil)
 	st := s.run(input("tok_decline"))
 
-	assert.Equal(t, workflows.StatusFailed, st.Status)
+	assert.Equal(t, sagav2.StatusFailed, st.Status)
 	assert.Equal(t, 5, s.calls["Release"], "released directly, once the database was back")
 	assert.Zero(t, s.holds, "compensating: no hold child started to do it")
 }
@@ -486,15 +486,15 @@ func TestOrder_CancelWhileTheOrderIsBeingFailed_Refused(t *testing.T) {
 	s.on("RecordOutcome").Return(nil)
 	var rejected error
 	s.at(2*time.Second, func() {
-		s.env.UpdateWorkflow(workflows.UpdateCancel, "c1", &testsuite.TestUpdateCallback{
+		s.env.UpdateWorkflow(sagav2.UpdateCancel, "c1", &testsuite.TestUpdateCallback{
 			OnAccept: func() {}, OnReject: func(err error) { rejected = err }, OnComplete: func(any, error) {}})
 	})
 	st := s.run(input("tok_decline"))
 
-	assert.Equal(t, workflows.OutcomePaymentDeclined, s.placed.Outcome)
-	assert.Equal(t, workflows.StatusFailed, st.Status)
+	assert.Equal(t, sagav2.OutcomePaymentDeclined, s.placed.Outcome)
+	assert.Equal(t, sagav2.StatusFailed, st.Status)
 	require.Error(t, rejected, "an order already failing is not cancellable")
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(rejected, &appErr))
-	assert.Equal(t, workflows.ErrTypeNotCancellable, appErr.Type())
+	assert.Equal(t, sagav2.ErrTypeNotCancellable, appErr.Type())
 }

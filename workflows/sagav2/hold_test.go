@@ -1,4 +1,4 @@
-package workflows_test
+package sagav2_test
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/marketplace/checkout/activities"
-	"github.com/marketplace/checkout/workflows"
+	"github.com/marketplace/checkout/workflows/sagav2"
 )
 
 // TestHold_ParentGoneAtExpiry_EndsOrderStockAndMoneyBack: the order's workflow was terminated
@@ -20,7 +20,7 @@ import (
 func TestHold_ParentGoneAtExpiry_EndsOrderStockAndMoneyBack(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterWorkflow(workflows.HoldWorkflow)
+	env.RegisterWorkflow(sagav2.HoldWorkflow)
 	env.RegisterActivity(&activities.Orders{})
 	env.RegisterActivity(&activities.Payments{})
 	env.RegisterActivity(&activities.Inventory{})
@@ -31,10 +31,10 @@ func TestHold_ParentGoneAtExpiry_EndsOrderStockAndMoneyBack(t *testing.T) {
 	env.OnActivity("Restock", mock.Anything, mock.Anything).Return(1, nil).Run(step("restock"))
 	env.OnActivity("Reverse", mock.Anything, mock.Anything).Return(activities.PaymentResult{Status: "REFUNDED"}, nil).
 		Run(step("reverse payment"))
-	env.OnSignalExternalWorkflow(mock.Anything, "order-u7-k1", "", workflows.SignalHoldExpired, mock.Anything).
+	env.OnSignalExternalWorkflow(mock.Anything, "order-u7-k1", "", sagav2.SignalHoldExpired, mock.Anything).
 		Return(errors.New("workflow not found"))
 
-	env.ExecuteWorkflow(workflows.HoldWorkflow, workflows.HoldInput{OrderID: 501, ExpiresAt: env.Now().Add(time.Minute),
+	env.ExecuteWorkflow(sagav2.HoldWorkflow, sagav2.HoldInput{OrderID: 501, ExpiresAt: env.Now().Add(time.Minute),
 		ParentWorkflowID: "order-u7-k1"})
 
 	require.True(t, env.IsWorkflowCompleted())

@@ -1,0 +1,124 @@
+// Package sagav2 is the order saga as released in commit 457b50b (2026-11-30), kept unchanged so
+// that orders started by that release replay and finish on later workers. It is frozen: these
+// files are copies of the released ones and are never edited (only this comment and the package
+// name differ). workflows.OrderWorkflow runs it for histories whose saga version marker is 1.
+package sagav2
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"regexp"
+	"strconv"
+
+	"go.temporal.io/sdk/temporal"
+)
+
+// Workflow, update, signal and query names.
+const (
+	OrderWorkflowName = "OrderWorkflow"
+	HoldWorkflowName  = "HoldWorkflow"
+
+	// UpdatePlaceOrder returns the answer to POST /orders once reserve and authorize are done.
+	UpdatePlaceOrder = "place-order"
+	// UpdateCancel is the shopper's cancel; refused once the order is confirmed.
+	UpdateCancel = "cancel"
+	// SupportAction is what support staff send from the UI (as signal or update):
+	// {"action": "retry" | "cancel" | "refund", "reason": "..."}.
+	SupportAction = "support-action"
+
+	SignalPaymentResult  = "payment-result"
+	SignalHoldExpired    = "hold-expired"
+	SignalStockShortfall = "stock-shortfall"
+
+	// Signals of the hold child.
+	SignalHoldRelease = "release"
+	SignalHoldSettled = "settled"
+
+	QueryStatus = "status"
+)
+
+// Order statuses, as stored and shown.
+const (
+	StatusPendingPayment = "PENDING_PAYMENT"
+	StatusConfirmed      = "CONFIRMED"
+	StatusFailed         = "FAILED"
+	StatusCancelled      = "CANCELLED"
+	StatusNeedsAttention = "NEEDS_ATTENTION"
+)
+
+// Why an order failed or was cancelled (orders.failure_code).
+const (
+	FailOutOfStock         = "OUT_OF_STOCK"
+	FailPaymentDeclined    = "PAYMENT_DECLINED"
+	FailPaymentUnavailable = "PAYMENT_UNAVAILABLE"
+	FailHoldExpired        = "HOLD_EXPIRED"
+	FailStockReleased      = "STOCK_RELEASED"
+	FailStockShortfall     = "STOCK_SHORTFALL"
+	FailCancelledByShopper = "CANCELLED_BY_SHOPPER"
+	FailCancelledBySupport = "CANCELLED_BY_SUPPORT"
+	FailRefundedBySupport  = "REFUNDED_BY_SUPPORT"
+	FailUnavailable        = "UNAVAILABLE"
+)
+
+// Outcomes of placing an order: what POST /orders answers (the API maps them to HTTP).
+const (
+	OutcomeCreated            = "CREATED"
+	OutcomePriceChanged       = "PRICE_CHANGED"
+	OutcomeOutOfStock         = "OUT_OF_STOCK"
+	OutcomePaymentDeclined    = "PAYMENT_DECLINED"
+	OutcomePaymentUnavailable = "PAYMENT_UNAVAILABLE"
+	OutcomeRejected           = "REJECTED"
+	OutcomeUnavailable        = "UNAVAILABLE"
+	// OutcomeReplay: an earlier run answered this request; the answer is recorded under the key.
+	OutcomeReplay = "REPLAY"
+)
+
+// Application error types raised by the workflows' handlers.
+const (
+	ErrTypeIdempotencyKeyReused = "IdempotencyKeyReused"
+	ErrTypeNotCancellable       = "OrderNotCancellable"
+	ErrTypeInvalidSupportAction = "InvalidSupportAction"
+)
+
+// Search attributes support staff filter on in the UI; registered by the worker at start-up.
+var (
+	AttrOrderID        = temporal.NewSearchAttributeKeyInt64("OrderId")
+	AttrCustomerID     = temporal.NewSearchAttributeKeyInt64("CustomerId")
+	AttrOrderStatus    = temporal.NewSearchAttributeKeyKeyword("OrderStatus")
+	AttrPaymentStatus  = temporal.NewSearchAttributeKeyKeyword("PaymentStatus")
+	AttrNeedsAttention = temporal.NewSearchAttributeKeyBool("NeedsAttention")
+)
+
+var readableKey = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
+
+// OrderWorkflowID is the workflow of one (user, Idempotency-Key): the same key always names the
+// same workflow, so duplicates attach to one run. Readable keys stay readable in the UI; others
+// are hashed, behind a "~" that no readable key contains, so the two forms never collide.
+func OrderWorkflowID(userID int64, idempotencyKey string) string {
+	prefix := "order-u" + strconv.FormatInt(userID, 10) + "-"
+	if readableKey.MatchString(idempotencyKey) {
+		return prefix + idempotencyKey
+	}
+	sum := sha256.Sum256([]byte(idempotencyKey))
+	return prefix + "~" + hex.EncodeToString(sum[:12])
+}
+
+// HoldWorkflowID is the hold-expiry child of an order.
+func HoldWorkflowID(orderID int64) string { return "hold-" + strconv.FormatInt(orderID, 10) }
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// Scheduled jobs (ops). Each is a Temporal Schedule the worker creates or updates at start-up; the
+// schedule id is also the base of its runs' workflow ids (the server appends the run's time) and
+// the job label of its metrics.
+const (
+	ScheduleSweeper           = "reservation-sweeper"
+	ScheduleReconciler        = "inventory-reconciler"
+	ScheduleCartJanitor       = "cart-janitor"
+	SchedulePaymentReconciler = "payment-reconciler"
+
+	SweeperWorkflowName           = "SweeperWorkflow"
+	ReconcilerWorkflowName        = "ReconcilerWorkflow"
+	CartJanitorWorkflowName       = "CartJanitorWorkflow"
+	PaymentReconcilerWorkflowName = "PaymentReconcilerWorkflow"
+)
