@@ -150,6 +150,8 @@ func startStack(t *testing.T, o stackOptions) *stack {
 func (s *stack) startWorker() {
 	s.worker = worker.New(s.temporal, s.deps)
 	require.NoError(s.t, s.worker.Start())
+	require.NoError(s.t, worker.SetCurrent(s.ctx, s.temporal, worker.Version(s.cfg, s.deps.BuildID),
+		worker.SetCurrentAlways, quietLog()))
 }
 
 func randomHex(n int) string {

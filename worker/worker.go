@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/internal/config"
@@ -30,12 +31,24 @@ type Deps struct {
 	Temporal  client.Client
 	Metrics   *metrics.Metrics
 	Log       *slog.Logger
+	// BuildID and OrderWorkflow override workflows.BuildID and workflows.OrderWorkflow: tests run
+	// two builds with different order workflows side by side.
+	BuildID       string
+	OrderWorkflow func(workflow.Context, workflows.OrderInput) (workflows.OrderState, error)
 }
 
-// New returns a worker with every workflow and activity registered; the caller starts it.
+// New returns a worker with every workflow and activity registered; the caller starts it. The
+// worker polls as its deployment version (see Version), and every workflow it starts stays pinned
+// to that version.
 func New(c client.Client, d Deps) sdkworker.Worker {
-	w := sdkworker.New(c, d.Config.TaskQueue, sdkworker.Options{})
-	w.RegisterWorkflow(workflows.OrderWorkflow)
+	w := sdkworker.New(c, d.Config.TaskQueue, sdkworker.Options{DeploymentOptions: sdkworker.DeploymentOptions{
+		UseVersioning: true, Version: Version(d.Config, d.BuildID),
+		DefaultVersioningBehavior: workflow.VersioningBehaviorPinned}})
+	order := workflows.OrderWorkflow
+	if d.OrderWorkflow != nil {
+		order = d.OrderWorkflow
+	}
+	w.RegisterWorkflowWithOptions(order, workflow.RegisterOptions{Name: workflows.OrderWorkflowName})
 	w.RegisterWorkflow(workflows.HoldWorkflow)
 	w.RegisterActivity(&activities.Inventory{Engine: d.Inventory, Jobs: jobObserver(d)})
 	w.RegisterActivity(&activities.Orders{Pool: d.Pool})

@@ -155,6 +155,9 @@ func (a *app) runWorker(ctx context.Context) error {
 		return err
 	}
 	defer w.Stop()
+	if err := worker.SetCurrent(ctx, a.temporal, worker.Version(a.cfg, ""), a.cfg.SetCurrent, a.log); err != nil {
+		return err
+	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { <-ctx.Done(); return nil })
 	for _, l := range worker.Loops(deps) {
@@ -223,6 +226,9 @@ func runDev(ctx context.Context, cfg config.Config) error {
 	if _, err := migrations.Up(ctx, cfg.DatabaseURL); err != nil {
 		return err
 	}
+	// One worker: its build takes the new orders (a new build's worker takes over at once, and
+	// orders begun on the previous build stay pinned to it).
+	cfg.SetCurrent = worker.SetCurrentAlways
 	a, err := connect(ctx, cfg)
 	if err != nil {
 		return err

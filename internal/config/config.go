@@ -21,6 +21,10 @@ type Config struct {
 	TemporalAddress   string
 	TemporalNamespace string
 	TaskQueue         string
+	// DeploymentName is the worker deployment the worker's versions belong to (default: the task
+	// queue); SetCurrent says when a starting worker makes its version the current one.
+	DeploymentName string
+	SetCurrent     string
 
 	HTTPAddr string
 	// PublicBaseURL is how shoppers' browsers reach the API; the 3-D Secure redirect uses it.
@@ -114,6 +118,8 @@ func Load(getenv func(string) string) (Config, error) {
 		TemporalAddress:      p.str("TEMPORAL_ADDRESS", ""),
 		TemporalNamespace:    p.str("TEMPORAL_NAMESPACE", DefaultNamespace),
 		TaskQueue:            p.str("TEMPORAL_TASK_QUEUE", DefaultTaskQueue),
+		DeploymentName:       p.str("TEMPORAL_DEPLOYMENT_NAME", ""),
+		SetCurrent:           p.str("TEMPORAL_SET_CURRENT", "auto"),
 		HTTPAddr:             p.str("HTTP_ADDR", DefaultHTTPAddr),
 		PublicBaseURL:        p.str("PUBLIC_BASE_URL", ""),
 		HoldTTL:              p.duration("HOLD_TTL", DefaultHoldTTL),
@@ -152,6 +158,9 @@ func Load(getenv func(string) string) (Config, error) {
 		CartJanitorEvery:       p.every("CART_JANITOR_EVERY", 24*time.Hour),
 		PaymentReconcilerEvery: p.every("PAYMENT_RECONCILER_EVERY", 5*time.Minute),
 	}
+	if c.DeploymentName == "" {
+		c.DeploymentName = c.TaskQueue
+	}
 	if c.PublicBaseURL == "" {
 		c.PublicBaseURL = "http://" + loopback(c.HTTPAddr)
 	}
@@ -181,6 +190,14 @@ func (c Config) Validate() error {
 	}
 	if c.TaskQueue == "" || c.TemporalNamespace == "" {
 		errs = append(errs, errors.New("TEMPORAL_TASK_QUEUE and TEMPORAL_NAMESPACE must not be empty"))
+	}
+	if strings.Contains(c.DeploymentName, ".") {
+		errs = append(errs, fmt.Errorf("TEMPORAL_DEPLOYMENT_NAME %q: must not contain \".\"", c.DeploymentName))
+	}
+	switch c.SetCurrent {
+	case "auto", "always", "never":
+	default:
+		errs = append(errs, fmt.Errorf("TEMPORAL_SET_CURRENT %q: auto, always or never", c.SetCurrent))
 	}
 	if c.CartMaxLines < 1 || c.CartMaxLines > 1000 || c.CartMaxUnitsPerLine < 1 || c.CartMaxUnitsPerLine > 1000 {
 		errs = append(errs, errors.New("CART_MAX_LINES and CART_MAX_UNITS_PER_LINE: between 1 and 1000"))

@@ -100,6 +100,11 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		// which a single-node dev server gains nothing from.
 		"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
 		"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
+		// Worker versions: a version that stopped taking new runs reports itself drained within
+		// seconds of its last pinned run ending (visibility is immediate here; a cluster keeps the
+		// minutes-long defaults).
+		"--dynamic-config-value", "matching.wv.VersionDrainageStatusRefreshInterval=\"2s\"",
+		"--dynamic-config-value", "matching.wv.VersionDrainageStatusVisibilityGracePeriod=\"2s\"",
 	}
 	if o.DBFile != "" {
 		if err := os.MkdirAll(filepath.Dir(o.DBFile), 0o755); err != nil {
