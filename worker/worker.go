@@ -66,6 +66,18 @@ var searchAttributes = map[string]enumspb.IndexedValueType{
 	workflows.AttrNeedsAttention.GetName(): enumspb.INDEXED_VALUE_TYPE_BOOL,
 }
 
+// SearchAttributeTypes are the order attributes as the Temporal CLI names their types, for a dev
+// server that registers them as it starts.
+func SearchAttributeTypes() map[string]string {
+	names := map[enumspb.IndexedValueType]string{enumspb.INDEXED_VALUE_TYPE_INT: "Int",
+		enumspb.INDEXED_VALUE_TYPE_KEYWORD: "Keyword", enumspb.INDEXED_VALUE_TYPE_BOOL: "Bool"}
+	out := map[string]string{}
+	for name, typ := range searchAttributes {
+		out[name] = names[typ]
+	}
+	return out
+}
+
 // EnsureSearchAttributes registers the order search attributes in the namespace; those already
 // there are left alone, so every start-up may call it.
 func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace string) error {

@@ -214,8 +214,9 @@ func runDev(ctx context.Context, cfg config.Config) error {
 	if cfg.TemporalAddress == "" {
 		ts, err := devtemporal.Start(ctx, devtemporal.Options{CLI: cfg.TemporalCLI,
 			DBFile: filepath.Join(cfg.DataDir, "temporal.db"), Port: cfg.TemporalPort, UIPort: cfg.TemporalUIPort,
-			MetricsPort: cfg.TemporalMetricsPort,
-			Namespace:   cfg.TemporalNamespace, Log: openLog(cfg.DataDir, "temporal.log")})
+			MetricsPort: cfg.TemporalMetricsPort, SearchAttributes: worker.SearchAttributeTypes(),
+			DynamicConfig: cfg.TemporalDevConfig,
+			Namespace:     cfg.TemporalNamespace, Log: openLog(cfg.DataDir, "temporal.log")})
 		if err != nil {
 			return fmt.Errorf("temporal dev server: %w", err)
 		}

@@ -48,6 +48,8 @@ type Config struct {
 	TemporalUIPort int
 	// TemporalMetricsPort serves the dev server's own Prometheus metrics (0: a port the CLI picks).
 	TemporalMetricsPort int
+	// TemporalDevConfig are more dynamic config values of the dev server (key=value, comma-separated).
+	TemporalDevConfig []string
 
 	// Payment simulator faults of this process (latency of every provider call, share of calls
 	// failing as "provider unavailable"); for tests and load runs.
@@ -133,6 +135,7 @@ func Load(getenv func(string) string) (Config, error) {
 		TemporalPort:         p.int("TEMPORAL_PORT", DefaultTemporalPort),
 		TemporalUIPort:       p.int("TEMPORAL_UI_PORT", DefaultTemporalUIPort),
 		TemporalMetricsPort:  p.int("TEMPORAL_METRICS_PORT", 0),
+		TemporalDevConfig:    p.list("TEMPORAL_DEV_DYNAMIC_CONFIG"),
 		MetricsAddr:          p.str("METRICS_ADDR", ":9091"),
 		PaysimLatency:        p.duration("PAYSIM_LATENCY", 0),
 		PaysimFailureRate:    p.float("PAYSIM_FAILURE_RATE", 0),
@@ -256,6 +259,16 @@ func (p *parser) str(key, def string) string {
 		return v
 	}
 	return def
+}
+
+func (p *parser) list(key string) []string {
+	var out []string
+	for _, v := range strings.Split(p.getenv(key), ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func (p *parser) int(key string, def int) int {

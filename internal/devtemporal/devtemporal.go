@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -35,6 +37,11 @@ type Options struct {
 	// MetricsPort serves the dev server's Prometheus /metrics; 0 lets the CLI pick a port.
 	MetricsPort int
 	Namespace   string
+	// DynamicConfig are more dynamic config values (key=JSON value), over the defaults of Start.
+	DynamicConfig []string
+	// SearchAttributes are registered as the server starts (name → Int, Keyword, Bool, …), so they
+	// are there before any client uses them.
+	SearchAttributes map[string]string
 	// Log receives the server's output; nil discards it.
 	Log io.Writer
 }
@@ -100,11 +107,19 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		// which a single-node dev server gains nothing from.
 		"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
 		"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",
+		// The CLI turns this on for its own tests: every search attribute read (each upsert, each
+		// visibility write) then re-reads the cluster metadata from SQLite. A server keeps it off
+		// and caches them; the product registers its attributes before it uses them.
+		"--dynamic-config-value", "system.forceSearchAttributesCacheRefreshOnRead=false",
 		// Worker versions: a version that stopped taking new runs reports itself drained within
 		// seconds of its last pinned run ending (visibility is immediate here; a cluster keeps the
 		// minutes-long defaults).
 		"--dynamic-config-value", "matching.wv.VersionDrainageStatusRefreshInterval=\"2s\"",
 		"--dynamic-config-value", "matching.wv.VersionDrainageStatusVisibilityGracePeriod=\"2s\"",
+	}
+	// Given after the defaults above, which they override (the CLI keeps the last value of a key).
+	for _, kv := range o.DynamicConfig {
+		args = append(args, "--dynamic-config-value", kv)
 	}
 	if o.DBFile != "" {
 		if err := os.MkdirAll(filepath.Dir(o.DBFile), 0o755); err != nil {
@@ -115,6 +130,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	if o.MetricsPort > 0 {
 		args = append(args, "--metrics-port", strconv.Itoa(o.MetricsPort))
+	}
+	for _, name := range slices.Sorted(maps.Keys(o.SearchAttributes)) {
+		args = append(args, "--search-attribute", name+"="+o.SearchAttributes[name])
 	}
 	if o.UIPort > 0 {
 		args = append(args, "--ui-port", strconv.Itoa(o.UIPort))

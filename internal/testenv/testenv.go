@@ -25,6 +25,7 @@ import (
 	"github.com/marketplace/checkout/internal/devtemporal"
 	"github.com/marketplace/checkout/internal/pgserver"
 	"github.com/marketplace/checkout/migrations"
+	"github.com/marketplace/checkout/worker"
 )
 
 var (
@@ -139,7 +140,8 @@ func TemporalAddress(t testing.TB) string {
 	tOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		tServer, tErr = devtemporal.Start(ctx, devtemporal.Options{CLI: os.Getenv("TEMPORAL_CLI")})
+		tServer, tErr = devtemporal.Start(ctx, devtemporal.Options{CLI: os.Getenv("TEMPORAL_CLI"),
+			SearchAttributes: worker.SearchAttributeTypes()})
 	})
 	if tErr != nil {
 		t.Fatalf("test Temporal dev server: %v", tErr)
