@@ -41,9 +41,16 @@ test: postgres-binaries $(TEMPORAL_CLI) ## run every test against real PostgreSQ
 test-race: postgres-binaries $(TEMPORAL_CLI) ## the tests under the race detector (slower)
 	$(GO) test $(TEST_FLAGS) -race ./...
 
+# The build of the workflow code (workflows.BuildID), and where its recorded histories go.
+BUILD_ID      = $(shell sed -n 's/^const BuildID = "\(.*\)"/\1/p' workflows/names.go)
+HISTORIES     := workflows/testdata/histories
+HISTORY_TESTS := TestOrder_|TestSupport_|TestSeedProof5|TestWebhook_Late
+
 .PHONY: histories
-histories: postgres-binaries $(TEMPORAL_CLI) ## re-record the order histories the replay test replays (after an intended workflow change)
-	RECORD_HISTORIES=$(CURDIR)/workflows/testdata/histories $(GO) test -count=1 -run 'TestOrder_|TestSupport_' ./e2e/
+histories: postgres-binaries $(TEMPORAL_CLI) ## record this build's histories for the replay test and the manifest (once per build id: kept ones are never rewritten)
+	RECORD_HISTORIES=$(CURDIR)/$(HISTORIES)/$(BUILD_ID) $(GO) test -count=1 -run '$(HISTORY_TESTS)' ./e2e/
+	@cd $(HISTORIES) && { grep -q '^# release $(BUILD_ID):' MANIFEST || printf '\n# release $(BUILD_ID): the workflow code of build $(BUILD_ID); its runs are pinned to it\n' >> MANIFEST; } && \
+		for f in $(BUILD_ID)/*.json; do grep -q "  $$f$$" MANIFEST || sha256sum "$$f" >> MANIFEST; done
 
 .PHONY: lint
 lint: $(STATICCHECK) $(WORKFLOWCHECK) ## gofmt, go vet, staticcheck and Temporal's workflowcheck

@@ -266,6 +266,36 @@ func (a *Orders) Transition(ctx context.Context, in TransitionInput) (bool, erro
 	return changed, err
 }
 
+// Finished is what Finish did: whether this call moved the order, and the order's status and
+// failure code as they stand after it.
+type Finished struct {
+	Changed     bool   `json:"changed"`
+	Status      string `json:"status"`
+	FailureCode string `json:"failureCode,omitempty"`
+}
+
+// Finish is Transition that also says where the order stands when it was no longer open: another
+// actor (the payment reconciler, the order's hold) ended it first, and the caller must not report
+// a status the row does not have.
+func (a *Orders) Finish(ctx context.Context, in TransitionInput) (Finished, error) {
+	changed, err := a.Transition(ctx, in)
+	if err != nil {
+		return Finished{}, err
+	}
+	if changed {
+		return Finished{Changed: true, Status: in.To, FailureCode: in.Code}, nil
+	}
+	o, err := a.q().GetOrder(ctx, in.OrderID)
+	if err != nil {
+		return Finished{}, err
+	}
+	f := Finished{Status: o.Status}
+	if o.FailureCode != nil {
+		f.FailureCode = *o.FailureCode
+	}
+	return f, nil
+}
+
 // ParkInput says which step exhausted its retries and why.
 type ParkInput struct {
 	OrderID int64  `json:"orderId"`

@@ -73,6 +73,29 @@ func (a *Payments) ResolvePayment(ctx context.Context, orderID int64) (PaymentRe
 	return a.mirror(ctx, orderID, intent)
 }
 
+// ErrTypePaymentStillUnknown: the provider cannot tell yet what became of the payment (it is down,
+// or timed out again); the caller retries.
+const ErrTypePaymentStillUnknown = "PaymentStillUnknown"
+
+// SettleUnknown finds out what became of an authorization whose outcome is UNKNOWN: it asks the
+// provider by the order's key, and authorizes again with the same key when the provider never saw
+// it. While the provider cannot tell, it fails retryably, so the order's workflow leaves the
+// retries to the server (with backoff) and its history does not grow while it waits.
+func (a *Payments) SettleUnknown(ctx context.Context, in AuthorizeInput) (PaymentResult, error) {
+	res, err := a.ResolvePayment(ctx, in.OrderID)
+	if err == nil && res.Status == PaymentNotFound {
+		res, err = a.Authorize(ctx, in)
+	}
+	if err != nil || res.Status == PaymentUnknown {
+		msg := "the provider cannot tell the payment's outcome yet"
+		if err != nil {
+			msg += ": " + err.Error()
+		}
+		return PaymentResult{}, temporal.NewApplicationError(msg, ErrTypePaymentStillUnknown)
+	}
+	return res, nil
+}
+
 // Capture takes the authorized money. A repeat captures nothing more.
 func (a *Payments) Capture(ctx context.Context, orderID int64) (PaymentResult, error) {
 	intent, err := a.Gateway.Capture(ctx, PaymentKey(orderID))

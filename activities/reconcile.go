@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,7 +58,12 @@ type ReconcilePaymentsInput struct {
 	// checked for being gone (default two minutes: the order's own grace and its hold child's
 	// work are over by then).
 	OrphanAfter time.Duration `json:"orphanAfter,omitempty"`
-	BatchSize   int32         `json:"batchSize,omitempty"`
+	// LateWindow is how long after an order failed or was cancelled its payment is still looked
+	// at, for an authorization that arrived after the order gave up (default a day).
+	LateWindow time.Duration `json:"lateWindow,omitempty"`
+	// OrderID limits the run to one order (0: all).
+	OrderID   int64 `json:"orderId,omitempty"`
+	BatchSize int32 `json:"batchSize,omitempty"`
 }
 
 // ResolvedPayment is one payment the reconciler asked the provider about.
@@ -77,6 +83,8 @@ type ReconcilePaymentsResult struct {
 	Signalled int `json:"signalled"`
 	// Orphaned counts open orders whose workflow was gone, which this run ended.
 	Orphaned int `json:"orphaned"`
+	// Reversed counts payments of failed or cancelled orders found holding money, and reversed.
+	Reversed int `json:"reversed,omitempty"`
 	// ByStatus counts the resolved payments by the provider's status, in status order.
 	ByStatus   []StatusCount     `json:"byStatus,omitempty"`
 	Payments   []ResolvedPayment `json:"payments,omitempty"`
@@ -113,6 +121,9 @@ func (a *PaymentReconciler) ReconcilePayments(ctx context.Context, in ReconcileP
 	if in.OrphanAfter <= 0 {
 		in.OrphanAfter = DefaultOrphanAfter
 	}
+	if in.LateWindow <= 0 {
+		in.LateWindow = DefaultLateWindow
+	}
 	if in.BatchSize <= 0 {
 		in.BatchSize = 200
 	}
@@ -120,8 +131,9 @@ func (a *PaymentReconciler) ReconcilePayments(ctx context.Context, in ReconcileP
 	pays := &Payments{Pool: a.Pool, Gateway: a.Gateway}
 	var after int64
 	for {
-		rows, err := q.PaymentsToReconcile(ctx, db.PaymentsToReconcileParams{AfterOrderID: after,
-			PendingSeconds: in.PendingAfter.Seconds(), OrphanAfterSeconds: in.OrphanAfter.Seconds(), BatchSize: in.BatchSize})
+		rows, err := q.PaymentsToReconcile(ctx, db.PaymentsToReconcileParams{AfterOrderID: after, OrderID: in.OrderID,
+			PendingSeconds: in.PendingAfter.Seconds(), OrphanAfterSeconds: in.OrphanAfter.Seconds(),
+			LateSeconds: in.LateWindow.Seconds(), BatchSize: in.BatchSize})
 		if err != nil {
 			return res, err
 		}
@@ -149,9 +161,12 @@ func (a *PaymentReconciler) ReconcilePayments(ctx context.Context, in ReconcileP
 
 func (a *PaymentReconciler) resolve(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
 	res *ReconcilePaymentsResult, byStatus map[string]int) error {
-	if r.OrderStatus == "FAILED" {
+	switch {
+	case r.OrderStatus == "FAILED" && r.FailureCode == FailOrphaned:
 		// Ended as ORPHANED by an earlier run that stopped before the payment was reversed.
 		return a.finishOrphan(ctx, pays, r, res)
+	case r.OrderStatus == "FAILED" || r.OrderStatus == "CANCELLED":
+		return a.reverseLate(ctx, pays, r, res)
 	}
 	running, err := a.Signaler.Running(ctx, r.WorkflowID)
 	if err != nil {
@@ -199,6 +214,78 @@ func (a *PaymentReconciler) resolve(ctx context.Context, pays *Payments, r db.Pa
 	return nil
 }
 
+// EndIfOrphanedInput names an order and its workflow.
+type EndIfOrphanedInput struct {
+	OrderID    int64  `json:"orderId"`
+	WorkflowID string `json:"workflowId"`
+	// By names who ends it, for the order's timeline.
+	By string `json:"by,omitempty"`
+}
+
+// Orphan says what EndIfOrphaned found and did.
+type Orphan struct {
+	// Running: the order's workflow runs (nothing was done).
+	Running bool `json:"running"`
+	// Released counts the reservations given back; Ended says the order was still open and is now
+	// FAILED (ORPHANED), its payment reversed.
+	Released int  `json:"released"`
+	Ended    bool `json:"ended"`
+}
+
+// EndIfOrphaned gives back what an order holds once its workflow has ended: the stock it still
+// reserves and, if the order was left open (support terminated its workflow), the order itself
+// ends as the reconciler ends an orphan (confirmed stock back, payment reversed). An order whose
+// workflow finished it has nothing left to give back, and one whose workflow runs (a reset run)
+// is left alone.
+func (a *PaymentReconciler) EndIfOrphaned(ctx context.Context, in EndIfOrphanedInput) (Orphan, error) {
+	var out Orphan
+	inv := inventory.New(a.Pool, nil, inventory.WithCombining(0))
+	o, err := db.New(a.Pool).GetOrder(ctx, in.OrderID)
+	if err != nil {
+		return out, err
+	}
+	if o.Status != "PENDING_PAYMENT" && o.Status != "NEEDS_ATTENTION" {
+		// Finished: its workflow gave back what it had to; a release here only makes sure.
+		out.Released, err = inv.Release(ctx, in.OrderID)
+		return out, err
+	}
+	running, err := a.Signaler.Running(ctx, in.WorkflowID)
+	if err != nil || running {
+		return Orphan{Running: running}, err
+	}
+	if out.Released, err = inv.Release(ctx, in.OrderID); err != nil {
+		return out, err
+	}
+	var res ReconcilePaymentsResult
+	out.Ended, err = a.endOrphanAs(ctx, &Payments{Pool: a.Pool, Gateway: a.Gateway},
+		db.PaymentsToReconcileRow{OrderID: in.OrderID, WorkflowID: in.WorkflowID}, &res, cmp.Or(in.By, "payment reconciler"))
+	return out, err
+}
+
+// reverseLate reverses the payment of an order that failed or was cancelled when the provider
+// holds money for it after all: an authorization (or its 3-D Secure approval) that arrived after
+// the order's compensation had found nothing to reverse. A payment the provider still does not
+// know is asked about again on later runs, for the late window.
+func (a *PaymentReconciler) reverseLate(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
+	res *ReconcilePaymentsResult) error {
+	p, err := pays.Reverse(ctx, r.OrderID)
+	if err != nil {
+		return err
+	}
+	if p.Status == PaymentNotFound {
+		res.NotFound++
+		return nil
+	}
+	res.Reversed++
+	if len(res.Payments) < maxListed {
+		res.Payments = append(res.Payments, ResolvedPayment{OrderID: r.OrderID, Was: r.Status, Status: p.Status})
+	}
+	return nil
+}
+
+// DefaultLateWindow is ReconcilePaymentsInput.LateWindow when zero.
+const DefaultLateWindow = 24 * time.Hour
+
 // DefaultOrphanAfter is ReconcilePaymentsInput.OrphanAfter when zero.
 const DefaultOrphanAfter = 2 * time.Minute
 
@@ -208,15 +295,21 @@ const DefaultOrphanAfter = 2 * time.Minute
 // so a repeat changes nothing.
 func (a *PaymentReconciler) endOrphan(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
 	res *ReconcilePaymentsResult) error {
+	_, err := a.endOrphanAs(ctx, pays, r, res, "payment reconciler")
+	return err
+}
+
+func (a *PaymentReconciler) endOrphanAs(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
+	res *ReconcilePaymentsResult, by string) (bool, error) {
 	// The order was read open before its workflow was found gone: the workflow may have ended it
 	// meanwhile (confirmed, with the money captured). Only an order still open is ended here, and
 	// only then is anything given back.
 	changed, err := (&Orders{Pool: a.Pool}).Transition(ctx, TransitionInput{OrderID: r.OrderID, To: "FAILED",
-		Code: FailOrphaned, Detail: map[string]any{"by": "payment reconciler"}})
+		Code: FailOrphaned, Detail: map[string]any{"by": by}})
 	if err != nil || !changed {
-		return err
+		return false, err
 	}
-	return a.finishOrphan(ctx, pays, r, res)
+	return true, a.finishOrphan(ctx, pays, r, res)
 }
 
 // finishOrphan gives back what an order ended as ORPHANED holds: its stock (reserved, or already

@@ -116,7 +116,7 @@ func insertOrder(t *testing.T, pool *pgxpool.Pool, orderStatus, paymentStatus st
 	return id, "order-u7-" + key
 }
 
-func TestReconcilePayments_ResolvesOnlyUnknownOutcomesOfOpenOrders(t *testing.T) {
+func TestReconcilePayments_ResolvesUnknownOutcomesOfOpenOrders_ReversesLateMoneyOfClosedOnes(t *testing.T) {
 	t.Parallel()
 	pool := testenv.Pool(t)
 	ctx := context.Background()
@@ -133,6 +133,7 @@ func TestReconcilePayments_ResolvesOnlyUnknownOutcomesOfOpenOrders(t *testing.T)
 		wantSignal   string // "" means no signal
 		wantRow      string
 		wantResolved bool
+		wantReversed bool
 	}
 	rows := []row{
 		{name: "unknown, provider authorized", orderStatus: "PENDING_PAYMENT", paymentStatus: "UNKNOWN",
@@ -150,8 +151,11 @@ func TestReconcilePayments_ResolvesOnlyUnknownOutcomesOfOpenOrders(t *testing.T)
 		{name: "awaiting 3-D Secure, shopper has not answered", orderStatus: "PENDING_PAYMENT",
 			paymentStatus: "REQUIRES_ACTION", age: time.Hour, provider: payment.StatusRequiresAction, wantAsked: true,
 			wantRow: "REQUIRES_ACTION"},
-		{name: "unknown of a failed order", orderStatus: "FAILED", paymentStatus: "UNKNOWN", provider: payment.StatusAuthorized,
-			wantRow: "UNKNOWN"},
+		{name: "unknown of a failed order, the provider authorized it after the order gave up", orderStatus: "FAILED",
+			paymentStatus: "UNKNOWN", provider: payment.StatusAuthorized, wantAsked: true, wantRow: "VOIDED", wantReversed: true},
+		{name: "a cancelled order's 3-D Secure, approved after the order gave up", orderStatus: "CANCELLED",
+			paymentStatus: "REQUIRES_ACTION", provider: payment.StatusAuthorized, wantAsked: true, wantRow: "VOIDED",
+			wantReversed: true},
 		{name: "unknown of a parked order, provider captured", orderStatus: "NEEDS_ATTENTION", paymentStatus: "UNKNOWN",
 			provider: payment.StatusCaptured, wantAsked: true, wantSignal: "CAPTURED", wantRow: "CAPTURED", wantResolved: true},
 		{name: "unknown, the signal fails", orderStatus: "PENDING_PAYMENT", paymentStatus: "UNKNOWN",
@@ -183,15 +187,19 @@ func TestReconcilePayments_ResolvesOnlyUnknownOutcomesOfOpenOrders(t *testing.T)
 			var status string
 			require.NoError(t, pool.QueryRow(ctx, `SELECT status FROM payments WHERE order_id = $1`, ids[i]).Scan(&status))
 			assert.Equal(t, r.wantRow, status, "payments row")
+			if r.wantReversed {
+				assert.Equal(t, payment.StatusVoided, provider.intents[activities.PaymentKey(ids[i])].Status, "money given back")
+			}
 		})
 	}
-	assert.Equal(t, 7, res.Checked)
+	assert.Equal(t, 9, res.Checked)
 	assert.Equal(t, 4, res.Resolved)
+	assert.Equal(t, 2, res.Reversed)
 	assert.Equal(t, 1, res.NotFound)
 	assert.Equal(t, 1, res.Failed)
 	assert.Equal(t, []activities.StatusCount{{Status: "AUTHORIZED", Count: 2}, {Status: "CAPTURED", Count: 1},
 		{Status: "DECLINED", Count: 1}}, res.ByStatus)
-	assert.Equal(t, 7, obs.checked, "figures reach the metrics")
+	assert.Equal(t, 9, obs.checked, "figures reach the metrics")
 	assert.Equal(t, map[string]int{"AUTHORIZED": 2, "CAPTURED": 1, "DECLINED": 1}, obs.resolved)
 
 	// A second run finds only what is still unknown, and changes nothing already resolved.
@@ -201,7 +209,7 @@ func TestReconcilePayments_ResolvesOnlyUnknownOutcomesOfOpenOrders(t *testing.T)
 	require.NoError(t, err)
 	assert.Equal(t, 3, again.Checked, "the never-seen payment, the one whose signal failed, the unanswered 3-D Secure")
 	assert.Equal(t, 1, again.Resolved)
-	assert.ElementsMatch(t, []string{activities.PaymentKey(ids[1]), activities.PaymentKey(ids[5]), activities.PaymentKey(ids[8])}, provider.asked)
+	assert.ElementsMatch(t, []string{activities.PaymentKey(ids[1]), activities.PaymentKey(ids[5]), activities.PaymentKey(ids[9])}, provider.asked)
 }
 
 func TestReconcilePayments_ProviderDown_RunFailsAndRowsStayUnknown(t *testing.T) {
@@ -357,7 +365,8 @@ func TestReconcilePayments_OrphanEndedButNotYetReversed_ReversedNextRun(t *testi
 	id, _ := insertOrder(t, pool, "FAILED", "AUTHORIZED", time.Hour)
 	_, err := pool.Exec(ctx, `UPDATE orders SET failure_code = $2 WHERE id = $1`, id, activities.FailOrphaned)
 	require.NoError(t, err)
-	// Another order failed for its own reasons, with its payment being reversed by its workflow.
+	// Another order failed for its own reasons (its workflow reversed what the provider held then),
+	// and an authorization arrived afterwards: it is reversed as a late payment.
 	other, _ := insertOrder(t, pool, "FAILED", "AUTHORIZED", time.Hour)
 	provider := &fakeProvider{intents: map[string]payment.Intent{}}
 	for _, o := range []int64{id, other} {
@@ -370,10 +379,26 @@ func TestReconcilePayments_OrphanEndedButNotYetReversed_ReversedNextRun(t *testi
 	res, err := rec.ReconcilePayments(ctx, activities.ReconcilePaymentsInput{})
 	require.NoError(t, err)
 	assert.Equal(t, 1, res.Orphaned)
+	assert.Equal(t, 1, res.Reversed)
 	assert.Equal(t, payment.StatusVoided, provider.intents[activities.PaymentKey(id)].Status)
-	assert.Equal(t, payment.StatusAuthorized, provider.intents[activities.PaymentKey(other)].Status, "not the reconciler's")
+	assert.Equal(t, payment.StatusVoided, provider.intents[activities.PaymentKey(other)].Status, "late money reversed")
 
 	again, err := rec.ReconcilePayments(ctx, activities.ReconcilePaymentsInput{})
 	require.NoError(t, err)
 	assert.Zero(t, again.Checked, "reversed: not looked at again")
+}
+
+func TestReconcilePayments_ClosedLongAgo_NotLookedAt(t *testing.T) {
+	t.Parallel()
+	pool := testenv.Pool(t)
+	ctx := context.Background()
+	id, _ := insertOrder(t, pool, "FAILED", "UNKNOWN", 0)
+	_, err := pool.Exec(ctx, `UPDATE orders SET updated_at = now() - interval '2 days' WHERE id = $1`, id)
+	require.NoError(t, err)
+	provider := &fakeProvider{intents: map[string]payment.Intent{}}
+	rec := &activities.PaymentReconciler{Pool: pool, Gateway: provider,
+		Signaler: &fakeSignaler{got: map[string]string{}, fail: map[string]bool{}}}
+	res, err := rec.ReconcilePayments(ctx, activities.ReconcilePaymentsInput{})
+	require.NoError(t, err)
+	assert.Zero(t, res.Checked, "past the late window (a day)")
 }

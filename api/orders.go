@@ -408,15 +408,23 @@ func (s *Server) cancelOrder(c echo.Context) error {
 		return err
 	}
 	if o.Status != workflows.StatusPendingPayment && o.Status != workflows.StatusNeedsAttention {
-		return notCancellable(o.Status)
+		return s.cancelAnswer(c, o.ID, o.Status, o.FailureCode)
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), placeTimeout)
 	defer cancel()
-	handle, err := s.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: o.WorkflowID,
-		UpdateName: workflows.UpdateCancel, WaitForStage: client.WorkflowUpdateStageCompleted})
 	var res workflows.CancelResult
-	if err == nil {
-		err = handle.Get(ctx, &res)
+	for attempt := 0; ; attempt++ {
+		var handle client.WorkflowUpdateHandle
+		handle, err = s.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: o.WorkflowID,
+			UpdateName: workflows.UpdateCancel, WaitForStage: client.WorkflowUpdateStageCompleted})
+		if err == nil {
+			err = handle.Get(ctx, &res)
+		}
+		// A workflow task that fails under the update (another event arrived as the order closed)
+		// gives it up; the cancel is repeated, which the order accepts while it is still cancelling.
+		if err == nil || cancelSettled(err) || attempt == 2 || ctx.Err() != nil {
+			break
+		}
 	}
 	var appErr *temporal.ApplicationError
 	var nf *serviceerror.NotFound
@@ -427,7 +435,7 @@ func (s *Server) cancelOrder(c echo.Context) error {
 		if gerr != nil {
 			return gerr
 		}
-		return notCancellable(cur.Status)
+		return s.cancelAnswer(c, o.ID, cur.Status, cur.FailureCode)
 	case err != nil:
 		return err
 	}
@@ -435,6 +443,22 @@ func (s *Server) cancelOrder(c echo.Context) error {
 		return notCancellable(res.Status)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"orderId": o.ID, "status": res.Status})
+}
+
+// cancelAnswer answers a cancel of an order that is no longer open: cancelled by its shopper (a
+// repeat, or one whose first answer was lost) is the cancel's own answer; anything else is 409.
+func (s *Server) cancelAnswer(c echo.Context, orderID int64, status string, code *string) error {
+	if status == workflows.StatusCancelled && code != nil && *code == workflows.FailCancelledByShopper {
+		return c.JSON(http.StatusOK, map[string]any{"orderId": orderID, "status": status})
+	}
+	return notCancellable(status)
+}
+
+// cancelSettled: the cancel got its answer (the order refused it, or its workflow has ended).
+func cancelSettled(err error) bool {
+	var appErr *temporal.ApplicationError
+	var nf *serviceerror.NotFound
+	return errors.As(err, &appErr) || errors.As(err, &nf)
 }
 
 func notCancellable(status string) *Error {

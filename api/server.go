@@ -34,6 +34,7 @@ type TemporalClient interface {
 	UpdateWithStartWorkflow(ctx context.Context, options client.UpdateWithStartWorkflowOptions) (client.WorkflowUpdateHandle, error)
 	UpdateWorkflow(ctx context.Context, options client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error)
 	SignalWorkflow(ctx context.Context, workflowID, runID, signalName string, arg any) error
+	ExecuteWorkflow(ctx context.Context, options client.StartWorkflowOptions, workflow any, args ...any) (client.WorkflowRun, error)
 }
 
 // PaymentPages are the provider's own pages (the simulator's 3-D Secure page), served by the API

@@ -1,15 +1,19 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/payment"
@@ -67,9 +71,7 @@ func (s *Server) paymentWebhook(c echo.Context) error {
 			workflows.PaymentSignal{EventID: ev.ID, IntentID: ev.Intent.ID, Status: string(ev.Intent.Status)})
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
-			// The order already ended; its compensation voided or refunded the payment.
-			s.Log.Info("payment event for a closed order", "order_id", order.OrderID, "event_id", ev.ID)
-			return nil
+			return s.paymentForClosedOrder(ctx, q, order.OrderID, ev)
 		}
 		return err
 	})
@@ -80,4 +82,40 @@ func (s *Server) paymentWebhook(c echo.Context) error {
 		s.Log.Warn("payment event for an unknown intent", "intent_id", ev.Intent.ID, "event_id", ev.ID)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"received": true, "duplicate": duplicate})
+}
+
+// paymentForClosedOrder handles an event for an order whose workflow has ended. Its compensation
+// reversed what the provider held then; money the provider reports holding now (an authorization
+// that arrived after the order gave up) is recorded on the payment and reversed by a run of the
+// payment reconciler for this order, started here. A failure to start it fails the webhook, so
+// the provider delivers it again.
+func (s *Server) paymentForClosedOrder(ctx context.Context, q *db.Queries, orderID int64, ev payment.WebhookEvent) error {
+	switch ev.Intent.Status {
+	case payment.StatusAuthorized, payment.StatusCaptured, payment.StatusRequiresAction:
+	default:
+		s.Log.Info("payment event for a closed order", "order_id", orderID, "event_id", ev.ID)
+		return nil
+	}
+	o, err := q.GetOrder(ctx, orderID)
+	if err != nil {
+		return err
+	}
+	if o.Status != workflows.StatusFailed && o.Status != workflows.StatusCancelled {
+		return nil
+	}
+	intentID := ev.Intent.ID
+	if err := q.RecordPayment(ctx, db.RecordPaymentParams{OrderID: orderID, Status: string(ev.Intent.Status),
+		IntentID: &intentID, CapturedMinor: ev.Intent.CapturedMinor, RefundedMinor: ev.Intent.RefundedMinor}); err != nil {
+		return err
+	}
+	s.Log.Warn("money held for a closed order: reversing it", "order_id", orderID, "event_id", ev.ID,
+		"payment_status", ev.Intent.Status)
+	_, err = s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       workflows.LatePaymentWorkflowID(orderID),
+		TaskQueue:                s.Config.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		StaticSummary:            "Reverse a late payment of closed order " + strconv.FormatInt(orderID, 10),
+	}, workflows.PaymentReconcilerWorkflowName, workflows.PaymentReconcilerInput{OrderID: orderID})
+	return err
 }

@@ -10,31 +10,40 @@ import (
 )
 
 const paymentsToReconcile = `-- name: PaymentsToReconcile :many
-SELECT o.id AS order_id, o.status AS order_status, coalesce(p.status, 'NONE')::text AS status, o.workflow_id
+SELECT o.id AS order_id, o.status AS order_status, coalesce(o.failure_code, '')::text AS failure_code,
+       coalesce(p.status, 'NONE')::text AS status, o.workflow_id
 FROM orders o
 LEFT JOIN payments p ON p.order_id = o.id
 WHERE o.id > $1
+  AND ($2::bigint = 0 OR o.id = $2::bigint)
   AND ((o.status IN ('PENDING_PAYMENT', 'NEEDS_ATTENTION')
         AND (p.status = 'UNKNOWN'
              OR (p.status IN ('PENDING', 'REQUIRES_ACTION')
-                 AND p.updated_at < now() - make_interval(secs => $2::float8))
-             OR coalesce(o.hold_expires_at, o.created_at) < now() - make_interval(secs => $3::float8)))
+                 AND p.updated_at < now() - make_interval(secs => $3::float8))
+             OR coalesce(o.hold_expires_at, o.created_at) < now() - make_interval(secs => $4::float8)))
        OR (o.status = 'FAILED' AND o.failure_code = 'ORPHANED'
-           AND p.status IN ('PENDING', 'UNKNOWN', 'REQUIRES_ACTION', 'AUTHORIZED', 'CAPTURED')))
+           AND p.status IN ('PENDING', 'UNKNOWN', 'REQUIRES_ACTION', 'AUTHORIZED', 'CAPTURED'))
+       OR (o.status IN ('FAILED', 'CANCELLED')
+           AND (p.status IN ('UNKNOWN', 'REQUIRES_ACTION', 'AUTHORIZED')
+                OR ($2::bigint <> 0 AND p.status = 'CAPTURED'))
+           AND o.updated_at > now() - make_interval(secs => $5::float8)))
 ORDER BY o.id
-LIMIT $4
+LIMIT $6
 `
 
 type PaymentsToReconcileParams struct {
 	AfterOrderID       int64
+	OrderID            int64
 	PendingSeconds     float64
 	OrphanAfterSeconds float64
+	LateSeconds        float64
 	BatchSize          int32
 }
 
 type PaymentsToReconcileRow struct {
 	OrderID     int64
 	OrderStatus string
+	FailureCode string
 	Status      string
 	WorkflowID  string
 }
@@ -44,14 +53,19 @@ type PaymentsToReconcileRow struct {
 // written (the authorize may have been lost), or waiting for 3-D Secure that long (its webhook
 // may have been lost while the shopper approved). Also every open order orphan_after_seconds
 // past its hold (or, without one, past its creation), whatever its payment: if its workflow is
-// gone, nobody else will end it; and every order the reconciler ended as ORPHANED whose payment
-// is not reversed yet (a run that stopped between the two). Keyset-paged by order id, so a
+// gone, nobody else will end it; every order the reconciler ended as ORPHANED whose payment is
+// not reversed yet (a run that stopped between the two); and every order that failed or was
+// cancelled within late_seconds whose payment may still hold money (its authorization arrived
+// after the order's compensation found nothing to reverse). order_id, when not 0, limits the
+// batch to that order (and then a late capture counts too). Keyset-paged by order id, so a
 // payment the provider never saw is asked about once per run and cannot starve the others.
 func (q *Queries) PaymentsToReconcile(ctx context.Context, arg PaymentsToReconcileParams) ([]PaymentsToReconcileRow, error) {
 	rows, err := q.db.Query(ctx, paymentsToReconcile,
 		arg.AfterOrderID,
+		arg.OrderID,
 		arg.PendingSeconds,
 		arg.OrphanAfterSeconds,
+		arg.LateSeconds,
 		arg.BatchSize,
 	)
 	if err != nil {
@@ -64,6 +78,7 @@ func (q *Queries) PaymentsToReconcile(ctx context.Context, arg PaymentsToReconci
 		if err := rows.Scan(
 			&i.OrderID,
 			&i.OrderStatus,
+			&i.FailureCode,
 			&i.Status,
 			&i.WorkflowID,
 		); err != nil {

@@ -1,9 +1,11 @@
 package e2e_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/marketplace/checkout/payment"
+	"github.com/marketplace/checkout/workflows"
 )
 
 func TestOrder_3DSApproved_ConfirmedWithStockAndMoney(t *testing.T) {
@@ -38,6 +41,7 @@ func TestOrder_3DSApproved_ConfirmedWithStockAndMoney(t *testing.T) {
 	assert.Zero(t, s.scalar(`SELECT COALESCE(sum(reserved), 0) FROM inventory`))
 	assert.Equal(t, int64(80-2), s.scalar(`SELECT sum(on_hand) FROM inventory WHERE sku_id = 71`))
 	s.recordHistory("confirmed-3ds", sh.workflowOf(key))
+	s.recordHistory("confirmed-3ds-hold", workflows.HoldWorkflowID(id))
 }
 
 func TestOrder_3DSDeclinedAndImmediateDecline_FailedStockBack(t *testing.T) {
@@ -88,6 +92,7 @@ func TestOrder_HoldExpires_FailedStockBackAndLatePaymentVoided(t *testing.T) {
 	assert.Equal(t, "FAILED", again.str("status"))
 	assert.Zero(t, s.scalar(`SELECT captured_minor FROM payments WHERE order_id = $1`, id), "no money kept without goods")
 	s.recordHistory("hold-expired", sh.workflowOf(key))
+	s.recordHistory("hold-expired-hold", workflows.HoldWorkflowID(id))
 }
 
 func TestOrder_Idempotency(t *testing.T) {
@@ -203,6 +208,9 @@ func TestOrder_CancelBeforeAndAfterConfirmation(t *testing.T) {
 	assert.Equal(t, "CANCELLED", c.str("status"))
 	assert.Zero(t, s.scalar(`SELECT COALESCE(sum(reserved), 0) FROM inventory`))
 	assert.Equal(t, "VOIDED", s.waitFinal(sh.token, id, 10*time.Second).str("payment", "status"))
+	again := s.call(http.MethodPost, fmt.Sprintf("/api/v1/orders/%d/cancel", id), sh.token, nil, nil)
+	assert.Equal(t, http.StatusOK, again.status, "a repeat of the shopper's cancel gets the same answer: %s", again.raw)
+	assert.Equal(t, "CANCELLED", again.str("status"))
 	s.recordHistory("cancelled", sh.workflowOf(key))
 
 	okKey := "k-" + randomHex(8)
@@ -262,4 +270,75 @@ func TestWebhook_BadSignatureRefusedAndReplayHasNoSecondEffect(t *testing.T) {
 	assert.Equal(t, true, replayed.body["duplicate"])
 	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM payment_webhook_events WHERE intent_id = $1`, intent))
 	assert.Equal(t, final.str("payment", "captured"), s.waitFinal(sh.token, id, time.Second).str("payment", "captured"), "captured once")
+}
+
+// TestWebhook_LateAuthorizationOfAClosedOrder_Reversed: an order gave up (here refused out of
+// stock, so its compensation found nothing at the provider), and the provider authorizes its key
+// afterwards — a late answer to a call the order no longer waits for. The signed webhook finds the
+// order's workflow closed; the payment is recorded and reversed, and no money stays held.
+func TestWebhook_LateAuthorizationOfAClosedOrder_Reversed(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, stackOptions{})
+	sku := s.proofSKU("LATE", 0)
+	sh := s.shopper(7020)
+	sh.fill(map[int64]int32{sku: 1})
+	r := sh.order("k-"+randomHex(8), sh.preview(), "tok_3ds")
+	require.Equal(t, http.StatusConflict, r.status, r.raw)
+	id := r.int("orderId")
+	require.NotZero(t, id)
+	require.Equal(t, "FAILED", s.waitFinal(sh.token, id, 10*time.Second).str("status"))
+
+	intent, err := s.sim.Authorize(s.ctx, payment.AuthorizeRequest{IdempotencyKey: fmt.Sprintf("order-%d", id),
+		OrderID: id, AmountMinor: 10000, Currency: "TRY", PaymentMethodToken: "tok_3ds"})
+	require.NoError(t, err)
+	_, err = s.sim.Approve(s.ctx, intent.ID) // the provider sends its signed webhook
+	require.NoError(t, err)
+
+	require.Eventually(t, func() bool {
+		i, err := s.sim.Lookup(s.ctx, fmt.Sprintf("order-%d", id))
+		return err == nil && i.Status == payment.StatusVoided
+	}, 30*time.Second, 100*time.Millisecond, "the late authorization is voided")
+	require.Eventually(t, func() bool {
+		return s.call(http.MethodGet, fmt.Sprintf("/api/v1/orders/%d", id), sh.token, nil, nil).str("payment", "status") == "VOIDED"
+	}, 10*time.Second, 100*time.Millisecond)
+	assert.Equal(t, "FAILED", s.waitFinal(sh.token, id, time.Second).str("status"), "the order stays failed")
+	s.recordHistory("late-webhook-reversal", workflows.LatePaymentWorkflowID(id))
+}
+
+// lookupDown is a provider that cannot be asked about a payment until a time (unix nanoseconds).
+type lookupDown struct {
+	payment.Gateway
+	until *atomic.Int64
+}
+
+func (g lookupDown) Lookup(ctx context.Context, key string) (payment.Intent, error) {
+	if time.Now().UnixNano() < g.until.Load() {
+		return payment.Intent{}, payment.ErrUnavailable
+	}
+	return g.Gateway.Lookup(ctx, key)
+}
+
+// TestOrder_PaymentOutcomeUnknown_SettledWhileTheOrderWaits: the authorization times out and the
+// provider cannot be asked for a while; the shopper gets 201 with the payment UNKNOWN, the order
+// waits with its hold, and the server's retries settle the outcome once the provider answers.
+func TestOrder_PaymentOutcomeUnknown_SettledWhileTheOrderWaits(t *testing.T) {
+	t.Parallel()
+	var until atomic.Int64
+	s := startStack(t, stackOptions{hold: 2 * time.Minute, gateway: func(g payment.Gateway) payment.Gateway {
+		return lookupDown{Gateway: g, until: &until}
+	}})
+	sh := s.shopper(7030)
+	sh.fill(map[int64]int32{75: 1})
+	key := "k-" + randomHex(8)
+	pv := sh.preview()
+	until.Store(time.Now().Add(3 * time.Second).UnixNano())
+	r := sh.order(key, pv, "tok_timeout")
+	require.Equal(t, http.StatusCreated, r.status, r.raw)
+	assert.Equal(t, "UNKNOWN", r.str("payment", "status"), "not guessed")
+	id := r.int("orderId")
+	final := s.waitFinal(sh.token, id, 90*time.Second)
+	assert.Equal(t, "CONFIRMED", final.str("status"), final.raw)
+	assert.Equal(t, "CAPTURED", final.str("payment", "status"))
+	s.recordHistory("payment-unknown", sh.workflowOf(key))
+	s.recordHistory("payment-unknown-hold", workflows.HoldWorkflowID(id))
 }

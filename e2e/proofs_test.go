@@ -258,6 +258,7 @@ func TestSeedProof5_SellerCountBelowReservations_NewestOrdersFailVoided(t *testi
 		assert.Equal(t, "STOCK_SHORTFALL", final.str("failureCode"))
 		assert.Equal(t, "VOIDED", final.str("payment", "status"), "payment voided")
 	}
+	s.recordHistory("seller-shortfall", orders[4].sh.workflowOf(orders[4].key))
 	for _, o := range orders[:3] {
 		require.Equal(t, http.StatusOK, s.answer3DS(o.redirect, "approve").status)
 		assert.Equal(t, "CONFIRMED", s.waitFinal(o.sh.token, o.orderID, 30*time.Second).str("status"), "the other three complete")

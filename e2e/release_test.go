@@ -141,9 +141,9 @@ func (s *stack) taskBuilds(workflowID string) []string {
 // pinnedBuild is the build a workflow is pinned to.
 func (s *stack) pinnedBuild(workflowID string) string {
 	s.t.Helper()
-	d, err := s.temporal.DescribeWorkflowExecution(s.ctx, workflowID, "")
+	d, err := s.temporal.DescribeWorkflow(s.ctx, workflowID, "")
 	require.NoError(s.t, err)
-	v := d.GetWorkflowExecutionInfo().GetVersioningInfo()
+	v := d.RawResponse.GetWorkflowExecutionInfo().GetVersioningInfo()
 	require.Equal(s.t, enumspb.VERSIONING_BEHAVIOR_PINNED, v.GetBehavior(), "%s is pinned", workflowID)
 	return v.GetDeploymentVersion().GetBuildId()
 }

@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,8 +25,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -38,6 +37,7 @@ import (
 	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/internal/testenv"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/payment"
 	"github.com/marketplace/checkout/payment/paysim"
 	"github.com/marketplace/checkout/worker"
 	"github.com/marketplace/checkout/workflows"
@@ -67,6 +67,8 @@ type stackOptions struct {
 	stepRetryWindow time.Duration
 	// noWorker leaves the worker to the test (started as a separate process).
 	noWorker bool
+	// gateway, when set, wraps the payment provider the worker calls.
+	gateway func(payment.Gateway) payment.Gateway
 }
 
 // quietLog discards the product's logs; E2E_LOG=1 shows them.
@@ -128,6 +130,9 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	s := &stack{t: t, ctx: ctx, pool: pool, cfg: cfg, temporal: tc, base: base, sim: sim, cancel: cancel,
 		http: &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 100}},
 		deps: worker.Deps{Config: cfg, Pool: pool, Inventory: inv, Gateway: sim, Temporal: tc, Metrics: m, Log: quietLog()}}
+	if o.gateway != nil {
+		s.deps.Gateway = o.gateway(sim)
+	}
 	for _, l := range worker.Loops(s.deps) {
 		go func() { _ = l.Run(ctx) }()
 	}
@@ -318,25 +323,22 @@ func (s *stack) scalar(sql string, args ...any) int64 {
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
 
 // recordHistory writes the history of a workflow to RECORD_HISTORIES/name.json when that
-// variable is set (`make histories`): the replay test in workflows/ replays these files, so a
-// change that would break running orders fails CI.
+// variable is set (`make histories`, which points it at this build's folder): the replay test in
+// workflows/ replays these files, so a change that would break running orders fails CI. A kept
+// history is never written over.
 func (s *stack) recordHistory(name, workflowID string) {
 	s.t.Helper()
 	dir := os.Getenv("RECORD_HISTORIES")
 	if dir == "" {
 		return
 	}
-	var events []*historypb.HistoryEvent
-	it := s.temporal.GetWorkflowHistory(s.ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		e, err := it.Next()
-		require.NoError(s.t, err)
-		events = append(events, e)
-	}
-	raw, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&historypb.History{Events: events})
+	raw, err := protojson.MarshalOptions{Indent: "  "}.Marshal(s.history(workflowID))
 	require.NoError(s.t, err)
 	require.NoError(s.t, os.MkdirAll(dir, 0o755))
-	require.NoError(s.t, os.WriteFile(filepath.Join(dir, name+".json"), raw, 0o644))
+	f, err := os.OpenFile(filepath.Join(dir, name+".json"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	require.NoError(s.t, err, "recorded histories are kept as they are: a changed workflow records under a new build id")
+	_, err = f.Write(raw)
+	require.NoError(s.t, errors.Join(err, f.Close()))
 }
 
 // workflowOf names the order workflow of a shopper's key.

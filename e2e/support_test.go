@@ -95,10 +95,12 @@ func TestSupport_ProviderDownPastRetries_NeedsAttentionThenRetryAndCancel(t *tes
 	assert.Equal(t, "CAPTURED", final.str("payment", "status"))
 	assert.Contains(t, final.raw, `"reason":"provider recovered"`, "the action and its reason are in the timeline")
 
-	// A second order in the same state: support cancels it.
+	// A second order in the same state: support cancels it while the provider is still down (the
+	// parked capture retries on its own, so once the provider is back it may go through first:
+	// then the cancel refunds it). The authorization is voided once the provider is back.
 	sh2, id2, wf2 := s.parkedOrder(60002)
-	s.providerUp()
 	require.NoError(t, s.supportAction(wf2, "cancel", "customer called"))
+	s.providerUp()
 	final = s.waitFinal(sh2.token, id2, 30*time.Second)
 	assert.Equal(t, "CANCELLED", final.str("status"))
 	assert.Equal(t, "VOIDED", final.str("payment", "status"), "authorization voided")
@@ -107,6 +109,19 @@ func TestSupport_ProviderDownPastRetries_NeedsAttentionThenRetryAndCancel(t *tes
 	assert.Equal(t, int64(150-2), s.scalar(`SELECT sum(on_hand) FROM inventory WHERE sku_id = 88`), "only the first order's units left")
 	s.recordHistory("support-retry", wf1)
 	s.recordHistory("support-cancel", wf2)
+
+	// A third: support refunds it (nothing was captured: the authorization is voided).
+	sh3, id3, wf3 := s.parkedOrder(60007)
+	require.NoError(t, s.supportAction(wf3, "refund", "goods damaged in the warehouse"))
+	s.providerUp()
+	final = s.waitFinal(sh3.token, id3, 30*time.Second)
+	assert.Equal(t, "CANCELLED", final.str("status"))
+	assert.Equal(t, "REFUNDED_BY_SUPPORT", final.str("failureCode"))
+	require.Eventually(t, func() bool {
+		p := s.call(http.MethodGet, fmt.Sprintf("/api/v1/orders/%d", id3), sh3.token, nil, nil).str("payment", "status")
+		return p == "VOIDED" || p == "REFUNDED"
+	}, 30*time.Second, 100*time.Millisecond, "no money kept")
+	s.recordHistory("support-refund", wf3)
 }
 
 // TestSupport_ResetConfirmedOrderBeforeCapture_CapturesOnce resets a confirmed order's workflow
@@ -198,21 +213,21 @@ func (s *stack) completedTasks(workflowID, runID string) int {
 	return n
 }
 
-// TestSupport_OrderTerminated_HoldReleasesStockFailsOrderVoidsPayment: support terminates an
-// order's workflow (no compensation runs); its hold child, abandoned rather than terminated,
-// still releases the stock at the hold's expiry, and, finding the order's workflow gone, fails
-// the order and voids its payment.
-func TestSupport_OrderTerminated_HoldReleasesStockFailsOrderVoidsPayment(t *testing.T) {
+// TestSupport_OrderTerminated_HoldGivesEverythingBackAtOnce: support terminates an order's workflow
+// (no compensation runs); its hold child, asked to stop by the parent-close policy rather than
+// terminated, finds the order left open: it releases the stock, fails the order (ORPHANED) and
+// voids its payment, without waiting for the hold's expiry.
+func TestSupport_OrderTerminated_HoldGivesEverythingBackAtOnce(t *testing.T) {
 	t.Parallel()
-	s := startStack(t, stackOptions{hold: 3 * time.Second})
+	s := startStack(t, stackOptions{hold: 10 * time.Minute})
 	sh := s.shopper(60004)
 	sh.fill(map[int64]int32{87: 1})
 	key := "k-" + randomHex(8)
 	r := sh.order(key, sh.preview(), "tok_3ds")
 	require.Equal(t, http.StatusCreated, r.status, r.raw)
 	id := r.int("orderId")
-	// The hold child starts just after the answer; terminate once it runs. (An order terminated
-	// before its child started is ended by the payment reconciler: see activities.)
+	// The hold child starts with the answer; terminate once it runs. (An order terminated before
+	// its child started is ended by the payment reconciler: see activities.)
 	require.Eventually(t, func() bool {
 		d, err := s.temporal.DescribeWorkflow(s.ctx, workflows.HoldWorkflowID(id), "")
 		return err == nil && d.RawResponse.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
@@ -221,11 +236,43 @@ func TestSupport_OrderTerminated_HoldReleasesStockFailsOrderVoidsPayment(t *test
 
 	final := s.waitFinal(sh.token, id, 30*time.Second)
 	assert.Equal(t, "FAILED", final.str("status"))
-	assert.Equal(t, "HOLD_EXPIRED", final.str("failureCode"))
+	assert.Equal(t, "ORPHANED", final.str("failureCode"))
 	// The hold fails the order first (only an open order may be ended), then reverses its payment.
 	require.Eventually(t, func() bool {
 		r := s.call(http.MethodGet, fmt.Sprintf("/api/v1/orders/%d", id), sh.token, nil, nil)
 		return r.str("payment", "status") == "VOIDED"
 	}, 10*time.Second, 100*time.Millisecond, "no authorization left hanging")
-	assert.Zero(t, s.scalar(`SELECT COALESCE(sum(reserved), 0) FROM inventory`), "stock back")
+	assert.Zero(t, s.scalar(`SELECT COALESCE(sum(reserved), 0) FROM inventory`), "stock back, long before the hold's expiry")
+}
+
+// TestSupport_ParkedOrder_HistoryDoesNotGrowWhileItWaits: a parked step goes on retrying on the
+// server, and each attempt adds nothing to the order's history; when the outage ends, the order
+// completes by itself. The order never sets a timer of its own.
+func TestSupport_ParkedOrder_HistoryDoesNotGrowWhileItWaits(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, stackOptions{hold: 10 * time.Minute, stepRetryWindow: 2 * time.Second})
+	sh, id, wf := s.parkedOrder(60005)
+
+	attempt := func() int32 {
+		d, err := s.temporal.DescribeWorkflow(s.ctx, wf, "")
+		require.NoError(t, err)
+		for _, a := range d.RawResponse.PendingActivities {
+			if a.ActivityType.GetName() == "Capture" {
+				return a.Attempt
+			}
+		}
+		return 0
+	}
+	require.Eventually(t, func() bool { return attempt() >= 2 }, 30*time.Second, 100*time.Millisecond)
+	before := len(s.history(wf).Events)
+	require.Eventually(t, func() bool { return attempt() >= 5 }, 60*time.Second, 200*time.Millisecond)
+	assert.Equal(t, before, len(s.history(wf).Events), "three more attempts, not one more event")
+
+	s.providerUp()
+	final := s.waitFinal(sh.token, id, time.Minute)
+	assert.Equal(t, "CONFIRMED", final.str("status"), "nobody acted: the parked step's own retry went through")
+	for _, e := range s.history(wf).Events {
+		assert.NotEqual(t, enumspb.EVENT_TYPE_TIMER_STARTED, e.EventType, "no timer of the order's own")
+	}
+	s.recordHistory("parked-resumed", wf)
 }

@@ -115,6 +115,8 @@ func CartJanitorWorkflow(ctx workflow.Context, in CartJanitorInput) (cart.Janito
 // PaymentReconcilerInput sizes a run; zero values mean the activity's defaults.
 type PaymentReconcilerInput struct {
 	PendingAfter time.Duration `json:"pendingAfter,omitempty"`
+	// OrderID limits the run to one order (a webhook for a closed order starts such a run).
+	OrderID int64 `json:"orderId,omitempty"`
 }
 
 // PaymentReconcilerWorkflow resolves the payments of open orders whose outcome is UNKNOWN (or
@@ -123,12 +125,15 @@ type PaymentReconcilerInput struct {
 func PaymentReconcilerWorkflow(ctx workflow.Context, in PaymentReconcilerInput) (activities.ReconcilePaymentsResult, error) {
 	var res activities.ReconcilePaymentsResult
 	err := workflow.ExecuteActivity(jobContext(ctx, 5*time.Minute), payReconA.ReconcilePayments,
-		activities.ReconcilePaymentsInput{PendingAfter: in.PendingAfter}).Get(ctx, &res)
+		activities.ReconcilePaymentsInput{PendingAfter: in.PendingAfter, OrderID: in.OrderID}).Get(ctx, &res)
 	if err != nil {
 		return res, jobFailed(ctx, "Payment reconciliation", err)
 	}
 	line := fmt.Sprintf("Checked %d payment(s): %d resolved, %d unknown to the provider, %d failed",
 		res.Checked, res.Resolved, res.NotFound, res.Failed)
+	if res.Reversed > 0 {
+		line += fmt.Sprintf("; %d late payment(s) of closed orders reversed", res.Reversed)
+	}
 	if len(res.ByStatus) > 0 {
 		statuses := make([]string, len(res.ByStatus))
 		for i, c := range res.ByStatus {

@@ -107,10 +107,14 @@ func OrderWorkflowID(userID int64, idempotencyKey string) string {
 	return prefix + "~" + hex.EncodeToString(sum[:12])
 }
 
+// LatePaymentWorkflowID is the payment reconciler's run for one closed order whose payment arrived
+// late.
+func LatePaymentWorkflowID(orderID int64) string {
+	return "payment-reconciler-order-" + strconv.FormatInt(orderID, 10)
+}
+
 // HoldWorkflowID is the hold-expiry child of an order.
 func HoldWorkflowID(orderID int64) string { return "hold-" + strconv.FormatInt(orderID, 10) }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // Scheduled jobs (ops). Each is a Temporal Schedule the worker creates or updates at start-up; the
 // schedule id is also the base of its runs' workflow ids (the server appends the run's time) and

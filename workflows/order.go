@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -87,8 +86,10 @@ type CancelResult struct {
 
 // Attention is why an order waits for support.
 type Attention struct {
-	Step  string    `json:"step"`
-	Error string    `json:"error"`
+	Step  string `json:"step"`
+	Error string `json:"error"`
+	// Code is the refusal's type when no retry can change it (the step is not retried on its own).
+	Code  string    `json:"code,omitempty"`
 	Since time.Time `json:"since"`
 }
 
@@ -120,27 +121,52 @@ type OrderState struct {
 
 // sagaChange is the change id of the saga's generations. Histories without its marker were
 // recorded by the first release (package sagav1); version 1 is the second release (package
-// sagav2), whose marker this id already was.
+// sagav2), whose marker this id already was; version 2 is this code.
 const sagaChange = "lazy-hold-child-and-attributes"
 
-// OrderWorkflow is the checkout saga of one order. Runs begun by an earlier release replay on the
-// code of that release, chosen by the saga version marker of their history.
+// OrderWorkflow is the checkout saga of one order: price check, order row, reserve, authorize,
+// answer; then wait for the payment (3-D Secure), the hold's expiry, a cancel or a seller
+// shortfall; confirm, capture, done. Whatever stops it midway is compensated — stock given back,
+// then the payment reversed — on a disconnected context, so compensation runs even after
+// cancellation. Runs begun by an earlier release go on with that release's code, chosen by the
+// saga version marker of their history. (Those releases ran unversioned, so their runs move to this
+// build and are pinned to it once it completes a task of theirs: a later build can drop the frozen
+// sagas and this marker.)
 func OrderWorkflow(ctx workflow.Context, in OrderInput) (OrderState, error) {
-	if workflow.GetVersion(ctx, sagaChange, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	switch workflow.GetVersion(ctx, sagaChange, workflow.DefaultVersion, 2) {
+	case workflow.DefaultVersion:
 		st, err := sagav1.OrderWorkflow(ctx, convert[sagav1.OrderInput](in))
 		return convert[OrderState](st), err
+	case 1:
+		st, err := sagav2.OrderWorkflow(ctx, convert[sagav2.OrderInput](in))
+		return convert[OrderState](st), err
 	}
-	st, err := sagav2.OrderWorkflow(ctx, convert[sagav2.OrderInput](in))
-	return convert[OrderState](st), err
+	w := &orderFlow{root: ctx, in: in, st: OrderState{CustomerID: in.UserID, PaymentStatus: "PENDING"}}
+	if err := w.registerHandlers(ctx); err != nil {
+		return w.st, err
+	}
+	w.run(ctx)
+	w.flushSearch(ctx)
+	if w.hold != nil {
+		// Close only once the hold child's start is known: the event of its start would otherwise
+		// arrive while this workflow completes, and the completion would have to be redone.
+		_ = w.hold.GetChildWorkflowExecution().Get(ctx, nil)
+	}
+	w.phase = phaseDone
+	err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+	if err != nil && !temporal.IsCanceledError(err) {
+		return w.st, err
+	}
+	return w.st, nil
 }
 
 // convert copies a value into a type of the same JSON shape (the frozen sagas keep types of their
 // own). JSON encoding is deterministic, so this is safe in workflow code.
 func convert[T any](v any) T {
 	var out T
-	raw, err := json.Marshal(v)
+	raw, err := json.Marshal(v) //workflowcheck:ignore (encoding a value to JSON is deterministic)
 	if err == nil {
-		err = json.Unmarshal(raw, &out)
+		err = json.Unmarshal(raw, &out) //workflowcheck:ignore
 	}
 	if err != nil {
 		panic(fmt.Sprintf("%T does not convert to %T: %v", v, out, err))
@@ -148,22 +174,316 @@ func convert[T any](v any) T {
 	return out
 }
 
-// ParkRetryEvery is how long a parked step waits for support before it tries again by itself.
-const ParkRetryEvery = 5 * time.Minute
+// phase is where the saga stands; handlers accept only what the saga will act on there.
+type phase int
 
-// DefaultStepRetryWindow is how long a step after the answer retries before support is asked.
-const DefaultStepRetryWindow = 2 * time.Minute
+const (
+	phasePlacing  phase = iota // before the shopper's answer
+	phaseWaiting               // answered; waiting for the payment, the hold, a cancel or a shortfall
+	phaseSettling              // paid: confirm, capture, complete
+	phaseFailing               // giving stock and money back
+	phaseDone
+)
+
+type orderFlow struct {
+	// root is the workflow's own context, which a cancel from the UI cancels; the steps run on
+	// disconnected ones.
+	root   workflow.Context
+	in     OrderInput
+	st     OrderState
+	placed *PlaceOrderResult
+	phase  phase
+
+	paid, declined, expired, shortfall bool
+	cancel                             string // failure code of a requested cancel
+	support                            []SupportRequest
+	// parked is the step waiting for support (nil when none).
+	parked *parking
+
+	// hold is the hold-expiry child once started; holdAt the reservation's expiry while stock is
+	// held and the child has not started (it starts when the order first waits); holdLost says
+	// the child ended without expiring, so the order keeps its own timer.
+	hold       workflow.ChildWorkflowFuture
+	holdAt     *time.Time
+	holdLost   bool
+	compensate []compensation
+
+	searched    searchState
+	searchDirty bool
+}
 
 // Activity references: methods on nil receivers name the registered activities.
-var stockA *activities.Inventory
+var (
+	ordersA   *activities.Orders
+	paymentsA *activities.Payments
+	stockA    *activities.Inventory
+	reconA    *activities.PaymentReconciler
+)
 
-func errorText(err error) string {
-	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
-		return appErr.Message()
+// holdGrace is how long after the hold's expiry an order whose hold child is lost waits before
+// it expires on its own.
+const holdGrace = 30 * time.Second
+
+// run is the saga. Every path ends in a final status written to the order row.
+func (w *orderFlow) run(ctx workflow.Context) {
+	lctx := workflow.WithLocalActivityOptions(ctx, placeOptions)
+
+	// 1. Price check: the cart priced now must match the priceVersion the shopper confirmed.
+	var quote pricing.Quote
+	err := workflow.ExecuteLocalActivity(lctx, ordersA.CheckPrices,
+		activities.CheckPricesInput{UserID: w.in.UserID, IdempotencyKey: w.in.IdempotencyKey,
+			PriceVersion: w.in.PriceVersion}).Get(ctx, &quote)
+	if err != nil {
+		w.refuseBeforeOrder(ctx, err)
+		return
 	}
-	if err == nil {
-		return ""
+	w.st.Items, w.st.TotalMinor, w.st.Currency = quote.Items, quote.TotalMinor, quote.Currency
+
+	// 2. The order row, under the unique (user, Idempotency-Key).
+	var created activities.CreatedOrder
+	err = workflow.ExecuteLocalActivity(lctx, ordersA.CreateOrder, activities.CreateOrderInput{
+		UserID: w.in.UserID, IdempotencyKey: w.in.IdempotencyKey, RequestHash: w.in.RequestHash,
+		WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, RunID: workflow.GetInfo(ctx).WorkflowExecution.RunID,
+		AddressID: w.in.AddressID, Quote: quote, Provider: w.in.Provider}).Get(ctx, &created)
+	if err != nil {
+		w.refuseBeforeOrder(ctx, err)
+		return
 	}
-	return err.Error()
+	w.st.OrderID = created.OrderID
+	if created.Existing {
+		// An earlier, closed run of this request made the order and answered it; its answer is
+		// recorded under the key, and this run must not touch the order.
+		w.placed = &PlaceOrderResult{Outcome: OutcomeReplay, OrderID: created.OrderID}
+		return
+	}
+	w.setStatus(ctx, StatusPendingPayment, "order created")
+
+	// 3. Reserve every line or none. The release is registered first: a reservation whose answer
+	// was lost may still have committed.
+	lines := make([]inventory.Line, len(quote.Items))
+	for i, it := range quote.Items {
+		lines[i] = inventory.Line{SKUID: it.SKUID, Quantity: it.Quantity}
+	}
+	w.push("release stock", w.releaseStock, compensateStock)
+	var res inventory.Reservation
+	err = workflow.ExecuteLocalActivity(lctx, stockA.Reserve, activities.ReserveInput{OrderID: created.OrderID,
+		Lines: lines, ShipTo: created.ShipTo, Hold: w.in.HoldTTL}).Get(ctx, &res)
+	if err != nil {
+		if isAppError(err, activities.ErrTypeOutOfStock) {
+			var short []inventory.ShortLine
+			var appErr *temporal.ApplicationError
+			if asAppError(err, &appErr) {
+				_ = appErr.Details(&short)
+			}
+			w.fail(ctx, FailOutOfStock, &PlaceOrderResult{Outcome: OutcomeOutOfStock, Short: short})
+			return
+		}
+		w.fail(ctx, FailUnavailable, &PlaceOrderResult{Outcome: OutcomeUnavailable})
+		return
+	}
+	w.st.Allocations = res.Allocations
+	for _, a := range res.Allocations {
+		if a.Status == inventory.StatusReleased {
+			// This order's stock was already given back (a reset run of an order whose hold ended).
+			w.fail(ctx, FailStockReleased, &PlaceOrderResult{Outcome: OutcomeOutOfStock})
+			return
+		}
+	}
+	expires := res.ExpiresAt
+	w.st.HoldExpiresAt, w.holdAt = &expires, &expires
+	_ = workflow.ExecuteLocalActivity(lctx, ordersA.SetHold, activities.SetHoldInput{OrderID: created.OrderID,
+		ExpiresAt: expires}).Get(ctx, nil)
+	w.note(ctx, "reserved", allocationText(res.Allocations))
+
+	// 4. Authorize the total, with the order's own idempotency key. Its reversal is registered
+	// first: an authorization whose answer was lost is still reversed.
+	w.push("reverse payment", w.reversePayment, compensatePayment)
+	pay, err := w.authorize(ctx, lctx)
+	if err != nil {
+		w.fail(ctx, FailPaymentUnavailable, &PlaceOrderResult{Outcome: OutcomePaymentUnavailable})
+		return
+	}
+	w.st.IntentID, w.st.RedirectURL = pay.IntentID, pay.RedirectURL
+	w.onPayment(pay.Status, "authorize")
+	if w.declined {
+		w.fail(ctx, FailPaymentDeclined, &PlaceOrderResult{Outcome: OutcomePaymentDeclined})
+		return
+	}
+
+	// 5. Answer the shopper.
+	w.answer(ctx, &PlaceOrderResult{Outcome: OutcomeCreated, OrderID: w.st.OrderID, Status: StatusPendingPayment,
+		Payment: &PaymentView{Status: pay.Status, RedirectURL: pay.RedirectURL}, HoldExpiresAt: w.st.HoldExpiresAt})
+
+	// 6. Wait for the payment, the hold's expiry, a cancel or a shortfall. An order paid at once
+	// goes straight on, in this same workflow task.
+	if stop := w.awaitOutcome(ctx); stop != "" {
+		w.fail(ctx, stop, nil)
+		return
+	}
+
+	// 7. Confirm the stock, capture the money, done.
+	w.settle(ctx)
+}
+
+// authorize asks the provider for the money. A timeout is never guessed at: the provider is asked
+// with the same key what happened, and a key it never saw is authorized again. All of it runs in
+// the first workflow task; an outcome still unknown after that is left to awaitOutcome.
+func (w *orderFlow) authorize(ctx, lctx workflow.Context) (activities.PaymentResult, error) {
+	in := w.authorizeInput()
+	var pay activities.PaymentResult
+	for attempt := 0; attempt < 3; attempt++ {
+		err := workflow.ExecuteLocalActivity(lctx, paymentsA.Authorize, in).Get(ctx, &pay)
+		if err == nil {
+			return pay, nil
+		}
+		if !isAppError(err, activities.ErrTypePaymentUnknown) {
+			return pay, err
+		}
+		w.st.PaymentStatus = activities.PaymentUnknown
+		w.note(ctx, "payment outcome unknown", "asking the provider")
+		if err := workflow.ExecuteLocalActivity(lctx, paymentsA.ResolvePayment, w.st.OrderID).Get(ctx, &pay); err != nil {
+			break // the provider cannot be asked now
+		}
+		if pay.Status != activities.PaymentNotFound {
+			return pay, nil
+		}
+	}
+	return activities.PaymentResult{Status: activities.PaymentUnknown}, nil
+}
+
+func (w *orderFlow) authorizeInput() activities.AuthorizeInput {
+	return activities.AuthorizeInput{OrderID: w.st.OrderID, AmountMinor: w.st.TotalMinor, Currency: w.st.Currency,
+		Token: w.in.PaymentMethodToken}
+}
+
+func (w *orderFlow) onPayment(status, source string) {
+	switch status {
+	case "AUTHORIZED", "CAPTURED":
+		w.paid = true
+	case "DECLINED":
+		w.declined = true
+	}
+	w.st.PaymentStatus = status
+	w.st.Timeline = appendTimeline(w.st.Timeline, TimelineEntry{Event: "payment " + lower(status), Detail: source})
+	w.searchDirty = true
+}
+
+// awaitOutcome waits until the payment is decided or the order must stop, and returns the
+// failure code when it must stop. Nothing here wakes the order on a clock: the hold child's end is
+// the expiry, and an unknown payment outcome is settled by an activity the server retries with
+// backoff (the payment reconciler is the backstop of both).
+func (w *orderFlow) awaitOutcome(ctx workflow.Context) string {
+	w.phase = phaseWaiting
+	decided := func() bool {
+		return w.paid || w.declined || w.expired || w.shortfall || w.cancel != "" || len(w.support) > 0
+	}
+	var unknown workflow.Future
+	unknownAsked := false
+	unknownCtx, stopUnknown := workflow.WithCancel(ctx)
+	defer stopUnknown()
+	for {
+		var timer workflow.Future
+		stopTimer := func() {}
+		holding := w.hold != nil && !w.holdLost
+		if !decided() {
+			if w.st.PaymentStatus == activities.PaymentUnknown && !unknownAsked {
+				unknownAsked = true
+				unknown = workflow.ExecuteActivity(workflow.WithActivityOptions(unknownCtx,
+					unknownOptions(w.st.HoldExpiresAt.Sub(workflow.Now(ctx)))), paymentsA.SettleUnknown, w.authorizeInput())
+			}
+			w.yield(ctx)
+			holding = w.hold != nil && !w.holdLost
+			if !holding {
+				var tctx workflow.Context
+				tctx, stopTimer = workflow.WithCancel(ctx)
+				timer = workflow.NewTimer(tctx, max(w.st.HoldExpiresAt.Add(holdGrace).Sub(workflow.Now(ctx)), 0))
+			}
+			err := workflow.Await(ctx, func() bool {
+				return decided() || (unknown != nil && unknown.IsReady()) || (holding && w.hold.IsReady()) ||
+					(timer != nil && timer.IsReady())
+			})
+			if err != nil && w.cancel == "" { // the workflow itself was cancelled (from the UI)
+				w.cancel = FailCancelledBySupport
+			}
+		}
+		stopTimer()
+		if unknown != nil && unknown.IsReady() && !w.paid && !w.declined {
+			var pay activities.PaymentResult
+			if err := unknown.Get(ctx, &pay); err == nil {
+				w.st.IntentID = pay.IntentID
+				w.onPayment(pay.Status, "provider asked")
+			}
+			unknown = nil // asked once; the payment reconciler asks again if need be
+		}
+		if holding && w.hold.IsReady() && !w.expired {
+			var res HoldResult
+			if err := w.hold.Get(ctx, &res); err == nil && res.Ended == holdExpired {
+				w.expired = true
+				w.note(ctx, "hold expired", fmt.Sprintf("%d reservation(s) released by the hold", res.Released))
+			} else {
+				// The child did not expire (it could not start, or a reset run inherited a finished
+				// one): the order keeps its own timer to the expiry.
+				w.holdLost = true
+				w.note(ctx, "hold child gone", "the order keeps its own timer to the expiry")
+			}
+		}
+		if timer != nil && timer.IsReady() && !w.expired {
+			w.expired = true
+			w.note(ctx, "hold expired", "no word from the hold child; expiring here")
+		}
+		for len(w.support) > 0 {
+			req := w.support[0]
+			w.support = w.support[1:]
+			w.recordSupport(ctx, req, "")
+			w.cancel = FailCancelledBySupport
+		}
+		switch {
+		case w.cancel != "":
+			return w.cancel
+		case w.shortfall:
+			return FailStockShortfall
+		case w.expired:
+			return FailHoldExpired
+		case w.declined:
+			return FailPaymentDeclined
+		case w.paid:
+			return ""
+		}
+	}
+}
+
+// settle confirms the stock, captures the money and completes the order.
+func (w *orderFlow) settle(ctx workflow.Context) {
+	w.phase = phaseSettling
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	// Registered before the confirm: units a confirm took off the shelf go back whatever its
+	// answer said (it may have committed and then failed to answer).
+	w.push("restock", w.restock, compensateStock)
+	if err := w.step(dctx, stepConfirm, stockA.Confirm, nil, w.st.OrderID); err != nil {
+		w.failAfterStep(ctx, err, FailStockReleased)
+		return
+	}
+	w.holdAt = nil // nothing left to hold
+	w.note(ctx, "stock confirmed", "")
+	var p activities.PaymentResult
+	if err := w.step(dctx, stepCapture, paymentsA.Capture, &p, w.st.OrderID); err != nil {
+		w.failAfterStep(ctx, err, FailPaymentDeclined)
+		return
+	}
+	w.onPayment(p.Status, "capture")
+	var done activities.Finished
+	if err := w.step(dctx, stepComplete, ordersA.Finish, &done,
+		activities.TransitionInput{OrderID: w.st.OrderID, To: StatusConfirmed}); err != nil {
+		w.failAfterStep(ctx, err, FailPaymentDeclined)
+		return
+	}
+	if done.Status != StatusConfirmed {
+		// Another actor ended the order first (its workflow was taken for gone): the row says so,
+		// and what this run confirmed and captured goes back.
+		w.note(ctx, "order already ended", done.Status+" "+done.FailureCode)
+		w.fail(ctx, done.FailureCode, nil)
+		return
+	}
+	w.compensate = nil
+	w.setStatus(ctx, StatusConfirmed, "payment captured, stock confirmed")
 }

@@ -4,19 +4,28 @@
 -- written (the authorize may have been lost), or waiting for 3-D Secure that long (its webhook
 -- may have been lost while the shopper approved). Also every open order orphan_after_seconds
 -- past its hold (or, without one, past its creation), whatever its payment: if its workflow is
--- gone, nobody else will end it; and every order the reconciler ended as ORPHANED whose payment
--- is not reversed yet (a run that stopped between the two). Keyset-paged by order id, so a
+-- gone, nobody else will end it; every order the reconciler ended as ORPHANED whose payment is
+-- not reversed yet (a run that stopped between the two); and every order that failed or was
+-- cancelled within late_seconds whose payment may still hold money (its authorization arrived
+-- after the order's compensation found nothing to reverse). order_id, when not 0, limits the
+-- batch to that order (and then a late capture counts too). Keyset-paged by order id, so a
 -- payment the provider never saw is asked about once per run and cannot starve the others.
-SELECT o.id AS order_id, o.status AS order_status, coalesce(p.status, 'NONE')::text AS status, o.workflow_id
+SELECT o.id AS order_id, o.status AS order_status, coalesce(o.failure_code, '')::text AS failure_code,
+       coalesce(p.status, 'NONE')::text AS status, o.workflow_id
 FROM orders o
 LEFT JOIN payments p ON p.order_id = o.id
 WHERE o.id > @after_order_id
+  AND (@order_id::bigint = 0 OR o.id = @order_id::bigint)
   AND ((o.status IN ('PENDING_PAYMENT', 'NEEDS_ATTENTION')
         AND (p.status = 'UNKNOWN'
              OR (p.status IN ('PENDING', 'REQUIRES_ACTION')
                  AND p.updated_at < now() - make_interval(secs => @pending_seconds::float8))
              OR coalesce(o.hold_expires_at, o.created_at) < now() - make_interval(secs => @orphan_after_seconds::float8)))
        OR (o.status = 'FAILED' AND o.failure_code = 'ORPHANED'
-           AND p.status IN ('PENDING', 'UNKNOWN', 'REQUIRES_ACTION', 'AUTHORIZED', 'CAPTURED')))
+           AND p.status IN ('PENDING', 'UNKNOWN', 'REQUIRES_ACTION', 'AUTHORIZED', 'CAPTURED'))
+       OR (o.status IN ('FAILED', 'CANCELLED')
+           AND (p.status IN ('UNKNOWN', 'REQUIRES_ACTION', 'AUTHORIZED')
+                OR (@order_id::bigint <> 0 AND p.status = 'CAPTURED'))
+           AND o.updated_at > now() - make_interval(secs => @late_seconds::float8)))
 ORDER BY o.id
 LIMIT @batch_size;

@@ -1,0 +1,190 @@
+package workflows
+
+import (
+	"errors"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/marketplace/checkout/activities"
+)
+
+type compensation struct {
+	name string
+	kind int
+	run  func(ctx workflow.Context) error
+}
+
+// Kinds of compensation. Stock is given back before money: releasing never depends on the
+// payment provider, so a provider outage cannot keep stock locked.
+const (
+	compensateStock = iota
+	compensatePayment
+)
+
+func (w *orderFlow) push(name string, run func(workflow.Context) error, kind int) {
+	w.compensate = append(w.compensate, compensation{name: name, kind: kind, run: run})
+}
+
+// fail compensates what was done, in reverse, on a disconnected context, and writes the final
+// status. answer, when given, is the shopper's answer (the order failed before it was placed).
+func (w *orderFlow) fail(ctx workflow.Context, code string, answer *PlaceOrderResult) {
+	w.phase = phaseFailing
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	status := StatusFailed
+	if code == FailCancelledByShopper || code == FailCancelledBySupport || code == FailRefundedBySupport {
+		status = StatusCancelled
+	}
+	w.st.FailureCode = code
+	w.holdAt = nil // the order gives its stock back itself: no hold child is started for it
+	if answer != nil && answer.Outcome == OutcomeUnavailable {
+		// A dependency is failing and compensation may itself wait: the shopper hears first.
+		answer.OrderID, answer.Status = w.st.OrderID, status
+		w.answer(dctx, answer)
+	}
+	// Stock first: giving it back never depends on the payment provider. Then the shopper hears
+	// (a decline answers with the stock already back), then the money goes back.
+	w.compensateKind(dctx, compensateStock)
+	if answer != nil {
+		answer.OrderID, answer.Status = w.st.OrderID, status
+		w.answer(dctx, answer)
+	}
+	reversible := w.has(compensatePayment)
+	w.compensateKind(dctx, compensatePayment)
+	if reversible && moneyMaybeHeld(w.st.PaymentStatus) {
+		// The provider's word came while the order was being failed: an authorization the reversal
+		// did not find yet. It is reversed too. (One that comes after the workflow closed is
+		// reversed by the payment reconciler, which its webhook starts.)
+		_ = w.reversePayment(dctx)
+	}
+	w.compensate = nil
+	var done activities.Finished
+	_ = w.mustStep(dctx, stepFinish, ordersA.Finish, &done,
+		activities.TransitionInput{OrderID: w.st.OrderID, To: status, Code: code})
+	if !done.Changed && done.Status != "" && done.Status != StatusPendingPayment && done.Status != StatusNeedsAttention {
+		// Someone else ended the order first (the reconciler or the hold, taking its workflow for
+		// gone): the row's word stands.
+		status = done.Status
+		w.st.FailureCode = done.FailureCode
+	}
+	w.setStatus(dctx, status, w.st.FailureCode)
+}
+
+func (w *orderFlow) has(kind int) bool {
+	for _, c := range w.compensate {
+		if c.kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
+func moneyMaybeHeld(paymentStatus string) bool {
+	return paymentStatus == "AUTHORIZED" || paymentStatus == "CAPTURED" || paymentStatus == "REQUIRES_ACTION"
+}
+
+// compensateKind runs the compensations of one kind, last registered first.
+func (w *orderFlow) compensateKind(ctx workflow.Context, kind int) {
+	for i := len(w.compensate) - 1; i >= 0; i-- {
+		if c := w.compensate[i]; c.kind == kind {
+			_ = c.run(ctx)
+		}
+	}
+}
+
+// releaseStock is the reservation's compensation: the order releases its stock itself (its hold
+// child, if it runs, is asked to stop when the order's workflow closes, and finds nothing left).
+func (w *orderFlow) releaseStock(ctx workflow.Context) error {
+	return w.mustStep(ctx, stepRelease, stockA.Release, nil, w.st.OrderID)
+}
+
+// restock puts confirmed units back; it changes nothing when nothing was confirmed.
+func (w *orderFlow) restock(ctx workflow.Context) error {
+	return w.mustStep(ctx, stepRestock, stockA.Restock, nil, w.st.OrderID)
+}
+
+func (w *orderFlow) reversePayment(ctx workflow.Context) error {
+	var p activities.PaymentResult
+	if err := w.mustStep(ctx, stepReverse, paymentsA.Reverse, &p, w.st.OrderID); err != nil {
+		return err
+	}
+	if p.Status != activities.PaymentNotFound {
+		w.onPayment(p.Status, "compensation")
+	}
+	return nil
+}
+
+// failAfterStep ends the order after a step after the answer failed for good.
+func (w *orderFlow) failAfterStep(ctx workflow.Context, err error, code string) {
+	switch {
+	case errors.Is(err, errParkedCancel):
+		code = FailCancelledBySupport
+	case errors.Is(err, errParkedRefund):
+		code = FailRefundedBySupport
+	case isAppError(err, activities.ErrTypeReservationNotActive), isAppError(err, activities.ErrTypeNoReservation):
+		code = FailStockReleased
+		if w.expired {
+			code = FailHoldExpired
+		}
+	}
+	w.fail(ctx, code, nil)
+}
+
+// refuseBeforeOrder answers a request refused before any order row exists (prices changed, empty
+// cart, unknown address).
+func (w *orderFlow) refuseBeforeOrder(ctx workflow.Context, err error) {
+	res := &PlaceOrderResult{Outcome: OutcomeRejected, Message: errorText(err)}
+	var appErr *temporal.ApplicationError
+	if asAppError(err, &appErr) {
+		switch appErr.Type() {
+		case activities.ErrTypePriceChanged:
+			var d activities.PriceChangedDetails
+			_ = appErr.Details(&d)
+			res = &PlaceOrderResult{Outcome: OutcomePriceChanged, PriceVersion: d.PriceVersion}
+		case activities.ErrTypeCartEmpty:
+			res.RejectCode, res.Message = "CART_EMPTY", "the cart is empty"
+		case activities.ErrTypeCartInvalid:
+			res.RejectCode, res.Message = "CART_INVALID", appErr.Message()
+		case activities.ErrTypeAddressNotFound:
+			res.RejectCode, res.Message = "ADDRESS_NOT_FOUND", "unknown address"
+		case activities.ErrTypeKeyReused:
+			res.RejectCode, res.Message = "IDEMPOTENCY_KEY_REUSED", appErr.Message()
+		}
+	}
+	if res.Outcome == OutcomeRejected && res.RejectCode == "" {
+		// Not a refusal: the database failed and retries ran out. Nothing was written, so no key
+		// is recorded; the shopper may repeat the same request.
+		w.st.Status = StatusFailed
+		w.placed = &PlaceOrderResult{Outcome: OutcomeUnavailable, Message: "the order could not be placed now; try again"}
+		return
+	}
+	w.answer(ctx, res)
+}
+
+// answer releases the place-order update with the shopper's answer and records it under the key.
+// The answer leaves with this workflow task; the record is retried as a step is (a repeat after
+// the workflow closed must find it, and while it is retried the workflow stays open, so a repeat
+// still attaches to it). Only a database down for the whole retry window leaves it unrecorded; a
+// repeat is then answered from the order as it stands. "Try again" is never recorded.
+func (w *orderFlow) answer(ctx workflow.Context, res *PlaceOrderResult) {
+	if w.placed != nil {
+		return
+	}
+	w.placed = res
+	if res.Outcome == OutcomeUnavailable {
+		return
+	}
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	_ = w.attempt(dctx, ordersA.RecordOutcome, nil, activities.RecordOutcomeInput{UserID: w.in.UserID,
+		IdempotencyKey: w.in.IdempotencyKey, RequestHash: w.in.RequestHash, OrderID: w.st.OrderID, Outcome: res})
+}
+
+func (w *orderFlow) recordSupport(ctx workflow.Context, req SupportRequest, step string) {
+	detail := map[string]any{"action": req.Action, "reason": req.Reason}
+	if step != "" {
+		detail["step"] = step
+	}
+	_ = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, quickStepOptions), ordersA.Timeline,
+		activities.TimelineInput{OrderID: w.st.OrderID, Kind: "support_action", Detail: detail}).Get(ctx, nil)
+	w.note(ctx, "support "+req.Action, req.Reason)
+}

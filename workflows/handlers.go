@@ -1,0 +1,140 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// registerHandlers sets up what the outside sends the order: the shopper's place-order and cancel
+// updates, support's action, the provider's word on the payment, a seller's shortfall, and the
+// status query. An update is accepted only when the order will act on it; otherwise it is refused
+// with the reason and changes nothing.
+func (w *orderFlow) registerHandlers(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (OrderState, error) { return w.st, nil }); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdatePlaceOrder,
+		func(ctx workflow.Context, requestHash string) (PlaceOrderResult, error) {
+			if err := workflow.Await(ctx, func() bool { return w.placed != nil }); err != nil {
+				return PlaceOrderResult{}, err
+			}
+			return *w.placed, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, requestHash string) error {
+			if requestHash != w.in.RequestHash {
+				return temporal.NewApplicationError("this Idempotency-Key was used with a different request",
+					ErrTypeIdempotencyKeyReused)
+			}
+			return nil
+		}}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateCancel,
+		func(ctx workflow.Context) (CancelResult, error) {
+			if w.cancel == "" {
+				w.cancel = FailCancelledByShopper
+			}
+			if err := workflow.Await(ctx, func() bool { return w.phase == phaseDone || isFinal(w.st.Status) }); err != nil {
+				return CancelResult{}, err
+			}
+			return CancelResult{Status: w.st.Status}, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context) error {
+			if !w.cancellable() {
+				return temporal.NewApplicationError("the order can no longer be cancelled", ErrTypeNotCancellable, w.st.Status)
+			}
+			return nil
+		}}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, SupportAction,
+		func(ctx workflow.Context, req SupportRequest) (OrderState, error) {
+			w.support = append(w.support, req)
+			return w.st, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, req SupportRequest) error {
+			return w.validSupport(req)
+		}}); err != nil {
+		return err
+	}
+	onSignal(ctx, SignalPaymentResult, func(s PaymentSignal) {
+		source := s.Source
+		if source == "" {
+			source = "webhook"
+		}
+		w.onPayment(s.Status, source+" "+s.EventID)
+	})
+	onSignal(ctx, SignalStockShortfall, func(s ShortfallSignal) {
+		w.shortfall = true
+		w.note(ctx, "stock shortfall", fmt.Sprintf("seller count took SKU %d in warehouse %d", s.SKUID, s.WarehouseID))
+	})
+	onSignal(ctx, SupportAction, func(req SupportRequest) {
+		if err := w.validSupport(req); err != nil {
+			w.note(ctx, "support action ignored", errorText(err))
+			return
+		}
+		w.support = append(w.support, req)
+	})
+	return nil
+}
+
+// onSignal handles every signal of a name, in order, with handle.
+func onSignal[T any](ctx workflow.Context, name string, handle func(T)) {
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		ch := workflow.GetSignalChannel(ctx, name)
+		for {
+			var v T
+			ch.Receive(ctx, &v)
+			handle(v)
+		}
+	})
+}
+
+// cancellable: the shopper may cancel while the order waits for its payment, not once it is paid
+// or already being failed.
+func (w *orderFlow) cancellable() bool {
+	return w.placed != nil && w.st.OrderID != 0 && w.phase == phaseWaiting && !w.paid &&
+		(w.cancel == "" || w.cancel == FailCancelledByShopper)
+}
+
+// validSupport accepts a support action only where the order will act on it.
+func (w *orderFlow) validSupport(req SupportRequest) error {
+	refuse := func(msg string) error {
+		return temporal.NewApplicationError(msg, ErrTypeInvalidSupportAction, w.st.Status)
+	}
+	switch req.Action {
+	case ActionRetry, ActionCancel, ActionRefund:
+	default:
+		return refuse(`action must be "retry", "cancel" or "refund"`)
+	}
+	if strings.TrimSpace(req.Reason) == "" {
+		return refuse("a reason is required")
+	}
+	switch {
+	case w.phase == phaseDone || isFinal(w.st.Status):
+		return refuse("the order is already " + w.st.Status)
+	case w.parked != nil && w.parked.must && req.Action != ActionRetry:
+		return refuse("the order is giving its stock and money back (" + w.parked.step + "), which cannot be skipped: only retry applies")
+	case w.parked != nil:
+		return nil
+	case req.Action == ActionRetry:
+		return refuse("retry applies to an order that needs attention; this one is " + w.st.Status)
+	case w.phase == phasePlacing:
+		return refuse("the order is being placed; act once it has been answered")
+	case w.phase == phaseWaiting && req.Action == ActionRefund:
+		return refuse("nothing has been captured yet: cancel instead")
+	case w.phase == phaseWaiting:
+		return nil
+	case w.phase == phaseSettling:
+		return refuse("the order is being confirmed: it completes, or waits for you if a step fails")
+	default:
+		return refuse("the order is already being ended; its stock and money are being given back")
+	}
+}
+
+func isFinal(status string) bool {
+	return status == StatusConfirmed || status == StatusFailed || status == StatusCancelled
+}

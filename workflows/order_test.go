@@ -1,0 +1,637 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/marketplace/checkout/activities"
+	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/pricing"
+	"github.com/marketplace/checkout/workflows"
+)
+
+const (
+	orderID = int64(501)
+	hash    = "req-hash-1"
+	hold    = 15 * time.Minute
+)
+
+var quote = pricing.Quote{
+	Items:      []pricing.Item{{SKUID: 77, SellerID: 42, Title: "Konsol", Quantity: 1, UnitPriceMinor: 1999900, LineTotalMinor: 1999900, Currency: "TRY", MaxPerOrder: 1}},
+	TotalMinor: 1999900, Currency: "TRY", PriceVersion: "pv_1",
+}
+
+// saga is one workflow run under the SDK's test suite, with every activity mocked and the time
+// skipped.
+type saga struct {
+	t      *testing.T
+	env    *testsuite.TestWorkflowEnvironment
+	placed *workflows.PlaceOrderResult
+	err    error
+	final  map[string]int // final status transitions written, by status
+	calls  map[string]int
+	mocked map[string]bool
+	// holds counts the hold-expiry children started, orderTimers the timers started (the test
+	// environment also times activity retries with them).
+	holds       int
+	orderTimers int
+}
+
+func newSaga(t *testing.T) *saga {
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(workflows.OrderWorkflow)
+	env.RegisterWorkflow(workflows.HoldWorkflow)
+	env.RegisterActivity(&activities.Orders{})
+	env.RegisterActivity(&activities.Payments{})
+	env.RegisterActivity(&activities.Inventory{})
+	env.RegisterActivity(&activities.PaymentReconciler{})
+	s := &saga{t: t, env: env, final: map[string]int{}, calls: map[string]int{}, mocked: map[string]bool{}}
+	env.SetOnChildWorkflowStartedListener(func(info *workflow.Info, _ workflow.Context, _ converter.EncodedValues) {
+		if info.WorkflowType.Name == "HoldWorkflow" {
+			s.holds++
+		}
+	})
+	env.SetOnTimerScheduledListener(func(timerID string, d time.Duration) { s.orderTimers++ })
+	return s
+}
+
+// defaults mocks every activity the test did not: the happy path.
+func (s *saga) defaults() {
+	env := s.env
+	def := func(name string, ret ...any) {
+		if !s.mocked[name] {
+			s.on(name).Return(ret...).Maybe()
+		}
+	}
+	def("CheckPrices", quote, nil)
+	def("CreateOrder", activities.CreatedOrder{OrderID: orderID, ShipTo: inventory.Location{Lat: 41, Lon: 29}}, nil)
+	def("Reserve", func(ctx context.Context, in activities.ReserveInput) (inventory.Reservation, error) {
+		return inventory.Reservation{OrderID: in.OrderID, ExpiresAt: env.Now().Add(in.Hold),
+			Allocations: []inventory.Allocation{{ReservationID: 1, SKUID: 77, WarehouseID: 1, Quantity: 1, Status: "ACTIVE"}}}, nil
+	})
+	def("SetHold", nil)
+	def("RecordOutcome", nil)
+	def("Timeline", nil)
+	def("Park", nil)
+	def("Resume", nil)
+	def("Release", 1, nil)
+	def("Restock", 0, nil)
+	def("Reverse", activities.PaymentResult{Status: "VOIDED"}, nil)
+	def("Confirm", inventory.ConfirmResult{Confirmed: 1}, nil)
+	def("Capture", activities.PaymentResult{Status: "CAPTURED", IntentID: "pi_1"}, nil)
+	def("Authorize", activities.PaymentResult{Status: "AUTHORIZED", IntentID: "pi_1"}, nil)
+	def("ResolvePayment", activities.PaymentResult{Status: activities.PaymentNotFound}, nil)
+	def("Finish", func(ctx context.Context, in activities.TransitionInput) (activities.Finished, error) {
+		s.final[in.To]++
+		return activities.Finished{Changed: true, Status: in.To, FailureCode: in.Code}, nil
+	})
+	def("EndIfOrphaned", activities.Orphan{Running: true}, nil)
+	def("SettleUnknown", activities.PaymentResult{Status: "AUTHORIZED", IntentID: "pi_1"}, nil)
+}
+
+// on mocks an activity (the first matching mock answers) and counts its calls.
+func (s *saga) on(name string) *testsuite.MockCallWrapper {
+	s.mocked[name] = true
+	return s.env.OnActivity(name, mock.Anything, mock.Anything).Run(func(mock.Arguments) { s.calls[name]++ })
+}
+
+func (s *saga) authorizeReturns(status string) {
+	s.on("Authorize").Return(activities.PaymentResult{Status: status, IntentID: "pi_1",
+		RedirectURL: map[bool]string{true: "http://localhost:8080/paysim/3ds/pi_1"}[status == "REQUIRES_ACTION"]}, nil)
+}
+
+// at runs f after d of workflow time.
+func (s *saga) at(d time.Duration, f func()) { s.env.RegisterDelayedCallback(f, d) }
+
+func (s *saga) signal(d time.Duration, name string, arg any) {
+	s.at(d, func() { s.env.SignalWorkflow(name, arg) })
+}
+
+func (s *saga) run(in workflows.OrderInput) workflows.OrderState {
+	s.defaults()
+	s.at(0, func() {
+		s.env.UpdateWorkflow(workflows.UpdatePlaceOrder, "place", &testsuite.TestUpdateCallback{
+			OnAccept: func() {},
+			OnReject: func(err error) { s.err = err },
+			OnComplete: func(v any, err error) {
+				if err != nil {
+					s.err = err
+					return
+				}
+				r := v.(workflows.PlaceOrderResult)
+				s.placed = &r
+			},
+		}, in.RequestHash)
+	})
+	s.env.ExecuteWorkflow(workflows.OrderWorkflow, in)
+	require.True(s.t, s.env.IsWorkflowCompleted())
+	require.NoError(s.t, s.env.GetWorkflowError())
+	var st workflows.OrderState
+	require.NoError(s.t, s.env.GetWorkflowResult(&st))
+	return st
+}
+
+func input(token string) workflows.OrderInput {
+	return workflows.OrderInput{UserID: 7, IdempotencyKey: "k1", RequestHash: hash, PriceVersion: "pv_1",
+		AddressID: 5, PaymentMethodToken: token, HoldTTL: hold, Provider: "paysim"}
+}
+
+var down = temporal.NewApplicationError("provider unavailable", activities.ErrTypeProviderDown)
+
+func TestOrder_ImmediateAuthorization_ConfirmedInOneTaskWithoutHold(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("AUTHORIZED")
+	st := s.run(input("tok_ok"))
+
+	require.NotNil(t, s.placed)
+	assert.Equal(t, workflows.OutcomeCreated, s.placed.Outcome)
+	assert.Equal(t, "AUTHORIZED", s.placed.Payment.Status)
+	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, "CAPTURED", st.PaymentStatus)
+	assert.Equal(t, 1, s.calls["Confirm"])
+	assert.Equal(t, 1, s.calls["Capture"])
+	assert.Equal(t, 1, s.final[workflows.StatusConfirmed])
+	assert.Zero(t, s.calls["Release"]+s.calls["Reverse"]+s.calls["Restock"], "nothing compensated")
+	assert.Zero(t, s.holds, "decided in its first workflow task: no hold child to start and stop")
+	assert.Zero(t, s.orderTimers)
+}
+
+func TestOrder_3DSApproved_Confirmed_NoTimerButTheHolds(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("REQUIRES_ACTION")
+	s.signal(2*time.Minute, workflows.SignalPaymentResult, workflows.PaymentSignal{EventID: "evt_1", IntentID: "pi_1", Status: "AUTHORIZED"})
+	st := s.run(input("tok_3ds"))
+
+	assert.Equal(t, "REQUIRES_ACTION", s.placed.Payment.Status)
+	assert.Equal(t, "http://localhost:8080/paysim/3ds/pi_1", s.placed.Payment.RedirectURL)
+	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, 1, s.calls["Capture"])
+	assert.Equal(t, 1, s.holds, "an order that waits for 3-D Secure has its hold child")
+	assert.Equal(t, s.holds, s.orderTimers, "the hold's timer is the only one: the order keeps none of its own")
+}
+
+func TestOrder_3DSDeclined_FailedAndCompensated(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("REQUIRES_ACTION")
+	s.signal(time.Minute, workflows.SignalPaymentResult, workflows.PaymentSignal{EventID: "evt_1", Status: "DECLINED"})
+	st := s.run(input("tok_3ds"))
+
+	assert.Equal(t, workflows.StatusFailed, st.Status)
+	assert.Equal(t, workflows.FailPaymentDeclined, st.FailureCode)
+	assert.GreaterOrEqual(t, s.calls["Release"], 1, "stock given back")
+	assert.Equal(t, 1, s.calls["Reverse"], "authorization voided")
+	assert.Zero(t, s.calls["Capture"])
+}
+
+func TestOrder_DeclinedAtOnce_402WithStockBack(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("DECLINED")
+	order := []string{}
+	s.on("Release").Return(1, nil).Run(func(mock.Arguments) { order = append(order, "release") })
+	s.on("RecordOutcome").Return(nil).Run(func(mock.Arguments) { order = append(order, "answer") })
+	st := s.run(input("tok_decline"))
+
+	assert.Equal(t, workflows.OutcomePaymentDeclined, s.placed.Outcome)
+	assert.Equal(t, orderID, s.placed.OrderID)
+	assert.Equal(t, workflows.StatusFailed, st.Status)
+	assert.Equal(t, []string{"release", "answer"}, order, "the stock is back before the shopper hears of the decline")
+	assert.Zero(t, s.holds)
+}
+
+func TestOrder_HoldExpiresBeforePayment_FailedOnTheHoldsEnd(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("REQUIRES_ACTION")
+	st := s.run(input("tok_3ds"))
+
+	assert.Equal(t, workflows.StatusFailed, st.Status)
+	assert.Equal(t, workflows.FailHoldExpired, st.FailureCode)
+	assert.GreaterOrEqual(t, s.calls["Release"], 1, "the hold child released the stock")
+	assert.Equal(t, 1, s.calls["Reverse"], "the pending authorization is voided")
+	assert.Equal(t, 1, s.calls["EndIfOrphaned"], "the hold looked whether its order was still there")
+	assert.Zero(t, s.calls["Confirm"])
+}
+
+func TestOrder_LatePaymentAfterExpiry_VoidedNeverConfirmed(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("REQUIRES_ACTION")
+	s.signal(hold+time.Second, workflows.SignalPaymentResult, workflows.PaymentSignal{EventID: "evt_late", Status: "AUTHORIZED"})
+	st := s.run(input("tok_3ds"))
+
+	assert.Equal(t, workflows.StatusFailed, st.Status)
+	assert.Equal(t, workflows.FailHoldExpired, st.FailureCode)
+	assert.Zero(t, s.calls["Confirm"])
+	assert.Zero(t, s.calls["Capture"], "no money taken without goods")
+	assert.Equal(t, 1, s.calls["Reverse"])
+}
+
+func TestOrder_ConfirmFindsReservationReleased_VoidedAndFailed(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("AUTHORIZED")
+	s.on("Confirm").Return(inventory.ConfirmResult{},
+		temporal.NewNonRetryableApplicationError("released", activities.ErrTypeReservationNotActive, nil))
+	st := s.run(input("tok_ok"))
+
+	assert.Equal(t, workflows.StatusFailed, st.Status)
+	assert.Equal(t, workflows.FailStockReleased, st.FailureCode)
+	assert.Zero(t, s.calls["Capture"])
+	assert.Equal(t, 1, s.calls["Reverse"], "authorization voided")
+}
+
+func TestOrder_CaptureFailsThenSucceedsOnItsServerRetries_Confirmed(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("AUTHORIZED")
+	s.on("Capture").Return(activities.PaymentResult{}, down).Times(4)
+	s.on("Capture").Return(activities.PaymentResult{Status: "CAPTURED"}, nil)
+	st := s.run(input("tok_ok"))
+
+	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, 5, s.calls["Capture"])
+	assert.Zero(t, s.calls["Park"], "retries absorbed it; nobody was paged")
+	assert.Zero(t, s.holds, "the stock was confirmed: nothing left to hold while it waited")
+}
+
+func TestOrder_ConfirmRetriesPastItsQuickTry_HoldChildStartsFirst(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("AUTHORIZED")
+	blip := errors.New("database restarting")
+	s.on("Confirm").Return(inventory.ConfirmResult{}, blip).Times(4)
+	s.on("Confirm").Return(inventory.ConfirmResult{Confirmed: 1}, nil)
+	st := s.run(input("tok_ok"))
+
+	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, 5, s.calls["Confirm"])
+	assert.Equal(t, 1, s.holds, "the hold child started before the order waited on the server with stock held")
+}
+
+func TestOrder_PaymentUnknown_ResolvedInTheSameTask_NoHoldChild(t *testing.T) {
+	s := newSaga(t)
+	s.on("Authorize").Return(activities.PaymentResult{Status: activities.PaymentUnknown},
+		temporal.NewNonRetryableApplicationError("timeout", activities.ErrTypePaymentUnknown, nil))
+	s.on("ResolvePayment").Return(activities.PaymentResult{Status: "AUTHORIZED", IntentID: "pi_1"}, nil)
+	st := s.run(input("tok_timeout"))
+
+	assert.Equal(t, "AUTHORIZED", s.placed.Payment.Status, "decided by asking, not by guessing")
+	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, 1, s.calls["Authorize"])
+	assert.Zero(t, s.holds, "decided in the same workflow task: no hold child")
+	assert.Zero(t, s.calls["SettleUnknown"])
+}
+
+func TestOrder_PaymentUnknown_ProviderNeverSawIt_AuthorizedAgainThenDeclined(t *testing.T) {
+	s := newSaga(t)
+	s.on("Authorize").Return(activities.PaymentResult{Status: activities.PaymentUnknown},
+		temporal.NewNonRetryableApplicationError("timeout", activities.ErrTypePaymentUnknown, nil)).Once()
+	s.on("Authorize").Return(activities.PaymentResult{Status: "DECLINED"}, nil)
+	s.on("ResolvePayment").Return(activities.PaymentResult{Status: activities.PaymentNotFound}, nil)
+	st := s.run(input("tok_timeout"))
+
+	assert.Equal(t, 2, s.calls["Authorize"], "the same key again, once the provider said it never saw it")
+	assert.Equal(t, workflows.OutcomePaymentDeclined, s.placed.Outcome)
+	assert.Equal(t, workflows.StatusFailed, st.Status)
+	assert.Equal(t, 1, s.calls["Release"])
+}
+
+func TestOrder_PaymentStillUnknown_SettledByServerRetriesNotPolling(t *testing.T) {
+	s := newSaga(t)
+	s.on("Authorize").Return(activities.PaymentResult{Status: activities.PaymentUnknown},
+		temporal.NewNonRetryableApplicationError("timeout", activities.ErrTypePaymentUnknown, nil))
+	s.on("ResolvePayment").Return(activities.PaymentResult{}, down)
+	// The provider cannot tell for five attempts; the server retries with backoff.
+	s.on("SettleUnknown").Return(activities.PaymentResult{},
+		temporal.NewApplicationError("still unknown", activities.ErrTypePaymentStillUnknown)).Times(5)
+	s.on("SettleUnknown").Return(activities.PaymentResult{Status: "AUTHORIZED", IntentID: "pi_1"}, nil)
+	st := s.run(input("tok_timeout"))
+
+	assert.Equal(t, activities.PaymentUnknown, s.placed.Payment.Status)
+	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, 6, s.calls["SettleUnknown"])
+	assert.Equal(t, 1, s.holds, "it waited with stock held: its hold ran")
+}
+
+func TestOrder_ShopperCancels_CancelledAndCompensated(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("REQUIRES_ACTION")
+	var cancelled *workflows.CancelResult
+	s.at(time.Minute, func() {
+		s.env.UpdateWorkflow(workflows.UpdateCancel, "c1", &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { t.Errorf("cancel rejected: %v", err) },
+			OnComplete: func(v any, err error) {
+				require.NoError(t, err)
+				r := v.(workflows.CancelResult)
+				cancelled = &r
+			}})
+	})
+	st := s.run(input("tok_3ds"))
+
+	require.NotNil(t, cancelled)
+	assert.Equal(t, workflows.StatusCancelled, cancelled.Status)
+	assert.Equal(t, workflows.StatusCancelled, st.Status)
+	assert.GreaterOrEqual(t, s.calls["Release"], 1)
+	assert.Equal(t, 1, s.calls["Reverse"])
+}
+
+func TestOrder_CancelAfterConfirmation_Refused(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("AUTHORIZED")
+	var rejected error
+	// Keep the workflow open after confirming by holding the capture for a while.
+	s.on("Capture").Return(activities.PaymentResult{Status: "CAPTURED"}, nil).After(time.Second)
+	s.at(time.Millisecond, func() {
+		s.env.UpdateWorkflow(workflows.UpdateCancel, "c1", &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { rejected = err }, OnComplete: func(any, error) {}})
+	})
+	st := s.run(input("tok_ok"))
+	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	requireAppError(t, rejected, workflows.ErrTypeNotCancellable)
+}
+
+func TestOrder_SellerShortfall_PendingOrderFails(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("REQUIRES_ACTION")
+	s.signal(3*time.Minute, workflows.SignalStockShortfall, workflows.ShortfallSignal{SKUID: 77, WarehouseID: 1})
+	st := s.run(input("tok_3ds"))
+
+	assert.Equal(t, workflows.StatusFailed, st.Status)
+	assert.Equal(t, workflows.FailStockShortfall, st.FailureCode)
+	assert.Equal(t, 1, s.calls["Reverse"], "payment voided")
+	assert.GreaterOrEqual(t, s.calls["Release"], 1, "what is left of the reservation goes back")
+}
+
+func TestOrder_PriceChanged_NoOrder(t *testing.T) {
+	s := newSaga(t)
+	s.on("CheckPrices").Return(pricing.Quote{}, temporal.NewNonRetryableApplicationError("changed",
+		activities.ErrTypePriceChanged, nil, activities.PriceChangedDetails{PriceVersion: "pv_2"}))
+	st := s.run(input("tok_ok"))
+
+	assert.Equal(t, workflows.OutcomePriceChanged, s.placed.Outcome)
+	assert.Equal(t, "pv_2", s.placed.PriceVersion)
+	assert.Zero(t, s.calls["CreateOrder"]+s.calls["Reserve"]+s.calls["Authorize"], "nothing reserved, nothing charged")
+	assert.Zero(t, st.OrderID)
+}
+
+func TestOrder_OutOfStock_FailedWithShortLines(t *testing.T) {
+	s := newSaga(t)
+	short := []inventory.ShortLine{{SKUID: 77, Requested: 1, Available: 0}}
+	s.on("Reserve").Return(inventory.Reservation{},
+		temporal.NewNonRetryableApplicationError("out of stock", activities.ErrTypeOutOfStock, nil, short))
+	st := s.run(input("tok_ok"))
+
+	assert.Equal(t, workflows.OutcomeOutOfStock, s.placed.Outcome)
+	assert.Equal(t, short, s.placed.Short)
+	assert.Equal(t, workflows.StatusFailed, st.Status)
+	assert.Zero(t, s.calls["Authorize"])
+}
+
+func TestOrder_SameKeyDifferentBody_Rejected(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("AUTHORIZED")
+	var rejected error
+	s.at(0, func() {
+		s.env.UpdateWorkflow(workflows.UpdatePlaceOrder, "other", &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { rejected = err }, OnComplete: func(any, error) {}}, "another-hash")
+	})
+	s.run(input("tok_ok"))
+	requireAppError(t, rejected, workflows.ErrTypeIdempotencyKeyReused)
+}
+
+// downFor makes an activity fail as "provider unavailable" until d of workflow time has passed.
+func (s *saga) downFor(name string, d time.Duration, ok ...any) {
+	until := s.env.Now().Add(d)
+	s.on(name).Return(func(ctx context.Context, _ int64) (activities.PaymentResult, error) {
+		if s.env.Now().Before(until) {
+			return activities.PaymentResult{}, down
+		}
+		return ok[0].(activities.PaymentResult), nil
+	})
+}
+
+func (s *saga) query() workflows.OrderState {
+	v, err := s.env.QueryWorkflow(workflows.QueryStatus)
+	require.NoError(s.t, err)
+	var st workflows.OrderState
+	require.NoError(s.t, v.Get(&st))
+	return st
+}
+
+func (s *saga) support(at time.Duration, action string, rejected *error) {
+	s.at(at, func() {
+		s.env.UpdateWorkflow(workflows.SupportAction, "s-"+action+at.String(), &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) {
+				if rejected != nil {
+					*rejected = err
+				}
+			}, OnComplete: func(any, error) {}}, workflows.SupportRequest{Action: action, Reason: "from the test"})
+	})
+}
+
+func TestOrder_CaptureExhausted_ParkedThenSupportRetry_Confirmed(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("AUTHORIZED")
+	s.downFor("Capture", 30*time.Minute, activities.PaymentResult{Status: "CAPTURED"})
+	var parked workflows.OrderState
+	s.at(10*time.Minute, func() { parked = s.query() })
+	var rejected error
+	s.support(20*time.Minute, "retry", &rejected)
+	// Support's retry fails too (still down); at 35 minutes the parked step's own retries succeed.
+	st := s.run(input("tok_ok"))
+
+	require.NoError(t, rejected)
+	assert.Equal(t, workflows.StatusNeedsAttention, parked.Status)
+	assert.True(t, parked.NeedsAttention)
+	require.NotNil(t, parked.Attention)
+	assert.Equal(t, "capture", parked.Attention.Step)
+	assert.Empty(t, parked.Attention.Code, "an outage: retried on its own")
+	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.False(t, st.NeedsAttention)
+	assert.Equal(t, 2, s.calls["Park"], "parked, retried by support, parked again")
+}
+
+func TestOrder_ParkedStep_RetriesByItselfWhenTheOutageEnds(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("AUTHORIZED")
+	s.downFor("Capture", 3*24*time.Hour, activities.PaymentResult{Status: "CAPTURED"})
+	st := s.run(input("tok_ok"))
+
+	assert.Equal(t, workflows.StatusConfirmed, st.Status, "no support action: the parked step tried again by itself")
+	assert.Equal(t, 1, s.calls["Park"])
+	assert.Equal(t, 1, s.calls["Resume"])
+}
+
+func TestOrder_CaptureRefused_ParkedOnceWithItsCodeAndNotRetried(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("AUTHORIZED")
+	s.on("Capture").Return(activities.PaymentResult{},
+		temporal.NewNonRetryableApplicationError("intent cannot be captured", activities.ErrTypePaymentRefused, nil))
+	var parked workflows.OrderState
+	s.at(6*time.Hour, func() { parked = s.query() })
+	s.support(6*time.Hour+time.Minute, "refund", nil)
+	st := s.run(input("tok_ok"))
+
+	require.NotNil(t, parked.Attention)
+	assert.Equal(t, activities.ErrTypePaymentRefused, parked.Attention.Code)
+	assert.Equal(t, 1, s.calls["Capture"], "no retry can change a refusal: tried once, then support decides")
+	assert.Equal(t, 1, s.calls["Park"])
+	assert.Equal(t, workflows.StatusCancelled, st.Status)
+	assert.Equal(t, workflows.FailRefundedBySupport, st.FailureCode)
+	assert.Equal(t, 1, s.calls["Restock"], "the confirmed units go back")
+	assert.Equal(t, 1, s.calls["Reverse"])
+}
+
+func TestOrder_ConfirmCommittedButAnsweredAnError_SupportCancel_Restocks(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("AUTHORIZED")
+	// The confirm commits, then its answer is lost, every time: the step parks.
+	s.on("Confirm").Return(inventory.ConfirmResult{}, errors.New("connection reset after commit"))
+	s.support(10*time.Minute, "cancel", nil)
+	st := s.run(input("tok_ok"))
+
+	assert.Equal(t, workflows.StatusCancelled, st.Status)
+	assert.Equal(t, 1, s.calls["Restock"], "confirmed units never stay sold on a cancelled order")
+	assert.GreaterOrEqual(t, s.calls["Release"], 1)
+	assert.Equal(t, 1, s.calls["Reverse"])
+}
+
+func TestOrder_SupportActionWhileConfirming_RefusedWithTheReason(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("AUTHORIZED")
+	// The capture takes its retries (not parked): the order is confirming.
+	s.on("Capture").Return(activities.PaymentResult{}, down).Times(4)
+	s.on("Capture").Return(activities.PaymentResult{Status: "CAPTURED"}, nil)
+	var rejected error
+	s.support(time.Second, "cancel", &rejected)
+	st := s.run(input("tok_ok"))
+
+	requireAppError(t, rejected, workflows.ErrTypeInvalidSupportAction)
+	assert.Contains(t, rejected.Error(), "being confirmed")
+	assert.Equal(t, workflows.StatusConfirmed, st.Status, "a refused action changed nothing")
+}
+
+func TestOrder_SupportRetryWhileNotParked_Refused(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("REQUIRES_ACTION")
+	var rejected error
+	s.support(time.Minute, "retry", &rejected)
+	s.signal(2*time.Minute, workflows.SignalPaymentResult, workflows.PaymentSignal{Status: "AUTHORIZED"})
+	st := s.run(input("tok_3ds"))
+
+	requireAppError(t, rejected, workflows.ErrTypeInvalidSupportAction)
+	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+}
+
+func TestOrder_CompleteFindsTheOrderEndedMeanwhile_NeverReportedConfirmed(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("AUTHORIZED")
+	s.on("Finish").Return(func(ctx context.Context, in activities.TransitionInput) (activities.Finished, error) {
+		s.final[in.To]++
+		return activities.Finished{Changed: false, Status: workflows.StatusFailed, FailureCode: activities.FailOrphaned}, nil
+	})
+	st := s.run(input("tok_ok"))
+
+	assert.Equal(t, workflows.StatusFailed, st.Status, "the row's status, not CONFIRMED")
+	assert.Equal(t, activities.FailOrphaned, st.FailureCode)
+	assert.Equal(t, 1, s.calls["Restock"], "what this run confirmed goes back")
+	assert.Equal(t, 1, s.calls["Reverse"], "and what it captured")
+}
+
+func TestOrder_RecordingTheAnswerFailsAWhile_AnsweredAndRecordedLater(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("AUTHORIZED")
+	s.on("RecordOutcome").Return(errors.New("database restarting")).Times(4)
+	s.on("RecordOutcome").Return(nil)
+	st := s.run(input("tok_ok"))
+
+	require.NotNil(t, s.placed, "the shopper had the answer")
+	assert.Equal(t, workflows.OutcomeCreated, s.placed.Outcome)
+	assert.Equal(t, 5, s.calls["RecordOutcome"], "recorded once the database was back")
+	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+}
+
+func TestOrder_CompensationReleaseRetries_NoHoldChildStarted(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("DECLINED")
+	s.on("Release").Return(0, errors.New("database restarting")).Times(4)
+	s.on("Release").Return(1, nil)
+	st := s.run(input("tok_decline"))
+
+	assert.Equal(t, workflows.StatusFailed, st.Status)
+	assert.Equal(t, 5, s.calls["Release"], "released directly, once the database was back")
+	assert.Zero(t, s.holds, "compensating: no hold child started to do it")
+}
+
+func TestOrder_CompensationParked_SupportCancelIsRefused_RetryGivesItBack(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("DECLINED")
+	until := s.env.Now().Add(2 * time.Hour)
+	s.on("Release").Return(func(context.Context, int64) (int, error) {
+		if s.env.Now().Before(until) {
+			return 0, errors.New("database down")
+		}
+		return 1, nil
+	})
+	var rejected error
+	s.support(30*time.Minute, "cancel", &rejected)
+	st := s.run(input("tok_decline"))
+
+	requireAppError(t, rejected, workflows.ErrTypeInvalidSupportAction)
+	assert.Equal(t, workflows.StatusFailed, st.Status)
+	assert.Equal(t, 1, s.calls["Park"])
+}
+
+func TestOrder_CancelWhileTheOrderIsBeingFailed_Refused(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("DECLINED")
+	// The decline's answer is out, and recording it retries while the database is down.
+	s.on("RecordOutcome").Return(errors.New("database restarting")).Times(7)
+	s.on("RecordOutcome").Return(nil)
+	var rejected error
+	s.at(2*time.Second, func() {
+		s.env.UpdateWorkflow(workflows.UpdateCancel, "c1", &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { rejected = err }, OnComplete: func(any, error) {}})
+	})
+	st := s.run(input("tok_decline"))
+
+	assert.Equal(t, workflows.OutcomePaymentDeclined, s.placed.Outcome)
+	assert.Equal(t, workflows.StatusFailed, st.Status)
+	requireAppError(t, rejected, workflows.ErrTypeNotCancellable)
+}
+
+func requireAppError(t *testing.T, err error, typ string) {
+	t.Helper()
+	require.Error(t, err)
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr), "%v", err)
+	assert.Equal(t, typ, appErr.Type())
+}
+
+// TestOrder_AuthorizationArrivesWhileTheOrderIsFailed_ReversedToo: the reversal found nothing at
+// the provider yet; the authorization's word arrives meanwhile, and it is reversed before the order
+// closes.
+func TestOrder_AuthorizationArrivesWhileTheOrderIsFailed_ReversedToo(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("REQUIRES_ACTION")
+	s.on("Reverse").Return(activities.PaymentResult{}, down).Times(4)
+	s.on("Reverse").Return(activities.PaymentResult{Status: activities.PaymentNotFound}, nil).Once()
+	s.on("Reverse").Return(activities.PaymentResult{Status: "VOIDED"}, nil)
+	s.signal(hold+500*time.Millisecond, workflows.SignalPaymentResult, workflows.PaymentSignal{EventID: "evt_late", Status: "AUTHORIZED"})
+	st := s.run(input("tok_3ds"))
+
+	assert.Equal(t, workflows.StatusFailed, st.Status)
+	assert.Equal(t, workflows.FailHoldExpired, st.FailureCode)
+	assert.Equal(t, 6, s.calls["Reverse"], "reversed again once the authorization was known")
+	assert.Equal(t, "VOIDED", st.PaymentStatus)
+}

@@ -1,0 +1,281 @@
+package workflows
+
+import (
+	"errors"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/marketplace/checkout/activities"
+)
+
+// Steps after the shopper's answer, as support sees them in the UI.
+const (
+	stepConfirm  = "confirm"
+	stepCapture  = "capture"
+	stepComplete = "complete"
+	stepFinish   = "finish"
+	stepRelease  = "release stock"
+	stepRestock  = "restock"
+	stepReverse  = "reverse payment"
+	stepRecord   = "record the answer"
+)
+
+// parking is a step waiting in NEEDS_ATTENTION.
+type parking struct {
+	step string
+	// must: a compensation, which support can only retry (giving back cannot be skipped).
+	must bool
+}
+
+// errParkedCancel and errParkedRefund end a parked step when support chose to stop the order.
+var (
+	errParkedCancel = errors.New("support cancelled the order")
+	errParkedRefund = errors.New("support refunded the order")
+)
+
+// step runs one activity of the saga after the shopper's answer, until it is done or support
+// stops the order:
+//
+//  1. a short first try as a local activity, its retries inside this workflow task — the common
+//     case, which costs no round trip to the server;
+//  2. then, if that failed for a reason retrying may fix, the same activity as a regular activity
+//     whose retries the server runs for STEP_RETRY_WINDOW: the order waits without its history
+//     growing with each attempt;
+//  3. then the order is parked in NEEDS_ATTENTION: the activity goes on retrying on the server
+//     (backoff up to ParkRetryEvery), so an outage that ends needs nobody, while support may
+//     retry, cancel or refund at any time. A refusal no retry can change (a capture the provider
+//     refuses) is parked once, with its code, and waits for support alone.
+//
+// Parking adds the same few events however long the order waits. Refusals the saga answers by
+// taking another path (a reservation no longer active) return at once.
+func (w *orderFlow) step(ctx workflow.Context, name string, activity, result any, args ...any) error {
+	return w.runStep(ctx, name, false, activity, result, args...)
+}
+
+// mustStep is step for a compensation: every support action is a retry.
+func (w *orderFlow) mustStep(ctx workflow.Context, name string, activity, result any, args ...any) error {
+	return w.runStep(ctx, name, true, activity, result, args...)
+}
+
+func (w *orderFlow) runStep(ctx workflow.Context, name string, must bool, activity, result any, args ...any) error {
+	err := w.attempt(ctx, activity, result, args...)
+	for {
+		if err == nil || isBusinessRefusal(err) {
+			return err
+		}
+		req, perr := w.parkUntil(ctx, name, must, err, activity, result, args...)
+		if req.Action == "" {
+			// The step's own retries succeeded while parked (nil), or it was refused meanwhile:
+			// parked again, with the refusal's code.
+			err = perr
+			continue
+		}
+		switch req.Action {
+		case ActionCancel:
+			return errParkedCancel
+		case ActionRefund:
+			return errParkedRefund
+		}
+		err = w.attempt(ctx, activity, result, args...)
+		if err == nil {
+			w.unpark(ctx)
+		}
+	}
+}
+
+// attempt is a step's first try and then its durable retries.
+func (w *orderFlow) attempt(ctx workflow.Context, activity, result any, args ...any) error {
+	err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, quickStepOptions), activity,
+		args...).Get(ctx, result)
+	if err == nil || isNonRetryable(err) {
+		return err
+	}
+	// The order is about to wait on the server: what others see of it must be current first.
+	w.yield(ctx)
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, w.durableOptions()), activity,
+		args...).Get(ctx, result)
+}
+
+// parkUntil parks the order on a failed step and waits until the step succeeds by its own retries
+// (empty request, nil error), turns out refused (empty request, the refusal), or support acts (the
+// request; the step's retries are stopped first).
+func (w *orderFlow) parkUntil(ctx workflow.Context, name string, must bool, cause error, activity, result any,
+	args ...any) (SupportRequest, error) {
+	w.park(ctx, name, must, cause)
+	// A step waits on the order's own context, so that a cancel from the UI is support's cancel; a
+	// compensation cannot be cancelled, and waits on its own.
+	wctx := w.root
+	if must {
+		wctx = ctx
+	}
+	for {
+		var retries workflow.Future
+		rctx, stopRetries := workflow.WithCancel(ctx)
+		if !isNonRetryable(cause) {
+			retries = workflow.ExecuteActivity(workflow.WithActivityOptions(rctx, parkedRetryOptions), activity, args...)
+		}
+		w.yield(ctx)
+		err := workflow.Await(wctx, func() bool { return len(w.support) > 0 || (retries != nil && retries.IsReady()) })
+		var req SupportRequest
+		switch {
+		case len(w.support) > 0:
+			req, w.support = w.support[0], w.support[1:]
+		case err != nil && (retries == nil || !retries.IsReady()):
+			req = SupportRequest{Action: ActionCancel, Reason: "workflow cancelled"}
+		}
+		if must && req.Action != "" && req.Action != ActionRetry {
+			req = SupportRequest{Action: ActionRetry, Reason: req.Reason + " (giving stock and money back cannot be skipped: retrying)"}
+		}
+		if retries != nil {
+			stopRetries()
+			// An attempt under way may still finish: its outcome counts (a capture that went
+			// through is refunded by a cancel's compensation, a confirm restocked).
+			rerr := retries.Get(ctx, result)
+			switch {
+			case rerr == nil:
+				if req.Action != "" {
+					w.recordSupport(ctx, req, name)
+				}
+				w.unpark(ctx)
+				if req.Action == ActionCancel || req.Action == ActionRefund {
+					return req, nil
+				}
+				return SupportRequest{}, nil
+			case req.Action == "" && isNonRetryable(rerr):
+				return SupportRequest{}, rerr // refused while retrying on its own: parked again, with its code
+			case req.Action == "":
+				continue // its retries gave up after their window: they start again, still parked
+			}
+		}
+		w.recordSupport(ctx, req, name)
+		if req.Action != ActionRetry {
+			w.unpark(ctx)
+		}
+		return req, nil
+	}
+}
+
+// ParkRetryEvery is the longest a parked step waits between its own retries.
+const ParkRetryEvery = 5 * time.Minute
+
+func (w *orderFlow) park(ctx workflow.Context, step string, must bool, cause error) {
+	w.parked = &parking{step: step, must: must}
+	w.st.NeedsAttention = true
+	w.st.Attention = &Attention{Step: step, Error: errorText(cause), Since: workflow.Now(ctx)}
+	if isNonRetryable(cause) {
+		w.st.Attention.Code = errorType(cause)
+	}
+	_ = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, quickStepOptions), ordersA.Park,
+		activities.ParkInput{OrderID: w.st.OrderID, Step: step, Error: w.st.Attention.Error}).Get(ctx, nil)
+	w.setStatus(ctx, StatusNeedsAttention, step+" failed: "+w.st.Attention.Error)
+	workflow.GetLogger(ctx).Warn("order needs attention", "order_id", w.st.OrderID, "step", step, "error", cause)
+}
+
+func (w *orderFlow) unpark(ctx workflow.Context) {
+	if w.parked == nil {
+		return
+	}
+	w.parked = nil
+	w.st.NeedsAttention = false
+	w.st.Attention = nil
+	_ = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, quickStepOptions), ordersA.Resume,
+		w.st.OrderID).Get(ctx, nil)
+	w.setStatus(ctx, StatusPendingPayment, "resumed")
+}
+
+// isBusinessRefusal tells refusals that send the saga another way (a reservation no longer
+// active: the order fails) from failures a step waits out.
+func isBusinessRefusal(err error) bool {
+	return isAppError(err, activities.ErrTypeReservationNotActive) || isAppError(err, activities.ErrTypeNoReservation) ||
+		errors.Is(err, errParkedCancel) || errors.Is(err, errParkedRefund)
+}
+
+// isNonRetryable: no retry can change the answer.
+func isNonRetryable(err error) bool {
+	var appErr *temporal.ApplicationError
+	return asAppError(err, &appErr) && appErr.NonRetryable()
+}
+
+func isAppError(err error, typ string) bool {
+	var appErr *temporal.ApplicationError
+	return asAppError(err, &appErr) && appErr.Type() == typ
+}
+
+func asAppError(err error, target **temporal.ApplicationError) bool { return errors.As(err, target) }
+
+func errorType(err error) string {
+	var appErr *temporal.ApplicationError
+	if asAppError(err, &appErr) {
+		return appErr.Type()
+	}
+	return ""
+}
+
+func errorText(err error) string {
+	var appErr *temporal.ApplicationError
+	if asAppError(err, &appErr) {
+		return appErr.Message()
+	}
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// Activity options. Placing the order is on the shopper's critical path: local activities, short
+// timeouts, few quick retries. Later steps retry longer on the server but still bounded, so a
+// dependency that stays down parks the order for support instead of hiding the problem.
+var (
+	placeOptions = workflow.LocalActivityOptions{
+		StartToCloseTimeout:    5 * time.Second,
+		ScheduleToCloseTimeout: 20 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 2,
+			MaximumInterval: 2 * time.Second, MaximumAttempts: 4},
+	}
+	// quickStepOptions are a step's first try: a few quick attempts, retried in the worker within
+	// the workflow task.
+	quickStepOptions = workflow.LocalActivityOptions{
+		StartToCloseTimeout:    5 * time.Second,
+		ScheduleToCloseTimeout: 8 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 200 * time.Millisecond, BackoffCoefficient: 2,
+			MaximumInterval: time.Second, MaximumAttempts: 3},
+	}
+	// parkedRetryOptions retry a parked step on the server until it succeeds or support acts.
+	parkedRetryOptions = workflow.ActivityOptions{
+		StartToCloseTimeout:    10 * time.Second,
+		ScheduleToCloseTimeout: 7 * 24 * time.Hour,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
+			MaximumInterval: ParkRetryEvery},
+		WaitForCancellation: true,
+	}
+)
+
+// DefaultStepRetryWindow is how long a step after the answer retries before support is asked.
+const DefaultStepRetryWindow = 2 * time.Minute
+
+// durableOptions are a step's retries on the server, for the step retry window.
+func (w *orderFlow) durableOptions() workflow.ActivityOptions {
+	window := w.in.StepRetryWindow
+	if window <= 0 {
+		window = DefaultStepRetryWindow
+	}
+	return workflow.ActivityOptions{
+		StartToCloseTimeout:    min(10*time.Second, window),
+		ScheduleToCloseTimeout: window,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
+			MaximumInterval: min(20*time.Second, max(window/4, time.Second))},
+	}
+}
+
+// unknownOptions settle an unknown payment outcome: the server asks again with backoff until the
+// hold would expire.
+func unknownOptions(until time.Duration) workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout:    10 * time.Second,
+		ScheduleToCloseTimeout: max(until, 10*time.Second),
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2,
+			MaximumInterval: time.Minute, NonRetryableErrorTypes: []string{activities.ErrTypePaymentRefused}},
+	}
+}

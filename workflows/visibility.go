@@ -1,0 +1,112 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/marketplace/checkout/internal/money"
+	"github.com/marketplace/checkout/inventory"
+)
+
+// maxTimeline bounds the timeline kept in the workflow's state.
+const maxTimeline = 50
+
+// setStatus keeps the order's status, its search attributes and the UI's details current.
+func (w *orderFlow) setStatus(ctx workflow.Context, status, detail string) {
+	w.st.Status = status
+	w.note(ctx, lower(status), detail)
+}
+
+// note adds to the timeline and the UI's details; the search attributes follow at the next wait.
+func (w *orderFlow) note(ctx workflow.Context, event, detail string) {
+	w.st.Timeline = appendTimeline(w.st.Timeline, TimelineEntry{At: workflow.Now(ctx), Event: event, Detail: detail})
+	if w.st.OrderID == 0 {
+		return
+	}
+	w.searchDirty = true
+	workflow.SetCurrentDetails(ctx, details(w.st))
+}
+
+// flushSearch writes the search attributes if they changed since they were last written. Each
+// upsert is an event in the history and a write to the visibility store, so it happens only where
+// the order is about to wait and when it ends: nothing leaves a workflow task before it completes,
+// so what the UI can see is the same.
+func (w *orderFlow) flushSearch(ctx workflow.Context) {
+	if !w.searchDirty || w.st.OrderID == 0 {
+		return
+	}
+	w.searchDirty = false
+	attrs := searchState{w.st.OrderID, w.st.Status, w.st.PaymentStatus, w.st.NeedsAttention}
+	if attrs == w.searched {
+		return
+	}
+	w.searched = attrs
+	_ = workflow.UpsertTypedSearchAttributes(ctx,
+		AttrOrderID.ValueSet(w.st.OrderID),
+		AttrCustomerID.ValueSet(w.st.CustomerID),
+		AttrOrderStatus.ValueSet(w.st.Status),
+		AttrPaymentStatus.ValueSet(w.st.PaymentStatus),
+		AttrNeedsAttention.ValueSet(w.st.NeedsAttention))
+}
+
+// searchState is what the order's search attributes last said.
+type searchState struct {
+	orderID        int64
+	status         string
+	paymentStatus  string
+	needsAttention bool
+}
+
+// details is the markdown the Temporal UI shows for the order: readable without decoding payloads.
+func details(st OrderState) string {
+	var b strings.Builder
+	add := func(format string, args ...any) { b.WriteString(fmt.Sprintf(format, args...)) }
+	add("**Order %d** · customer %d · **%s**", st.OrderID, st.CustomerID, st.Status)
+	if st.FailureCode != "" {
+		add(" (%s)", st.FailureCode)
+	}
+	add("\n\nPayment: **%s**", st.PaymentStatus)
+	if st.IntentID != "" {
+		add(" · intent `%s`", st.IntentID)
+	}
+	add("\n\nTotal: %s %s", money.Format(st.TotalMinor), st.Currency)
+	if st.HoldExpiresAt != nil {
+		add(" · hold expires %s", st.HoldExpiresAt.UTC().Format(time.RFC3339))
+	}
+	b.WriteString("\n\n| SKU | title | qty | unit price |\n|---|---|---|---|\n")
+	for _, it := range st.Items {
+		add("| %d | %s | %d | %s |\n", it.SKUID, strings.ReplaceAll(it.Title, "|", "/"), it.Quantity, money.Format(it.UnitPriceMinor))
+	}
+	if len(st.Allocations) > 0 {
+		add("\nWarehouses: %s\n", allocationText(st.Allocations))
+	}
+	if a := st.Attention; a != nil {
+		add("\n**Needs attention**: step `%s` failed: %s.", a.Step, a.Error)
+		if a.Code != "" {
+			add(" The refusal (`%s`) does not change by retrying: the step waits for you.", a.Code)
+		}
+		add(" Send signal or update `support-action` with `{\"action\": \"retry\" | \"cancel\" | \"refund\", \"reason\": \"...\"}`.\n")
+	}
+	return b.String()
+}
+
+func allocationText(as []inventory.Allocation) string {
+	parts := make([]string, len(as))
+	for i, a := range as {
+		parts[i] = fmt.Sprintf("%d× SKU %d from warehouse %d", a.Quantity, a.SKUID, a.WarehouseID)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func appendTimeline(tl []TimelineEntry, e TimelineEntry) []TimelineEntry {
+	tl = append(tl, e)
+	if len(tl) > maxTimeline {
+		tl = tl[len(tl)-maxTimeline:]
+	}
+	return tl
+}
+
+func lower(s string) string { return strings.ToLower(s) }
