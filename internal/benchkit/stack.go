@@ -39,6 +39,11 @@ type Stack struct {
 // StartStack starts `bin/checkout dev` with env added to its environment and waits for /readyz.
 // The tools run from the module root, where `make build` leaves bin/checkout.
 func StartStack(ctx context.Context, prefix string, env ...string) (*Stack, error) {
+	return StartStackOf(ctx, "bin/checkout", prefix, env...)
+}
+
+// StartStackOf is StartStack with another build of the binary (a baseline to compare with).
+func StartStackOf(ctx context.Context, binary, prefix string, env ...string) (*Stack, error) {
 	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		return nil, err
@@ -58,7 +63,7 @@ func StartStack(ctx context.Context, prefix string, env ...string) (*Stack, erro
 		TemporalMetrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort),
 		DatabaseURL:     fmt.Sprintf("postgres://%s@127.0.0.1:%d/checkout?sslmode=disable", pgserver.Superuser, pgPort),
 		Secret:          config.DefaultJWTSecret}
-	s.Cmd = exec.CommandContext(ctx, "bin/checkout", "dev")
+	s.Cmd = exec.CommandContext(ctx, binary, "dev")
 	s.Cmd.Env = append(os.Environ(), "DATA_DIR="+dir, "PG_PORT="+strconv.Itoa(pgPort),
 		"HTTP_ADDR=127.0.0.1:"+strconv.Itoa(httpPort), "PUBLIC_BASE_URL="+s.Base,
 		"TEMPORAL_PORT="+strconv.Itoa(tport), "TEMPORAL_UI_PORT="+strconv.Itoa(uiPort),
