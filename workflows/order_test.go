@@ -447,7 +447,7 @@ func TestOrder_CaptureExhausted_ParkedThenSupportRetry_Confirmed(t *testing.T) {
 	s.at(10*time.Minute, func() { parked = s.query() })
 	var rejected error
 	s.support(20*time.Minute, "retry", &rejected)
-	// Support's retry fails too (still down); at 35 minutes the parked step's own retries succeed.
+	// Support's retry fails too (still down); after 30 minutes the parked step's own retries succeed.
 	st := s.run(input("tok_ok"))
 
 	require.NoError(t, rejected)

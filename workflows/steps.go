@@ -19,7 +19,6 @@ const (
 	stepRelease  = "release stock"
 	stepRestock  = "restock"
 	stepReverse  = "reverse payment"
-	stepRecord   = "record the answer"
 )
 
 // parking is a step waiting in NEEDS_ATTENTION.
