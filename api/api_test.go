@@ -41,8 +41,7 @@ type harness struct {
 
 func newHarness(t *testing.T, temporal api.TemporalClient) *harness {
 	t.Helper()
-	cfg, err := config.Load(func(string) string { return "" })
-	require.NoError(t, err)
+	cfg := testenv.Config(t, nil)
 	pool := testenv.Pool(t)
 	require.NoError(t, demo.Load(context.Background(), pool))
 	m := metrics.New()

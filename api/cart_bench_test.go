@@ -22,7 +22,6 @@ import (
 	"github.com/marketplace/checkout/availability"
 	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/internal/auth"
-	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/demo"
 	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/internal/testenv"
@@ -105,10 +104,7 @@ func newBenchClient(b *testing.B) *http.Client {
 func newCartBench(b *testing.B) *cartBench {
 	b.Helper()
 	ctx := context.Background()
-	cfg, err := config.Load(func(string) string { return "" })
-	if err != nil {
-		b.Fatal(err)
-	}
+	cfg := testenv.Config(b, nil)
 	pool := testenv.PoolOn(b, testenv.DatabaseURL(b), cfg.DBMaxConns)
 	if err := demo.Load(ctx, pool); err != nil {
 		b.Fatal(err)

@@ -20,7 +20,6 @@ import (
 	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/db"
-	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/demo"
 	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/internal/testenv"
@@ -55,8 +54,7 @@ func runCartCache(t testing.TB, pool *pgxpool.Pool, opts cart.CacheOptions) *car
 // newProcess is one more API process on pool: its own Echo server, metrics and cart cache.
 func newProcess(t *testing.T, pool *pgxpool.Pool, opts cart.CacheOptions) *harness {
 	t.Helper()
-	cfg, err := config.Load(func(string) string { return "" })
-	require.NoError(t, err)
+	cfg := testenv.Config(t, nil)
 	if opts.Entries == 0 {
 		opts.Entries = cfg.CartCacheEntries
 	}

@@ -21,7 +21,6 @@ import (
 	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/availability"
 	"github.com/marketplace/checkout/cart"
-	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/demo"
 	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/internal/testenv"
@@ -31,8 +30,7 @@ import (
 // newHarnessWithEnv is newHarness with settings of the test's own.
 func newHarnessWithEnv(t *testing.T, env map[string]string) *harness {
 	t.Helper()
-	cfg, err := config.Load(func(k string) string { return env[k] })
-	require.NoError(t, err)
+	cfg := testenv.Config(t, env)
 	pool := testenv.Pool(t)
 	require.NoError(t, demo.Load(context.Background(), pool))
 	m := metrics.New()

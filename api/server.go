@@ -79,7 +79,7 @@ func New(d Deps) *echo.Echo {
 		d.Log = slog.Default()
 	}
 	s := &Server{Deps: d, q: db.New(d.Pool),
-		tokens: auth.NewVerifier([]byte(d.Config.JWTSecret), d.Config.AuthTokenCacheEntries)}
+		tokens: auth.NewVerifier(d.Config.AuthKeys(), d.Config.AuthTokenCacheEntries)}
 	d.Metrics.RegisterCaches(s.cacheFigures)
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

@@ -220,6 +220,8 @@ func (s *stack) workerProcess(bin string, env ...string) *exec.Cmd {
 		"HOLD_TTL="+s.cfg.HoldTTL.String(),
 		"PUBLIC_BASE_URL="+s.cfg.PublicBaseURL,
 		"PAYMENT_WEBHOOK_URL="+s.cfg.PaymentWebhookURL,
+		"AUTH_JWT_SECRET="+s.cfg.JWTSecret,
+		"PAYMENT_WEBHOOK_SECRET="+s.cfg.PaymentWebhookSecret,
 		"METRICS_ADDR=127.0.0.1:0",
 		"LOG_LEVEL=warn",
 		"SCHEDULES_ENABLED=false",

@@ -98,14 +98,12 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	base := "http://" + ln.Addr().String()
-	cfg, err := config.Load(func(k string) string {
-		if k == "STEP_RETRY_WINDOW" && o.stepRetryWindow > 0 {
-			return o.stepRetryWindow.String()
-		}
-		return map[string]string{"HOLD_TTL": o.hold.String(), "PUBLIC_BASE_URL": base, "DATABASE_URL": dbURL,
-			"TEMPORAL_ADDRESS": testenv.TemporalAddress(t), "TEMPORAL_TASK_QUEUE": "e2e-" + randomHex(6)}[k]
-	})
-	require.NoError(t, err)
+	env := map[string]string{"HOLD_TTL": o.hold.String(), "PUBLIC_BASE_URL": base, "DATABASE_URL": dbURL,
+		"TEMPORAL_ADDRESS": testenv.TemporalAddress(t), "TEMPORAL_TASK_QUEUE": "e2e-" + randomHex(6)}
+	if o.stepRetryWindow > 0 {
+		env["STEP_RETRY_WINDOW"] = o.stepRetryWindow.String()
+	}
+	cfg := testenv.Config(t, env)
 
 	tc, err := client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
 		Logger: sdklog.NewStructuredLogger(quietLog())})

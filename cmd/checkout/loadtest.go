@@ -146,6 +146,11 @@ func redact(u string) string {
 
 // runLoadgen is `checkout loadgen`: a load run against a local stack, then the auditor.
 func runLoadgen(ctx context.Context, cfg config.Config, args []string) error {
+	// Tokens are minted with AUTH_JWT_SECRET, or the local stack's development secret.
+	cfg, err := cfg.WithDevSecrets()
+	if err != nil {
+		return err
+	}
 	d := loadgen.Defaults()
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	var af auditFlags

@@ -30,7 +30,8 @@ commands:
   api       run the REST API
   worker    run the Temporal worker
   migrate   apply database migrations
-  token     mint a development JWT: token --user 7 --role shopper [--seller 42] [--ttl 24h]
+  token     mint a JWT with AUTH_JWT_SECRET (or the local stack's development secret):
+            token --user 7 --role shopper [--seller 42] [--ttl 24h]
   loadgen   drive a local stack's API as shoppers and sellers do, then audit: loadgen --duration 60s
             (loadgen -h lists the mix, hot SKUs and bounds)
   audit     check the invariants (no oversell, no stranded stock or money, no order open past
@@ -115,11 +116,16 @@ func runToken(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	secret := os.Getenv("AUTH_JWT_SECRET")
-	if secret == "" {
-		secret = config.DefaultJWTSecret
+	// The keys of AUTH_JWT_SECRET and the AUTH_JWT_* settings; without a secret, those of the
+	// local stack (`checkout dev`'s, in DATA_DIR).
+	cfg, err := config.FromEnv()
+	if err == nil {
+		cfg, err = cfg.WithDevSecrets()
 	}
-	tok, err := auth.Mint([]byte(secret), auth.Principal{UserID: *user, Role: *role, SellerID: *seller}, *ttl)
+	if err != nil {
+		return err
+	}
+	tok, err := cfg.AuthKeys().Mint(auth.Principal{UserID: *user, Role: *role, SellerID: *seller}, *ttl)
 	if err != nil {
 		return err
 	}

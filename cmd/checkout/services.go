@@ -172,6 +172,9 @@ func (a *app) runWorker(ctx context.Context) error {
 }
 
 func runAPI(ctx context.Context, cfg config.Config) error {
+	if err := cfg.CheckSecrets(); err != nil {
+		return err
+	}
 	a, err := connect(ctx, cfg)
 	if err != nil {
 		return err
@@ -182,6 +185,9 @@ func runAPI(ctx context.Context, cfg config.Config) error {
 }
 
 func runWorker(ctx context.Context, cfg config.Config) error {
+	if err := cfg.CheckSecrets(); err != nil {
+		return err
+	}
 	a, err := connect(ctx, cfg)
 	if err != nil {
 		return err
@@ -201,6 +207,13 @@ func runWorker(ctx context.Context, cfg config.Config) error {
 // stops everything it started.
 func runDev(ctx context.Context, cfg config.Config) error {
 	log := slog.Default()
+	// Development secrets, made once per data folder unless the environment sets them; and the API
+	// on this machine only, unless HTTP_ADDR says otherwise.
+	cfg, err := cfg.WithDevSecrets()
+	if err != nil {
+		return err
+	}
+	cfg.HTTPAddr = devHTTPAddr(cfg.HTTPAddr, os.Getenv)
 	if cfg.DatabaseURL == "" {
 		pg, err := pgserver.Start(ctx, pgserver.Options{Dir: filepath.Join(cfg.DataDir, "pg"), Port: cfg.PGPort,
 			Database: "checkout", Log: openLog(cfg.DataDir, "postgres.log")})
@@ -248,6 +261,14 @@ func runDev(ctx context.Context, cfg config.Config) error {
 	return err
 }
 
+// devHTTPAddr is where `dev` serves the API: on this machine only, unless HTTP_ADDR is set.
+func devHTTPAddr(configured string, getenv func(string) string) string {
+	if getenv("HTTP_ADDR") == "" {
+		return "127.0.0.1" + config.DefaultHTTPAddr
+	}
+	return configured
+}
+
 func openLog(dir, name string) *os.File {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil
@@ -260,9 +281,9 @@ func openLog(dir, name string) *os.File {
 }
 
 func printBanner(cfg config.Config) {
-	secret := []byte(cfg.JWTSecret)
+	keys := cfg.AuthKeys()
 	token := func(p auth.Principal) string {
-		t, err := auth.Mint(secret, p, 7*24*time.Hour)
+		t, err := keys.Mint(p, cfg.JWTMaxLifetime)
 		if err != nil {
 			return "(" + err.Error() + ")"
 		}

@@ -3,6 +3,8 @@
 package auth
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -35,14 +37,67 @@ type Principal struct {
 	SellerID int64
 }
 
+// Key is one HMAC key tokens are signed with; ID is its kid (empty: tokens without a kid).
+type Key struct {
+	ID     string
+	Secret []byte
+}
+
+// Keys are how tokens are signed and checked: the signing key, older keys still accepted while
+// tokens signed with them live out (a rotation), and, when set, the issuer and audience tokens
+// must name and the longest lifetime a token may have.
+type Keys struct {
+	Signing     Key
+	Verifying   []Key
+	Issuer      string
+	Audience    string
+	MaxLifetime time.Duration
+}
+
+// leeway absorbs clock skew between the token's issuer and this process.
+const leeway = 30 * time.Second
+
 type claims struct {
-	Role     string `json:"role"`
-	SellerID string `json:"seller_id,omitempty"`
+	Role     string   `json:"role"`
+	SellerID sellerID `json:"seller_id,omitempty"`
 	jwt.RegisteredClaims
 }
 
-// Mint signs a token for p valid for ttl.
+// sellerID is a seller id as identity providers write it: a JSON number or a decimal string.
+type sellerID string
+
+func (s *sellerID) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		var v string
+		if err := json.Unmarshal(b, &v); err != nil {
+			return err
+		}
+		*s = sellerID(v)
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return errors.New("seller_id must be a number or a decimal string")
+	}
+	*s = sellerID(n.String())
+	return nil
+}
+
+// Mint signs a token for p valid for ttl with a key without kid, issuer or audience (tools and
+// tests that know the secret).
 func Mint(secret []byte, p Principal, ttl time.Duration) (string, error) {
+	return Keys{Signing: Key{Secret: secret}}.Mint(p, ttl)
+}
+
+// Verify checks a token signed with a key without kid (see Keys.Verify).
+func Verify(secret []byte, token string) (Principal, error) {
+	return Keys{Signing: Key{Secret: secret}}.Verify(token)
+}
+
+// Mint signs a token for p valid for ttl with the signing key, naming its kid, the issuer and the
+// audience.
+func (k Keys) Mint(p Principal, ttl time.Duration) (string, error) {
 	if !ValidRole(p.Role) {
 		return "", fmt.Errorf("unknown role %q", p.Role)
 	}
@@ -52,32 +107,80 @@ func Mint(secret []byte, p Principal, ttl time.Duration) (string, error) {
 	if p.Role == RoleSeller && p.SellerID <= 0 {
 		return "", errors.New("a seller token needs a seller id")
 	}
+	if len(k.Signing.Secret) == 0 {
+		return "", errors.New("no signing key")
+	}
 	now := time.Now()
 	c := claims{Role: p.Role, RegisteredClaims: jwt.RegisteredClaims{
 		Subject:   strconv.FormatInt(p.UserID, 10),
+		Issuer:    k.Issuer,
 		IssuedAt:  jwt.NewNumericDate(now),
 		ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
 	}}
-	if p.SellerID > 0 {
-		c.SellerID = strconv.FormatInt(p.SellerID, 10)
+	if k.Audience != "" {
+		c.Audience = jwt.ClaimStrings{k.Audience}
 	}
-	return jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(secret)
+	if p.SellerID > 0 {
+		c.SellerID = sellerID(strconv.FormatInt(p.SellerID, 10))
+	}
+	t := jwt.NewWithClaims(jwt.SigningMethodHS256, c)
+	if k.Signing.ID != "" {
+		t.Header["kid"] = k.Signing.ID
+	}
+	return t.SignedString(k.Signing.Secret)
 }
 
-// Verify checks the signature (HS256 only), expiry and claims of a token.
-func Verify(secret []byte, token string) (Principal, error) {
-	p, _, err := verify(secret, token)
+// Verify checks the signature (HS256 only, with the key its kid names), expiry and claims of a
+// token, and its issuer, audience and lifetime when the keys set them.
+func (k Keys) Verify(token string) (Principal, error) {
+	p, _, err := k.verify(token)
 	return p, err
 }
 
+// key is the key of a kid: the signing key or one still accepted.
+func (k Keys) key(kid string) ([]byte, bool) {
+	if k.Signing.ID == kid && len(k.Signing.Secret) > 0 {
+		return k.Signing.Secret, true
+	}
+	for _, v := range k.Verifying {
+		if v.ID == kid && len(v.Secret) > 0 {
+			return v.Secret, true
+		}
+	}
+	return nil, false
+}
+
 // verify is Verify, also returning the token's expiry.
-func verify(secret []byte, token string) (Principal, time.Time, error) {
+func (k Keys) verify(token string) (Principal, time.Time, error) {
 	var c claims
-	_, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return secret, nil },
-		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
-		jwt.WithExpirationRequired(), jwt.WithLeeway(30*time.Second))
+	opts := []jwt.ParserOption{jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithExpirationRequired(), jwt.WithLeeway(leeway)}
+	if k.Issuer != "" {
+		opts = append(opts, jwt.WithIssuer(k.Issuer))
+	}
+	if k.Audience != "" {
+		opts = append(opts, jwt.WithAudience(k.Audience))
+	}
+	_, err := jwt.ParseWithClaims(token, &c, func(t *jwt.Token) (any, error) {
+		kid, _ := t.Header["kid"].(string)
+		secret, ok := k.key(kid)
+		if !ok {
+			return nil, fmt.Errorf("no key %q", kid)
+		}
+		return secret, nil
+	}, opts...)
 	if err != nil {
 		return Principal{}, time.Time{}, err
+	}
+	exp := c.ExpiresAt.Time
+	if k.MaxLifetime > 0 {
+		start := time.Now()
+		if c.IssuedAt != nil {
+			start = c.IssuedAt.Time
+		}
+		if exp.Sub(start) > k.MaxLifetime+leeway || time.Until(exp) > k.MaxLifetime+leeway {
+			return Principal{}, time.Time{}, fmt.Errorf("the token lives longer than %s", k.MaxLifetime)
+		}
 	}
 	uid, err := strconv.ParseInt(c.Subject, 10, 64)
 	if err != nil || uid <= 0 {
@@ -88,9 +191,9 @@ func verify(secret []byte, token string) (Principal, time.Time, error) {
 	}
 	p := Principal{UserID: uid, Role: c.Role}
 	if c.Role == RoleSeller {
-		if p.SellerID, err = strconv.ParseInt(c.SellerID, 10, 64); err != nil || p.SellerID <= 0 {
-			return Principal{}, time.Time{}, errors.New("a seller token needs a decimal seller_id")
+		if p.SellerID, err = strconv.ParseInt(string(c.SellerID), 10, 64); err != nil || p.SellerID <= 0 {
+			return Principal{}, time.Time{}, errors.New("a seller token needs a seller_id")
 		}
 	}
-	return p, c.ExpiresAt.Time, nil
+	return p, exp, nil
 }

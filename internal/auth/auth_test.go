@@ -50,3 +50,73 @@ func TestVerify_RejectsBadTokens(t *testing.T) {
 		assert.Error(t, err, name)
 	}
 }
+
+func TestKeys_RotationByKid_OldTokensStillAcceptedWhileTheirKeyIsListed(t *testing.T) {
+	t.Parallel()
+	oldKey := Key{ID: "2026-11", Secret: []byte("the-november-key-of-enough-length-1")}
+	newKey := Key{ID: "2026-12", Secret: []byte("the-december-key-of-enough-length-2")}
+	before := Keys{Signing: oldKey}
+	during := Keys{Signing: newKey, Verifying: []Key{oldKey}}
+	after := Keys{Signing: newKey}
+
+	oldTok, err := before.Mint(Principal{UserID: 7, Role: RoleShopper}, time.Hour)
+	require.NoError(t, err)
+	newTok, err := during.Mint(Principal{UserID: 8, Role: RoleShopper}, time.Hour)
+	require.NoError(t, err)
+
+	_, err = during.Verify(oldTok)
+	assert.NoError(t, err, "a session signed with the old key lives on while it is listed")
+	p, err := during.Verify(newTok)
+	require.NoError(t, err)
+	assert.Equal(t, int64(8), p.UserID)
+	_, err = after.Verify(oldTok)
+	assert.Error(t, err, "the old key retired: its tokens end")
+	_, err = Keys{Signing: Key{Secret: oldKey.Secret}}.Verify(oldTok)
+	assert.Error(t, err, "a kid names its key: the same secret under no kid does not match")
+}
+
+func TestKeys_IssuerAudienceAndLifetime(t *testing.T) {
+	t.Parallel()
+	k := Keys{Signing: Key{Secret: secret}, Issuer: "https://id.example", Audience: "checkout", MaxLifetime: 2 * time.Hour}
+	good, err := k.Mint(Principal{UserID: 7, Role: RoleShopper}, time.Hour)
+	require.NoError(t, err)
+	_, err = k.Verify(good)
+	require.NoError(t, err)
+
+	otherIssuer := k
+	otherIssuer.Issuer = "https://elsewhere.example"
+	fromElsewhere, err := otherIssuer.Mint(Principal{UserID: 7, Role: RoleShopper}, time.Hour)
+	require.NoError(t, err)
+	otherAudience := k
+	otherAudience.Audience = "another-service"
+	forOthers, err := otherAudience.Mint(Principal{UserID: 7, Role: RoleShopper}, time.Hour)
+	require.NoError(t, err)
+	tooLong, err := k.Mint(Principal{UserID: 7, Role: RoleShopper}, 30*24*time.Hour)
+	require.NoError(t, err)
+	noIssuer, err := Mint(secret, Principal{UserID: 7, Role: RoleShopper}, time.Hour)
+	require.NoError(t, err)
+
+	for name, tok := range map[string]string{"other issuer": fromElsewhere, "other audience": forOthers,
+		"lives a month": tooLong, "no issuer or audience": noIssuer} {
+		_, err := k.Verify(tok)
+		assert.Error(t, err, name)
+	}
+}
+
+func TestVerify_SellerIDAsNumberOrString(t *testing.T) {
+	t.Parallel()
+	exp := time.Now().Add(time.Hour).Unix()
+	for name, sellerID := range map[string]any{"string": "42", "number": 42} {
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "1042", "role": "seller",
+			"seller_id": sellerID, "exp": exp}).SignedString(secret)
+		require.NoError(t, err)
+		p, err := Verify(secret, tok)
+		require.NoError(t, err, name)
+		assert.Equal(t, int64(42), p.SellerID, name)
+	}
+	bad, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "1042", "role": "seller",
+		"seller_id": 4.2, "exp": exp}).SignedString(secret)
+	require.NoError(t, err)
+	_, err = Verify(secret, bad)
+	assert.Error(t, err, "not a whole number")
+}

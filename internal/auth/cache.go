@@ -6,16 +6,16 @@ import (
 	"time"
 )
 
-// Verifier verifies bearer tokens with one secret, and remembers the tokens it accepted, each
+// Verifier verifies bearer tokens with the keys, and remembers the tokens it accepted, each
 // until its own expiry, so that a shopper's next request skips the signature check (about a tenth
 // of a cart read's CPU). Only accepted tokens are remembered, under the whole token string: a
 // token is served from memory only if it is byte for byte one that passed the full check before,
 // and never after its exp. Failures are never remembered. The number of tokens held is bounded;
 // past it, expired tokens go first, then random ones (a tenth of the bound at a time).
 type Verifier struct {
-	secret []byte
-	max    int
-	now    func() time.Time
+	keys Keys
+	max  int
+	now  func() time.Time
 
 	mu     sync.RWMutex
 	tokens map[string]verified
@@ -28,13 +28,13 @@ type verified struct {
 	exp time.Time
 }
 
-// NewVerifier returns a verifier for secret that remembers up to maxTokens accepted tokens
-// (0: none, every token is checked in full).
-func NewVerifier(secret []byte, maxTokens int) *Verifier {
-	return &Verifier{secret: secret, max: max(maxTokens, 0), now: time.Now, tokens: map[string]verified{}}
+// NewVerifier returns a verifier for keys that remembers up to maxTokens accepted tokens (0: none,
+// every token is checked in full).
+func NewVerifier(keys Keys, maxTokens int) *Verifier {
+	return &Verifier{keys: keys, max: max(maxTokens, 0), now: time.Now, tokens: map[string]verified{}}
 }
 
-// Verify is Verify of the package, answered from memory for a token accepted before and not yet
+// Verify is Keys.Verify, answered from memory for a token accepted before and not yet
 // expired.
 func (v *Verifier) Verify(token string) (Principal, error) {
 	if v.max > 0 {
@@ -47,7 +47,7 @@ func (v *Verifier) Verify(token string) (Principal, error) {
 		}
 	}
 	v.misses.Add(1)
-	p, exp, err := verify(v.secret, token)
+	p, exp, err := v.keys.verify(token)
 	if err != nil || v.max == 0 {
 		return p, err
 	}

@@ -11,7 +11,7 @@ import (
 
 func TestVerifier_RemembersAcceptedTokensUntilTheirExpiry(t *testing.T) {
 	t.Parallel()
-	v := NewVerifier(secret, 10)
+	v := NewVerifier(Keys{Signing: Key{Secret: secret}}, 10)
 	clock := time.Now()
 	v.now = func() time.Time { return clock }
 	tok, err := Mint(secret, Principal{UserID: 7, Role: RoleShopper}, time.Hour)
@@ -32,7 +32,7 @@ func TestVerifier_RemembersAcceptedTokensUntilTheirExpiry(t *testing.T) {
 	assert.Equal(t, [2]uint64{2, 2}, [2]uint64{hits, misses}, "past its exp a token is checked in full again")
 
 	v.now = time.Now
-	stale := NewVerifier(secret, 10)
+	stale := NewVerifier(Keys{Signing: Key{Secret: secret}}, 10)
 	expired, err := Mint(secret, Principal{UserID: 7, Role: RoleShopper}, -time.Hour)
 	require.NoError(t, err)
 	_, err = stale.Verify(expired)
@@ -41,7 +41,7 @@ func TestVerifier_RemembersAcceptedTokensUntilTheirExpiry(t *testing.T) {
 
 func TestVerifier_NeverRemembersFailures(t *testing.T) {
 	t.Parallel()
-	v := NewVerifier(secret, 10)
+	v := NewVerifier(Keys{Signing: Key{Secret: secret}}, 10)
 	good, err := Mint(secret, Principal{UserID: 7, Role: RoleShopper}, time.Hour)
 	require.NoError(t, err)
 	forged, err := Mint([]byte("another-secret-of-enough-length"), Principal{UserID: 7, Role: RoleShopper}, time.Hour)
@@ -63,7 +63,7 @@ func TestVerifier_NeverRemembersFailures(t *testing.T) {
 
 func TestVerifier_Bounded(t *testing.T) {
 	t.Parallel()
-	v := NewVerifier(secret, 5)
+	v := NewVerifier(Keys{Signing: Key{Secret: secret}}, 5)
 	for i := range 50 {
 		tok, err := Mint(secret, Principal{UserID: int64(i + 1), Role: RoleShopper}, time.Hour)
 		require.NoError(t, err)
@@ -73,7 +73,7 @@ func TestVerifier_Bounded(t *testing.T) {
 		_, _, held := v.Stats()
 		assert.LessOrEqual(t, held, 5)
 	}
-	off := NewVerifier(secret, 0)
+	off := NewVerifier(Keys{Signing: Key{Secret: secret}}, 0)
 	tok, err := Mint(secret, Principal{UserID: 1, Role: RoleShopper}, time.Hour)
 	require.NoError(t, err)
 	for range 2 {

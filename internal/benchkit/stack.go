@@ -61,8 +61,7 @@ func StartStackOf(ctx context.Context, binary, prefix string, env ...string) (*S
 	httpPort, tport, pgPort, uiPort, metricsPort := ports[0], ports[1], ports[2], ports[3], ports[4]
 	s := &Stack{Dir: dir, Base: fmt.Sprintf("http://127.0.0.1:%d", httpPort), Temporal: fmt.Sprintf("127.0.0.1:%d", tport),
 		TemporalMetrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort),
-		DatabaseURL:     fmt.Sprintf("postgres://%s@127.0.0.1:%d/checkout?sslmode=disable", pgserver.Superuser, pgPort),
-		Secret:          config.DefaultJWTSecret}
+		DatabaseURL:     fmt.Sprintf("postgres://%s@127.0.0.1:%d/checkout?sslmode=disable", pgserver.Superuser, pgPort)}
 	s.Cmd = exec.CommandContext(ctx, binary, "dev")
 	s.Cmd.Env = append(os.Environ(), "DATA_DIR="+dir, "PG_PORT="+strconv.Itoa(pgPort),
 		"HTTP_ADDR=127.0.0.1:"+strconv.Itoa(httpPort), "PUBLIC_BASE_URL="+s.Base,
@@ -85,6 +84,15 @@ func StartStackOf(ctx context.Context, binary, prefix string, env ...string) (*S
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
+				// The stack's development secret, which it made in its data folder (a build from
+				// before those were made per folder ran on the value it published).
+				s.Secret = "dev-only-jwt-secret-change-me"
+				if secrets, err := config.ReadDevSecrets(dir); err == nil {
+					s.Secret = secrets.JWT
+				} else if !errors.Is(err, os.ErrNotExist) {
+					s.Stop()
+					return nil, err
+				}
 				return s, nil
 			}
 		}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/marketplace/checkout/internal/auth"
 )
 
 // Config is every setting of the binary. Each field has an environment variable; README lists them.
@@ -35,7 +37,15 @@ type Config struct {
 	// the order waits in NEEDS_ATTENTION for support.
 	StepRetryWindow time.Duration
 
+	// JWTSecret signs and checks the bearer tokens; its kid is JWTKeyID (empty: tokens carry none).
+	// JWTKeys are older keys still accepted by kid (a rotation); tokens must name JWTIssuer and
+	// JWTAudience when they are set, and live no longer than JWTMaxLifetime.
 	JWTSecret            string
+	JWTKeyID             string
+	JWTKeys              []auth.Key
+	JWTIssuer            string
+	JWTAudience          string
+	JWTMaxLifetime       time.Duration
 	PaymentWebhookSecret string
 	// PaymentWebhookURL is where the provider simulator delivers its signed webhooks.
 	PaymentWebhookURL string
@@ -94,15 +104,13 @@ type Config struct {
 	LogLevel string
 }
 
-// Defaults of a local machine. The JWT and webhook secrets are development values: production
-// deployments must set their own.
+// Defaults of a local machine. There are no default secrets: `dev` makes its own (DevSecretsOf),
+// and api and worker refuse to start without theirs (CheckSecrets).
 const (
 	DefaultHTTPAddr       = ":8080"
 	DefaultHoldTTL        = 15 * time.Minute
 	DefaultNamespace      = "default"
 	DefaultTaskQueue      = "checkout"
-	DefaultJWTSecret      = "dev-only-jwt-secret-change-me"
-	DefaultWebhookSecret  = "dev-only-webhook-secret-change-me"
 	DefaultPGPort         = 55432
 	DefaultTemporalPort   = 7233
 	DefaultTemporalUIPort = 8233
@@ -126,8 +134,12 @@ func Load(getenv func(string) string) (Config, error) {
 		PublicBaseURL:        p.str("PUBLIC_BASE_URL", ""),
 		HoldTTL:              p.duration("HOLD_TTL", DefaultHoldTTL),
 		StepRetryWindow:      p.duration("STEP_RETRY_WINDOW", 2*time.Minute),
-		JWTSecret:            p.str("AUTH_JWT_SECRET", DefaultJWTSecret),
-		PaymentWebhookSecret: p.str("PAYMENT_WEBHOOK_SECRET", DefaultWebhookSecret),
+		JWTSecret:            p.getenv("AUTH_JWT_SECRET"),
+		JWTKeyID:             p.str("AUTH_JWT_KID", ""),
+		JWTIssuer:            p.str("AUTH_JWT_ISSUER", ""),
+		JWTAudience:          p.str("AUTH_JWT_AUDIENCE", ""),
+		JWTMaxLifetime:       p.duration("AUTH_JWT_MAX_LIFETIME", 24*time.Hour),
+		PaymentWebhookSecret: p.getenv("PAYMENT_WEBHOOK_SECRET"),
 		PaymentWebhookURL:    p.str("PAYMENT_WEBHOOK_URL", ""),
 		DataDir:              p.str("DATA_DIR", ".data"),
 		PGPort:               p.int("PG_PORT", DefaultPGPort),
@@ -161,6 +173,11 @@ func Load(getenv func(string) string) (Config, error) {
 		CartJanitorEvery:       p.every("CART_JANITOR_EVERY", 24*time.Hour),
 		PaymentReconcilerEvery: p.every("PAYMENT_RECONCILER_EVERY", 5*time.Minute),
 	}
+	if keys, err := parseKeys(p.getenv("AUTH_JWT_KEYS")); err != nil {
+		p.errs = append(p.errs, err)
+	} else {
+		c.JWTKeys = keys
+	}
 	if c.DeploymentName == "" {
 		c.DeploymentName = c.TaskQueue
 	}
@@ -182,11 +199,8 @@ func (c Config) Validate() error {
 	if c.HoldTTL < time.Second {
 		errs = append(errs, fmt.Errorf("HOLD_TTL %s: must be at least 1s", c.HoldTTL))
 	}
-	if len(c.JWTSecret) < 16 {
-		errs = append(errs, errors.New("AUTH_JWT_SECRET: must be at least 16 characters"))
-	}
-	if len(c.PaymentWebhookSecret) < 16 {
-		errs = append(errs, errors.New("PAYMENT_WEBHOOK_SECRET: must be at least 16 characters"))
+	if c.JWTMaxLifetime < time.Minute {
+		errs = append(errs, fmt.Errorf("AUTH_JWT_MAX_LIFETIME %s: must be at least 1m", c.JWTMaxLifetime))
 	}
 	if c.DBMaxConns < 2 {
 		errs = append(errs, errors.New("DB_MAX_CONNS: must be at least 2"))

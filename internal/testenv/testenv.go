@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/devtemporal"
 	"github.com/marketplace/checkout/internal/pgserver"
 	"github.com/marketplace/checkout/migrations"
@@ -147,4 +148,26 @@ func TemporalAddress(t testing.TB) string {
 		t.Fatalf("test Temporal dev server: %v", tErr)
 	}
 	return tServer.Address
+}
+
+// Secret is a secret for a test's configuration, long enough for CheckSecrets.
+const Secret = "test-secret-0123456789abcdef0123456789abcdef"
+
+// Config loads the configuration from env, with test secrets where env sets none.
+func Config(t testing.TB, env map[string]string) config.Config {
+	t.Helper()
+	cfg, err := config.Load(func(k string) string {
+		if v, ok := env[k]; ok {
+			return v
+		}
+		switch k {
+		case "AUTH_JWT_SECRET", "PAYMENT_WEBHOOK_SECRET":
+			return Secret
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatalf("configuration: %v", err)
+	}
+	return cfg
 }
