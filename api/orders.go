@@ -102,7 +102,7 @@ func (s *Server) createOrder(c echo.Context) error {
 	}
 
 	in := workflows.OrderInput{UserID: p.UserID, IdempotencyKey: key, RequestHash: h, PriceVersion: req.PriceVersion,
-		AddressID: req.AddressID, PaymentMethodToken: req.PaymentMethodToken, HoldTTL: s.Config.HoldTTL, Provider: "paysim",
+		AddressID: req.AddressID, PaymentMethodToken: req.PaymentMethodToken, HoldTTL: s.Config.HoldTTL, Provider: s.Config.PaymentProvider,
 		StepRetryWindow: s.Config.StepRetryWindow}
 	wfID := workflows.OrderWorkflowID(p.UserID, key)
 	op := s.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{

@@ -14,8 +14,8 @@ import (
 )
 
 // TestModes_APIAndWorkerRefuseToStartWithoutSecretsOfTheirOwn: outside dev, a missing secret, the
-// development values once published in the repository, or a short secret stop the service
-// before it listens or polls, with one line that names the setting.
+// development values once published in the repository, a short secret, or no payment provider
+// named stop the service before it listens or polls, with one line that names the setting.
 func TestModes_APIAndWorkerRefuseToStartWithoutSecretsOfTheirOwn(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
@@ -27,6 +27,7 @@ func TestModes_APIAndWorkerRefuseToStartWithoutSecretsOfTheirOwn(t *testing.T) {
 		"no secrets":           {nil, "AUTH_JWT_SECRET is not set"},
 		"published jwt secret": {[]string{"AUTH_JWT_SECRET=dev-only-jwt-secret-change-me", "PAYMENT_WEBHOOK_SECRET=" + good}, "AUTH_JWT_SECRET is a development value"},
 		"short webhook secret": {[]string{"AUTH_JWT_SECRET=" + good, "PAYMENT_WEBHOOK_SECRET=short"}, "PAYMENT_WEBHOOK_SECRET is 5 bytes"},
+		"no payment provider":  {[]string{"AUTH_JWT_SECRET=" + good, "PAYMENT_WEBHOOK_SECRET=" + good}, "PAYMENT_PROVIDER is not set"},
 	} {
 		for _, cmd := range []string{"api", "worker"} {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -53,7 +54,7 @@ func cleanEnv() []string {
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case "AUTH_JWT_SECRET", "AUTH_JWT_KEYS", "PAYMENT_WEBHOOK_SECRET", "DATABASE_URL", "TEMPORAL_ADDRESS":
+		case "AUTH_JWT_SECRET", "AUTH_JWT_KEYS", "PAYMENT_WEBHOOK_SECRET", "PAYMENT_PROVIDER", "DATABASE_URL", "TEMPORAL_ADDRESS":
 			continue
 		}
 		env = append(env, kv)

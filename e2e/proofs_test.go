@@ -222,6 +222,7 @@ func (s *stack) workerProcess(bin string, env ...string) *exec.Cmd {
 		"PAYMENT_WEBHOOK_URL="+s.cfg.PaymentWebhookURL,
 		"AUTH_JWT_SECRET="+s.cfg.JWTSecret,
 		"PAYMENT_WEBHOOK_SECRET="+s.cfg.PaymentWebhookSecret,
+		"PAYMENT_PROVIDER="+s.cfg.PaymentProvider,
 		"METRICS_ADDR=127.0.0.1:0",
 		"LOG_LEVEL=warn",
 		"SCHEDULES_ENABLED=false",

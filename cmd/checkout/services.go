@@ -47,8 +47,9 @@ type app struct {
 	temporal client.Client
 	metrics  *metrics.Metrics
 	inv      *inventory.Engine
-	// paysim is the payment provider simulator: the worker calls it, the API serves its 3-D
-	// Secure page and delivers its webhooks.
+	// paysim is the payment provider simulator, the only provider of this build (PAYMENT_PROVIDER:
+	// api and worker start only when it names it, dev names it): the worker calls it, the API
+	// serves its 3-D Secure page and fault switch and delivers its webhooks.
 	paysim *paysim.Sim
 }
 
@@ -172,7 +173,7 @@ func (a *app) runWorker(ctx context.Context) error {
 }
 
 func runAPI(ctx context.Context, cfg config.Config) error {
-	if err := cfg.CheckSecrets(); err != nil {
+	if err := cfg.CheckServe(); err != nil {
 		return err
 	}
 	a, err := connect(ctx, cfg)
@@ -185,7 +186,7 @@ func runAPI(ctx context.Context, cfg config.Config) error {
 }
 
 func runWorker(ctx context.Context, cfg config.Config) error {
-	if err := cfg.CheckSecrets(); err != nil {
+	if err := cfg.CheckServe(); err != nil {
 		return err
 	}
 	a, err := connect(ctx, cfg)
@@ -214,6 +215,9 @@ func runDev(ctx context.Context, cfg config.Config) error {
 		return err
 	}
 	cfg.HTTPAddr = devHTTPAddr(cfg.HTTPAddr, os.Getenv)
+	if cfg.PaymentProvider == "" {
+		cfg.PaymentProvider = config.ProviderPaysim
+	}
 	if cfg.DatabaseURL == "" {
 		pg, err := pgserver.Start(ctx, pgserver.Options{Dir: filepath.Join(cfg.DataDir, "pg"), Port: cfg.PGPort,
 			Database: "checkout", Log: openLog(cfg.DataDir, "postgres.log")})

@@ -47,6 +47,9 @@ type Config struct {
 	JWTAudience          string
 	JWTMaxLifetime       time.Duration
 	PaymentWebhookSecret string
+	// PaymentProvider names the payment provider: paysim, the simulator, is the only one this build
+	// has. api and worker need it set; dev runs the simulator when it is not.
+	PaymentProvider string
 	// PaymentWebhookURL is where the provider simulator delivers its signed webhooks.
 	PaymentWebhookURL string
 
@@ -116,6 +119,9 @@ const (
 	DefaultTemporalUIPort = 8233
 )
 
+// ProviderPaysim is the payment simulator: authorizations and captures with no money moving.
+const ProviderPaysim = "paysim"
+
 // FromEnv reads the configuration from the process environment.
 func FromEnv() (Config, error) { return Load(os.Getenv) }
 
@@ -140,6 +146,7 @@ func Load(getenv func(string) string) (Config, error) {
 		JWTAudience:          p.str("AUTH_JWT_AUDIENCE", ""),
 		JWTMaxLifetime:       p.duration("AUTH_JWT_MAX_LIFETIME", 24*time.Hour),
 		PaymentWebhookSecret: p.getenv("PAYMENT_WEBHOOK_SECRET"),
+		PaymentProvider:      p.str("PAYMENT_PROVIDER", ""),
 		PaymentWebhookURL:    p.str("PAYMENT_WEBHOOK_URL", ""),
 		DataDir:              p.str("DATA_DIR", ".data"),
 		PGPort:               p.int("PG_PORT", DefaultPGPort),
@@ -198,6 +205,11 @@ func (c Config) Validate() error {
 	var errs []error
 	if c.HoldTTL < time.Second {
 		errs = append(errs, fmt.Errorf("HOLD_TTL %s: must be at least 1s", c.HoldTTL))
+	}
+	switch c.PaymentProvider {
+	case "", ProviderPaysim:
+	default:
+		errs = append(errs, fmt.Errorf("PAYMENT_PROVIDER %q: this build has the simulator only (%s)", c.PaymentProvider, ProviderPaysim))
 	}
 	if c.JWTMaxLifetime < time.Minute {
 		errs = append(errs, fmt.Errorf("AUTH_JWT_MAX_LIFETIME %s: must be at least 1m", c.JWTMaxLifetime))

@@ -20,8 +20,20 @@ const MinSecretBytes = 32
 // refused everywhere but in tests of this refusal.
 var developmentSecrets = []string{"dev-only-jwt-secret-change-me", "dev-only-webhook-secret-change-me"}
 
-// CheckSecrets is what api and worker ask before they start: every secret set, none a development
-// value, none shorter than MinSecretBytes. It answers with one line naming what is wrong.
+// CheckServe is what api and worker ask before they start: their secrets (CheckSecrets), and a
+// payment provider chosen, never assumed.
+func (c Config) CheckServe() error {
+	if err := c.CheckSecrets(); err != nil {
+		return err
+	}
+	if c.PaymentProvider == "" {
+		return fmt.Errorf("PAYMENT_PROVIDER is not set: name the payment provider (this build has only the simulator, %s, with which no money moves)", ProviderPaysim)
+	}
+	return nil
+}
+
+// CheckSecrets: every secret set, none a development value, none shorter than MinSecretBytes. It
+// answers with one line naming what is wrong.
 func (c Config) CheckSecrets() error {
 	check := func(name, v string) error {
 		switch {

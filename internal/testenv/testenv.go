@@ -153,7 +153,8 @@ func TemporalAddress(t testing.TB) string {
 // Secret is a secret for a test's configuration, long enough for CheckSecrets.
 const Secret = "test-secret-0123456789abcdef0123456789abcdef"
 
-// Config loads the configuration from env, with test secrets where env sets none.
+// Config loads the configuration from env, with test secrets and the payment simulator where env
+// sets none.
 func Config(t testing.TB, env map[string]string) config.Config {
 	t.Helper()
 	cfg, err := config.Load(func(k string) string {
@@ -163,6 +164,8 @@ func Config(t testing.TB, env map[string]string) config.Config {
 		switch k {
 		case "AUTH_JWT_SECRET", "PAYMENT_WEBHOOK_SECRET":
 			return Secret
+		case "PAYMENT_PROVIDER":
+			return config.ProviderPaysim
 		}
 		return ""
 	})
