@@ -41,6 +41,8 @@ const (
 	CodeCartMerged           = "CART_MERGED"
 	CodeMixedCurrency        = "MIXED_CURRENCY"
 	CodeInvalidSignature     = "INVALID_SIGNATURE"
+	// CodeOrderDelayed is a parked order's attention as its shopper sees it.
+	CodeOrderDelayed = "ORDER_DELAYED"
 )
 
 // Error is the one error model of the API: a status, a code, a message for people and details

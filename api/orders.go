@@ -318,8 +318,12 @@ func (s *Server) getOrder(c echo.Context) error {
 	v := orderView{OrderID: o.ID, Status: o.Status, FailureCode: o.FailureCode, Total: money.Format(o.TotalMinor),
 		Currency: o.Currency, HoldExpiresAt: o.HoldExpiresAt, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt,
 		Items: []orderItemView{}, Warehouses: []allocationView{}, Timeline: []timelineView{}}
+	support := mustPrincipal(c).Role == auth.RoleSupport
 	if o.Attention.Valid {
 		v.Attention = o.Attention.RawMessage
+		if !support {
+			v.Attention = shopperAttention(o.Attention.RawMessage)
+		}
 	}
 	items, err := s.q.OrderItems(ctx, o.ID)
 	if err != nil {
@@ -359,10 +363,47 @@ func (s *Server) getOrder(c echo.Context) error {
 		t := timelineView{At: e.CreatedAt, Kind: e.Kind}
 		if e.Detail.Valid {
 			t.Detail = e.Detail.RawMessage
+			if !support {
+				t.Detail = shopperDetail(e.Detail.RawMessage)
+			}
 		}
 		v.Timeline = append(v.Timeline, t)
 	}
 	return c.JSON(http.StatusOK, v)
+}
+
+// shopperDetails are the timeline details a shopper sees: stable codes and statuses. Raw errors
+// (which may name hosts and databases), support's free-text reasons and internal ids stay in
+// support's view and the logs.
+var shopperDetails = map[string]bool{"status": true, "code": true, "step": true, "action": true}
+
+func shopperDetail(raw json.RawMessage) json.RawMessage {
+	var d map[string]any
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return nil
+	}
+	for k := range d {
+		if !shopperDetails[k] {
+			delete(d, k)
+		}
+	}
+	if len(d) == 0 {
+		return nil
+	}
+	out, _ := json.Marshal(d)
+	return out
+}
+
+// shopperAttention is a parked order's attention as its shopper sees it: the step, a code and a
+// message of ours, not the failing dependency's error.
+func shopperAttention(raw json.RawMessage) json.RawMessage {
+	var a struct {
+		Step string `json:"step"`
+	}
+	_ = json.Unmarshal(raw, &a)
+	out, _ := json.Marshal(map[string]string{"step": a.Step, "code": CodeOrderDelayed,
+		"message": "finishing this order takes longer than usual; it goes on by itself or our support completes it"})
+	return out
 }
 
 // listOrders answers the caller's orders, newest first, a page at a time (cursor = the last id).

@@ -81,6 +81,13 @@ func TestSupport_ProviderDownPastRetries_NeedsAttentionThenRetryAndCancel(t *tes
 	assert.Equal(t, "capture", st.Attention.Step)
 	assert.Contains(t, st.Attention.Error, "unavailable")
 
+	// The shopper sees a code and a message of ours; support sees the dependency's error.
+	asShopper := s.call(http.MethodGet, fmt.Sprintf("/api/v1/orders/%d", id1), sh1.token, nil, nil)
+	assert.Equal(t, "ORDER_DELAYED", asShopper.str("attention", "code"), asShopper.raw)
+	assert.NotContains(t, asShopper.raw, "unavailable", "no internal error text reaches the shopper")
+	asSupport := s.call(http.MethodGet, fmt.Sprintf("/api/v1/orders/%d", id1), s.support(), nil, nil)
+	assert.Contains(t, asSupport.str("attention", "error"), "unavailable")
+
 	// An invalid action is refused and changes nothing.
 	err = s.supportAction(wf1, "explode", "testing")
 	require.Error(t, err)
@@ -93,7 +100,10 @@ func TestSupport_ProviderDownPastRetries_NeedsAttentionThenRetryAndCancel(t *tes
 	final := s.waitFinal(sh1.token, id1, 30*time.Second)
 	assert.Equal(t, "CONFIRMED", final.str("status"))
 	assert.Equal(t, "CAPTURED", final.str("payment", "status"))
-	assert.Contains(t, final.raw, `"reason":"provider recovered"`, "the action and its reason are in the timeline")
+	assert.NotContains(t, final.raw, "provider recovered", "support's reason stays internal")
+	assert.Contains(t, final.raw, `"action":"retry"`, "the shopper sees that support acted")
+	bySupport := s.call(http.MethodGet, fmt.Sprintf("/api/v1/orders/%d", id1), s.support(), nil, nil)
+	assert.Contains(t, bySupport.raw, `"reason":"provider recovered"`, "support reads the action and its reason in the timeline")
 
 	// A second order in the same state: support cancels it while the provider is still down (the
 	// parked capture retries on its own, so once the provider is back it may go through first:
