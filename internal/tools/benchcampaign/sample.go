@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"math"
-	"net/http"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -315,53 +312,10 @@ type persistence struct {
 	buckets map[float64]float64
 }
 
-var labelRe = regexp.MustCompile(`(\w+)="([^"]*)"`)
-
 // scrapePersistence reads the persistence metrics of the Temporal dev server.
 func scrapePersistence(ctx context.Context, url string) (persistence, error) {
 	p := persistence{at: time.Now(), count: map[string]float64{}, sum: map[string]float64{}, buckets: map[float64]float64{}}
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, http.MethodGet, url, nil)
-	if err != nil {
-		return p, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return p, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return p, fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	parsePersistence(resp.Body, &p)
-	return p, nil
-}
-
-func parsePersistence(r io.Reader, p *persistence) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "persistence_latency_") {
-			continue
-		}
-		name, rest, ok := strings.Cut(line, "{")
-		if !ok {
-			continue
-		}
-		labels, value, ok := strings.Cut(rest, "} ")
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		if err != nil {
-			continue
-		}
-		l := map[string]string{}
-		for _, m := range labelRe.FindAllStringSubmatch(labels, -1) {
-			l[m[1]] = m[2]
-		}
+	err := benchkit.ScrapeMetrics(ctx, url, func(name string, l map[string]string, v float64) {
 		op := l["service_name"] + " " + l["operation"]
 		switch name {
 		case "persistence_latency_count":
@@ -377,7 +331,8 @@ func parsePersistence(r io.Reader, p *persistence) {
 				p.buckets[le] += v
 			}
 		}
-	}
+	})
+	return p, err
 }
 
 // Persistence is what the dev server's persistence layer (SQLite) did during a window.

@@ -11,17 +11,13 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"log"
 	"math"
-	"net/http"
 	"os"
 	"os/signal"
-	"regexp"
 	"runtime"
 	"sort"
 	"strconv"
@@ -189,57 +185,17 @@ func measure(ctx context.Context, c config, n int) (result, error) {
 // visibility store's writes under "visibility operation".
 type snapshot map[string]float64
 
-var labelRe = regexp.MustCompile(`(\w+)="([^"]*)"`)
-
 func scrape(ctx context.Context, url string) (snapshot, error) {
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	return parse(resp.Body), nil
-}
-
-func parse(r io.Reader) snapshot {
 	s := snapshot{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		var prefix string
+	err := benchkit.ScrapeMetrics(ctx, url, func(name string, l map[string]string, v float64) {
 		switch {
-		case strings.HasPrefix(line, "persistence_requests{"):
-			prefix = "persistence_requests{"
-		case strings.HasPrefix(line, "visibility_persistence_requests{"):
-			prefix = "visibility_persistence_requests{"
-		default:
-			continue
-		}
-		labels, value, ok := strings.Cut(strings.TrimPrefix(line, prefix), "} ")
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		if err != nil {
-			continue
-		}
-		l := map[string]string{}
-		for _, m := range labelRe.FindAllStringSubmatch(labels, -1) {
-			l[m[1]] = m[2]
-		}
-		if prefix == "persistence_requests{" {
+		case name == "persistence_requests":
 			s[l["service_name"]+" "+l["operation"]] += v
-		} else if isVisibilityWrite(l["operation"]) {
+		case name == "visibility_persistence_requests" && isVisibilityWrite(l["operation"]):
 			s["visibility "+l["operation"]] += v
 		}
-	}
-	return s
+	})
+	return s, err
 }
 
 func isVisibilityWrite(op string) bool {
