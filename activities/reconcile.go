@@ -164,7 +164,8 @@ func (a *PaymentReconciler) resolve(ctx context.Context, pays *Payments, r db.Pa
 	switch {
 	case r.OrderStatus == "FAILED" && r.FailureCode == FailOrphaned:
 		// Ended as ORPHANED by an earlier run that stopped before the payment was reversed.
-		return a.finishOrphan(ctx, pays, r, res)
+		_, err := a.finishOrphan(ctx, pays, r, res)
+		return err
 	case r.OrderStatus == "FAILED" || r.OrderStatus == "CANCELLED":
 		return a.reverseLate(ctx, pays, r, res)
 	}
@@ -239,26 +240,25 @@ type Orphan struct {
 // is left alone.
 func (a *PaymentReconciler) EndIfOrphaned(ctx context.Context, in EndIfOrphanedInput) (Orphan, error) {
 	var out Orphan
-	inv := inventory.New(a.Pool, nil, inventory.WithCombining(0))
 	o, err := db.New(a.Pool).GetOrder(ctx, in.OrderID)
 	if err != nil {
 		return out, err
 	}
-	if o.Status != "PENDING_PAYMENT" && o.Status != "NEEDS_ATTENTION" {
-		// Finished: its workflow gave back what it had to; a release here only makes sure.
-		out.Released, err = inv.Release(ctx, in.OrderID)
-		return out, err
+	if o.Status == "PENDING_PAYMENT" || o.Status == "NEEDS_ATTENTION" {
+		running, err := a.Signaler.Running(ctx, in.WorkflowID)
+		if err != nil || running {
+			return Orphan{Running: running}, err
+		}
+		var res ReconcilePaymentsResult
+		out.Ended, out.Released, err = a.endOrphanAs(ctx, &Payments{Pool: a.Pool, Gateway: a.Gateway},
+			db.PaymentsToReconcileRow{OrderID: in.OrderID, WorkflowID: in.WorkflowID}, &res, cmp.Or(in.By, "payment reconciler"))
+		if err != nil || out.Ended {
+			return out, err
+		}
 	}
-	running, err := a.Signaler.Running(ctx, in.WorkflowID)
-	if err != nil || running {
-		return Orphan{Running: running}, err
-	}
-	if out.Released, err = inv.Release(ctx, in.OrderID); err != nil {
-		return out, err
-	}
-	var res ReconcilePaymentsResult
-	out.Ended, err = a.endOrphanAs(ctx, &Payments{Pool: a.Pool, Gateway: a.Gateway},
-		db.PaymentsToReconcileRow{OrderID: in.OrderID, WorkflowID: in.WorkflowID}, &res, cmp.Or(in.By, "payment reconciler"))
+	// Finished (by its workflow, or just now by someone else): whoever finished it gave back what
+	// it held; a release here only makes sure.
+	out.Released, err = inventory.New(a.Pool, nil, inventory.WithCombining(0)).Release(ctx, in.OrderID)
 	return out, err
 }
 
@@ -295,41 +295,45 @@ const DefaultOrphanAfter = 2 * time.Minute
 // so a repeat changes nothing.
 func (a *PaymentReconciler) endOrphan(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
 	res *ReconcilePaymentsResult) error {
-	_, err := a.endOrphanAs(ctx, pays, r, res, "payment reconciler")
+	_, _, err := a.endOrphanAs(ctx, pays, r, res, "payment reconciler")
 	return err
 }
 
+// endOrphanAs ends an open order whose workflow is gone, as by says, and gives back what it held;
+// it reports whether the order was still open, and the reservations it released.
 func (a *PaymentReconciler) endOrphanAs(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
-	res *ReconcilePaymentsResult, by string) (bool, error) {
+	res *ReconcilePaymentsResult, by string) (bool, int, error) {
 	// The order was read open before its workflow was found gone: the workflow may have ended it
 	// meanwhile (confirmed, with the money captured). Only an order still open is ended here, and
 	// only then is anything given back.
 	changed, err := (&Orders{Pool: a.Pool}).Transition(ctx, TransitionInput{OrderID: r.OrderID, To: "FAILED",
 		Code: FailOrphaned, Detail: map[string]any{"by": by}})
 	if err != nil || !changed {
-		return false, err
+		return false, 0, err
 	}
-	return true, a.finishOrphan(ctx, pays, r, res)
+	released, err := a.finishOrphan(ctx, pays, r, res)
+	return true, released, err
 }
 
 // finishOrphan gives back what an order ended as ORPHANED holds: its stock (reserved, or already
 // confirmed if its workflow stopped between confirm and capture), then its payment. Every step is
 // conditional, so a repeat changes nothing.
 func (a *PaymentReconciler) finishOrphan(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
-	res *ReconcilePaymentsResult) error {
+	res *ReconcilePaymentsResult) (int, error) {
 	inv := inventory.New(a.Pool, nil, inventory.WithCombining(0))
-	if _, err := inv.Release(ctx, r.OrderID); err != nil {
-		return err
+	released, err := inv.Release(ctx, r.OrderID)
+	if err != nil {
+		return 0, err
 	}
 	if _, err := inv.Restock(ctx, r.OrderID); err != nil {
-		return err
+		return released, err
 	}
 	if _, err := pays.Reverse(ctx, r.OrderID); err != nil {
-		return err
+		return released, err
 	}
 	res.Orphaned++
 	if len(res.Payments) < maxListed {
 		res.Payments = append(res.Payments, ResolvedPayment{OrderID: r.OrderID, Was: r.Status, Status: "ORPHAN_ENDED"})
 	}
-	return nil
+	return released, nil
 }
