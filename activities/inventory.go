@@ -8,8 +8,10 @@ import (
 	"errors"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/inventory"
 )
 
@@ -24,21 +26,32 @@ const (
 // Inventory exposes the inventory engine's operations as activities.
 type Inventory struct {
 	Engine *inventory.Engine
+	// Pool reads where an order ships to.
+	Pool *pgxpool.Pool
 	// Jobs receives the figures of the scheduled sweeps and reconciliations; nil means none.
 	Jobs JobObserver
 }
 
 // ReserveInput is what an order asks the inventory for.
 type ReserveInput struct {
-	OrderID int64              `json:"orderId"`
-	Lines   []inventory.Line   `json:"lines"`
-	ShipTo  inventory.Location `json:"shipTo"`
-	Hold    time.Duration      `json:"hold"`
+	OrderID int64            `json:"orderId"`
+	Lines   []inventory.Line `json:"lines"`
+	// ShipTo is where the order ships to, as orders of earlier releases carried it. Orders now
+	// leave it out: Reserve reads the order's address, so coordinates stay out of the history.
+	ShipTo inventory.Location `json:"shipTo,omitzero"`
+	Hold   time.Duration      `json:"hold"`
 }
 
 // Reserve holds every line of the order or none. Out of stock is a non-retryable error of type
 // OutOfStock whose details are the short lines.
 func (a *Inventory) Reserve(ctx context.Context, in ReserveInput) (inventory.Reservation, error) {
+	if in.ShipTo == (inventory.Location{}) {
+		to, err := db.New(a.Pool).OrderShipTo(ctx, in.OrderID)
+		if err != nil {
+			return inventory.Reservation{}, err
+		}
+		in.ShipTo = inventory.Location{Lat: to.Lat, Lon: to.Lon}
+	}
 	res, err := a.Engine.Reserve(ctx, inventory.ReserveRequest{OrderID: in.OrderID, Lines: in.Lines,
 		ShipTo: in.ShipTo, Hold: in.Hold})
 	return res, asApplicationError(err)

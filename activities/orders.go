@@ -134,10 +134,12 @@ type CreateOrderInput struct {
 	Detail         map[string]any `json:"detail,omitempty"`
 }
 
-// CreatedOrder is the order and where it ships to.
+// CreatedOrder is the order.
 type CreatedOrder struct {
-	OrderID int64              `json:"orderId"`
-	ShipTo  inventory.Location `json:"shipTo"`
+	OrderID int64 `json:"orderId"`
+	// ShipTo was where the order ships to, for the sagas of earlier releases; it is left empty
+	// now (their Reserve step then reads the address itself).
+	ShipTo inventory.Location `json:"shipTo,omitzero"`
 	// Existing: another run of the same request created the order and the order is finished;
 	// this run must not act on it.
 	Existing bool `json:"existing,omitempty"`
@@ -149,14 +151,13 @@ func (a *Orders) CreateOrder(ctx context.Context, in CreateOrderInput) (CreatedO
 	var out CreatedOrder
 	err := pgx.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
 		q := db.New(tx)
-		addr, err := q.GetAddress(ctx, in.AddressID, in.UserID)
+		_, err := q.GetAddress(ctx, in.AddressID, in.UserID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return temporal.NewNonRetryableApplicationError("unknown address", ErrTypeAddressNotFound, err)
 		}
 		if err != nil {
 			return err
 		}
-		out.ShipTo = inventory.Location{Lat: addr.Lat, Lon: addr.Lon}
 		id, err := q.InsertOrder(ctx, db.InsertOrderParams{UserID: in.UserID, IdempotencyKey: in.IdempotencyKey,
 			RequestHash: in.RequestHash, WorkflowID: in.WorkflowID, RunID: in.RunID, AddressID: in.AddressID,
 			PriceVersion: in.Quote.PriceVersion, TotalMinor: in.Quote.TotalMinor, Currency: in.Quote.Currency})

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sqlc-dev/pqtype"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/marketplace/checkout/db"
@@ -31,8 +33,15 @@ type AuthorizeInput struct {
 	OrderID     int64  `json:"orderId"`
 	AmountMinor int64  `json:"amountMinor"`
 	Currency    string `json:"currency"`
-	Token       string `json:"token"`
+	// Token is the payment method token as orders of earlier releases carried it. Orders now
+	// leave it empty: the token stays in PostgreSQL, where the API put it, and never enters the
+	// workflow's history.
+	Token string `json:"token,omitempty"`
 }
+
+// ErrTypePaymentMethodGone: the order's payment method token is no longer on record (the order
+// request was never stored, or its token was forgotten after a day). Retrying cannot help.
+const ErrTypePaymentMethodGone = "PaymentMethodGone"
 
 // PaymentResult is the provider's state of the order's payment.
 type PaymentResult struct {
@@ -46,6 +55,19 @@ type PaymentResult struct {
 // UNKNOWN: the row says so and a non-retryable PaymentOutcomeUnknown error tells the workflow to
 // ask the provider (ResolvePayment) before deciding anything.
 func (a *Payments) Authorize(ctx context.Context, in AuthorizeInput) (PaymentResult, error) {
+	if in.Token == "" {
+		token, err := db.New(a.Pool).PaymentMethodToken(ctx, in.OrderID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			// The token is forgotten once the provider answered: this is a repeat of a call whose
+			// answer was recorded but lost on its way back (the worker died). The provider's
+			// intent under the order's key is that answer.
+			return a.answered(ctx, in.OrderID)
+		}
+		if err != nil {
+			return PaymentResult{}, err
+		}
+		in.Token = token
+	}
 	intent, err := a.Gateway.Authorize(ctx, payment.AuthorizeRequest{IdempotencyKey: PaymentKey(in.OrderID),
 		OrderID: in.OrderID, AmountMinor: in.AmountMinor, Currency: in.Currency, PaymentMethodToken: in.Token})
 	if errors.Is(err, payment.ErrTimeout) {
@@ -59,6 +81,20 @@ func (a *Payments) Authorize(ctx context.Context, in AuthorizeInput) (PaymentRes
 		return PaymentResult{}, providerError(err)
 	}
 	return a.mirror(ctx, in.OrderID, intent)
+}
+
+// answered returns the provider's intent for an order whose authorization it already answered;
+// PaymentMethodGone when it holds none (the token was forgotten without an answer).
+func (a *Payments) answered(ctx context.Context, orderID int64) (PaymentResult, error) {
+	intent, err := a.Gateway.Lookup(ctx, PaymentKey(orderID))
+	if errors.Is(err, payment.ErrNotFound) {
+		return PaymentResult{}, temporal.NewNonRetryableApplicationError(
+			"the order's payment method is no longer on record", ErrTypePaymentMethodGone, err)
+	}
+	if err != nil {
+		return PaymentResult{}, providerError(err)
+	}
+	return a.mirror(ctx, orderID, intent)
 }
 
 // ResolvePayment asks the provider what became of the order's payment.
@@ -94,6 +130,57 @@ func (a *Payments) SettleUnknown(ctx context.Context, in AuthorizeInput) (Paymen
 		return PaymentResult{}, temporal.NewApplicationError(msg, ErrTypePaymentStillUnknown)
 	}
 	return res, nil
+}
+
+// ErrTypePaymentEventRefused: a payment event named an intent that is not the order's, or one
+// the provider holds for another amount or currency. The order does not act on it.
+const ErrTypePaymentEventRefused = "PaymentEventRefused"
+
+// VerifyEventInput is a payment event as the order received it, and what the order expects.
+type VerifyEventInput struct {
+	OrderID     int64  `json:"orderId"`
+	IntentID    string `json:"intentId"`
+	AmountMinor int64  `json:"amountMinor"`
+	Currency    string `json:"currency"`
+	// Claimed is the status the event said; only the provider's answer is acted on.
+	Claimed string `json:"claimed,omitempty"`
+}
+
+// VerifyEvent asks the provider for the order's intent before the order acts on an event about
+// it: the intent must be the one the provider holds under the order's own key, for this order,
+// amount and currency. The provider's status, not the event's, is returned and mirrored. A
+// mismatch is a non-retryable PaymentEventRefused; a provider that cannot be asked is retried.
+func (a *Payments) VerifyEvent(ctx context.Context, in VerifyEventInput) (PaymentResult, error) {
+	intent, err := a.Gateway.Lookup(ctx, PaymentKey(in.OrderID))
+	if errors.Is(err, payment.ErrNotFound) {
+		return PaymentResult{}, temporal.NewNonRetryableApplicationError(
+			"the provider holds no intent for this order", ErrTypePaymentEventRefused, err)
+	}
+	if err != nil {
+		return PaymentResult{}, providerError(err)
+	}
+	if msg := eventMismatch(in, intent); msg != "" {
+		activity.GetLogger(ctx).Warn("payment event refused", "order_id", in.OrderID, "intent_id", in.IntentID, "reason", msg)
+		return PaymentResult{}, temporal.NewNonRetryableApplicationError(msg, ErrTypePaymentEventRefused, nil)
+	}
+	if in.Claimed != "" && in.Claimed != string(intent.Status) {
+		activity.GetLogger(ctx).Warn("payment event disagrees with the provider", "order_id", in.OrderID,
+			"event_status", in.Claimed, "provider_status", intent.Status)
+	}
+	return a.mirror(ctx, in.OrderID, intent)
+}
+
+// eventMismatch says why the provider's intent does not back the event, or "" when it does.
+func eventMismatch(in VerifyEventInput, intent payment.Intent) string {
+	switch {
+	case intent.ID != in.IntentID:
+		return "the event names intent " + in.IntentID + ", the order's is " + intent.ID
+	case intent.OrderID != in.OrderID:
+		return "the provider's intent belongs to another order"
+	case intent.AmountMinor != in.AmountMinor || intent.Currency != in.Currency:
+		return "the provider's intent is for another amount"
+	}
+	return ""
 }
 
 // Capture takes the authorized money. A repeat captures nothing more.

@@ -66,6 +66,10 @@ type ReconcilePaymentsInput struct {
 	BatchSize int32 `json:"batchSize,omitempty"`
 }
 
+// PaymentMethodTokenTTL is how long a payment method token is kept for an order request whose
+// payment never got a definite answer from the provider.
+const PaymentMethodTokenTTL = 24 * time.Hour
+
 // ResolvedPayment is one payment the reconciler asked the provider about.
 type ResolvedPayment struct {
 	OrderID int64  `json:"orderId"`
@@ -85,6 +89,9 @@ type ReconcilePaymentsResult struct {
 	Orphaned int `json:"orphaned"`
 	// Reversed counts payments of failed or cancelled orders found holding money, and reversed.
 	Reversed int `json:"reversed,omitempty"`
+	// TokensForgotten counts payment method tokens of requests that never reached a definite
+	// payment answer, forgotten after PaymentMethodTokenTTL.
+	TokensForgotten int `json:"tokensForgotten,omitempty"`
 	// ByStatus counts the resolved payments by the provider's status, in status order.
 	ByStatus   []StatusCount     `json:"byStatus,omitempty"`
 	Payments   []ResolvedPayment `json:"payments,omitempty"`
@@ -150,6 +157,13 @@ func (a *PaymentReconciler) ReconcilePayments(ctx context.Context, in ReconcileP
 		if len(rows) < int(in.BatchSize) {
 			break
 		}
+	}
+	if in.OrderID == 0 {
+		n, err := q.ForgetStalePaymentMethodTokens(ctx, PaymentMethodTokenTTL.Seconds())
+		if err != nil {
+			return res, err
+		}
+		res.TokensForgotten = int(n)
 	}
 	if res.Failed > 0 && res.Resolved == 0 && res.NotFound == 0 {
 		// Nothing could be asked or told (the provider or Temporal is down): fail the run, so

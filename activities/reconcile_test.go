@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/internal/testenv"
@@ -401,4 +402,50 @@ func TestReconcilePayments_ClosedLongAgo_NotLookedAt(t *testing.T) {
 	res, err := rec.ReconcilePayments(ctx, activities.ReconcilePaymentsInput{})
 	require.NoError(t, err)
 	assert.Zero(t, res.Checked, "past the late window (a day)")
+}
+
+func TestReconcilePayments_ForgetsPaymentMethodTokensLeftAfterADay(t *testing.T) {
+	t.Parallel()
+	pool := testenv.Pool(t)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `INSERT INTO payment_method_tokens (user_id, idempotency_key, request_hash, token, created_at)
+		VALUES (7, 'old', 'h', 'tok_ok', now() - interval '25 hours'), (7, 'new', 'h', 'tok_ok', now())`)
+	require.NoError(t, err)
+	rec := &activities.PaymentReconciler{Pool: pool, Gateway: &fakeProvider{intents: map[string]payment.Intent{}},
+		Signaler: &fakeSignaler{got: map[string]string{}, fail: map[string]bool{}}}
+	res, err := rec.ReconcilePayments(ctx, activities.ReconcilePaymentsInput{})
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.TokensForgotten)
+	var left []string
+	rows, err := pool.Query(ctx, `SELECT idempotency_key FROM payment_method_tokens ORDER BY 1`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var k string
+		require.NoError(t, rows.Scan(&k))
+		left = append(left, k)
+	}
+	require.NoError(t, rows.Err())
+	assert.Equal(t, []string{"new"}, left, "a token younger than a day is still needed by its order")
+}
+
+// TestAuthorize_RepeatedAfterItsAnswerWasLost_ProviderAnswersWithoutTheToken: the provider
+// answered and the answer was recorded (so the card token is forgotten), but the worker died before
+// the order heard it. The repeated step asks the provider for the intent instead of authorizing.
+func TestAuthorize_RepeatedAfterItsAnswerWasLost_ProviderAnswersWithoutTheToken(t *testing.T) {
+	t.Parallel()
+	pool := testenv.Pool(t)
+	ctx := context.Background()
+	id, _ := insertOrder(t, pool, "PENDING_PAYMENT", "AUTHORIZED", 0)
+	provider := &fakeProvider{intents: map[string]payment.Intent{activities.PaymentKey(id): {ID: "pi_1",
+		IdempotencyKey: activities.PaymentKey(id), OrderID: id, Status: payment.StatusAuthorized, AmountMinor: 1000, Currency: "TRY"}}}
+	pays := &activities.Payments{Pool: pool, Gateway: provider}
+	res, err := pays.Authorize(ctx, activities.AuthorizeInput{OrderID: id, AmountMinor: 1000, Currency: "TRY"})
+	require.NoError(t, err)
+	assert.Equal(t, activities.PaymentResult{Status: "AUTHORIZED", IntentID: "pi_1"}, res)
+
+	other, _ := insertOrder(t, pool, "PENDING_PAYMENT", "PENDING", 0)
+	_, err = pays.Authorize(ctx, activities.AuthorizeInput{OrderID: other, AmountMinor: 1000, Currency: "TRY"})
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	assert.Equal(t, activities.ErrTypePaymentMethodGone, appErr.Type(), "no token and no intent: nothing to authorize with")
 }

@@ -100,9 +100,15 @@ func (s *Server) createOrder(c echo.Context) error {
 	} else if err != nil {
 		return err
 	}
+	// The token is a capability on the shopper's card: it stays here, by request, for the
+	// Authorize step, and never travels through the workflow's input or history.
+	if err := s.q.SavePaymentMethodToken(ctx, db.SavePaymentMethodTokenParams{UserID: p.UserID,
+		IdempotencyKey: key, RequestHash: h, Token: req.PaymentMethodToken}); err != nil {
+		return err
+	}
 
 	in := workflows.OrderInput{UserID: p.UserID, IdempotencyKey: key, RequestHash: h, PriceVersion: req.PriceVersion,
-		AddressID: req.AddressID, PaymentMethodToken: req.PaymentMethodToken, HoldTTL: s.Config.HoldTTL, Provider: s.Config.PaymentProvider,
+		AddressID: req.AddressID, HoldTTL: s.Config.HoldTTL, Provider: s.Config.PaymentProvider,
 		StepRetryWindow: s.Config.StepRetryWindow}
 	wfID := workflows.OrderWorkflowID(p.UserID, key)
 	op := s.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{

@@ -25,6 +25,7 @@ import (
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/payment"
 )
 
 // TemporalClient is the slice of the Temporal client the API uses.
@@ -35,6 +36,11 @@ type TemporalClient interface {
 	UpdateWorkflow(ctx context.Context, options client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error)
 	SignalWorkflow(ctx context.Context, workflowID, runID, signalName string, arg any) error
 	ExecuteWorkflow(ctx context.Context, options client.StartWorkflowOptions, workflow any, args ...any) (client.WorkflowRun, error)
+}
+
+// PaymentLookup asks the payment provider for an intent by its idempotency key.
+type PaymentLookup interface {
+	Lookup(ctx context.Context, key string) (payment.Intent, error)
 }
 
 // PaymentPages are the provider's own pages (the simulator's 3-D Secure page), served by the API
@@ -53,6 +59,9 @@ type Deps struct {
 	Temporal  TemporalClient
 	Metrics   *metrics.Metrics
 	Log       *slog.Logger
+	// Payments is the payment provider, asked about an intent before a webhook that names it is
+	// routed to an order by its key.
+	Payments PaymentLookup
 	// PaymentPages, when set, serves the payment simulator's pages.
 	PaymentPages PaymentPages
 	// PaymentFaults, when set, lets the ops role switch the simulator's injected faults.

@@ -21,9 +21,12 @@ import (
 )
 
 // paymentWebhook receives the provider's signed events. A bad signature is 401 and changes
-// nothing; an event already seen is acknowledged and changes nothing more. The event is handed to
-// the order's workflow as a signal in the same transaction that records it, so a failed signal is
-// retried by the provider rather than lost.
+// nothing; an event already seen is acknowledged and changes nothing more. An event is routed
+// only to an intent the product created: one whose id an order recorded, or — for an
+// authorization whose answer the order never got — one the provider confirms it holds under an
+// order's own key. The event goes to the order's workflow as a signal in the same transaction that
+// records it, so a failed signal is retried by the provider rather than lost; the workflow asks
+// the provider before acting on it, so the event's status is never taken on its word.
 func (s *Server) paymentWebhook(c echo.Context) error {
 	body, err := io.ReadAll(c.Request().Body)
 	if err != nil {
@@ -54,18 +57,14 @@ func (s *Server) paymentWebhook(c echo.Context) error {
 			duplicate = true
 			return nil
 		}
-		order, err := q.PaymentByIntent(ctx, &ev.Intent.ID)
-		if errors.Is(err, pgx.ErrNoRows) {
-			var byKey db.PaymentByKeyRow
-			byKey, err = q.PaymentByKey(ctx, ev.Intent.IdempotencyKey)
-			order = db.PaymentByIntentRow(byKey)
-		}
-		if errors.Is(err, pgx.ErrNoRows) {
-			unknown = true
-			return nil
-		}
-		if err != nil {
+		order, ok, err := s.routeEvent(ctx, q, ev)
+		if err != nil || !ok {
+			unknown = !ok
 			return err
+		}
+		if order.Status == workflows.StatusFailed || order.Status == workflows.StatusCancelled {
+			// The order has given up, and its workflow is closed or closing.
+			return s.paymentForClosedOrder(ctx, q, order.OrderID, ev)
 		}
 		err = s.Temporal.SignalWorkflow(ctx, order.WorkflowID, "", workflows.SignalPaymentResult,
 			workflows.PaymentSignal{EventID: ev.ID, IntentID: ev.Intent.ID, Status: string(ev.Intent.Status)})
@@ -79,23 +78,55 @@ func (s *Server) paymentWebhook(c echo.Context) error {
 		return err
 	}
 	if unknown {
-		s.Log.Warn("payment event for an unknown intent", "intent_id", ev.Intent.ID, "event_id", ev.ID)
+		// Acknowledged, so the provider does not deliver it again; nothing else happens.
+		s.Log.Warn("payment event for an intent the checkout did not create", "intent_id", ev.Intent.ID, "event_id", ev.ID)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"received": true, "duplicate": duplicate})
+}
+
+// routeEvent finds the order of an event's intent: by the intent id an order recorded, else by
+// the order's key when the provider confirms that this very intent is the one it holds under it.
+// A provider that cannot be asked is an error, so the event is delivered again later.
+func (s *Server) routeEvent(ctx context.Context, q *db.Queries, ev payment.WebhookEvent) (db.PaymentByIntentRow, bool, error) {
+	order, err := q.PaymentByIntent(ctx, &ev.Intent.ID)
+	if err == nil || !errors.Is(err, pgx.ErrNoRows) {
+		return order, err == nil, err
+	}
+	byKey, err := q.PaymentByKey(ctx, ev.Intent.IdempotencyKey)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return order, false, nil
+	}
+	if err != nil {
+		return order, false, err
+	}
+	if s.Payments == nil {
+		return order, false, errNoProvider
+	}
+	intent, err := s.Payments.Lookup(ctx, ev.Intent.IdempotencyKey)
+	if errors.Is(err, payment.ErrNotFound) || (err == nil && intent.ID != ev.Intent.ID) {
+		return order, false, nil
+	}
+	if err != nil {
+		return order, false, s.providerUnavailable(err)
+	}
+	return db.PaymentByIntentRow(byKey), true, nil
+}
+
+var errNoProvider = NewError(http.StatusServiceUnavailable, CodeUnavailable, "no payment provider is configured")
+
+// providerUnavailable: the provider could not be asked; the event is delivered again later.
+func (s *Server) providerUnavailable(err error) error {
+	s.Log.Warn("payment provider cannot be asked about a webhook's intent", "error", err)
+	return NewError(http.StatusServiceUnavailable, CodeUnavailable, "the payment provider cannot be asked now")
 }
 
 // paymentForClosedOrder handles an event for an order whose workflow has ended. Its compensation
 // reversed what the provider held then; money the provider reports holding now (an authorization
 // that arrived after the order gave up) is recorded on the payment and reversed by a run of the
-// payment reconciler for this order, started here. A failure to start it fails the webhook, so
-// the provider delivers it again.
+// payment reconciler for this order, started here. The provider is asked: the event's status and
+// amounts are not taken on their word. A failure to ask it or to start the run fails the webhook,
+// so the provider delivers it again.
 func (s *Server) paymentForClosedOrder(ctx context.Context, q *db.Queries, orderID int64, ev payment.WebhookEvent) error {
-	switch ev.Intent.Status {
-	case payment.StatusAuthorized, payment.StatusCaptured, payment.StatusRequiresAction:
-	default:
-		s.Log.Info("payment event for a closed order", "order_id", orderID, "event_id", ev.ID)
-		return nil
-	}
 	o, err := q.GetOrder(ctx, orderID)
 	if err != nil {
 		return err
@@ -103,13 +134,30 @@ func (s *Server) paymentForClosedOrder(ctx context.Context, q *db.Queries, order
 	if o.Status != workflows.StatusFailed && o.Status != workflows.StatusCancelled {
 		return nil
 	}
-	intentID := ev.Intent.ID
-	if err := q.RecordPayment(ctx, db.RecordPaymentParams{OrderID: orderID, Status: string(ev.Intent.Status),
-		IntentID: &intentID, CapturedMinor: ev.Intent.CapturedMinor, RefundedMinor: ev.Intent.RefundedMinor}); err != nil {
+	if s.Payments == nil {
+		return errNoProvider
+	}
+	intent, err := s.Payments.Lookup(ctx, ev.Intent.IdempotencyKey)
+	if errors.Is(err, payment.ErrNotFound) || (err == nil && (intent.ID != ev.Intent.ID || intent.OrderID != orderID)) {
+		s.Log.Warn("payment event for a closed order not backed by the provider", "order_id", orderID, "event_id", ev.ID)
+		return nil
+	}
+	if err != nil {
+		return s.providerUnavailable(err)
+	}
+	switch intent.Status {
+	case payment.StatusAuthorized, payment.StatusCaptured, payment.StatusRequiresAction:
+	default:
+		s.Log.Info("payment event for a closed order", "order_id", orderID, "event_id", ev.ID)
+		return nil
+	}
+	intentID := intent.ID
+	if err := q.RecordPayment(ctx, db.RecordPaymentParams{OrderID: orderID, Status: string(intent.Status),
+		IntentID: &intentID, CapturedMinor: intent.CapturedMinor, RefundedMinor: intent.RefundedMinor}); err != nil {
 		return err
 	}
 	s.Log.Warn("money held for a closed order: reversing it", "order_id", orderID, "event_id", ev.ID,
-		"payment_status", ev.Intent.Status)
+		"payment_status", intent.Status)
 	_, err = s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       workflows.LatePaymentWorkflowID(orderID),
 		TaskQueue:                s.Config.TaskQueue,

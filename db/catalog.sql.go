@@ -251,6 +251,27 @@ func (q *Queries) ListWarehouses(ctx context.Context) ([]Warehouse, error) {
 	return items, nil
 }
 
+const orderShipTo = `-- name: OrderShipTo :one
+SELECT a.lat, a.lon
+FROM orders o
+JOIN addresses a ON a.id = o.address_id
+WHERE o.id = $1
+`
+
+type OrderShipToRow struct {
+	Lat float64
+	Lon float64
+}
+
+// Where an order ships to, read by its reserve step, so that the coordinates never travel through
+// the order workflow.
+func (q *Queries) OrderShipTo(ctx context.Context, orderID int64) (OrderShipToRow, error) {
+	row := q.db.QueryRow(ctx, orderShipTo, orderID)
+	var i OrderShipToRow
+	err := row.Scan(&i.Lat, &i.Lon)
+	return i, err
+}
+
 const sKUsByIDs = `-- name: SKUsByIDs :many
 SELECT id, seller_id, code, title, price_minor, currency, max_per_order, price_version
 FROM skus

@@ -152,6 +152,14 @@ type Payment struct {
 	UpdatedAt      time.Time
 }
 
+type PaymentMethodToken struct {
+	UserID         int64
+	IdempotencyKey string
+	RequestHash    string
+	Token          string
+	CreatedAt      time.Time
+}
+
 type PaymentWebhookEvent struct {
 	EventID    string
 	IntentID   string

@@ -13,6 +13,21 @@ import (
 	"github.com/sqlc-dev/pqtype"
 )
 
+const forgetStalePaymentMethodTokens = `-- name: ForgetStalePaymentMethodTokens :execrows
+DELETE FROM payment_method_tokens
+WHERE created_at < now() - make_interval(secs => $1::float8)
+`
+
+// Tokens of requests that never reached a definite payment answer (refused before the payment,
+// or never placed), after the given age.
+func (q *Queries) ForgetStalePaymentMethodTokens(ctx context.Context, olderThanSeconds float64) (int64, error) {
+	result, err := q.db.Exec(ctx, forgetStalePaymentMethodTokens, olderThanSeconds)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const getIdempotencyRecord = `-- name: GetIdempotencyRecord :one
 SELECT user_id, idempotency_key, request_hash, order_id, outcome, created_at
 FROM idempotency_records
@@ -426,7 +441,7 @@ func (q *Queries) ParkOrder(ctx context.Context, attention pqtype.NullRawMessage
 }
 
 const paymentByIntent = `-- name: PaymentByIntent :one
-SELECT p.order_id, o.workflow_id, o.user_id
+SELECT p.order_id, o.workflow_id, o.user_id, o.status
 FROM payments p
 JOIN orders o ON o.id = p.order_id
 WHERE p.intent_id = $1
@@ -436,17 +451,23 @@ type PaymentByIntentRow struct {
 	OrderID    int64
 	WorkflowID string
 	UserID     int64
+	Status     string
 }
 
 func (q *Queries) PaymentByIntent(ctx context.Context, intentID *string) (PaymentByIntentRow, error) {
 	row := q.db.QueryRow(ctx, paymentByIntent, intentID)
 	var i PaymentByIntentRow
-	err := row.Scan(&i.OrderID, &i.WorkflowID, &i.UserID)
+	err := row.Scan(
+		&i.OrderID,
+		&i.WorkflowID,
+		&i.UserID,
+		&i.Status,
+	)
 	return i, err
 }
 
 const paymentByKey = `-- name: PaymentByKey :one
-SELECT p.order_id, o.workflow_id, o.user_id
+SELECT p.order_id, o.workflow_id, o.user_id, o.status
 FROM payments p
 JOIN orders o ON o.id = p.order_id
 WHERE p.idempotency_key = $1
@@ -456,16 +477,44 @@ type PaymentByKeyRow struct {
 	OrderID    int64
 	WorkflowID string
 	UserID     int64
+	Status     string
 }
 
 func (q *Queries) PaymentByKey(ctx context.Context, idempotencyKey string) (PaymentByKeyRow, error) {
 	row := q.db.QueryRow(ctx, paymentByKey, idempotencyKey)
 	var i PaymentByKeyRow
-	err := row.Scan(&i.OrderID, &i.WorkflowID, &i.UserID)
+	err := row.Scan(
+		&i.OrderID,
+		&i.WorkflowID,
+		&i.UserID,
+		&i.Status,
+	)
 	return i, err
 }
 
+const paymentMethodToken = `-- name: PaymentMethodToken :one
+SELECT t.token
+FROM orders o
+JOIN payment_method_tokens t
+  ON t.user_id = o.user_id AND t.idempotency_key = o.idempotency_key AND t.request_hash = o.request_hash
+WHERE o.id = $1
+`
+
+func (q *Queries) PaymentMethodToken(ctx context.Context, orderID int64) (string, error) {
+	row := q.db.QueryRow(ctx, paymentMethodToken, orderID)
+	var token string
+	err := row.Scan(&token)
+	return token, err
+}
+
 const recordPayment = `-- name: RecordPayment :exec
+WITH forgotten AS (
+    DELETE FROM payment_method_tokens t
+     USING orders o
+     WHERE $2::text NOT IN ('PENDING', 'UNKNOWN')
+       AND o.id = $6
+       AND t.user_id = o.user_id AND t.idempotency_key = o.idempotency_key AND t.request_hash = o.request_hash
+)
 UPDATE payments
    SET intent_id = COALESCE($1, intent_id),
        status = $2,
@@ -489,7 +538,8 @@ type RecordPaymentParams struct {
 }
 
 // Mirrors the provider's intent. Final states are never overwritten by an earlier one arriving
-// late (a stale retry), so the row only moves forward.
+// late (a stale retry), so the row only moves forward. Once the provider's answer is definite the
+// order's payment method token is forgotten: no later call authorizes again.
 func (q *Queries) RecordPayment(ctx context.Context, arg RecordPaymentParams) error {
 	_, err := q.db.Exec(ctx, recordPayment,
 		arg.IntentID,
@@ -514,6 +564,31 @@ func (q *Queries) ResumeOrder(ctx context.Context, id int64) (string, error) {
 	var status string
 	err := row.Scan(&status)
 	return status, err
+}
+
+const savePaymentMethodToken = `-- name: SavePaymentMethodToken :exec
+INSERT INTO payment_method_tokens (user_id, idempotency_key, request_hash, token)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT DO NOTHING
+`
+
+type SavePaymentMethodTokenParams struct {
+	UserID         int64
+	IdempotencyKey string
+	RequestHash    string
+	Token          string
+}
+
+// Keeps an order request's payment method token for its Authorize step. A repeat of the same
+// request finds it already kept.
+func (q *Queries) SavePaymentMethodToken(ctx context.Context, arg SavePaymentMethodTokenParams) error {
+	_, err := q.db.Exec(ctx, savePaymentMethodToken,
+		arg.UserID,
+		arg.IdempotencyKey,
+		arg.RequestHash,
+		arg.Token,
+	)
+	return err
 }
 
 const setOrderHold = `-- name: SetOrderHold :exec

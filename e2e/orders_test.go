@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -233,25 +234,34 @@ func TestOrder_CancelBeforeAndAfterConfirmation(t *testing.T) {
 	assert.Equal(t, float64(id), page2.body["orders"].([]any)[0].(map[string]any)["orderId"])
 }
 
+// webhook posts a payment event signed with secret, as the provider posts it.
+func (s *stack) webhook(body []byte, secret string) reply {
+	s.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.base+"/api/v1/payments/webhook", bytesReader(body))
+	require.NoError(s.t, err)
+	req.Header.Set(payment.SignatureHeader, payment.Sign([]byte(secret), body, time.Now()))
+	return s.do(req)
+}
+
+// awaiting3DS places a one-unit order of sku paid with tok_3ds: the order waits for the shopper's
+// 3-D Secure answer. It returns the shopper, the order's answer, its id and its intent.
+func (s *stack) awaiting3DS(user, sku int64) (*shopper, reply, int64, string) {
+	s.t.Helper()
+	sh := s.shopper(user)
+	sh.fill(map[int64]int32{sku: 1})
+	r := sh.order("k-"+randomHex(8), sh.preview(), "tok_3ds")
+	require.Equal(s.t, http.StatusCreated, r.status, r.raw)
+	return sh, r, r.int("orderId"), intentRe.FindStringSubmatch(r.str("payment", "redirectUrl"))[1]
+}
+
 func TestWebhook_BadSignatureRefusedAndReplayHasNoSecondEffect(t *testing.T) {
 	t.Parallel()
 	s := startStack(t, stackOptions{})
-	sh := s.shopper(7009)
-	sh.fill(map[int64]int32{78: 1})
-	r := sh.order("k-"+randomHex(8), sh.preview(), "tok_3ds")
-	require.Equal(t, http.StatusCreated, r.status, r.raw)
-	id := r.int("orderId")
-	intent := intentRe.FindStringSubmatch(r.str("payment", "redirectUrl"))[1]
+	sh, r, id, intent := s.awaiting3DS(7009, 78)
 
 	body := []byte(fmt.Sprintf(`{"id":"evt_forged","type":"payment_intent.authorized","created":"%s","intent":{"id":"%s","status":"AUTHORIZED","idempotencyKey":"order-%d"}}`,
 		time.Now().UTC().Format(time.RFC3339), intent, id))
-	post := func(sig string) reply {
-		req, err := http.NewRequest(http.MethodPost, s.base+"/api/v1/payments/webhook", bytesReader(body))
-		require.NoError(t, err)
-		req.Header.Set(payment.SignatureHeader, sig)
-		return s.do(req)
-	}
-	bad := post(payment.Sign([]byte("not-the-secret-at-all"), body, time.Now()))
+	bad := s.webhook(body, "not-the-secret-at-all")
 	assert.Equal(t, http.StatusUnauthorized, bad.status)
 	assert.Equal(t, "INVALID_SIGNATURE", bad.str("code"))
 	time.Sleep(200 * time.Millisecond)
@@ -265,11 +275,53 @@ func TestWebhook_BadSignatureRefusedAndReplayHasNoSecondEffect(t *testing.T) {
 	var evtBody []byte
 	require.NoError(t, s.pool.QueryRow(s.ctx, `SELECT id, payload FROM paysim_webhook_events WHERE intent_id = $1`, intent).Scan(&evtID, &evtBody))
 	body = evtBody
-	replayed := post(payment.Sign([]byte(s.cfg.PaymentWebhookSecret), body, time.Now()))
+	replayed := s.webhook(body, s.cfg.PaymentWebhookSecret)
 	assert.Equal(t, http.StatusOK, replayed.status, replayed.raw)
 	assert.Equal(t, true, replayed.body["duplicate"])
 	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM payment_webhook_events WHERE intent_id = $1`, intent))
 	assert.Equal(t, final.str("payment", "captured"), s.waitFinal(sh.token, id, time.Second).str("payment", "captured"), "captured once")
+}
+
+// TestWebhook_SignedButNotBackedByTheProvider_NotActedOn: a correctly signed event (a leaked
+// secret, or a confused provider) is not taken on its word. One naming an intent the checkout never
+// created is acknowledged and goes nowhere; one naming the order's intent with a status the
+// provider does not hold is checked with the provider by the order, which acts on the provider's
+// status only.
+func TestWebhook_SignedButNotBackedByTheProvider_NotActedOn(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, stackOptions{})
+	sh, r, id, intent := s.awaiting3DS(7021, 78)
+	signed := func(evt, intentID, status string) reply {
+		return s.webhook([]byte(fmt.Sprintf(`{"id":"%s","type":"payment_intent.%s","created":"%s","intent":{"id":"%s","status":"%s","idempotencyKey":"order-%d","orderId":%d,"amountMinor":1}}`,
+			evt, strings.ToLower(status), time.Now().UTC().Format(time.RFC3339), intentID, status, id, id)), s.cfg.PaymentWebhookSecret)
+	}
+	updated := func() time.Time {
+		var at time.Time
+		require.NoError(t, s.pool.QueryRow(s.ctx, `SELECT updated_at FROM payments WHERE order_id = $1`, id).Scan(&at))
+		return at
+	}
+
+	assert.Zero(t, s.scalar(`SELECT count(*) FROM payment_method_tokens WHERE user_id = 7021`),
+		"the provider answered definitely (3-D Secure needed): the card token is forgotten")
+
+	made := signed("evt_made_up", "pi_made_up", "AUTHORIZED")
+	require.Equal(t, http.StatusOK, made.status, made.raw)
+	assert.Equal(t, false, made.body["duplicate"])
+
+	for _, claim := range []string{"DECLINED", "AUTHORIZED"} {
+		before := updated()
+		got := signed("evt_claims_"+claim, intent, claim)
+		require.Equal(t, http.StatusOK, got.status, got.raw)
+		require.Eventually(t, func() bool { return updated().After(before) }, 20*time.Second, 50*time.Millisecond,
+			"the order asked the provider about the event claiming %s", claim)
+		o := s.call(http.MethodGet, fmt.Sprintf("/api/v1/orders/%d", id), sh.token, nil, nil)
+		assert.Equal(t, "PENDING_PAYMENT", o.str("status"), "an event claiming %s changed nothing", claim)
+		assert.Equal(t, "REQUIRES_ACTION", o.str("payment", "status"), "the provider's status is the one kept")
+	}
+
+	require.Equal(t, http.StatusOK, s.answer3DS(r.str("payment", "redirectUrl"), "approve").status)
+	assert.Equal(t, "CONFIRMED", s.waitFinal(sh.token, id, 30*time.Second).str("status"),
+		"the shopper's real approval still confirms the order")
 }
 
 // TestWebhook_LateAuthorizationOfAClosedOrder_Reversed: an order gave up (here refused out of

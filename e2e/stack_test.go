@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,6 +60,37 @@ type stack struct {
 	deps     worker.Deps
 	worker   sdkworker.Worker
 	cancel   context.CancelFunc
+	// moneyDown makes the provider refuse to move money (capture, void, refund) as if it were
+	// down, while it still answers lookups: an outage the order sees only after it has checked
+	// its payment.
+	moneyDown *atomic.Bool
+}
+
+// moneyDownGateway is the worker's provider, unable to move money while down is set.
+type moneyDownGateway struct {
+	payment.Gateway
+	down *atomic.Bool
+}
+
+func (g moneyDownGateway) Capture(ctx context.Context, key string) (payment.Intent, error) {
+	if g.down.Load() {
+		return payment.Intent{}, payment.ErrUnavailable
+	}
+	return g.Gateway.Capture(ctx, key)
+}
+
+func (g moneyDownGateway) Void(ctx context.Context, key string) (payment.Intent, error) {
+	if g.down.Load() {
+		return payment.Intent{}, payment.ErrUnavailable
+	}
+	return g.Gateway.Void(ctx, key)
+}
+
+func (g moneyDownGateway) Refund(ctx context.Context, key string) (payment.Intent, error) {
+	if g.down.Load() {
+		return payment.Intent{}, payment.ErrUnavailable
+	}
+	return g.Gateway.Refund(ctx, key)
 }
 
 type stackOptions struct {
@@ -118,7 +150,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 		RetryMax: time.Second, PollInterval: 100 * time.Millisecond})
 	carts := cart.NewCache(pool, cart.CacheOptions{Entries: cfg.CartCacheEntries, Log: quietLog()})
 	e := api.New(api.Deps{Config: cfg, Pool: pool, Inventory: inv, Temporal: tc, Metrics: m, Log: quietLog(),
-		PaymentPages: sim, PaymentFaults: sim, CartCache: carts})
+		Payments: sim, PaymentPages: sim, PaymentFaults: sim, CartCache: carts})
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	go func() { _ = sim.RunDeliverer(ctx) }()
@@ -126,10 +158,12 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	go func() { _ = carts.Run(ctx); close(cartsDone) }()
 
 	s := &stack{t: t, ctx: ctx, pool: pool, cfg: cfg, temporal: tc, base: base, sim: sim, cancel: cancel,
-		http: &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 100}},
-		deps: worker.Deps{Config: cfg, Pool: pool, Inventory: inv, Gateway: sim, Temporal: tc, Metrics: m, Log: quietLog()}}
+		http:      &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 100}},
+		deps:      worker.Deps{Config: cfg, Pool: pool, Inventory: inv, Temporal: tc, Metrics: m, Log: quietLog()},
+		moneyDown: &atomic.Bool{}}
+	s.deps.Gateway = moneyDownGateway{Gateway: sim, down: s.moneyDown}
 	if o.gateway != nil {
-		s.deps.Gateway = o.gateway(sim)
+		s.deps.Gateway = o.gateway(s.deps.Gateway)
 	}
 	for _, l := range worker.Loops(s.deps) {
 		go func() { _ = l.Run(ctx) }()

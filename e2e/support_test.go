@@ -13,12 +13,12 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/marketplace/checkout/payment/paysim"
 	"github.com/marketplace/checkout/workflows"
 )
 
-// parkedOrder places a 3-D Secure order, takes the provider down, approves the payment and
-// waits until the capture has spent its retries and the order waits for support.
+// parkedOrder places a 3-D Secure order, approves the payment while the provider can no longer
+// move money (it still answers the order's check of the approval) and waits until the capture has
+// spent its retries and the order waits for support.
 func (s *stack) parkedOrder(user int64) (*shopper, int64, string) {
 	s.t.Helper()
 	sh := s.shopper(user)
@@ -27,7 +27,7 @@ func (s *stack) parkedOrder(user int64) (*shopper, int64, string) {
 	r := sh.order(key, sh.preview(), "tok_3ds")
 	require.Equal(s.t, http.StatusCreated, r.status, r.raw)
 	id := r.int("orderId")
-	require.NoError(s.t, s.sim.SetFaults(s.ctx, paysim.Faults{DownUntil: time.Now().Add(time.Hour)}))
+	s.moneyDown.Store(true)
 	require.Equal(s.t, http.StatusOK, s.answer3DS(r.str("payment", "redirectUrl"), "approve").status)
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -40,9 +40,7 @@ func (s *stack) parkedOrder(user int64) (*shopper, int64, string) {
 	}
 }
 
-func (s *stack) providerUp() {
-	require.NoError(s.t, s.sim.SetFaults(s.ctx, paysim.Faults{DownUntil: time.Now().Add(-time.Second)}))
-}
+func (s *stack) providerUp() { s.moneyDown.Store(false) }
 
 // supportAction sends what support staff send from the UI.
 func (s *stack) supportAction(workflowID string, action, reason string) error {

@@ -51,7 +51,8 @@ func (w *orderFlow) fail(ctx workflow.Context, code string, answer *PlaceOrderRe
 	}
 	reversible := w.has(compensatePayment)
 	w.compensateKind(dctx, compensatePayment)
-	if reversible && moneyMaybeHeld(w.st.PaymentStatus) {
+	if reversible && (moneyMaybeHeld(w.st.PaymentStatus) || len(w.events) > 0) {
+		w.events = nil
 		// The provider's word came while the order was being failed: an authorization the reversal
 		// did not find yet. It is reversed too. (One that comes after the workflow closed is
 		// reversed by the payment reconciler, which its webhook starts.)
@@ -68,6 +69,20 @@ func (w *orderFlow) fail(ctx workflow.Context, code string, answer *PlaceOrderRe
 		w.st.FailureCode = done.FailureCode
 	}
 	w.setStatus(dctx, status, w.st.FailureCode)
+	w.reverseLateMoney(dctx)
+}
+
+// reverseLateMoney reverses the payment once more when a payment event came while the order was
+// being failed or closing: an authorization the provider made after the order's reversal looked.
+// Reverse asks the provider first and is safe to repeat. (An event after the workflow closed goes
+// to the payment reconciler, which the webhook starts.)
+func (w *orderFlow) reverseLateMoney(ctx workflow.Context) {
+	if len(w.events) == 0 || w.st.OrderID == 0 || (w.st.Status != StatusFailed && w.st.Status != StatusCancelled) {
+		return
+	}
+	w.events = nil
+	w.note(ctx, "payment event after the order gave up", "reversing what the provider holds")
+	_ = w.reversePayment(ctx)
 }
 
 func (w *orderFlow) has(kind int) bool {

@@ -61,11 +61,12 @@ func (w *orderFlow) registerHandlers(ctx workflow.Context) error {
 		return err
 	}
 	onSignal(ctx, SignalPaymentResult, func(s PaymentSignal) {
-		source := s.Source
-		if source == "" {
-			source = "webhook"
+		// Checked with the provider while the order waits for its payment. Once the payment is
+		// decided an event changes nothing, but one that comes while the order is being failed
+		// may be money the provider took late: the order reverses it before it closes.
+		if (w.phase <= phaseWaiting && !w.paid && !w.declined) || w.phase >= phaseFailing {
+			w.events = append(w.events, s)
 		}
-		w.onPayment(s.Status, source+" "+s.EventID)
 	})
 	onSignal(ctx, SignalStockShortfall, func(s ShortfallSignal) {
 		w.shortfall = true

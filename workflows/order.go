@@ -17,12 +17,14 @@ import (
 
 // OrderInput is one POST /orders: who, with which Idempotency-Key, and what they confirmed.
 type OrderInput struct {
-	UserID             int64         `json:"userId"`
-	IdempotencyKey     string        `json:"idempotencyKey"`
-	RequestHash        string        `json:"requestHash"`
-	PriceVersion       string        `json:"priceVersion"`
-	AddressID          int64         `json:"addressId"`
-	PaymentMethodToken string        `json:"paymentMethodToken"`
+	UserID         int64  `json:"userId"`
+	IdempotencyKey string `json:"idempotencyKey"`
+	RequestHash    string `json:"requestHash"`
+	PriceVersion   string `json:"priceVersion"`
+	AddressID      int64  `json:"addressId"`
+	// PaymentMethodToken is carried only by orders placed through earlier releases of the API;
+	// the API now keeps the token in PostgreSQL and the Authorize step reads it from there.
+	PaymentMethodToken string        `json:"paymentMethodToken,omitempty"`
 	HoldTTL            time.Duration `json:"holdTtl"`
 	Provider           string        `json:"provider"`
 	// StepRetryWindow bounds the retries of each step after the answer; when it runs out the
@@ -157,6 +159,10 @@ func OrderWorkflow(ctx workflow.Context, in OrderInput) (OrderState, error) {
 	if err != nil && !temporal.IsCanceledError(err) {
 		return w.st, err
 	}
+	// The last look, in the task that completes the workflow: a completion that raced a new
+	// event is redone with the event delivered, so none is left unseen.
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	w.reverseLateMoney(dctx)
 	return w.st, nil
 }
 
@@ -195,8 +201,10 @@ type orderFlow struct {
 	phase  phase
 
 	paid, declined, expired, shortfall bool
-	cancel                             string // failure code of a requested cancel
-	support                            []SupportRequest
+	// events are payment events not yet checked with the provider.
+	events  []PaymentSignal
+	cancel  string // failure code of a requested cancel
+	support []SupportRequest
 	// parked is the step waiting for support (nil when none).
 	parked *parking
 
@@ -267,7 +275,7 @@ func (w *orderFlow) run(ctx workflow.Context) {
 	w.push("release stock", w.releaseStock, compensateStock)
 	var res inventory.Reservation
 	err = workflow.ExecuteLocalActivity(lctx, stockA.Reserve, activities.ReserveInput{OrderID: created.OrderID,
-		Lines: lines, ShipTo: created.ShipTo, Hold: w.in.HoldTTL}).Get(ctx, &res)
+		Lines: lines, Hold: w.in.HoldTTL}).Get(ctx, &res)
 	if err != nil {
 		if isAppError(err, activities.ErrTypeOutOfStock) {
 			var short []inventory.ShortLine
@@ -368,20 +376,60 @@ func (w *orderFlow) onPayment(status, source string) {
 	w.searchDirty = true
 }
 
+// verifyEvent asks the provider whether a payment event is about this order's intent, for its
+// amount, and what the intent's status is: a quick try in this workflow task, then, while the
+// provider cannot be asked, the server's retries with backoff until the hold would expire. It
+// returns the future of those retries, or nil when the quick try decided.
+func (w *orderFlow) verifyEvent(ctx, rctx workflow.Context, ev PaymentSignal) (workflow.Future, string) {
+	source := ev.Source
+	if source == "" {
+		source = "webhook"
+	}
+	source += " " + ev.EventID
+	in := activities.VerifyEventInput{OrderID: w.st.OrderID, IntentID: ev.IntentID, AmountMinor: w.st.TotalMinor,
+		Currency: w.st.Currency, Claimed: ev.Status}
+	f := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, quickStepOptions), paymentsA.VerifyEvent, in)
+	if err := f.Get(ctx, nil); err != nil && !isAppError(err, activities.ErrTypePaymentEventRefused) {
+		return workflow.ExecuteActivity(workflow.WithActivityOptions(rctx,
+			unknownOptions(w.st.HoldExpiresAt.Sub(workflow.Now(ctx)))), paymentsA.VerifyEvent, in), source
+	}
+	w.verified(ctx, f, source)
+	return nil, ""
+}
+
+// verified acts on the provider's answer about a payment event; the event's own word is never
+// acted on.
+func (w *orderFlow) verified(ctx workflow.Context, f workflow.Future, source string) {
+	var pay activities.PaymentResult
+	if err := f.Get(ctx, &pay); err != nil {
+		w.note(ctx, "payment event not acted on", source+": "+errorText(err))
+		return
+	}
+	w.st.IntentID = pay.IntentID
+	w.onPayment(pay.Status, source+", confirmed by the provider")
+}
+
 // awaitOutcome waits until the payment is decided or the order must stop, and returns the
 // failure code when it must stop. Nothing here wakes the order on a clock: the hold child's end is
 // the expiry, and an unknown payment outcome is settled by an activity the server retries with
 // backoff (the payment reconciler is the backstop of both).
 func (w *orderFlow) awaitOutcome(ctx workflow.Context) string {
 	w.phase = phaseWaiting
+	var unknown, verify workflow.Future
+	var verifying string
 	decided := func() bool {
-		return w.paid || w.declined || w.expired || w.shortfall || w.cancel != "" || len(w.support) > 0
+		return w.paid || w.declined || w.expired || w.shortfall || w.cancel != "" || len(w.support) > 0 ||
+			(len(w.events) > 0 && verify == nil)
 	}
-	var unknown workflow.Future
 	unknownAsked := false
 	unknownCtx, stopUnknown := workflow.WithCancel(ctx)
 	defer stopUnknown()
 	for {
+		for len(w.events) > 0 && verify == nil && !w.paid && !w.declined {
+			ev := w.events[0]
+			w.events = w.events[1:]
+			verify, verifying = w.verifyEvent(ctx, unknownCtx, ev)
+		}
 		var timer workflow.Future
 		stopTimer := func() {}
 		holding := w.hold != nil && !w.holdLost
@@ -399,8 +447,8 @@ func (w *orderFlow) awaitOutcome(ctx workflow.Context) string {
 				timer = workflow.NewTimer(tctx, max(w.st.HoldExpiresAt.Add(holdGrace).Sub(workflow.Now(ctx)), 0))
 			}
 			err := workflow.Await(ctx, func() bool {
-				return decided() || (unknown != nil && unknown.IsReady()) || (holding && w.hold.IsReady()) ||
-					(timer != nil && timer.IsReady())
+				return decided() || (unknown != nil && unknown.IsReady()) || (verify != nil && verify.IsReady()) ||
+					(holding && w.hold.IsReady()) || (timer != nil && timer.IsReady())
 			})
 			if err != nil && w.cancel == "" { // the workflow itself was cancelled (from the UI)
 				w.cancel = FailCancelledBySupport
@@ -414,6 +462,10 @@ func (w *orderFlow) awaitOutcome(ctx workflow.Context) string {
 				w.onPayment(pay.Status, "provider asked")
 			}
 			unknown = nil // asked once; the payment reconciler asks again if need be
+		}
+		if verify != nil && verify.IsReady() {
+			w.verified(ctx, verify, verifying)
+			verify = nil
 		}
 		if holding && w.hold.IsReady() && !w.expired {
 			var res HoldResult

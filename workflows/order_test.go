@@ -102,6 +102,10 @@ func (s *saga) defaults() {
 	})
 	def("EndIfOrphaned", activities.Orphan{Running: true}, nil)
 	def("SettleUnknown", activities.PaymentResult{Status: "AUTHORIZED", IntentID: "pi_1"}, nil)
+	// The provider backs every event unless a test says otherwise.
+	def("VerifyEvent", func(ctx context.Context, in activities.VerifyEventInput) (activities.PaymentResult, error) {
+		return activities.PaymentResult{Status: in.Claimed, IntentID: "pi_1"}, nil
+	})
 }
 
 // on mocks an activity (the first matching mock answers) and counts its calls.
@@ -196,6 +200,52 @@ func TestOrder_3DSDeclined_FailedAndCompensated(t *testing.T) {
 	assert.GreaterOrEqual(t, s.calls["Release"], 1, "stock given back")
 	assert.Equal(t, 1, s.calls["Reverse"], "authorization voided")
 	assert.Zero(t, s.calls["Capture"])
+}
+
+func TestOrder_EventTheProviderDoesNotBack_NotActedOn(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("REQUIRES_ACTION")
+	s.on("VerifyEvent").Return(activities.PaymentResult{}, temporal.NewNonRetryableApplicationError(
+		"the event names intent pi_forged, the order's is pi_1", activities.ErrTypePaymentEventRefused, nil))
+	s.signal(time.Minute, workflows.SignalPaymentResult, workflows.PaymentSignal{EventID: "evt_forged", IntentID: "pi_forged", Status: "AUTHORIZED"})
+	st := s.run(input("tok_3ds"))
+
+	assert.Equal(t, 1, s.calls["VerifyEvent"], "the provider was asked before acting")
+	assert.Equal(t, workflows.StatusFailed, st.Status)
+	assert.Equal(t, workflows.FailHoldExpired, st.FailureCode, "the order kept waiting for a real payment")
+	assert.Zero(t, s.calls["Confirm"]+s.calls["Capture"], "nothing confirmed on the event's word")
+}
+
+func TestOrder_EventClaimsDeclined_ProviderStillWaiting_ThenApproved(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("REQUIRES_ACTION")
+	s.on("VerifyEvent").Return(activities.PaymentResult{Status: "REQUIRES_ACTION", IntentID: "pi_1"}, nil).Once()
+	s.signal(time.Minute, workflows.SignalPaymentResult, workflows.PaymentSignal{EventID: "evt_fake", IntentID: "pi_1", Status: "DECLINED"})
+	s.signal(2*time.Minute, workflows.SignalPaymentResult, workflows.PaymentSignal{EventID: "evt_2", IntentID: "pi_1", Status: "AUTHORIZED"})
+	s.on("VerifyEvent").Return(activities.PaymentResult{Status: "AUTHORIZED", IntentID: "pi_1"}, nil)
+	st := s.run(input("tok_3ds"))
+
+	assert.Equal(t, 2, s.calls["VerifyEvent"])
+	assert.Equal(t, workflows.StatusConfirmed, st.Status, "the provider's status is acted on, not the event's")
+	assert.Equal(t, 1, s.calls["Capture"])
+}
+
+func TestOrder_ProviderDownWhenAsked_EventCheckedByServerRetries(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("REQUIRES_ACTION")
+	tries := 0
+	s.on("VerifyEvent").Return(func(ctx context.Context, in activities.VerifyEventInput) (activities.PaymentResult, error) {
+		tries++
+		if tries <= 6 {
+			return activities.PaymentResult{}, down
+		}
+		return activities.PaymentResult{Status: "AUTHORIZED", IntentID: "pi_1"}, nil
+	})
+	s.signal(time.Minute, workflows.SignalPaymentResult, workflows.PaymentSignal{EventID: "evt_1", IntentID: "pi_1", Status: "AUTHORIZED"})
+	st := s.run(input("tok_3ds"))
+
+	assert.Greater(t, tries, 6)
+	assert.Equal(t, workflows.StatusConfirmed, st.Status)
 }
 
 func TestOrder_DeclinedAtOnce_402WithStockBack(t *testing.T) {
@@ -395,6 +445,23 @@ func TestOrder_OutOfStock_FailedWithShortLines(t *testing.T) {
 	assert.Equal(t, short, s.placed.Short)
 	assert.Equal(t, workflows.StatusFailed, st.Status)
 	assert.Zero(t, s.calls["Authorize"])
+}
+
+// TestOrder_PaymentEventWhileBeingFailed_Reversed: the provider's event comes while the order is
+// giving up (here: out of stock, so no payment was ever asked for, yet the provider authorized the
+// order's key late). The order reverses what the provider holds before it closes.
+func TestOrder_PaymentEventWhileBeingFailed_Reversed(t *testing.T) {
+	s := newSaga(t)
+	s.on("Reserve").Return(inventory.Reservation{},
+		temporal.NewNonRetryableApplicationError("out of stock", activities.ErrTypeOutOfStock, nil, []inventory.ShortLine{}))
+	s.on("Release").After(time.Minute).Return(0, nil)
+	s.signal(10*time.Second, workflows.SignalPaymentResult, workflows.PaymentSignal{EventID: "evt_late", IntentID: "pi_1", Status: "AUTHORIZED"})
+	st := s.run(input("tok_3ds"))
+
+	assert.Equal(t, workflows.StatusFailed, st.Status)
+	assert.Zero(t, s.calls["Authorize"])
+	assert.Equal(t, 1, s.calls["Reverse"], "the late authorization is reversed by the order itself")
+	assert.Zero(t, s.calls["Capture"])
 }
 
 func TestOrder_SameKeyDifferentBody_Rejected(t *testing.T) {

@@ -14,12 +14,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/marketplace/checkout/workflows"
 )
@@ -103,6 +105,58 @@ func TestHistories_CurrentBuildHasEveryPath(t *testing.T) {
 	for _, name := range everyPath {
 		assert.True(t, have[name], "%s/%s.json is not recorded: make histories", workflows.BuildID, name)
 	}
+}
+
+// TestHistories_CurrentBuildCarriesNoPaymentTokenOrCoordinates: the histories of this build's
+// every path hold no payment method token and no shipping coordinates in any payload (inputs,
+// results, markers, signals, updates): the workflow carries references (the order, the address)
+// and its steps read the rest from PostgreSQL.
+func TestHistories_CurrentBuildCarriesNoPaymentTokenOrCoordinates(t *testing.T) {
+	checked := 0
+	for _, h := range manifest(t) {
+		if h.release != workflows.BuildID {
+			continue
+		}
+		f, err := os.Open(filepath.Join(historyDir, h.file))
+		require.NoError(t, err)
+		hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+		require.NoError(t, errors.Join(err, f.Close()))
+		for _, data := range payloadsOf(hist.ProtoReflect()) {
+			checked++
+			for _, banned := range []string{"tok_", `"token"`, `"paymentMethodToken"`, `"shipTo"`, `"lat"`, `"lon"`} {
+				assert.NotContains(t, string(data), banned, "%s: a payload carries %s", h.file, banned)
+			}
+		}
+	}
+	require.NotZero(t, checked, "no payloads found in build %s's histories", workflows.BuildID)
+}
+
+// payloadsOf collects the data of every Payload message inside m, however deeply nested.
+func payloadsOf(m protoreflect.Message) [][]byte {
+	if p, ok := m.Interface().(*commonpb.Payload); ok {
+		return [][]byte{p.GetData()}
+	}
+	var out [][]byte
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.Kind() != protoreflect.MessageKind:
+		case fd.IsMap():
+			if fd.MapValue().Kind() == protoreflect.MessageKind {
+				v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
+					out = append(out, payloadsOf(mv.Message())...)
+					return true
+				})
+			}
+		case fd.IsList():
+			for i := 0; i < v.List().Len(); i++ {
+				out = append(out, payloadsOf(v.List().Get(i).Message())...)
+			}
+		default:
+			out = append(out, payloadsOf(v.Message())...)
+		}
+		return true
+	})
+	return out
 }
 
 // TestReplay_RecordedHistories replays every kept history against the current code: a change that

@@ -103,7 +103,7 @@ func (a *app) serveAPI(ctx context.Context) error {
 	carts := cart.NewCache(a.pool, cart.CacheOptions{Entries: a.cfg.CartCacheEntries,
 		MaxBytes: int64(a.cfg.CartCacheMemoryMB) << 20, Log: a.log})
 	e := api.New(api.Deps{Config: a.cfg, Pool: a.pool, Inventory: a.inv, Temporal: a.temporal,
-		Metrics: a.metrics, Log: a.log, PaymentPages: a.paysim, PaymentFaults: a.paysim, CartCache: carts})
+		Metrics: a.metrics, Log: a.log, Payments: a.paysim, PaymentPages: a.paysim, PaymentFaults: a.paysim, CartCache: carts})
 	srv := &http.Server{Addr: a.cfg.HTTPAddr, Handler: e, ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second}
 	g, ctx := errgroup.WithContext(ctx)

@@ -74,6 +74,14 @@ SELECT id, user_id, city, line1, lat, lon, created_at
 FROM addresses
 WHERE id = @id AND user_id = @user_id;
 
+-- name: OrderShipTo :one
+-- Where an order ships to, read by its reserve step, so that the coordinates never travel through
+-- the order workflow.
+SELECT a.lat, a.lon
+FROM orders o
+JOIN addresses a ON a.id = o.address_id
+WHERE o.id = @order_id;
+
 -- name: InsertOutboxEvent :exec
 INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload)
 VALUES (@aggregate_type, @aggregate_id, @event_type, @payload);

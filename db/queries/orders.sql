@@ -81,20 +81,28 @@ FROM payments
 WHERE order_id = @order_id;
 
 -- name: PaymentByIntent :one
-SELECT p.order_id, o.workflow_id, o.user_id
+SELECT p.order_id, o.workflow_id, o.user_id, o.status
 FROM payments p
 JOIN orders o ON o.id = p.order_id
 WHERE p.intent_id = @intent_id;
 
 -- name: PaymentByKey :one
-SELECT p.order_id, o.workflow_id, o.user_id
+SELECT p.order_id, o.workflow_id, o.user_id, o.status
 FROM payments p
 JOIN orders o ON o.id = p.order_id
 WHERE p.idempotency_key = @idempotency_key;
 
 -- name: RecordPayment :exec
 -- Mirrors the provider's intent. Final states are never overwritten by an earlier one arriving
--- late (a stale retry), so the row only moves forward.
+-- late (a stale retry), so the row only moves forward. Once the provider's answer is definite the
+-- order's payment method token is forgotten: no later call authorizes again.
+WITH forgotten AS (
+    DELETE FROM payment_method_tokens t
+     USING orders o
+     WHERE @status::text NOT IN ('PENDING', 'UNKNOWN')
+       AND o.id = @order_id
+       AND t.user_id = o.user_id AND t.idempotency_key = o.idempotency_key AND t.request_hash = o.request_hash
+)
 UPDATE payments
    SET intent_id = COALESCE(sqlc.narg(intent_id), intent_id),
        status = @status,
@@ -128,3 +136,23 @@ WHERE user_id = @user_id AND idempotency_key = @idempotency_key;
 INSERT INTO payment_webhook_events (event_id, intent_id, type)
 VALUES (@event_id, @intent_id, @type)
 ON CONFLICT (event_id) DO NOTHING;
+
+-- name: SavePaymentMethodToken :exec
+-- Keeps an order request's payment method token for its Authorize step. A repeat of the same
+-- request finds it already kept.
+INSERT INTO payment_method_tokens (user_id, idempotency_key, request_hash, token)
+VALUES (@user_id, @idempotency_key, @request_hash, @token)
+ON CONFLICT DO NOTHING;
+
+-- name: PaymentMethodToken :one
+SELECT t.token
+FROM orders o
+JOIN payment_method_tokens t
+  ON t.user_id = o.user_id AND t.idempotency_key = o.idempotency_key AND t.request_hash = o.request_hash
+WHERE o.id = @order_id;
+
+-- name: ForgetStalePaymentMethodTokens :execrows
+-- Tokens of requests that never reached a definite payment answer (refused before the payment,
+-- or never placed), after the given age.
+DELETE FROM payment_method_tokens
+WHERE created_at < now() - make_interval(secs => @older_than_seconds::float8);
