@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -293,4 +294,33 @@ func TestPaymentFaults_OpsOnlyAndValidated(t *testing.T) {
 	a = h.do(http.MethodPut, "/api/v1/ops/payment-faults", ops, `{}`)
 	require.Equal(t, http.StatusOK, a.status, a.raw)
 	assert.Nil(t, a.body["downUntil"], "an empty body brings the provider back")
+}
+
+// TestDatabaseDown_503WithRetryAfter: with PostgreSQL unreachable, a request that needs it is
+// answered 503 UNAVAILABLE with Retry-After, never a 500.
+func TestDatabaseDown_503WithRetryAfter(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+	pcfg, err := pgxpool.ParseConfig("postgres://checkout@" + addr + "/checkout?connect_timeout=2")
+	require.NoError(t, err)
+	pool, err := pgxpool.NewWithConfig(context.Background(), pcfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	cfg := testenv.Config(t, nil)
+	m := metrics.New()
+	e := api.New(api.Deps{Config: cfg, Pool: pool, Inventory: inventory.New(pool, m), Metrics: m,
+		Log: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	tok, err := auth.Mint([]byte(cfg.JWTSecret), auth.Principal{UserID: 7, Role: auth.RoleShopper}, time.Hour)
+	require.NoError(t, err)
+
+	req := httptest.NewRequest(http.MethodGet, "/api/v1/addresses", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, req)
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
+	assert.Contains(t, rec.Body.String(), `"code":"UNAVAILABLE"`)
+	assert.NotEmpty(t, rec.Header().Get("Retry-After"))
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/labstack/echo/v4"
+	"go.temporal.io/api/serviceerror"
 )
 
 // Error codes of the API's error model. Every error answer is
@@ -114,8 +117,14 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		case errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil:
 			// The client went away; nobody reads the answer.
 			apiErr = NewError(499, CodeUnavailable, "request cancelled")
+		case dependencyDown(err):
+			apiErr = NewError(http.StatusServiceUnavailable, CodeUnavailable,
+				"a service the checkout depends on is unavailable; try again shortly")
 		default:
 			apiErr = NewError(http.StatusInternalServerError, CodeInternal, "internal error")
+		}
+		if apiErr.Status == http.StatusServiceUnavailable && c.Response().Header().Get("Retry-After") == "" {
+			c.Response().Header().Set("Retry-After", retryAfterSeconds)
 		}
 		if apiErr.Status >= 500 {
 			log.Error("request failed", "error", err, "request_id", requestID(c),
@@ -161,3 +170,33 @@ func unauthorized(msg string) *Error { return NewError(http.StatusUnauthorized, 
 func notFound() *Error { return NewError(http.StatusNotFound, CodeNotFound, "no such resource") }
 
 func forbidden(msg string) *Error { return NewError(http.StatusForbidden, CodeForbidden, msg) }
+
+// retryAfterSeconds is the Retry-After of a 503: a dependency that is briefly down (a database
+// failover, a Temporal frontend restarting) is usually back within seconds.
+const retryAfterSeconds = "2"
+
+// dependencyDown says whether err is PostgreSQL or Temporal being unreachable, overloaded or
+// restarting, rather than a fault of the request or of the code: the client may repeat the
+// request, and nothing it asked for was half done (every write is one transaction or an
+// idempotent workflow call).
+func dependencyDown(err error) bool {
+	var connErr *pgconn.ConnectError
+	var pgErr *pgconn.PgError
+	var netErr net.Error
+	var unavailable *serviceerror.Unavailable
+	var exhausted *serviceerror.ResourceExhausted
+	var deadline *serviceerror.DeadlineExceeded
+	switch {
+	case errors.As(err, &connErr), pgconn.Timeout(err), errors.Is(err, context.DeadlineExceeded),
+		errors.As(err, &netErr),
+		errors.As(err, &unavailable), errors.As(err, &exhausted), errors.As(err, &deadline):
+		return true
+	case errors.As(err, &pgErr):
+		// 08: connection lost; 57P0x: the server shutting down or starting; 53300: too many
+		// connections; 55P03: a lock wait timed out; 40001/40P01: a serialization failure or a
+		// deadlock, which a repeat resolves.
+		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P") ||
+			pgErr.Code == "53300" || pgErr.Code == "55P03" || pgErr.Code == "40001" || pgErr.Code == "40P01"
+	}
+	return false
+}
