@@ -32,6 +32,9 @@ const (
 	ErrTypeProviderDown     = "PaymentProviderUnavailable"
 	ErrTypeIdempotencyStore = "IdempotencyStore"
 	ErrTypeKeyReused        = "IdempotencyKeyReused"
+	// ErrTypeTooManyOpenOrders: the shopper already has as many orders waiting for payment as
+	// the cap allows; nothing was written.
+	ErrTypeTooManyOpenOrders = "TooManyOpenOrders"
 )
 
 // Outbox event types of orders.
@@ -45,6 +48,8 @@ const (
 // idempotency record. Every write is conditional, so a retried or reset run changes state once.
 type Orders struct {
 	Pool *pgxpool.Pool
+	// MaxOpenPerShopper caps a shopper's orders waiting for payment (PENDING_PAYMENT); 0: no cap.
+	MaxOpenPerShopper int
 }
 
 func (a *Orders) q() *db.Queries { return db.New(a.Pool) }
@@ -146,7 +151,9 @@ type CreatedOrder struct {
 }
 
 // CreateOrder writes the order, its items and its payment row in one transaction, under the
-// unique (user, Idempotency-Key): a second run returns the first order.
+// unique (user, Idempotency-Key): a second run returns the first order. A new order over the
+// shopper's open-order cap (MaxOpenPerShopper) is refused with TooManyOpenOrders before anything
+// is written or reserved; the count and the insert are one decision under the shopper's lock.
 func (a *Orders) CreateOrder(ctx context.Context, in CreateOrderInput) (CreatedOrder, error) {
 	var out CreatedOrder
 	err := pgx.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
@@ -158,11 +165,20 @@ func (a *Orders) CreateOrder(ctx context.Context, in CreateOrderInput) (CreatedO
 		if err != nil {
 			return err
 		}
+		if a.MaxOpenPerShopper > 0 {
+			if err := q.LockUser(ctx, db.LockOpenOrders, in.UserID); err != nil {
+				return err
+			}
+		}
 		id, err := q.InsertOrder(ctx, db.InsertOrderParams{UserID: in.UserID, IdempotencyKey: in.IdempotencyKey,
 			RequestHash: in.RequestHash, WorkflowID: in.WorkflowID, RunID: in.RunID, AddressID: in.AddressID,
-			PriceVersion: in.Quote.PriceVersion, TotalMinor: in.Quote.TotalMinor, Currency: in.Quote.Currency})
+			PriceVersion: in.Quote.PriceVersion, TotalMinor: in.Quote.TotalMinor, Currency: in.Quote.Currency,
+			MaxOpen: int32(a.MaxOpenPerShopper)})
 		if errors.Is(err, pgx.ErrNoRows) {
 			existing, err := q.OrderByKey(ctx, in.UserID, in.IdempotencyKey)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return a.tooManyOpen(ctx, q, in.UserID)
+			}
 			if err != nil {
 				return err
 			}
@@ -196,6 +212,28 @@ func (a *Orders) CreateOrder(ctx context.Context, in CreateOrderInput) (CreatedO
 			"total": in.Quote.TotalMinor, "currency": in.Quote.Currency})
 	})
 	return out, err
+}
+
+// TooManyOpenOrdersDetails travel with a TooManyOpenOrders error.
+type TooManyOpenOrdersDetails struct {
+	Limit   int   `json:"limit"`
+	Pending int64 `json:"pending"`
+	// NextHoldEnd is when the first of the shopper's open orders ends by itself if nobody pays
+	// it (nil while none has its hold recorded yet).
+	NextHoldEnd *time.Time `json:"nextHoldEnd,omitempty"`
+}
+
+// tooManyOpen is the refusal of an order over the open-order cap: the insert wrote nothing, and
+// no order holds this request's key.
+func (a *Orders) tooManyOpen(ctx context.Context, q *db.Queries, userID int64) error {
+	p, err := q.PendingOrdersOf(ctx, userID)
+	if err != nil {
+		return err
+	}
+	return temporal.NewNonRetryableApplicationError(
+		fmt.Sprintf("%d orders are waiting for payment; at most %d may", p.Pending, a.MaxOpenPerShopper),
+		ErrTypeTooManyOpenOrders, nil,
+		TooManyOpenOrdersDetails{Limit: a.MaxOpenPerShopper, Pending: p.Pending, NextHoldEnd: p.NextHoldEnd})
 }
 
 // PaymentKey is the provider idempotency key of an order's payment. It comes from the order, not

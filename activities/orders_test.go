@@ -3,6 +3,8 @@ package activities_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -12,6 +14,7 @@ import (
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/internal/demo"
 	"github.com/marketplace/checkout/internal/testenv"
+	"github.com/marketplace/checkout/pricing"
 )
 
 // TestCheckPrices_OrderExists_KeepsTheOrdersPrices: when the step runs again for a request whose
@@ -66,4 +69,78 @@ func TestCheckPrices_OrderExists_KeepsTheOrdersPrices(t *testing.T) {
 		WorkflowID: "wf", RunID: "run-3", AddressID: 1, Quote: quote, Provider: "paysim"})
 	require.True(t, errors.As(err, &appErr))
 	assert.Equal(t, activities.ErrTypeKeyReused, appErr.Type())
+}
+
+// TestCreateOrder_OpenOrderCap_ConcurrentOrdersNeverPassIt: eight orders of one shopper written at
+// once under a cap of 3 make exactly three rows; the others are refused before anything is
+// written. A repeat of a request whose order exists still finds its order at the cap, and an
+// order that leaves PENDING_PAYMENT frees a place.
+func TestCreateOrder_OpenOrderCap_ConcurrentOrdersNeverPassIt(t *testing.T) {
+	t.Parallel()
+	pool := testenv.Pool(t)
+	ctx := context.Background()
+	require.NoError(t, demo.Load(ctx, pool))
+	a := &activities.Orders{Pool: pool, MaxOpenPerShopper: 3}
+	quote := pricing.Quote{TotalMinor: 100, Currency: "TRY", PriceVersion: "pv",
+		Items: []pricing.Item{{SKUID: 71, SellerID: 42, Title: "t", Quantity: 1, UnitPriceMinor: 100, Currency: "TRY"}}}
+	create := func(key string) (activities.CreatedOrder, error) {
+		return a.CreateOrder(ctx, activities.CreateOrderInput{UserID: 7, IdempotencyKey: key, RequestHash: "h-" + key,
+			WorkflowID: "wf-" + key, RunID: "run-" + key, AddressID: 1, Quote: quote, Provider: "paysim"})
+	}
+
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	orders := make([]activities.CreatedOrder, 8)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			orders[i], errs[i] = create(fmt.Sprintf("k%d", i))
+		}()
+	}
+	wg.Wait()
+	created, refused := 0, 0
+	var first string
+	for i, err := range errs {
+		var appErr *temporal.ApplicationError
+		switch {
+		case err == nil:
+			created++
+			first = fmt.Sprintf("k%d", i)
+		case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeTooManyOpenOrders:
+			refused++
+			var d activities.TooManyOpenOrdersDetails
+			require.NoError(t, appErr.Details(&d))
+			assert.Equal(t, 3, d.Limit)
+			assert.Equal(t, int64(3), d.Pending)
+		default:
+			t.Fatalf("order %d: %v", i, err)
+		}
+	}
+	assert.Equal(t, 3, created, "exactly the cap")
+	assert.Equal(t, 5, refused)
+	var rows, payments int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), (SELECT count(*) FROM payments p JOIN orders o ON o.id = p.order_id WHERE o.user_id = 7)
+		FROM orders WHERE user_id = 7`).Scan(&rows, &payments))
+	assert.Equal(t, 3, rows, "a refused order writes no row")
+	assert.Equal(t, 3, payments)
+
+	again, err := create(first)
+	require.NoError(t, err, "a repeat of a request whose order exists is never refused by the cap")
+	assert.NotZero(t, again.OrderID)
+
+	_, err = pool.Exec(ctx, `UPDATE orders SET status = 'CANCELLED' WHERE user_id = 7 AND idempotency_key = $1`, first)
+	require.NoError(t, err)
+	_, err = create("k-after-cancel")
+	require.NoError(t, err, "a cancelled order frees a place")
+	_, err = create("k-one-too-many")
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr))
+	assert.Equal(t, activities.ErrTypeTooManyOpenOrders, appErr.Type())
+	assert.True(t, appErr.NonRetryable())
+
+	off := &activities.Orders{Pool: pool}
+	_, err = off.CreateOrder(ctx, activities.CreateOrderInput{UserID: 7, IdempotencyKey: "k-no-cap", RequestHash: "h",
+		WorkflowID: "wf", RunID: "run", AddressID: 1, Quote: quote, Provider: "paysim"})
+	assert.NoError(t, err, "0 turns the cap off")
 }

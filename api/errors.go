@@ -44,6 +44,7 @@ const (
 	CodeCartMerged           = "CART_MERGED"
 	CodeMixedCurrency        = "MIXED_CURRENCY"
 	CodeInvalidSignature     = "INVALID_SIGNATURE"
+	CodeTooManyOpenOrders    = "TOO_MANY_OPEN_ORDERS"
 	// CodeOrderDelayed is a parked order's attention as its shopper sees it.
 	CodeOrderDelayed = "ORDER_DELAYED"
 )

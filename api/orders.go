@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -111,24 +112,16 @@ func (s *Server) createOrder(c echo.Context) error {
 		AddressID: req.AddressID, HoldTTL: s.Config.HoldTTL, Provider: s.Config.PaymentProvider,
 		StepRetryWindow: s.Config.StepRetryWindow}
 	wfID := workflows.OrderWorkflowID(p.UserID, key)
-	op := s.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID:                       wfID,
-		TaskQueue:                s.Config.TaskQueue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		StaticSummary:            "Order of customer " + strconv.FormatInt(p.UserID, 10) + " · key " + shorten(key, 40),
-		TypedSearchAttributes:    temporal.NewSearchAttributes(workflows.AttrCustomerID.ValueSet(p.UserID)),
-	}, workflows.OrderWorkflow, in)
 	pctx, cancel := context.WithTimeout(ctx, placeTimeout)
 	defer cancel()
-	handle, err := s.Temporal.UpdateWithStartWorkflow(pctx, client.UpdateWithStartWorkflowOptions{
-		StartWorkflowOperation: op,
-		UpdateOptions: client.UpdateWorkflowOptions{UpdateName: workflows.UpdatePlaceOrder,
-			UpdateID: "place-" + h[:24], Args: []any{h}, WaitForStage: client.WorkflowUpdateStageCompleted},
-	})
-	var res workflows.PlaceOrderResult
-	if err == nil {
-		err = handle.Get(pctx, &res)
+	updateID := "place-" + h[:24]
+	res, err := s.place(pctx, in, wfID, updateID)
+	if err == nil && res.RejectCode == workflows.RejectTooManyOpenOrders && s.placeFree(ctx, p.UserID, res.OpenOrderLimit) {
+		// The server keeps a closed run's answer to an update id, so this refusal may be an earlier
+		// run's, given before the shopper paid or cancelled another order. With a place free now,
+		// the request is placed afresh under an update id of its own (a run still open answers as
+		// before; a closed one is followed by a new run).
+		res, err = s.place(pctx, in, wfID, updateID+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
 	}
 	if err != nil {
 		var appErr *temporal.ApplicationError
@@ -151,7 +144,39 @@ func (s *Server) createOrder(c echo.Context) error {
 		// No answer was recorded (the first one was "try again"): answer from the order itself.
 		return s.renderExisting(c, res.OrderID)
 	}
+	if res.RejectCode == workflows.RejectTooManyOpenOrders {
+		s.Metrics.OpenOrdersRefused.Inc()
+	}
 	return renderOutcome(c, res)
+}
+
+// place sends the place-order update to the request's workflow, starting it if it is not running,
+// and waits for the answer.
+func (s *Server) place(ctx context.Context, in workflows.OrderInput, wfID, updateID string) (workflows.PlaceOrderResult, error) {
+	op := s.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID:                       wfID,
+		TaskQueue:                s.Config.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		StaticSummary:            "Order of customer " + strconv.FormatInt(in.UserID, 10) + " · key " + shorten(in.IdempotencyKey, 40),
+		TypedSearchAttributes:    temporal.NewSearchAttributes(workflows.AttrCustomerID.ValueSet(in.UserID)),
+	}, workflows.OrderWorkflow, in)
+	handle, err := s.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: op,
+		UpdateOptions: client.UpdateWorkflowOptions{UpdateName: workflows.UpdatePlaceOrder,
+			UpdateID: updateID, Args: []any{in.RequestHash}, WaitForStage: client.WorkflowUpdateStageCompleted},
+	})
+	var res workflows.PlaceOrderResult
+	if err == nil {
+		err = handle.Get(ctx, &res)
+	}
+	return res, err
+}
+
+// placeFree says whether the shopper has fewer orders waiting for payment than limit now.
+func (s *Server) placeFree(ctx context.Context, userID int64, limit int) bool {
+	p, err := s.q.PendingOrdersOf(ctx, userID)
+	return err == nil && p.Pending < int64(limit)
 }
 
 // renderExisting answers a repeated request from its order as it stands.
@@ -243,6 +268,8 @@ func renderOutcome(c echo.Context, r workflows.PlaceOrderResult) error {
 			return validation{{Field: "addressId", Message: "not one of your addresses"}}.err()
 		case "IDEMPOTENCY_KEY_REUSED":
 			return keyReused()
+		case workflows.RejectTooManyOpenOrders:
+			return tooManyOpenOrders(c, r)
 		}
 		return NewError(http.StatusUnprocessableEntity, CodeCartInvalid, r.Message)
 	}
@@ -253,6 +280,25 @@ func renderOutcome(c echo.Context, r workflows.PlaceOrderResult) error {
 			With("orderId", r.OrderID)
 	}
 	return NewError(http.StatusServiceUnavailable, CodeUnavailable, "the order could not be placed now; try again")
+}
+
+// tooManyOpenOrders answers an order over the open-order cap: 429, with Retry-After until the
+// first of the shopper's open orders ends by itself (paying or cancelling one frees a place at
+// once). The same key may be sent again: this refusal is not recorded under it.
+func tooManyOpenOrders(c echo.Context, r workflows.PlaceOrderResult) error {
+	wait := time.Minute
+	if r.NextHoldEnd != nil {
+		wait = max(time.Until(*r.NextHoldEnd), time.Second)
+	}
+	setRetryAfter(c, wait)
+	return NewError(http.StatusTooManyRequests, CodeTooManyOpenOrders, fmt.Sprintf("at most %d of your orders may "+
+		"wait for payment at once; pay or cancel one of them, or wait until its hold ends, then send this request again",
+		r.OpenOrderLimit)).With("limit", r.OpenOrderLimit)
+}
+
+// setRetryAfter tells the client how long to wait, in whole seconds rounded up.
+func setRetryAfter(c echo.Context, d time.Duration) {
+	c.Response().Header().Set("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
 }
 
 type orderItemView struct {

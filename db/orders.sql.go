@@ -140,8 +140,11 @@ func (q *Queries) InsertIdempotencyRecord(ctx context.Context, arg InsertIdempot
 const insertOrder = `-- name: InsertOrder :one
 INSERT INTO orders (user_id, idempotency_key, request_hash, workflow_id, run_id, address_id, price_version,
                     total_minor, currency)
-VALUES ($1, $2, $3, $4, $5, $6, $7,
-        $8, $9)
+SELECT $1::bigint, $2::text, $3::text, $4::text, $5::text,
+       $6::bigint, $7::text, $8::bigint, $9::text
+WHERE $10::int = 0
+   OR (SELECT count(*) FROM orders o
+        WHERE o.user_id = $1::bigint AND o.status = 'PENDING_PAYMENT') < $10::int
 ON CONFLICT (user_id, idempotency_key) DO NOTHING
 RETURNING id
 `
@@ -156,10 +159,13 @@ type InsertOrderParams struct {
 	PriceVersion   string
 	TotalMinor     int64
 	Currency       string
+	MaxOpen        int32
 }
 
 // The unique (user_id, idempotency_key) makes a second run of the same request find the first
-// order instead of creating another.
+// order instead of creating another. With max_open above 0 the order is written only while the
+// shopper has fewer than max_open orders waiting for payment; the caller holds the shopper's
+// LockUser(LockOpenOrders), so concurrent orders of one shopper cannot pass the count together.
 func (q *Queries) InsertOrder(ctx context.Context, arg InsertOrderParams) (int64, error) {
 	row := q.db.QueryRow(ctx, insertOrder,
 		arg.UserID,
@@ -171,6 +177,7 @@ func (q *Queries) InsertOrder(ctx context.Context, arg InsertOrderParams) (int64
 		arg.PriceVersion,
 		arg.TotalMinor,
 		arg.Currency,
+		arg.MaxOpen,
 	)
 	var id int64
 	err := row.Scan(&id)
@@ -300,6 +307,19 @@ func (q *Queries) ListOrdersOfUser(ctx context.Context, userID int64, beforeID i
 		return nil, err
 	}
 	return items, nil
+}
+
+const lockUser = `-- name: LockUser :exec
+SELECT pg_advisory_xact_lock($1::int, mod($2::bigint, 2147483647)::int)
+`
+
+// A lock on one user's rows of one kind (the lock classes in db/locks.go), held until the
+// transaction ends: a count and the insert it allows are decided by one transaction at a time.
+// It is a statement of its own, before the conditional insert, so that the insert's snapshot is
+// taken after the lock is granted and sees what the previous holder committed.
+func (q *Queries) LockUser(ctx context.Context, lockClass int32, userID int64) error {
+	_, err := q.db.Exec(ctx, lockUser, lockClass, userID)
+	return err
 }
 
 const orderByKey = `-- name: OrderByKey :one
@@ -505,6 +525,29 @@ func (q *Queries) PaymentMethodToken(ctx context.Context, orderID int64) (string
 	var token string
 	err := row.Scan(&token)
 	return token, err
+}
+
+const pendingOrdersOf = `-- name: PendingOrdersOf :one
+SELECT count(*) AS pending,
+       (SELECT hold_expires_at FROM orders h
+         WHERE h.user_id = $1 AND h.status = 'PENDING_PAYMENT' AND h.hold_expires_at IS NOT NULL
+         ORDER BY h.hold_expires_at LIMIT 1) AS next_hold_end
+FROM orders o
+WHERE o.user_id = $1 AND o.status = 'PENDING_PAYMENT'
+`
+
+type PendingOrdersOfRow struct {
+	Pending     int64
+	NextHoldEnd *time.Time
+}
+
+// The shopper's orders waiting for payment, and when the first of their holds ends (NULL while
+// none has its hold recorded yet).
+func (q *Queries) PendingOrdersOf(ctx context.Context, userID int64) (PendingOrdersOfRow, error) {
+	row := q.db.QueryRow(ctx, pendingOrdersOf, userID)
+	var i PendingOrdersOfRow
+	err := row.Scan(&i.Pending, &i.NextHoldEnd)
+	return i, err
 }
 
 const recordPayment = `-- name: RecordPayment :exec

@@ -146,7 +146,7 @@ func (w *orderFlow) failAfterStep(ctx workflow.Context, err error, code string) 
 }
 
 // refuseBeforeOrder answers a request refused before any order row exists (prices changed, empty
-// cart, unknown address).
+// cart, unknown address, too many open orders).
 func (w *orderFlow) refuseBeforeOrder(ctx workflow.Context, err error) {
 	res := &PlaceOrderResult{Outcome: OutcomeRejected, Message: errorText(err)}
 	var appErr *temporal.ApplicationError
@@ -164,6 +164,14 @@ func (w *orderFlow) refuseBeforeOrder(ctx workflow.Context, err error) {
 			res.RejectCode, res.Message = "ADDRESS_NOT_FOUND", "unknown address"
 		case activities.ErrTypeKeyReused:
 			res.RejectCode, res.Message = "IDEMPOTENCY_KEY_REUSED", appErr.Message()
+		case activities.ErrTypeTooManyOpenOrders:
+			// Answered, never recorded: the key stays free for this request once the shopper
+			// has fewer open orders (as "try again" below is never recorded).
+			var d activities.TooManyOpenOrdersDetails
+			_ = appErr.Details(&d)
+			w.placed = &PlaceOrderResult{Outcome: OutcomeRejected, RejectCode: RejectTooManyOpenOrders,
+				Message: appErr.Message(), OpenOrderLimit: d.Limit, NextHoldEnd: d.NextHoldEnd}
+			return
 		}
 	}
 	if res.Outcome == OutcomeRejected && res.RejectCode == "" {

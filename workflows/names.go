@@ -77,6 +77,11 @@ const (
 	OutcomeReplay = "REPLAY"
 )
 
+// RejectTooManyOpenOrders is the reject code of an order refused by the open-order cap. Unlike
+// the other refusals it is never recorded under the key: once the shopper pays or cancels another
+// order, the same request may be sent again and placed.
+const RejectTooManyOpenOrders = "TOO_MANY_OPEN_ORDERS"
+
 // Application error types raised by the workflows' handlers.
 const (
 	ErrTypeIdempotencyKeyReused = "IdempotencyKeyReused"

@@ -44,6 +44,10 @@ type PlaceOrderResult struct {
 	PriceVersion  string                `json:"priceVersion,omitempty"`
 	RejectCode    string                `json:"rejectCode,omitempty"`
 	Message       string                `json:"message,omitempty"`
+	// OpenOrderLimit and NextHoldEnd go with RejectTooManyOpenOrders: the shopper's cap, and when
+	// the first of their open orders ends by itself.
+	OpenOrderLimit int        `json:"openOrderLimit,omitempty"`
+	NextHoldEnd    *time.Time `json:"nextHoldEnd,omitempty"`
 }
 
 // PaymentView is the payment as the shopper sees it.

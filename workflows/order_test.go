@@ -702,3 +702,26 @@ func TestOrder_AuthorizationArrivesWhileTheOrderIsFailed_ReversedToo(t *testing.
 	assert.Equal(t, 6, s.calls["Reverse"], "reversed again once the authorization was known")
 	assert.Equal(t, "VOIDED", st.PaymentStatus)
 }
+
+// TestOrder_OverTheOpenOrderCap_RefusedNothingReservedKeyNotRecorded: the order row's step refuses
+// the order (the shopper has as many orders waiting for payment as the cap allows). The shopper
+// hears 429's outcome with the cap and when the first open order ends; nothing is reserved or
+// authorized, and the refusal is not recorded under the key, so the same request may be sent again.
+func TestOrder_OverTheOpenOrderCap_RefusedNothingReservedKeyNotRecorded(t *testing.T) {
+	s := newSaga(t)
+	ends := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	s.on("CreateOrder").Return(activities.CreatedOrder{}, temporal.NewNonRetryableApplicationError("3 orders are waiting",
+		activities.ErrTypeTooManyOpenOrders, nil, activities.TooManyOpenOrdersDetails{Limit: 3, Pending: 3, NextHoldEnd: &ends}))
+	s.run(input("tok_3ds"))
+
+	require.NotNil(t, s.placed)
+	assert.Equal(t, workflows.OutcomeRejected, s.placed.Outcome)
+	assert.Equal(t, workflows.RejectTooManyOpenOrders, s.placed.RejectCode)
+	assert.Equal(t, 3, s.placed.OpenOrderLimit)
+	require.NotNil(t, s.placed.NextHoldEnd)
+	assert.True(t, ends.Equal(*s.placed.NextHoldEnd))
+	assert.Zero(t, s.calls["RecordOutcome"], "the key stays free for this request")
+	assert.Zero(t, s.calls["Reserve"])
+	assert.Zero(t, s.calls["Authorize"])
+	assert.Zero(t, s.holds)
+}

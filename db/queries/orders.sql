@@ -1,12 +1,34 @@
+-- name: LockUser :exec
+-- A lock on one user's rows of one kind (the lock classes in db/locks.go), held until the
+-- transaction ends: a count and the insert it allows are decided by one transaction at a time.
+-- It is a statement of its own, before the conditional insert, so that the insert's snapshot is
+-- taken after the lock is granted and sees what the previous holder committed.
+SELECT pg_advisory_xact_lock(@lock_class::int, mod(@user_id::bigint, 2147483647)::int);
+
 -- name: InsertOrder :one
 -- The unique (user_id, idempotency_key) makes a second run of the same request find the first
--- order instead of creating another.
+-- order instead of creating another. With max_open above 0 the order is written only while the
+-- shopper has fewer than max_open orders waiting for payment; the caller holds the shopper's
+-- LockUser(LockOpenOrders), so concurrent orders of one shopper cannot pass the count together.
 INSERT INTO orders (user_id, idempotency_key, request_hash, workflow_id, run_id, address_id, price_version,
                     total_minor, currency)
-VALUES (@user_id, @idempotency_key, @request_hash, @workflow_id, @run_id, @address_id, @price_version,
-        @total_minor, @currency)
+SELECT @user_id::bigint, @idempotency_key::text, @request_hash::text, @workflow_id::text, @run_id::text,
+       @address_id::bigint, @price_version::text, @total_minor::bigint, @currency::text
+WHERE @max_open::int = 0
+   OR (SELECT count(*) FROM orders o
+        WHERE o.user_id = @user_id::bigint AND o.status = 'PENDING_PAYMENT') < @max_open::int
 ON CONFLICT (user_id, idempotency_key) DO NOTHING
 RETURNING id;
+
+-- name: PendingOrdersOf :one
+-- The shopper's orders waiting for payment, and when the first of their holds ends (NULL while
+-- none has its hold recorded yet).
+SELECT count(*) AS pending,
+       (SELECT hold_expires_at FROM orders h
+         WHERE h.user_id = @user_id AND h.status = 'PENDING_PAYMENT' AND h.hold_expires_at IS NOT NULL
+         ORDER BY h.hold_expires_at LIMIT 1) AS next_hold_end
+FROM orders o
+WHERE o.user_id = @user_id AND o.status = 'PENDING_PAYMENT';
 
 -- name: OrderByKey :one
 SELECT id, user_id, idempotency_key, request_hash, workflow_id, run_id, status, address_id, price_version,

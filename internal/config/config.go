@@ -36,6 +36,9 @@ type Config struct {
 	// StepRetryWindow bounds the retries of an order's steps after the shopper's answer; then
 	// the order waits in NEEDS_ATTENTION for support.
 	StepRetryWindow time.Duration
+	// OrdersMaxOpenPerShopper caps a shopper's orders waiting for payment (0: no cap). The worker
+	// applies it in PostgreSQL as each order row is written.
+	OrdersMaxOpenPerShopper int
 
 	// JWTSecret signs and checks the bearer tokens; its kid is JWTKeyID (empty: tokens carry none).
 	// JWTKeys are older keys still accepted by kid (a rotation); tokens must name JWTIssuer and
@@ -117,6 +120,8 @@ const (
 	DefaultPGPort         = 55432
 	DefaultTemporalPort   = 7233
 	DefaultTemporalUIPort = 8233
+	// DefaultMaxOpenOrders is how many orders a shopper may have waiting for payment at once.
+	DefaultMaxOpenOrders = 3
 )
 
 // ProviderPaysim is the payment simulator: authorizations and captures with no money moving.
@@ -129,36 +134,37 @@ func FromEnv() (Config, error) { return Load(os.Getenv) }
 func Load(getenv func(string) string) (Config, error) {
 	p := parser{getenv: getenv}
 	c := Config{
-		DatabaseURL:          p.str("DATABASE_URL", ""),
-		DBMaxConns:           int32(p.int("DB_MAX_CONNS", 40)),
-		TemporalAddress:      p.str("TEMPORAL_ADDRESS", ""),
-		TemporalNamespace:    p.str("TEMPORAL_NAMESPACE", DefaultNamespace),
-		TaskQueue:            p.str("TEMPORAL_TASK_QUEUE", DefaultTaskQueue),
-		DeploymentName:       p.str("TEMPORAL_DEPLOYMENT_NAME", ""),
-		SetCurrent:           p.str("TEMPORAL_SET_CURRENT", "auto"),
-		HTTPAddr:             p.str("HTTP_ADDR", DefaultHTTPAddr),
-		PublicBaseURL:        p.str("PUBLIC_BASE_URL", ""),
-		HoldTTL:              p.duration("HOLD_TTL", DefaultHoldTTL),
-		StepRetryWindow:      p.duration("STEP_RETRY_WINDOW", 2*time.Minute),
-		JWTSecret:            p.getenv("AUTH_JWT_SECRET"),
-		JWTKeyID:             p.str("AUTH_JWT_KID", ""),
-		JWTIssuer:            p.str("AUTH_JWT_ISSUER", ""),
-		JWTAudience:          p.str("AUTH_JWT_AUDIENCE", ""),
-		JWTMaxLifetime:       p.duration("AUTH_JWT_MAX_LIFETIME", 24*time.Hour),
-		PaymentWebhookSecret: p.getenv("PAYMENT_WEBHOOK_SECRET"),
-		PaymentProvider:      p.str("PAYMENT_PROVIDER", ""),
-		PaymentWebhookURL:    p.str("PAYMENT_WEBHOOK_URL", ""),
-		DataDir:              p.str("DATA_DIR", ".data"),
-		PGPort:               p.int("PG_PORT", DefaultPGPort),
-		TemporalCLI:          p.str("TEMPORAL_CLI", "bin/temporal"),
-		TemporalPort:         p.int("TEMPORAL_PORT", DefaultTemporalPort),
-		TemporalUIPort:       p.int("TEMPORAL_UI_PORT", DefaultTemporalUIPort),
-		TemporalMetricsPort:  p.int("TEMPORAL_METRICS_PORT", 0),
-		TemporalDevConfig:    p.list("TEMPORAL_DEV_DYNAMIC_CONFIG"),
-		MetricsAddr:          p.str("METRICS_ADDR", ":9091"),
-		PaysimLatency:        p.duration("PAYSIM_LATENCY", 0),
-		PaysimFailureRate:    p.float("PAYSIM_FAILURE_RATE", 0),
-		LogLevel:             p.str("LOG_LEVEL", "info"),
+		DatabaseURL:             p.str("DATABASE_URL", ""),
+		DBMaxConns:              int32(p.int("DB_MAX_CONNS", 40)),
+		TemporalAddress:         p.str("TEMPORAL_ADDRESS", ""),
+		TemporalNamespace:       p.str("TEMPORAL_NAMESPACE", DefaultNamespace),
+		TaskQueue:               p.str("TEMPORAL_TASK_QUEUE", DefaultTaskQueue),
+		DeploymentName:          p.str("TEMPORAL_DEPLOYMENT_NAME", ""),
+		SetCurrent:              p.str("TEMPORAL_SET_CURRENT", "auto"),
+		HTTPAddr:                p.str("HTTP_ADDR", DefaultHTTPAddr),
+		PublicBaseURL:           p.str("PUBLIC_BASE_URL", ""),
+		HoldTTL:                 p.duration("HOLD_TTL", DefaultHoldTTL),
+		StepRetryWindow:         p.duration("STEP_RETRY_WINDOW", 2*time.Minute),
+		OrdersMaxOpenPerShopper: p.int("ORDERS_MAX_OPEN_PER_SHOPPER", DefaultMaxOpenOrders),
+		JWTSecret:               p.getenv("AUTH_JWT_SECRET"),
+		JWTKeyID:                p.str("AUTH_JWT_KID", ""),
+		JWTIssuer:               p.str("AUTH_JWT_ISSUER", ""),
+		JWTAudience:             p.str("AUTH_JWT_AUDIENCE", ""),
+		JWTMaxLifetime:          p.duration("AUTH_JWT_MAX_LIFETIME", 24*time.Hour),
+		PaymentWebhookSecret:    p.getenv("PAYMENT_WEBHOOK_SECRET"),
+		PaymentProvider:         p.str("PAYMENT_PROVIDER", ""),
+		PaymentWebhookURL:       p.str("PAYMENT_WEBHOOK_URL", ""),
+		DataDir:                 p.str("DATA_DIR", ".data"),
+		PGPort:                  p.int("PG_PORT", DefaultPGPort),
+		TemporalCLI:             p.str("TEMPORAL_CLI", "bin/temporal"),
+		TemporalPort:            p.int("TEMPORAL_PORT", DefaultTemporalPort),
+		TemporalUIPort:          p.int("TEMPORAL_UI_PORT", DefaultTemporalUIPort),
+		TemporalMetricsPort:     p.int("TEMPORAL_METRICS_PORT", 0),
+		TemporalDevConfig:       p.list("TEMPORAL_DEV_DYNAMIC_CONFIG"),
+		MetricsAddr:             p.str("METRICS_ADDR", ":9091"),
+		PaysimLatency:           p.duration("PAYSIM_LATENCY", 0),
+		PaysimFailureRate:       p.float("PAYSIM_FAILURE_RATE", 0),
+		LogLevel:                p.str("LOG_LEVEL", "info"),
 
 		CartMaxLines:             p.int("CART_MAX_LINES", 50),
 		CartMaxUnitsPerLine:      p.int("CART_MAX_UNITS_PER_LINE", 99),
@@ -210,6 +216,9 @@ func (c Config) Validate() error {
 	case "", ProviderPaysim:
 	default:
 		errs = append(errs, fmt.Errorf("PAYMENT_PROVIDER %q: this build has the simulator only (%s)", c.PaymentProvider, ProviderPaysim))
+	}
+	if c.OrdersMaxOpenPerShopper < 0 || c.OrdersMaxOpenPerShopper > 1000 {
+		errs = append(errs, fmt.Errorf("ORDERS_MAX_OPEN_PER_SHOPPER %d: between 0 (no cap) and 1000", c.OrdersMaxOpenPerShopper))
 	}
 	if c.JWTMaxLifetime < time.Minute {
 		errs = append(errs, fmt.Errorf("AUTH_JWT_MAX_LIFETIME %s: must be at least 1m", c.JWTMaxLifetime))

@@ -22,6 +22,9 @@ type Metrics struct {
 	// ReserveBatchSize is the number of orders in each combined reserve transaction.
 	ReserveBatchSize prometheus.Histogram
 
+	// OpenOrdersRefused counts orders refused by the open-order cap.
+	OpenOrdersRefused prometheus.Counter
+
 	AvailabilityEvents prometheus.Counter
 	OutboxPublished    *prometheus.CounterVec
 	OutboxDead         *prometheus.CounterVec
@@ -57,6 +60,10 @@ func New() *Metrics {
 			Help:    "HTTP request latency by route and method.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"route", "method"}),
+		OpenOrdersRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "checkout_open_orders_refused_total",
+			Help: "Orders refused with 429 TOO_MANY_OPEN_ORDERS: the shopper had ORDERS_MAX_OPEN_PER_SHOPPER orders waiting for payment.",
+		}),
 		AvailabilityEvents: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "checkout_availability_events_applied_total",
 			Help: "Inventory change events the availability relay applied to the projection.",
@@ -70,7 +77,8 @@ func New() *Metrics {
 			Help: "Outbox events set aside because their handler kept failing, by event type.",
 		}, []string{"type"}),
 	}
-	reg.MustRegister(m.ReserveAttempts, m.ReserveResults, m.ReserveBatchSize, m.HTTPRequests, m.HTTPDuration, m.AvailabilityEvents,
+	reg.MustRegister(m.ReserveAttempts, m.ReserveResults, m.ReserveBatchSize, m.HTTPRequests, m.HTTPDuration,
+		m.OpenOrdersRefused, m.AvailabilityEvents,
 		m.OutboxPublished, m.OutboxDead,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Jobs = newJobMetrics(reg)

@@ -1,0 +1,11 @@
+package db
+
+// Classes of the transaction-scoped advisory locks (pg_advisory_xact_lock(class, key)). Class 1
+// is an order's reservation (reserve_order, migrations 00005 and 00010), class 2 the outbox
+// relay's turn; the classes below are taken with LockUser, keyed by user id.
+const (
+	// LockOpenOrders serialises the order inserts of one shopper, for the open-order cap.
+	LockOpenOrders int32 = 3
+	// LockAddressBook serialises the address inserts of one user, for the address book's limit.
+	LockAddressBook int32 = 4
+)
