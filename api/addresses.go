@@ -1,17 +1,20 @@
 package api
 
 import (
+	"errors"
 	"math"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
 	"github.com/marketplace/checkout/db"
 )
 
-// MaxAddressesPerUser bounds a shopper's address book.
+// MaxAddressesPerUser bounds a shopper's address book, in PostgreSQL (CreateAddress): it holds
+// however many API replicas write to one book at once.
 const MaxAddressesPerUser = 50
 
 type addressRequest struct {
@@ -58,16 +61,23 @@ func (s *Server) createAddress(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	p := mustPrincipal(c)
-	n, err := s.q.CountAddresses(ctx, p.UserID)
-	if err != nil {
+	// The count and the insert are one decision: the user's lock serialises concurrent writes to
+	// one address book, and the insert happens only while the book has room.
+	var row db.CreateAddressRow
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		q := db.New(tx)
+		if err := q.LockUser(ctx, db.LockAddressBook, p.UserID); err != nil {
+			return err
+		}
+		var err error
+		row, err = q.CreateAddress(ctx, db.CreateAddressParams{UserID: p.UserID, City: req.City,
+			Line1: req.Line1, Lat: *req.Lat, Lon: *req.Lon, MaxAddresses: MaxAddressesPerUser})
 		return err
-	}
-	if n >= MaxAddressesPerUser {
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
 		return NewError(http.StatusUnprocessableEntity, CodeLimitReached, "address book is full").
 			With("limit", MaxAddressesPerUser)
 	}
-	row, err := s.q.CreateAddress(ctx, db.CreateAddressParams{UserID: p.UserID, City: req.City,
-		Line1: req.Line1, Lat: *req.Lat, Lon: *req.Lon})
 	if err != nil {
 		return err
 	}

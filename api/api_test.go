@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,6 +156,38 @@ func TestAddresses_OwnOnlyAndValidated(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{"city", "lat"}, fields)
 	assert.EqualValues(t, 1, h.scalar(`SELECT count(*) FROM addresses WHERE user_id = 501`))
+}
+
+// TestAddresses_ConcurrentPostsNeverPassTheLimit: a book five short of the limit gets twenty
+// POSTs at once; exactly five are written, the others answer 422 LIMIT_REACHED.
+func TestAddresses_ConcurrentPostsNeverPassTheLimit(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	_, err := h.pool.Exec(context.Background(), `INSERT INTO addresses (user_id, city, line1, lat, lon)
+		SELECT 503, 'Ankara', 'Atatürk Bulvarı ' || n, 39.92, 32.85 FROM generate_series(1, $1::int - 5) n`,
+		api.MaxAddressesPerUser)
+	require.NoError(t, err)
+	token := h.shopper(503)
+	answers := make([]answer, 20)
+	var wg sync.WaitGroup
+	for i := range answers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers[i] = h.do(http.MethodPost, "/api/v1/addresses", token,
+				fmt.Sprintf(`{"city":"Izmir","line1":"Kordon %d","lat":38.43,"lon":27.14}`, i))
+		}()
+	}
+	wg.Wait()
+	statuses := map[int]int{}
+	for _, a := range answers {
+		statuses[a.status]++
+		if a.status == http.StatusUnprocessableEntity {
+			assert.Equal(t, api.CodeLimitReached, a.body["code"], a.raw)
+		}
+	}
+	assert.Equal(t, map[int]int{http.StatusCreated: 5, http.StatusUnprocessableEntity: 15}, statuses)
+	assert.EqualValues(t, api.MaxAddressesPerUser, h.scalar(`SELECT count(*) FROM addresses WHERE user_id = 503`))
 }
 
 func TestSellerSKUs_CreateThenUpdateMovesPriceVersion(t *testing.T) {

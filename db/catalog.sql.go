@@ -24,16 +24,19 @@ func (q *Queries) CountAddresses(ctx context.Context, userID int64) (int64, erro
 
 const createAddress = `-- name: CreateAddress :one
 INSERT INTO addresses (user_id, city, line1, lat, lon)
-VALUES ($1, $2, $3, $4, $5)
+SELECT $1::bigint, $2::text, $3::text, $4::float8, $5::float8
+WHERE $6::int = 0
+   OR (SELECT count(*) FROM addresses a WHERE a.user_id = $1::bigint) < $6::int
 RETURNING id, created_at
 `
 
 type CreateAddressParams struct {
-	UserID int64
-	City   string
-	Line1  string
-	Lat    float64
-	Lon    float64
+	UserID       int64
+	City         string
+	Line1        string
+	Lat          float64
+	Lon          float64
+	MaxAddresses int32
 }
 
 type CreateAddressRow struct {
@@ -41,6 +44,8 @@ type CreateAddressRow struct {
 	CreatedAt time.Time
 }
 
+// With max_addresses above 0 the address is written only while the user has fewer; the caller
+// holds the user's LockUser(LockAddressBook), so concurrent inserts cannot pass the count together.
 func (q *Queries) CreateAddress(ctx context.Context, arg CreateAddressParams) (CreateAddressRow, error) {
 	row := q.db.QueryRow(ctx, createAddress,
 		arg.UserID,
@@ -48,6 +53,7 @@ func (q *Queries) CreateAddress(ctx context.Context, arg CreateAddressParams) (C
 		arg.Line1,
 		arg.Lat,
 		arg.Lon,
+		arg.MaxAddresses,
 	)
 	var i CreateAddressRow
 	err := row.Scan(&i.ID, &i.CreatedAt)

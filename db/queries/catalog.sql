@@ -55,8 +55,12 @@ FROM skus
 WHERE id = @id;
 
 -- name: CreateAddress :one
+-- With max_addresses above 0 the address is written only while the user has fewer; the caller
+-- holds the user's LockUser(LockAddressBook), so concurrent inserts cannot pass the count together.
 INSERT INTO addresses (user_id, city, line1, lat, lon)
-VALUES (@user_id, @city, @line1, @lat, @lon)
+SELECT @user_id::bigint, @city::text, @line1::text, @lat::float8, @lon::float8
+WHERE @max_addresses::int = 0
+   OR (SELECT count(*) FROM addresses a WHERE a.user_id = @user_id::bigint) < @max_addresses::int
 RETURNING id, created_at;
 
 -- name: ListAddresses :many
