@@ -1,8 +1,6 @@
 package api
 
 import (
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"net/http"
 	"strconv"
@@ -51,7 +49,8 @@ func (s *Server) cartRoutes(e *echo.Echo) {
 
 // cartOwner picks the cart of the request: a valid shopper token means the member cart (a guest
 // token beside it is ignored); no token means the guest cart of X-Guest-Token, issued here when
-// absent. A bad token is 401, never a silent fall back to a guest cart.
+// absent. A bad bearer token is 401, never a silent fall back to a guest cart; so is a guest token
+// this server did not issue.
 func (s *Server) cartOwner(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		p, present, err := s.bearer(c)
@@ -68,36 +67,15 @@ func (s *Server) cartOwner(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		token := strings.TrimSpace(c.Request().Header.Get(GuestTokenHeader))
 		if token == "" {
-			token = newGuestToken()
-		} else if !validGuestToken(token) {
-			return NewError(http.StatusBadRequest, CodeValidationFailed, "some fields are invalid").
-				With("fields", []FieldError{{Field: GuestTokenHeader, Message: "a token this server issued"}})
+			token = s.guests.Issue()
+		} else if !s.guests.Valid(token) {
+			return NewError(http.StatusUnauthorized, CodeInvalidGuestToken, "this guest token was not issued by "+
+				"this server; send the request without "+GuestTokenHeader+" to start a new guest cart")
 		}
 		c.Response().Header().Set(GuestTokenHeader, token)
 		c.Set(cartOwnerKey, cart.Guest(token))
 		return next(c)
 	}
-}
-
-// newGuestToken is 256 random bits, URL-safe.
-func newGuestToken() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-// validGuestToken accepts URL-safe base64 of at least 128 bits, so that no short, guessable token
-// names a cart.
-func validGuestToken(t string) bool {
-	if len(t) < 22 || len(t) > 128 {
-		return false
-	}
-	for _, r := range t {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 func ownerOf(c echo.Context) cart.Owner {
@@ -253,9 +231,9 @@ func (h *cartHandlers) merge(c echo.Context) error {
 		return err
 	}
 	req.GuestCartToken = strings.TrimSpace(req.GuestCartToken)
-	if !validGuestToken(req.GuestCartToken) {
+	if !h.guests.Valid(req.GuestCartToken) {
 		return NewError(http.StatusBadRequest, CodeValidationFailed, "some fields are invalid").
-			With("fields", []FieldError{{Field: "guestCartToken", Message: "required, the guest cart's X-Guest-Token"}})
+			With("fields", []FieldError{{Field: "guestCartToken", Message: "required, the X-Guest-Token this server issued for the guest cart"}})
 	}
 	ctx := c.Request().Context()
 	res, err := h.store.Merge(ctx, mustPrincipal(c).UserID, req.GuestCartToken)

@@ -21,6 +21,7 @@ import (
 	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/availability"
 	"github.com/marketplace/checkout/cart"
+	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/demo"
 	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/internal/testenv"
@@ -130,6 +131,41 @@ func TestCart_GuestPutRepeatedFiveTimes_SetsQuantityOnce(t *testing.T) {
 	assert.Equal(t, `"2"`, del.header.Get("ETag"))
 	del = h.send(http.MethodDelete, path, "", "", api.GuestTokenHeader, token)
 	assert.Equal(t, `"2"`, del.header.Get("ETag"), "deleting a line that is not there changes nothing")
+}
+
+// TestCart_MadeUpGuestToken_Refused: only tokens the server issued reach a guest cart. A token a
+// client makes up, well formed as it may be, is 401 INVALID_GUEST_TOKEN and reads or writes
+// nothing; one issued by another deployment (another secret) too.
+func TestCart_MadeUpGuestToken_Refused(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	issued := h.send(http.MethodPut, "/api/v1/cart/items/72", "", `{"sellerId":42,"quantity":1}`)
+	require.Equal(t, http.StatusOK, issued.status, issued.raw)
+	token := issued.header.Get(api.GuestTokenHeader)
+	elsewhere := auth.NewGuestTokens(auth.Keys{Signing: auth.Key{Secret: []byte(strings.Repeat("x", 40))}}).Issue()
+	tampered := []byte(token)
+	tampered[0] ^= 1
+
+	for name, bad := range map[string]string{
+		"random, 256 bits":      base64.RawURLEncoding.EncodeToString([]byte(strings.Repeat("r", 32))),
+		"another server's":      elsewhere,
+		"one character changed": string(tampered),
+		"short":                 "abc",
+	} {
+		for _, r := range []reply{
+			h.send(http.MethodGet, "/api/v1/cart", "", "", api.GuestTokenHeader, bad),
+			h.send(http.MethodPut, "/api/v1/cart/items/73", "", `{"sellerId":42,"quantity":1}`, api.GuestTokenHeader, bad),
+			h.send(http.MethodDelete, "/api/v1/cart/items/72", "", "", api.GuestTokenHeader, bad),
+		} {
+			assert.Equal(t, http.StatusUnauthorized, r.status, "%s: %s", name, r.raw)
+			assert.Equal(t, api.CodeInvalidGuestToken, r.body["code"], name)
+			assert.Empty(t, r.header.Get(api.GuestTokenHeader), "no token handed back")
+		}
+	}
+	assert.EqualValues(t, 1, h.scalar(`SELECT count(*) FROM carts`), "nothing written but the issued token's cart")
+	own := h.send(http.MethodGet, "/api/v1/cart", "", "", api.GuestTokenHeader, token)
+	require.Equal(t, http.StatusOK, own.status, own.raw)
+	assert.Equal(t, []int64{72}, keys(lines(t, own.body)))
 }
 
 func TestCart_TwentyConcurrentPutsOnDifferentSKUs_AllLinesPresent(t *testing.T) {
@@ -266,9 +302,8 @@ func TestCart_OwnCartOnly(t *testing.T) {
 	guestView := h.send(http.MethodGet, "/api/v1/cart", "", "", api.GuestTokenHeader, guestToken)
 	assert.Equal(t, []int64{72}, keys(lines(t, guestView.body)), "a guest token reads its own cart only")
 	forged := h.send(http.MethodGet, "/api/v1/cart", "", "", api.GuestTokenHeader, "u:7")
-	assert.Equal(t, http.StatusBadRequest, forged.status, "a guest token cannot name a member cart")
-	other := h.send(http.MethodGet, "/api/v1/cart", "", "", api.GuestTokenHeader, strings.Repeat("A", 43))
-	assert.Empty(t, other.body["items"])
+	assert.Equal(t, http.StatusUnauthorized, forged.status, "a guest token cannot name a member cart")
+	assert.Equal(t, api.CodeInvalidGuestToken, forged.body["code"])
 	bad := h.send(http.MethodGet, "/api/v1/cart", "not-a-jwt", "", api.GuestTokenHeader, guestToken)
 	assert.Equal(t, http.StatusUnauthorized, bad.status, "a bad bearer token never falls back to the guest cart")
 	seller := h.send(http.MethodGet, "/api/v1/cart", h.seller(42), "")
@@ -344,9 +379,13 @@ func TestCartMerge_Twice_SumsOnceAndClipsToMaxPerOrder(t *testing.T) {
 	assert.Equal(t, http.StatusConflict, late.status, late.raw)
 	assert.Equal(t, api.CodeCartMerged, late.body["code"])
 
-	none := h.send(http.MethodPost, "/api/v1/cart/merge", member, fmt.Sprintf(`{"guestCartToken": %q}`, strings.Repeat("Z", 43)))
+	unused := h.send(http.MethodGet, "/api/v1/cart", "", "").header.Get(api.GuestTokenHeader) // issued, never written
+	none := h.send(http.MethodPost, "/api/v1/cart/merge", member, fmt.Sprintf(`{"guestCartToken": %q}`, unused))
 	require.Equal(t, http.StatusOK, none.status, none.raw)
 	assert.Equal(t, "NO_GUEST_CART", none.body["merge"].(map[string]any)["outcome"])
+	madeUp := h.send(http.MethodPost, "/api/v1/cart/merge", member, fmt.Sprintf(`{"guestCartToken": %q}`, strings.Repeat("Z", 43)))
+	assert.Equal(t, http.StatusBadRequest, madeUp.status, "a token this server did not issue: %s", madeUp.raw)
+	assert.Equal(t, api.CodeValidationFailed, madeUp.body["code"])
 	bad := h.send(http.MethodPost, "/api/v1/cart/merge", member, `{"guestCartToken": ""}`)
 	assert.Equal(t, http.StatusBadRequest, bad.status)
 	guest := h.send(http.MethodPost, "/api/v1/cart/merge", "", merge, api.GuestTokenHeader, token)

@@ -45,6 +45,7 @@ const (
 	CodeMixedCurrency        = "MIXED_CURRENCY"
 	CodeInvalidSignature     = "INVALID_SIGNATURE"
 	CodeTooManyOpenOrders    = "TOO_MANY_OPEN_ORDERS"
+	CodeInvalidGuestToken    = "INVALID_GUEST_TOKEN"
 	// CodeOrderDelayed is a parked order's attention as its shopper sees it.
 	CodeOrderDelayed = "ORDER_DELAYED"
 )

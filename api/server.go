@@ -77,6 +77,7 @@ type Server struct {
 	Deps
 	q      *db.Queries
 	tokens *auth.Verifier
+	guests *auth.GuestTokens
 }
 
 // BodyLimit is the largest request body accepted.
@@ -88,7 +89,8 @@ func New(d Deps) *echo.Echo {
 		d.Log = slog.Default()
 	}
 	s := &Server{Deps: d, q: db.New(d.Pool),
-		tokens: auth.NewVerifier(d.Config.AuthKeys(), d.Config.AuthTokenCacheEntries)}
+		tokens: auth.NewVerifier(d.Config.AuthKeys(), d.Config.AuthTokenCacheEntries),
+		guests: auth.NewGuestTokens(d.Config.AuthKeys())}
 	d.Metrics.RegisterCaches(s.cacheFigures)
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
