@@ -159,10 +159,11 @@ func TestAddresses_OwnOnlyAndValidated(t *testing.T) {
 }
 
 // TestAddresses_ConcurrentPostsNeverPassTheLimit: a book five short of the limit gets twenty
-// POSTs at once; exactly five are written, the others answer 422 LIMIT_REACHED.
+// POSTs at once; exactly five are written, the others answer 422 LIMIT_REACHED. (The user's rate
+// limit on address writes is turned off, so that all twenty reach the book.)
 func TestAddresses_ConcurrentPostsNeverPassTheLimit(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	h := newHarnessWithEnv(t, map[string]string{"RATE_LIMIT_ADDRESSES_USER": "off"})
 	_, err := h.pool.Exec(context.Background(), `INSERT INTO addresses (user_id, city, line1, lat, lon)
 		SELECT 503, 'Ankara', 'Atatürk Bulvarı ' || n, 39.92, 32.85 FROM generate_series(1, $1::int - 5) n`,
 		api.MaxAddressesPerUser)

@@ -41,9 +41,10 @@ func (s *Server) cartRoutes(e *echo.Echo) {
 		store: cart.NewStore(s.Pool, cart.Limits{MaxLines: s.Config.CartMaxLines,
 			MaxUnitsPerLine: int32(s.Config.CartMaxUnitsPerLine)}).WithCache(s.CartCache)}
 	e.GET("/api/v1/cart", h.getCart, s.cartOwner)
-	e.PUT("/api/v1/cart/items/:skuId", h.putItem, s.cartOwner)
-	e.DELETE("/api/v1/cart/items/:skuId", h.deleteItem, s.cartOwner)
-	e.POST("/api/v1/cart/merge", h.merge, s.authenticate, requireRole(auth.RoleShopper))
+	writes := s.rateLimit(s.limits.cart)
+	e.PUT("/api/v1/cart/items/:skuId", h.putItem, s.cartOwner, writes)
+	e.DELETE("/api/v1/cart/items/:skuId", h.deleteItem, s.cartOwner, writes)
+	e.POST("/api/v1/cart/merge", h.merge, s.authenticate, requireRole(auth.RoleShopper), writes)
 	e.POST("/api/v1/checkout/preview", h.preview, s.authenticate, requireRole(auth.RoleShopper))
 }
 
@@ -67,6 +68,10 @@ func (s *Server) cartOwner(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		token := strings.TrimSpace(c.Request().Header.Get(GuestTokenHeader))
 		if token == "" {
+			// A new guest cart: counted against the client address's guest cart limit.
+			if err := s.admit(c, s.limits.guestCarts); err != nil {
+				return err
+			}
 			token = s.guests.Issue()
 		} else if !s.guests.Valid(token) {
 			return NewError(http.StatusUnauthorized, CodeInvalidGuestToken, "this guest token was not issued by "+

@@ -296,9 +296,11 @@ func tooManyOpenOrders(c echo.Context, r workflows.PlaceOrderResult) error {
 		r.OpenOrderLimit)).With("limit", r.OpenOrderLimit)
 }
 
-// setRetryAfter tells the client how long to wait, in whole seconds rounded up.
-func setRetryAfter(c echo.Context, d time.Duration) {
-	c.Response().Header().Set("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
+// setRetryAfter tells the client how long to wait, in whole seconds rounded up, and returns them.
+func setRetryAfter(c echo.Context, d time.Duration) string {
+	secs := strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10)
+	c.Response().Header().Set("Retry-After", secs)
+	return secs
 }
 
 type orderItemView struct {

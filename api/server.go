@@ -78,6 +78,7 @@ type Server struct {
 	q      *db.Queries
 	tokens *auth.Verifier
 	guests *auth.GuestTokens
+	limits rateLimits
 }
 
 // BodyLimit is the largest request body accepted.
@@ -90,10 +91,11 @@ func New(d Deps) *echo.Echo {
 	}
 	s := &Server{Deps: d, q: db.New(d.Pool),
 		tokens: auth.NewVerifier(d.Config.AuthKeys(), d.Config.AuthTokenCacheEntries),
-		guests: auth.NewGuestTokens(d.Config.AuthKeys())}
+		guests: auth.NewGuestTokens(d.Config.AuthKeys()), limits: newRateLimits(d.Config.RateLimits)}
 	d.Metrics.RegisterCaches(s.cacheFigures)
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
+	e.IPExtractor = ipExtractor(d.Config.TrustedProxies)
 	e.HTTPErrorHandler = errorHandler(d.Log)
 	e.Use(middleware.RequestID())
 	e.Use(s.observe)
@@ -105,10 +107,10 @@ func New(d Deps) *echo.Echo {
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(d.Metrics.Registry, promhttp.HandlerOpts{})))
 
 	shopper := e.Group("/api/v1", s.authenticate, requireRole(auth.RoleShopper))
-	shopper.POST("/addresses", s.createAddress)
+	shopper.POST("/addresses", s.createAddress, s.rateLimit(s.limits.addresses))
 	shopper.GET("/addresses", s.listAddresses)
 	s.cartRoutes(e)
-	shopper.POST("/orders", s.createOrder)
+	shopper.POST("/orders", s.createOrder, s.rateLimit(s.limits.orders))
 	shopper.GET("/orders", s.listOrders)
 	shopperOrSupport := []echo.MiddlewareFunc{s.authenticate, requireRole(auth.RoleShopper, auth.RoleSupport)}
 	e.GET("/api/v1/orders/:orderId", s.getOrder, shopperOrSupport...)
@@ -123,7 +125,7 @@ func New(d Deps) *echo.Echo {
 		ops.PUT("/payment-faults", s.putPaymentFaults)
 	}
 
-	seller := e.Group("/seller-api/v1", s.authenticate, requireRole(auth.RoleSeller))
+	seller := e.Group("/seller-api/v1", s.authenticate, requireRole(auth.RoleSeller), s.rateLimit(s.limits.seller))
 	seller.PUT("/skus", s.putSKUs)
 	seller.PUT("/stocks", s.putStocks)
 	return e

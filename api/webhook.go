@@ -21,13 +21,21 @@ import (
 )
 
 // paymentWebhook receives the provider's signed events. A bad signature is 401 and changes
-// nothing; an event already seen is acknowledged and changes nothing more. An event is routed
-// only to an intent the product created: one whose id an order recorded, or — for an
-// authorization whose answer the order never got — one the provider confirms it holds under an
-// order's own key. The event goes to the order's workflow as a signal in the same transaction that
-// records it, so a failed signal is retried by the provider rather than lost; the workflow asks
-// the provider before acting on it, so the event's status is never taken on its word.
+// nothing, and counts against the sender's address (RATE_LIMIT_WEBHOOK_FAILURES_IP): an address
+// that used up its limit gets 429 for everything it sends until the limit refills. An event
+// already seen is acknowledged and changes nothing more. An event is routed only to an intent the
+// product created: one whose id an order recorded, or — for an authorization whose answer the
+// order never got — one the provider confirms it holds under an order's own key. The event goes to
+// the order's workflow as a signal in the same transaction that records it, so a failed signal is
+// retried by the provider rather than lost; the workflow asks the provider before acting on it, so
+// the event's status is never taken on its word.
 func (s *Server) paymentWebhook(c echo.Context) error {
+	if l := s.limits.webhookFailures.ip; l != nil {
+		// An address whose bad signatures used up its limit is refused before anything is read.
+		if wait := l.empty(clientKey(c), time.Now()); wait > 0 {
+			return s.rateLimited(c, groupWebhook, "ip", wait)
+		}
+	}
 	body, err := io.ReadAll(c.Request().Body)
 	if err != nil {
 		var he *echo.HTTPError
@@ -38,7 +46,10 @@ func (s *Server) paymentWebhook(c echo.Context) error {
 	}
 	if err := payment.Verify([]byte(s.Config.PaymentWebhookSecret), body,
 		c.Request().Header.Get(payment.SignatureHeader), time.Now(), payment.DefaultTolerance); err != nil {
-		s.Log.Warn("payment webhook refused", "reason", err.Error(), "request_id", requestID(c))
+		s.Log.Warn("payment webhook refused", "reason", err.Error(), "request_id", requestID(c), "client_ip", c.RealIP())
+		if err := s.admit(c, s.limits.webhookFailures); err != nil {
+			return err
+		}
 		return NewError(http.StatusUnauthorized, CodeInvalidSignature, "invalid webhook signature")
 	}
 	var ev payment.WebhookEvent

@@ -5,6 +5,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -87,6 +88,11 @@ type Config struct {
 	CartCacheMemoryMB int
 	// AuthTokenCacheEntries bounds the API process's cache of verified bearer tokens (0: none).
 	AuthTokenCacheEntries int
+	// RateLimits are the API's rate limits (per API process, in memory). TrustedProxies are the
+	// proxies whose X-Forwarded-For names the client; with none, the connection's peer is the
+	// client, whatever the headers say.
+	RateLimits     RateLimits
+	TrustedProxies []*net.IPNet
 	// LowStockThreshold: at or below this many sellable units the cart and preview warn LOW_STOCK.
 	LowStockThreshold int
 	// AvailabilityPollInterval is how often an idle availability relay looks for inventory changes.
@@ -186,6 +192,7 @@ func Load(getenv func(string) string) (Config, error) {
 		CartJanitorEvery:       p.every("CART_JANITOR_EVERY", 24*time.Hour),
 		PaymentReconcilerEvery: p.every("PAYMENT_RECONCILER_EVERY", 5*time.Minute),
 	}
+	c.RateLimits, c.TrustedProxies = p.rateLimits(), p.trustedProxies()
 	if keys, err := parseKeys(p.getenv("AUTH_JWT_KEYS")); err != nil {
 		p.errs = append(p.errs, err)
 	} else {

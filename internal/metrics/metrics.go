@@ -22,7 +22,9 @@ type Metrics struct {
 	// ReserveBatchSize is the number of orders in each combined reserve transaction.
 	ReserveBatchSize prometheus.Histogram
 
-	// OpenOrdersRefused counts orders refused by the open-order cap.
+	// RateLimited counts requests refused by a rate limit, by route group and by what was
+	// limited (user or ip); OpenOrdersRefused orders refused by the open-order cap.
+	RateLimited       *prometheus.CounterVec
 	OpenOrdersRefused prometheus.Counter
 
 	AvailabilityEvents prometheus.Counter
@@ -60,6 +62,10 @@ func New() *Metrics {
 			Help:    "HTTP request latency by route and method.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"route", "method"}),
+		RateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "checkout_rate_limited_total",
+			Help: "API requests refused with 429 RATE_LIMITED, by route group and by the limit's key (user or ip).",
+		}, []string{"group", "by"}),
 		OpenOrdersRefused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "checkout_open_orders_refused_total",
 			Help: "Orders refused with 429 TOO_MANY_OPEN_ORDERS: the shopper had ORDERS_MAX_OPEN_PER_SHOPPER orders waiting for payment.",
@@ -78,7 +84,7 @@ func New() *Metrics {
 		}, []string{"type"}),
 	}
 	reg.MustRegister(m.ReserveAttempts, m.ReserveResults, m.ReserveBatchSize, m.HTTPRequests, m.HTTPDuration,
-		m.OpenOrdersRefused, m.AvailabilityEvents,
+		m.RateLimited, m.OpenOrdersRefused, m.AvailabilityEvents,
 		m.OutboxPublished, m.OutboxDead,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Jobs = newJobMetrics(reg)

@@ -1,0 +1,56 @@
+package config_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/marketplace/checkout/internal/config"
+)
+
+func TestParseRateLimit(t *testing.T) {
+	for v, want := range map[string]config.RateLimit{
+		"20/1m":    {Burst: 20, Per: time.Minute},
+		"300/s":    {Burst: 300, Per: time.Second},
+		" 5 / 2h ": {Burst: 5, Per: 2 * time.Hour},
+		"off":      {},
+		"0":        {},
+	} {
+		got, err := config.ParseRateLimit(v)
+		require.NoError(t, err, v)
+		assert.Equal(t, want, got, v)
+	}
+	for _, bad := range []string{"", "20", "20/", "x/1m", "-1/1m", "20/1y", "20/0s", "20/48h", "2000000/1s"} {
+		_, err := config.ParseRateLimit(bad)
+		assert.Error(t, err, bad)
+	}
+}
+
+func TestLoad_RateLimitsAndTrustedProxies(t *testing.T) {
+	load := func(env map[string]string) (config.Config, error) {
+		return config.Load(func(k string) string { return env[k] })
+	}
+	c, err := load(nil)
+	require.NoError(t, err)
+	assert.Equal(t, config.RateLimit{Burst: 20, Per: time.Minute}, c.RateLimits.OrdersUser)
+	assert.Equal(t, config.RateLimit{Burst: 20, Per: time.Minute}, c.RateLimits.WebhookFailuresIP)
+	assert.Empty(t, c.TrustedProxies, "no proxy is trusted unless listed")
+	assert.Equal(t, 3, c.OrdersMaxOpenPerShopper)
+
+	c, err = load(map[string]string{"RATE_LIMIT_CART_IP": "off", "TRUSTED_PROXIES": "10.0.0.7, 172.16.0.0/12,2001:db8::1"})
+	require.NoError(t, err)
+	assert.True(t, c.RateLimits.CartIP.Off())
+	require.Len(t, c.TrustedProxies, 3)
+	assert.Equal(t, "10.0.0.7/32", c.TrustedProxies[0].String())
+	assert.Equal(t, "172.16.0.0/12", c.TrustedProxies[1].String())
+	assert.Equal(t, "2001:db8::1/128", c.TrustedProxies[2].String())
+
+	_, err = load(map[string]string{"RATE_LIMIT_SELLER": "lots", "TRUSTED_PROXIES": "proxy.local"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "RATE_LIMIT_SELLER")
+	assert.Contains(t, err.Error(), `TRUSTED_PROXIES: "proxy.local"`)
+	_, err = load(map[string]string{"ORDERS_MAX_OPEN_PER_SHOPPER": "-1"})
+	assert.ErrorContains(t, err, "ORDERS_MAX_OPEN_PER_SHOPPER")
+}
