@@ -50,7 +50,14 @@ type reply struct {
 // send is do with request headers given as name, value pairs.
 func (h *harness) send(method, path, token, body string, headers ...string) reply {
 	h.t.Helper()
+	return h.from("192.0.2.1:1234", method, path, token, body, headers...)
+}
+
+// from is send from a client address (the connection's peer).
+func (h *harness) from(peer, method, path, token, body string, headers ...string) reply {
+	h.t.Helper()
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req.RemoteAddr = peer
 	if body != "" {
 		req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 	}

@@ -1,13 +1,10 @@
 package api_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,27 +15,6 @@ import (
 	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/payment"
 )
-
-// from is send from a client address (the connection's peer), with headers as name, value pairs.
-func (h *harness) from(peer, method, path, token, body string, headers ...string) reply {
-	h.t.Helper()
-	req := httptest.NewRequest(method, path, strings.NewReader(body))
-	req.RemoteAddr = peer
-	if body != "" {
-		req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-	}
-	if token != "" {
-		req.Header.Set(echo.HeaderAuthorization, "Bearer "+token)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	rec := httptest.NewRecorder()
-	h.e.ServeHTTP(rec, req)
-	r := reply{answer: answer{status: rec.Code, raw: rec.Body.String()}, header: rec.Header()}
-	_ = json.Unmarshal(rec.Body.Bytes(), &r.body)
-	return r
-}
 
 // limited asserts a 429 RATE_LIMITED answer with a Retry-After between least and most seconds.
 func limited(t *testing.T, r reply, least, most int, msg string) {
