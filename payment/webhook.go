@@ -48,7 +48,9 @@ func Sign(secret, body []byte, now time.Time) string {
 // Verify checks header against body: the MAC must match (compared in constant time, so the
 // answer time leaks nothing), and its timestamp must be within tolerance of now in either
 // direction (tolerance <= 0 means DefaultTolerance). Several v1 values are accepted, any one
-// matching, so that a secret can be rotated.
+// matching, so that a secret can be rotated. Both values must be spelled as Sign spells them
+// (decimal seconds without sign or leading zeros, lowercase hex), so that a signed request has
+// one header only: a header changed in any byte is refused.
 func Verify(secret, body []byte, header string, now time.Time, tolerance time.Duration) error {
 	if len(secret) == 0 {
 		return fmt.Errorf("%w: no secret configured", ErrInvalidSignature)
@@ -73,13 +75,13 @@ func Verify(secret, body []byte, header string, now time.Time, tolerance time.Du
 		switch k {
 		case "t":
 			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || haveTS {
+			if err != nil || haveTS || strconv.FormatInt(n, 10) != v {
 				return fmt.Errorf("%w: malformed timestamp", ErrInvalidSignature)
 			}
 			ts, haveTS = n, true
 		case "v1":
 			sig, err := hex.DecodeString(v)
-			if err != nil || len(sig) != sha256.Size {
+			if err != nil || len(sig) != sha256.Size || hex.EncodeToString(sig) != v {
 				return fmt.Errorf("%w: malformed v1 signature", ErrInvalidSignature)
 			}
 			sigs = append(sigs, sig)
