@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,8 @@ import (
 )
 
 var secret = []byte("test-secret-of-enough-length")
+
+const base64url = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 
 func TestMintVerify_RoundTrip(t *testing.T) {
 	t.Parallel()
@@ -45,6 +48,8 @@ func TestVerify_RejectsBadTokens(t *testing.T) {
 		"unknown role": badRole,
 		"garbage":      "not.a.token",
 		"tampered":     good[:len(good)-2] + "xx",
+		// The last character of an HS256 signature carries two unused bits.
+		"signature's unused bits set": good[:len(good)-1] + string(base64url[strings.IndexByte(base64url, good[len(good)-1])^1]),
 	} {
 		_, err := Verify(secret, tok)
 		assert.Error(t, err, name)
