@@ -34,16 +34,23 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	e     *echo.Echo
 	pool  *pgxpool.Pool
 	cfg   config.Config
 	carts *cart.Cache
 }
 
-func newHarness(t *testing.T, temporal api.TemporalClient) *harness {
+func newHarness(t testing.TB, temporal api.TemporalClient) *harness {
 	t.Helper()
-	cfg := testenv.Config(t, nil)
+	return newHarnessOf(t, temporal, nil)
+}
+
+// newHarnessOf is the API over a fresh database with the demo data, configured by env over the
+// test defaults.
+func newHarnessOf(t testing.TB, temporal api.TemporalClient, env map[string]string) *harness {
+	t.Helper()
+	cfg := testenv.Config(t, env)
 	pool := testenv.Pool(t)
 	require.NoError(t, demo.Load(context.Background(), pool))
 	m := metrics.New()
@@ -119,6 +126,8 @@ func TestErrors_OneModelForEveryFailure(t *testing.T) {
 		{"seller on shopper route", http.MethodGet, "/api/v1/addresses", h.seller(42), "", 403, api.CodeForbidden},
 		{"shopper on seller route", http.MethodPut, "/seller-api/v1/stocks", shopper, "[]", 403, api.CodeForbidden},
 		{"malformed JSON", http.MethodPost, "/api/v1/addresses", shopper, `{"city":`, 400, api.CodeInvalidJSON},
+		{"text after the JSON value", http.MethodPost, "/api/v1/addresses", shopper, `{"city":"Izmir"}}`, 400, api.CodeInvalidJSON},
+		{"NUL in text", http.MethodPost, "/api/v1/addresses", shopper, `{"city":"a\u0000","line1":"b","lat":0,"lon":0}`, 400, api.CodeValidationFailed},
 		{"empty body", http.MethodPost, "/api/v1/addresses", shopper, ``, 400, api.CodeInvalidJSON},
 		{"wrong type", http.MethodPost, "/api/v1/addresses", shopper, `{"city": 5}`, 400, api.CodeValidationFailed},
 		{"body over 1 MiB", http.MethodPost, "/api/v1/addresses", shopper,

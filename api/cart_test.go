@@ -1,12 +1,11 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -20,26 +19,15 @@ import (
 
 	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/availability"
-	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/demo"
-	"github.com/marketplace/checkout/internal/metrics"
-	"github.com/marketplace/checkout/internal/testenv"
 	"github.com/marketplace/checkout/inventory"
 )
 
 // newHarnessWithEnv is newHarness with settings of the test's own.
-func newHarnessWithEnv(t *testing.T, env map[string]string) *harness {
+func newHarnessWithEnv(t testing.TB, env map[string]string) *harness {
 	t.Helper()
-	cfg := testenv.Config(t, env)
-	pool := testenv.Pool(t)
-	require.NoError(t, demo.Load(context.Background(), pool))
-	m := metrics.New()
-	inv := inventory.New(pool, m)
-	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	carts := runCartCache(t, pool, cart.CacheOptions{Entries: cfg.CartCacheEntries, Log: log})
-	e := api.New(api.Deps{Config: cfg, Pool: pool, Inventory: inv, Metrics: m, Log: log, CartCache: carts})
-	return &harness{t: t, e: e, pool: pool, cfg: cfg, carts: carts}
+	return newHarnessOf(t, nil, env)
 }
 
 type reply struct {
@@ -50,15 +38,27 @@ type reply struct {
 // send is do with request headers given as name, value pairs.
 func (h *harness) send(method, path, token, body string, headers ...string) reply {
 	h.t.Helper()
-	return h.from("192.0.2.1:1234", method, path, token, body, headers...)
+	return h.from(defaultPeer, method, path, token, body, headers...)
 }
+
+// defaultPeer is the client address of a request sent without one.
+const defaultPeer = "192.0.2.1:1234"
 
 // from is send from a client address (the connection's peer).
 func (h *harness) from(peer, method, path, token, body string, headers ...string) reply {
 	h.t.Helper()
-	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	return h.sendBytesFrom(peer, method, path, token, []byte(body), headers...)
+}
+
+// sendBytes is send. It touches no test state, so fuzz functions call it too.
+func (h *harness) sendBytes(method, path, token string, body []byte, headers ...string) reply {
+	return h.sendBytesFrom(defaultPeer, method, path, token, body, headers...)
+}
+
+func (h *harness) sendBytesFrom(peer, method, path, token string, body []byte, headers ...string) reply {
+	req := httptest.NewRequest(method, path, bytes.NewReader(body))
 	req.RemoteAddr = peer
-	if body != "" {
+	if len(body) > 0 {
 		req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 	}
 	if token != "" {

@@ -158,7 +158,7 @@ func (s *Server) putStocks(c echo.Context) error {
 		}
 		ts, err := time.Parse(time.RFC3339Nano, r.SourceUpdatedAt)
 		switch {
-		case err != nil:
+		case err != nil, ts.IsZero(): // the zero instant is the inventory engine's "not set"
 			v.add(at("sourceUpdatedAt"), "required, an RFC 3339 time such as 2026-11-30T10:00:00Z")
 		case ts.After(now.Add(MaxFutureSkew)):
 			v.add(at("sourceUpdatedAt"), "lies in the future")

@@ -3,6 +3,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -213,14 +214,16 @@ func (s *Server) readyz(c echo.Context) error {
 }
 
 // bind decodes a JSON body into v, whatever Content-Type says (curl -d sends a form type): malformed JSON is 400 INVALID_JSON, a body over the limit 413.
+// The body must be one JSON value and nothing after it but white space, and no text in it may hold
+// U+0000, which PostgreSQL text cannot store.
 func bind(c echo.Context, v any) error {
-	dec := json.NewDecoder(c.Request().Body)
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
-		var he *echo.HTTPError
-		if errors.As(err, &he) {
-			return he
-		}
 		if errors.Is(err, io.EOF) {
 			return NewError(http.StatusBadRequest, CodeInvalidJSON, "request body is empty")
 		}
@@ -235,10 +238,39 @@ func bind(c echo.Context, v any) error {
 		}
 		return NewError(http.StatusBadRequest, CodeInvalidJSON, "request body is not valid JSON")
 	}
-	if dec.More() {
+	if len(bytes.Trim(body[dec.InputOffset():], " \t\r\n")) > 0 {
 		return NewError(http.StatusBadRequest, CodeInvalidJSON, "request body holds more than one JSON value")
 	}
+	if holdsNUL(body) {
+		return NewError(http.StatusBadRequest, CodeValidationFailed, "some fields are invalid").
+			With("fields", []FieldError{{Field: "body", Message: `no text may hold the NUL character \u0000`}})
+	}
 	return nil
+}
+
+// holdsNUL reports whether a JSON text escapes U+0000 (\u0000) in a string; an unescaped control
+// character is not JSON at all.
+func holdsNUL(body []byte) bool {
+	for i := 0; i+1 < len(body); i++ {
+		if body[i] != '\\' {
+			continue
+		}
+		if body[i+1] == 'u' && i+6 <= len(body) && string(body[i+2:i+6]) == "0000" {
+			return true
+		}
+		i++ // the escaped character: in \\u0000 the u is text
+	}
+	return false
+}
+
+// readBody reads the whole body; one over the limit is 413.
+func readBody(c echo.Context) ([]byte, error) {
+	body, err := io.ReadAll(c.Request().Body)
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		return nil, he
+	}
+	return body, err
 }
 
 func jsonType(kind string) string {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -36,12 +35,8 @@ func (s *Server) paymentWebhook(c echo.Context) error {
 			return s.rateLimited(c, groupWebhook, "ip", wait)
 		}
 	}
-	body, err := io.ReadAll(c.Request().Body)
+	body, err := readBody(c)
 	if err != nil {
-		var he *echo.HTTPError
-		if errors.As(err, &he) {
-			return he
-		}
 		return err
 	}
 	if err := payment.Verify([]byte(s.Config.PaymentWebhookSecret), body,
@@ -53,7 +48,7 @@ func (s *Server) paymentWebhook(c echo.Context) error {
 		return NewError(http.StatusUnauthorized, CodeInvalidSignature, "invalid webhook signature")
 	}
 	var ev payment.WebhookEvent
-	if err := json.Unmarshal(body, &ev); err != nil || ev.ID == "" || ev.Intent.ID == "" {
+	if err := json.Unmarshal(body, &ev); err != nil || ev.ID == "" || ev.Intent.ID == "" || holdsNUL(body) {
 		return NewError(http.StatusBadRequest, CodeInvalidJSON, "not a payment event")
 	}
 	ctx := c.Request().Context()
