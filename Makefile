@@ -18,6 +18,12 @@ WORKFLOWCHECK_VERSION := v0.6.0
 
 TEST_FLAGS ?= -count=1 -timeout 15m
 
+# How long `make fuzz` runs each fuzz target, and the short pass of `make test`: a count of new
+# inputs, since a fuzz run's clock also covers starting its workers and replaying its corpus (for
+# the API's target, several seconds of starting servers).
+FUZZTIME      ?= 30s
+TEST_FUZZTIME ?= 1000x
+
 export TEMPORAL_CLI
 
 .PHONY: help
@@ -34,8 +40,21 @@ build: ## build bin/checkout
 	$(GO) build -o $(BIN)/checkout ./cmd/checkout
 
 .PHONY: test
-test: postgres-binaries $(TEMPORAL_CLI) ## run every test against real PostgreSQL and the Temporal dev server
+test: postgres-binaries $(TEMPORAL_CLI) ## run every test against real PostgreSQL and the Temporal dev server, then every fuzz target for TEST_FUZZTIME (1000 inputs)
 	$(GO) test $(TEST_FLAGS) ./...
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
+
+# Go fuzzes one target per run: the packages are those whose tests declare a Fuzz function, the
+# targets what `go test -list` finds in each.
+.PHONY: fuzz
+fuzz: postgres-binaries ## run every fuzz target for FUZZTIME each (30s); a failing input is written to the package's testdata/fuzz
+	@set -e; for pkg in $$(grep -rl --include='*_test.go' --exclude-dir=.data --exclude-dir=bin --exclude-dir=node_modules '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+		targets=$$($(GO) test -list '^Fuzz' $$pkg); \
+		for target in $$(echo "$$targets" | grep '^Fuzz'); do \
+			echo "fuzz: $$pkg $$target for $(FUZZTIME)"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
 
 .PHONY: test-race
 test-race: postgres-binaries $(TEMPORAL_CLI) ## the tests under the race detector (slower)

@@ -8,6 +8,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -72,12 +73,22 @@ func startPG() {
 		}
 		pgAdminURL = pgServer.URL("postgres")
 	}
+	if pgTemplate = os.Getenv(sharedTemplate); pgTemplate != "" {
+		return
+	}
 	pgTemplate = fmt.Sprintf("tmpl_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6)
 	if pgErr = adminExec(ctx, "CREATE DATABASE "+pgTemplate); pgErr != nil {
 		return
 	}
-	_, pgErr = migrations.Up(ctx, withDatabase(pgAdminURL, pgTemplate))
+	if _, pgErr = migrations.Up(ctx, withDatabase(pgAdminURL, pgTemplate)); pgErr != nil {
+		return
+	}
+	// The processes this one starts (the workers of a fuzz run) use this server and template.
+	pgErr = errors.Join(os.Setenv("TEST_PG_URL", pgAdminURL), os.Setenv(sharedTemplate, pgTemplate))
 }
+
+// sharedTemplate names the migrated template database of the test binary that started this one.
+const sharedTemplate = "TESTENV_PG_TEMPLATE"
 
 // DatabaseURL creates a fresh database with every migration applied and returns its URL. The
 // database is dropped when the test ends.
@@ -87,7 +98,7 @@ func DatabaseURL(t testing.TB) string {
 	if pgErr != nil {
 		t.Fatalf("test PostgreSQL: %v", pgErr)
 	}
-	name := fmt.Sprintf("%s_t%d", pgTemplate, dbCounter.Add(1))
+	name := fmt.Sprintf("%s_p%d_t%d", pgTemplate, os.Getpid(), dbCounter.Add(1))
 	ctx := context.Background()
 	if err := adminExec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, pgTemplate)); err != nil {
 		t.Fatalf("create test database: %v", err)
