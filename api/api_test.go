@@ -34,11 +34,12 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 type harness struct {
-	t     testing.TB
-	e     *echo.Echo
-	pool  *pgxpool.Pool
-	cfg   config.Config
-	carts *cart.Cache
+	t       testing.TB
+	e       *echo.Echo
+	pool    *pgxpool.Pool
+	cfg     config.Config
+	carts   *cart.Cache
+	metrics *metrics.Metrics
 }
 
 func newHarness(t testing.TB, temporal api.TemporalClient) *harness {
@@ -61,7 +62,14 @@ func newHarnessOf(t testing.TB, temporal api.TemporalClient, env map[string]stri
 	carts := runCartCache(t, pool, cart.CacheOptions{Entries: cfg.CartCacheEntries, Log: log})
 	e := api.New(api.Deps{Config: cfg, Pool: pool, Inventory: inv, Temporal: temporal, Metrics: m, Log: log,
 		PaymentPages: sim, PaymentFaults: sim, CartCache: carts})
-	return &harness{t: t, e: e, pool: pool, cfg: cfg, carts: carts}
+	return &harness{t: t, e: e, pool: pool, cfg: cfg, carts: carts, metrics: m}
+}
+
+// scrape reads the process's /metrics as its internal listener serves it.
+func (h *harness) scrape() string {
+	rec := httptest.NewRecorder()
+	h.metrics.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	return rec.Body.String()
 }
 
 func (h *harness) token(p auth.Principal) string {
@@ -313,13 +321,21 @@ func TestReadyz_ReportsDatabaseAndTemporal(t *testing.T) {
 func TestMetrics_ExposeReservationAndSweeperFigures(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
-	a := h.do(http.MethodGet, "/metrics", "", "")
-	require.Equal(t, http.StatusOK, a.status)
+	raw := h.scrape()
 	for _, name := range []string{"checkout_active_reservations", "checkout_sweeper_lag_seconds",
 		"checkout_expired_active_reservations", "checkout_reservation_attempts_total"} {
-		assert.Contains(t, a.raw, name)
+		assert.Contains(t, raw, name)
 	}
-	assert.Contains(t, a.raw, fmt.Sprintf("checkout_inventory_scrape_error %d", 0))
+	assert.Contains(t, raw, fmt.Sprintf("checkout_inventory_scrape_error %d", 0))
+}
+
+func TestMetrics_NotOnThePublicAPI(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	a := h.do(http.MethodGet, "/metrics", "", "")
+	assert.Equal(t, http.StatusNotFound, a.status, a.raw)
+	assert.Equal(t, api.CodeNotFound, a.body["code"])
+	assert.NotContains(t, a.raw, "checkout_")
 }
 
 func TestPaymentFaults_OpsOnlyAndValidated(t *testing.T) {

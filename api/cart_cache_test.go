@@ -70,7 +70,7 @@ func newProcess(t *testing.T, pool *pgxpool.Pool, opts cart.CacheOptions) *harne
 	carts := runCartCache(t, pool, opts)
 	e := api.New(api.Deps{Config: cfg, Pool: pool, Inventory: inventory.New(pool, m), Metrics: m, Log: opts.Log,
 		CartCache: carts})
-	return &harness{t: t, e: e, pool: pool, cfg: cfg, carts: carts}
+	return &harness{t: t, e: e, pool: pool, cfg: cfg, carts: carts, metrics: m}
 }
 
 func sharedPool(t *testing.T) *pgxpool.Pool {
@@ -201,7 +201,7 @@ func TestCartCache_ListenerKilled_ClearedAndBypassedUntilItListensAgain(t *testi
 	hits := b.carts.Stats().Hits
 	assert.Equal(t, `"1"`, getCart(b, shopper, "").header.Get("ETag"))
 	require.Equal(t, hits+1, b.carts.Stats().Hits, "B's own write is in its cache")
-	require.Contains(t, b.do(http.MethodGet, "/metrics", "", "").raw, "checkout_cart_cache_listening 1")
+	require.Contains(t, b.scrape(), "checkout_cart_cache_listening 1")
 
 	pid := b.carts.ListenerPID()
 	require.NotZero(t, pid)
@@ -214,7 +214,7 @@ func TestCartCache_ListenerKilled_ClearedAndBypassedUntilItListensAgain(t *testi
 	st := b.carts.Stats()
 	assert.Zero(t, st.Entries, "losing the connection clears the cache")
 	assert.Positive(t, st.Resets)
-	assert.Contains(t, b.do(http.MethodGet, "/metrics", "", "").raw, "checkout_cart_cache_listening 0")
+	assert.Contains(t, b.scrape(), "checkout_cart_cache_listening 0")
 
 	// Outage: A writes; no notification can reach B, and B answers from the database.
 	for i, qty := range []int{2, 3} {

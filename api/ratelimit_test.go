@@ -32,9 +32,8 @@ func limited(t *testing.T, r reply, least, most int, msg string) {
 
 // refusals reads checkout_rate_limited_total{group, by} from /metrics.
 func refusals(h *harness, group, by string) int {
-	m := h.send(http.MethodGet, "/metrics", "", "")
 	re := regexp.MustCompile(fmt.Sprintf(`(?m)^checkout_rate_limited_total\{by="%s",group="%s"\} (\d+)$`, by, group))
-	if g := re.FindStringSubmatch(m.raw); g != nil {
+	if g := re.FindStringSubmatch(h.scrape()); g != nil {
 		n, _ := strconv.Atoi(g[1])
 		return n
 	}

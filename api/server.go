@@ -17,7 +17,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.temporal.io/sdk/client"
 
 	"github.com/marketplace/checkout/cart"
@@ -105,7 +104,7 @@ func New(d Deps) *echo.Echo {
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(d.Metrics.Registry, promhttp.HandlerOpts{})))
+	// No /metrics here: the process serves it on its internal listener (METRICS_ADDR).
 
 	shopper := e.Group("/api/v1", s.authenticate, requireRole(auth.RoleShopper))
 	shopper.POST("/addresses", s.createAddress, s.rateLimit(s.limits.addresses))
@@ -149,7 +148,7 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		elapsed := time.Since(start)
 		s.Metrics.HTTPRequests.WithLabelValues(route, c.Request().Method, strconv.Itoa(status)).Inc()
 		s.Metrics.HTTPDuration.WithLabelValues(route, c.Request().Method).Observe(elapsed.Seconds())
-		if route != "/metrics" && route != "/healthz" {
+		if route != "/healthz" {
 			level := slog.LevelInfo
 			if status >= 500 {
 				level = slog.LevelError

@@ -21,7 +21,7 @@ func TestLoad_ShortCampaign_AuditorFindsNothing(t *testing.T) {
 	t.Parallel()
 	hold := 5 * time.Second
 	s := startStack(t, stackOptions{hold: hold})
-	rep, err := loadgen.Run(s.ctx, loadgen.Config{BaseURL: s.base, JWTSecret: s.cfg.JWTSecret,
+	rep, err := loadgen.Run(s.ctx, loadgen.Config{BaseURL: s.base, MetricsURL: s.metrics, JWTSecret: s.cfg.JWTSecret,
 		Shoppers: 12, Duration: 15 * time.Second, Orders: 600,
 		CatalogSize: 40, Stock: 200, HotSKUs: []string{"LG-HOT-1"}, HotShare: 0.3, HotStock: 20,
 		RepeatShare: 0.1, RestockLead: time.Second, HoldTTL: hold, WaitAbandoned: true, Settle: 10 * time.Second})

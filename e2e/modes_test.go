@@ -3,14 +3,22 @@ package e2e_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/marketplace/checkout/internal/pgserver"
+	"github.com/marketplace/checkout/internal/testenv"
 )
 
 // TestModes_APIAndWorkerRefuseToStartWithoutSecretsOfTheirOwn: outside dev, a missing secret, the
@@ -45,6 +53,111 @@ func TestModes_APIAndWorkerRefuseToStartWithoutSecretsOfTheirOwn(t *testing.T) {
 			assert.Contains(t, out, tc.want, "%s %s", cmd, name)
 			assert.Equal(t, 1, strings.Count(out, "\n")+1, "%s %s: one clear line, got %q", cmd, name, out)
 		}
+	}
+}
+
+// TestModes_MetricsOnlyOnTheirInternalPort: every mode serves Prometheus /metrics on METRICS_ADDR
+// and the API's public port answers /metrics 404 in the error model; dev, where the API and the
+// worker run in one process, has one metrics listener with the figures of both.
+func TestModes_MetricsOnlyOnTheirInternalPort(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	const apiFamily, workerFamily = "checkout_cart_cache_listening", "checkout_availability_lag_seconds"
+	for _, tc := range []struct {
+		mode        string
+		api         bool
+		has, hasNot []string
+	}{
+		{"api", true, []string{apiFamily}, []string{workerFamily}},
+		{"worker", false, []string{workerFamily}, []string{apiFamily}},
+		{"dev", true, []string{apiFamily, workerFamily}, nil},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			t.Parallel()
+			public, internal := freeAddr(t), freeAddr(t)
+			c := exec.Command(bin, tc.mode)
+			c.Env = append(cleanEnv(), "DATABASE_URL="+testenv.DatabaseURL(t), "TEMPORAL_ADDRESS="+testenv.TemporalAddress(t),
+				"TEMPORAL_TASK_QUEUE=e2e-"+randomHex(6), "SCHEDULES_ENABLED=false", "DATA_DIR="+t.TempDir(),
+				"AUTH_JWT_SECRET="+testenv.Secret, "PAYMENT_WEBHOOK_SECRET="+testenv.Secret, "PAYMENT_PROVIDER=paysim",
+				"HTTP_ADDR="+public, "METRICS_ADDR="+internal, "LOG_LEVEL=warn")
+			var logs bytes.Buffer
+			c.Stderr = &logs
+			if os.Getenv("E2E_LOG") != "" {
+				c.Stdout, c.Stderr = os.Stderr, os.Stderr
+			}
+			c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			require.NoError(t, c.Start())
+			t.Cleanup(func() {
+				_ = c.Process.Signal(os.Interrupt)
+				_ = c.Wait()
+				if t.Failed() {
+					t.Logf("%s's log:\n%s", tc.mode, logs.String())
+				}
+			})
+
+			serves := func(body, family string) bool { return strings.Contains(body, "\n"+family+" ") }
+			// The worker's figures are registered as its loops start, after the listener.
+			metrics := waitFor(t, "http://"+internal+"/metrics", func(g got) bool {
+				for _, family := range tc.has {
+					if !serves(g.body, family) {
+						return false
+					}
+				}
+				return true
+			})
+			assert.True(t, strings.HasPrefix(metrics.contentType, "text/plain"), metrics.contentType)
+			assert.True(t, serves(metrics.body, "checkout_reservation_attempts_total"))
+			for _, family := range tc.hasNot {
+				assert.False(t, serves(metrics.body, family), "%s serves no %s", tc.mode, family)
+			}
+			if !tc.api {
+				return
+			}
+			waitFor(t, "http://"+public+"/healthz", func(got) bool { return true })
+			a, err := fetch("http://" + public + "/metrics")
+			require.NoError(t, err)
+			assert.Equal(t, http.StatusNotFound, a.status, a.body)
+			var e struct{ Code, Message string }
+			require.NoError(t, json.Unmarshal([]byte(a.body), &e), a.body)
+			assert.Equal(t, "NOT_FOUND", e.Code)
+			assert.NotContains(t, a.body, "checkout_")
+		})
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	port, err := pgserver.FreePort()
+	require.NoError(t, err)
+	return "127.0.0.1:" + strconv.Itoa(port)
+}
+
+type got struct {
+	status            int
+	contentType, body string
+}
+
+func fetch(url string) (got, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return got{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return got{resp.StatusCode, resp.Header.Get("Content-Type"), string(body)}, err
+}
+
+// waitFor polls url until it answers 200 with what ready wants (the process is starting).
+func waitFor(t *testing.T, url string, ready func(got) bool) got {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if g, err := fetch(url); err == nil && g.status == http.StatusOK && ready(g) {
+			return g
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not answer as expected within a minute", url)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

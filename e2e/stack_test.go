@@ -47,7 +47,8 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// stack is one running product: API on a real listener, worker, loops, payment simulator.
+// stack is one running product: API on a real listener, /metrics on another, worker, loops,
+// payment simulator.
 type stack struct {
 	t        *testing.T
 	ctx      context.Context
@@ -55,6 +56,7 @@ type stack struct {
 	cfg      config.Config
 	temporal client.Client
 	base     string
+	metrics  string // the URL of /metrics
 	sim      *paysim.Sim
 	http     *http.Client
 	deps     worker.Deps
@@ -153,6 +155,10 @@ func startStack(t *testing.T, o stackOptions) *stack {
 		Payments: sim, PaymentPages: sim, PaymentFaults: sim, CartCache: carts})
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
+	metricsLn, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	metricsSrv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = metricsSrv.Serve(metricsLn) }()
 	go func() { _ = sim.RunDeliverer(ctx) }()
 	cartsDone := make(chan struct{})
 	go func() { _ = carts.Run(ctx); close(cartsDone) }()
@@ -162,6 +168,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 		deps:      worker.Deps{Config: cfg, Pool: pool, Inventory: inv, Temporal: tc, Metrics: m, Log: quietLog()},
 		moneyDown: &atomic.Bool{}}
 	s.deps.Gateway = moneyDownGateway{Gateway: sim, down: s.moneyDown}
+	s.metrics = "http://" + metricsLn.Addr().String() + "/metrics"
 	if o.gateway != nil {
 		s.deps.Gateway = o.gateway(s.deps.Gateway)
 	}
@@ -178,6 +185,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 			s.worker.Stop()
 		}
 		_ = srv.Close()
+		_ = metricsSrv.Close()
 		sim.Close()
 		tc.Close()
 	})

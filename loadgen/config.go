@@ -116,6 +116,9 @@ func (m Mix) pick(u float64) string {
 type Config struct {
 	// BaseURL of the API; loopback only.
 	BaseURL string
+	// MetricsURL is the /metrics of the stack's worker (its METRICS_ADDR, never the API's port),
+	// where the run samples the availability projection's lag; loopback only. Empty: not sampled.
+	MetricsURL string
 	// JWTSecret is the server's AUTH_JWT_SECRET: the generator mints its shoppers' and sellers'
 	// tokens with it, as `checkout token` does.
 	JWTSecret string
@@ -255,6 +258,11 @@ func (c Config) Validate() error {
 	if c.OrderURL != "" {
 		if err := CheckLoopback(c.OrderURL); err != nil {
 			errs = append(errs, fmt.Errorf("order URL: %w", err))
+		}
+	}
+	if c.MetricsURL != "" {
+		if err := CheckLoopback(c.MetricsURL); err != nil {
+			errs = append(errs, fmt.Errorf("metrics URL: %w", err))
 		}
 	}
 	if len(c.JWTSecret) < 16 {

@@ -33,10 +33,13 @@ type AvailabilityLag struct {
 	MaxPendingChanges float64 `json:"maxPendingChanges"`
 }
 
-// sampleLag reads /metrics every second until stop closes.
+// sampleLag reads the worker's /metrics every second until stop closes.
 func (g *gen) sampleLag(ctx context.Context, stop <-chan struct{}) {
+	if g.cfg.MetricsURL == "" {
+		return
+	}
 	every(ctx, stop, time.Second, func() {
-		a, err := g.setup.send(ctx, request{endpoint: "GET /metrics", method: http.MethodGet, url: "/metrics"})
+		a, err := g.setup.send(ctx, request{endpoint: "GET /metrics", method: http.MethodGet, url: g.cfg.MetricsURL})
 		if err != nil || a.status != http.StatusOK {
 			return
 		}

@@ -86,6 +86,7 @@ func TestValidate_RefusesUnboundedRuns(t *testing.T) {
 		"too many users": func(c *Config) { c.Shoppers = MaxShoppers + 1 },
 		"remote":         func(c *Config) { c.BaseURL = "http://checkout.example.com" },
 		"remote orders":  func(c *Config) { c.OrderURL = "http://orders.example.com/plain/v1/orders" },
+		"remote metrics": func(c *Config) { c.MetricsURL = "http://checkout.example.com:9091/metrics" },
 		"no secret":      func(c *Config) { c.JWTSecret = "" },
 	}
 	for name, mutate := range cases {

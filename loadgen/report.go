@@ -12,6 +12,7 @@ import (
 // Report is what a run measured. The JSON form is the same as the table, for scripts.
 type Report struct {
 	BaseURL      string    `json:"baseUrl"`
+	MetricsURL   string    `json:"metricsUrl,omitempty"`
 	StartedAt    time.Time `json:"startedAt"`
 	LoadSeconds  float64   `json:"loadSeconds"`
 	Shoppers     int       `json:"shoppers"`
@@ -69,7 +70,7 @@ func (r Report) Unexpected() int64 {
 }
 
 func (g *gen) report(start time.Time, seconds float64, shortfalls int) Report {
-	r := Report{BaseURL: g.cfg.BaseURL, StartedAt: start.UTC(), LoadSeconds: seconds, Shoppers: g.cfg.Shoppers,
+	r := Report{BaseURL: g.cfg.BaseURL, MetricsURL: g.cfg.MetricsURL, StartedAt: start.UTC(), LoadSeconds: seconds, Shoppers: g.cfg.Shoppers,
 		Mix: g.cfg.Mix.String(), HotSKUs: hotCodes(g.cfg.HotSKUs), HotShare: g.cfg.HotShare, CatalogSize: g.cfg.CatalogSize,
 		HoldTTL: g.cfg.HoldTTL.String(), HotOrders: g.hotN.Load(), Requests: g.rec.total(), Orders: g.placedN.Load(),
 		Repeats: g.repeats.Load(), SetupShortfalls: shortfalls, Lag: g.lag.summary(), Mismatches: []string{}}
@@ -191,8 +192,10 @@ func (r Report) WriteText(w io.Writer) error {
 	if r.Lag != nil {
 		fmt.Fprintf(b, "Availability projection lag (%s, sampled each second): max %.3f s, mean %.3f s over %d samples; pending changes max %.0f\n",
 			metricLag, r.Lag.MaxSeconds, r.Lag.MeanSeconds, r.Lag.Samples, r.Lag.MaxPendingChanges)
+	} else if r.MetricsURL == "" {
+		fmt.Fprintln(b, "Availability projection lag: not sampled (no metrics URL)")
 	} else {
-		fmt.Fprintf(b, "Availability projection lag: %s not on %s/metrics (the worker's own metrics address has it)\n", metricLag, r.BaseURL)
+		fmt.Fprintf(b, "Availability projection lag: %s not on %s\n", metricLag, r.MetricsURL)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

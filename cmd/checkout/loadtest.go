@@ -156,6 +156,7 @@ func runLoadgen(ctx context.Context, cfg config.Config, args []string) error {
 	var af auditFlags
 	af.register(fs, cfg)
 	base := fs.String("base-url", cfg.PublicBaseURL, "the API (loopback only)")
+	metricsURL := fs.String("metrics-url", cfg.MetricsURL(), "the worker's /metrics, where the availability lag is sampled (loopback only; empty: not sampled)")
 	shoppers := fs.Int("shoppers", d.Shoppers, "concurrent shoppers")
 	duration := fs.Duration("duration", d.Duration, "no order starts after this (at most "+loadgen.MaxDuration.String()+")")
 	orders := fs.Int("orders", 0, "stop after this many orders (0: only --duration bounds the run)")
@@ -191,7 +192,7 @@ func runLoadgen(ctx context.Context, cfg config.Config, args []string) error {
 			return fmt.Errorf("--wait-abandoned %q: true, false or auto", *wait)
 		}
 	}
-	lc := loadgen.Config{BaseURL: *base, JWTSecret: cfg.JWTSecret, Shoppers: *shoppers, Duration: *duration, Orders: *orders,
+	lc := loadgen.Config{BaseURL: *base, MetricsURL: *metricsURL, JWTSecret: cfg.JWTSecret, Shoppers: *shoppers, Duration: *duration, Orders: *orders,
 		CatalogSize: *catalog, Zipf: *zipf, Stock: *stock, HotSKUs: splitList(*hot), HotShare: *hotShare, HotStock: *hotStock,
 		Lines: *lines, Mix: m, RepeatShare: *repeat, LowWater: *lowWater, RestockLead: *lead, HoldTTL: af.holdTTL,
 		WaitAbandoned: waitAbandoned, Settle: *settle, Seed: *seed}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"golang.org/x/sync/errgroup"
@@ -113,11 +112,17 @@ func (a *app) serveAPI(ctx context.Context) error {
 	return g.Wait()
 }
 
-// serveMetrics exposes /metrics of a process without the API (the worker).
-func (a *app) serveMetrics(ctx context.Context, addr string) error {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(a.metrics.Registry, promhttp.HandlerOpts{}))
-	return serve(ctx, &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second})
+// runWithMetrics runs the parts of a process (the API, the worker, or both in dev) beside the
+// process's one internal listener, which serves /metrics of everything in it on METRICS_ADDR; the
+// API's public listener never serves it.
+func (a *app) runWithMetrics(ctx context.Context, parts ...func(context.Context) error) error {
+	srv := &http.Server{Addr: a.cfg.MetricsAddr, Handler: a.metrics.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return serve(ctx, srv) })
+	for _, run := range parts {
+		g.Go(func() error { return run(ctx) })
+	}
+	return g.Wait()
 }
 
 func serve(ctx context.Context, srv *http.Server) error {
@@ -181,8 +186,8 @@ func runAPI(ctx context.Context, cfg config.Config) error {
 		return err
 	}
 	defer a.close()
-	a.log.Info("api listening", "addr", cfg.HTTPAddr)
-	return a.serveAPI(ctx)
+	a.log.Info("api listening", "addr", cfg.HTTPAddr, "metrics", cfg.MetricsAddr)
+	return a.runWithMetrics(ctx, a.serveAPI)
 }
 
 func runWorker(ctx context.Context, cfg config.Config) error {
@@ -194,13 +199,8 @@ func runWorker(ctx context.Context, cfg config.Config) error {
 		return err
 	}
 	defer a.close()
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return a.runWorker(ctx) })
-	if cfg.MetricsAddr != "" {
-		g.Go(func() error { return a.serveMetrics(ctx, cfg.MetricsAddr) })
-	}
 	a.log.Info("worker started", "task_queue", cfg.TaskQueue, "metrics", cfg.MetricsAddr)
-	return g.Wait()
+	return a.runWithMetrics(ctx, a.runWorker)
 }
 
 // runDev is `make run`: it starts what is not configured (PostgreSQL, the Temporal dev server),
@@ -209,12 +209,13 @@ func runWorker(ctx context.Context, cfg config.Config) error {
 func runDev(ctx context.Context, cfg config.Config) error {
 	log := slog.Default()
 	// Development secrets, made once per data folder unless the environment sets them; and the API
-	// on this machine only, unless HTTP_ADDR says otherwise.
+	// and /metrics on this machine only, unless HTTP_ADDR and METRICS_ADDR say otherwise.
 	cfg, err := cfg.WithDevSecrets()
 	if err != nil {
 		return err
 	}
-	cfg.HTTPAddr = devHTTPAddr(cfg.HTTPAddr, os.Getenv)
+	cfg.HTTPAddr = devAddr("HTTP_ADDR", cfg.HTTPAddr, config.DefaultHTTPAddr, os.Getenv)
+	cfg.MetricsAddr = devAddr("METRICS_ADDR", cfg.MetricsAddr, config.DefaultMetricsAddr, os.Getenv)
 	if cfg.PaymentProvider == "" {
 		cfg.PaymentProvider = config.ProviderPaysim
 	}
@@ -256,19 +257,17 @@ func runDev(ctx context.Context, cfg config.Config) error {
 		return fmt.Errorf("demo data: %w", err)
 	}
 
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return a.runWorker(gctx) })
-	g.Go(func() error { return a.serveAPI(gctx) })
 	printBanner(cfg)
-	err = g.Wait()
+	err = a.runWithMetrics(ctx, a.runWorker, a.serveAPI)
 	fmt.Println("\nstopped.")
 	return err
 }
 
-// devHTTPAddr is where `dev` serves the API: on this machine only, unless HTTP_ADDR is set.
-func devHTTPAddr(configured string, getenv func(string) string) string {
-	if getenv("HTTP_ADDR") == "" {
-		return "127.0.0.1" + config.DefaultHTTPAddr
+// devAddr is where `dev` listens for the setting key (default port def): on this machine only,
+// unless the setting is set.
+func devAddr(key, configured, def string, getenv func(string) string) string {
+	if getenv(key) == "" {
+		return "127.0.0.1" + def
 	}
 	return configured
 }
@@ -301,6 +300,7 @@ func printBanner(cfg config.Config) {
 checkout is running (Ctrl-C stops everything)
 
   API           %s
+  metrics       %s
   Temporal UI   %s
   Temporal      %s   namespace %s
   PostgreSQL    %s
@@ -312,7 +312,7 @@ checkout is running (Ctrl-C stops everything)
 
   try:  curl -s -H "Authorization: Bearer $TOKEN" %s/api/v1/addresses
 
-`, cfg.PublicBaseURL, ui, cfg.TemporalAddress, cfg.TemporalNamespace, cfg.DatabaseURL,
+`, cfg.PublicBaseURL, cfg.MetricsURL(), ui, cfg.TemporalAddress, cfg.TemporalNamespace, cfg.DatabaseURL,
 		token(auth.Principal{UserID: 7, Role: auth.RoleShopper}),
 		token(auth.Principal{UserID: 8, Role: auth.RoleShopper}),
 		token(auth.Principal{UserID: 1042, Role: auth.RoleSeller, SellerID: 42}),

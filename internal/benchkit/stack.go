@@ -30,10 +30,10 @@ type Stack struct {
 	Cmd *exec.Cmd
 	// Dir is the data folder: the cluster in Dir/pg, the dev server's log in Dir/temporal.log.
 	Dir string
-	// Base is the API's address, Temporal the dev server's frontend, TemporalMetrics its own
-	// Prometheus /metrics, DatabaseURL the cluster's checkout database, Secret the JWT secret the
-	// API accepts.
-	Base, Temporal, TemporalMetrics, DatabaseURL, Secret string
+	// Base is the API's address, Metrics the stack's own /metrics (its METRICS_ADDR), Temporal the
+	// dev server's frontend, TemporalMetrics the dev server's Prometheus /metrics, DatabaseURL the
+	// cluster's checkout database, Secret the JWT secret the API accepts.
+	Base, Metrics, Temporal, TemporalMetrics, DatabaseURL, Secret string
 }
 
 // StartStack starts `bin/checkout dev` with env added to its environment and waits for /readyz.
@@ -52,19 +52,21 @@ func StartStackOf(ctx context.Context, binary, prefix string, env ...string) (*S
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, err
 	}
-	ports := make([]int, 5)
+	ports := make([]int, 6)
 	for i := range ports {
 		if ports[i], err = pgserver.FreePort(); err != nil {
 			return nil, err
 		}
 	}
-	httpPort, tport, pgPort, uiPort, metricsPort := ports[0], ports[1], ports[2], ports[3], ports[4]
+	httpPort, tport, pgPort, uiPort, metricsPort, ownMetricsPort := ports[0], ports[1], ports[2], ports[3], ports[4], ports[5]
 	s := &Stack{Dir: dir, Base: fmt.Sprintf("http://127.0.0.1:%d", httpPort), Temporal: fmt.Sprintf("127.0.0.1:%d", tport),
+		Metrics:         fmt.Sprintf("http://127.0.0.1:%d/metrics", ownMetricsPort),
 		TemporalMetrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort),
 		DatabaseURL:     fmt.Sprintf("postgres://%s@127.0.0.1:%d/checkout?sslmode=disable", pgserver.Superuser, pgPort)}
 	s.Cmd = exec.CommandContext(ctx, binary, "dev")
 	s.Cmd.Env = append(os.Environ(), "DATA_DIR="+dir, "PG_PORT="+strconv.Itoa(pgPort),
 		"HTTP_ADDR=127.0.0.1:"+strconv.Itoa(httpPort), "PUBLIC_BASE_URL="+s.Base,
+		"METRICS_ADDR=127.0.0.1:"+strconv.Itoa(ownMetricsPort),
 		"TEMPORAL_PORT="+strconv.Itoa(tport), "TEMPORAL_UI_PORT="+strconv.Itoa(uiPort),
 		"TEMPORAL_METRICS_PORT="+strconv.Itoa(metricsPort), "LOG_LEVEL=warn")
 	s.Cmd.Env = append(s.Cmd.Env, env...)

@@ -73,7 +73,8 @@ type Config struct {
 	PaysimLatency     time.Duration
 	PaysimFailureRate float64
 
-	// MetricsAddr serves /metrics of the `worker` command (the API serves its own).
+	// MetricsAddr is the internal listener of the process's /metrics (api, worker and dev alike),
+	// a port of its own so that a deployment keeps it off the public one.
 	MetricsAddr string
 
 	// Carts: lines per cart, units per line (on top of each SKU's maxPerOrder), idle lifetime.
@@ -120,6 +121,7 @@ type Config struct {
 // and api and worker refuse to start without theirs (CheckSecrets).
 const (
 	DefaultHTTPAddr       = ":8080"
+	DefaultMetricsAddr    = ":9091"
 	DefaultHoldTTL        = 15 * time.Minute
 	DefaultNamespace      = "default"
 	DefaultTaskQueue      = "checkout"
@@ -167,7 +169,7 @@ func Load(getenv func(string) string) (Config, error) {
 		TemporalUIPort:          p.int("TEMPORAL_UI_PORT", DefaultTemporalUIPort),
 		TemporalMetricsPort:     p.int("TEMPORAL_METRICS_PORT", 0),
 		TemporalDevConfig:       p.list("TEMPORAL_DEV_DYNAMIC_CONFIG"),
-		MetricsAddr:             p.str("METRICS_ADDR", ":9091"),
+		MetricsAddr:             p.str("METRICS_ADDR", DefaultMetricsAddr),
 		PaysimLatency:           p.duration("PAYSIM_LATENCY", 0),
 		PaysimFailureRate:       p.float("PAYSIM_FAILURE_RATE", 0),
 		LogLevel:                p.str("LOG_LEVEL", "info"),
@@ -216,6 +218,9 @@ func Load(getenv func(string) string) (Config, error) {
 // Validate reports settings that cannot work.
 func (c Config) Validate() error {
 	var errs []error
+	if c.MetricsAddr == c.HTTPAddr {
+		errs = append(errs, fmt.Errorf("METRICS_ADDR %s: must differ from HTTP_ADDR, so that /metrics stays off the public port", c.MetricsAddr))
+	}
 	if c.HoldTTL < time.Second {
 		errs = append(errs, fmt.Errorf("HOLD_TTL %s: must be at least 1s", c.HoldTTL))
 	}
@@ -282,6 +287,9 @@ func (c Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// MetricsURL is where a client on this machine reads the process's /metrics.
+func (c Config) MetricsURL() string { return "http://" + loopback(c.MetricsAddr) + "/metrics" }
 
 // loopback turns a listen address such as ":8080" into one a local client can dial.
 func loopback(addr string) string {

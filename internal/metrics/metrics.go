@@ -1,13 +1,15 @@
 // Package metrics holds the product's Prometheus metrics, registered on one registry per process
-// and served at /metrics.
+// and served at /metrics on the process's internal listener (METRICS_ADDR), never on the API's.
 package metrics
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Metrics are the counters and histograms the code updates as it runs.
@@ -33,6 +35,14 @@ type Metrics struct {
 
 	// Jobs are the scheduled jobs' figures.
 	Jobs *JobMetrics
+}
+
+// Handler is the internal listener's: /metrics, the registry in the Prometheus text format; 404
+// for anything else.
+func (m *Metrics) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	return mux
 }
 
 // New registers the product's metrics, with the Go and process collectors, on a new registry.

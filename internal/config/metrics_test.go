@@ -1,0 +1,21 @@
+package config_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/marketplace/checkout/internal/config"
+)
+
+func TestLoad_MetricsOnAPortOfTheirOwn(t *testing.T) {
+	c, err := config.Load(func(string) string { return "" })
+	require.NoError(t, err)
+	assert.Equal(t, ":9091", c.MetricsAddr)
+	assert.Equal(t, "http://localhost:9091/metrics", c.MetricsURL())
+
+	env := map[string]string{"HTTP_ADDR": "127.0.0.1:9000", "METRICS_ADDR": "127.0.0.1:9000"}
+	_, err = config.Load(func(k string) string { return env[k] })
+	assert.ErrorContains(t, err, "METRICS_ADDR 127.0.0.1:9000: must differ from HTTP_ADDR")
+}
