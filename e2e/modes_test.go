@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,12 +23,16 @@ import (
 )
 
 // TestModes_APIAndWorkerRefuseToStartWithoutSecretsOfTheirOwn: outside dev, a missing secret, the
-// development values once published in the repository, a short secret, or no payment provider
-// named stop the service before it listens or polls, with one line that names the setting.
+// development values once published in the repository, a short secret, a codec key that is
+// missing, unnamed, not base64 or not AES-256, or no payment provider named stop the service
+// before it listens or polls, with one line that names the setting.
 func TestModes_APIAndWorkerRefuseToStartWithoutSecretsOfTheirOwn(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
 	good := strings.Repeat("s", 40)
+	secrets := []string{"AUTH_JWT_SECRET=" + good, "PAYMENT_WEBHOOK_SECRET=" + good}
+	codec := []string{"TEMPORAL_CODEC_KEY=" + testenv.CodecKey, "TEMPORAL_CODEC_KID=k1"}
+	with := func(lists ...[]string) []string { return slices.Concat(lists...) }
 	for name, tc := range map[string]struct {
 		env  []string
 		want string
@@ -35,7 +40,13 @@ func TestModes_APIAndWorkerRefuseToStartWithoutSecretsOfTheirOwn(t *testing.T) {
 		"no secrets":           {nil, "AUTH_JWT_SECRET is not set"},
 		"published jwt secret": {[]string{"AUTH_JWT_SECRET=dev-only-jwt-secret-change-me", "PAYMENT_WEBHOOK_SECRET=" + good}, "AUTH_JWT_SECRET is a development value"},
 		"short webhook secret": {[]string{"AUTH_JWT_SECRET=" + good, "PAYMENT_WEBHOOK_SECRET=short"}, "PAYMENT_WEBHOOK_SECRET is 5 bytes"},
-		"no payment provider":  {[]string{"AUTH_JWT_SECRET=" + good, "PAYMENT_WEBHOOK_SECRET=" + good}, "PAYMENT_PROVIDER is not set"},
+		"no codec key":         {secrets, "TEMPORAL_CODEC_KEY is not set"},
+		"codec key unnamed":    {with(secrets, codec[:1]), "TEMPORAL_CODEC_KID is not set"},
+		"codec key not base64": {with(secrets, []string{"TEMPORAL_CODEC_KEY=not base64!", "TEMPORAL_CODEC_KID=k1"}), "TEMPORAL_CODEC_KEY: not base64"},
+		"codec key of 16 bytes": {with(secrets, []string{"TEMPORAL_CODEC_KEY=c2l4dGVlbi1ieXRlLWtleQ==", "TEMPORAL_CODEC_KID=k1"}),
+			"TEMPORAL_CODEC_KEY is 16 bytes"},
+		"older codec key short": {with(secrets, codec, []string{"TEMPORAL_CODEC_KEYS=k0=c2hvcnQ="}), "TEMPORAL_CODEC_KEYS k0 is 5 bytes"},
+		"no payment provider":   {with(secrets, codec), "PAYMENT_PROVIDER is not set"},
 	} {
 		for _, cmd := range []string{"api", "worker"} {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -79,6 +90,7 @@ func TestModes_MetricsOnlyOnTheirInternalPort(t *testing.T) {
 			c.Env = append(cleanEnv(), "DATABASE_URL="+testenv.DatabaseURL(t), "TEMPORAL_ADDRESS="+testenv.TemporalAddress(t),
 				"TEMPORAL_TASK_QUEUE=e2e-"+randomHex(6), "SCHEDULES_ENABLED=false", "DATA_DIR="+t.TempDir(),
 				"AUTH_JWT_SECRET="+testenv.Secret, "PAYMENT_WEBHOOK_SECRET="+testenv.Secret, "PAYMENT_PROVIDER=paysim",
+				"TEMPORAL_CODEC_KEY="+testenv.CodecKey, "TEMPORAL_CODEC_KID=k1",
 				"HTTP_ADDR="+public, "METRICS_ADDR="+internal, "LOG_LEVEL=warn")
 			var logs bytes.Buffer
 			c.Stderr = &logs
@@ -167,7 +179,8 @@ func cleanEnv() []string {
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case "AUTH_JWT_SECRET", "AUTH_JWT_KEYS", "PAYMENT_WEBHOOK_SECRET", "PAYMENT_PROVIDER", "DATABASE_URL", "TEMPORAL_ADDRESS":
+		case "AUTH_JWT_SECRET", "AUTH_JWT_KEYS", "PAYMENT_WEBHOOK_SECRET", "PAYMENT_PROVIDER", "DATABASE_URL", "TEMPORAL_ADDRESS",
+			"TEMPORAL_CODEC_KEY", "TEMPORAL_CODEC_KID", "TEMPORAL_CODEC_KEYS":
 			continue
 		}
 		env = append(env, kv)

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"os"
@@ -220,6 +221,8 @@ func (s *stack) workerProcess(bin string, env ...string) *exec.Cmd {
 		"AUTH_JWT_SECRET="+s.cfg.JWTSecret,
 		"PAYMENT_WEBHOOK_SECRET="+s.cfg.PaymentWebhookSecret,
 		"PAYMENT_PROVIDER="+s.cfg.PaymentProvider,
+		"TEMPORAL_CODEC_KEY="+base64.StdEncoding.EncodeToString(s.cfg.CodecKey.Secret),
+		"TEMPORAL_CODEC_KID="+s.cfg.CodecKey.ID,
 		"METRICS_ADDR=127.0.0.1:0",
 		"LOG_LEVEL=warn",
 		"SCHEDULES_ENABLED=false",

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/marketplace/checkout/internal/auth"
+	"github.com/marketplace/checkout/internal/codec"
 )
 
 // Config is every setting of the binary. Each field has an environment variable; README lists them.
@@ -51,6 +52,14 @@ type Config struct {
 	JWTAudience          string
 	JWTMaxLifetime       time.Duration
 	PaymentWebhookSecret string
+	// CodecKey encrypts every payload the product writes to Temporal (AES-256: 32 bytes, given in
+	// base64), named by its CodecKey.ID in each payload; CodecKeys are older keys, kept to decrypt
+	// what they encrypted until no run needs them (a rotation).
+	CodecKey  codec.Key
+	CodecKeys []codec.Key
+	// TemporalUIOrigins are the Temporal UI's origins (scheme://host:port), which may call the
+	// API's codec endpoint from a browser with support's session cookie.
+	TemporalUIOrigins []string
 	// PaymentProvider names the payment provider: paysim, the simulator, is the only one this build
 	// has. api and worker need it set; dev runs the simulator when it is not.
 	PaymentProvider string
@@ -160,6 +169,8 @@ func Load(getenv func(string) string) (Config, error) {
 		JWTAudience:             p.str("AUTH_JWT_AUDIENCE", ""),
 		JWTMaxLifetime:          p.duration("AUTH_JWT_MAX_LIFETIME", 24*time.Hour),
 		PaymentWebhookSecret:    p.getenv("PAYMENT_WEBHOOK_SECRET"),
+		CodecKey:                codec.Key{ID: p.str("TEMPORAL_CODEC_KID", ""), Secret: p.base64("TEMPORAL_CODEC_KEY")},
+		TemporalUIOrigins:       p.list("TEMPORAL_UI_ORIGIN"),
 		PaymentProvider:         p.str("PAYMENT_PROVIDER", ""),
 		PaymentWebhookURL:       p.str("PAYMENT_WEBHOOK_URL", ""),
 		DataDir:                 p.str("DATA_DIR", ".data"),
@@ -199,6 +210,11 @@ func Load(getenv func(string) string) (Config, error) {
 		p.errs = append(p.errs, err)
 	} else {
 		c.JWTKeys = keys
+	}
+	if keys, err := parseCodecKeys(p.getenv("TEMPORAL_CODEC_KEYS")); err != nil {
+		p.errs = append(p.errs, err)
+	} else {
+		c.CodecKeys = keys
 	}
 	if c.DeploymentName == "" {
 		c.DeploymentName = c.TaskQueue
@@ -273,6 +289,11 @@ func (c Config) Validate() error {
 	if c.LowStockThreshold < 0 {
 		errs = append(errs, errors.New("LOW_STOCK_THRESHOLD: must not be negative"))
 	}
+	for _, o := range c.TemporalUIOrigins {
+		if err := checkOrigin(o); err != nil {
+			errs = append(errs, fmt.Errorf("TEMPORAL_UI_ORIGIN %q: %w", o, err))
+		}
+	}
 	if c.AvailabilityPollInterval < 10*time.Millisecond {
 		errs = append(errs, fmt.Errorf("AVAILABILITY_POLL_INTERVAL %s: must be at least 10ms", c.AvailabilityPollInterval))
 	}
@@ -309,6 +330,19 @@ func (p *parser) str(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// base64 reads a key given in base64 (`openssl rand -base64 32`); empty when unset.
+func (p *parser) base64(key string) []byte {
+	v := strings.TrimSpace(p.getenv(key))
+	if v == "" {
+		return nil
+	}
+	b, err := decodeKey(v)
+	if err != nil {
+		p.errs = append(p.errs, fmt.Errorf("%s: not base64 (make a key with `openssl rand -base64 32`)", key))
+	}
+	return b
 }
 
 func (p *parser) list(key string) []string {

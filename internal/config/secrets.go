@@ -2,15 +2,19 @@ package config
 
 import (
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/marketplace/checkout/internal/auth"
+	"github.com/marketplace/checkout/internal/codec"
 )
 
 // MinSecretBytes is the shortest secret api and worker accept.
@@ -54,7 +58,44 @@ func (c Config) CheckSecrets() error {
 			return err
 		}
 	}
-	return check("PAYMENT_WEBHOOK_SECRET", c.PaymentWebhookSecret)
+	if err := check("PAYMENT_WEBHOOK_SECRET", c.PaymentWebhookSecret); err != nil {
+		return err
+	}
+	return c.checkCodecKeys()
+}
+
+// checkCodecKeys: the primary codec key set and named, every key 32 bytes, no id given twice.
+func (c Config) checkCodecKeys() error {
+	size := func(name string, k []byte) error {
+		if len(k) != codec.KeySize {
+			return fmt.Errorf("%s is %d bytes: AES-256 takes exactly %d (base64 of 32 random bytes: `openssl rand -base64 32`)",
+				name, len(k), codec.KeySize)
+		}
+		return nil
+	}
+	switch {
+	case len(c.CodecKey.Secret) == 0:
+		return errors.New("TEMPORAL_CODEC_KEY is not set: it encrypts what the product writes to Temporal (only `checkout dev` makes development secrets)")
+	case c.CodecKey.ID == "":
+		return errors.New("TEMPORAL_CODEC_KID is not set: name the key (every encrypted payload carries the name, so the key can be rotated)")
+	}
+	if err := codec.ValidKeyID(c.CodecKey.ID); err != nil {
+		return fmt.Errorf("TEMPORAL_CODEC_KID: %w", err)
+	}
+	if err := size("TEMPORAL_CODEC_KEY", c.CodecKey.Secret); err != nil {
+		return err
+	}
+	seen := map[string]bool{c.CodecKey.ID: true}
+	for _, k := range c.CodecKeys {
+		if seen[k.ID] {
+			return fmt.Errorf("TEMPORAL_CODEC_KEYS names %s twice (or as TEMPORAL_CODEC_KID): one key per id", k.ID)
+		}
+		seen[k.ID] = true
+		if err := size("TEMPORAL_CODEC_KEYS "+k.ID, k.Secret); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func isDevelopmentSecret(v string) bool {
@@ -70,6 +111,70 @@ func isDevelopmentSecret(v string) bool {
 func (c Config) AuthKeys() auth.Keys {
 	return auth.Keys{Signing: auth.Key{ID: c.JWTKeyID, Secret: []byte(c.JWTSecret)}, Verifying: c.JWTKeys,
 		Issuer: c.JWTIssuer, Audience: c.JWTAudience, MaxLifetime: c.JWTMaxLifetime}
+}
+
+// PayloadCodec is the codec of every Temporal client and worker of the product: it encrypts with
+// TEMPORAL_CODEC_KEY and decrypts with it and the older TEMPORAL_CODEC_KEYS.
+func (c Config) PayloadCodec() (*codec.Codec, error) {
+	if len(c.CodecKey.Secret) == 0 {
+		return nil, errors.New("TEMPORAL_CODEC_KEY is not set (or use `checkout dev`)")
+	}
+	pc, err := codec.New(c.CodecKey, c.CodecKeys...)
+	if err != nil {
+		return nil, fmt.Errorf("TEMPORAL_CODEC_KEY, TEMPORAL_CODEC_KID, TEMPORAL_CODEC_KEYS: %w", err)
+	}
+	return pc, nil
+}
+
+// parseCodecKeys reads TEMPORAL_CODEC_KEYS: kid=base64 pairs, comma-separated.
+func parseCodecKeys(v string) ([]codec.Key, error) {
+	var keys []codec.Key
+	for _, part := range strings.Split(v, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		id, text, ok := strings.Cut(part, "=")
+		id = strings.TrimSpace(id)
+		if !ok || id == "" || text == "" {
+			return nil, errors.New("TEMPORAL_CODEC_KEYS: want kid=base64 pairs, comma-separated")
+		}
+		if err := codec.ValidKeyID(id); err != nil {
+			return nil, fmt.Errorf("TEMPORAL_CODEC_KEYS: %w", err)
+		}
+		secret, err := decodeKey(text)
+		if err != nil {
+			return nil, fmt.Errorf("TEMPORAL_CODEC_KEYS %s: not base64", id)
+		}
+		keys = append(keys, codec.Key{ID: id, Secret: secret})
+	}
+	return keys, nil
+}
+
+// decodeKey reads a key in base64, padded or not, standard or URL-safe.
+func decodeKey(v string) ([]byte, error) {
+	v = strings.TrimSpace(v)
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if b, err := enc.DecodeString(v); err == nil {
+			return b, nil
+		}
+	}
+	return nil, errors.New("not base64")
+}
+
+// checkOrigin: a browser origin, scheme://host[:port], as the Origin header carries it.
+func checkOrigin(o string) error {
+	u, err := url.Parse(o)
+	switch {
+	case err != nil:
+		return err
+	case u.Scheme != "http" && u.Scheme != "https":
+		return errors.New("want http:// or https://")
+	case u.Host == "" || u.User != nil:
+		return errors.New("want scheme://host[:port]")
+	case u.Path != "" || u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("an origin has no path: %s://%s", u.Scheme, u.Host)
+	}
+	return nil
 }
 
 // parseKeys reads AUTH_JWT_KEYS: kid=secret pairs, comma-separated.
@@ -88,38 +193,48 @@ func parseKeys(v string) ([]auth.Key, error) {
 	return keys, nil
 }
 
-// DevSecrets are the secrets `checkout dev` makes once per data folder and keeps in it.
+// DevSecrets are the secrets `checkout dev` makes once per data folder and keeps in it. A folder
+// made before the codec key existed gets one added the next time (the other secrets stay).
 type DevSecrets struct {
 	JWT     string `json:"jwtSecret"`
 	Webhook string `json:"webhookSecret"`
+	// CodecKey (base64) and CodecKeyID encrypt what the folder's stack writes to Temporal.
+	CodecKey   string `json:"temporalCodecKey,omitempty"`
+	CodecKeyID string `json:"temporalCodecKid,omitempty"`
 }
 
 // devSecretsFile is where a data folder keeps its development secrets.
 func devSecretsFile(dataDir string) string { return filepath.Join(dataDir, "dev-secrets.json") }
 
 // ReadDevSecrets reads the development secrets of a data folder (`make run`'s `.data`), for the
-// commands that mint tokens or sign webhooks against that stack.
+// commands that mint tokens or sign webhooks against that stack. The codec key is missing from a
+// folder no `checkout dev` of this build has started yet.
 func ReadDevSecrets(dataDir string) (DevSecrets, error) {
 	raw, err := os.ReadFile(devSecretsFile(dataDir))
 	if err != nil {
 		return DevSecrets{}, err
 	}
 	var s DevSecrets
-	if err := json.Unmarshal(raw, &s); err != nil || s.JWT == "" || s.Webhook == "" {
+	if err := json.Unmarshal(raw, &s); err != nil || s.JWT == "" || s.Webhook == "" || (s.CodecKey == "") != (s.CodecKeyID == "") {
 		return DevSecrets{}, fmt.Errorf("%s: not the secrets checkout dev writes", devSecretsFile(dataDir))
 	}
 	return s, nil
 }
 
 // DevSecretsOf makes the development secrets of a data folder the first time (random, readable
-// by its owner only) and reads them every time after.
+// by its owner only), adds those an older folder lacks, and reads them every time after.
 func DevSecretsOf(dataDir string) (DevSecrets, error) {
-	if s, err := ReadDevSecrets(dataDir); err == nil {
+	s, err := ReadDevSecrets(dataDir)
+	switch {
+	case err == nil && s.CodecKey != "":
 		return s, nil
-	} else if !errors.Is(err, os.ErrNotExist) {
+	case err == nil:
+		return addDevCodecKey(dataDir)
+	case !errors.Is(err, os.ErrNotExist):
 		return DevSecrets{}, err
 	}
-	s := DevSecrets{JWT: randomSecret(), Webhook: randomSecret()}
+	s = DevSecrets{JWT: randomSecret(), Webhook: randomSecret()}
+	s.CodecKey, s.CodecKeyID = newDevCodecKey()
 	raw, err := json.Marshal(s)
 	if err != nil {
 		return DevSecrets{}, err
@@ -129,7 +244,7 @@ func DevSecretsOf(dataDir string) (DevSecrets, error) {
 	}
 	f, err := os.OpenFile(devSecretsFile(dataDir), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, os.ErrExist) { // made meanwhile by another start
-		return ReadDevSecrets(dataDir)
+		return DevSecretsOf(dataDir)
 	}
 	if err != nil {
 		return DevSecrets{}, err
@@ -138,17 +253,64 @@ func DevSecretsOf(dataDir string) (DevSecrets, error) {
 	return s, errors.Join(err, f.Close())
 }
 
+// addDevCodecKey adds a codec key to a folder's secrets file that has none, keeping the rest.
+// Starts that do so at once take turns on a lock of the file; the first writes, the others find
+// its key. The new file replaces the old one whole, so a reader never sees half of it.
+func addDevCodecKey(dataDir string) (DevSecrets, error) {
+	path := devSecretsFile(dataDir)
+	f, err := os.Open(path)
+	if err != nil {
+		return DevSecrets{}, err
+	}
+	defer f.Close() // and so releases the lock
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		return DevSecrets{}, err
+	}
+	s, err := ReadDevSecrets(dataDir)
+	if err != nil || s.CodecKey != "" {
+		return s, err
+	}
+	s.CodecKey, s.CodecKeyID = newDevCodecKey()
+	raw, err := json.Marshal(s)
+	if err != nil {
+		return DevSecrets{}, err
+	}
+	tmp, err := os.CreateTemp(dataDir, ".dev-secrets-*.json") // made with mode 0600
+	if err != nil {
+		return DevSecrets{}, err
+	}
+	_, err = tmp.Write(raw)
+	if err = errors.Join(err, tmp.Close()); err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		return DevSecrets{}, err
+	}
+	return s, nil
+}
+
 func randomSecret() string {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
 
+// newDevCodecKey is a random AES-256 key (base64) and an id of its own, so that a folder whose
+// key was lost says so by name instead of failing to decrypt.
+func newDevCodecKey() (key, id string) {
+	b := make([]byte, codec.KeySize)
+	_, _ = rand.Read(b)
+	n := make([]byte, 3)
+	_, _ = rand.Read(n)
+	return base64.StdEncoding.EncodeToString(b), "dev-" + hex.EncodeToString(n)
+}
+
 // WithDevSecrets fills the secrets that are not set from the data folder's development secrets
 // (made there the first time): what `dev` runs on, and what the tools that drive a `dev` stack
 // mint and sign with.
 func (c Config) WithDevSecrets() (Config, error) {
-	if c.JWTSecret != "" && c.PaymentWebhookSecret != "" {
+	if c.JWTSecret != "" && c.PaymentWebhookSecret != "" && len(c.CodecKey.Secret) > 0 {
 		return c, nil
 	}
 	s, err := DevSecretsOf(c.DataDir)
@@ -160,6 +322,13 @@ func (c Config) WithDevSecrets() (Config, error) {
 	}
 	if c.PaymentWebhookSecret == "" {
 		c.PaymentWebhookSecret = s.Webhook
+	}
+	if len(c.CodecKey.Secret) == 0 {
+		secret, err := decodeKey(s.CodecKey)
+		if err != nil {
+			return c, fmt.Errorf("%s: temporalCodecKey is not base64", devSecretsFile(c.DataDir))
+		}
+		c.CodecKey = codec.Key{ID: s.CodecKeyID, Secret: secret}
 	}
 	return c, nil
 }

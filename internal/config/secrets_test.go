@@ -1,9 +1,11 @@
 package config_test
 
 import (
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,6 +15,19 @@ import (
 )
 
 const good = "a-secret-of-thirty-two-bytes-or-more-0123"
+
+// codecKey is a valid TEMPORAL_CODEC_KEY: base64 of 32 bytes.
+var codecKey = base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+
+// secrets are a complete, valid set of the secrets api and worker need, plus more settings.
+func secrets(more ...string) map[string]string {
+	env := map[string]string{"AUTH_JWT_SECRET": good, "PAYMENT_WEBHOOK_SECRET": good,
+		"TEMPORAL_CODEC_KEY": codecKey, "TEMPORAL_CODEC_KID": "k2"}
+	for i := 0; i+1 < len(more); i += 2 {
+		env[more[i]] = more[i+1]
+	}
+	return env
+}
 
 func load(t *testing.T, env map[string]string) config.Config {
 	t.Helper()
@@ -33,14 +48,18 @@ func TestCheckSecrets_RefusesUnsetDevelopmentAndShortSecrets(t *testing.T) {
 		"published dev webhook": {map[string]string{"AUTH_JWT_SECRET": good, "PAYMENT_WEBHOOK_SECRET": "dev-only-webhook-secret-change-me"}, "PAYMENT_WEBHOOK_SECRET is a development value"},
 		"short":                 {map[string]string{"AUTH_JWT_SECRET": "only-sixteen-byt", "PAYMENT_WEBHOOK_SECRET": good}, "AUTH_JWT_SECRET is 16 bytes: at least 32"},
 		"short rotation key":    {map[string]string{"AUTH_JWT_SECRET": good, "AUTH_JWT_KEYS": "old=too-short", "PAYMENT_WEBHOOK_SECRET": good}, "AUTH_JWT_KEYS old is 9 bytes"},
+		"codec key unset":       {map[string]string{"AUTH_JWT_SECRET": good, "PAYMENT_WEBHOOK_SECRET": good}, "TEMPORAL_CODEC_KEY is not set"},
+		"codec key short":       {secrets("TEMPORAL_CODEC_KEY", "c2l4dGVlbi1ieXRlLWtleQ=="), "TEMPORAL_CODEC_KEY is 16 bytes: AES-256 takes exactly 32"},
+		"codec key unnamed":     {secrets("TEMPORAL_CODEC_KID", ""), "TEMPORAL_CODEC_KID is not set"},
+		"older codec key short": {secrets("TEMPORAL_CODEC_KEYS", "k1=c2hvcnQ="), "TEMPORAL_CODEC_KEYS k1 is 5 bytes"},
+		"codec key id twice":    {secrets("TEMPORAL_CODEC_KEYS", "k2="+codecKey), "TEMPORAL_CODEC_KEYS names k2 twice"},
 	} {
 		err := load(t, tc.env).CheckSecrets()
 		require.Error(t, err, name)
 		assert.Contains(t, err.Error(), tc.want, name)
 		assert.NotContains(t, err.Error(), "\n", "%s: one line", name)
 	}
-	ok := load(t, map[string]string{"AUTH_JWT_SECRET": good, "AUTH_JWT_KID": "k2", "AUTH_JWT_KEYS": "k1=" + good + "-old",
-		"PAYMENT_WEBHOOK_SECRET": good})
+	ok := load(t, secrets("AUTH_JWT_KID", "k2", "AUTH_JWT_KEYS", "k1="+good+"-old"))
 	require.NoError(t, ok.CheckSecrets())
 	keys := ok.AuthKeys()
 	assert.Equal(t, "k2", keys.Signing.ID)
@@ -50,9 +69,38 @@ func TestCheckSecrets_RefusesUnsetDevelopmentAndShortSecrets(t *testing.T) {
 
 func TestLoad_BadRotationKeys_Refused(t *testing.T) {
 	t.Parallel()
-	_, err := config.Load(func(k string) string { return map[string]string{"AUTH_JWT_KEYS": "no-equals-sign"}[k] })
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "AUTH_JWT_KEYS")
+	for name, tc := range map[string]struct{ key, value, want string }{
+		"jwt keys without kid":     {"AUTH_JWT_KEYS", "no-equals-sign", "AUTH_JWT_KEYS"},
+		"codec keys without kid":   {"TEMPORAL_CODEC_KEYS", codecKey, "TEMPORAL_CODEC_KEYS: want kid=base64"},
+		"codec key not base64":     {"TEMPORAL_CODEC_KEY", "not base64!", "TEMPORAL_CODEC_KEY: not base64"},
+		"older codec key unbase64": {"TEMPORAL_CODEC_KEYS", "k1=***", "TEMPORAL_CODEC_KEYS k1: not base64"},
+		"codec kid with comma":     {"TEMPORAL_CODEC_KEYS", "a b=" + codecKey, "letters, digits"},
+		"ui origin with a path":    {"TEMPORAL_UI_ORIGIN", "http://localhost:8233/", "an origin has no path"},
+		"ui origin without scheme": {"TEMPORAL_UI_ORIGIN", "localhost:8233", "TEMPORAL_UI_ORIGIN"},
+	} {
+		_, err := config.Load(func(k string) string { return map[string]string{tc.key: tc.value}[k] })
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), tc.want, name)
+	}
+}
+
+func TestPayloadCodec_EncryptsWithThePrimary_DecryptsWithOlderKeys(t *testing.T) {
+	t.Parallel()
+	older := base64.StdEncoding.EncodeToString([]byte("an-older-key-of-thirty-two-bytes"))
+	before, err := load(t, secrets("TEMPORAL_CODEC_KEY", older, "TEMPORAL_CODEC_KID", "k1")).PayloadCodec()
+	require.NoError(t, err)
+	sealed, err := before.DataConverter().ToPayload("tok_3ds")
+	require.NoError(t, err)
+
+	c := load(t, secrets("TEMPORAL_CODEC_KEYS", "k1="+older, "TEMPORAL_UI_ORIGIN", "http://localhost:8233, http://127.0.0.1:8233"))
+	require.NoError(t, c.CheckSecrets())
+	assert.Equal(t, []string{"http://localhost:8233", "http://127.0.0.1:8233"}, c.TemporalUIOrigins)
+	pc, err := c.PayloadCodec()
+	require.NoError(t, err)
+	assert.Equal(t, "k2", pc.PrimaryKeyID())
+	var got string
+	require.NoError(t, pc.DataConverter().FromPayload(sealed, &got), "a payload of the older key decrypts")
+	assert.Equal(t, "tok_3ds", got)
 }
 
 func TestDevSecrets_MadeOncePerDataFolder_ReadableByItsOwnerOnly(t *testing.T) {
@@ -80,4 +128,49 @@ func TestDevSecrets_MadeOncePerDataFolder_ReadableByItsOwnerOnly(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, good, set.JWTSecret, "a secret the environment sets wins")
 	assert.True(t, strings.HasPrefix(set.PaymentWebhookSecret, first.PaymentWebhookSecret[:8]))
+	assert.Equal(t, first.CodecKey, set.CodecKey)
+	assert.True(t, strings.HasPrefix(first.CodecKey.ID, "dev-"), first.CodecKey.ID)
+	assert.NotEqual(t, first.CodecKey, other.CodecKey, "another folder, another codec key")
+}
+
+// TestDevSecrets_OlderFolderWithoutCodecKey_GetsOneAdded: a data folder made before the codec key
+// existed keeps its token and webhook secrets (its tokens stay valid) and gains a codec key, once.
+func TestDevSecrets_OlderFolderWithoutCodecKey_GetsOneAdded(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "dev-secrets.json")
+	older := `{"jwtSecret":"` + good + `-jwt","webhookSecret":"` + good + `-webhook"}`
+	require.NoError(t, os.WriteFile(file, []byte(older), 0o600))
+
+	c := load(t, map[string]string{"DATA_DIR": dir})
+	var got [4]config.Config
+	var wg sync.WaitGroup
+	for i := range got { // starts at once take turns: one key for all
+		wg.Go(func() {
+			var err error
+			got[i], err = c.WithDevSecrets()
+			assert.NoError(t, err)
+		})
+	}
+	wg.Wait()
+	for _, g := range got[1:] {
+		assert.Equal(t, got[0].CodecKey, g.CodecKey)
+	}
+	first := got[0]
+	assert.Equal(t, good+"-jwt", first.JWTSecret)
+	assert.Equal(t, good+"-webhook", first.PaymentWebhookSecret)
+	require.NoError(t, first.CheckSecrets())
+
+	kept, err := config.ReadDevSecrets(dir)
+	require.NoError(t, err)
+	assert.Equal(t, first.CodecKey.ID, kept.CodecKeyID, "the key is written to the folder")
+	again, err := c.WithDevSecrets()
+	require.NoError(t, err)
+	assert.Equal(t, first.CodecKey, again.CodecKey, "and kept across starts")
+	fi, err := os.Stat(file)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	leftovers, err := filepath.Glob(filepath.Join(dir, ".dev-secrets-*"))
+	require.NoError(t, err)
+	assert.Empty(t, leftovers)
 }

@@ -164,8 +164,14 @@ func TemporalAddress(t testing.TB) string {
 // Secret is a secret for a test's configuration, long enough for CheckSecrets.
 const Secret = "test-secret-0123456789abcdef0123456789abcdef"
 
-// Config loads the configuration from env, with test secrets and the payment simulator where env
-// sets none.
+// CodecKey and CodecKeyID are the tests' key of the payload codec (base64 of 32 bytes).
+const (
+	CodecKey   = "dGVzdC1jb2RlYy1rZXktb2YtdGhpcnR5LXR3by1ieXQ="
+	CodecKeyID = "test-1"
+)
+
+// Config loads the configuration from env, with test secrets, the test codec key and the payment
+// simulator where env sets none.
 func Config(t testing.TB, env map[string]string) config.Config {
 	t.Helper()
 	cfg, err := config.Load(func(k string) string {
@@ -177,6 +183,10 @@ func Config(t testing.TB, env map[string]string) config.Config {
 			return Secret
 		case "PAYMENT_PROVIDER":
 			return config.ProviderPaysim
+		case "TEMPORAL_CODEC_KEY":
+			return CodecKey
+		case "TEMPORAL_CODEC_KID":
+			return CodecKeyID
 		}
 		return ""
 	})
