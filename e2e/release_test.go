@@ -63,12 +63,19 @@ func TestRelease_OrdersWaitingOnBuildA_FinishOnA_NewOrdersOnB(t *testing.T) {
 		onA = append(onA, waiting{sh: sh, key: key, id: r.int("orderId"), redirect: r.str("payment", "redirectUrl")})
 	}
 
-	// B's change is incompatible: replaying a run of A on B's code fails.
+	// B's change is incompatible: replaying a run of A on B's code fails, where A's code replays
+	// it (with the product's codec: the history's payloads are encrypted).
 	hist := s.history(onA[0].sh.workflowOf(onA[0].key))
-	replayer := sdkworker.NewWorkflowReplayer()
-	replayer.RegisterWorkflowWithOptions(buildBSaga, workflow.RegisterOptions{Name: workflows.OrderWorkflowName})
-	replayer.RegisterWorkflow(workflows.HoldWorkflow)
-	require.Error(t, replayer.ReplayWorkflowHistory(nil, hist), "B must not be able to replay A's runs")
+	replay := func(saga func(workflow.Context, workflows.OrderInput) (workflows.OrderState, error)) error {
+		replayer, err := sdkworker.NewWorkflowReplayerWithOptions(sdkworker.WorkflowReplayerOptions{
+			DataConverter: s.codec.DataConverter()})
+		require.NoError(t, err)
+		replayer.RegisterWorkflowWithOptions(saga, workflow.RegisterOptions{Name: workflows.OrderWorkflowName})
+		replayer.RegisterWorkflow(workflows.HoldWorkflow)
+		return replayer.ReplayWorkflowHistory(nil, hist)
+	}
+	require.NoError(t, replay(workflows.OrderWorkflow), "A replays its own runs")
+	require.Error(t, replay(buildBSaga), "B must not be able to replay A's runs")
 
 	b := start("B", buildBSaga)
 	defer b.Stop()

@@ -33,6 +33,7 @@ import (
 	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/internal/auth"
+	"github.com/marketplace/checkout/internal/codec"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/demo"
 	"github.com/marketplace/checkout/internal/metrics"
@@ -55,13 +56,15 @@ type stack struct {
 	pool     *pgxpool.Pool
 	cfg      config.Config
 	temporal client.Client
-	base     string
-	metrics  string // the URL of /metrics
-	sim      *paysim.Sim
-	http     *http.Client
-	deps     worker.Deps
-	worker   sdkworker.Worker
-	cancel   context.CancelFunc
+	// codec is the product's payload codec, as the API and the worker have it.
+	codec   *codec.Codec
+	base    string
+	metrics string // the URL of /metrics
+	sim     *paysim.Sim
+	http    *http.Client
+	deps    worker.Deps
+	worker  sdkworker.Worker
+	cancel  context.CancelFunc
 	// moneyDown makes the provider refuse to move money (capture, void, refund) as if it were
 	// down, while it still answers lookups: an outage the order sees only after it has checked
 	// its payment.
@@ -138,9 +141,11 @@ func startStack(t *testing.T, o stackOptions) *stack {
 		env["STEP_RETRY_WINDOW"] = o.stepRetryWindow.String()
 	}
 	cfg := testenv.Config(t, env)
+	pc, err := cfg.PayloadCodec()
+	require.NoError(t, err)
 
 	tc, err := client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
-		Logger: sdklog.NewStructuredLogger(quietLog())})
+		Logger: sdklog.NewStructuredLogger(quietLog()), DataConverter: pc.DataConverter()})
 	require.NoError(t, err)
 	require.NoError(t, worker.EnsureSearchAttributes(ctx, tc, cfg.TemporalNamespace))
 
@@ -163,7 +168,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	cartsDone := make(chan struct{})
 	go func() { _ = carts.Run(ctx); close(cartsDone) }()
 
-	s := &stack{t: t, ctx: ctx, pool: pool, cfg: cfg, temporal: tc, base: base, sim: sim, cancel: cancel,
+	s := &stack{t: t, ctx: ctx, pool: pool, cfg: cfg, temporal: tc, codec: pc, base: base, sim: sim, cancel: cancel,
 		http:      &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 100}},
 		deps:      worker.Deps{Config: cfg, Pool: pool, Inventory: inv, Temporal: tc, Metrics: m, Log: quietLog()},
 		moneyDown: &atomic.Bool{}}

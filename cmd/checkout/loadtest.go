@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/marketplace/checkout/audit"
@@ -40,8 +41,16 @@ func (f *auditFlags) register(fs *flag.FlagSet, cfg config.Config) {
 	fs.BoolVar(&f.noTemporal, "no-temporal", false, "do not ask Temporal for open workflows")
 }
 
-// devDefaults points an unset DATABASE_URL and TEMPORAL_ADDRESS at `make run`'s stack.
+// devDefaults points an unset DATABASE_URL and TEMPORAL_ADDRESS at `make run`'s stack, and takes
+// that stack's codec key when TEMPORAL_CODEC_KEY is unset (reading it, never making one).
 func devDefaults(cfg config.Config) config.Config {
+	if len(cfg.CodecKey.Secret) == 0 {
+		if s, err := config.ReadDevSecrets(cfg.DataDir); err == nil {
+			if k, err := s.Codec(); err == nil {
+				cfg.CodecKey = k
+			}
+		}
+	}
 	if cfg.DatabaseURL == "" {
 		cfg.DatabaseURL = fmt.Sprintf("postgres://%s@127.0.0.1:%d/checkout?sslmode=disable", pgserver.Superuser, cfg.PGPort)
 	}
@@ -121,7 +130,7 @@ func auditOnce(ctx context.Context, cfg config.Config, af auditFlags, since time
 		quiet := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		tc, err := client.DialContext(dctx, client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
-			Logger: sdklog.NewStructuredLogger(quiet)})
+			Logger: sdklog.NewStructuredLogger(quiet), DataConverter: auditDataConverter(cfg)})
 		cancel()
 		if err != nil {
 			return audit.Report{}, fmt.Errorf("cannot reach Temporal at %s (set TEMPORAL_ADDRESS, or --no-temporal): %w",
@@ -131,6 +140,16 @@ func auditOnce(ctx context.Context, cfg config.Config, af auditFlags, since time
 		o.Visibility = tc
 	}
 	return audit.Run(ctx, pool, o)
+}
+
+// auditDataConverter is the product's codec when the audit has the key. The audit reads only the
+// workflows' search attributes, which no codec encodes, so without a key it still runs, on the
+// SDK's default converter.
+func auditDataConverter(cfg config.Config) converter.DataConverter {
+	if pc, err := cfg.PayloadCodec(); err == nil {
+		return pc.DataConverter()
+	}
+	return converter.GetDefaultDataConverter()
 }
 
 // redact hides a password in a database URL.

@@ -21,6 +21,7 @@ import (
 	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/auth"
+	"github.com/marketplace/checkout/internal/codec"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/demo"
 	"github.com/marketplace/checkout/internal/devtemporal"
@@ -44,7 +45,10 @@ type app struct {
 	log      *slog.Logger
 	pool     *pgxpool.Pool
 	temporal client.Client
-	metrics  *metrics.Metrics
+	// codec encrypts every payload the process writes to Temporal (the client's data converter)
+	// and serves the API's codec endpoint.
+	codec   *codec.Codec
+	metrics *metrics.Metrics
 	inv      *inventory.Engine
 	// paysim is the payment provider simulator, the only provider of this build (PAYMENT_PROVIDER:
 	// api and worker start only when it names it, dev names it): the worker calls it, the API
@@ -61,6 +65,9 @@ func connect(ctx context.Context, cfg config.Config) (*app, error) {
 	}
 	a := &app{cfg: cfg, log: slog.Default(), metrics: metrics.New()}
 	var err error
+	if a.codec, err = cfg.PayloadCodec(); err != nil {
+		return nil, err
+	}
 	if a.pool, err = db.Connect(ctx, cfg.DatabaseURL, cfg.DBMaxConns); err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
@@ -69,7 +76,7 @@ func connect(ctx context.Context, cfg config.Config) (*app, error) {
 		return nil, fmt.Errorf("database: %w", err)
 	}
 	a.temporal, err = client.DialContext(ctx, client.Options{HostPort: cfg.TemporalAddress,
-		Namespace: cfg.TemporalNamespace, Logger: sdklog.NewStructuredLogger(a.log)})
+		Namespace: cfg.TemporalNamespace, Logger: sdklog.NewStructuredLogger(a.log), DataConverter: a.codec.DataConverter()})
 	if err != nil {
 		a.pool.Close()
 		return nil, fmt.Errorf("temporal at %s: %w", cfg.TemporalAddress, err)

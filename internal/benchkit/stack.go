@@ -16,10 +16,12 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/marketplace/checkout/internal/codec"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/pgserver"
 )
@@ -34,6 +36,9 @@ type Stack struct {
 	// dev server's frontend, TemporalMetrics the dev server's Prometheus /metrics, DatabaseURL the
 	// cluster's checkout database, Secret the JWT secret the API accepts.
 	Base, Metrics, Temporal, TemporalMetrics, DatabaseURL, Secret string
+	// DataConverter is the stack's codec over the SDK's converter: the floor's workflows pay for
+	// encryption as the orders do (the default converter for a build from before the codec).
+	DataConverter converter.DataConverter
 }
 
 // StartStack starts `bin/checkout dev` with env added to its environment and waits for /readyz.
@@ -89,8 +94,17 @@ func StartStackOf(ctx context.Context, binary, prefix string, env ...string) (*S
 				// The stack's development secret, which it made in its data folder (a build from
 				// before those were made per folder ran on the value it published).
 				s.Secret = "dev-only-jwt-secret-change-me"
+				s.DataConverter = converter.GetDefaultDataConverter()
 				if secrets, err := config.ReadDevSecrets(dir); err == nil {
 					s.Secret = secrets.JWT
+					if key, err := secrets.Codec(); err == nil {
+						pc, err := codec.New(key)
+						if err != nil {
+							s.Stop()
+							return nil, err
+						}
+						s.DataConverter = pc.DataConverter()
+					}
 				} else if !errors.Is(err, os.ErrNotExist) {
 					s.Stop()
 					return nil, err
@@ -137,9 +151,11 @@ type Floor struct {
 	w worker.Worker
 }
 
-// StartFloor connects to the dev server at hostPort and starts the floor's worker.
-func StartFloor(hostPort string) (*Floor, error) {
-	c, err := client.Dial(client.Options{HostPort: hostPort, Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+// StartFloor connects to the stack's dev server with its data converter and starts the floor's
+// worker.
+func StartFloor(s *Stack) (*Floor, error) {
+	c, err := client.Dial(client.Options{HostPort: s.Temporal, DataConverter: s.DataConverter,
+		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	if err != nil {
 		return nil, err
 	}

@@ -324,11 +324,21 @@ func (c Config) WithDevSecrets() (Config, error) {
 		c.PaymentWebhookSecret = s.Webhook
 	}
 	if len(c.CodecKey.Secret) == 0 {
-		secret, err := decodeKey(s.CodecKey)
-		if err != nil {
-			return c, fmt.Errorf("%s: temporalCodecKey is not base64", devSecretsFile(c.DataDir))
+		if c.CodecKey, err = s.Codec(); err != nil {
+			return c, fmt.Errorf("%s: %w", devSecretsFile(c.DataDir), err)
 		}
-		c.CodecKey = codec.Key{ID: s.CodecKeyID, Secret: secret}
 	}
 	return c, nil
+}
+
+// Codec is the folder's codec key (none in a folder no `checkout dev` of this build has started).
+func (s DevSecrets) Codec() (codec.Key, error) {
+	if s.CodecKey == "" {
+		return codec.Key{}, errors.New("no codec key yet (start `checkout dev` once)")
+	}
+	secret, err := decodeKey(s.CodecKey)
+	if err != nil {
+		return codec.Key{}, errors.New("temporalCodecKey is not base64")
+	}
+	return codec.Key{ID: s.CodecKeyID, Secret: secret}, nil
 }

@@ -191,7 +191,7 @@ func run(ctx context.Context, counts []int, window time.Duration) (Results, erro
 		return res, err
 	}
 	defer b.pg.close()
-	if b.floor, err = benchkit.StartFloor(s.Temporal); err != nil {
+	if b.floor, err = benchkit.StartFloor(s); err != nil {
 		return res, err
 	}
 	defer b.floor.Close()

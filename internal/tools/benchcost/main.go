@@ -120,7 +120,7 @@ func measure(ctx context.Context, c config, n int) (result, error) {
 	}
 	idle := idleTo.minus(idleFrom).per(time.Since(idleStart).Seconds())
 
-	floor, err := benchkit.StartFloor(st.Temporal)
+	floor, err := benchkit.StartFloor(st)
 	if err != nil {
 		return res, err
 	}

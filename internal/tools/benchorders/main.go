@@ -160,7 +160,7 @@ func run(n int, out string) error {
 	}
 	defer s.Stop()
 
-	fl, err := benchkit.StartFloor(s.Temporal)
+	fl, err := benchkit.StartFloor(s)
 	if err != nil {
 		return err
 	}
