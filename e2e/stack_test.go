@@ -370,14 +370,17 @@ func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
 // recordHistory writes the history of a workflow to RECORD_HISTORIES/name.json when that
 // variable is set (`make histories`, which points it at this build's folder): the replay test in
 // workflows/ replays these files, so a change that would break running orders fails CI. A kept
-// history is never written over.
+// history is never written over. It is written decoded, as histories were before payloads were
+// encrypted: the files outlive any key, stay readable, and replay with the SDK's own converter.
 func (s *stack) recordHistory(name, workflowID string) {
 	s.t.Helper()
 	dir := os.Getenv("RECORD_HISTORIES")
 	if dir == "" {
 		return
 	}
-	raw, err := protojson.MarshalOptions{Indent: "  "}.Marshal(s.history(workflowID))
+	h := s.history(workflowID)
+	require.NoError(s.t, s.codec.DecodeMessage(s.ctx, h))
+	raw, err := protojson.MarshalOptions{Indent: "  "}.Marshal(h)
 	require.NoError(s.t, err)
 	require.NoError(s.t, os.MkdirAll(dir, 0o755))
 	f, err := os.OpenFile(filepath.Join(dir, name+".json"), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)

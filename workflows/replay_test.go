@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -23,6 +24,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/marketplace/checkout/internal/codec"
 	"github.com/marketplace/checkout/workflows"
 )
 
@@ -160,7 +162,9 @@ func payloadsOf(m protoreflect.Message) [][]byte {
 }
 
 // TestReplay_RecordedHistories replays every kept history against the current code: a change that
-// is not deterministic for orders already running fails here. A history whose run was pinned to
+// is not deterministic for orders already running fails here. Kept histories are decoded (the
+// product encrypts its payloads; the recorder decodes them), so they replay with the SDK's
+// default converter and need no key. A history whose run was pinned to
 // another build (worker versioning) never reaches this code: the test shows that it was pinned,
 // every task of it on that build, instead of replaying it. Runs of unversioned releases move to
 // the first versioned build, so those always replay.
@@ -174,6 +178,10 @@ func TestReplay_RecordedHistories(t *testing.T) {
 			require.NoError(t, err)
 			hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
 			require.NoError(t, errors.Join(err, f.Close()))
+			encrypted, err := codec.Encrypted(context.Background(), hist)
+			require.NoError(t, err)
+			require.False(t, encrypted, "its payloads are encrypted: histories are kept decoded, since no key is kept "+
+				"with them (make histories decodes them as it records)")
 			if build, pinned := pinnedBuild(hist); pinned && build != workflows.BuildID {
 				t.Logf("kept away by worker versioning: every task ran pinned to build %s (this is %s)", build, workflows.BuildID)
 				return
