@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -78,17 +79,41 @@ func details(st OrderState) string {
 	}
 	b.WriteString("\n\n| SKU | title | qty | unit price |\n|---|---|---|---|\n")
 	for _, it := range st.Items {
-		add("| %d | %s | %d | %s |\n", it.SKUID, strings.ReplaceAll(it.Title, "|", "/"), it.Quantity, money.Format(it.UnitPriceMinor))
+		add("| %d | %s | %d | %s |\n", it.SKUID, markdownText(it.Title), it.Quantity, money.Format(it.UnitPriceMinor))
 	}
 	if len(st.Allocations) > 0 {
 		add("\nWarehouses: %s\n", allocationText(st.Allocations))
 	}
 	if a := st.Attention; a != nil {
-		add("\n**Needs attention**: step `%s` failed: %s.", a.Step, a.Error)
+		add("\n**Needs attention**: step `%s` failed: %s.", a.Step, markdownText(a.Error))
 		if a.Code != "" {
 			add(" The refusal (`%s`) does not change by retrying: the step waits for you.", a.Code)
 		}
 		add(" Send signal or update `support-action` with `{\"action\": \"retry\" | \"cancel\" | \"refund\", \"reason\": \"...\"}`.\n")
+	}
+	return b.String()
+}
+
+// markdownPunctuation are the characters Markdown gives a meaning to (every ASCII punctuation
+// character, which a backslash turns back into itself).
+const markdownPunctuation = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
+
+// markdownText is text written by others (a seller's SKU title, an error) as literal text on one
+// line of the details: every Markdown character escaped, so no link, image, autolink, HTML, code
+// span, emphasis, heading, list or table cell can be made of it, nor a {workflowId} placeholder
+// the UI would fill in; line breaks and other control characters become spaces.
+func markdownText(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case strings.ContainsRune(markdownPunctuation, r):
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case unicode.IsControl(r) || unicode.IsSpace(r):
+			b.WriteByte(' ')
+		default:
+			b.WriteRune(r)
+		}
 	}
 	return b.String()
 }
