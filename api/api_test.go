@@ -23,6 +23,7 @@ import (
 	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/internal/auth"
+	"github.com/marketplace/checkout/internal/codec"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/demo"
 	"github.com/marketplace/checkout/internal/metrics"
@@ -40,6 +41,7 @@ type harness struct {
 	cfg     config.Config
 	carts   *cart.Cache
 	metrics *metrics.Metrics
+	codec   *codec.Codec
 }
 
 func newHarness(t testing.TB, temporal api.TemporalClient) *harness {
@@ -52,6 +54,8 @@ func newHarness(t testing.TB, temporal api.TemporalClient) *harness {
 func newHarnessOf(t testing.TB, temporal api.TemporalClient, env map[string]string) *harness {
 	t.Helper()
 	cfg := testenv.Config(t, env)
+	pc, err := cfg.PayloadCodec()
+	require.NoError(t, err)
 	pool := testenv.Pool(t)
 	require.NoError(t, demo.Load(context.Background(), pool))
 	m := metrics.New()
@@ -61,8 +65,8 @@ func newHarnessOf(t testing.TB, temporal api.TemporalClient, env map[string]stri
 	sim := paysim.New(pool, paysim.Options{PublicBaseURL: "http://localhost:8080", Log: log})
 	carts := runCartCache(t, pool, cart.CacheOptions{Entries: cfg.CartCacheEntries, Log: log})
 	e := api.New(api.Deps{Config: cfg, Pool: pool, Inventory: inv, Temporal: temporal, Metrics: m, Log: log,
-		PaymentPages: sim, PaymentFaults: sim, CartCache: carts})
-	return &harness{t: t, e: e, pool: pool, cfg: cfg, carts: carts, metrics: m}
+		PaymentPages: sim, PaymentFaults: sim, CartCache: carts, Codec: pc})
+	return &harness{t: t, e: e, pool: pool, cfg: cfg, carts: carts, metrics: m, codec: pc}
 }
 
 // scrape reads the process's /metrics as its internal listener serves it.

@@ -18,6 +18,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/db"
@@ -66,6 +67,9 @@ type Deps struct {
 	PaymentPages PaymentPages
 	// PaymentFaults, when set, lets the ops role switch the simulator's injected faults.
 	PaymentFaults PaymentFaults
+	// Codec, when set, is the payload codec of the process's Temporal client: the codec endpoint
+	// (/codec) decodes and encodes with it for the Temporal UI of support and ops staff.
+	Codec converter.PayloadCodec
 	// CartCache, when set, is the process's cache of cart documents: the cart page reads through
 	// it and cart writes update it. It serves only while its Run listens for cart changes, which
 	// the process runs beside the server (nil: every cart read goes to the database).
@@ -123,6 +127,10 @@ func New(d Deps) *echo.Echo {
 		ops := e.Group("/api/v1/ops", s.authenticate, requireRole(auth.RoleOps))
 		ops.GET("/payment-faults", s.getPaymentFaults)
 		ops.PUT("/payment-faults", s.putPaymentFaults)
+	}
+
+	if d.Codec != nil {
+		s.codecRoutes(e)
 	}
 
 	seller := e.Group("/seller-api/v1", s.authenticate, requireRole(auth.RoleSeller), s.rateLimit(s.limits.seller))

@@ -157,7 +157,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 		RetryMax: time.Second, PollInterval: 100 * time.Millisecond})
 	carts := cart.NewCache(pool, cart.CacheOptions{Entries: cfg.CartCacheEntries, Log: quietLog()})
 	e := api.New(api.Deps{Config: cfg, Pool: pool, Inventory: inv, Temporal: tc, Metrics: m, Log: quietLog(),
-		Payments: sim, PaymentPages: sim, PaymentFaults: sim, CartCache: carts})
+		Payments: sim, PaymentPages: sim, PaymentFaults: sim, CartCache: carts, Codec: pc})
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	metricsLn, err := net.Listen("tcp", "127.0.0.1:0")

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -49,7 +50,7 @@ type app struct {
 	// and serves the API's codec endpoint.
 	codec   *codec.Codec
 	metrics *metrics.Metrics
-	inv      *inventory.Engine
+	inv     *inventory.Engine
 	// paysim is the payment provider simulator, the only provider of this build (PAYMENT_PROVIDER:
 	// api and worker start only when it names it, dev names it): the worker calls it, the API
 	// serves its 3-D Secure page and fault switch and delivers its webhooks.
@@ -109,7 +110,7 @@ func (a *app) serveAPI(ctx context.Context) error {
 	carts := cart.NewCache(a.pool, cart.CacheOptions{Entries: a.cfg.CartCacheEntries,
 		MaxBytes: int64(a.cfg.CartCacheMemoryMB) << 20, Log: a.log})
 	e := api.New(api.Deps{Config: a.cfg, Pool: a.pool, Inventory: a.inv, Temporal: a.temporal,
-		Metrics: a.metrics, Log: a.log, Payments: a.paysim, PaymentPages: a.paysim, PaymentFaults: a.paysim, CartCache: carts})
+		Metrics: a.metrics, Log: a.log, Payments: a.paysim, PaymentPages: a.paysim, PaymentFaults: a.paysim, CartCache: carts, Codec: a.codec})
 	srv := &http.Server{Addr: a.cfg.HTTPAddr, Handler: e, ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second}
 	g, ctx := errgroup.WithContext(ctx)
@@ -223,6 +224,9 @@ func runDev(ctx context.Context, cfg config.Config) error {
 	}
 	cfg.HTTPAddr = devAddr("HTTP_ADDR", cfg.HTTPAddr, config.DefaultHTTPAddr, os.Getenv)
 	cfg.MetricsAddr = devAddr("METRICS_ADDR", cfg.MetricsAddr, config.DefaultMetricsAddr, os.Getenv)
+	if len(cfg.TemporalUIOrigins) == 0 && cfg.TemporalUIPort > 0 {
+		cfg.TemporalUIOrigins = devUIOrigins(cfg.TemporalUIPort)
+	}
 	if cfg.PaymentProvider == "" {
 		cfg.PaymentProvider = config.ProviderPaysim
 	}
@@ -240,8 +244,8 @@ func runDev(ctx context.Context, cfg config.Config) error {
 		ts, err := devtemporal.Start(ctx, devtemporal.Options{CLI: cfg.TemporalCLI,
 			DBFile: filepath.Join(cfg.DataDir, "temporal.db"), Port: cfg.TemporalPort, UIPort: cfg.TemporalUIPort,
 			MetricsPort: cfg.TemporalMetricsPort, SearchAttributes: worker.SearchAttributeTypes(),
-			DynamicConfig: cfg.TemporalDevConfig,
-			Namespace:     cfg.TemporalNamespace, Log: openLog(cfg.DataDir, "temporal.log")})
+			DynamicConfig: cfg.TemporalDevConfig, UICodecEndpoint: codecEndpoint(cfg),
+			Namespace: cfg.TemporalNamespace, Log: openLog(cfg.DataDir, "temporal.log")})
 		if err != nil {
 			return fmt.Errorf("temporal dev server: %w", err)
 		}
@@ -277,6 +281,17 @@ func devAddr(key, configured, def string, getenv func(string) string) string {
 		return "127.0.0.1" + def
 	}
 	return configured
+}
+
+// devUIOrigins are the dev server UI's origins, by either name of this machine.
+func devUIOrigins(port int) []string {
+	p := strconv.Itoa(port)
+	return []string{"http://localhost:" + p, "http://127.0.0.1:" + p}
+}
+
+// codecEndpoint is the API's codec endpoint, which the Temporal UI asks to decode payloads.
+func codecEndpoint(cfg config.Config) string {
+	return strings.TrimRight(cfg.PublicBaseURL, "/") + "/codec"
 }
 
 func openLog(dir, name string) *os.File {
@@ -319,10 +334,13 @@ checkout is running (Ctrl-C stops everything)
 
   try:  curl -s -H "Authorization: Bearer $TOKEN" %s/api/v1/addresses
 
+  Orders' payloads in Temporal are encrypted. To read them decoded in the UI, sign in with the
+  support token at %s/session (see docs/runbook.md, "Decoding orders in the UI").
+
 `, cfg.PublicBaseURL, cfg.MetricsURL(), ui, cfg.TemporalAddress, cfg.TemporalNamespace, cfg.DatabaseURL,
 		token(auth.Principal{UserID: 7, Role: auth.RoleShopper}),
 		token(auth.Principal{UserID: 8, Role: auth.RoleShopper}),
 		token(auth.Principal{UserID: 1042, Role: auth.RoleSeller, SellerID: 42}),
 		token(auth.Principal{UserID: 900, Role: auth.RoleSupport}),
-		cfg.PublicBaseURL)
+		cfg.PublicBaseURL, codecEndpoint(cfg))
 }

@@ -146,6 +146,12 @@ func (k Keys) Verify(token string) (Principal, error) {
 	return p, err
 }
 
+// VerifyUntil is Verify, also returning the token's expiry: for a session that must end when the
+// token does.
+func (k Keys) VerifyUntil(token string) (Principal, time.Time, error) {
+	return k.verify(token)
+}
+
 // key is the key of a kid: the signing key or one still accepted.
 func (k Keys) key(kid string) ([]byte, bool) {
 	if k.Signing.ID == kid && len(k.Signing.Secret) > 0 {

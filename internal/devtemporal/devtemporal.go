@@ -34,6 +34,8 @@ type Options struct {
 	Port int
 	// UIPort serves the Web UI; 0 runs headless.
 	UIPort int
+	// UICodecEndpoint is the codec server the Web UI asks to decode payloads (empty: none).
+	UICodecEndpoint string
 	// MetricsPort serves the dev server's Prometheus /metrics; 0 lets the CLI pick a port.
 	MetricsPort int
 	Namespace   string
@@ -136,6 +138,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	if o.UIPort > 0 {
 		args = append(args, "--ui-port", strconv.Itoa(o.UIPort))
+		if o.UICodecEndpoint != "" {
+			args = append(args, "--ui-codec-endpoint", o.UICodecEndpoint)
+		}
 	} else {
 		args = append(args, "--headless")
 	}

@@ -1,0 +1,255 @@
+package api
+
+import (
+	"errors"
+	"html/template"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	commonpb "go.temporal.io/api/common/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/marketplace/checkout/internal/auth"
+)
+
+// The codec endpoint: the Temporal UI (and `temporal --codec-endpoint`) sends it the encrypted
+// payloads of a workflow and shows what it answers. Only support and ops may decode. The UI cannot
+// send our bearer token, so a browser signs in once on /codec/session: the API checks the token
+// and keeps it in an HttpOnly cookie scoped to /codec, which the UI sends along (its codec setting
+// "include cross-origin credentials"), from the origins TEMPORAL_UI_ORIGIN names.
+const (
+	codecPath = "/codec"
+	// CodecSessionCookie holds a support or ops token for the codec endpoint, and only for it.
+	CodecSessionCookie = "checkout_codec_session"
+	// CodeUndecodable: a payload names a key this process does not have, or was altered.
+	CodeUndecodable = "PAYLOAD_NOT_DECODABLE"
+)
+
+// codecRoles may read orders' payloads.
+var codecRoles = []string{auth.RoleSupport, auth.RoleOps}
+
+func (s *Server) codecRoutes(e *echo.Echo) {
+	e.Use(s.codecCORS())
+	guard := []echo.MiddlewareFunc{s.authenticateCodec, requireRole(codecRoles...)}
+	e.POST(codecPath+"/decode", s.codecDecode, guard...)
+	e.POST(codecPath+"/encode", s.codecEncode, guard...)
+	e.GET(codecPath+"/session", s.codecSessionPage)
+	e.POST(codecPath+"/session", s.codecSignIn)
+	e.DELETE(codecPath+"/session", s.codecSignOut)
+}
+
+// codecCORS lets the Temporal UI's origins call decode and encode with credentials: the exact
+// origins, never a wildcard. Preflights are answered here, before authentication (a browser sends
+// them without cookies).
+func (s *Server) codecCORS() echo.MiddlewareFunc {
+	origins := s.Config.TemporalUIOrigins
+	return middleware.CORSWithConfig(middleware.CORSConfig{
+		Skipper: func(c echo.Context) bool {
+			p := c.Request().URL.Path
+			return len(origins) == 0 || (p != codecPath+"/decode" && p != codecPath+"/encode")
+		},
+		AllowOriginFunc: func(origin string) (bool, error) { return slices.Contains(origins, origin), nil },
+		AllowMethods:    []string{http.MethodPost},
+		// What the UI sends: X-Namespace always, Authorization (and its extras) when it passes its
+		// own access token.
+		AllowHeaders:     []string{echo.HeaderContentType, "X-Namespace", echo.HeaderAuthorization, "Authorization-Extras"},
+		AllowCredentials: true,
+		MaxAge:           600,
+	})
+}
+
+// authenticateCodec accepts a bearer token, else the session cookie. A cookie counts only from a
+// page of the API itself or of the Temporal UI: a cookie sent by any other page's request is
+// refused.
+func (s *Server) authenticateCodec(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		p, present, err := s.bearer(c)
+		if present && err == nil {
+			c.Set(principalKey, p)
+			return next(c)
+		}
+		cookie, cerr := c.Cookie(CodecSessionCookie)
+		if cerr != nil || cookie.Value == "" {
+			if present {
+				return unauthorized("invalid or expired token")
+			}
+			return unauthorized("missing bearer token: send one, or sign in at " + s.codecSessionURL())
+		}
+		if !s.codecOriginAllowed(c.Request().Header.Get(echo.HeaderOrigin)) {
+			return forbidden("the support session is for the Temporal UI (TEMPORAL_UI_ORIGIN) and this API only")
+		}
+		if p, err = s.tokens.Verify(cookie.Value); err != nil {
+			return unauthorized("the support session has expired: sign in again at " + s.codecSessionURL())
+		}
+		c.Set(principalKey, p)
+		return next(c)
+	}
+}
+
+// codecOriginAllowed: no Origin (not a cross-origin browser request), the API's own, or the UI's.
+func (s *Server) codecOriginAllowed(origin string) bool {
+	if origin == "" || slices.Contains(s.Config.TemporalUIOrigins, origin) {
+		return true
+	}
+	u, err := url.Parse(s.Config.PublicBaseURL)
+	return err == nil && origin == u.Scheme+"://"+u.Host
+}
+
+func (s *Server) codecSessionURL() string {
+	return strings.TrimRight(s.Config.PublicBaseURL, "/") + codecPath + "/session"
+}
+
+func (s *Server) codecDecode(c echo.Context) error { return s.runCodec(c, s.Codec.Decode) }
+
+func (s *Server) codecEncode(c echo.Context) error { return s.runCodec(c, s.Codec.Encode) }
+
+// runCodec answers {"payloads": [...]} with the payloads run through the codec, in the same order,
+// as the Temporal codec server protocol has it.
+func (s *Server) runCodec(c echo.Context, run func([]*commonpb.Payload) ([]*commonpb.Payload, error)) error {
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		var he *echo.HTTPError
+		if errors.As(err, &he) {
+			return he
+		}
+		return err
+	}
+	var in commonpb.Payloads
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(body, &in); err != nil {
+		return NewError(http.StatusBadRequest, CodeInvalidJSON, `want {"payloads": [{"metadata": {...}, "data": "..."}]}`)
+	}
+	out, err := run(in.GetPayloads())
+	if err != nil {
+		return NewError(http.StatusUnprocessableEntity, CodeUndecodable, err.Error())
+	}
+	raw, err := protojson.Marshal(&commonpb.Payloads{Payloads: out})
+	if err != nil {
+		return err
+	}
+	if c.Request().URL.Path == codecPath+"/decode" {
+		s.Log.Info("payloads decoded for support", "user_id", mustPrincipal(c).UserID, "payloads", len(out),
+			"namespace", c.Request().Header.Get("X-Namespace"), "request_id", requestID(c))
+	}
+	return c.JSONBlob(http.StatusOK, raw)
+}
+
+// codecSignIn checks a support or ops token (Authorization: Bearer, or the form's token field)
+// and keeps it in the session cookie until the token expires.
+func (s *Server) codecSignIn(c echo.Context) error {
+	form := strings.HasPrefix(c.Request().Header.Get(echo.HeaderContentType), echo.MIMEApplicationForm)
+	token := ""
+	if form {
+		token = strings.TrimSpace(c.FormValue("token"))
+	} else if h := c.Request().Header.Get(echo.HeaderAuthorization); h != "" {
+		scheme, t, ok := strings.Cut(h, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			return errBadScheme
+		}
+		token = strings.TrimSpace(t)
+	}
+	if token == "" {
+		return s.codecSessionAnswer(c, form, http.StatusUnauthorized, unauthorized("missing token"), time.Time{})
+	}
+	p, exp, err := s.Config.AuthKeys().VerifyUntil(token)
+	if err != nil {
+		return s.codecSessionAnswer(c, form, http.StatusUnauthorized, unauthorized("invalid or expired token"), time.Time{})
+	}
+	if !slices.Contains(codecRoles, p.Role) {
+		return s.codecSessionAnswer(c, form, http.StatusForbidden, forbidden("decoding is for the support and ops roles"), time.Time{})
+	}
+	c.SetCookie(s.codecCookie(token, exp))
+	s.Log.Info("support session for decoding", "user_id", p.UserID, "until", exp, "request_id", requestID(c))
+	return s.codecSessionAnswer(c, form, http.StatusOK, nil, exp)
+}
+
+// codecSignOut ends this browser's session.
+func (s *Server) codecSignOut(c echo.Context) error {
+	c.SetCookie(s.codecCookie("", time.Unix(0, 0)))
+	return c.NoContent(http.StatusNoContent)
+}
+
+// codecCookie is HttpOnly (no script reads it), SameSite=Strict (no other site's page sends it),
+// scoped to /codec (no other endpoint sees it) and Secure when the API is served over https.
+func (s *Server) codecCookie(token string, exp time.Time) *http.Cookie {
+	ck := &http.Cookie{Name: CodecSessionCookie, Value: token, Path: codecPath, Expires: exp, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: strings.HasPrefix(s.Config.PublicBaseURL, "https://")}
+	if token == "" {
+		ck.MaxAge = -1
+	}
+	return ck
+}
+
+type codecPageData struct {
+	Error     string
+	Until     string
+	Endpoint  string
+	UIOrigins []string
+}
+
+// codecSessionAnswer answers a sign-in: the page for a browser's form, the error model or
+// {"expiresAt"} for a program.
+func (s *Server) codecSessionAnswer(c echo.Context, form bool, status int, apiErr *Error, exp time.Time) error {
+	if !form {
+		if apiErr != nil {
+			return apiErr
+		}
+		return c.JSON(status, map[string]any{"expiresAt": exp.UTC()})
+	}
+	d := s.codecPage()
+	if apiErr != nil {
+		d.Error = apiErr.Message
+	} else {
+		d.Until = exp.UTC().Format("2006-01-02 15:04 MST")
+	}
+	return s.renderCodecPage(c, status, d)
+}
+
+func (s *Server) codecSessionPage(c echo.Context) error {
+	return s.renderCodecPage(c, http.StatusOK, s.codecPage())
+}
+
+func (s *Server) codecPage() codecPageData {
+	return codecPageData{Endpoint: strings.TrimRight(s.Config.PublicBaseURL, "/") + codecPath,
+		UIOrigins: s.Config.TemporalUIOrigins}
+}
+
+func (s *Server) renderCodecPage(c echo.Context, status int, d codecPageData) error {
+	h := c.Response().Header()
+	h.Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+	h.Set("Cache-Control", "no-store")
+	c.Response().WriteHeader(status)
+	return codecPageTemplate.Execute(c.Response(), d)
+}
+
+var codecPageTemplate = template.Must(template.New("codec").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Decoding orders in the Temporal UI</title>
+<style>body{font-family:system-ui,sans-serif;max-width:44rem;margin:3rem auto;padding:0 1rem;line-height:1.5}
+input{width:100%;padding:.5rem;font-family:monospace}button{margin-top:.75rem;padding:.5rem 1rem}
+.ok{background:#e6f4ea;padding:.75rem 1rem}.err{background:#fce8e6;padding:.75rem 1rem}code{background:#f1f3f4;padding:0 .25rem}</style>
+</head><body>
+<h1>Decoding orders in the Temporal UI</h1>
+{{if .Until}}<p class="ok" id="session-on">Decoding is on in this browser until {{.Until}}.</p>
+{{else}}{{if .Error}}<p class="err" id="session-error">{{.Error}}</p>{{end}}
+<p>What the checkout writes to Temporal is encrypted. Support and ops staff see it decoded in the
+Temporal UI once this browser holds their session: paste your support or ops token.</p>
+<form method="post" action="/codec/session">
+<label for="token">Token</label>
+<input id="token" name="token" type="password" autocomplete="off" required>
+<button type="submit">Turn decoding on</button>
+</form>{{end}}
+<h2>In the Temporal UI</h2>
+<p>Once per browser: open the Codec Server settings (the icon at the top right, beside the time
+zone), choose <em>Use my browser setting and ignore Cluster-level setting</em>, enter
+<code>{{.Endpoint}}</code> as the browser endpoint, switch on
+<em>Include cross-origin credentials</em> and Apply. (A UI whose own settings include credentials needs none of this.){{if .UIOrigins}} The UI must be opened at
+{{range $i, $o := .UIOrigins}}{{if $i}} or {{end}}<a href="{{$o}}">{{$o}}</a>{{end}}.{{end}}</p>
+<p>The session ends when your token expires.</p>
+</body></html>
+`))

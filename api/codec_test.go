@@ -1,0 +1,239 @@
+package api_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/marketplace/checkout/api"
+	"github.com/marketplace/checkout/internal/auth"
+)
+
+const uiOrigin = "http://localhost:8233"
+
+// codecRequest is one request to the codec endpoint, as the UI or a program sends it.
+type codecRequest struct {
+	method, path, token, body string
+	origin                    string
+	cookie                    *http.Cookie
+	form                      bool
+	headers                   map[string]string
+}
+
+func (h *harness) codecCall(r codecRequest) *httptest.ResponseRecorder {
+	h.t.Helper()
+	if r.method == "" {
+		r.method = http.MethodPost
+	}
+	req := httptest.NewRequest(r.method, r.path, strings.NewReader(r.body))
+	switch {
+	case r.form:
+		req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationForm)
+	case r.body != "":
+		req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	}
+	if r.token != "" {
+		req.Header.Set(echo.HeaderAuthorization, "Bearer "+r.token)
+	}
+	if r.origin != "" {
+		req.Header.Set(echo.HeaderOrigin, r.origin)
+	}
+	if r.cookie != nil {
+		req.AddCookie(r.cookie)
+	}
+	for k, v := range r.headers {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	h.e.ServeHTTP(rec, req)
+	return rec
+}
+
+// sealed is a request body of payloads the product's codec encrypted.
+func (h *harness) sealed(values ...any) string {
+	h.t.Helper()
+	dc := h.codec.DataConverter()
+	var ps []*commonpb.Payload
+	for _, v := range values {
+		p, err := dc.ToPayload(v)
+		require.NoError(h.t, err)
+		ps = append(ps, p)
+	}
+	raw, err := protojson.Marshal(&commonpb.Payloads{Payloads: ps})
+	require.NoError(h.t, err)
+	return string(raw)
+}
+
+// payloadsOf reads a codec answer.
+func payloadsOf(t *testing.T, rec *httptest.ResponseRecorder) []*commonpb.Payload {
+	t.Helper()
+	var out commonpb.Payloads
+	require.NoError(t, protojson.Unmarshal(rec.Body.Bytes(), &out), rec.Body.String())
+	return out.Payloads
+}
+
+func TestCodecDecode_SupportAndOpsOnly_InTheErrorModel(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	body := h.sealed(map[string]any{"paymentMethodToken": "tok_3ds", "addressId": 41}, "second")
+	support := h.token(auth.Principal{UserID: 900, Role: auth.RoleSupport})
+	ops := h.token(auth.Principal{UserID: 950, Role: auth.RoleOps})
+
+	for _, tok := range []string{support, ops} {
+		rec := h.codecCall(codecRequest{path: "/codec/decode", token: tok, body: body})
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		ps := payloadsOf(t, rec)
+		require.Len(t, ps, 2, "the same payloads, in the same order")
+		assert.Equal(t, "json/plain", string(ps[0].Metadata["encoding"]))
+		assert.JSONEq(t, `{"paymentMethodToken": "tok_3ds", "addressId": 41}`, string(ps[0].Data))
+		assert.Equal(t, `"second"`, string(ps[1].Data))
+	}
+	for name, tc := range map[string]struct {
+		token  string
+		status int
+		code   string
+	}{
+		"no token":      {"", http.StatusUnauthorized, api.CodeUnauthorized},
+		"invalid token": {"not-a-token", http.StatusUnauthorized, api.CodeUnauthorized},
+		"shopper":       {h.shopper(7), http.StatusForbidden, api.CodeForbidden},
+		"seller":        {h.seller(42), http.StatusForbidden, api.CodeForbidden},
+	} {
+		for _, path := range []string{"/codec/decode", "/codec/encode"} {
+			rec := h.codecCall(codecRequest{path: path, token: tc.token, body: body})
+			assert.Equal(t, tc.status, rec.Code, "%s %s", name, path)
+			assert.Contains(t, rec.Body.String(), `"code":"`+tc.code+`"`, "%s %s: %s", name, path, rec.Body.String())
+			assert.NotContains(t, rec.Body.String(), "tok_3ds", name)
+		}
+	}
+}
+
+func TestCodecEncode_ThenDecode_RoundTrip_AndRefusals(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	support := h.token(auth.Principal{UserID: 900, Role: auth.RoleSupport})
+	plain := `{"payloads":[{"metadata":{"encoding":"anNvbi9wbGFpbg=="},"data":"eyJhY3Rpb24iOiJyZXRyeSJ9"}]}` // {"action":"retry"}
+	enc := h.codecCall(codecRequest{path: "/codec/encode", token: support, body: plain})
+	require.Equal(t, http.StatusOK, enc.Code, enc.Body.String())
+	sealed := payloadsOf(t, enc)
+	require.Len(t, sealed, 1)
+	assert.Equal(t, "binary/encrypted", string(sealed[0].Metadata["encoding"]))
+	assert.NotContains(t, string(sealed[0].Data), "retry")
+
+	dec := h.codecCall(codecRequest{path: "/codec/decode", token: support, body: enc.Body.String()})
+	require.Equal(t, http.StatusOK, dec.Code, dec.Body.String())
+	assert.Equal(t, `{"action":"retry"}`, string(payloadsOf(t, dec)[0].Data))
+
+	passed := h.codecCall(codecRequest{path: "/codec/decode", token: support, body: plain})
+	require.Equal(t, http.StatusOK, passed.Code)
+	assert.Equal(t, `{"action":"retry"}`, string(payloadsOf(t, passed)[0].Data), "a plain payload passes through")
+
+	sealed[0].Data[len(sealed[0].Data)-1] ^= 1
+	raw, err := protojson.Marshal(&commonpb.Payloads{Payloads: sealed})
+	require.NoError(t, err)
+	tampered := h.codecCall(codecRequest{path: "/codec/decode", token: support, body: string(raw)})
+	assert.Equal(t, http.StatusUnprocessableEntity, tampered.Code)
+	assert.Contains(t, tampered.Body.String(), api.CodeUndecodable)
+
+	bad := h.codecCall(codecRequest{path: "/codec/decode", token: support, body: `{"payloads": 3}`})
+	assert.Equal(t, http.StatusBadRequest, bad.Code)
+	assert.Contains(t, bad.Body.String(), api.CodeInvalidJSON)
+}
+
+// TestCodecSession_CookieForSupport_SentByTheUI: support signs in on the page; the cookie is
+// HttpOnly, SameSite=Strict, scoped to /codec and ends with the token; the UI's request with it
+// decodes and may be read by the UI's origin (CORS with credentials), another page's may not.
+func TestCodecSession_CookieForSupport_SentByTheUI(t *testing.T) {
+	t.Parallel()
+	h := newHarnessOf(t, nil, map[string]string{"TEMPORAL_UI_ORIGIN": uiOrigin})
+	page := h.codecCall(codecRequest{method: http.MethodGet, path: "/codec/session"})
+	require.Equal(t, http.StatusOK, page.Code)
+	assert.Contains(t, page.Body.String(), `name="token"`)
+	assert.Contains(t, page.Body.String(), "Include cross-origin credentials")
+
+	refused := h.codecCall(codecRequest{path: "/codec/session", form: true, body: url.Values{"token": {h.shopper(7)}}.Encode()})
+	assert.Equal(t, http.StatusForbidden, refused.Code)
+	assert.Empty(t, refused.Result().Cookies(), "no session for a shopper")
+	assert.Contains(t, refused.Body.String(), "support and ops")
+
+	tok, err := auth.Keys{Signing: auth.Key{Secret: []byte(h.cfg.JWTSecret)}}.Mint(auth.Principal{UserID: 900, Role: auth.RoleSupport}, 2*time.Hour)
+	require.NoError(t, err)
+	in := h.codecCall(codecRequest{path: "/codec/session", form: true, body: url.Values{"token": {tok}}.Encode()})
+	require.Equal(t, http.StatusOK, in.Code, in.Body.String())
+	assert.Contains(t, in.Body.String(), "Decoding is on in this browser until")
+	cookies := in.Result().Cookies()
+	require.Len(t, cookies, 1)
+	ck := cookies[0]
+	assert.Equal(t, api.CodecSessionCookie, ck.Name)
+	assert.True(t, ck.HttpOnly)
+	assert.Equal(t, http.SameSiteStrictMode, ck.SameSite)
+	assert.Equal(t, "/codec", ck.Path)
+	assert.False(t, ck.Secure, "http here; Secure when PUBLIC_BASE_URL is https")
+	assert.WithinDuration(t, time.Now().Add(2*time.Hour), ck.Expires, time.Minute, "ends with the token")
+
+	body := h.sealed("tok_3ds")
+	ui := h.codecCall(codecRequest{path: "/codec/decode", cookie: ck, origin: uiOrigin, body: body,
+		headers: map[string]string{"X-Namespace": "default"}})
+	require.Equal(t, http.StatusOK, ui.Code, ui.Body.String())
+	assert.Equal(t, `"tok_3ds"`, string(payloadsOf(t, ui)[0].Data))
+	assert.Equal(t, uiOrigin, ui.Header().Get(echo.HeaderAccessControlAllowOrigin))
+	assert.Equal(t, "true", ui.Header().Get(echo.HeaderAccessControlAllowCredentials))
+
+	other := h.codecCall(codecRequest{path: "/codec/decode", cookie: ck, origin: "http://localhost:3000", body: body})
+	assert.Equal(t, http.StatusForbidden, other.Code, "a cookie sent by another page counts for nothing")
+	assert.Empty(t, other.Header().Get(echo.HeaderAccessControlAllowOrigin))
+
+	shopperCookie := &http.Cookie{Name: api.CodecSessionCookie, Value: h.shopper(7)}
+	assert.Equal(t, http.StatusForbidden, h.codecCall(codecRequest{path: "/codec/decode", cookie: shopperCookie,
+		origin: uiOrigin, body: body}).Code)
+	stale := &http.Cookie{Name: api.CodecSessionCookie, Value: "expired.or.forged"}
+	assert.Equal(t, http.StatusUnauthorized, h.codecCall(codecRequest{path: "/codec/decode", cookie: stale,
+		origin: uiOrigin, body: body}).Code)
+
+	out := h.codecCall(codecRequest{method: http.MethodDelete, path: "/codec/session", cookie: ck})
+	assert.Equal(t, http.StatusNoContent, out.Code)
+	require.Len(t, out.Result().Cookies(), 1)
+	assert.Negative(t, out.Result().Cookies()[0].MaxAge, "the cookie is cleared")
+
+	// A program signs in with its bearer token and gets the expiry.
+	prog := h.codecCall(codecRequest{path: "/codec/session", token: tok})
+	require.Equal(t, http.StatusOK, prog.Code, prog.Body.String())
+	assert.Contains(t, prog.Body.String(), `"expiresAt"`)
+	assert.Equal(t, http.StatusUnauthorized, h.codecCall(codecRequest{path: "/codec/session"}).Code)
+}
+
+// TestCodecCORS_PreflightForTheUIOriginOnly: the browser's preflight (no cookie, no token) is
+// answered for the UI's origin, with credentials and the headers the UI sends; not for others.
+func TestCodecCORS_PreflightForTheUIOriginOnly(t *testing.T) {
+	t.Parallel()
+	h := newHarnessOf(t, nil, map[string]string{"TEMPORAL_UI_ORIGIN": uiOrigin + ",http://127.0.0.1:8233"})
+	preflight := func(origin string) *httptest.ResponseRecorder {
+		return h.codecCall(codecRequest{method: http.MethodOptions, path: "/codec/decode", origin: origin,
+			headers: map[string]string{"Access-Control-Request-Method": "POST",
+				"Access-Control-Request-Headers": "content-type,x-namespace"}})
+	}
+	for _, o := range []string{uiOrigin, "http://127.0.0.1:8233"} {
+		rec := preflight(o)
+		assert.Equal(t, http.StatusNoContent, rec.Code)
+		assert.Equal(t, o, rec.Header().Get(echo.HeaderAccessControlAllowOrigin), "the exact origin, never *")
+		assert.Equal(t, "true", rec.Header().Get(echo.HeaderAccessControlAllowCredentials))
+		assert.Contains(t, rec.Header().Get(echo.HeaderAccessControlAllowHeaders), "X-Namespace")
+		assert.Contains(t, rec.Header().Get(echo.HeaderAccessControlAllowMethods), "POST")
+	}
+	rec := preflight("http://evil.example")
+	assert.Empty(t, rec.Header().Get(echo.HeaderAccessControlAllowOrigin))
+	assert.Empty(t, rec.Header().Get(echo.HeaderAccessControlAllowCredentials))
+
+	noUI := newHarness(t, nil)
+	rec = noUI.codecCall(codecRequest{method: http.MethodOptions, path: "/codec/decode", origin: uiOrigin,
+		headers: map[string]string{"Access-Control-Request-Method": "POST"}})
+	assert.Empty(t, rec.Header().Get(echo.HeaderAccessControlAllowOrigin), "no TEMPORAL_UI_ORIGIN: no browser origin")
+}
