@@ -1,7 +1,9 @@
 // Makes real orders through the checkout API, parks two in NEEDS_ATTENTION by taking the payment
-// provider down, and photographs the Temporal Web UI for docs/runbook.md; then sends support-action
-// from the UI to one of them and checks that it becomes CONFIRMED. run.sh starts the private stack
-// it talks to (make screenshots).
+// provider down, and photographs the Temporal Web UI for docs/runbook.md: first an order's
+// encrypted payloads as anyone without a support session sees them, then support signing in for
+// decoding and setting up the UI's codec once, the same order decoded; then sends support-action
+// from the UI to a parked order and checks that it becomes CONFIRMED. run.sh starts the private
+// stack it talks to (make screenshots).
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -17,6 +19,7 @@ const SELLER = 42; // the demo seller of SKUs 71–81
 const token = (user, role) =>
   execFileSync(CHECKOUT, ['token', '--user', String(user), '--role', role]).toString().trim();
 const ops = token(901, 'ops');
+const support = token(900, 'support');
 
 async function call(method, path, tok, body, headers = {}) {
   const res = await fetch(API + path, {
@@ -112,14 +115,53 @@ try {
     console.log(`wrote ${join(OUT, name)}`);
   };
 
-  // 1. The list filtered with NeedsAttention = true. Visibility follows the search-attribute
+  const orderPage = (order) => `${UI}/namespaces/default/workflows/${encodeURIComponent(order.workflowId)}`;
+
+  // 1. Without a support session: the order's payloads are encrypted and the UI says that the
+  // codec server (the API, which it was pointed at) did not decode them.
+  await page.goto(orderPage(confirmed));
+  await page.getByText('Codec Server could not connect').filter({ visible: true }).first().waitFor();
+  await page.getByText('"encryption-key-id"').first().waitFor();
+  await page.mouse.move(700, 700);
+  await shot('codec-no-access.png');
+
+  // 2. Support signs in for decoding on the API's page: the token becomes this browser's session
+  // (an HttpOnly cookie for /codec only).
+  await page.goto(`${API}/codec/session`);
+  await page.locator('#token').fill(support);
+  await page.getByRole('button', { name: 'Turn decoding on' }).click();
+  await page.locator('#session-on').waitFor();
+  await shot('codec-session.png');
+
+  // 3. Once per browser, the UI's codec settings: the API's endpoint, with credentials included.
+  await page.goto(orderPage(confirmed));
+  await page.getByText('Codec Server could not connect').filter({ visible: true }).first().waitFor();
+  await page.locator('nav[data-testid="top-nav"] [data-testid^="data-encoder-status"]').click();
+  await page.getByTestId('override-accordion').click();
+  await page.getByText('Use my browser setting and ignore Cluster-level setting.', { exact: true }).last().click();
+  // Folded again: the settings panel has a fixed height and the page's header covers what overflows.
+  await page.getByTestId('override-accordion').getByRole('button').first().click();
+  await page.locator('#data-encoder-endpoint-input').fill(`${API}/codec`);
+  await page.getByTestId('data-encoder-include-credentials').click();
+  await page.getByTestId('data-encoder-cross-origin-credentials').waitFor();
+  await shot('codec-settings.png');
+  await page.getByTestId('confirm-data-encoder-button').click();
+
+  // 4. The same order, decoded for support: its input and its result.
+  await page.goto(orderPage(confirmed));
+  await page.getByText('"paymentMethodToken"').first().waitFor();
+  await page.getByText('"CAPTURED"').first().waitFor();
+  await page.mouse.move(700, 700);
+  await shot('codec-decoded.png');
+
+  // 5. The list filtered with NeedsAttention = true. Visibility follows the search-attribute
   // upsert a moment later, so reload until the row is there.
   const listUrl = `${UI}/namespaces/default/workflows?query=${encodeURIComponent('NeedsAttention = true')}`;
   const row = page.getByRole('link', { name: parked.workflowId, exact: true });
   for (let i = 0; ; i++) {
     await page.goto(listUrl);
     try {
-      await row.first().waitFor({ timeout: 3_000 });
+      await row.first().waitFor({ timeout: 10_000 });
       break;
     } catch (err) {
       if (i === 10) throw err;
@@ -143,12 +185,12 @@ try {
   await page.evaluate(() => document.querySelectorAll('*').forEach((el) => { el.scrollTop = 0; }));
   await shot('needs-attention-list.png');
 
-  // 2. The parked order's current details (the UI's "User Metadata" tab).
+  // 6. The parked order's current details (the UI's "User Metadata" tab).
   await row.first().click();
   await showDetails('Needs attention');
   await shot('needs-attention-order.png');
 
-  // 3. support-action, as an update (the UI sends it and shows the answer), filled in and shown.
+  // 7. support-action, as an update (the UI sends it and shows the answer), filled in and shown.
   await page.getByRole('button', { name: 'More Actions' }).click();
   await page.getByRole('menuitem', { name: 'Send an Update' }).click();
   const dialog = page.getByRole('dialog').filter({ hasText: 'Send an Update' });
@@ -169,7 +211,7 @@ try {
   await waitStatus(parked, 'CONFIRMED');
   console.log(`order ${parked.orderId} CONFIRMED after support-action retry`);
 
-  // 4. The same order afterwards: its details say CONFIRMED, payment CAPTURED.
+  // 8. The same order afterwards: its details say CONFIRMED, payment CAPTURED.
   await page.reload(); // without the "Update successful" toast
   await showDetails('CAPTURED');
   await shot('order-details.png');
