@@ -89,7 +89,9 @@ const (
 	ErrTypeInvalidSupportAction = "InvalidSupportAction"
 )
 
-// Search attributes support staff filter on in the UI; registered by the worker at start-up.
+// Search attributes support staff filter on in the UI; registered by the worker at start-up. No
+// codec encrypts search attributes (the server indexes them), so they hold ids, statuses and flags
+// only: never a name, an address, a token or a URL.
 var (
 	AttrOrderID        = temporal.NewSearchAttributeKeyInt64("OrderId")
 	AttrCustomerID     = temporal.NewSearchAttributeKeyInt64("CustomerId")
