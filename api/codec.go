@@ -1,9 +1,7 @@
 package api
 
 import (
-	"errors"
 	"html/template"
-	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -112,12 +110,8 @@ func (s *Server) codecEncode(c echo.Context) error { return s.runCodec(c, s.Code
 // runCodec answers {"payloads": [...]} with the payloads run through the codec, in the same order,
 // as the Temporal codec server protocol has it.
 func (s *Server) runCodec(c echo.Context, run func([]*commonpb.Payload) ([]*commonpb.Payload, error)) error {
-	body, err := io.ReadAll(c.Request().Body)
+	body, err := readBody(c)
 	if err != nil {
-		var he *echo.HTTPError
-		if errors.As(err, &he) {
-			return he
-		}
 		return err
 	}
 	var in commonpb.Payloads

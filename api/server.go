@@ -220,6 +220,16 @@ func (s *Server) readyz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"status": "ready", "checks": checks})
 }
 
+// readBody reads the whole request body; a body over the limit is 413.
+func readBody(c echo.Context) ([]byte, error) {
+	body, err := io.ReadAll(c.Request().Body)
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		return nil, he
+	}
+	return body, err
+}
+
 // bind decodes a JSON body into v, whatever Content-Type says (curl -d sends a form type): malformed JSON is 400 INVALID_JSON, a body over the limit 413.
 // The body must be one JSON value and nothing after it but white space, and no text in it may hold
 // U+0000, which PostgreSQL text cannot store.
@@ -270,15 +280,6 @@ func holdsNUL(body []byte) bool {
 	return false
 }
 
-// readBody reads the whole body; one over the limit is 413.
-func readBody(c echo.Context) ([]byte, error) {
-	body, err := io.ReadAll(c.Request().Body)
-	var he *echo.HTTPError
-	if errors.As(err, &he) {
-		return nil, he
-	}
-	return body, err
-}
 
 func jsonType(kind string) string {
 	switch {

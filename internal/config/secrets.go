@@ -128,24 +128,20 @@ func (c Config) PayloadCodec() (*codec.Codec, error) {
 
 // parseCodecKeys reads TEMPORAL_CODEC_KEYS: kid=base64 pairs, comma-separated.
 func parseCodecKeys(v string) ([]codec.Key, error) {
-	var keys []codec.Key
-	for _, part := range strings.Split(v, ",") {
-		if part = strings.TrimSpace(part); part == "" {
-			continue
-		}
-		id, text, ok := strings.Cut(part, "=")
-		id = strings.TrimSpace(id)
-		if !ok || id == "" || text == "" {
-			return nil, errors.New("TEMPORAL_CODEC_KEYS: want kid=base64 pairs, comma-separated")
-		}
-		if err := codec.ValidKeyID(id); err != nil {
+	pairs, err := kidPairs("TEMPORAL_CODEC_KEYS", "base64", v)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]codec.Key, 0, len(pairs))
+	for _, p := range pairs {
+		if err := codec.ValidKeyID(p.id); err != nil {
 			return nil, fmt.Errorf("TEMPORAL_CODEC_KEYS: %w", err)
 		}
-		secret, err := decodeKey(text)
+		secret, err := decodeKey(p.value)
 		if err != nil {
-			return nil, fmt.Errorf("TEMPORAL_CODEC_KEYS %s: not base64", id)
+			return nil, fmt.Errorf("TEMPORAL_CODEC_KEYS %s: not base64", p.id)
 		}
-		keys = append(keys, codec.Key{ID: id, Secret: secret})
+		keys = append(keys, codec.Key{ID: p.id, Secret: secret})
 	}
 	return keys, nil
 }
@@ -179,18 +175,33 @@ func checkOrigin(o string) error {
 
 // parseKeys reads AUTH_JWT_KEYS: kid=secret pairs, comma-separated.
 func parseKeys(v string) ([]auth.Key, error) {
-	var keys []auth.Key
+	pairs, err := kidPairs("AUTH_JWT_KEYS", "secret", v)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]auth.Key, 0, len(pairs))
+	for _, p := range pairs {
+		keys = append(keys, auth.Key{ID: p.id, Secret: []byte(p.value)})
+	}
+	return keys, nil
+}
+
+type kidPair struct{ id, value string }
+
+// kidPairs reads a setting of older keys: kid=value pairs, comma-separated.
+func kidPairs(setting, value, v string) ([]kidPair, error) {
+	var out []kidPair
 	for _, part := range strings.Split(v, ",") {
 		if part = strings.TrimSpace(part); part == "" {
 			continue
 		}
-		id, secret, ok := strings.Cut(part, "=")
-		if !ok || strings.TrimSpace(id) == "" || secret == "" {
-			return nil, errors.New("AUTH_JWT_KEYS: want kid=secret pairs, comma-separated")
+		id, val, ok := strings.Cut(part, "=")
+		if id = strings.TrimSpace(id); !ok || id == "" || val == "" {
+			return nil, fmt.Errorf("%s: want kid=%s pairs, comma-separated", setting, value)
 		}
-		keys = append(keys, auth.Key{ID: strings.TrimSpace(id), Secret: []byte(secret)})
+		out = append(out, kidPair{id: id, value: val})
 	}
-	return keys, nil
+	return out, nil
 }
 
 // DevSecrets are the secrets `checkout dev` makes once per data folder and keeps in it. A folder
