@@ -69,6 +69,8 @@ func listOpen(ctx context.Context, v Visibility, taskQueue string) ([]openWorkfl
 	}
 }
 
+// decode reads a search attribute. Search attributes are never encrypted (the server indexes
+// them), so the SDK's default converter reads them, whatever codec the product's payloads have.
 func decode(attrs map[string]*commonpb.Payload, name string, into any) {
 	if p, ok := attrs[name]; ok {
 		_ = converter.GetDefaultDataConverter().FromPayload(p, into)
