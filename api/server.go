@@ -280,7 +280,6 @@ func holdsNUL(body []byte) bool {
 	return false
 }
 
-
 func jsonType(kind string) string {
 	switch {
 	case strings.HasPrefix(kind, "int"), strings.HasPrefix(kind, "uint"), strings.HasPrefix(kind, "float"):
