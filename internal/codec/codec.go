@@ -55,6 +55,8 @@ type Key struct {
 type Codec struct {
 	primary string
 	aeads   map[string]cipher.AEAD
+	// decodeOnly: Encode leaves payloads in clear (see DecodeOnly).
+	decodeOnly bool
 }
 
 var _ converter.PayloadCodec = (*Codec)(nil)
@@ -97,6 +99,15 @@ func ValidKeyID(id string) error {
 	return nil
 }
 
+// DecodeOnly returns the codec that writes payloads in clear and still opens encrypted ones: how
+// the codec is introduced while workers without it still run (they could not read an encrypted
+// signal, update or input), before encryption is switched on.
+func (c *Codec) DecodeOnly() *Codec {
+	d := *c
+	d.decodeOnly = true
+	return &d
+}
+
 // PrimaryKeyID is the id of the key new payloads are encrypted with.
 func (c *Codec) PrimaryKeyID() string { return c.primary }
 
@@ -106,7 +117,7 @@ func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 	out := make([]*commonpb.Payload, len(payloads))
 	aead := c.aeads[c.primary]
 	for i, p := range payloads {
-		if p == nil || encrypted(p) {
+		if p == nil || encrypted(p) || c.decodeOnly {
 			out[i] = p
 			continue
 		}

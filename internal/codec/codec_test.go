@@ -71,6 +71,28 @@ func TestCodec_Rotation_OldKeyStillDecryptsAfterANewPrimary(t *testing.T) {
 	assert.Equal(t, "k2", rotated.PrimaryKeyID())
 }
 
+// TestCodec_DecodeOnly_WritesInClearReadsBoth: while workers of a release without the codec still
+// run, the new processes write what those workers must read in clear, and read both what they
+// wrote and what a fully encrypting process wrote.
+func TestCodec_DecodeOnly_WritesInClearReadsBoth(t *testing.T) {
+	t.Parallel()
+	full := mustCodec(t, key("k1", 1))
+	only := full.DecodeOnly()
+	in := order{AddressID: 9, PaymentMethodToken: "tok_ok"}
+
+	clear := encode(t, only, in)
+	assert.Equal(t, "json/plain", string(clear.Metadata[converter.MetadataEncoding]), "readable by a worker without the codec")
+	var out order
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayload(clear, &out))
+	assert.Equal(t, in, out)
+
+	out = order{}
+	require.NoError(t, only.DataConverter().FromPayload(encode(t, full, in), &out))
+	assert.Equal(t, in, out, "an encrypted payload still opens")
+	assert.Equal(t, codec.EncodingEncrypted, string(encode(t, full, in).Metadata[converter.MetadataEncoding]),
+		"the codec it came from still encrypts")
+}
+
 func TestCodec_TamperedCiphertext_Refused(t *testing.T) {
 	t.Parallel()
 	c := mustCodec(t, key("k1", 1), key("k0", 9))

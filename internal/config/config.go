@@ -57,6 +57,9 @@ type Config struct {
 	// what they encrypted until no run needs them (a rotation).
 	CodecKey  codec.Key
 	CodecKeys []codec.Key
+	// CodecEncrypt false writes payloads in clear while still reading encrypted ones: the first
+	// phase of introducing the codec while workers of a release without it still run.
+	CodecEncrypt bool
 	// TemporalUIOrigins are the Temporal UI's origins (scheme://host:port), which may call the
 	// API's codec endpoint from a browser with support's session cookie.
 	TemporalUIOrigins []string
@@ -195,6 +198,7 @@ func Load(getenv func(string) string) (Config, error) {
 		LowStockThreshold:        p.int("LOW_STOCK_THRESHOLD", 3),
 		AvailabilityPollInterval: p.duration("AVAILABILITY_POLL_INTERVAL", 200*time.Millisecond),
 
+		CodecEncrypt:             p.bool("TEMPORAL_CODEC_ENCRYPT", true),
 		ReserveCombining:         p.bool("RESERVE_COMBINING", true),
 		ReserveCombiningInFlight: p.int("RESERVE_COMBINING_IN_FLIGHT", 0),
 

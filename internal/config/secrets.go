@@ -114,7 +114,8 @@ func (c Config) AuthKeys() auth.Keys {
 }
 
 // PayloadCodec is the codec of every Temporal client and worker of the product: it encrypts with
-// TEMPORAL_CODEC_KEY and decrypts with it and the older TEMPORAL_CODEC_KEYS.
+// TEMPORAL_CODEC_KEY (unless TEMPORAL_CODEC_ENCRYPT is false) and decrypts with it and the older
+// TEMPORAL_CODEC_KEYS.
 func (c Config) PayloadCodec() (*codec.Codec, error) {
 	if len(c.CodecKey.Secret) == 0 {
 		return nil, errors.New("TEMPORAL_CODEC_KEY is not set (or use `checkout dev`)")
@@ -122,6 +123,9 @@ func (c Config) PayloadCodec() (*codec.Codec, error) {
 	pc, err := codec.New(c.CodecKey, c.CodecKeys...)
 	if err != nil {
 		return nil, fmt.Errorf("TEMPORAL_CODEC_KEY, TEMPORAL_CODEC_KID, TEMPORAL_CODEC_KEYS: %w", err)
+	}
+	if !c.CodecEncrypt {
+		pc = pc.DecodeOnly()
 	}
 	return pc, nil
 }

@@ -103,6 +103,15 @@ func TestPayloadCodec_EncryptsWithThePrimary_DecryptsWithOlderKeys(t *testing.T)
 	assert.Equal(t, "tok_3ds", got)
 }
 
+func TestPayloadCodec_EncryptOff_WritesInClear(t *testing.T) {
+	t.Parallel()
+	pc, err := load(t, secrets("TEMPORAL_CODEC_ENCRYPT", "false")).PayloadCodec()
+	require.NoError(t, err)
+	p, err := pc.DataConverter().ToPayload("tok_3ds")
+	require.NoError(t, err)
+	assert.Equal(t, "json/plain", string(p.Metadata["encoding"]))
+}
+
 func TestDevSecrets_MadeOncePerDataFolder_ReadableByItsOwnerOnly(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
