@@ -50,6 +50,11 @@ func TestCodec_OrderInTemporal_EncryptedAtRest_DecodedForSupportOnly(t *testing.
 
 	var raw bytes.Buffer
 	hist := historyOf(t, s, plain, wf)
+	// The hold child is started in the task that answered, and created by the server just after.
+	require.Eventually(t, func() bool {
+		_, err := plain.DescribeWorkflow(s.ctx, workflows.HoldWorkflowID(r.int("orderId")), "")
+		return err == nil
+	}, 10*time.Second, 50*time.Millisecond, "the order's hold child runs")
 	hold := historyOf(t, s, plain, workflows.HoldWorkflowID(r.int("orderId")))
 	for _, m := range []proto.Message{hist, hold} {
 		b, err := proto.Marshal(m)
