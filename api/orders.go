@@ -96,16 +96,16 @@ func (s *Server) createOrder(c echo.Context) error {
 	if done, err := s.replay(c, p.UserID, key, h); done || err != nil {
 		return err
 	}
-	if _, err := s.q.GetAddress(ctx, req.AddressID, p.UserID); errors.Is(err, pgx.ErrNoRows) {
-		return validation{{Field: "addressId", Message: "not one of your addresses"}}.err()
-	} else if err != nil {
+	// The token is a capability on the shopper's card: it stays here, by request, for the
+	// Authorize step, and never travels through the workflow's input or history. The same
+	// statement checks that the address is the shopper's.
+	addressOK, err := s.q.SavePaymentMethodToken(ctx, db.SavePaymentMethodTokenParams{AddressID: req.AddressID,
+		UserID: p.UserID, IdempotencyKey: key, RequestHash: h, Token: req.PaymentMethodToken})
+	if err != nil {
 		return err
 	}
-	// The token is a capability on the shopper's card: it stays here, by request, for the
-	// Authorize step, and never travels through the workflow's input or history.
-	if err := s.q.SavePaymentMethodToken(ctx, db.SavePaymentMethodTokenParams{UserID: p.UserID,
-		IdempotencyKey: key, RequestHash: h, Token: req.PaymentMethodToken}); err != nil {
-		return err
+	if !addressOK {
+		return validation{{Field: "addressId", Message: "not one of your addresses"}}.err()
 	}
 
 	in := workflows.OrderInput{UserID: p.UserID, IdempotencyKey: key, RequestHash: h, PriceVersion: req.PriceVersion,

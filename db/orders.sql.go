@@ -609,29 +609,38 @@ func (q *Queries) ResumeOrder(ctx context.Context, id int64) (string, error) {
 	return status, err
 }
 
-const savePaymentMethodToken = `-- name: SavePaymentMethodToken :exec
-INSERT INTO payment_method_tokens (user_id, idempotency_key, request_hash, token)
-VALUES ($1, $2, $3, $4)
-ON CONFLICT DO NOTHING
+const savePaymentMethodToken = `-- name: SavePaymentMethodToken :one
+WITH addr AS (
+    SELECT a.user_id AS owner FROM addresses a WHERE a.id = $1::bigint AND a.user_id = $2::bigint
+), kept AS (
+    INSERT INTO payment_method_tokens (user_id, idempotency_key, request_hash, token)
+    SELECT addr.owner, $3::text, $4::text, $5::text FROM addr
+    ON CONFLICT DO NOTHING
+)
+SELECT EXISTS (SELECT 1 FROM addr) AS address_ok
 `
 
 type SavePaymentMethodTokenParams struct {
+	AddressID      int64
 	UserID         int64
 	IdempotencyKey string
 	RequestHash    string
 	Token          string
 }
 
-// Keeps an order request's payment method token for its Authorize step. A repeat of the same
-// request finds it already kept.
-func (q *Queries) SavePaymentMethodToken(ctx context.Context, arg SavePaymentMethodTokenParams) error {
-	_, err := q.db.Exec(ctx, savePaymentMethodToken,
+// Keeps an order request's payment method token for its Authorize step, when the request's
+// address is the user's; says whether it is. A repeat of the same request finds the token kept.
+func (q *Queries) SavePaymentMethodToken(ctx context.Context, arg SavePaymentMethodTokenParams) (bool, error) {
+	row := q.db.QueryRow(ctx, savePaymentMethodToken,
+		arg.AddressID,
 		arg.UserID,
 		arg.IdempotencyKey,
 		arg.RequestHash,
 		arg.Token,
 	)
-	return err
+	var address_ok bool
+	err := row.Scan(&address_ok)
+	return address_ok, err
 }
 
 const setOrderHold = `-- name: SetOrderHold :exec

@@ -159,12 +159,17 @@ INSERT INTO payment_webhook_events (event_id, intent_id, type)
 VALUES (@event_id, @intent_id, @type)
 ON CONFLICT (event_id) DO NOTHING;
 
--- name: SavePaymentMethodToken :exec
--- Keeps an order request's payment method token for its Authorize step. A repeat of the same
--- request finds it already kept.
-INSERT INTO payment_method_tokens (user_id, idempotency_key, request_hash, token)
-VALUES (@user_id, @idempotency_key, @request_hash, @token)
-ON CONFLICT DO NOTHING;
+-- name: SavePaymentMethodToken :one
+-- Keeps an order request's payment method token for its Authorize step, when the request's
+-- address is the user's; says whether it is. A repeat of the same request finds the token kept.
+WITH addr AS (
+    SELECT a.user_id AS owner FROM addresses a WHERE a.id = @address_id::bigint AND a.user_id = @user_id::bigint
+), kept AS (
+    INSERT INTO payment_method_tokens (user_id, idempotency_key, request_hash, token)
+    SELECT addr.owner, @idempotency_key::text, @request_hash::text, @token::text FROM addr
+    ON CONFLICT DO NOTHING
+)
+SELECT EXISTS (SELECT 1 FROM addr) AS address_ok;
 
 -- name: PaymentMethodToken :one
 SELECT t.token
