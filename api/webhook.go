@@ -63,20 +63,20 @@ func (s *Server) paymentWebhook(c echo.Context) error {
 			duplicate = true
 			return nil
 		}
-		order, ok, err := s.routeEvent(ctx, q, ev)
+		order, confirmed, ok, err := s.routeEvent(ctx, q, ev)
 		if err != nil || !ok {
 			unknown = !ok
 			return err
 		}
 		if order.Status == workflows.StatusFailed || order.Status == workflows.StatusCancelled {
 			// The order has given up, and its workflow is closed or closing.
-			return s.paymentForClosedOrder(ctx, q, order.OrderID, ev)
+			return s.paymentForClosedOrder(ctx, q, order.OrderID, ev, confirmed)
 		}
 		err = s.Temporal.SignalWorkflow(ctx, order.WorkflowID, "", workflows.SignalPaymentResult,
 			workflows.PaymentSignal{EventID: ev.ID, IntentID: ev.Intent.ID, Status: string(ev.Intent.Status)})
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
-			return s.paymentForClosedOrder(ctx, q, order.OrderID, ev)
+			return s.paymentForClosedOrder(ctx, q, order.OrderID, ev, confirmed)
 		}
 		return err
 	})
@@ -91,31 +91,43 @@ func (s *Server) paymentWebhook(c echo.Context) error {
 }
 
 // routeEvent finds the order of an event's intent: by the intent id an order recorded, else by
-// the order's key when the provider confirms that this very intent is the one it holds under it.
-// A provider that cannot be asked is an error, so the event is delivered again later.
-func (s *Server) routeEvent(ctx context.Context, q *db.Queries, ev payment.WebhookEvent) (db.PaymentByIntentRow, bool, error) {
+// the order's key when the provider confirms that this very intent is the one it holds under it,
+// for that order.
+// A provider that cannot be asked is an error, so the event is delivered again later. The intent
+// the provider confirmed is returned when it was asked (nil otherwise).
+func (s *Server) routeEvent(ctx context.Context, q *db.Queries, ev payment.WebhookEvent) (db.PaymentByIntentRow, *payment.Intent, bool, error) {
 	order, err := q.PaymentByIntent(ctx, &ev.Intent.ID)
 	if err == nil || !errors.Is(err, pgx.ErrNoRows) {
-		return order, err == nil, err
+		return order, nil, err == nil, err
 	}
 	byKey, err := q.PaymentByKey(ctx, ev.Intent.IdempotencyKey)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return order, false, nil
+		return order, nil, false, nil
 	}
 	if err != nil {
-		return order, false, err
+		return order, nil, false, err
 	}
+	intent, ok, err := s.providerIntent(ctx, ev, byKey.OrderID)
+	if err != nil || !ok {
+		return order, nil, false, err
+	}
+	return db.PaymentByIntentRow(byKey), &intent, true, nil
+}
+
+// providerIntent asks the provider for the intent it holds under the event's key: ok when it is
+// the event's intent, for orderID. A provider that cannot be asked is an error (503).
+func (s *Server) providerIntent(ctx context.Context, ev payment.WebhookEvent, orderID int64) (payment.Intent, bool, error) {
 	if s.Payments == nil {
-		return order, false, errNoProvider
+		return payment.Intent{}, false, errNoProvider
 	}
 	intent, err := s.Payments.Lookup(ctx, ev.Intent.IdempotencyKey)
-	if errors.Is(err, payment.ErrNotFound) || (err == nil && intent.ID != ev.Intent.ID) {
-		return order, false, nil
+	if errors.Is(err, payment.ErrNotFound) {
+		return intent, false, nil
 	}
 	if err != nil {
-		return order, false, s.providerUnavailable(err)
+		return intent, false, s.providerUnavailable(err)
 	}
-	return db.PaymentByIntentRow(byKey), true, nil
+	return intent, intent.ID == ev.Intent.ID && intent.OrderID == orderID, nil
 }
 
 var errNoProvider = NewError(http.StatusServiceUnavailable, CodeUnavailable, "no payment provider is configured")
@@ -132,7 +144,8 @@ func (s *Server) providerUnavailable(err error) error {
 // payment reconciler for this order, started here. The provider is asked: the event's status and
 // amounts are not taken on their word. A failure to ask it or to start the run fails the webhook,
 // so the provider delivers it again.
-func (s *Server) paymentForClosedOrder(ctx context.Context, q *db.Queries, orderID int64, ev payment.WebhookEvent) error {
+func (s *Server) paymentForClosedOrder(ctx context.Context, q *db.Queries, orderID int64, ev payment.WebhookEvent,
+	confirmed *payment.Intent) error {
 	o, err := q.GetOrder(ctx, orderID)
 	if err != nil {
 		return err
@@ -140,16 +153,15 @@ func (s *Server) paymentForClosedOrder(ctx context.Context, q *db.Queries, order
 	if o.Status != workflows.StatusFailed && o.Status != workflows.StatusCancelled {
 		return nil
 	}
-	if s.Payments == nil {
-		return errNoProvider
+	intent, ok := payment.Intent{}, true
+	if confirmed != nil {
+		intent = *confirmed // routed by key: the provider was just asked
+	} else if intent, ok, err = s.providerIntent(ctx, ev, orderID); err != nil {
+		return err
 	}
-	intent, err := s.Payments.Lookup(ctx, ev.Intent.IdempotencyKey)
-	if errors.Is(err, payment.ErrNotFound) || (err == nil && (intent.ID != ev.Intent.ID || intent.OrderID != orderID)) {
+	if !ok {
 		s.Log.Warn("payment event for a closed order not backed by the provider", "order_id", orderID, "event_id", ev.ID)
 		return nil
-	}
-	if err != nil {
-		return s.providerUnavailable(err)
 	}
 	switch intent.Status {
 	case payment.StatusAuthorized, payment.StatusCaptured, payment.StatusRequiresAction:
