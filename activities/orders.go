@@ -50,6 +50,8 @@ type Orders struct {
 	Pool *pgxpool.Pool
 	// MaxOpenPerShopper caps a shopper's orders waiting for payment (PENDING_PAYMENT); 0: no cap.
 	MaxOpenPerShopper int
+	// HoldExtension is how far and how often a shopper may extend an order's hold.
+	HoldExtension HoldExtension
 }
 
 func (a *Orders) q() *db.Queries { return db.New(a.Pool) }

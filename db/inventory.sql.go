@@ -314,7 +314,7 @@ func (q *Queries) LockInventoryRows(ctx context.Context, skuIds []int64, warehou
 }
 
 const lockReservationsOfOrder = `-- name: LockReservationsOfOrder :many
-SELECT id, sku_id, warehouse_id, quantity, status
+SELECT id, sku_id, warehouse_id, quantity, status, expires_at
 FROM stock_reservations
 WHERE order_id = $1
 ORDER BY sku_id, warehouse_id
@@ -327,6 +327,7 @@ type LockReservationsOfOrderRow struct {
 	WarehouseID int32
 	Quantity    int32
 	Status      string
+	ExpiresAt   time.Time
 }
 
 func (q *Queries) LockReservationsOfOrder(ctx context.Context, orderID int64) ([]LockReservationsOfOrderRow, error) {
@@ -344,6 +345,7 @@ func (q *Queries) LockReservationsOfOrder(ctx context.Context, orderID int64) ([
 			&i.WarehouseID,
 			&i.Quantity,
 			&i.Status,
+			&i.ExpiresAt,
 		); err != nil {
 			return nil, err
 		}
@@ -422,6 +424,18 @@ func (q *Queries) NewestActiveReservationsOfRow(ctx context.Context, skuID int64
 		return nil, err
 	}
 	return items, nil
+}
+
+const now = `-- name: Now :one
+SELECT now()::timestamptz AS now
+`
+
+// The database's clock, which decides every expiry.
+func (q *Queries) Now(ctx context.Context) (time.Time, error) {
+	row := q.db.QueryRow(ctx, now)
+	var now time.Time
+	err := row.Scan(&now)
+	return now, err
 }
 
 const releaseReservations = `-- name: ReleaseReservations :many

@@ -104,6 +104,7 @@ type Order struct {
 	UpdatedAt      time.Time
 	Attention      pqtype.NullRawMessage
 	RunID          string
+	HoldExtensions int32
 }
 
 type OrderEvent struct {

@@ -13,6 +13,59 @@ import (
 	"github.com/sqlc-dev/pqtype"
 )
 
+const extendOrderHold = `-- name: ExtendOrderHold :one
+WITH o AS (
+    UPDATE orders x
+       SET hold_expires_at = x.hold_expires_at + make_interval(secs => $1::float8),
+           hold_extensions = x.hold_extensions + 1, updated_at = now()
+     WHERE x.id = $2::bigint AND x.status = 'PENDING_PAYMENT' AND x.hold_extensions < $3::int
+       AND x.hold_expires_at > now() AND x.hold_expires_at <= now() + make_interval(secs => $4::float8)
+       AND NOT EXISTS (SELECT 1 FROM stock_reservations r
+                        WHERE r.order_id = x.id AND (r.status <> 'ACTIVE' OR r.expires_at <= now()))
+    RETURNING x.id, x.hold_expires_at, x.hold_extensions
+), moved AS (
+    UPDATE stock_reservations s
+       SET expires_at = o.hold_expires_at
+      FROM o
+     WHERE s.order_id = o.id AND s.status = 'ACTIVE'
+    RETURNING s.id
+)
+SELECT o.hold_expires_at::timestamptz AS hold_expires_at, o.hold_extensions,
+       (SELECT count(*) FROM moved) AS moved
+FROM o
+`
+
+type ExtendOrderHoldParams struct {
+	BySeconds     float64
+	OrderID       int64
+	MaxExtensions int32
+	WindowSeconds float64
+}
+
+type ExtendOrderHoldRow struct {
+	HoldExpiresAt  time.Time
+	HoldExtensions int32
+	Moved          int64
+}
+
+// The shopper's extension of an order's hold, in one conditional statement: the order's expiry
+// and every one of its reservations move by by_seconds, only while the order waits for its
+// payment, has an extension left and its hold ends within window_seconds but has not ended, and
+// only while every reservation is still ACTIVE and unexpired. The caller locks the reservations
+// first (LockReservationsOfOrder), so the sweeper skips them and this statement's snapshot sees
+// whatever a release committed before; no row comes back when any condition fails.
+func (q *Queries) ExtendOrderHold(ctx context.Context, arg ExtendOrderHoldParams) (ExtendOrderHoldRow, error) {
+	row := q.db.QueryRow(ctx, extendOrderHold,
+		arg.BySeconds,
+		arg.OrderID,
+		arg.MaxExtensions,
+		arg.WindowSeconds,
+	)
+	var i ExtendOrderHoldRow
+	err := row.Scan(&i.HoldExpiresAt, &i.HoldExtensions, &i.Moved)
+	return i, err
+}
+
 const forgetStalePaymentMethodTokens = `-- name: ForgetStalePaymentMethodTokens :execrows
 DELETE FROM payment_method_tokens
 WHERE created_at < now() - make_interval(secs => $1::float8)
@@ -50,7 +103,8 @@ func (q *Queries) GetIdempotencyRecord(ctx context.Context, userID int64, idempo
 
 const getOrder = `-- name: GetOrder :one
 SELECT id, user_id, idempotency_key, request_hash, workflow_id, status, address_id, price_version,
-       total_minor, currency, hold_expires_at, failure_code, created_at, updated_at, attention, run_id
+       total_minor, currency, hold_expires_at, failure_code, created_at, updated_at, attention, run_id,
+       hold_extensions
 FROM orders
 WHERE id = $1
 `
@@ -75,6 +129,7 @@ func (q *Queries) GetOrder(ctx context.Context, id int64) (Order, error) {
 		&i.UpdatedAt,
 		&i.Attention,
 		&i.RunID,
+		&i.HoldExtensions,
 	)
 	return i, err
 }
@@ -400,6 +455,36 @@ func (q *Queries) OrderEvents(ctx context.Context, orderID int64) ([]OrderEvents
 		return nil, err
 	}
 	return items, nil
+}
+
+const orderHoldState = `-- name: OrderHoldState :one
+SELECT o.status, o.hold_expires_at, o.hold_extensions, now()::timestamptz AS now,
+       EXISTS (SELECT 1 FROM stock_reservations r
+                WHERE r.order_id = o.id AND (r.status <> 'ACTIVE' OR r.expires_at <= now())) AS lapsed
+FROM orders o
+WHERE o.id = $1
+`
+
+type OrderHoldStateRow struct {
+	Status         string
+	HoldExpiresAt  *time.Time
+	HoldExtensions int32
+	Now            time.Time
+	Lapsed         bool
+}
+
+// Why an extension was refused: the order's hold as it stands, beside the database's clock.
+func (q *Queries) OrderHoldState(ctx context.Context, orderID int64) (OrderHoldStateRow, error) {
+	row := q.db.QueryRow(ctx, orderHoldState, orderID)
+	var i OrderHoldStateRow
+	err := row.Scan(
+		&i.Status,
+		&i.HoldExpiresAt,
+		&i.HoldExtensions,
+		&i.Now,
+		&i.Lapsed,
+	)
+	return i, err
 }
 
 const orderItems = `-- name: OrderItems :many

@@ -361,6 +361,50 @@ func (e *Engine) Release(ctx context.Context, orderID int64) (int, error) {
 	return n, err
 }
 
+// Expiry is what a hold's expiry released. Until is set when the order still holds stock that
+// has not expired (its shopper extended the hold): the hold runs on to that time.
+type Expiry struct {
+	Released int        `json:"released"`
+	Until    *time.Time `json:"until,omitempty"`
+}
+
+// ReleaseExpired is the hold's expiry: it releases the order's ACTIVE reservations that have
+// expired and keeps the ones an extension moved past now. Both sides are decided under the
+// reservations' row locks by the database's clock, so an extension and the expiry never both
+// win: the extension moves only unexpired rows (orders.sql ExtendOrderHold).
+func (e *Engine) ReleaseExpired(ctx context.Context, orderID int64) (Expiry, error) {
+	var out Expiry
+	err := e.inTx(ctx, func(q *db.Queries) error {
+		rows, err := q.LockReservationsOfOrder(ctx, orderID)
+		if err != nil {
+			return err
+		}
+		now, err := q.Now(ctx)
+		if err != nil {
+			return err
+		}
+		var expired []db.LockReservationsOfOrderRow
+		for _, r := range rows {
+			switch {
+			case r.Status != StatusActive:
+			case r.ExpiresAt.After(now):
+				if out.Until == nil || r.ExpiresAt.Before(*out.Until) {
+					until := r.ExpiresAt
+					out.Until = &until
+				}
+			default:
+				expired = append(expired, r)
+			}
+		}
+		if len(expired) == 0 {
+			return nil
+		}
+		out.Released = len(expired)
+		return releaseLocked(ctx, q, expired)
+	})
+	return out, err
+}
+
 // releaseLocked releases reservation rows the transaction already holds.
 func releaseLocked(ctx context.Context, q *db.Queries, rows []db.LockReservationsOfOrderRow) error {
 	skus, whs, ids := keys(rows)

@@ -51,7 +51,9 @@ func New(c client.Client, d Deps) sdkworker.Worker {
 	w.RegisterWorkflowWithOptions(order, workflow.RegisterOptions{Name: workflows.OrderWorkflowName})
 	w.RegisterWorkflow(workflows.HoldWorkflow)
 	w.RegisterActivity(&activities.Inventory{Engine: d.Inventory, Pool: d.Pool, Jobs: jobObserver(d)})
-	w.RegisterActivity(&activities.Orders{Pool: d.Pool, MaxOpenPerShopper: d.Config.OrdersMaxOpenPerShopper})
+	w.RegisterActivity(&activities.Orders{Pool: d.Pool, MaxOpenPerShopper: d.Config.OrdersMaxOpenPerShopper,
+		HoldExtension: activities.HoldExtension{By: d.Config.HoldExtendBy, Window: d.Config.HoldExtendWindow,
+			Max: d.Config.HoldExtendMax}})
 	w.RegisterActivity(&activities.Payments{Pool: d.Pool, Gateway: d.Gateway})
 	registerJobs(w, c, d)
 	return w

@@ -5,7 +5,7 @@ WHERE order_id = $1
 ORDER BY sku_id, warehouse_id;
 
 -- name: LockReservationsOfOrder :many
-SELECT id, sku_id, warehouse_id, quantity, status
+SELECT id, sku_id, warehouse_id, quantity, status, expires_at
 FROM stock_reservations
 WHERE order_id = $1
 ORDER BY sku_id, warehouse_id
@@ -183,3 +183,7 @@ SELECT order_id::bigint AS order_id, kind::text AS kind, coalesce(reservation_id
        coalesce(available, 0)::int AS available
 FROM reserve_orders(@order_ids::bigint[], @lats::float8[], @lons::float8[], @hold_seconds::float8[],
                     @line_orders::int[], @sku_ids::bigint[], @quantities::int[]);
+
+-- name: Now :one
+-- The database's clock, which decides every expiry.
+SELECT now()::timestamptz AS now;

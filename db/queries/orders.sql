@@ -38,7 +38,8 @@ WHERE user_id = @user_id AND idempotency_key = @idempotency_key;
 
 -- name: GetOrder :one
 SELECT id, user_id, idempotency_key, request_hash, workflow_id, status, address_id, price_version,
-       total_minor, currency, hold_expires_at, failure_code, created_at, updated_at, attention, run_id
+       total_minor, currency, hold_expires_at, failure_code, created_at, updated_at, attention, run_id,
+       hold_extensions
 FROM orders
 WHERE id = @id;
 
@@ -69,6 +70,41 @@ SELECT kind, detail, created_at FROM order_events WHERE order_id = @order_id ORD
 
 -- name: SetOrderHold :exec
 UPDATE orders SET hold_expires_at = @hold_expires_at, updated_at = now() WHERE id = @id;
+
+-- name: ExtendOrderHold :one
+-- The shopper's extension of an order's hold, in one conditional statement: the order's expiry
+-- and every one of its reservations move by by_seconds, only while the order waits for its
+-- payment, has an extension left and its hold ends within window_seconds but has not ended, and
+-- only while every reservation is still ACTIVE and unexpired. The caller locks the reservations
+-- first (LockReservationsOfOrder), so the sweeper skips them and this statement's snapshot sees
+-- whatever a release committed before; no row comes back when any condition fails.
+WITH o AS (
+    UPDATE orders x
+       SET hold_expires_at = x.hold_expires_at + make_interval(secs => @by_seconds::float8),
+           hold_extensions = x.hold_extensions + 1, updated_at = now()
+     WHERE x.id = @order_id::bigint AND x.status = 'PENDING_PAYMENT' AND x.hold_extensions < @max_extensions::int
+       AND x.hold_expires_at > now() AND x.hold_expires_at <= now() + make_interval(secs => @window_seconds::float8)
+       AND NOT EXISTS (SELECT 1 FROM stock_reservations r
+                        WHERE r.order_id = x.id AND (r.status <> 'ACTIVE' OR r.expires_at <= now()))
+    RETURNING x.id, x.hold_expires_at, x.hold_extensions
+), moved AS (
+    UPDATE stock_reservations s
+       SET expires_at = o.hold_expires_at
+      FROM o
+     WHERE s.order_id = o.id AND s.status = 'ACTIVE'
+    RETURNING s.id
+)
+SELECT o.hold_expires_at::timestamptz AS hold_expires_at, o.hold_extensions,
+       (SELECT count(*) FROM moved) AS moved
+FROM o;
+
+-- name: OrderHoldState :one
+-- Why an extension was refused: the order's hold as it stands, beside the database's clock.
+SELECT o.status, o.hold_expires_at, o.hold_extensions, now()::timestamptz AS now,
+       EXISTS (SELECT 1 FROM stock_reservations r
+                WHERE r.order_id = o.id AND (r.status <> 'ACTIVE' OR r.expires_at <= now())) AS lapsed
+FROM orders o
+WHERE o.id = @order_id;
 
 -- name: TransitionOrder :one
 -- A final status is written once: only from one of the open statuses; the row count decides.

@@ -38,6 +38,12 @@ type Config struct {
 	// StepRetryWindow bounds the retries of an order's steps after the shopper's answer; then
 	// the order waits in NEEDS_ATTENTION for support.
 	StepRetryWindow time.Duration
+	// HoldExtendBy, HoldExtendWindow and HoldExtendMax are the shopper's hold extension: by how
+	// much, only within the hold's last HoldExtendWindow, at most HoldExtendMax times (0: never).
+	// The worker applies them.
+	HoldExtendBy     time.Duration
+	HoldExtendWindow time.Duration
+	HoldExtendMax    int
 	// OrdersMaxOpenPerShopper caps a shopper's orders waiting for payment (0: no cap). The worker
 	// applies it in PostgreSQL as each order row is written.
 	OrdersMaxOpenPerShopper int
@@ -165,6 +171,9 @@ func Load(getenv func(string) string) (Config, error) {
 		PublicBaseURL:           p.str("PUBLIC_BASE_URL", ""),
 		HoldTTL:                 p.duration("HOLD_TTL", DefaultHoldTTL),
 		StepRetryWindow:         p.duration("STEP_RETRY_WINDOW", 2*time.Minute),
+		HoldExtendBy:            p.duration("HOLD_EXTEND_BY", 5*time.Minute),
+		HoldExtendWindow:        p.duration("HOLD_EXTEND_WINDOW", 5*time.Minute),
+		HoldExtendMax:           p.int("HOLD_EXTEND_MAX", 1),
 		OrdersMaxOpenPerShopper: p.int("ORDERS_MAX_OPEN_PER_SHOPPER", DefaultMaxOpenOrders),
 		JWTSecret:               p.getenv("AUTH_JWT_SECRET"),
 		JWTKeyID:                p.str("AUTH_JWT_KID", ""),
@@ -243,6 +252,10 @@ func (c Config) Validate() error {
 	}
 	if c.HoldTTL < time.Second {
 		errs = append(errs, fmt.Errorf("HOLD_TTL %s: must be at least 1s", c.HoldTTL))
+	}
+	if c.HoldExtendBy < time.Second || c.HoldExtendWindow < time.Second || c.HoldExtendMax < 0 {
+		errs = append(errs, fmt.Errorf("HOLD_EXTEND_BY %s, HOLD_EXTEND_WINDOW %s, HOLD_EXTEND_MAX %d: durations of at least 1s and a count of 0 or more",
+			c.HoldExtendBy, c.HoldExtendWindow, c.HoldExtendMax))
 	}
 	switch c.PaymentProvider {
 	case "", ProviderPaysim:

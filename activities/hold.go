@@ -1,0 +1,129 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/inventory"
+)
+
+// HoldExtension is how a shopper may extend an order's hold: by By, at most Max times, and only
+// within the hold's last Window. The worker's settings (HOLD_EXTEND_*) decide it.
+type HoldExtension struct {
+	By     time.Duration
+	Window time.Duration
+	Max    int
+}
+
+// ErrTypeHoldNotExtendable: the hold cannot be extended now; the details say why
+// (HoldRefusal).
+const ErrTypeHoldNotExtendable = "HoldNotExtendable"
+
+// Why an extension is refused (HoldRefusal.Reason).
+const (
+	HoldNotPending    = "ORDER_NOT_PENDING_PAYMENT"
+	HoldExtensionUsed = "HOLD_EXTENSION_USED"
+	HoldNotEndingYet  = "HOLD_EXTENSION_TOO_EARLY"
+	HoldLapsed        = "HOLD_EXPIRED"
+)
+
+// HoldRefusal travels with a HoldNotExtendable error.
+type HoldRefusal struct {
+	Reason string `json:"reason"`
+	Status string `json:"status,omitempty"`
+	// ExtendableFrom is when the hold enters its last Window (with HOLD_EXTENSION_TOO_EARLY).
+	ExtendableFrom *time.Time `json:"extendableFrom,omitempty"`
+	Max            int        `json:"max,omitempty"`
+}
+
+// ExtendedHold is the hold after an extension.
+type ExtendedHold struct {
+	ExpiresAt      time.Time `json:"expiresAt"`
+	ExtensionsLeft int       `json:"extensionsLeft"`
+}
+
+// ExtendHold moves the order's hold by the extension's length: its reservations' expiry and the
+// order's, in one conditional statement under the reservations' row locks, with a timeline entry
+// in the same transaction. A refusal is a non-retryable HoldNotExtendable error with the reason;
+// nothing moves then.
+func (a *Orders) ExtendHold(ctx context.Context, orderID int64) (ExtendedHold, error) {
+	ext := a.HoldExtension
+	tx, err := a.Pool.Begin(ctx)
+	if err != nil {
+		return ExtendedHold{}, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit this is a no-op
+	q := db.New(tx)
+	rows, err := q.LockReservationsOfOrder(ctx, orderID)
+	if err != nil {
+		return ExtendedHold{}, err
+	}
+	moved, err := q.ExtendOrderHold(ctx, db.ExtendOrderHoldParams{OrderID: orderID, BySeconds: ext.By.Seconds(),
+		WindowSeconds: ext.Window.Seconds(), MaxExtensions: int32(ext.Max)})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return ExtendedHold{}, a.holdRefusal(ctx, q, orderID)
+	case err != nil:
+		return ExtendedHold{}, err
+	case int(moved.Moved) != activeCount(rows):
+		// Not reachable under the row locks; refused rather than trusted.
+		return ExtendedHold{}, a.holdRefusal(ctx, q, orderID)
+	}
+	if err := appendEvent(ctx, q, orderID, "hold extended", map[string]any{
+		"expiresAt": moved.HoldExpiresAt, "by": ext.By.String()}); err != nil {
+		return ExtendedHold{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return ExtendedHold{}, err
+	}
+	return ExtendedHold{ExpiresAt: moved.HoldExpiresAt, ExtensionsLeft: max(ext.Max-int(moved.HoldExtensions), 0)}, nil
+}
+
+func activeCount(rows []db.LockReservationsOfOrderRow) int {
+	n := 0
+	for _, r := range rows {
+		if r.Status == inventory.StatusActive {
+			n++
+		}
+	}
+	return n
+}
+
+// holdRefusal explains a refused extension from the order's hold as it stands.
+func (a *Orders) holdRefusal(ctx context.Context, q *db.Queries, orderID int64) error {
+	st, err := q.OrderHoldState(ctx, orderID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return temporal.NewNonRetryableApplicationError("order not found", ErrTypeOrderNotFound, err)
+	}
+	if err != nil {
+		return err
+	}
+	refusal := HoldRefusal{Status: st.Status, Max: a.HoldExtension.Max}
+	var msg string
+	switch {
+	case st.Status != "PENDING_PAYMENT":
+		refusal.Reason, msg = HoldNotPending, "the order is not waiting for its payment"
+	case int(st.HoldExtensions) >= a.HoldExtension.Max:
+		refusal.Reason, msg = HoldExtensionUsed, "the hold has been extended as many times as allowed"
+	case st.HoldExpiresAt == nil || !st.HoldExpiresAt.After(st.Now) || st.Lapsed:
+		refusal.Reason, msg = HoldLapsed, "the hold has already expired"
+	default:
+		from := st.HoldExpiresAt.Add(-a.HoldExtension.Window)
+		refusal.Reason, msg = HoldNotEndingYet, "the hold can be extended only in its last "+
+			a.HoldExtension.Window.String()
+		refusal.ExtendableFrom = &from
+	}
+	return temporal.NewNonRetryableApplicationError(msg, ErrTypeHoldNotExtendable, nil, refusal)
+}
+
+// ReleaseExpired is the hold's expiry: it releases what has expired of the order's stock and says
+// until when the rest is held, if the shopper extended the hold (inventory.Engine.ReleaseExpired).
+func (a *Inventory) ReleaseExpired(ctx context.Context, orderID int64) (inventory.Expiry, error) {
+	res, err := a.Engine.ReleaseExpired(ctx, orderID)
+	return res, asApplicationError(err)
+}
