@@ -336,10 +336,12 @@ type orderView struct {
 	Warehouses    []allocationView `json:"warehouses"`
 	Payment       map[string]any   `json:"payment"`
 	HoldExpiresAt *time.Time       `json:"holdExpiresAt,omitempty"`
-	Attention     json.RawMessage  `json:"attention,omitempty"`
-	CreatedAt     time.Time        `json:"createdAt"`
-	UpdatedAt     time.Time        `json:"updatedAt"`
-	Timeline      []timelineView   `json:"timeline"`
+	// HoldExtensions is how many times the shopper has extended the hold.
+	HoldExtensions int             `json:"holdExtensions"`
+	Attention      json.RawMessage `json:"attention,omitempty"`
+	CreatedAt      time.Time       `json:"createdAt"`
+	UpdatedAt      time.Time       `json:"updatedAt"`
+	Timeline       []timelineView  `json:"timeline"`
 }
 
 // loadOrder reads an order the caller may see: its shopper, or support. Anyone else gets 404, so
@@ -370,8 +372,8 @@ func (s *Server) getOrder(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	v := orderView{OrderID: o.ID, Status: o.Status, FailureCode: o.FailureCode, Total: money.Format(o.TotalMinor),
-		Currency: o.Currency, HoldExpiresAt: o.HoldExpiresAt, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt,
-		Items: []orderItemView{}, Warehouses: []allocationView{}, Timeline: []timelineView{}}
+		Currency: o.Currency, HoldExpiresAt: o.HoldExpiresAt, HoldExtensions: int(o.HoldExtensions),
+		CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt, Items: []orderItemView{}, Warehouses: []allocationView{}, Timeline: []timelineView{}}
 	support := mustPrincipal(c).Role == auth.RoleSupport
 	if o.Attention.Valid {
 		v.Attention = o.Attention.RawMessage

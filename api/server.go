@@ -119,6 +119,7 @@ func New(d Deps) *echo.Echo {
 	shopperOrSupport := []echo.MiddlewareFunc{s.authenticate, requireRole(auth.RoleShopper, auth.RoleSupport)}
 	e.GET("/api/v1/orders/:orderId", s.getOrder, shopperOrSupport...)
 	e.POST("/api/v1/orders/:orderId/cancel", s.cancelOrder, shopperOrSupport...)
+	shopper.POST("/orders/:orderId/extend-hold", s.extendHold, s.rateLimit(s.limits.orders))
 	e.POST("/api/v1/payments/webhook", s.paymentWebhook)
 	if d.PaymentPages != nil {
 		d.PaymentPages.Routes(e)

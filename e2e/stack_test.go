@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/big"
 	"net"
 	"net/http"
@@ -106,6 +107,8 @@ type stackOptions struct {
 	noWorker bool
 	// gateway, when set, wraps the payment provider the worker calls.
 	gateway func(payment.Gateway) payment.Gateway
+	// env adds settings.
+	env map[string]string
 }
 
 // quietLog discards the product's logs; E2E_LOG=1 shows them.
@@ -140,6 +143,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	if o.stepRetryWindow > 0 {
 		env["STEP_RETRY_WINDOW"] = o.stepRetryWindow.String()
 	}
+	maps.Copy(env, o.env)
 	cfg := testenv.Config(t, env)
 	pc, err := cfg.PayloadCodec()
 	require.NoError(t, err)
@@ -154,7 +158,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	m.RegisterInventoryGauges(inv)
 	sim := paysim.New(pool, paysim.Options{PublicBaseURL: base, WebhookURL: cfg.PaymentWebhookURL,
 		WebhookSecret: []byte(cfg.PaymentWebhookSecret), Log: quietLog(), RetryBase: 100 * time.Millisecond,
-		RetryMax: time.Second, PollInterval: 100 * time.Millisecond})
+		RetryMax: time.Second, PollInterval: 100 * time.Millisecond, HoldUntil: api.HoldUntil(pool)})
 	carts := cart.NewCache(pool, cart.CacheOptions{Entries: cfg.CartCacheEntries, Log: quietLog()})
 	e := api.New(api.Deps{Config: cfg, Pool: pool, Inventory: inv, Temporal: tc, Metrics: m, Log: quietLog(),
 		Payments: sim, PaymentPages: sim, PaymentFaults: sim, CartCache: carts, Codec: pc})

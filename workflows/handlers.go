@@ -3,9 +3,12 @@ package workflows
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/marketplace/checkout/activities"
 )
 
 // registerHandlers sets up what the outside sends the order: the shopper's place-order and cancel
@@ -48,6 +51,10 @@ func (w *orderFlow) registerHandlers(ctx workflow.Context) error {
 			}
 			return nil
 		}}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateExtendHold, w.extendHold,
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context) error { return w.extendable() }}); err != nil {
 		return err
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, SupportAction,
@@ -99,6 +106,64 @@ func onSignal[T any](ctx workflow.Context, name string, handle func(T)) {
 func (w *orderFlow) cancellable() bool {
 	return w.placed != nil && w.st.OrderID != 0 && w.phase == phaseWaiting && !w.paid &&
 		(w.cancel == "" || w.cancel == FailCancelledByShopper)
+}
+
+// ExtendHoldResult answers the shopper's extension: the hold's new end and how many extensions
+// are left.
+type ExtendHoldResult struct {
+	HoldExpiresAt  time.Time `json:"holdExpiresAt"`
+	ExtensionsLeft int       `json:"extensionsLeft"`
+}
+
+// extendable accepts an extension only while the order waits for its payment with its stock held;
+// the window and the count are the worker's settings, which ExtendHold applies in PostgreSQL.
+func (w *orderFlow) extendable() error {
+	refuse := func(reason, msg string) error {
+		return temporal.NewApplicationError(msg, activities.ErrTypeHoldNotExtendable,
+			activities.HoldRefusal{Reason: reason, Status: w.st.Status})
+	}
+	switch {
+	case w.placed == nil || w.st.OrderID == 0 || w.phase != phaseWaiting || w.paid || w.declined ||
+		w.cancel != "" || w.shortfall || w.parked != nil:
+		return refuse(activities.HoldNotPending, "the order is not waiting for its payment")
+	case w.expired:
+		return refuse(activities.HoldLapsed, "the hold has already expired")
+	case w.extending || w.extensionsUsed:
+		return refuse(activities.HoldExtensionUsed, "the hold has been extended as many times as allowed")
+	}
+	return nil
+}
+
+// extendHold moves the hold: the reservations and the order row first (one conditional statement
+// that decides), then the hold child's timer, or the order's own when the child is gone.
+func (w *orderFlow) extendHold(ctx workflow.Context) (ExtendHoldResult, error) {
+	w.extending = true
+	defer func() { w.extending = false }()
+	var ext activities.ExtendedHold
+	err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, placeOptions), ordersA.ExtendHold,
+		w.st.OrderID).Get(ctx, &ext)
+	if err != nil {
+		var appErr *temporal.ApplicationError
+		var refusal activities.HoldRefusal
+		if asAppError(err, &appErr) && appErr.Type() == activities.ErrTypeHoldNotExtendable &&
+			appErr.Details(&refusal) == nil && refusal.Reason == activities.HoldExtensionUsed {
+			w.extensionsUsed = true
+		}
+		return ExtendHoldResult{}, err
+	}
+	at := ext.ExpiresAt
+	w.st.HoldExpiresAt = &at
+	w.extensionsUsed = ext.ExtensionsLeft == 0
+	w.holdMoved = true
+	switch {
+	case w.hold == nil:
+		w.holdAt = &at
+	case !w.holdLost:
+		// The child may have ended just now; then the order keeps its own timer (holdLost).
+		_ = w.hold.SignalChildWorkflow(ctx, SignalHoldExtend, HoldExtend{ExpiresAt: at}).Get(ctx, nil)
+	}
+	w.note(ctx, "hold extended", "stock held until "+at.UTC().Format(time.RFC3339))
+	return ExtendHoldResult{HoldExpiresAt: at, ExtensionsLeft: ext.ExtensionsLeft}, nil
 }
 
 // validSupport accepts a support action only where the order will act on it.

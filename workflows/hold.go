@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/marketplace/checkout/activities"
+	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/workflows/sagav2"
 )
 
@@ -39,13 +40,23 @@ const (
 // holdSaga is the saga version this code starts holds as.
 const holdSaga = 3
 
+// HoldExtend moves a hold's expiry: the shopper extended the order's hold, and its reservations
+// already carry the new expiry.
+type HoldExtend struct {
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
 // HoldWorkflow owns the lifetime of an order's reservation. A durable timer runs to the hold's
-// expiry; then whatever is still ACTIVE is released and the hold ends: the order learns of the
-// expiry from its child's completion. The order starts it with parent-close policy request-cancel,
-// so when the order's workflow closes — finished, or terminated by support — the hold is asked to
-// stop: it gives back whatever the order still holds (nothing, for an order that finished) and,
-// when the order was left open, ends it; stock is never stranded. A hold whose order still runs
-// (support reset the order's workflow) keeps holding. Holds begun by an earlier release run its code.
+// expiry, moved when the shopper extends the hold; then whatever is still ACTIVE and expired is
+// released and the hold ends: the order learns of the expiry from its child's completion. The
+// database's clock decides between an extension and the expiry (inventory ReleaseExpired): stock
+// an extension moved past now is kept, and the timer follows it. The order starts the hold with
+// parent-close policy request-cancel, so when the order's workflow closes — finished, or
+// terminated by support — the hold is asked to stop: it gives back whatever the order still holds
+// (nothing, for an order that finished) and, when the order was left open, ends it; stock is never
+// stranded. A hold whose order still runs (support reset the order's workflow) keeps holding.
+// Holds begun by an earlier release run its code: those of releases before worker versioning by
+// the frozen package, later ones on the build that began them, to which they are pinned.
 func HoldWorkflow(ctx workflow.Context, in HoldInput) (HoldResult, error) {
 	if in.Saga < holdSaga {
 		res, err := sagav2.HoldWorkflow(ctx, convert[sagav2.HoldInput](in))
@@ -53,36 +64,70 @@ func HoldWorkflow(ctx workflow.Context, in HoldInput) (HoldResult, error) {
 	}
 	// Disconnected: a cancel request is news of the order's close, not an order to stop at once.
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	timer := workflow.NewTimer(dctx, max(in.ExpiresAt.Sub(workflow.Now(ctx)), 0))
-	res := HoldResult{Ended: holdExpired}
+	until := in.ExpiresAt
+	extend := workflow.GetSignalChannel(ctx, SignalHoldExtend)
 	closed := false
-	sel := workflow.NewSelector(ctx)
-	sel.AddFuture(timer, func(workflow.Future) {})
-	sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) { closed = true })
-	sel.Select(ctx)
-	if closed {
-		gone := endIfOrphaned(dctx, in)
-		if !gone.Running {
-			res = HoldResult{Ended: holdOrderClosed, Released: gone.Released}
-			if gone.Ended {
-				res.Ended = "order closed unfinished: ended by the hold"
+	res := HoldResult{Ended: holdExpired}
+	var timer workflow.Future
+	stopTimer := func() {}
+	for {
+		if timer == nil {
+			var tctx workflow.Context
+			tctx, stopTimer = workflow.WithCancel(dctx)
+			timer = workflow.NewTimer(tctx, max(until.Sub(workflow.Now(ctx)), 0))
+		}
+		fired, moved, closing := false, false, false
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(timer, func(workflow.Future) { fired = true })
+		sel.AddReceive(extend, func(c workflow.ReceiveChannel, _ bool) {
+			var ext HoldExtend
+			c.Receive(ctx, &ext)
+			moved = ext.ExpiresAt.After(until)
+			until = laterOf(until, ext.ExpiresAt)
+		})
+		if !closed {
+			sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) { closed, closing = true, true })
+		}
+		sel.Select(ctx)
+		switch {
+		case fired:
+			timer = nil
+		case moved:
+			stopTimer()
+			timer = nil
+			continue
+		case closing:
+			gone := endIfOrphaned(dctx, in)
+			if !gone.Running {
+				res = HoldResult{Ended: holdOrderClosed, Released: gone.Released}
+				if gone.Ended {
+					res.Ended = "order closed unfinished: ended by the hold"
+				}
+				holdDetails(ctx, in, res)
+				return res, nil
 			}
-			holdDetails(ctx, in, res)
-			return res, nil
+			// The order runs on (a reset run): the hold goes on to its expiry.
+			continue
+		default:
+			continue
 		}
-		// The order runs on (a reset run): the hold goes on to its expiry.
-		_ = timer.Get(dctx, nil)
-	}
-
-	// Releasing stock must not give up: a quick try, then retries on the server until it is done.
-	err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(dctx, quickStepOptions), stockA.Release,
-		in.OrderID).Get(dctx, &res.Released)
-	for err != nil {
-		err = workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, holdReleaseOptions), stockA.Release,
-			in.OrderID).Get(dctx, &res.Released)
-		if isNonRetryable(err) {
-			return res, err
+		// Releasing stock must not give up: a quick try, then retries on the server until done.
+		var exp inventory.Expiry
+		err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(dctx, quickStepOptions),
+			stockA.ReleaseExpired, in.OrderID).Get(dctx, &exp)
+		for err != nil {
+			err = workflow.ExecuteActivity(workflow.WithActivityOptions(dctx, holdReleaseOptions),
+				stockA.ReleaseExpired, in.OrderID).Get(dctx, &exp)
+			if isNonRetryable(err) {
+				return res, err
+			}
 		}
+		res.Released += exp.Released
+		if exp.Until == nil {
+			break
+		}
+		// Extended in the database; its signal may still be on its way.
+		until = laterOf(until, *exp.Until)
 	}
 	// A running order learns of the expiry from this workflow's end. One whose workflow is gone
 	// would stay open: the hold ends it.
@@ -91,6 +136,13 @@ func HoldWorkflow(ctx workflow.Context, in HoldInput) (HoldResult, error) {
 	}
 	holdDetails(ctx, in, res)
 	return res, nil
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // endIfOrphaned gives back what the order holds when its workflow is gone (see

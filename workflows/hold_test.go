@@ -1,6 +1,7 @@
 package workflows_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/marketplace/checkout/activities"
+	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/workflows"
 )
 
@@ -48,7 +50,7 @@ func (h *holdRun) run(t *testing.T) workflows.HoldResult {
 
 func TestHold_Expires_ReleasesAndEnds_TheRunningOrderLearnsFromItsEnd(t *testing.T) {
 	h := newHold(t)
-	h.on("Release").Return(2, nil)
+	h.on("ReleaseExpired").Return(inventory.Expiry{Released: 2}, nil)
 	h.on("EndIfOrphaned").Return(activities.Orphan{Running: true}, nil)
 	res := h.run(t)
 
@@ -60,7 +62,7 @@ func TestHold_Expires_ReleasesAndEnds_TheRunningOrderLearnsFromItsEnd(t *testing
 // hold releases the stock and ends the order (stock and money back), as the reconciler would.
 func TestHold_ParentGoneAtExpiry_EndsTheOrder(t *testing.T) {
 	h := newHold(t)
-	h.on("Release").Return(1, nil)
+	h.on("ReleaseExpired").Return(inventory.Expiry{Released: 1}, nil)
 	h.on("EndIfOrphaned").Return(activities.Orphan{Ended: true}, nil)
 	res := h.run(t)
 
@@ -72,12 +74,12 @@ func TestHold_ParentGoneAtExpiry_EndsTheOrder(t *testing.T) {
 // outage's length.
 func TestHold_ReleaseFailsForLong_RetriedUntilDone(t *testing.T) {
 	h := newHold(t)
-	h.on("Release").Return(0, errors.New("database down")).Times(30)
-	h.on("Release").Return(3, nil)
+	h.on("ReleaseExpired").Return(inventory.Expiry{}, errors.New("database down")).Times(30)
+	h.on("ReleaseExpired").Return(inventory.Expiry{Released: 3}, nil)
 	h.on("EndIfOrphaned").Return(activities.Orphan{Running: true}, nil)
 	res := h.run(t)
 
-	assert.Equal(t, 31, h.calls["Release"], "tried until it was done, well past its first ten seconds")
+	assert.Equal(t, 31, h.calls["ReleaseExpired"], "tried until it was done, well past its first ten seconds")
 	assert.Equal(t, workflows.HoldResult{Ended: "expired", Released: 3}, res)
 }
 
@@ -90,7 +92,7 @@ func TestHold_OrderClosed_GivesBackWhatIsLeftAndEnds(t *testing.T) {
 	res := h.run(t)
 
 	assert.Equal(t, "order closed", res.Ended)
-	assert.Zero(t, h.calls["Release"], "nothing to release on its own: the order gave back what it held")
+	assert.Zero(t, h.calls["ReleaseExpired"], "nothing to release on its own: the order gave back what it held")
 	assert.Equal(t, 1, h.calls["EndIfOrphaned"])
 }
 
@@ -110,10 +112,52 @@ func TestHold_OrderTerminatedUnfinished_StockBackAtOnce(t *testing.T) {
 func TestHold_OrderReset_KeepsHoldingToTheExpiry(t *testing.T) {
 	h := newHold(t)
 	h.on("EndIfOrphaned").Return(activities.Orphan{Running: true}, nil)
-	h.on("Release").Return(1, nil)
+	h.on("ReleaseExpired").Return(inventory.Expiry{Released: 1}, nil)
 	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, time.Minute)
 	res := h.run(t)
 
 	assert.Equal(t, workflows.HoldResult{Ended: "expired", Released: 1}, res)
 	assert.Equal(t, 2, h.calls["EndIfOrphaned"], "asked at the close, and again at the expiry")
+}
+
+// TestHold_Extended_TimerMovesWithTheSignal: the order's extension moves the hold's timer; the
+// stock is released at the new expiry, once.
+func TestHold_Extended_TimerMovesWithTheSignal(t *testing.T) {
+	h := newHold(t)
+	start := h.env.Now()
+	var at []time.Duration
+	h.on("ReleaseExpired").Return(func(ctx context.Context, orderID int64) (inventory.Expiry, error) {
+		at = append(at, h.env.Now().Sub(start))
+		return inventory.Expiry{Released: 2}, nil
+	})
+	h.on("EndIfOrphaned").Return(activities.Orphan{Running: true}, nil)
+	h.env.RegisterDelayedCallback(func() {
+		h.env.SignalWorkflow(workflows.SignalHoldExtend, workflows.HoldExtend{ExpiresAt: start.Add(20 * time.Minute)})
+	}, 14*time.Minute)
+	res := h.run(t)
+
+	assert.Equal(t, workflows.HoldResult{Ended: "expired", Released: 2}, res)
+	require.Len(t, at, 1)
+	assert.GreaterOrEqual(t, at[0], 20*time.Minute)
+}
+
+// TestHold_ExtensionCommittedBeforeItsSignal_KeepsHolding: the timer fires at the old expiry but
+// the database already holds the stock longer (the extension's signal is still on its way): the
+// hold keeps the stock and waits for the new expiry.
+func TestHold_ExtensionCommittedBeforeItsSignal_KeepsHolding(t *testing.T) {
+	h := newHold(t)
+	start := h.env.Now()
+	until := start.Add(20 * time.Minute)
+	h.on("ReleaseExpired").Return(inventory.Expiry{Until: &until}, nil).Once()
+	var at time.Duration
+	h.on("ReleaseExpired").Return(func(ctx context.Context, orderID int64) (inventory.Expiry, error) {
+		at = h.env.Now().Sub(start)
+		return inventory.Expiry{Released: 1}, nil
+	})
+	h.on("EndIfOrphaned").Return(activities.Orphan{Running: true}, nil)
+	res := h.run(t)
+
+	assert.Equal(t, workflows.HoldResult{Ended: "expired", Released: 1}, res)
+	assert.Equal(t, 2, h.calls["ReleaseExpired"])
+	assert.GreaterOrEqual(t, at, 20*time.Minute)
 }

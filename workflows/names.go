@@ -15,7 +15,7 @@ import (
 // BuildID names this build's workflow code as a worker deployment version. Workers run every
 // workflow pinned to the build that started it, so a change to workflow code that older runs could
 // not replay needs a new BuildID (and histories recorded for it: make histories).
-const BuildID = "saga-4"
+const BuildID = "saga-5"
 
 // Workflow, update, signal and query names.
 const (
@@ -26,6 +26,9 @@ const (
 	UpdatePlaceOrder = "place-order"
 	// UpdateCancel is the shopper's cancel; refused once the order is confirmed.
 	UpdateCancel = "cancel"
+	// UpdateExtendHold is the shopper's extension of the order's hold while it waits for payment;
+	// refused (HoldNotExtendable, with the reason) unless the order will act on it.
+	UpdateExtendHold = "extend-hold"
 	// SupportAction is what support staff send from the UI (as signal or update):
 	// {"action": "retry" | "cancel" | "refund", "reason": "..."}.
 	SupportAction = "support-action"
@@ -37,6 +40,8 @@ const (
 	// Signals of the hold child.
 	SignalHoldRelease = "release"
 	SignalHoldSettled = "settled"
+	// SignalHoldExtend moves the hold child's expiry (HoldExtend) after the shopper extended it.
+	SignalHoldExtend = "extend"
 
 	QueryStatus = "status"
 )

@@ -215,10 +215,13 @@ type orderFlow struct {
 	// hold is the hold-expiry child once started; holdAt the reservation's expiry while stock is
 	// held and the child has not started (it starts when the order first waits); holdLost says
 	// the child ended without expiring, so the order keeps its own timer.
-	hold       workflow.ChildWorkflowFuture
-	holdAt     *time.Time
-	holdLost   bool
-	compensate []compensation
+	hold     workflow.ChildWorkflowFuture
+	holdAt   *time.Time
+	holdLost bool
+	// extending is true while an extension of the hold runs; extensionsUsed once no more are
+	// allowed; holdMoved wakes the wait, whose own timer (when the child is gone) follows the hold.
+	extending, extensionsUsed, holdMoved bool
+	compensate                           []compensation
 
 	searched    searchState
 	searchDirty bool
@@ -434,6 +437,7 @@ func (w *orderFlow) awaitOutcome(ctx workflow.Context) string {
 			w.events = w.events[1:]
 			verify, verifying = w.verifyEvent(ctx, unknownCtx, ev)
 		}
+		w.holdMoved = false
 		var timer workflow.Future
 		stopTimer := func() {}
 		holding := w.hold != nil && !w.holdLost
@@ -452,7 +456,7 @@ func (w *orderFlow) awaitOutcome(ctx workflow.Context) string {
 			}
 			err := workflow.Await(ctx, func() bool {
 				return decided() || (unknown != nil && unknown.IsReady()) || (verify != nil && verify.IsReady()) ||
-					(holding && w.hold.IsReady()) || (timer != nil && timer.IsReady())
+					(holding && w.hold.IsReady()) || (timer != nil && timer.IsReady()) || w.holdMoved
 			})
 			if err != nil && w.cancel == "" { // the workflow itself was cancelled (from the UI)
 				w.cancel = FailCancelledBySupport

@@ -90,6 +90,7 @@ func (s *saga) defaults() {
 	def("Park", nil)
 	def("Resume", nil)
 	def("Release", 1, nil)
+	def("ReleaseExpired", inventory.Expiry{Released: 1}, nil)
 	def("Restock", 0, nil)
 	def("Reverse", activities.PaymentResult{Status: "VOIDED"}, nil)
 	def("Confirm", inventory.ConfirmResult{Confirmed: 1}, nil)
@@ -270,7 +271,7 @@ func TestOrder_HoldExpiresBeforePayment_FailedOnTheHoldsEnd(t *testing.T) {
 
 	assert.Equal(t, workflows.StatusFailed, st.Status)
 	assert.Equal(t, workflows.FailHoldExpired, st.FailureCode)
-	assert.GreaterOrEqual(t, s.calls["Release"], 1, "the hold child released the stock")
+	assert.GreaterOrEqual(t, s.calls["ReleaseExpired"], 1, "the hold child released the stock")
 	assert.Equal(t, 1, s.calls["Reverse"], "the pending authorization is voided")
 	assert.Equal(t, 1, s.calls["EndIfOrphaned"], "the hold looked whether its order was still there")
 	assert.Zero(t, s.calls["Confirm"])

@@ -94,7 +94,7 @@ func connect(ctx context.Context, cfg config.Config) (*app, error) {
 	a.metrics.RegisterInventoryGauges(a.inv)
 	a.paysim = paysim.New(a.pool, paysim.Options{PublicBaseURL: cfg.PublicBaseURL, WebhookURL: cfg.PaymentWebhookURL,
 		WebhookSecret: []byte(cfg.PaymentWebhookSecret), Log: a.log, Latency: cfg.PaysimLatency,
-		FailureRate: cfg.PaysimFailureRate})
+		FailureRate: cfg.PaysimFailureRate, HoldUntil: api.HoldUntil(a.pool)})
 	return a, nil
 }
 

@@ -61,6 +61,9 @@ type Options struct {
 	// HTTPClient sends webhooks. Default: a client that does not follow redirects.
 	HTTPClient *http.Client
 	Log        *slog.Logger
+	// HoldUntil, when set, tells the 3-D Secure page until when the shop holds the order's items
+	// (nil: not held, or unknown), so the shopper sees the hold, extended or not, while paying.
+	HoldUntil func(ctx context.Context, orderID int64) *time.Time
 
 	// Latency and FailureRate are this process's fault defaults; the paysim_faults row overrides
 	// them where it sets a value (see SetFaults).

@@ -29,6 +29,8 @@ type pageData struct {
 	Form    bool
 	Intent  payment.Intent
 	Amount  string
+	// HeldUntil is when the shop's hold on the order's items ends, if known.
+	HeldUntil string
 }
 
 func (s *Sim) threeDSPage(c echo.Context) error {
@@ -41,10 +43,14 @@ func (s *Sim) threeDSPage(c echo.Context) error {
 	if in.Status != payment.StatusRequiresAction {
 		return s.page(c, http.StatusOK, pageData{Title: "Nothing to confirm", Message: stateMessage(in.Status), Intent: in})
 	}
-	return s.page(c, http.StatusOK, pageData{
-		Title: "Confirm your payment", Form: true, Intent: in,
-		Amount: money.Format(in.AmountMinor) + " " + in.Currency,
-	})
+	d := pageData{Title: "Confirm your payment", Form: true, Intent: in,
+		Amount: money.Format(in.AmountMinor) + " " + in.Currency}
+	if s.opts.HoldUntil != nil {
+		if until := s.opts.HoldUntil(c.Request().Context(), in.OrderID); until != nil {
+			d.HeldUntil = until.UTC().Format("15:04:05 UTC")
+		}
+	}
+	return s.page(c, http.StatusOK, d)
 }
 
 func (s *Sim) threeDSAnswer(c echo.Context) error {
@@ -146,6 +152,9 @@ var pageTmpl = template.Must(template.New("3ds").Parse(`<!doctype html>
 <dl>
   <dt>Order</dt><dd>#{{.Intent.OrderID}}</dd>
   <dt>Payment</dt><dd>{{.Intent.ID}}</dd>
+  {{- if .HeldUntil}}
+  <dt>Items held until</dt><dd class="held">{{.HeldUntil}}</dd>
+  {{- end}}
 </dl>
 <form method="post">
   <button type="submit" name="result" value="approve" class="approve">Approve</button>

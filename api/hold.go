@@ -1,0 +1,125 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/labstack/echo/v4"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/marketplace/checkout/activities"
+	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/workflows"
+)
+
+// Why an extension of the hold is refused (409; activities.HoldRefusal's reasons).
+const (
+	CodeOrderNotPendingPayment = activities.HoldNotPending
+	CodeHoldExtensionUsed      = activities.HoldExtensionUsed
+	CodeHoldExtensionTooEarly  = activities.HoldNotEndingYet
+	CodeHoldExpired            = activities.HoldLapsed
+	// CodeHoldNotExtendable: the order runs on a build that has no extension (placed before it).
+	CodeHoldNotExtendable = "HOLD_NOT_EXTENDABLE"
+)
+
+// extendHold is the shopper's extension of the order's hold while it waits for payment (the
+// shopper at minute 14 of the 3-D Secure page). The order's workflow decides and moves its hold
+// child's timer; the reservations' expiry moves in PostgreSQL in one conditional statement. An
+// Idempotency-Key, when sent, makes a repeat answer the same as the first.
+func (s *Server) extendHold(c echo.Context) error {
+	o, err := s.loadOrder(c)
+	if err != nil {
+		return err
+	}
+	opts := client.UpdateWorkflowOptions{WorkflowID: o.WorkflowID, UpdateName: workflows.UpdateExtendHold,
+		WaitForStage: client.WorkflowUpdateStageCompleted}
+	if c.Request().Header.Get("Idempotency-Key") != "" {
+		key, err := idempotencyKey(c)
+		if err != nil {
+			return err
+		}
+		opts.UpdateID = "extend-hold:" + key
+	}
+	if o.Status != workflows.StatusPendingPayment {
+		return holdNotExtendable(activities.HoldRefusal{Reason: activities.HoldNotPending, Status: o.Status})
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), placeTimeout)
+	defer cancel()
+	var res workflows.ExtendHoldResult
+	handle, err := s.Temporal.UpdateWorkflow(ctx, opts)
+	if err == nil {
+		err = handle.Get(ctx, &res)
+	}
+	var appErr *temporal.ApplicationError
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeHoldNotExtendable:
+		var refusal activities.HoldRefusal
+		if derr := appErr.Details(&refusal); derr != nil {
+			return derr
+		}
+		return holdNotExtendable(refusal)
+	case errors.As(err, &appErr) && strings.HasPrefix(appErr.Message(), "unknown update"):
+		return NewError(http.StatusConflict, CodeHoldNotExtendable,
+			"this order was placed before holds could be extended; its hold ends at holdExpiresAt").
+			With("holdExpiresAt", o.HoldExpiresAt)
+	case errors.As(err, &nf):
+		// The order's workflow has ended since the order was read.
+		cur, gerr := s.q.GetOrder(c.Request().Context(), o.ID)
+		if gerr != nil {
+			return gerr
+		}
+		return holdNotExtendable(activities.HoldRefusal{Reason: activities.HoldNotPending, Status: cur.Status})
+	case errors.As(err, &appErr), errors.As(err, new(*temporal.ActivityError)), errors.As(err, new(*temporal.TimeoutError)):
+		// The extension could not be made now (the database did not answer); the hold is as it
+		// was, or moved in full, which its timer finds from the reservations.
+		return NewError(http.StatusServiceUnavailable, CodeUnavailable,
+			"the hold could not be extended now; try again shortly")
+	case err != nil:
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"orderId": o.ID, "holdExpiresAt": res.HoldExpiresAt,
+		"extensionsLeft": res.ExtensionsLeft})
+}
+
+func holdNotExtendable(r activities.HoldRefusal) *Error {
+	var e *Error
+	switch r.Reason {
+	case activities.HoldExtensionUsed:
+		e = NewError(http.StatusConflict, CodeHoldExtensionUsed, "the hold has already been extended as many times as allowed")
+	case activities.HoldNotEndingYet:
+		e = NewError(http.StatusConflict, CodeHoldExtensionTooEarly, "the hold can be extended only in its last minutes")
+		if r.ExtendableFrom != nil {
+			e = e.With("extendableFrom", r.ExtendableFrom)
+		}
+	case activities.HoldLapsed:
+		e = NewError(http.StatusConflict, CodeHoldExpired, "the hold has already expired; the stock was given back")
+	default:
+		e = NewError(http.StatusConflict, CodeOrderNotPendingPayment, "the order is "+
+			strings.ToLower(strings.ReplaceAll(r.Status, "_", " "))+", not waiting for its payment")
+	}
+	if r.Status != "" {
+		e = e.With("status", r.Status)
+	}
+	return e
+}
+
+// HoldUntil reads until when an order waiting for its payment holds its stock (nil otherwise),
+// for the payment provider's 3-D Secure page in the processes that serve it.
+func HoldUntil(pool *pgxpool.Pool) func(ctx context.Context, orderID int64) *time.Time {
+	q := db.New(pool)
+	return func(ctx context.Context, orderID int64) *time.Time {
+		o, err := q.GetOrder(ctx, orderID)
+		if err != nil || o.Status != workflows.StatusPendingPayment {
+			return nil
+		}
+		return o.HoldExpiresAt
+	}
+}
