@@ -121,9 +121,13 @@ func (a *Orders) quoteOf(ctx context.Context, q *db.Queries, orderID int64, pric
 	}
 	quote := pricing.Quote{TotalMinor: total, Currency: currency, PriceVersion: priceVersion}
 	for _, it := range items {
-		quote.Items = append(quote.Items, pricing.Item{SKUID: it.SkuID, SellerID: it.SellerID, Title: it.Title,
-			Quantity: it.Quantity, UnitPriceMinor: it.UnitPriceMinor, LineTotalMinor: it.UnitPriceMinor * int64(it.Quantity),
-			Currency: it.Currency})
+		item := pricing.Item{SKUID: it.SkuID, SellerID: it.SellerID, Title: it.Title, Quantity: it.Quantity,
+			UnitPriceMinor: it.UnitPriceMinor, LineTotalMinor: it.UnitPriceMinor * int64(it.Quantity),
+			Currency: it.Currency, Campaigns: it.CampaignIds}
+		if it.ListPriceMinor != nil {
+			item.ListPriceMinor = *it.ListPriceMinor
+		}
+		quote.Items = append(quote.Items, item)
 	}
 	return quote, nil
 }
@@ -201,8 +205,12 @@ func (a *Orders) CreateOrder(ctx context.Context, in CreateOrderInput) (CreatedO
 		}
 		out.OrderID = id
 		for _, it := range in.Quote.Items {
-			if err := q.InsertOrderItem(ctx, db.InsertOrderItemParams{OrderID: id, SkuID: it.SKUID, SellerID: it.SellerID,
-				Title: it.Title, Quantity: it.Quantity, UnitPriceMinor: it.UnitPriceMinor, Currency: it.Currency}); err != nil {
+			p := db.InsertOrderItemParams{OrderID: id, SkuID: it.SKUID, SellerID: it.SellerID, Title: it.Title,
+				Quantity: it.Quantity, UnitPriceMinor: it.UnitPriceMinor, Currency: it.Currency, CampaignIds: it.Campaigns}
+			if it.ListPriceMinor > 0 {
+				p.ListPriceMinor = &it.ListPriceMinor
+			}
+			if err := q.InsertOrderItem(ctx, p); err != nil {
 				return err
 			}
 		}

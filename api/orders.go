@@ -24,6 +24,7 @@ import (
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/money"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/pricing"
 	"github.com/marketplace/checkout/workflows"
 )
 
@@ -311,6 +312,7 @@ type orderItemView struct {
 	UnitPrice string `json:"unitPrice"`
 	LineTotal string `json:"lineTotal"`
 	Currency  string `json:"currency"`
+	campaignPrice
 }
 
 type allocationView struct {
@@ -386,9 +388,14 @@ func (s *Server) getOrder(c echo.Context) error {
 		return err
 	}
 	for _, it := range items {
+		var list int64
+		if it.ListPriceMinor != nil {
+			list = *it.ListPriceMinor
+		}
 		v.Items = append(v.Items, orderItemView{SKUID: it.SkuID, SellerID: it.SellerID, Title: it.Title, Quantity: it.Quantity,
 			UnitPrice: money.Format(it.UnitPriceMinor), LineTotal: money.Format(it.UnitPriceMinor * int64(it.Quantity)),
-			Currency: it.Currency})
+			Currency: it.Currency, campaignPrice: campaignPriceOf(pricing.Item{UnitPriceMinor: it.UnitPriceMinor,
+				ListPriceMinor: list, Campaigns: it.CampaignIds})})
 	}
 	res, err := s.q.ReservationsOfOrder(ctx, o.ID)
 	if err != nil {

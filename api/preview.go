@@ -30,6 +30,23 @@ type previewItem struct {
 	Currency   string `json:"currency"`
 	PriceAtAdd string `json:"priceAtAdd,omitempty"`
 	Available  int32  `json:"available"`
+	campaignPrice
+}
+
+// campaignPrice is what campaigns took off a line: the list price, the discount per unit and the
+// campaigns that gave it (absent when none applies).
+type campaignPrice struct {
+	ListPrice string  `json:"listPrice,omitempty"`
+	Discount  string  `json:"discount,omitempty"`
+	Campaigns []int64 `json:"campaigns,omitempty"`
+}
+
+func campaignPriceOf(it pricing.Item) campaignPrice {
+	if len(it.Campaigns) == 0 {
+		return campaignPrice{}
+	}
+	return campaignPrice{ListPrice: money.Format(it.ListPriceMinor),
+		Discount: money.Format(it.ListPriceMinor - it.UnitPriceMinor), Campaigns: it.Campaigns}
 }
 
 type previewWarning struct {
@@ -93,7 +110,7 @@ func (h *cartHandlers) preview(c echo.Context) error {
 		avail := max(sellable[it.SKUID], 0)
 		out.Items[i] = previewItem{SKUID: it.SKUID, SellerID: it.SellerID, Title: it.Title, Quantity: it.Quantity,
 			UnitPrice: price, LineTotal: money.Format(it.LineTotalMinor), Currency: it.Currency,
-			PriceAtAdd: atAdd[it.SKUID], Available: avail}
+			PriceAtAdd: atAdd[it.SKUID], Available: avail, campaignPrice: campaignPriceOf(it)}
 		if old := atAdd[it.SKUID]; old != "" && old != price {
 			out.Warnings = append(out.Warnings, previewWarning{SKUID: it.SKUID, Code: WarnPriceChanged, Old: old, New: price})
 		}

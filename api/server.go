@@ -133,10 +133,17 @@ func New(d Deps) *echo.Echo {
 	if d.Codec != nil {
 		s.codecRoutes(e)
 	}
+	campaigns := e.Group("/api/v1/ops/campaigns", s.authenticate, requireRole(auth.RoleOps))
+	campaigns.POST("", s.createCampaign)
+	campaigns.GET("", s.listCampaigns)
+	campaigns.POST("/:campaignId/end", s.endCampaign)
 
 	seller := e.Group("/seller-api/v1", s.authenticate, requireRole(auth.RoleSeller), s.rateLimit(s.limits.seller))
 	seller.PUT("/skus", s.putSKUs)
 	seller.PUT("/stocks", s.putStocks)
+	seller.POST("/campaigns", s.createCampaign)
+	seller.GET("/campaigns", s.listCampaigns)
+	seller.POST("/campaigns/:campaignId/end", s.endCampaign)
 	return e
 }
 

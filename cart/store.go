@@ -12,6 +12,7 @@ import (
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/money"
+	"github.com/marketplace/checkout/pricing"
 )
 
 // Limits bound a cart against bots and abuse. A line is also bounded by its SKU's maxPerOrder.
@@ -168,8 +169,12 @@ func (s *Store) setQuantity(ctx context.Context, o Owner, skuID, sellerID int64,
 		if err := s.checkUnits(quantity, sku.MaxPerOrder); err != nil {
 			return Snapshot{}, err
 		}
+		priced, err := pricing.UnitPrice(ctx, s.q, skuID)
+		if err != nil {
+			return Snapshot{}, err
+		}
 		line = &Item{SKUID: skuID, SellerID: sku.SellerID, Quantity: quantity,
-			PriceAtAdd: money.Format(sku.PriceMinor)}
+			PriceAtAdd: money.Format(priced.UnitPriceMinor)}
 	}
 	edit := func(d Doc) (Doc, bool, error) { return s.setLine(d, skuID, quantity, line) }
 	for attempt := 0; attempt < optimisticAttempts; attempt++ {

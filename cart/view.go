@@ -6,9 +6,10 @@ import (
 	"time"
 
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/pricing"
 )
 
-// LineInfo is what the cart page shows beside a line: the catalog's current price and the
+// LineInfo is what the cart page shows beside a line: the current price (campaigns applied) and the
 // availability projection's stock figure (Available is meaningful only when Known).
 type LineInfo struct {
 	Title      string
@@ -123,32 +124,37 @@ func (v *Viewer) Lookup(ctx context.Context, ids []int64) (map[int64]LineInfo, e
 	if err != nil {
 		return nil, err
 	}
+	infos := make(map[int64]LineInfo, len(rows))
 	for _, r := range rows {
-		out[r.ID] = LineInfo{Title: r.Title, PriceMinor: r.PriceMinor, Currency: r.Currency,
+		price, _, err := pricing.Apply(r.PriceMinor, r.Currency, r.Campaigns)
+		if err != nil {
+			return nil, err
+		}
+		infos[r.ID] = LineInfo{Title: r.Title, PriceMinor: price, Currency: r.Currency,
 			Available: r.Available, Known: r.Known}
+		out[r.ID] = infos[r.ID]
 	}
 	if v.ttl > 0 {
-		v.store(rows, now.Add(v.ttl))
+		v.store(infos, now.Add(v.ttl))
 	}
 	return out, nil
 }
 
-func (v *Viewer) store(rows []db.CartLineInfoRow, expires time.Time) {
+func (v *Viewer) store(infos map[int64]LineInfo, expires time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if len(v.entries)+len(rows) > MaxCachedSKUs {
+	if len(v.entries)+len(infos) > MaxCachedSKUs {
 		now := time.Now()
 		for id, e := range v.entries {
 			if !now.Before(e.expires) {
 				delete(v.entries, id)
 			}
 		}
-		if len(v.entries)+len(rows) > MaxCachedSKUs {
-			v.entries = make(map[int64]cached, len(rows))
+		if len(v.entries)+len(infos) > MaxCachedSKUs {
+			v.entries = make(map[int64]cached, len(infos))
 		}
 	}
-	for _, r := range rows {
-		v.entries[r.ID] = cached{expires: expires, info: LineInfo{Title: r.Title, PriceMinor: r.PriceMinor,
-			Currency: r.Currency, Available: r.Available, Known: r.Known}}
+	for id, info := range infos {
+		v.entries[id] = cached{expires: expires, info: info}
 	}
 }

@@ -32,6 +32,7 @@ func (q *Queries) CartDoc(ctx context.Context, id string) (CartDocRow, error) {
 
 const cartLineInfo = `-- name: CartLineInfo :many
 SELECT s.id, s.title, s.price_minor, s.currency::text AS currency,
+       campaigns_in_force(s.id, s.seller_id)::jsonb AS campaigns,
        COALESCE(a.available, 0)::int AS available, (a.sku_id IS NOT NULL)::bool AS known
 FROM skus s
 LEFT JOIN sku_availability a ON a.sku_id = s.id
@@ -43,13 +44,15 @@ type CartLineInfoRow struct {
 	Title      string
 	PriceMinor int64
 	Currency   string
+	Campaigns  json.RawMessage
 	Available  int32
 	Known      bool
 }
 
-// What the cart page shows beside each line: the catalog's current price and the availability
-// projection's stock figure (never the inventory itself). known is false for a SKU the projection
-// has no row for. ANY(array) keeps it an index lookup whatever the catalog's size.
+// What the cart page shows beside each line: the catalog's current price with the campaigns in
+// force, and the availability projection's stock figure (never the inventory itself). known is
+// false for a SKU the projection has no row for. ANY(array) keeps it an index lookup whatever the
+// catalog's size.
 func (q *Queries) CartLineInfo(ctx context.Context, skuIds []int64) ([]CartLineInfoRow, error) {
 	rows, err := q.db.Query(ctx, cartLineInfo, skuIds)
 	if err != nil {
@@ -64,6 +67,7 @@ func (q *Queries) CartLineInfo(ctx context.Context, skuIds []int64) ([]CartLineI
 			&i.Title,
 			&i.PriceMinor,
 			&i.Currency,
+			&i.Campaigns,
 			&i.Available,
 			&i.Known,
 		); err != nil {

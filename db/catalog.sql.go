@@ -9,6 +9,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const countAddresses = `-- name: CountAddresses :one
@@ -57,6 +59,37 @@ func (q *Queries) CreateAddress(ctx context.Context, arg CreateAddressParams) (C
 	)
 	var i CreateAddressRow
 	err := row.Scan(&i.ID, &i.CreatedAt)
+	return i, err
+}
+
+const endCampaign = `-- name: EndCampaign :one
+UPDATE campaigns
+   SET ends_at = GREATEST(LEAST(ends_at, now()), starts_at + interval '1 microsecond'),
+       starts_at = LEAST(starts_at, now())
+ WHERE id = $1 AND ($2::bigint IS NULL OR seller_id = $2)
+RETURNING id, name, seller_id, sku_ids, kind, value, currency, starts_at, ends_at, priority, stackable, created_by, created_at
+`
+
+// Ends a campaign now (one that has not started yet ends before it starts: it never applies). A
+// seller may end only its own (seller_id given).
+func (q *Queries) EndCampaign(ctx context.Context, iD int64, sellerID *int64) (Campaign, error) {
+	row := q.db.QueryRow(ctx, endCampaign, iD, sellerID)
+	var i Campaign
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.SellerID,
+		&i.SkuIds,
+		&i.Kind,
+		&i.Value,
+		&i.Currency,
+		&i.StartsAt,
+		&i.EndsAt,
+		&i.Priority,
+		&i.Stackable,
+		&i.CreatedBy,
+		&i.CreatedAt,
+	)
 	return i, err
 }
 
@@ -134,6 +167,61 @@ func (q *Queries) GetSKU(ctx context.Context, id int64) (GetSKURow, error) {
 		&i.Currency,
 		&i.MaxPerOrder,
 		&i.PriceVersion,
+	)
+	return i, err
+}
+
+const insertCampaign = `-- name: InsertCampaign :one
+INSERT INTO campaigns (name, seller_id, sku_ids, kind, value, currency, starts_at, ends_at, priority, stackable,
+                       created_by)
+VALUES ($1, $2, $3::bigint[], $4, $5, $6, $7,
+        $8, $9, $10, $11)
+RETURNING id, name, seller_id, sku_ids, kind, value, currency, starts_at, ends_at, priority, stackable, created_by, created_at
+`
+
+type InsertCampaignParams struct {
+	Name      string
+	SellerID  *int64
+	SkuIds    []int64
+	Kind      string
+	Value     int64
+	Currency  pgtype.Text
+	StartsAt  time.Time
+	EndsAt    time.Time
+	Priority  int32
+	Stackable bool
+	CreatedBy string
+}
+
+func (q *Queries) InsertCampaign(ctx context.Context, arg InsertCampaignParams) (Campaign, error) {
+	row := q.db.QueryRow(ctx, insertCampaign,
+		arg.Name,
+		arg.SellerID,
+		arg.SkuIds,
+		arg.Kind,
+		arg.Value,
+		arg.Currency,
+		arg.StartsAt,
+		arg.EndsAt,
+		arg.Priority,
+		arg.Stackable,
+		arg.CreatedBy,
+	)
+	var i Campaign
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.SellerID,
+		&i.SkuIds,
+		&i.Kind,
+		&i.Value,
+		&i.Currency,
+		&i.StartsAt,
+		&i.EndsAt,
+		&i.Priority,
+		&i.Stackable,
+		&i.CreatedBy,
+		&i.CreatedAt,
 	)
 	return i, err
 }
@@ -226,6 +314,48 @@ func (q *Queries) ListAddresses(ctx context.Context, userID int64) ([]Address, e
 	return items, nil
 }
 
+const listCampaigns = `-- name: ListCampaigns :many
+SELECT id, name, seller_id, sku_ids, kind, value, currency, starts_at, ends_at, priority, stackable, created_by, created_at FROM campaigns
+WHERE ends_at > now() AND ($1::bigint IS NULL OR seller_id = $1)
+ORDER BY id DESC
+LIMIT 500
+`
+
+// Campaigns not yet ended, of one seller when seller_id is given; newest first.
+func (q *Queries) ListCampaigns(ctx context.Context, sellerID *int64) ([]Campaign, error) {
+	rows, err := q.db.Query(ctx, listCampaigns, sellerID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Campaign{}
+	for rows.Next() {
+		var i Campaign
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.SellerID,
+			&i.SkuIds,
+			&i.Kind,
+			&i.Value,
+			&i.Currency,
+			&i.StartsAt,
+			&i.EndsAt,
+			&i.Priority,
+			&i.Stackable,
+			&i.CreatedBy,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listWarehouses = `-- name: ListWarehouses :many
 SELECT id, code, name, city, lat, lon FROM warehouses ORDER BY id
 `
@@ -276,6 +406,53 @@ func (q *Queries) OrderShipTo(ctx context.Context, orderID int64) (OrderShipToRo
 	var i OrderShipToRow
 	err := row.Scan(&i.Lat, &i.Lon)
 	return i, err
+}
+
+const pricedSKUs = `-- name: PricedSKUs :many
+SELECT s.id, s.seller_id, s.title, s.price_minor, s.currency, s.max_per_order,
+       campaigns_in_force(s.id, s.seller_id)::jsonb AS campaigns
+FROM skus s
+WHERE s.id = ANY ($1::bigint[])
+ORDER BY s.id
+`
+
+type PricedSKUsRow struct {
+	ID          int64
+	SellerID    int64
+	Title       string
+	PriceMinor  int64
+	Currency    string
+	MaxPerOrder int32
+	Campaigns   json.RawMessage
+}
+
+// The SKUs with the campaigns in force on each now, highest priority first (pricing.Compute).
+func (q *Queries) PricedSKUs(ctx context.Context, ids []int64) ([]PricedSKUsRow, error) {
+	rows, err := q.db.Query(ctx, pricedSKUs, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []PricedSKUsRow{}
+	for rows.Next() {
+		var i PricedSKUsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.SellerID,
+			&i.Title,
+			&i.PriceMinor,
+			&i.Currency,
+			&i.MaxPerOrder,
+			&i.Campaigns,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const sKUsByIDs = `-- name: SKUsByIDs :many

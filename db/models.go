@@ -29,6 +29,22 @@ type AvailabilityRelay struct {
 	UpdatedAt     time.Time
 }
 
+type Campaign struct {
+	ID        int64
+	Name      string
+	SellerID  *int64
+	SkuIds    []int64
+	Kind      string
+	Value     int64
+	Currency  pgtype.Text
+	StartsAt  time.Time
+	EndsAt    time.Time
+	Priority  int32
+	Stackable bool
+	CreatedBy string
+	CreatedAt time.Time
+}
+
 type Cart struct {
 	ID         string
 	UserID     *int64
@@ -123,6 +139,8 @@ type OrderItem struct {
 	Quantity       int32
 	UnitPriceMinor int64
 	Currency       string
+	ListPriceMinor *int64
+	CampaignIds    []int64
 }
 
 type Outbox struct {

@@ -249,8 +249,10 @@ func (q *Queries) InsertOrderEvent(ctx context.Context, orderID int64, kind stri
 }
 
 const insertOrderItem = `-- name: InsertOrderItem :exec
-INSERT INTO order_items (order_id, sku_id, seller_id, title, quantity, unit_price_minor, currency)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+INSERT INTO order_items (order_id, sku_id, seller_id, title, quantity, unit_price_minor, currency, list_price_minor,
+                         campaign_ids)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
+        $9::bigint[])
 ON CONFLICT (order_id, sku_id) DO NOTHING
 `
 
@@ -262,6 +264,8 @@ type InsertOrderItemParams struct {
 	Quantity       int32
 	UnitPriceMinor int64
 	Currency       string
+	ListPriceMinor *int64
+	CampaignIds    []int64
 }
 
 func (q *Queries) InsertOrderItem(ctx context.Context, arg InsertOrderItemParams) error {
@@ -273,6 +277,8 @@ func (q *Queries) InsertOrderItem(ctx context.Context, arg InsertOrderItemParams
 		arg.Quantity,
 		arg.UnitPriceMinor,
 		arg.Currency,
+		arg.ListPriceMinor,
+		arg.CampaignIds,
 	)
 	return err
 }
@@ -488,7 +494,7 @@ func (q *Queries) OrderHoldState(ctx context.Context, orderID int64) (OrderHoldS
 }
 
 const orderItems = `-- name: OrderItems :many
-SELECT sku_id, seller_id, title, quantity, unit_price_minor, currency
+SELECT sku_id, seller_id, title, quantity, unit_price_minor, currency, list_price_minor, campaign_ids
 FROM order_items
 WHERE order_id = $1
 ORDER BY sku_id
@@ -501,6 +507,8 @@ type OrderItemsRow struct {
 	Quantity       int32
 	UnitPriceMinor int64
 	Currency       string
+	ListPriceMinor *int64
+	CampaignIds    []int64
 }
 
 func (q *Queries) OrderItems(ctx context.Context, orderID int64) ([]OrderItemsRow, error) {
@@ -519,6 +527,8 @@ func (q *Queries) OrderItems(ctx context.Context, orderID int64) ([]OrderItemsRo
 			&i.Quantity,
 			&i.UnitPriceMinor,
 			&i.Currency,
+			&i.ListPriceMinor,
+			&i.CampaignIds,
 		); err != nil {
 			return nil, err
 		}

@@ -1,12 +1,14 @@
-// Package pricing computes what a list of cart lines costs now, from the catalog's prices, and a
-// priceVersion that names exactly those prices: the checkout preview shows it, and an order placed
-// with a different one is refused (the shopper never pays a price they did not see).
+// Package pricing computes what a list of cart lines costs now, from the catalog's prices and the
+// campaigns in force, and a priceVersion that names exactly those prices and campaigns: the
+// checkout preview shows it, and an order placed with a different one is refused (the shopper
+// never pays a price they did not see).
 package pricing
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -33,6 +35,73 @@ type Item struct {
 	LineTotalMinor int64  `json:"lineTotalMinor"`
 	Currency       string `json:"currency"`
 	MaxPerOrder    int32  `json:"maxPerOrder"`
+	// ListPriceMinor is the catalog's unit price before campaigns, and Campaigns the campaigns
+	// that took it down to UnitPriceMinor (both empty when none applies).
+	ListPriceMinor int64   `json:"listPriceMinor,omitempty"`
+	Campaigns      []int64 `json:"campaigns,omitempty"`
+}
+
+// Campaign is a discount in force on a SKU.
+type Campaign struct {
+	ID int64 `json:"id"`
+	// Kind is PERCENT (Value in basis points of the price) or FIXED (Value in minor units of
+	// Currency, off each unit).
+	Kind      string `json:"kind"`
+	Value     int64  `json:"value"`
+	Currency  string `json:"currency,omitempty"`
+	Priority  int32  `json:"priority"`
+	Stackable bool   `json:"stackable"`
+}
+
+// Campaign kinds.
+const (
+	CampaignPercent = "PERCENT"
+	CampaignFixed   = "FIXED"
+)
+
+// Discounted is a unit price after the campaigns in force, given highest priority first: the
+// first applies, and the next ones too while it and they stack; each takes its share of what the
+// ones before left. A fixed discount in another currency does not apply; no price goes below zero.
+// It returns the price and the campaigns that applied.
+func Discounted(list int64, currency string, campaigns []Campaign) (int64, []int64) {
+	price := list
+	var applied []int64
+	stacking := true
+	for _, c := range campaigns {
+		if c.Kind == CampaignFixed && c.Currency != currency {
+			continue
+		}
+		if len(applied) > 0 && (!stacking || !c.Stackable) {
+			break
+		}
+		stacking = c.Stackable
+		off := c.Value
+		if c.Kind == CampaignPercent {
+			off = price * min(c.Value, 10000) / 10000
+		}
+		price = max(price-off, 0)
+		applied = append(applied, c.ID)
+	}
+	return price, applied
+}
+
+// Apply is Discounted with the campaigns as the database lists them (campaigns_in_force).
+func Apply(list int64, currency string, campaignsJSON []byte) (int64, []int64, error) {
+	var campaigns []Campaign
+	if err := json.Unmarshal(campaignsJSON, &campaigns); err != nil {
+		return 0, nil, err
+	}
+	unit, applied := Discounted(list, currency, campaigns)
+	return unit, applied, nil
+}
+
+// UnitPrice is one SKU's unit price now, campaigns applied (what the cart shows as priceAtAdd).
+func UnitPrice(ctx context.Context, q *db.Queries, skuID int64) (Item, error) {
+	quote, err := Compute(ctx, q, []Line{{SKUID: skuID, Quantity: 1}})
+	if err != nil {
+		return Item{}, err
+	}
+	return quote.Items[0], nil
 }
 
 // Quote is the price of a list of lines now.
@@ -71,11 +140,11 @@ func Compute(ctx context.Context, q *db.Queries, lines []Line) (Quote, error) {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	rows, err := q.SKUsByIDs(ctx, ids)
+	rows, err := q.PricedSKUs(ctx, ids)
 	if err != nil {
 		return Quote{}, err
 	}
-	found := map[int64]db.SKUsByIDsRow{}
+	found := map[int64]db.PricedSKUsRow{}
 	for _, r := range rows {
 		found[r.ID] = r
 	}
@@ -92,9 +161,16 @@ func Compute(ctx context.Context, q *db.Queries, lines []Line) (Quote, error) {
 		} else if quote.Currency != r.Currency {
 			return Quote{}, ErrMixedCurrency
 		}
+		unit, applied, err := Apply(r.PriceMinor, r.Currency, r.Campaigns)
+		if err != nil {
+			return Quote{}, fmt.Errorf("campaigns of SKU %d: %w", id, err)
+		}
 		it := Item{SKUID: id, SellerID: r.SellerID, Title: r.Title, Quantity: qty[id],
-			UnitPriceMinor: r.PriceMinor, LineTotalMinor: r.PriceMinor * int64(qty[id]),
+			UnitPriceMinor: unit, LineTotalMinor: unit * int64(qty[id]),
 			Currency: r.Currency, MaxPerOrder: r.MaxPerOrder}
+		if len(applied) > 0 {
+			it.ListPriceMinor, it.Campaigns = r.PriceMinor, applied
+		}
 		quote.Items = append(quote.Items, it)
 		quote.TotalMinor += it.LineTotalMinor
 	}
@@ -109,7 +185,8 @@ func Compute(ctx context.Context, q *db.Queries, lines []Line) (Quote, error) {
 }
 
 // Version names exactly these items at these prices: any change of a SKU, a quantity, a unit
-// price or a currency gives another version.
+// price, a currency or the campaigns that gave a price gives another version. (A line without
+// campaigns hashes as it did before campaigns existed.)
 func Version(items []Item) string {
 	sorted := append([]Item(nil), items...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].SKUID < sorted[j].SKUID })
@@ -122,6 +199,10 @@ func Version(items []Item) string {
 		b.WriteString(strconv.FormatInt(it.UnitPriceMinor, 10))
 		b.WriteByte(':')
 		b.WriteString(it.Currency)
+		for _, c := range it.Campaigns {
+			b.WriteString(":c")
+			b.WriteString(strconv.FormatInt(c, 10))
+		}
 		b.WriteByte(';')
 	}
 	sum := sha256.Sum256([]byte(b.String()))

@@ -9,10 +9,12 @@ WHERE id = @id;
 SELECT version, doc::text AS doc, merged_at FROM carts WHERE id = @id;
 
 -- name: CartLineInfo :many
--- What the cart page shows beside each line: the catalog's current price and the availability
--- projection's stock figure (never the inventory itself). known is false for a SKU the projection
--- has no row for. ANY(array) keeps it an index lookup whatever the catalog's size.
+-- What the cart page shows beside each line: the catalog's current price with the campaigns in
+-- force, and the availability projection's stock figure (never the inventory itself). known is
+-- false for a SKU the projection has no row for. ANY(array) keeps it an index lookup whatever the
+-- catalog's size.
 SELECT s.id, s.title, s.price_minor, s.currency::text AS currency,
+       campaigns_in_force(s.id, s.seller_id)::jsonb AS campaigns,
        COALESCE(a.available, 0)::int AS available, (a.sku_id IS NOT NULL)::bool AS known
 FROM skus s
 LEFT JOIN sku_availability a ON a.sku_id = s.id

@@ -49,6 +49,37 @@ FROM skus
 WHERE id = ANY (@ids::bigint[])
 ORDER BY id;
 
+-- name: PricedSKUs :many
+-- The SKUs with the campaigns in force on each now, highest priority first (pricing.Compute).
+SELECT s.id, s.seller_id, s.title, s.price_minor, s.currency, s.max_per_order,
+       campaigns_in_force(s.id, s.seller_id)::jsonb AS campaigns
+FROM skus s
+WHERE s.id = ANY (@ids::bigint[])
+ORDER BY s.id;
+
+-- name: InsertCampaign :one
+INSERT INTO campaigns (name, seller_id, sku_ids, kind, value, currency, starts_at, ends_at, priority, stackable,
+                       created_by)
+VALUES (@name, sqlc.narg(seller_id), sqlc.narg(sku_ids)::bigint[], @kind, @value, sqlc.narg(currency), @starts_at,
+        @ends_at, @priority, @stackable, @created_by)
+RETURNING *;
+
+-- name: ListCampaigns :many
+-- Campaigns not yet ended, of one seller when seller_id is given; newest first.
+SELECT * FROM campaigns
+WHERE ends_at > now() AND (sqlc.narg(seller_id)::bigint IS NULL OR seller_id = sqlc.narg(seller_id))
+ORDER BY id DESC
+LIMIT 500;
+
+-- name: EndCampaign :one
+-- Ends a campaign now (one that has not started yet ends before it starts: it never applies). A
+-- seller may end only its own (seller_id given).
+UPDATE campaigns
+   SET ends_at = GREATEST(LEAST(ends_at, now()), starts_at + interval '1 microsecond'),
+       starts_at = LEAST(starts_at, now())
+ WHERE id = @id AND (sqlc.narg(seller_id)::bigint IS NULL OR seller_id = sqlc.narg(seller_id))
+RETURNING *;
+
 -- name: GetSKU :one
 SELECT id, seller_id, code, title, price_minor, currency, max_per_order, price_version
 FROM skus

@@ -52,12 +52,14 @@ ORDER BY id DESC
 LIMIT @page_size;
 
 -- name: InsertOrderItem :exec
-INSERT INTO order_items (order_id, sku_id, seller_id, title, quantity, unit_price_minor, currency)
-VALUES (@order_id, @sku_id, @seller_id, @title, @quantity, @unit_price_minor, @currency)
+INSERT INTO order_items (order_id, sku_id, seller_id, title, quantity, unit_price_minor, currency, list_price_minor,
+                         campaign_ids)
+VALUES (@order_id, @sku_id, @seller_id, @title, @quantity, @unit_price_minor, @currency, sqlc.narg(list_price_minor),
+        sqlc.narg(campaign_ids)::bigint[])
 ON CONFLICT (order_id, sku_id) DO NOTHING;
 
 -- name: OrderItems :many
-SELECT sku_id, seller_id, title, quantity, unit_price_minor, currency
+SELECT sku_id, seller_id, title, quantity, unit_price_minor, currency, list_price_minor, campaign_ids
 FROM order_items
 WHERE order_id = @order_id
 ORDER BY sku_id;
