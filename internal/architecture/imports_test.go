@@ -1,0 +1,109 @@
+// Package architecture_test keeps the packages in the layers docs/architecture.md draws: a package
+// imports the product's packages of lower layers only, and the product never imports its tools.
+package architecture_test
+
+import (
+	"errors"
+	"go/build"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const module = "github.com/marketplace/checkout/"
+
+// layers lists every package of the product, lowest first. A package may import packages of lower
+// layers; none of its own layer or above. A new package must be placed here (and in the document).
+var layers = [][]string{
+	// Foundations: the database's generated queries and migrations, money, tokens, the codec,
+	// metrics, the payment provider's interface, the dev servers.
+	{"db", "migrations", "internal/money", "internal/auth", "internal/codec", "internal/metrics", "payment",
+		"internal/pgserver", "internal/devtemporal"},
+	// The business rules, each on its own tables.
+	{"inventory", "pricing", "availability", "outbox", "payment/paysim", "internal/config", "internal/demo"},
+	{"cart"},
+	// The saga's steps.
+	{"activities"},
+	// The saga and its frozen earlier releases.
+	{"workflows/sagav1", "workflows/sagav2"},
+	{"workflows"},
+	// The edges: HTTP, the worker, the auditor.
+	{"api", "worker", "audit"},
+	// The binary, and the load generator it runs.
+	{"loadgen"},
+	{"cmd/checkout"},
+}
+
+// tools are for tests and benchmarks only: nothing in layers may import them.
+var tools = []string{"internal/testenv", "internal/benchkit", "internal/benchdata", "internal/tools/benchcampaign",
+	"internal/tools/benchcost", "internal/tools/benchorders", "internal/tools/benchreserve", "internal/architecture", "e2e"}
+
+func TestImports_FollowTheLayers(t *testing.T) {
+	layerOf := map[string]int{}
+	for i, l := range layers {
+		for _, p := range l {
+			layerOf[p] = i
+		}
+	}
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	seen := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if name := d.Name(); rel != "." && (strings.HasPrefix(name, ".") || name == "bin" || name == "testdata" ||
+			name == "node_modules") {
+			return filepath.SkipDir
+		}
+		pkg, err := build.ImportDir(path, 0)
+		if err != nil {
+			var none *build.NoGoError
+			if errors.As(err, &none) {
+				return nil
+			}
+			return err
+		}
+		name := filepath.ToSlash(rel)
+		seen++
+		layer, placed := layerOf[name]
+		if !placed {
+			assert.True(t, slices.Contains(tools, name), "package %s is in no layer: place it in layers and in docs/architecture.md", name)
+			return nil
+		}
+		for _, imp := range pkg.Imports {
+			dep, ok := strings.CutPrefix(imp, module)
+			if !ok {
+				continue
+			}
+			if slices.Contains(tools, dep) {
+				t.Errorf("%s imports %s, a test and benchmark tool", name, dep)
+				continue
+			}
+			if l, ok := layerOf[dep]; ok && l >= layer {
+				t.Errorf("%s (layer %d) imports %s (layer %d): only lower layers may be imported", name, layer, dep, l)
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Greater(t, seen, 30, "the walk found the packages")
+}
+
+// TestImports_DocumentNamesEveryPackage: docs/architecture.md names every package of the layers.
+func TestImports_DocumentNamesEveryPackage(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/architecture.md")
+	require.NoError(t, err)
+	for _, l := range layers {
+		for _, p := range l {
+			assert.Contains(t, string(raw), "`"+p+"`", "docs/architecture.md does not name %s", p)
+		}
+	}
+}
