@@ -774,3 +774,69 @@ func (q *Queries) TransitionOrder(ctx context.Context, arg TransitionOrderParams
 	err := row.Scan(&status)
 	return status, err
 }
+
+const unknownPayments = `-- name: UnknownPayments :one
+SELECT count(*) AS payments,
+       COALESCE(EXTRACT(EPOCH FROM now() - min(p.created_at)), 0)::float8 AS oldest_seconds
+FROM payments p
+JOIN orders o ON o.id = p.order_id
+WHERE p.status = 'UNKNOWN' AND o.status IN ('PENDING_PAYMENT', 'NEEDS_ATTENTION')
+`
+
+type UnknownPaymentsRow struct {
+	Payments      int64
+	OldestSeconds float64
+}
+
+// Payments of open orders whose outcome is UNKNOWN, for /metrics, and how long ago the oldest was
+// first sent to the provider (its row is rewritten at every answer, so not updated_at).
+func (q *Queries) UnknownPayments(ctx context.Context) (UnknownPaymentsRow, error) {
+	row := q.db.QueryRow(ctx, unknownPayments)
+	var i UnknownPaymentsRow
+	err := row.Scan(&i.Payments, &i.OldestSeconds)
+	return i, err
+}
+
+const waitingOrders = `-- name: WaitingOrders :many
+SELECT status::text AS status, count(*) AS orders,
+       COALESCE(EXTRACT(EPOCH FROM now() - min(updated_at)), 0)::float8 AS oldest_seconds,
+       GREATEST(COALESCE(EXTRACT(EPOCH FROM now() - min(hold_expires_at)), 0), 0)::float8 AS past_hold_seconds
+FROM orders
+WHERE status IN ('PENDING_PAYMENT', 'NEEDS_ATTENTION')
+GROUP BY status
+`
+
+type WaitingOrdersRow struct {
+	Status          string
+	Orders          int64
+	OldestSeconds   float64
+	PastHoldSeconds float64
+}
+
+// The orders the saga has not finished, for /metrics: how many in each open status, how long the
+// one longest in it has been there (its last change), and how far past its hold the most overdue
+// one is (orders_open_idx holds exactly these rows).
+func (q *Queries) WaitingOrders(ctx context.Context) ([]WaitingOrdersRow, error) {
+	rows, err := q.db.Query(ctx, waitingOrders)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []WaitingOrdersRow{}
+	for rows.Next() {
+		var i WaitingOrdersRow
+		if err := rows.Scan(
+			&i.Status,
+			&i.Orders,
+			&i.OldestSeconds,
+			&i.PastHoldSeconds,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

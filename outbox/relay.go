@@ -85,6 +85,15 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 }
 
+// Backlog is the relay's lag: events not yet published nor set aside, and the age of the oldest.
+func (r *Relay) Backlog(ctx context.Context) (pending int64, oldest time.Duration, err error) {
+	row, err := db.New(r.Pool).OutboxLag(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	return row.Pending, time.Duration(row.OldestSeconds * float64(time.Second)), nil
+}
+
 // Once relays one batch and returns how many events it published.
 func (r *Relay) Once(ctx context.Context) (int, error) {
 	batch := r.BatchSize

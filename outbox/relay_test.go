@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/internal/testenv"
 	"github.com/marketplace/checkout/outbox"
 )
@@ -54,4 +55,41 @@ func TestRelay_InOrderAndAPoisonEventIsSetAside(t *testing.T) {
 	var unpublished int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL AND dead_at IS NULL`).Scan(&unpublished))
 	assert.Zero(t, unpublished)
+}
+
+func TestRelay_Backlog_WaitingEventsAndTheOldestAge_AsGauges(t *testing.T) {
+	t.Parallel()
+	pool := testenv.Pool(t)
+	ctx := context.Background()
+	m := metrics.New()
+	r := &outbox.Relay{Pool: pool, Log: slog.New(slog.NewJSONHandler(io.Discard, nil)), MaxAttempts: 1,
+		Handlers: map[string]outbox.Handler{"bad": func(context.Context, outbox.Event) error { return errors.New("refused") }}}
+	m.RegisterOutboxGauges(r)
+	_, err := pool.Exec(ctx, `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload, created_at)
+		VALUES ('order', '1', 'bad', '{}', now() - interval '45 seconds'),
+		       ('order', '1', 'good', '{}', now() - interval '40 seconds'),
+		       ('order', '2', 'good', '{}', now())`)
+	require.NoError(t, err)
+
+	gauges := func() map[string]float64 {
+		out := map[string]float64{}
+		families, err := m.Registry.Gather()
+		require.NoError(t, err)
+		for _, f := range families {
+			out[f.GetName()] = f.GetMetric()[0].GetGauge().GetValue()
+		}
+		return out
+	}
+	before := gauges()
+	assert.EqualValues(t, 3, before["checkout_outbox_pending_events"])
+	assert.InDelta(t, 45, before["checkout_outbox_lag_seconds"], 5)
+	assert.Zero(t, before["checkout_outbox_scrape_error"])
+
+	_, err = r.Once(ctx)
+	require.Error(t, err, "the first event is set aside")
+	_, err = r.Once(ctx)
+	require.NoError(t, err)
+	after := gauges()
+	assert.Zero(t, after["checkout_outbox_pending_events"], "published and set-aside events wait no more")
+	assert.Zero(t, after["checkout_outbox_lag_seconds"])
 }

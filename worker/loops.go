@@ -46,6 +46,10 @@ func Loops(d Deps) []Loop {
 	}}
 	if d.Metrics != nil {
 		out.Published, out.Dead = d.Metrics.OutboxPublished, d.Metrics.OutboxDead
+		d.Metrics.RegisterOutboxGauges(out)
+		// The orders waiting in the saga: database figures like the relays' lag, so served by the
+		// worker's /metrics alone.
+		d.Metrics.RegisterOrderGauges(orderGauges{q: db.New(d.Pool)})
 	}
 	loops = append(loops, Loop{Name: "outbox relay", Run: out.Run})
 

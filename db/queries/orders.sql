@@ -221,3 +221,23 @@ WHERE o.id = @order_id;
 -- or never placed), after the given age.
 DELETE FROM payment_method_tokens
 WHERE created_at < now() - make_interval(secs => @older_than_seconds::float8);
+
+-- name: WaitingOrders :many
+-- The orders the saga has not finished, for /metrics: how many in each open status, how long the
+-- one longest in it has been there (its last change), and how far past its hold the most overdue
+-- one is (orders_open_idx holds exactly these rows).
+SELECT status::text AS status, count(*) AS orders,
+       COALESCE(EXTRACT(EPOCH FROM now() - min(updated_at)), 0)::float8 AS oldest_seconds,
+       GREATEST(COALESCE(EXTRACT(EPOCH FROM now() - min(hold_expires_at)), 0), 0)::float8 AS past_hold_seconds
+FROM orders
+WHERE status IN ('PENDING_PAYMENT', 'NEEDS_ATTENTION')
+GROUP BY status;
+
+-- name: UnknownPayments :one
+-- Payments of open orders whose outcome is UNKNOWN, for /metrics, and how long ago the oldest was
+-- first sent to the provider (its row is rewritten at every answer, so not updated_at).
+SELECT count(*) AS payments,
+       COALESCE(EXTRACT(EPOCH FROM now() - min(p.created_at)), 0)::float8 AS oldest_seconds
+FROM payments p
+JOIN orders o ON o.id = p.order_id
+WHERE p.status = 'UNKNOWN' AND o.status IN ('PENDING_PAYMENT', 'NEEDS_ATTENTION');

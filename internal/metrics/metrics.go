@@ -166,15 +166,24 @@ func (c *inventoryCollector) Collect(ch chan<- prometheus.Metric) {
 // availability.Observer.
 func (m *Metrics) AvailabilityApplied(events, _ int) { m.AvailabilityEvents.Add(float64(events)) }
 
-// AvailabilityBacklog reads the availability relay's lag from the database at scrape time.
-type AvailabilityBacklog interface {
+// Backlog is what waits to be handled, read from the database at scrape time: how many, and how
+// long the oldest has waited (0 when none).
+type Backlog interface {
 	Backlog(ctx context.Context) (pending int64, oldest time.Duration, err error)
 }
 
 // RegisterAvailabilityGauges adds the relay's lag: change events waiting and the age of the oldest,
 // read when Prometheus scrapes, so a stopped relay shows as growing lag.
-func (m *Metrics) RegisterAvailabilityGauges(src AvailabilityBacklog) {
-	m.Registry.MustRegister(&availabilityCollector{src: src})
+func (m *Metrics) RegisterAvailabilityGauges(src Backlog) {
+	m.Registry.MustRegister(&backlogCollector{read: src.Backlog, count: availPendingDesc, age: availLagDesc,
+		failed: availErrDesc})
+}
+
+// RegisterOutboxGauges adds the outbox relay's backlog: events not yet published (nor set aside)
+// and the age of the oldest, so a stopped or stuck relay shows as growing lag.
+func (m *Metrics) RegisterOutboxGauges(src Backlog) {
+	m.Registry.MustRegister(&backlogCollector{read: src.Backlog, count: outboxPendingDesc, age: outboxLagDesc,
+		failed: outboxErrDesc})
 }
 
 var (
@@ -184,25 +193,35 @@ var (
 		"Age of the oldest inventory change not yet applied to the availability projection (0 when none).", nil, nil)
 	availErrDesc = prometheus.NewDesc("checkout_availability_scrape_error",
 		"1 when the availability relay's lag could not be read at this scrape.", nil, nil)
+	outboxPendingDesc = prometheus.NewDesc("checkout_outbox_pending_events",
+		"Outbox events neither published nor set aside yet.", nil, nil)
+	outboxLagDesc = prometheus.NewDesc("checkout_outbox_lag_seconds",
+		"Age of the oldest outbox event not yet published (0 when none).", nil, nil)
+	outboxErrDesc = prometheus.NewDesc("checkout_outbox_scrape_error",
+		"1 when the outbox backlog could not be read at this scrape.", nil, nil)
 )
 
-type availabilityCollector struct{ src AvailabilityBacklog }
-
-func (c *availabilityCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- availPendingDesc
-	ch <- availLagDesc
-	ch <- availErrDesc
+// backlogCollector exports a Backlog as a count, the age of the oldest, and whether it was read.
+type backlogCollector struct {
+	read               func(ctx context.Context) (int64, time.Duration, error)
+	count, age, failed *prometheus.Desc
 }
 
-func (c *availabilityCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *backlogCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.count
+	ch <- c.age
+	ch <- c.failed
+}
+
+func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	pending, lag, err := c.src.Backlog(ctx)
+	pending, lag, err := c.read(ctx)
 	if err != nil {
-		ch <- prometheus.MustNewConstMetric(availErrDesc, prometheus.GaugeValue, 1)
+		ch <- prometheus.MustNewConstMetric(c.failed, prometheus.GaugeValue, 1)
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(availPendingDesc, prometheus.GaugeValue, float64(pending))
-	ch <- prometheus.MustNewConstMetric(availLagDesc, prometheus.GaugeValue, lag.Seconds())
-	ch <- prometheus.MustNewConstMetric(availErrDesc, prometheus.GaugeValue, 0)
+	ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(pending))
+	ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, lag.Seconds())
+	ch <- prometheus.MustNewConstMetric(c.failed, prometheus.GaugeValue, 0)
 }
