@@ -31,16 +31,21 @@ help: ## list the targets
 	@grep -hE '^[a-zA-Z0-9_/.-]+:.*## ' $(MAKEFILE_LIST) | sort | \
 		awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
 
+# `make run PROMETHEUS=1` also runs Prometheus on 127.0.0.1:$(PROMETHEUS_PORT) with the rules of
+# deploy/prometheus, its data in .data/prometheus.
+PROMETHEUS_PORT ?= 9090
+WITH_PROMETHEUS := $(filter-out 0 false no,$(PROMETHEUS))
+
 .PHONY: run
-run: postgres-binaries $(TEMPORAL_CLI) build ## run the whole product locally (PostgreSQL, Temporal, worker, API); Ctrl-C stops it
-	$(BIN)/checkout dev
+run: postgres-binaries $(TEMPORAL_CLI) build $(if $(WITH_PROMETHEUS),prometheus-binaries) ## run the whole product locally (PostgreSQL, Temporal, worker, API; PROMETHEUS=1 adds Prometheus with the rules); Ctrl-C stops it
+	$(if $(WITH_PROMETHEUS),PROMETHEUS_PORT=$(PROMETHEUS_PORT)) $(BIN)/checkout dev
 
 .PHONY: build
 build: ## build bin/checkout
 	$(GO) build -o $(BIN)/checkout ./cmd/checkout
 
 .PHONY: test
-test: postgres-binaries $(TEMPORAL_CLI) ## run every test against real PostgreSQL and the Temporal dev server, then every fuzz target for TEST_FUZZTIME (1000 inputs)
+test: postgres-binaries $(TEMPORAL_CLI) test-rules ## the Prometheus rules' tests, every test against real PostgreSQL and the Temporal dev server, then every fuzz target for TEST_FUZZTIME (1000 inputs)
 	$(GO) test $(TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
@@ -56,8 +61,16 @@ fuzz: postgres-binaries ## run every fuzz target for FUZZTIME each (30s); a fail
 		done; \
 	done
 
+# The alerting and recording rules: syntax, the compose configuration that loads them, and their
+# unit tests (every alert fires in one case and stays quiet in another).
+.PHONY: test-rules
+test-rules: prometheus-binaries ## check deploy/prometheus (rules, configuration) and run the rules' unit tests with promtool
+	promtool check config deploy/prometheus/prometheus.yml
+	promtool check rules deploy/prometheus/rules.yml
+	promtool test rules deploy/prometheus/tests.yml
+
 .PHONY: test-race
-test-race: postgres-binaries $(TEMPORAL_CLI) ## the tests under the race detector (slower)
+test-race: postgres-binaries $(TEMPORAL_CLI) prometheus-binaries ## the tests under the race detector (slower)
 	$(GO) test $(TEST_FLAGS) -race ./...
 
 # The build of the workflow code (workflows.BuildID), and where its recorded histories go.
@@ -122,7 +135,7 @@ loadtest: build ## 60-second campaign load against `make run`'s stack (start it 
 	$(BIN)/checkout loadgen --duration 60s --mix campaign
 
 .PHONY: clean-data
-clean-data: ## forget the local stack's data (.data/: PostgreSQL cluster, Temporal history)
+clean-data: ## forget the local stack's data (.data/: PostgreSQL cluster, Temporal history, Prometheus series)
 	rm -rf .data
 
 # Tools, installed once into bin/.
@@ -150,5 +163,19 @@ postgres-binaries:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null; \
 	else \
 		echo "PostgreSQL server binaries (initdb, postgres) are missing: install your distribution's postgresql package, or set PG_BINDIR"; \
+		exit 1; \
+	fi
+
+# Prometheus and promtool (the dev stack's Prometheus, the rules' tests): Debian's package,
+# installed with apt-get when missing and root.
+.PHONY: prometheus-binaries
+prometheus-binaries:
+	@if command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; then \
+		exit 0; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing Prometheus with apt-get"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+	else \
+		echo "prometheus and promtool are missing: install your distribution's prometheus package"; \
 		exit 1; \
 	fi

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -135,6 +136,49 @@ func TestModes_MetricsOnlyOnTheirInternalPort(t *testing.T) {
 			assert.NotContains(t, a.body, "checkout_")
 		})
 	}
+}
+
+// TestModes_DevWithPrometheus_ScrapesItsMetricsAndStopsWithIt: dev with PROMETHEUS_PORT runs the
+// distribution's Prometheus on that loopback port, scraping dev's /metrics with the product's rules,
+// and Ctrl-C stops it with everything else.
+func TestModes_DevWithPrometheus_ScrapesItsMetricsAndStopsWithIt(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	public, internal, prom := freeAddr(t), freeAddr(t), freeAddr(t)
+	_, port, _ := strings.Cut(prom, ":")
+	c := exec.Command(bin, "dev")
+	c.Dir = ".." // where `make run` starts it: deploy/prometheus/rules.yml is found from there
+	c.Env = append(cleanEnv(), "DATABASE_URL="+testenv.DatabaseURL(t), "TEMPORAL_ADDRESS="+testenv.TemporalAddress(t),
+		"TEMPORAL_TASK_QUEUE=e2e-"+randomHex(6), "SCHEDULES_ENABLED=false", "DATA_DIR="+t.TempDir(),
+		"AUTH_JWT_SECRET="+testenv.Secret, "PAYMENT_WEBHOOK_SECRET="+testenv.Secret,
+		"TEMPORAL_CODEC_KEY="+testenv.CodecKey, "TEMPORAL_CODEC_KID=k1",
+		"HTTP_ADDR="+public, "METRICS_ADDR="+internal, "PROMETHEUS_PORT="+port, "LOG_LEVEL=warn")
+	var logs bytes.Buffer
+	c.Stdout, c.Stderr = &logs, &logs
+	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	require.NoError(t, c.Start())
+	exited := false
+	t.Cleanup(func() {
+		if !exited {
+			_ = c.Process.Signal(os.Interrupt)
+			_ = c.Wait()
+		}
+		if t.Failed() {
+			t.Logf("dev's output:\n%s", logs.String())
+		}
+	})
+
+	query := "http://" + prom + "/api/v1/query?query=" + url.QueryEscape(`up{job="checkout"} == 1`)
+	g := waitFor(t, query, func(g got) bool { return strings.Contains(g.body, internal) })
+	assert.Contains(t, g.body, `"job":"checkout"`)
+	rules := waitFor(t, "http://"+prom+"/api/v1/rules", func(got) bool { return true })
+	assert.Contains(t, rules.body, `"name":"CheckoutSweeperLagging"`, "the product's rules are loaded")
+
+	require.NoError(t, c.Process.Signal(os.Interrupt))
+	require.NoError(t, c.Wait())
+	exited = true
+	_, err := fetch("http://" + prom + "/-/ready")
+	assert.Error(t, err, "Prometheus stopped with dev")
 }
 
 func freeAddr(t *testing.T) string {

@@ -26,6 +26,7 @@ import (
 	"github.com/marketplace/checkout/internal/codec"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/demo"
+	"github.com/marketplace/checkout/internal/devprometheus"
 	"github.com/marketplace/checkout/internal/devtemporal"
 	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/internal/pgserver"
@@ -241,7 +242,14 @@ func runDev(ctx context.Context, cfg config.Config) error {
 		cfg.DatabaseURL = pg.URL("checkout")
 		log.Info("postgres started", "url", cfg.DatabaseURL, "data", pg.Dir)
 	}
-	if cfg.TemporalAddress == "" {
+	if cfg.PrometheusPort > 0 && cfg.TemporalMetricsPort == 0 && cfg.TemporalAddress == "" {
+		// A port known in advance, so that Prometheus scrapes the dev server too.
+		if cfg.TemporalMetricsPort, err = pgserver.FreePort(); err != nil {
+			return err
+		}
+	}
+	temporalStarted := cfg.TemporalAddress == ""
+	if temporalStarted {
 		ts, err := devtemporal.Start(ctx, devtemporal.Options{CLI: cfg.TemporalCLI,
 			DBFile: filepath.Join(cfg.DataDir, "temporal.db"), Port: cfg.TemporalPort, UIPort: cfg.TemporalUIPort,
 			MetricsPort: cfg.TemporalMetricsPort, SearchAttributes: worker.SearchAttributeTypes(),
@@ -253,6 +261,14 @@ func runDev(ctx context.Context, cfg config.Config) error {
 		defer ts.Stop()
 		cfg.TemporalAddress = ts.Address
 		log.Info("temporal dev server started", "address", ts.Address)
+	}
+	if cfg.PrometheusPort > 0 {
+		prom, err := startPrometheus(ctx, cfg, temporalStarted)
+		if err != nil {
+			return fmt.Errorf("prometheus: %w", err)
+		}
+		defer prom.Stop()
+		log.Info("prometheus started", "url", prom.URL, "data", filepath.Join(cfg.DataDir, "prometheus"))
 	}
 	if _, err := migrations.Up(ctx, cfg.DatabaseURL); err != nil {
 		return err
@@ -273,6 +289,18 @@ func runDev(ctx context.Context, cfg config.Config) error {
 	err = a.runWithMetrics(ctx, a.runWorker, a.serveAPI)
 	fmt.Println("\nstopped.")
 	return err
+}
+
+// startPrometheus runs the distribution's Prometheus on loopback with the product's rules, scraping
+// this process's /metrics and, when dev started it, the Temporal dev server's.
+func startPrometheus(ctx context.Context, cfg config.Config, withTemporal bool) (*devprometheus.Server, error) {
+	targets := map[string][]string{"checkout": {cfg.MetricsTarget()}}
+	if withTemporal && cfg.TemporalMetricsPort > 0 {
+		targets["temporal"] = []string{"127.0.0.1:" + strconv.Itoa(cfg.TemporalMetricsPort)}
+	}
+	return devprometheus.Start(ctx, devprometheus.Options{Dir: filepath.Join(cfg.DataDir, "prometheus"),
+		Port: cfg.PrometheusPort, Targets: targets, Rules: []string{devprometheus.RulesFile},
+		Log: openLog(cfg.DataDir, "prometheus.log")})
 }
 
 // devAddr is where `dev` listens for the setting key (default port def): on this machine only,
@@ -319,6 +347,10 @@ func printBanner(cfg config.Config) {
 		}
 		return t
 	}
+	prom := "off (make run PROMETHEUS=1, or PROMETHEUS_PORT)"
+	if cfg.PrometheusPort > 0 {
+		prom = "http://127.0.0.1:" + strconv.Itoa(cfg.PrometheusPort) + "   (rules: deploy/prometheus/rules.yml)"
+	}
 	ui := "(external Temporal: see its own UI)"
 	if cfg.TemporalUIPort > 0 {
 		ui = "http://localhost:" + strconv.Itoa(cfg.TemporalUIPort)
@@ -328,6 +360,7 @@ checkout is running (Ctrl-C stops everything)
 
   API           %s
   metrics       %s
+  Prometheus    %s
   Temporal UI   %s
   Temporal      %s   namespace %s
   PostgreSQL    %s
@@ -342,7 +375,7 @@ checkout is running (Ctrl-C stops everything)
   Orders' payloads in Temporal are encrypted. To read them decoded in the UI, sign in with the
   support token at %s/session (see docs/runbook.md, "Decoding orders in the UI").
 
-`, cfg.PublicBaseURL, cfg.MetricsURL(), ui, cfg.TemporalAddress, cfg.TemporalNamespace, cfg.DatabaseURL,
+`, cfg.PublicBaseURL, cfg.MetricsURL(), prom, ui, cfg.TemporalAddress, cfg.TemporalNamespace, cfg.DatabaseURL,
 		token(auth.Principal{UserID: 7, Role: auth.RoleShopper}),
 		token(auth.Principal{UserID: 8, Role: auth.RoleShopper}),
 		token(auth.Principal{UserID: 1042, Role: auth.RoleSeller, SellerID: 42}),

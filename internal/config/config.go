@@ -85,6 +85,9 @@ type Config struct {
 	TemporalMetricsPort int
 	// TemporalDevConfig are more dynamic config values of the dev server (key=value, comma-separated).
 	TemporalDevConfig []string
+	// PrometheusPort, when above 0, makes dev start the distribution's Prometheus on that loopback
+	// port, scraping the stack with the product's rules (`make run PROMETHEUS=1`).
+	PrometheusPort int
 
 	// Payment simulator faults of this process (latency of every provider call, share of calls
 	// failing as "provider unavailable"); for tests and load runs.
@@ -192,6 +195,7 @@ func Load(getenv func(string) string) (Config, error) {
 		TemporalUIPort:          p.int("TEMPORAL_UI_PORT", DefaultTemporalUIPort),
 		TemporalMetricsPort:     p.int("TEMPORAL_METRICS_PORT", 0),
 		TemporalDevConfig:       p.list("TEMPORAL_DEV_DYNAMIC_CONFIG"),
+		PrometheusPort:          p.int("PROMETHEUS_PORT", 0),
 		MetricsAddr:             p.str("METRICS_ADDR", DefaultMetricsAddr),
 		PaysimLatency:           p.duration("PAYSIM_LATENCY", 0),
 		PaysimFailureRate:       p.float("PAYSIM_FAILURE_RATE", 0),
@@ -327,7 +331,10 @@ func (c Config) Validate() error {
 }
 
 // MetricsURL is where a client on this machine reads the process's /metrics.
-func (c Config) MetricsURL() string { return "http://" + loopback(c.MetricsAddr) + "/metrics" }
+func (c Config) MetricsURL() string { return "http://" + c.MetricsTarget() + "/metrics" }
+
+// MetricsTarget is the host:port a scraper on this machine reads /metrics at.
+func (c Config) MetricsTarget() string { return loopback(c.MetricsAddr) }
 
 // loopback turns a listen address such as ":8080" into one a local client can dial.
 func loopback(addr string) string {
