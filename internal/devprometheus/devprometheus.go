@@ -5,7 +5,6 @@
 package devprometheus
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,11 +16,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"syscall"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/marketplace/checkout/internal/childproc"
 	"github.com/marketplace/checkout/internal/pgserver"
 )
 
@@ -30,8 +29,6 @@ const RulesFile = "deploy/prometheus/rules.yml"
 
 // Options describe the Prometheus to run.
 type Options struct {
-	// Binary is the prometheus executable; empty finds it on PATH.
-	Binary string
 	// Dir holds the generated configuration and the time series (Dir/data).
 	Dir string
 	// Port serves the web UI and HTTP API on 127.0.0.1; 0 picks a free one.
@@ -50,18 +47,14 @@ type Options struct {
 type Server struct {
 	// URL is where its web UI and HTTP API answer.
 	URL  string
-	cmd  *exec.Cmd
-	done chan error
+	proc *childproc.Process
 }
 
-// FindBinary resolves the prometheus executable: the given path, else PATH.
-func FindBinary(path string) (string, error) {
-	if path == "" {
-		path = "prometheus"
-	}
-	p, err := exec.LookPath(path)
+// findBinary finds the distribution's prometheus on PATH.
+func findBinary() (string, error) {
+	p, err := exec.LookPath("prometheus")
 	if err != nil {
-		return "", fmt.Errorf("%s not found: install your distribution's prometheus package (make prometheus-binaries)", path)
+		return "", errors.New("prometheus not found on PATH: install your distribution's prometheus package (make prometheus-binaries)")
 	}
 	return p, nil
 }
@@ -85,9 +78,9 @@ type staticConfig struct {
 	Targets []string `yaml:"targets"`
 }
 
-// WriteConfig writes the configuration file for o into o.Dir and returns its path. Rule files are
+// writeConfig writes the configuration file for o into o.Dir and returns its path. Rule files are
 // made absolute, so that the file does not depend on the directory Prometheus starts in.
-func WriteConfig(o Options) (string, error) {
+func writeConfig(o Options) (string, error) {
 	var c config
 	interval := o.Interval
 	if interval <= 0 {
@@ -120,11 +113,11 @@ func WriteConfig(o Options) (string, error) {
 
 // Start writes the configuration, launches Prometheus and waits until it is ready.
 func Start(ctx context.Context, o Options) (*Server, error) {
-	bin, err := FindBinary(o.Binary)
+	bin, err := findBinary()
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := WriteConfig(o)
+	cfg, err := writeConfig(o)
 	if err != nil {
 		return nil, err
 	}
@@ -135,64 +128,40 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		}
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	cmd := exec.Command(bin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(o.Dir, "data"),
-		"--web.listen-address="+addr, "--storage.tsdb.retention.time=7d", "--log.format=json")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
-	var buf bytes.Buffer
-	if o.Log != nil {
-		cmd.Stdout, cmd.Stderr = o.Log, o.Log
-	} else {
-		cmd.Stdout, cmd.Stderr = &buf, &buf
+	proc, err := childproc.Start("prometheus", exec.Command(bin, "--config.file="+cfg,
+		"--storage.tsdb.path="+filepath.Join(o.Dir, "data"), "--web.listen-address="+addr,
+		"--storage.tsdb.retention.time=7d", "--log.format=json"), o.Log)
+	if err != nil {
+		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", bin, err)
-	}
-	s := &Server{URL: "http://" + addr, cmd: cmd, done: make(chan error, 1)}
-	go func() { s.done <- cmd.Wait() }()
-	if err := s.waitReady(ctx, &buf); err != nil {
-		s.Stop()
+	s := &Server{URL: "http://" + addr, proc: proc}
+	if err := proc.WaitReady(ctx, time.Minute, s.ready); err != nil {
+		proc.Stop()
 		return nil, err
 	}
 	return s, nil
 }
 
-func (s *Server) waitReady(ctx context.Context, log *bytes.Buffer) error {
-	client := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(60 * time.Second)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-s.done:
-			s.done <- err
-			return fmt.Errorf("prometheus exited while starting: %v\n%s", err, log.String())
-		case <-ctx.Done():
-			return ctx.Err()
-		default:
-		}
-		resp, err := client.Get(s.URL + "/-/ready")
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = errors.New(resp.Status)
-		}
-		lastErr = err
-		time.Sleep(100 * time.Millisecond)
+// ready: Prometheus answers its readiness endpoint.
+func (s *Server) ready(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/-/ready", nil)
+	if err != nil {
+		return err
 	}
-	return errors.Join(errors.New("prometheus not ready after 60s"), lastErr)
+	resp, err := (&http.Client{Timeout: 2 * time.Second}).Do(req)
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return errors.New(resp.Status)
+	}
+	return nil
 }
 
 // Stop ends Prometheus and waits for it.
 func (s *Server) Stop() {
-	if s == nil || s.cmd.Process == nil {
-		return
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(20 * time.Second):
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		<-s.done
+	if s != nil {
+		s.proc.Stop()
 	}
 }

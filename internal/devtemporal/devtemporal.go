@@ -3,9 +3,7 @@
 package devtemporal
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,12 +14,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"syscall"
 	"time"
 
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/marketplace/checkout/internal/childproc"
 )
 
 // Options describe the dev server to run.
@@ -51,8 +50,7 @@ type Options struct {
 // Server is a running dev server.
 type Server struct {
 	Address string
-	cmd     *exec.Cmd
-	done    chan error
+	proc    *childproc.Process
 }
 
 // FindCLI resolves the temporal binary: the given path, then the project's bin/ walking up from
@@ -144,68 +142,38 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	} else {
 		args = append(args, "--headless")
 	}
-	cmd := exec.Command(cli, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
-	var buf bytes.Buffer
-	if o.Log != nil {
-		cmd.Stdout, cmd.Stderr = o.Log, o.Log
-	} else {
-		cmd.Stdout, cmd.Stderr = &buf, &buf
+	proc, err := childproc.Start("temporal dev server", exec.Command(cli, args...), o.Log)
+	if err != nil {
+		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", cli, err)
-	}
-	s := &Server{Address: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd, done: make(chan error, 1)}
-	go func() { s.done <- cmd.Wait() }()
-	if err := s.waitReady(ctx, o.Namespace, &buf); err != nil {
-		s.Stop()
+	s := &Server{Address: "127.0.0.1:" + strconv.Itoa(port), proc: proc}
+	if err := proc.WaitReady(ctx, 90*time.Second, func(ctx context.Context) error { return s.ready(ctx, o.Namespace) }); err != nil {
+		proc.Stop()
 		return nil, err
 	}
 	return s, nil
 }
 
-func (s *Server) waitReady(ctx context.Context, namespace string, log *bytes.Buffer) error {
-	deadline := time.Now().Add(90 * time.Second)
-	var lastErr error
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-s.done:
-			s.done <- err
-			return fmt.Errorf("temporal dev server exited while starting: %v\n%s", err, log.String())
-		case <-ctx.Done():
-			return ctx.Err()
-		default:
-		}
-		c, err := client.Dial(client.Options{HostPort: s.Address, Namespace: namespace, Logger: quietLogger})
-		if err == nil {
-			hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			_, err = c.CheckHealth(hctx, &client.CheckHealthRequest{})
-			if err == nil {
-				_, err = c.WorkflowService().DescribeNamespace(hctx, describeNamespace(namespace))
-			}
-			cancel()
-			c.Close()
-			if err == nil {
-				return nil
-			}
-		}
-		lastErr = err
-		time.Sleep(100 * time.Millisecond)
+// ready: the frontend answers, and knows the namespace.
+func (s *Server) ready(ctx context.Context, namespace string) error {
+	c, err := client.Dial(client.Options{HostPort: s.Address, Namespace: namespace, Logger: quietLogger})
+	if err != nil {
+		return err
 	}
-	return errors.Join(errors.New("temporal dev server not ready after 90s"), lastErr)
+	defer c.Close()
+	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := c.CheckHealth(hctx, &client.CheckHealthRequest{}); err != nil {
+		return err
+	}
+	_, err = c.WorkflowService().DescribeNamespace(hctx, describeNamespace(namespace))
+	return err
 }
 
 // Stop ends the server and waits for it.
 func (s *Server) Stop() {
-	if s == nil || s.cmd.Process == nil {
-		return
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(20 * time.Second):
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		<-s.done
+	if s != nil {
+		s.proc.Stop()
 	}
 }
 
