@@ -39,7 +39,7 @@ func apiGet(t *testing.T, base, path string, out any) {
 
 // TestStart_ScrapesTheTargetsAndEvaluatesTheProductsRules: the distribution's Prometheus, started
 // as dev starts it, scrapes a live /metrics (up is 1), loads every rule of the product's rule file
-// and evaluates them without error, and is gone after Stop.
+// and evaluates them without error, answers every query of the dashboard, and is gone after Stop.
 func TestStart_ScrapesTheTargetsAndEvaluatesTheProductsRules(t *testing.T) {
 	t.Parallel()
 	m := metrics.New()
@@ -97,6 +97,13 @@ func TestStart_ScrapesTheTargetsAndEvaluatesTheProductsRules(t *testing.T) {
 	}
 	assert.Equal(t, ruleCount(t), n, "every rule of the file is loaded")
 
+	// The dashboard's queries are PromQL this Prometheus accepts.
+	for _, expr := range dashboardQueries(t) {
+		var r struct{ ResultType string }
+		apiGet(t, prom.URL, "/api/v1/query?query="+url.QueryEscape(expr), &r)
+		assert.NotEmpty(t, r.ResultType, expr)
+	}
+
 	prom.Stop()
 	stopped = true
 	_, err = http.Get(prom.URL + "/-/ready")
@@ -117,4 +124,23 @@ func ruleCount(t *testing.T) int {
 		n += len(g.Rules)
 	}
 	return n
+}
+
+// dashboardQueries are the expressions of the dashboard's panels.
+func dashboardQueries(t *testing.T) []string {
+	t.Helper()
+	raw, err := os.ReadFile("../../deploy/grafana/checkout-order-flow.json")
+	require.NoError(t, err)
+	var d struct {
+		Panels []struct{ Targets []struct{ Expr string } }
+	}
+	require.NoError(t, json.Unmarshal(raw, &d))
+	var out []string
+	for _, p := range d.Panels {
+		for _, target := range p.Targets {
+			out = append(out, target.Expr)
+		}
+	}
+	require.NotEmpty(t, out)
+	return out
 }
