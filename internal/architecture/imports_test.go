@@ -22,11 +22,12 @@ const module = "github.com/marketplace/checkout/"
 // layers; none of its own layer or above. A new package must be placed here (and in the document).
 var layers = [][]string{
 	// Foundations: the database's generated queries and migrations, money, tokens, the codec,
-	// metrics, the payment provider's interface, the dev servers.
+	// metrics, the payment provider's interface, the dev PostgreSQL and child processes.
 	{"db", "migrations", "internal/money", "internal/auth", "internal/codec", "internal/metrics", "payment",
-		"internal/pgserver", "internal/devtemporal"},
+		"internal/pgserver", "internal/childproc"},
 	// The business rules, each on its own tables.
-	{"inventory", "pricing", "availability", "outbox", "payment/paysim", "internal/config", "internal/demo"},
+	{"inventory", "pricing", "availability", "outbox", "payment/paysim", "internal/config", "internal/demo",
+		"internal/devtemporal", "internal/devprometheus"},
 	{"cart"},
 	// The saga's steps.
 	{"activities"},
@@ -42,7 +43,7 @@ var layers = [][]string{
 
 // tools are for tests and benchmarks only: nothing in layers may import them.
 var tools = []string{"internal/testenv", "internal/benchkit", "internal/benchdata", "internal/tools/benchcampaign",
-	"internal/tools/benchcost", "internal/tools/benchorders", "internal/tools/benchreserve", "internal/architecture", "e2e"}
+	"internal/tools/benchcost", "internal/tools/benchorders", "internal/tools/benchreserve", "internal/architecture", "deploy", "e2e"}
 
 func TestImports_FollowTheLayers(t *testing.T) {
 	layerOf := map[string]int{}
