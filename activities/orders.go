@@ -35,6 +35,9 @@ const (
 	// ErrTypeTooManyOpenOrders: the shopper already has as many orders waiting for payment as
 	// the cap allows; nothing was written.
 	ErrTypeTooManyOpenOrders = "TooManyOpenOrders"
+	// ErrTypeCouponRefused: the order's coupon does not apply; its details are the
+	// pricing.CouponRefusal. Nothing was written or reserved.
+	ErrTypeCouponRefused = "CouponRefused"
 )
 
 // Outbox event types of orders.
@@ -61,6 +64,8 @@ type CheckPricesInput struct {
 	UserID         int64  `json:"userId"`
 	IdempotencyKey string `json:"idempotencyKey"`
 	PriceVersion   string `json:"priceVersion"`
+	// CouponCode is the coupon the shopper's order carries (empty: none).
+	CouponCode string `json:"couponCode,omitempty"`
 }
 
 // PriceChangedDetails travel with a PriceChanged error: the version the shopper must see now.
@@ -105,11 +110,24 @@ func (a *Orders) CheckPrices(ctx context.Context, in CheckPricesInput) (pricing.
 				fmt.Sprintf("sku %d: at most %d per order", it.SKUID, it.MaxPerOrder), ErrTypeCartInvalid, nil, []int64{it.SKUID})
 		}
 	}
+	if in.CouponCode != "" {
+		var refusal *pricing.CouponRefusal
+		if quote, refusal, err = pricing.WithCoupon(ctx, q, quote, in.CouponCode, in.UserID); err != nil {
+			return quote, err
+		}
+		if refusal != nil {
+			return quote, couponRefused(refusal)
+		}
+	}
 	if quote.PriceVersion != in.PriceVersion {
 		return quote, temporal.NewNonRetryableApplicationError("prices changed since the preview",
 			ErrTypePriceChanged, nil, PriceChangedDetails{PriceVersion: quote.PriceVersion})
 	}
 	return quote, nil
+}
+
+func couponRefused(r *pricing.CouponRefusal) error {
+	return temporal.NewNonRetryableApplicationError(r.Message, ErrTypeCouponRefused, r, *r)
 }
 
 // quoteOf reads back the prices an order was made with.
@@ -128,6 +146,13 @@ func (a *Orders) quoteOf(ctx context.Context, q *db.Queries, orderID int64, pric
 			item.ListPriceMinor = *it.ListPriceMinor
 		}
 		quote.Items = append(quote.Items, item)
+	}
+	c, err := q.CouponOfOrder(ctx, orderID)
+	switch {
+	case err == nil:
+		quote.Coupon = &pricing.AppliedCoupon{ID: c.ID, Code: c.Code, DiscountMinor: c.DiscountMinor}
+	case !errors.Is(err, pgx.ErrNoRows):
+		return pricing.Quote{}, err
 	}
 	return quote, nil
 }
@@ -214,6 +239,11 @@ func (a *Orders) CreateOrder(ctx context.Context, in CreateOrderInput) (CreatedO
 				return err
 			}
 		}
+		if in.Quote.Coupon != nil {
+			if err := redeem(ctx, q, id, in.UserID, *in.Quote.Coupon); err != nil {
+				return err
+			}
+		}
 		if err := q.InsertPayment(ctx, db.InsertPaymentParams{OrderID: id, IdempotencyKey: PaymentKey(id),
 			Provider: in.Provider, AmountMinor: in.Quote.TotalMinor, Currency: in.Quote.Currency}); err != nil {
 			return err
@@ -222,6 +252,32 @@ func (a *Orders) CreateOrder(ctx context.Context, in CreateOrderInput) (CreatedO
 			"total": in.Quote.TotalMinor, "currency": in.Quote.Currency})
 	})
 	return out, err
+}
+
+// redeem spends one redemption of the order's coupon in the order's transaction: one conditional
+// statement decides, under the shopper's coupon lock. A refusal rolls the order back with it.
+func redeem(ctx context.Context, q *db.Queries, orderID, userID int64, c pricing.AppliedCoupon) error {
+	if err := q.LockUser(ctx, db.LockCoupons, userID); err != nil {
+		return err
+	}
+	_, err := q.RedeemCoupon(ctx, db.RedeemCouponParams{CouponID: c.ID, UserID: userID, OrderID: orderID,
+		DiscountMinor: c.DiscountMinor})
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	// Say why, as the preview would now.
+	now, err := q.CouponByCode(ctx, userID, c.Code)
+	if err != nil {
+		return err
+	}
+	refusal := &pricing.CouponRefusal{Code: pricing.CouponUsedUp, Message: "the coupon has been used up"}
+	switch {
+	case !now.Now.Before(now.EndsAt):
+		refusal = &pricing.CouponRefusal{Code: pricing.CouponExpired, Message: "the coupon has expired"}
+	case now.Redeemed < now.MaxRedemptions && now.ShopperRedeemed >= now.MaxPerShopper:
+		refusal = &pricing.CouponRefusal{Code: pricing.CouponAlreadyUsed, Message: "you have used this coupon as many times as it allows"}
+	}
+	return couponRefused(refusal)
 }
 
 // TooManyOpenOrdersDetails travel with a TooManyOpenOrders error.
@@ -293,6 +349,10 @@ func (a *Orders) Transition(ctx context.Context, in TransitionInput) (bool, erro
 			return err
 		}
 		changed = true
+		// The coupon follows the order: spent when it is confirmed, given back otherwise.
+		if err := q.SettleCouponRedemption(ctx, in.To, in.OrderID); err != nil {
+			return err
+		}
 		detail := map[string]any{"status": in.To}
 		if in.Code != "" {
 			detail["code"] = in.Code

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -142,6 +143,7 @@ func readAccepted(t *testing.T, body []byte, v any) {
 var (
 	guestTokenShape   = regexp.MustCompile(`^[A-Za-z0-9_-]{22,128}$`)
 	paymentTokenShape = regexp.MustCompile(`^tok_[A-Za-z0-9_]{1,60}$`)
+	couponShape       = regexp.MustCompile(`^[A-Za-z0-9_-]{3,32}$`)
 	currencyShape     = regexp.MustCompile(`^[A-Z]{3}$`)
 )
 
@@ -259,8 +261,9 @@ func cartMergeRoute(f *testing.F, h *harness) bodyRoute {
 		}}
 }
 
-// previewRoute: the preview takes no body, so whatever body comes, it answers what it answers
-// without one.
+// previewRoute: the preview's body is optional and holds only a coupon code. A body without one
+// (nothing, white space, or an object without a code) answers what no body answers; a code is
+// answered with what the coupon does, named as it is stored.
 func previewRoute(f *testing.F, h *harness) bodyRoute {
 	shopper := auth.Principal{UserID: 7, Role: auth.RoleShopper}
 	path, item := putItem(71, 42, 2)
@@ -269,14 +272,29 @@ func previewRoute(f *testing.F, h *harness) bodyRoute {
 	}
 	return bodyRoute{name: "POST /api/v1/checkout/preview", method: http.MethodPost, path: "/api/v1/checkout/preview",
 		token:   h.as(shopper),
-		accepts: status(http.StatusOK), refused: refusalCodes{http.StatusRequestEntityTooLarge: {api.CodePayloadTooLarge}},
+		accepts: status(http.StatusOK), refused: bodyRefusals(nil),
 		check: func(t *testing.T, body []byte, a reply) {
+			var req struct {
+				CouponCode string `json:"couponCode"`
+			}
+			if len(bytes.TrimSpace(body)) > 0 {
+				readAccepted(t, body, &req)
+			}
+			if req.CouponCode != "" {
+				coupon, _ := a.body["coupon"].(map[string]any)
+				if !couponShape.MatchString(req.CouponCode) || coupon["code"] != strings.ToUpper(req.CouponCode) {
+					t.Fatalf("with body %q the preview is %s", body, a.raw)
+				}
+				return
+			}
 			want := h.sendBytes(http.MethodPost, "/api/v1/checkout/preview", h.fuzzToken(t, shopper), nil)
 			if a.raw != want.raw {
 				t.Fatalf("with body %q the preview is\n%s\nwithout one\n%s", body, a.raw, want.raw)
 			}
 		},
-		seeds: []string{``, `{}`, `{"priceVersion":"x"}`, `not json`, `[` + strings.Repeat("1,", 100) + `1]`}}
+		seeds: []string{``, ` `, `{}`, `{"priceVersion":"x"}`, `not json`, `[` + strings.Repeat("1,", 100) + `1]`,
+			`{"couponCode":"nope"}`, `{"couponCode":"ab"}`, `{"couponCode":"` + strings.Repeat("A", 33) + `"}`,
+			`{"couponCode":"a b c"}`, `{"couponCode":7}`, `{"couponCode":""}`}}
 }
 
 // orderRoute sends every body as a shopper without addresses: a body that passes validation is
@@ -296,9 +314,11 @@ func orderRoute(h *harness) bodyRoute {
 				PriceVersion       string `json:"priceVersion"`
 				AddressID          int64  `json:"addressId"`
 				PaymentMethodToken string `json:"paymentMethodToken"`
+				CouponCode         string `json:"couponCode"`
 			}
 			readAccepted(t, body, &req)
-			if req.PriceVersion == "" || len(req.PriceVersion) > 64 || req.AddressID <= 0 || !paymentTokenShape.MatchString(req.PaymentMethodToken) {
+			if req.PriceVersion == "" || len(req.PriceVersion) > 64 || req.AddressID <= 0 || !paymentTokenShape.MatchString(req.PaymentMethodToken) ||
+				(req.CouponCode != "" && !couponShape.MatchString(req.CouponCode)) {
 				t.Fatalf("accepted %q", body)
 			}
 		},
@@ -312,6 +332,8 @@ func orderRoute(h *harness) bodyRoute {
 			`{"priceVersion":"v","addressId":1,"paymentMethodToken":"tok_ok\n"}`,
 			`{"priceVersion":"","addressId":1.5,"paymentMethodToken":"tok_ok"}`,
 			`{"priceVersion":7,"addressId":"1","paymentMethodToken":null}`,
+			`{"priceVersion":"v","addressId":1,"paymentMethodToken":"tok_ok","couponCode":"KASIM-100"}`,
+			`{"priceVersion":"v","addressId":1,"paymentMethodToken":"tok_ok","couponCode":"x"}`,
 			`{}`, `[]`, ``,
 		}}
 }

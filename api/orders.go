@@ -38,7 +38,11 @@ type orderRequest struct {
 	PriceVersion       string `json:"priceVersion"`
 	AddressID          int64  `json:"addressId"`
 	PaymentMethodToken string `json:"paymentMethodToken"`
+	// CouponCode is optional; without one the request hashes as it did before coupons.
+	CouponCode string `json:"couponCode,omitempty"`
 }
+
+var couponRe = regexp.MustCompile(`^[A-Za-z0-9_-]{3,32}$`)
 
 func (r orderRequest) validate() error {
 	var v validation
@@ -50,6 +54,9 @@ func (r orderRequest) validate() error {
 	}
 	if !tokenRe.MatchString(r.PaymentMethodToken) {
 		v.add("paymentMethodToken", "required: a payment method token such as tok_3ds")
+	}
+	if r.CouponCode != "" && !couponRe.MatchString(r.CouponCode) {
+		v.add("couponCode", "3 to 32 letters, digits, - or _")
 	}
 	return v.err()
 }
@@ -111,7 +118,7 @@ func (s *Server) createOrder(c echo.Context) error {
 
 	in := workflows.OrderInput{UserID: p.UserID, IdempotencyKey: key, RequestHash: h, PriceVersion: req.PriceVersion,
 		AddressID: req.AddressID, HoldTTL: s.Config.HoldTTL, Provider: s.Config.PaymentProvider,
-		StepRetryWindow: s.Config.StepRetryWindow}
+		StepRetryWindow: s.Config.StepRetryWindow, CouponCode: pricing.NormalCode(req.CouponCode)}
 	wfID := workflows.OrderWorkflowID(p.UserID, key)
 	pctx, cancel := context.WithTimeout(ctx, placeTimeout)
 	defer cancel()
@@ -271,6 +278,10 @@ func renderOutcome(c echo.Context, r workflows.PlaceOrderResult) error {
 			return keyReused()
 		case workflows.RejectTooManyOpenOrders:
 			return tooManyOpenOrders(c, r)
+		}
+		if strings.HasPrefix(r.RejectCode, "COUPON_") {
+			// Nothing was reserved or charged; the order may be placed again without the coupon.
+			return NewError(http.StatusConflict, r.RejectCode, r.Message)
 		}
 		return NewError(http.StatusUnprocessableEntity, CodeCartInvalid, r.Message)
 	}

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -59,8 +61,24 @@ type previewWarning struct {
 	Max       int32  `json:"max,omitempty"`
 }
 
+// previewRequest is the preview's optional body.
+type previewRequest struct {
+	CouponCode string `json:"couponCode"`
+}
+
+// couponView says whether the coupon applies, and what it takes off or why not.
+type couponView struct {
+	Code     string `json:"code"`
+	Applies  bool   `json:"applies"`
+	Discount string `json:"discount,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Message  string `json:"message,omitempty"`
+}
+
 type previewResponse struct {
 	Items        []previewItem    `json:"items"`
+	Subtotal     string           `json:"subtotal"`
+	Coupon       *couponView      `json:"coupon,omitempty"`
 	Total        string           `json:"total"`
 	Currency     string           `json:"currency"`
 	PriceVersion string           `json:"priceVersion"`
@@ -72,6 +90,18 @@ type previewResponse struct {
 // one POST /orders compares against.
 func (h *cartHandlers) preview(c echo.Context) error {
 	ctx := c.Request().Context()
+	var req previewRequest
+	if body, err := readBody(c); err != nil {
+		return err
+	} else if len(bytes.TrimSpace(body)) > 0 {
+		c.Request().Body = io.NopCloser(bytes.NewReader(body))
+		if err := bind(c, &req); err != nil {
+			return err
+		}
+		if req.CouponCode != "" && !couponRe.MatchString(req.CouponCode) {
+			return validation{{Field: "couponCode", Message: "3 to 32 letters, digits, - or _"}}.err()
+		}
+	}
 	snap, err := cart.Load(ctx, h.q, cart.MemberID(mustPrincipal(c).UserID))
 	if err != nil && !errors.Is(err, cart.ErrNotFound) {
 		return err
@@ -90,6 +120,20 @@ func (h *cartHandlers) preview(c echo.Context) error {
 	case err != nil:
 		return err
 	}
+	subtotal := quote.TotalMinor
+	var coupon *couponView
+	if req.CouponCode != "" {
+		var refusal *pricing.CouponRefusal
+		if quote, refusal, err = pricing.WithCoupon(ctx, h.q, quote, req.CouponCode, mustPrincipal(c).UserID); err != nil {
+			return err
+		}
+		coupon = &couponView{Code: pricing.NormalCode(req.CouponCode), Applies: refusal == nil}
+		if refusal != nil {
+			coupon.Reason, coupon.Message = refusal.Code, refusal.Message
+		} else {
+			coupon.Discount = money.Format(quote.Coupon.DiscountMinor)
+		}
+	}
 	ids := make([]int64, len(quote.Items))
 	for i, it := range quote.Items {
 		ids[i] = it.SKUID
@@ -103,7 +147,8 @@ func (h *cartHandlers) preview(c echo.Context) error {
 		atAdd[it.SKUID] = it.PriceAtAdd
 	}
 	threshold := int32(h.Config.LowStockThreshold)
-	out := previewResponse{Items: make([]previewItem, len(quote.Items)), Total: money.Format(quote.TotalMinor),
+	out := previewResponse{Items: make([]previewItem, len(quote.Items)), Subtotal: money.Format(subtotal),
+		Coupon: coupon, Total: money.Format(quote.TotalMinor),
 		Currency: quote.Currency, PriceVersion: quote.PriceVersion, Warnings: []previewWarning{}}
 	for i, it := range quote.Items {
 		price := money.Format(it.UnitPriceMinor)

@@ -137,6 +137,9 @@ func New(d Deps) *echo.Echo {
 	campaigns.POST("", s.createCampaign)
 	campaigns.GET("", s.listCampaigns)
 	campaigns.POST("/:campaignId/end", s.endCampaign)
+	coupons := e.Group("/api/v1/ops/coupons", s.authenticate, requireRole(auth.RoleOps))
+	coupons.POST("", s.createCoupon)
+	coupons.GET("", s.listCoupons)
 
 	seller := e.Group("/seller-api/v1", s.authenticate, requireRole(auth.RoleSeller), s.rateLimit(s.limits.seller))
 	seller.PUT("/skus", s.putSKUs)

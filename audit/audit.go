@@ -42,6 +42,8 @@ const (
 	FailedOrderAuthVoided    = "failed-order-authorization-voided"
 	NoStaleReservation       = "no-stale-reservation"
 	NoOpenOrderPastHold      = "no-open-order-past-hold"
+	CouponCountMatches       = "coupon-count-matches"
+	CouponFollowsOrder       = "coupon-follows-order"
 )
 
 // Invariants lists every invariant in report order, with what it means.
@@ -58,6 +60,8 @@ var Invariants = []struct{ Name, Rule string }{
 	{FailedOrderAuthVoided, "every FAILED or CANCELLED order: no authorization left open (voided, declined or never made)"},
 	{NoStaleReservation, "no ACTIVE reservation past its hold by more than the sweeper period (plus slack)"},
 	{NoOpenOrderPastHold, "no order or its workflows still open past the hold (plus slack) without a reason (NEEDS_ATTENTION is one)"},
+	{CouponCountMatches, "every coupon: redeemed = its redemptions not given back, and never beyond its limit"},
+	{CouponFollowsOrder, "every redemption: spent with a CONFIRMED order, given back with a FAILED or CANCELLED one, held only while the order is open"},
 }
 
 // Options say what "too late" means and where to look.
@@ -160,7 +164,7 @@ func Run(ctx context.Context, pool *pgxpool.Pool, o Options) (Report, error) {
 				rep.Orders[s.Status] = s.Orders
 			}
 			for _, step := range []func(context.Context, *db.Queries) error{
-				a.stock, a.settledOrders, a.staleReservations, a.openOrders,
+				a.stock, a.settledOrders, a.coupons, a.staleReservations, a.openOrders,
 			} {
 				if err := step(ctx, q); err != nil {
 					return err
@@ -294,6 +298,27 @@ func amountRange(lo, hi int64) string {
 		return money.Format(lo)
 	}
 	return money.Format(lo) + "…" + money.Format(hi)
+}
+
+// coupons checks that a coupon is never spent twice or beyond its limit, and that a redemption
+// goes the way of its order.
+func (a *auditor) coupons(ctx context.Context, q *db.Queries) error {
+	counts, err := q.AuditCoupons(ctx)
+	if err != nil {
+		return err
+	}
+	for _, c := range counts {
+		a.add(CouponCountMatches, "coupon "+c.Code, "redeemed %d of at most %d, but %d redemptions are not given back",
+			c.Redeemed, c.MaxRedemptions, c.Held)
+	}
+	rows, err := q.AuditRedemptions(ctx, a.o.Since)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		a.add(CouponFollowsOrder, orderSubject(r.OrderID), "order %s, its coupon redemption %s", r.OrderStatus, r.RedemptionStatus)
+	}
+	return nil
 }
 
 // staleReservations finds ACTIVE reservations that both the hold child and the sweeper missed.

@@ -40,6 +40,51 @@ func (q *Queries) AuditCounts(ctx context.Context) (AuditCountsRow, error) {
 	return i, err
 }
 
+const auditCoupons = `-- name: AuditCoupons :many
+SELECT c.id, c.code, c.redeemed, c.max_redemptions,
+       (SELECT count(*) FROM coupon_redemptions r WHERE r.coupon_id = c.id AND r.status <> 'RELEASED')::int AS held
+FROM coupons c
+WHERE c.redeemed <> (SELECT count(*) FROM coupon_redemptions r WHERE r.coupon_id = c.id AND r.status <> 'RELEASED')
+   OR c.redeemed > c.max_redemptions
+ORDER BY c.id
+`
+
+type AuditCouponsRow struct {
+	ID             int64
+	Code           string
+	Redeemed       int32
+	MaxRedemptions int32
+	Held           int32
+}
+
+// Coupons whose count of redemptions disagrees with the redemptions not given back, or passes the
+// limit.
+func (q *Queries) AuditCoupons(ctx context.Context) ([]AuditCouponsRow, error) {
+	rows, err := q.db.Query(ctx, auditCoupons)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []AuditCouponsRow{}
+	for rows.Next() {
+		var i AuditCouponsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Code,
+			&i.Redeemed,
+			&i.MaxRedemptions,
+			&i.Held,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const auditInventoryRows = `-- name: AuditInventoryRows :many
 WITH ledger AS (
     SELECT sku_id, warehouse_id, sum(delta)::bigint AS total,
@@ -283,6 +328,45 @@ func (q *Queries) AuditOrdersOfWorkflows(ctx context.Context, attentionSeconds f
 	return items, nil
 }
 
+const auditRedemptions = `-- name: AuditRedemptions :many
+SELECT r.order_id, r.status::text AS redemption_status, o.status::text AS order_status
+FROM coupon_redemptions r JOIN orders o ON o.id = r.order_id
+WHERE o.created_at >= $1::timestamptz
+  AND ((o.status = 'CONFIRMED' AND r.status <> 'CONFIRMED')
+    OR (o.status IN ('FAILED', 'CANCELLED') AND r.status <> 'RELEASED')
+    OR (o.status IN ('PENDING_PAYMENT', 'NEEDS_ATTENTION') AND r.status <> 'HELD'))
+ORDER BY r.order_id
+`
+
+type AuditRedemptionsRow struct {
+	OrderID          int64
+	RedemptionStatus string
+	OrderStatus      string
+}
+
+// Redemptions that do not follow their order: spent (CONFIRMED) with a confirmed order, given back
+// (RELEASED) with a failed or cancelled one, HELD only while the order is open. The order's final
+// transition settles its redemption in the same transaction.
+func (q *Queries) AuditRedemptions(ctx context.Context, since time.Time) ([]AuditRedemptionsRow, error) {
+	rows, err := q.db.Query(ctx, auditRedemptions, since)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []AuditRedemptionsRow{}
+	for rows.Next() {
+		var i AuditRedemptionsRow
+		if err := rows.Scan(&i.OrderID, &i.RedemptionStatus, &i.OrderStatus); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const auditSettledOrders = `-- name: AuditSettledOrders :many
 WITH scope AS (
     SELECT id, status, failure_code, total_minor, currency
@@ -326,7 +410,8 @@ WITH scope AS (
     GROUP BY pi.order_id
 ), joined AS (
     SELECT s.id, s.status, coalesce(s.failure_code, '')::text AS failure_code, s.total_minor,
-           coalesce(i.total, 0)::bigint AS items_total,
+           -- what the items add up to, less the order's spent coupon
+           (coalesce(i.total, 0) - coalesce(cr.discount_minor, 0))::bigint AS items_total,
            coalesce(r.n, 0)::bigint AS reservations, coalesce(r.active_n, 0)::bigint AS active_n,
            coalesce(r.confirmed_n, 0)::bigint AS confirmed_n, coalesce(r.active_units, 0)::bigint AS active_units,
            coalesce(r.confirmed_units, 0)::bigint AS confirmed_units, coalesce(u.lines, 0)::bigint AS unmatched_lines,
@@ -344,6 +429,7 @@ WITH scope AS (
     LEFT JOIN unmatched u ON u.order_id = s.id
     LEFT JOIN intents pi ON pi.order_id = s.id
     LEFT JOIN payments p ON p.order_id = s.id
+    LEFT JOIN coupon_redemptions cr ON cr.order_id = s.id AND cr.status = 'CONFIRMED'
 ), flagged AS (
     SELECT joined.id, joined.status, joined.failure_code, joined.total_minor, joined.items_total, joined.reservations, joined.active_n, joined.confirmed_n, joined.active_units, joined.confirmed_units, joined.unmatched_lines, joined.intents, joined.intents_captured, joined.intents_open, joined.provider_captured, joined.provider_refunded, joined.intent_amount_min, joined.intent_amount_max, joined.intent_id, joined.intent_list, joined.payment_status, joined.payment_intent_id, joined.payment_amount, joined.payment_captured, joined.payment_refunded,
            (status = 'CONFIRMED' AND (reservations = 0 OR confirmed_n <> reservations OR unmatched_lines > 0

@@ -8,4 +8,6 @@ const (
 	LockOpenOrders int32 = 3
 	// LockAddressBook serialises the address inserts of one user, for the address book's limit.
 	LockAddressBook int32 = 4
+	// LockCoupons serialises the coupon redemptions of one shopper, for a coupon's per-shopper limit.
+	LockCoupons int32 = 5
 )

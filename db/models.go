@@ -56,6 +56,35 @@ type Cart struct {
 	UpdatedAt  time.Time
 }
 
+type Coupon struct {
+	ID               int64
+	Code             string
+	Kind             string
+	Value            int64
+	MaxDiscountMinor *int64
+	Currency         string
+	MinBasketMinor   int64
+	StartsAt         time.Time
+	EndsAt           time.Time
+	MaxRedemptions   int32
+	MaxPerShopper    int32
+	SellerID         *int64
+	SkuIds           []int64
+	Redeemed         int32
+	CreatedBy        string
+	CreatedAt        time.Time
+}
+
+type CouponRedemption struct {
+	OrderID       int64
+	CouponID      int64
+	UserID        int64
+	DiscountMinor int64
+	Status        string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
 type IdempotencyRecord struct {
 	UserID         int64
 	IdempotencyKey string

@@ -110,6 +110,8 @@ type Quote struct {
 	TotalMinor   int64  `json:"totalMinor"`
 	Currency     string `json:"currency"`
 	PriceVersion string `json:"priceVersion"`
+	// Coupon is the coupon taken off TotalMinor (nil: none).
+	Coupon *AppliedCoupon `json:"coupon,omitempty"`
 }
 
 // Errors of a quote.
@@ -187,7 +189,10 @@ func Compute(ctx context.Context, q *db.Queries, lines []Line) (Quote, error) {
 // Version names exactly these items at these prices: any change of a SKU, a quantity, a unit
 // price, a currency or the campaigns that gave a price gives another version. (A line without
 // campaigns hashes as it did before campaigns existed.)
-func Version(items []Item) string {
+func Version(items []Item) string { return VersionOf(items, nil) }
+
+// VersionOf is Version with the coupon the total applies, which it names too.
+func VersionOf(items []Item, coupon *AppliedCoupon) string {
 	sorted := append([]Item(nil), items...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].SKUID < sorted[j].SKUID })
 	var b strings.Builder
@@ -204,6 +209,9 @@ func Version(items []Item) string {
 			b.WriteString(strconv.FormatInt(c, 10))
 		}
 		b.WriteByte(';')
+	}
+	if coupon != nil {
+		fmt.Fprintf(&b, "coupon:%d:%d;", coupon.ID, coupon.DiscountMinor)
 	}
 	sum := sha256.Sum256([]byte(b.String()))
 	return "pv_" + hex.EncodeToString(sum[:10])

@@ -101,3 +101,41 @@ func TestCompute_CampaignsInForce(t *testing.T) {
 	assert.Equal(t, before.PriceVersion, ended.PriceVersion)
 	assert.Equal(t, before.TotalMinor, ended.TotalMinor)
 }
+
+// TestWithCoupon_SaysWhyNot: each reason a coupon does not apply has its code, and the quote
+// stays as it was; one that applies takes its discount off and changes the priceVersion.
+func TestWithCoupon_SaysWhyNot(t *testing.T) {
+	t.Parallel()
+	pool := testenv.Pool(t)
+	ctx := context.Background()
+	require.NoError(t, demo.Load(ctx, pool))
+	q := db.New(pool)
+	_, err := pool.Exec(ctx, `INSERT INTO coupons (code, kind, value, max_discount_minor, currency, min_basket_minor,
+		starts_at, ends_at, max_redemptions, max_per_shopper, seller_id, sku_ids, redeemed, created_by) VALUES
+		('TEN', 'PERCENT', 1000, 5000, 'TRY', 0, now() - interval '1h', now() + interval '1h', 10, 1, NULL, NULL, 0, 't'),
+		('LATER', 'FIXED', 100, NULL, 'TRY', 0, now() + interval '1h', now() + interval '2h', 10, 1, NULL, NULL, 0, 't'),
+		('OLD', 'FIXED', 100, NULL, 'TRY', 0, now() - interval '2h', now() - interval '1h', 10, 1, NULL, NULL, 0, 't'),
+		('GONE', 'FIXED', 100, NULL, 'TRY', 0, now() - interval '1h', now() + interval '1h', 1, 1, NULL, NULL, 1, 't'),
+		('MUGS', 'FIXED', 100, NULL, 'TRY', 0, now() - interval '1h', now() + interval '1h', 10, 1, 43, NULL, 0, 't'),
+		('BIG', 'FIXED', 100, NULL, 'TRY', 100000000, now() - interval '1h', now() + interval '1h', 10, 1, NULL, NULL, 0, 't'),
+		('EURO', 'FIXED', 100, NULL, 'EUR', 0, now() - interval '1h', now() + interval '1h', 10, 1, NULL, NULL, 0, 't')`)
+	require.NoError(t, err)
+	quote, err := pricing.Compute(ctx, q, []pricing.Line{{SKUID: 71, Quantity: 1}})
+	require.NoError(t, err)
+	for code, want := range map[string]string{"nope": pricing.CouponNotFound, "later": pricing.CouponNotStarted,
+		"OLD": pricing.CouponExpired, "GONE": pricing.CouponUsedUp, "MUGS": pricing.CouponNotApplicable,
+		"BIG": pricing.CouponMinBasket, "EURO": pricing.CouponNotApplicable} {
+		got, refusal, err := pricing.WithCoupon(ctx, q, quote, code, 7)
+		require.NoError(t, err)
+		require.NotNil(t, refusal, code)
+		assert.Equal(t, want, refusal.Code, code)
+		assert.Equal(t, quote, got, "%s: the quote unchanged", code)
+	}
+	got, refusal, err := pricing.WithCoupon(ctx, q, quote, " ten ", 7)
+	require.NoError(t, err)
+	require.Nil(t, refusal)
+	require.NotNil(t, got.Coupon)
+	assert.Equal(t, int64(5000), got.Coupon.DiscountMinor, "ten percent of 1249.90 capped at 50.00")
+	assert.Equal(t, quote.TotalMinor-5000, got.TotalMinor)
+	assert.NotEqual(t, quote.PriceVersion, got.PriceVersion)
+}

@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/marketplace/checkout/activities"
+	"github.com/marketplace/checkout/pricing"
 )
 
 type compensation struct {
@@ -164,6 +165,10 @@ func (w *orderFlow) refuseBeforeOrder(ctx workflow.Context, err error) {
 			res.RejectCode, res.Message = "ADDRESS_NOT_FOUND", "unknown address"
 		case activities.ErrTypeKeyReused:
 			res.RejectCode, res.Message = "IDEMPOTENCY_KEY_REUSED", appErr.Message()
+		case activities.ErrTypeCouponRefused:
+			var r pricing.CouponRefusal
+			_ = appErr.Details(&r)
+			res.RejectCode, res.Message = r.Code, r.Message
 		case activities.ErrTypeTooManyOpenOrders:
 			// Answered, never recorded: the key stays free for this request once the shopper
 			// has fewer open orders (as "try again" below is never recorded).

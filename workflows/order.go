@@ -30,6 +30,8 @@ type OrderInput struct {
 	// StepRetryWindow bounds the retries of each step after the answer; when it runs out the
 	// order waits for support. Zero means the default (2 minutes).
 	StepRetryWindow time.Duration `json:"stepRetryWindow,omitempty"`
+	// CouponCode is the coupon the shopper applied (empty: none).
+	CouponCode string `json:"couponCode,omitempty"`
 }
 
 // PlaceOrderResult is the outcome of placing the order, as soon as reserve and authorize are
@@ -247,7 +249,7 @@ func (w *orderFlow) run(ctx workflow.Context) {
 	var quote pricing.Quote
 	err := workflow.ExecuteLocalActivity(lctx, ordersA.CheckPrices,
 		activities.CheckPricesInput{UserID: w.in.UserID, IdempotencyKey: w.in.IdempotencyKey,
-			PriceVersion: w.in.PriceVersion}).Get(ctx, &quote)
+			PriceVersion: w.in.PriceVersion, CouponCode: w.in.CouponCode}).Get(ctx, &quote)
 	if err != nil {
 		w.refuseBeforeOrder(ctx, err)
 		return

@@ -93,7 +93,8 @@ func TestHistories_KeptUnchanged(t *testing.T) {
 var everyPath = []string{"confirmed-at-once", "confirmed-3ds", "confirmed-3ds-hold", "declined-at-once", "declined-3ds",
 	"hold-expired", "hold-expired-hold", "out-of-stock", "price-changed", "cancelled", "payment-unknown",
 	"payment-unknown-hold", "seller-shortfall", "support-retry", "support-cancel", "support-refund", "parked-resumed",
-	"late-webhook-reversal", "refused-open-order-cap", "hold-extended", "hold-extended-hold"}
+	"late-webhook-reversal", "refused-open-order-cap", "hold-extended", "hold-extended-hold",
+	"coupon-confirmed", "coupon-used-up"}
 
 // TestHistories_CurrentBuildHasEveryPath: a build of the workflow code is released with a history
 // of every path, so the next change is checked against all of them.

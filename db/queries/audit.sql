@@ -94,7 +94,8 @@ WITH scope AS (
     GROUP BY pi.order_id
 ), joined AS (
     SELECT s.id, s.status, coalesce(s.failure_code, '')::text AS failure_code, s.total_minor,
-           coalesce(i.total, 0)::bigint AS items_total,
+           -- what the items add up to, less the order's spent coupon
+           (coalesce(i.total, 0) - coalesce(cr.discount_minor, 0))::bigint AS items_total,
            coalesce(r.n, 0)::bigint AS reservations, coalesce(r.active_n, 0)::bigint AS active_n,
            coalesce(r.confirmed_n, 0)::bigint AS confirmed_n, coalesce(r.active_units, 0)::bigint AS active_units,
            coalesce(r.confirmed_units, 0)::bigint AS confirmed_units, coalesce(u.lines, 0)::bigint AS unmatched_lines,
@@ -112,6 +113,7 @@ WITH scope AS (
     LEFT JOIN unmatched u ON u.order_id = s.id
     LEFT JOIN intents pi ON pi.order_id = s.id
     LEFT JOIN payments p ON p.order_id = s.id
+    LEFT JOIN coupon_redemptions cr ON cr.order_id = s.id AND cr.status = 'CONFIRMED'
 ), flagged AS (
     SELECT joined.*,
            (status = 'CONFIRMED' AND (reservations = 0 OR confirmed_n <> reservations OR unmatched_lines > 0
@@ -189,3 +191,25 @@ FROM orders
 WHERE created_at >= @since::timestamptz
 GROUP BY status
 ORDER BY status;
+
+-- name: AuditCoupons :many
+-- Coupons whose count of redemptions disagrees with the redemptions not given back, or passes the
+-- limit.
+SELECT c.id, c.code, c.redeemed, c.max_redemptions,
+       (SELECT count(*) FROM coupon_redemptions r WHERE r.coupon_id = c.id AND r.status <> 'RELEASED')::int AS held
+FROM coupons c
+WHERE c.redeemed <> (SELECT count(*) FROM coupon_redemptions r WHERE r.coupon_id = c.id AND r.status <> 'RELEASED')
+   OR c.redeemed > c.max_redemptions
+ORDER BY c.id;
+
+-- name: AuditRedemptions :many
+-- Redemptions that do not follow their order: spent (CONFIRMED) with a confirmed order, given back
+-- (RELEASED) with a failed or cancelled one, HELD only while the order is open. The order's final
+-- transition settles its redemption in the same transaction.
+SELECT r.order_id, r.status::text AS redemption_status, o.status::text AS order_status
+FROM coupon_redemptions r JOIN orders o ON o.id = r.order_id
+WHERE o.created_at >= @since::timestamptz
+  AND ((o.status = 'CONFIRMED' AND r.status <> 'CONFIRMED')
+    OR (o.status IN ('FAILED', 'CANCELLED') AND r.status <> 'RELEASED')
+    OR (o.status IN ('PENDING_PAYMENT', 'NEEDS_ATTENTION') AND r.status <> 'HELD'))
+ORDER BY r.order_id;

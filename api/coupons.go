@@ -1,0 +1,153 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/labstack/echo/v4"
+
+	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/internal/money"
+	"github.com/marketplace/checkout/pricing"
+)
+
+// CodeCouponExists: a coupon with this code exists already.
+const CodeCouponExists = "COUPON_EXISTS"
+
+type couponBody struct {
+	Code string `json:"code"`
+	Kind string `json:"kind"`
+	// Value is a percentage ("10") for PERCENT, an amount ("50.00") for FIXED.
+	Value          string     `json:"value"`
+	MaxDiscount    string     `json:"maxDiscount"`
+	Currency       string     `json:"currency"`
+	MinBasket      string     `json:"minBasket"`
+	StartsAt       *time.Time `json:"startsAt"`
+	EndsAt         *time.Time `json:"endsAt"`
+	MaxRedemptions int32      `json:"maxRedemptions"`
+	MaxPerShopper  *int32     `json:"maxPerShopper"`
+	SellerID       *int64     `json:"sellerId"`
+	SKUIDs         []int64    `json:"skuIds"`
+}
+
+type couponAdminView struct {
+	ID             int64     `json:"id"`
+	Code           string    `json:"code"`
+	Kind           string    `json:"kind"`
+	Value          string    `json:"value"`
+	MaxDiscount    string    `json:"maxDiscount,omitempty"`
+	Currency       string    `json:"currency"`
+	MinBasket      string    `json:"minBasket"`
+	StartsAt       time.Time `json:"startsAt"`
+	EndsAt         time.Time `json:"endsAt"`
+	MaxRedemptions int32     `json:"maxRedemptions"`
+	MaxPerShopper  int32     `json:"maxPerShopper"`
+	Redeemed       int32     `json:"redeemed"`
+	SellerID       *int64    `json:"sellerId,omitempty"`
+	SKUIDs         []int64   `json:"skuIds,omitempty"`
+}
+
+func viewCoupon(c db.Coupon) couponAdminView {
+	v := couponAdminView{ID: c.ID, Code: c.Code, Kind: c.Kind, Value: money.Format(c.Value), Currency: c.Currency,
+		MinBasket: money.Format(c.MinBasketMinor), StartsAt: c.StartsAt, EndsAt: c.EndsAt,
+		MaxRedemptions: c.MaxRedemptions, MaxPerShopper: c.MaxPerShopper, Redeemed: c.Redeemed, SellerID: c.SellerID,
+		SKUIDs: c.SkuIds}
+	if c.MaxDiscountMinor != nil {
+		v.MaxDiscount = money.Format(*c.MaxDiscountMinor)
+	}
+	return v
+}
+
+// createCoupon makes a coupon (ops). Coupons are never edited: a wrong one is ended by making its
+// window end (a new coupon with a new code replaces it), so every order keeps what it was given.
+func (s *Server) createCoupon(c echo.Context) error {
+	var b couponBody
+	if err := bind(c, &b); err != nil {
+		return err
+	}
+	var v validation
+	code := pricing.NormalCode(b.Code)
+	if !couponRe.MatchString(code) {
+		v.add("code", "3 to 32 letters, digits, - or _")
+	}
+	value, err := money.Parse(b.Value)
+	switch {
+	case err != nil || value <= 0:
+		v.add("value", `a positive decimal string: a percentage ("10") or an amount ("50.00")`)
+	case b.Kind == pricing.CampaignPercent && value > 10000:
+		v.add("value", "a percentage of at most 100")
+	}
+	if b.Kind != pricing.CampaignPercent && b.Kind != pricing.CampaignFixed {
+		v.add("kind", `"PERCENT" or "FIXED"`)
+	}
+	var maxDiscount *int64
+	if b.MaxDiscount != "" {
+		if m, err := money.Parse(b.MaxDiscount); err != nil || m <= 0 || b.Kind != pricing.CampaignPercent {
+			v.add("maxDiscount", "a positive amount, for PERCENT only")
+		} else {
+			maxDiscount = &m
+		}
+	}
+	if !money.ValidCurrency(b.Currency) {
+		v.add("currency", "required: three capital letters, such as TRY")
+	}
+	var minBasket int64
+	if b.MinBasket != "" {
+		if minBasket, err = money.Parse(b.MinBasket); err != nil {
+			v.add("minBasket", err.Error())
+		}
+	}
+	starts := time.Now()
+	if b.StartsAt != nil {
+		starts = *b.StartsAt
+	}
+	if b.EndsAt == nil || !b.EndsAt.After(starts) || !b.EndsAt.After(time.Now()) {
+		v.add("endsAt", "required: after startsAt and in the future")
+	}
+	if b.MaxRedemptions < 1 {
+		v.add("maxRedemptions", "required: 1 or more")
+	}
+	perShopper := int32(1)
+	if b.MaxPerShopper != nil {
+		if perShopper = *b.MaxPerShopper; perShopper < 1 {
+			v.add("maxPerShopper", "1 or more")
+		}
+	}
+	if len(b.SKUIDs) > MaxCampaignSKUs {
+		v.add("skuIds", "too many")
+	}
+	if err := v.err(); err != nil {
+		return err
+	}
+	p := mustPrincipal(c)
+	row, err := s.q.InsertCoupon(c.Request().Context(), db.InsertCouponParams{Code: code, Kind: b.Kind, Value: value,
+		MaxDiscountMinor: maxDiscount, Currency: b.Currency, MinBasketMinor: minBasket, StartsAt: starts,
+		EndsAt: *b.EndsAt, MaxRedemptions: b.MaxRedemptions, MaxPerShopper: perShopper, SellerID: b.SellerID,
+		SkuIds: b.SKUIDs, CreatedBy: "ops:" + strconv.FormatInt(p.UserID, 10)})
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "23505":
+		return NewError(http.StatusConflict, CodeCouponExists, "a coupon with this code exists already")
+	case errors.As(err, &pgErr) && pgErr.Code == "23503":
+		return validation{{Field: "sellerId", Message: "no such seller"}}.err()
+	case err != nil:
+		return err
+	}
+	return c.JSON(http.StatusCreated, viewCoupon(row))
+}
+
+// listCoupons lists the coupons not yet ended, with how many redemptions each has spent.
+func (s *Server) listCoupons(c echo.Context) error {
+	rows, err := s.q.ListCoupons(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	out := make([]couponAdminView, len(rows))
+	for i, r := range rows {
+		out[i] = viewCoupon(r)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"coupons": out})
+}

@@ -1,0 +1,98 @@
+package pricing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/internal/money"
+)
+
+// Why a coupon does not apply (CouponRefusal.Code); the preview says it, and an order with the
+// coupon is refused with it.
+const (
+	CouponNotFound      = "COUPON_NOT_FOUND"
+	CouponNotStarted    = "COUPON_NOT_STARTED"
+	CouponExpired       = "COUPON_EXPIRED"
+	CouponUsedUp        = "COUPON_USED_UP"
+	CouponAlreadyUsed   = "COUPON_ALREADY_USED"
+	CouponNotApplicable = "COUPON_NOT_APPLICABLE"
+	CouponMinBasket     = "COUPON_MIN_BASKET"
+)
+
+// CouponRefusal says why a coupon does not apply to a basket.
+type CouponRefusal struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// MinBasketMinor is the basket the coupon needs (with COUPON_MIN_BASKET).
+	MinBasketMinor int64 `json:"minBasketMinor,omitempty"`
+}
+
+func (r *CouponRefusal) Error() string { return r.Code + ": " + r.Message }
+
+// AppliedCoupon is the coupon a quote applies and what it takes off the total.
+type AppliedCoupon struct {
+	ID            int64  `json:"id"`
+	Code          string `json:"code"`
+	DiscountMinor int64  `json:"discountMinor"`
+}
+
+// NormalCode is a coupon code as stored: trimmed, in capitals.
+func NormalCode(code string) string { return strings.ToUpper(strings.TrimSpace(code)) }
+
+// WithCoupon applies the coupon to the quote for the shopper: its discount comes off the total and
+// the priceVersion names it. When it does not apply, the quote comes back unchanged with the
+// reason. Whether a redemption is still free is decided for good when the order is written
+// (RedeemCoupon); this answer is what the shopper sees before.
+func WithCoupon(ctx context.Context, q *db.Queries, quote Quote, code string, userID int64) (Quote, *CouponRefusal, error) {
+	c, err := q.CouponByCode(ctx, userID, NormalCode(code))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return quote, &CouponRefusal{Code: CouponNotFound, Message: "there is no coupon with this code"}, nil
+	}
+	if err != nil {
+		return quote, nil, err
+	}
+	switch {
+	case c.Now.Before(c.StartsAt):
+		return quote, &CouponRefusal{Code: CouponNotStarted, Message: "the coupon is not valid yet"}, nil
+	case !c.Now.Before(c.EndsAt):
+		return quote, &CouponRefusal{Code: CouponExpired, Message: "the coupon has expired"}, nil
+	case c.Redeemed >= c.MaxRedemptions:
+		return quote, &CouponRefusal{Code: CouponUsedUp, Message: "the coupon has been used up"}, nil
+	case c.ShopperRedeemed >= c.MaxPerShopper:
+		return quote, &CouponRefusal{Code: CouponAlreadyUsed, Message: "you have used this coupon as many times as it allows"}, nil
+	}
+	var eligible int64
+	for _, it := range quote.Items {
+		if it.Currency == c.Currency && (c.SkuIds == nil || slices.Contains(c.SkuIds, it.SKUID)) &&
+			(c.SellerID == nil || *c.SellerID == it.SellerID) {
+			eligible += it.LineTotalMinor
+		}
+	}
+	if eligible == 0 {
+		return quote, &CouponRefusal{Code: CouponNotApplicable, Message: "the coupon applies to none of these items"}, nil
+	}
+	if eligible < c.MinBasketMinor {
+		return quote, &CouponRefusal{Code: CouponMinBasket, MinBasketMinor: c.MinBasketMinor, Message: fmt.Sprintf(
+			"the coupon needs a basket of %s %s of the items it covers", money.Format(c.MinBasketMinor), c.Currency)}, nil
+	}
+	off := min(c.Value, eligible)
+	if c.Kind == CampaignPercent {
+		off = eligible * c.Value / 10000
+		if c.MaxDiscountMinor != nil {
+			off = min(off, *c.MaxDiscountMinor)
+		}
+	}
+	if off <= 0 {
+		return quote, &CouponRefusal{Code: CouponNotApplicable, Message: "the coupon takes nothing off these items"}, nil
+	}
+	quote.Coupon = &AppliedCoupon{ID: c.ID, Code: c.Code, DiscountMinor: off}
+	quote.TotalMinor -= off
+	quote.PriceVersion = VersionOf(quote.Items, quote.Coupon)
+	return quote, nil, nil
+}
