@@ -73,7 +73,7 @@ func (q *Queries) ClaimExpiredReservations(ctx context.Context, batchSize int32)
 const confirmReservations = `-- name: ConfirmReservations :many
 WITH t AS (
     UPDATE stock_reservations
-       SET status = 'CONFIRMED'
+       SET status = 'CONFIRMED', confirmed_at = statement_timestamp()
      WHERE id = ANY ($1::bigint[]) AND status = 'ACTIVE'
     RETURNING sku_id, warehouse_id, quantity
 ), agg AS (
@@ -93,6 +93,9 @@ type ConfirmReservationsRow struct {
 }
 
 // ACTIVE → CONFIRMED: the units leave the warehouse, so on_hand and reserved both decrease.
+// The caller holds the inventory rows (LockInventoryRows) when this statement starts, so
+// confirmed_at is later than the commit of any seller report that held one of them: see
+// SoldAfterCount.
 func (q *Queries) ConfirmReservations(ctx context.Context, ids []int64) ([]ConfirmReservationsRow, error) {
 	rows, err := q.db.Query(ctx, confirmReservations, ids)
 	if err != nil {
@@ -125,8 +128,8 @@ func (q *Queries) CountActiveReservations(ctx context.Context) (int64, error) {
 }
 
 const createInventoryRow = `-- name: CreateInventoryRow :execrows
-INSERT INTO inventory (sku_id, warehouse_id, on_hand, source_updated_at)
-VALUES ($1, $2, $3, $4)
+INSERT INTO inventory (sku_id, warehouse_id, on_hand, reported_quantity, source_updated_at)
+VALUES ($1, $2, $3, $3, $4)
 ON CONFLICT (sku_id, warehouse_id) DO NOTHING
 `
 
@@ -206,9 +209,18 @@ FROM inventory
 WHERE sku_id = $1 AND warehouse_id = $2
 `
 
-func (q *Queries) GetInventoryRow(ctx context.Context, skuID int64, warehouseID int32) (Inventory, error) {
+type GetInventoryRowRow struct {
+	SkuID           int64
+	WarehouseID     int32
+	OnHand          int32
+	Reserved        int32
+	Version         int64
+	SourceUpdatedAt *time.Time
+}
+
+func (q *Queries) GetInventoryRow(ctx context.Context, skuID int64, warehouseID int32) (GetInventoryRowRow, error) {
 	row := q.db.QueryRow(ctx, getInventoryRow, skuID, warehouseID)
-	var i Inventory
+	var i GetInventoryRowRow
 	err := row.Scan(
 		&i.SkuID,
 		&i.WarehouseID,
@@ -496,15 +508,26 @@ WHERE order_id = $1
 ORDER BY sku_id, warehouse_id
 `
 
-func (q *Queries) ReservationsOfOrder(ctx context.Context, orderID int64) ([]StockReservation, error) {
+type ReservationsOfOrderRow struct {
+	ID          int64
+	OrderID     int64
+	SkuID       int64
+	WarehouseID int32
+	Quantity    int32
+	Status      string
+	ExpiresAt   time.Time
+	CreatedAt   time.Time
+}
+
+func (q *Queries) ReservationsOfOrder(ctx context.Context, orderID int64) ([]ReservationsOfOrderRow, error) {
 	rows, err := q.db.Query(ctx, reservationsOfOrder, orderID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []StockReservation{}
+	items := []ReservationsOfOrderRow{}
 	for rows.Next() {
-		var i StockReservation
+		var i ReservationsOfOrderRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.OrderID,
@@ -665,22 +688,28 @@ func (q *Queries) ReserveOrders(ctx context.Context, arg ReserveOrdersParams) ([
 
 const setOnHand = `-- name: SetOnHand :execrows
 UPDATE inventory
-   SET on_hand = $1, source_updated_at = $2, version = version + 1
- WHERE sku_id = $3 AND warehouse_id = $4
-   AND (source_updated_at IS NULL OR source_updated_at < $2)
+   SET on_hand = greatest($1::int - $2::int, 0),
+       reported_quantity = $1::int, sold_after_report = $2::int,
+       source_updated_at = $3, version = version + 1
+ WHERE sku_id = $4 AND warehouse_id = $5
+   AND (source_updated_at IS NULL OR source_updated_at < $3)
 `
 
 type SetOnHandParams struct {
-	OnHand          int32
-	SourceUpdatedAt *time.Time
-	SkuID           int64
-	WarehouseID     int32
+	ReportedQuantity int32
+	SoldAfterReport  int32
+	SourceUpdatedAt  *time.Time
+	SkuID            int64
+	WarehouseID      int32
 }
 
 // Seller stock sets on_hand only; an update older than the last applied one changes nothing.
+// on_hand is the seller's count less the units sold after its stamp (SoldAfterCount), clamped at
+// zero; the count as sent and that difference stay on the row and in its ledger entry.
 func (q *Queries) SetOnHand(ctx context.Context, arg SetOnHandParams) (int64, error) {
 	result, err := q.db.Exec(ctx, setOnHand,
-		arg.OnHand,
+		arg.ReportedQuantity,
+		arg.SoldAfterReport,
 		arg.SourceUpdatedAt,
 		arg.SkuID,
 		arg.WarehouseID,
@@ -700,6 +729,32 @@ UPDATE inventory
 func (q *Queries) SetReserved(ctx context.Context, reserved int32, skuID int64, warehouseID int32) error {
 	_, err := q.db.Exec(ctx, setReserved, reserved, skuID, warehouseID)
 	return err
+}
+
+const soldAfterCount = `-- name: SoldAfterCount :one
+SELECT coalesce(sum(quantity), 0)::int AS sold
+FROM stock_reservations
+WHERE sku_id = $1 AND warehouse_id = $2 AND status = 'CONFIRMED'
+  AND confirmed_at > $3::timestamptz
+`
+
+// Units of the row sold after a seller counted it at @counted_at: CONFIRMED with confirmed_at
+// after that instant (a restocked order's units are back on the shelf and no longer count).
+//
+// It runs after LockInventoryRow, in the report's transaction: under READ COMMITTED this
+// statement's snapshot is taken once the row lock is granted, so every confirm of the row that
+// committed before is seen here (one statement with the lock would read with the snapshot taken
+// before waiting for it, and miss a confirm that committed meanwhile). A confirm of the row
+// whose transaction commits after this read is one that waits for the row: it moves its units off
+// on_hand only after the report committed, from the count the report set, so the report must not
+// take them off too; and its confirmed_at, taken after it got the row, is later than the report,
+// so later reports judge it by that instant. Such a confirm counts as after the report, whatever
+// the report's stamp says: a seller cannot have counted out a sale that was not yet made.
+func (q *Queries) SoldAfterCount(ctx context.Context, skuID int64, warehouseID int32, countedAt time.Time) (int32, error) {
+	row := q.db.QueryRow(ctx, soldAfterCount, skuID, warehouseID, countedAt)
+	var sold int32
+	err := row.Scan(&sold)
+	return sold, err
 }
 
 const sweeperLag = `-- name: SweeperLag :one
@@ -725,7 +780,7 @@ func (q *Queries) SweeperLag(ctx context.Context) (SweeperLagRow, error) {
 const unconfirmReservations = `-- name: UnconfirmReservations :many
 WITH t AS (
     UPDATE stock_reservations
-       SET status = 'RELEASED'
+       SET status = 'RELEASED', restocked_at = statement_timestamp()
      WHERE id = ANY ($1::bigint[]) AND status = 'CONFIRMED'
     RETURNING sku_id, warehouse_id, quantity
 ), agg AS (
@@ -745,7 +800,8 @@ type UnconfirmReservationsRow struct {
 }
 
 // CONFIRMED → RELEASED for an order that will not be fulfilled after all (its capture was
-// refused and support cancelled it): the units go back on the shelf.
+// refused and support cancelled it): the units go back on the shelf. confirmed_at stays; the
+// auditor reads both instants.
 func (q *Queries) UnconfirmReservations(ctx context.Context, ids []int64) ([]UnconfirmReservationsRow, error) {
 	rows, err := q.db.Query(ctx, unconfirmReservations, ids)
 	if err != nil {

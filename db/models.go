@@ -95,12 +95,14 @@ type IdempotencyRecord struct {
 }
 
 type Inventory struct {
-	SkuID           int64
-	WarehouseID     int32
-	OnHand          int32
-	Reserved        int32
-	Version         int64
-	SourceUpdatedAt *time.Time
+	SkuID            int64
+	WarehouseID      int32
+	OnHand           int32
+	Reserved         int32
+	Version          int64
+	SourceUpdatedAt  *time.Time
+	ReportedQuantity *int32
+	SoldAfterReport  int32
 }
 
 type InventoryChange struct {
@@ -120,16 +122,18 @@ type InventoryDriftEvent struct {
 }
 
 type InventoryLedger struct {
-	ID              int64
-	SkuID           int64
-	WarehouseID     int32
-	Kind            string
-	Delta           int32
-	OnHandAfter     int32
-	ReservedDelta   int32
-	SourceUpdatedAt *time.Time
-	Note            *string
-	CreatedAt       time.Time
+	ID               int64
+	SkuID            int64
+	WarehouseID      int32
+	Kind             string
+	Delta            int32
+	OnHandAfter      int32
+	ReservedDelta    int32
+	SourceUpdatedAt  *time.Time
+	Note             *string
+	CreatedAt        time.Time
+	ReportedQuantity *int32
+	SoldAfterReport  *int32
 }
 
 type Order struct {
@@ -301,6 +305,8 @@ type StockReservation struct {
 	Status      string
 	ExpiresAt   time.Time
 	CreatedAt   time.Time
+	ConfirmedAt *time.Time
+	RestockedAt *time.Time
 }
 
 type Warehouse struct {

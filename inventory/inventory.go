@@ -250,7 +250,7 @@ func normalise(req ReserveRequest) ([]Line, error) {
 	return lines, nil
 }
 
-func fromRows(orderID int64, rows []db.StockReservation) Reservation {
+func fromRows(orderID int64, rows []db.ReservationsOfOrderRow) Reservation {
 	res := Reservation{OrderID: orderID}
 	for _, r := range rows {
 		res.Allocations = append(res.Allocations, Allocation{ReservationID: r.ID, SKUID: r.SkuID,

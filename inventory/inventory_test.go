@@ -100,6 +100,18 @@ func (f *fixture) reserve(order int64, shipTo inventory.Location, lines ...inven
 	return f.eng.Reserve(f.ctx, inventory.ReserveRequest{OrderID: order, Lines: lines, ShipTo: shipTo, Hold: 15 * time.Minute})
 }
 
+// reserveOneEach reserves one unit of sku for each of orders 1..orders, in that order: created_at
+// orders the reservations (a shortfall releases the newest first), so it is made strictly
+// increasing.
+func (f *fixture) reserveOneEach(orders, sku int64, shipTo inventory.Location) {
+	f.t.Helper()
+	for order := int64(1); order <= orders; order++ {
+		_, err := f.reserve(order, shipTo, inventory.Line{SKUID: sku, Quantity: 1})
+		require.NoError(f.t, err)
+		f.exec(`UPDATE stock_reservations SET created_at = now() - make_interval(secs => 1000 - $1::int) WHERE order_id = $1`, order)
+	}
+}
+
 // reserveConcurrently places orders 1..orders from clients goroutines at once and counts the
 // outcomes; any error other than out of stock fails the test.
 func (f *fixture) reserveConcurrently(clients, orders int, lines func(order int64) []inventory.Line) (ok, refused, failed int) {
@@ -451,12 +463,7 @@ func TestSellerStock_ThreeUnderFiveActive_TwoNewestReleased(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.sku(77, map[int32]int32{whIzmir: 10})
-	for order := int64(1); order <= 5; order++ {
-		_, err := f.reserve(order, izmir, inventory.Line{SKUID: 77, Quantity: 1})
-		require.NoError(t, err)
-		// created_at orders the reservations; make it strictly increasing.
-		f.exec(`UPDATE stock_reservations SET created_at = now() - make_interval(secs => 10 - $1::int) WHERE order_id = $1`, order)
-	}
+	f.reserveOneEach(5, 77, izmir)
 
 	res, err := f.eng.ApplySellerStock(f.ctx, 42, inventory.StockUpdate{SKUID: 77, WarehouseID: whIzmir,
 		Quantity: 3, SourceUpdatedAt: time.Now()})

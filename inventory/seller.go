@@ -38,6 +38,10 @@ type StockResult struct {
 	Status                string  `json:"status"`
 	CancelledReservations int     `json:"cancelledReservations"`
 	AffectedOrders        []int64 `json:"affectedOrders,omitempty"`
+	// SoldAfterCount is how many units were sold after the report's stamp, taken off its count.
+	SoldAfterCount int32 `json:"soldAfterCount,omitempty"`
+	// OnHand is what the report set: its count less SoldAfterCount, at least zero.
+	OnHand int32 `json:"onHand"`
 }
 
 // ShortfallEvent is the outbox payload sent for each order that lost stock.
@@ -54,9 +58,12 @@ type ShortfallEvent struct {
 const maxShortfallAttempts = 20
 
 // ApplySellerStock applies one stock report. It sets on_hand only. A report older than the last
-// applied one is ignored. A count below what is reserved is still applied: the newest ACTIVE
-// reservations of the row are released until the rest fits, each affected order gets an outbox
-// event, and the shortfall is recorded against the seller.
+// applied one is ignored. The count is the seller's at its stamp: units we sold (confirmed) after
+// that instant were still on its shelf, so on_hand becomes the count less those units, at least
+// zero, and a seller whose system lags behind our sales never puts sold units back on sale. A
+// count (so reduced) below what is reserved is still applied: the newest ACTIVE reservations of
+// the row are released until the rest fits, each affected order gets an outbox event, and the
+// shortfall is recorded against the seller.
 func (e *Engine) ApplySellerStock(ctx context.Context, sellerID int64, u StockUpdate) (StockResult, error) {
 	if u.Quantity < 0 || u.SourceUpdatedAt.IsZero() {
 		return StockResult{}, fmt.Errorf("%w: quantity must be >= 0 and sourceUpdatedAt set", ErrInvalidRequest)
@@ -90,7 +97,7 @@ func (e *Engine) applyOnce(ctx context.Context, sellerID int64, u StockUpdate) (
 		return res, false, err
 	}
 	if created == 1 {
-		return StockResult{Status: StockApplied}, false, tx.Commit(ctx)
+		return StockResult{Status: StockApplied, OnHand: u.Quantity}, false, tx.Commit(ctx)
 	}
 	row, err := q.LockInventoryRow(ctx, u.SKUID, u.WarehouseID)
 	if err != nil {
@@ -99,16 +106,24 @@ func (e *Engine) applyOnce(ctx context.Context, sellerID int64, u StockUpdate) (
 	if row.SourceUpdatedAt != nil && !ts.After(*row.SourceUpdatedAt) {
 		return StockResult{Status: StockStaleIgnored}, false, nil
 	}
-	if u.Quantity >= row.Reserved {
-		if _, err := q.SetOnHand(ctx, db.SetOnHandParams{OnHand: u.Quantity, SourceUpdatedAt: &ts,
-			SkuID: u.SKUID, WarehouseID: u.WarehouseID}); err != nil {
+	// Read with the row held, so no confirm of it can commit between this and the update below.
+	sold, err := q.SoldAfterCount(ctx, u.SKUID, u.WarehouseID, ts)
+	if err != nil {
+		return res, false, err
+	}
+	set := db.SetOnHandParams{ReportedQuantity: u.Quantity, SoldAfterReport: sold, SourceUpdatedAt: &ts,
+		SkuID: u.SKUID, WarehouseID: u.WarehouseID}
+	onHand := max(u.Quantity-sold, 0)
+	res = StockResult{Status: StockApplied, SoldAfterCount: sold, OnHand: onHand}
+	if onHand >= row.Reserved {
+		if _, err := q.SetOnHand(ctx, set); err != nil {
 			return res, false, err
 		}
-		return StockResult{Status: StockApplied}, false, tx.Commit(ctx)
+		return res, false, tx.Commit(ctx)
 	}
 
 	// Below what is reserved: release the newest reservations until the rest fits.
-	excess := row.Reserved - u.Quantity
+	excess := row.Reserved - onHand
 	cands, err := q.NewestActiveReservationsOfRow(ctx, u.SKUID, u.WarehouseID)
 	if err != nil {
 		return res, false, err
@@ -124,14 +139,13 @@ func (e *Engine) applyOnce(ctx context.Context, sellerID int64, u StockUpdate) (
 	}
 	if covered < excess {
 		// The rest is locked by a confirm or release in flight; it will settle in a moment.
-		return res, true, nil
+		return StockResult{}, true, nil
 	}
 	released, err := q.ReleaseReservations(ctx, ids)
 	if err != nil {
 		return res, false, err
 	}
-	if _, err := q.SetOnHand(ctx, db.SetOnHandParams{OnHand: u.Quantity, SourceUpdatedAt: &ts,
-		SkuID: u.SKUID, WarehouseID: u.WarehouseID}); err != nil {
+	if _, err := q.SetOnHand(ctx, set); err != nil {
 		return res, false, err
 	}
 	orders, units, err := announceReleases(ctx, q, sellerID, u.SKUID, u.WarehouseID, released)
@@ -140,7 +154,7 @@ func (e *Engine) applyOnce(ctx context.Context, sellerID int64, u StockUpdate) (
 	}
 	if err := q.InsertShortfallEvent(ctx, db.InsertShortfallEventParams{
 		SellerID: sellerID, SkuID: u.SKUID, WarehouseID: u.WarehouseID,
-		OnHandBefore: row.OnHand, OnHandAfter: u.Quantity, ReservedBefore: row.Reserved,
+		OnHandBefore: row.OnHand, OnHandAfter: onHand, ReservedBefore: row.Reserved,
 		ReleasedUnits: units, OrderIds: orders, SourceUpdatedAt: ts,
 	}); err != nil {
 		return res, false, err
@@ -148,8 +162,8 @@ func (e *Engine) applyOnce(ctx context.Context, sellerID int64, u StockUpdate) (
 	if err := tx.Commit(ctx); err != nil {
 		return res, false, err
 	}
-	return StockResult{Status: StockAppliedWithShortfall, CancelledReservations: len(released),
-		AffectedOrders: orders}, false, nil
+	res.Status, res.CancelledReservations, res.AffectedOrders = StockAppliedWithShortfall, len(released), orders
+	return res, false, nil
 }
 
 // announceReleases writes one outbox event per order that lost reserved stock.

@@ -21,9 +21,12 @@ FOR UPDATE OF i;
 
 -- name: ConfirmReservations :many
 -- ACTIVE → CONFIRMED: the units leave the warehouse, so on_hand and reserved both decrease.
+-- The caller holds the inventory rows (LockInventoryRows) when this statement starts, so
+-- confirmed_at is later than the commit of any seller report that held one of them: see
+-- SoldAfterCount.
 WITH t AS (
     UPDATE stock_reservations
-       SET status = 'CONFIRMED'
+       SET status = 'CONFIRMED', confirmed_at = statement_timestamp()
      WHERE id = ANY (@ids::bigint[]) AND status = 'ACTIVE'
     RETURNING sku_id, warehouse_id, quantity
 ), agg AS (
@@ -76,8 +79,8 @@ SELECT count(*) FROM stock_reservations WHERE status = 'ACTIVE';
 -- name: CreateInventoryRow :execrows
 -- A first stock report for a (sku, warehouse); a concurrent first report wins, and this one then
 -- goes through the update path below.
-INSERT INTO inventory (sku_id, warehouse_id, on_hand, source_updated_at)
-VALUES (@sku_id, @warehouse_id, @on_hand, @source_updated_at)
+INSERT INTO inventory (sku_id, warehouse_id, on_hand, reported_quantity, source_updated_at)
+VALUES (@sku_id, @warehouse_id, @on_hand, @on_hand, @source_updated_at)
 ON CONFLICT (sku_id, warehouse_id) DO NOTHING;
 
 -- name: LockInventoryRow :one
@@ -94,10 +97,32 @@ WHERE sku_id = @sku_id AND warehouse_id = @warehouse_id AND status = 'ACTIVE'
 ORDER BY created_at DESC, id DESC
 FOR UPDATE SKIP LOCKED;
 
+-- name: SoldAfterCount :one
+-- Units of the row sold after a seller counted it at @counted_at: CONFIRMED with confirmed_at
+-- after that instant (a restocked order's units are back on the shelf and no longer count).
+--
+-- It runs after LockInventoryRow, in the report's transaction: under READ COMMITTED this
+-- statement's snapshot is taken once the row lock is granted, so every confirm of the row that
+-- committed before is seen here (one statement with the lock would read with the snapshot taken
+-- before waiting for it, and miss a confirm that committed meanwhile). A confirm of the row
+-- whose transaction commits after this read is one that waits for the row: it moves its units off
+-- on_hand only after the report committed, from the count the report set, so the report must not
+-- take them off too; and its confirmed_at, taken after it got the row, is later than the report,
+-- so later reports judge it by that instant. Such a confirm counts as after the report, whatever
+-- the report's stamp says: a seller cannot have counted out a sale that was not yet made.
+SELECT coalesce(sum(quantity), 0)::int AS sold
+FROM stock_reservations
+WHERE sku_id = @sku_id AND warehouse_id = @warehouse_id AND status = 'CONFIRMED'
+  AND confirmed_at > @counted_at::timestamptz;
+
 -- name: SetOnHand :execrows
 -- Seller stock sets on_hand only; an update older than the last applied one changes nothing.
+-- on_hand is the seller's count less the units sold after its stamp (SoldAfterCount), clamped at
+-- zero; the count as sent and that difference stay on the row and in its ledger entry.
 UPDATE inventory
-   SET on_hand = @on_hand, source_updated_at = @source_updated_at, version = version + 1
+   SET on_hand = greatest(sqlc.arg(reported_quantity)::int - sqlc.arg(sold_after_report)::int, 0),
+       reported_quantity = sqlc.arg(reported_quantity)::int, sold_after_report = sqlc.arg(sold_after_report)::int,
+       source_updated_at = @source_updated_at, version = version + 1
  WHERE sku_id = @sku_id AND warehouse_id = @warehouse_id
    AND (source_updated_at IS NULL OR source_updated_at < @source_updated_at);
 
@@ -149,10 +174,11 @@ RETURNING id, order_id, quantity;
 
 -- name: UnconfirmReservations :many
 -- CONFIRMED → RELEASED for an order that will not be fulfilled after all (its capture was
--- refused and support cancelled it): the units go back on the shelf.
+-- refused and support cancelled it): the units go back on the shelf. confirmed_at stays; the
+-- auditor reads both instants.
 WITH t AS (
     UPDATE stock_reservations
-       SET status = 'RELEASED'
+       SET status = 'RELEASED', restocked_at = statement_timestamp()
      WHERE id = ANY (@ids::bigint[]) AND status = 'CONFIRMED'
     RETURNING sku_id, warehouse_id, quantity
 ), agg AS (
