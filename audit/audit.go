@@ -8,8 +8,11 @@
 // appends every change of on_hand in the same transaction, classified as a seller's SUPPLY or a
 // movement of ours. The ledger is compared with the two records written apart from it — the
 // inventory row (it must add up to on_hand) and the CONFIRMED reservations (our movements must
-// be exactly the units sold) — so neither side can drift, or sell what was never supplied,
-// without the other disagreeing.
+// be exactly the units sold) — so neither side can drift without the other disagreeing. Apart
+// from those, sold-within-supplied holds the sales to the seller's own word: since its last count,
+// no more units were sold than it counted. It reads the count as the seller sent it and the
+// instants our reservations were confirmed, never on_hand or the ledger, so it catches a sold
+// unit put back on sale even when every record agrees with the others.
 package audit
 
 import (
@@ -52,7 +55,7 @@ var Invariants = []struct{ Name, Rule string }{
 	{ReservedMatchesActive, "every inventory row: reserved = units of its ACTIVE reservations"},
 	{LedgerMatchesOnHand, "every inventory row: its stock ledger adds up to on_hand"},
 	{SalesMatchConfirmed, "every inventory row: units the ledger shows leaving (other than by seller reports) = units of its CONFIRMED reservations"},
-	{SoldWithinSupplied, "every inventory row: units of CONFIRMED reservations ≤ units sellers supplied (ledger SUPPLY entries)"},
+	{SoldWithinSupplied, "every inventory row: units sold since the seller's last count (confirmed after its stamp, less units sold before it and restocked after) ≤ that count, as the seller sent it; an independent guard, read from neither on_hand nor the ledger"},
 	{ConfirmedOrderFulfilled, "every CONFIRMED order: all reservations CONFIRMED, covering each ordered line exactly; items add up to the total"},
 	{ConfirmedOrderPaidOnce, "every CONFIRMED order: one provider intent, captured once for the order total, not refunded; the payments row agrees"},
 	{FailedOrderStockReleased, "every FAILED or CANCELLED order: no ACTIVE or CONFIRMED reservation"},
@@ -241,8 +244,12 @@ func (a *auditor) stock(ctx context.Context, q *db.Queries) error {
 					-r.Moved, r.Confirmed)
 			}
 		}
-		if r.Oversold {
-			a.add(SoldWithinSupplied, s, "CONFIRMED reservations hold %d units, sellers supplied %d", r.Confirmed, r.Supplied)
+		if r.Oversold && r.Counted != nil {
+			at := "before any sale"
+			if r.CountedAt != nil {
+				at = "at " + r.CountedAt.UTC().Format(time.RFC3339Nano)
+			}
+			a.add(SoldWithinSupplied, s, "the seller counted %d units %s, %d have been sold since", *r.Counted, at, r.SoldSinceCount)
 		}
 	}
 	return nil

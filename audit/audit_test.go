@@ -276,6 +276,53 @@ func TestAudit_InjectedViolation_IsReported(t *testing.T) {
 	}
 }
 
+// TestAudit_LaggingCount_CleanUntilASoldUnitIsResold: a seller's count stamped before our sales
+// takes them off and the audit stays clean, also once the shelf is sold out; the same count
+// applied as sent, written directly as a report that ignored the sales would be, puts the sold
+// units back on sale, and once they are sold again only sold-within-supplied sees it: every
+// other record agrees.
+func TestAudit_LaggingCount_CleanUntilASoldUnitIsResold(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	const count = 12 // SKU 76 in Istanbul, as the demo stocks it
+	sell := func(order int64, units int32) {
+		t.Helper()
+		w.reserve(order, map[int64]int32{76: units})
+		_, err := w.eng.Confirm(w.ctx, order)
+		require.NoError(t, err)
+	}
+	stockViolations := func() []audit.Violation {
+		t.Helper()
+		var found []audit.Violation
+		for _, v := range w.audit().Violations {
+			if v.Subject == "sku 76 @ warehouse 1" {
+				found = append(found, v)
+			}
+		}
+		return found
+	}
+
+	counted := time.Now().Truncate(time.Microsecond)
+	sell(900001, 2)
+	res, err := w.eng.ApplySellerStock(w.ctx, 42, inventory.StockUpdate{SKUID: 76, WarehouseID: 1, Quantity: count,
+		SourceUpdatedAt: counted})
+	require.NoError(t, err)
+	require.EqualValues(t, count-2, res.OnHand, "the two sold after the count stay sold")
+	assert.Empty(t, w.audit().Violations, "a lagging count is no violation")
+	sell(900002, count-2)
+	assert.Empty(t, w.audit().Violations, "nor is selling out what it left")
+
+	w.exec(`UPDATE inventory SET on_hand = $1, reported_quantity = $1, sold_after_report = 0, source_updated_at = $2
+		WHERE sku_id = 76 AND warehouse_id = 1`, count, counted.Add(time.Microsecond))
+	assert.Empty(t, stockViolations(), "units back on the shelf are no oversell until sold")
+	sell(900003, count)
+	found := stockViolations()
+	require.Len(t, found, 1, found)
+	assert.Equal(t, audit.SoldWithinSupplied, found[0].Invariant)
+	assert.Contains(t, found[0].Detail, "the seller counted 12 units at", found[0].Detail)
+	assert.Contains(t, found[0].Detail, "24 have been sold since", found[0].Detail)
+}
+
 func firstWord(s string) string {
 	for i, r := range s {
 		if r == ' ' {

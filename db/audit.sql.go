@@ -93,11 +93,16 @@ WITH ledger AS (
     FROM inventory_ledger
     GROUP BY sku_id, warehouse_id
 ), res AS (
-    SELECT sku_id, warehouse_id,
-           coalesce(sum(quantity) FILTER (WHERE status = 'ACTIVE'), 0)::bigint AS active,
-           coalesce(sum(quantity) FILTER (WHERE status = 'CONFIRMED'), 0)::bigint AS confirmed
-    FROM stock_reservations
-    GROUP BY sku_id, warehouse_id
+    SELECT r.sku_id, r.warehouse_id,
+           coalesce(sum(r.quantity) FILTER (WHERE r.status = 'ACTIVE'), 0)::bigint AS active,
+           coalesce(sum(r.quantity) FILTER (WHERE r.status = 'CONFIRMED'), 0)::bigint AS confirmed,
+           coalesce(sum(r.quantity) FILTER (WHERE r.status = 'CONFIRMED' AND (i.source_updated_at IS NULL
+               OR r.confirmed_at IS NULL OR r.confirmed_at > i.source_updated_at)), 0)::bigint
+         - coalesce(sum(r.quantity) FILTER (WHERE r.status = 'RELEASED' AND r.confirmed_at <= i.source_updated_at
+               AND r.restocked_at > i.source_updated_at), 0)::bigint AS sold_since_count
+    FROM stock_reservations r
+    LEFT JOIN inventory i ON i.sku_id = r.sku_id AND i.warehouse_id = r.warehouse_id
+    GROUP BY r.sku_id, r.warehouse_id
 ), keys AS (
     SELECT sku_id, warehouse_id FROM inventory
     UNION SELECT sku_id, warehouse_id FROM ledger
@@ -107,22 +112,25 @@ WITH ledger AS (
            coalesce(i.on_hand, 0)::bigint AS on_hand, coalesce(i.reserved, 0)::bigint AS reserved,
            coalesce(l.total, 0)::bigint AS ledger_total, coalesce(l.supplied, 0)::bigint AS supplied,
            coalesce(l.total - l.supplied, 0)::bigint AS moved, coalesce(l.entries, 0)::bigint AS ledger_entries,
-           coalesce(r.active, 0)::bigint AS active, coalesce(r.confirmed, 0)::bigint AS confirmed
+           coalesce(r.active, 0)::bigint AS active, coalesce(r.confirmed, 0)::bigint AS confirmed,
+           i.reported_quantity AS counted, i.source_updated_at AS counted_at,
+           coalesce(r.sold_since_count, 0)::bigint AS sold_since_count
     FROM keys k
     LEFT JOIN inventory i ON i.sku_id = k.sku_id AND i.warehouse_id = k.warehouse_id
     LEFT JOIN ledger l ON l.sku_id = k.sku_id AND l.warehouse_id = k.warehouse_id
     LEFT JOIN res r ON r.sku_id = k.sku_id AND r.warehouse_id = k.warehouse_id
 ), flagged AS (
-    SELECT rows.sku_id, rows.warehouse_id, rows.row_exists, rows.on_hand, rows.reserved, rows.ledger_total, rows.supplied, rows.moved, rows.ledger_entries, rows.active, rows.confirmed,
+    SELECT rows.sku_id, rows.warehouse_id, rows.row_exists, rows.on_hand, rows.reserved, rows.ledger_total, rows.supplied, rows.moved, rows.ledger_entries, rows.active, rows.confirmed, rows.counted, rows.counted_at, rows.sold_since_count,
            (reserved > on_hand OR reserved < 0 OR on_hand < 0)::bool AS over_reserved,
            (reserved <> active)::bool AS reserved_drift,
            (ledger_total <> on_hand)::bool AS ledger_off,
            (-moved <> confirmed)::bool AS sales_off,
-           (confirmed > supplied)::bool AS oversold
+           coalesce(sold_since_count > counted, false)::bool AS oversold
     FROM rows
 )
 SELECT sku_id::bigint AS sku_id, warehouse_id::int AS warehouse_id, row_exists::bool AS row_exists,
        on_hand, reserved, ledger_total, supplied, moved, ledger_entries, active, confirmed,
+       counted, counted_at, sold_since_count,
        over_reserved, reserved_drift, ledger_off, sales_off, oversold
 FROM flagged
 WHERE over_reserved OR reserved_drift OR ledger_off OR sales_off OR oversold
@@ -130,22 +138,25 @@ ORDER BY sku_id, warehouse_id
 `
 
 type AuditInventoryRowsRow struct {
-	SkuID         int64
-	WarehouseID   int32
-	RowExists     bool
-	OnHand        int64
-	Reserved      int64
-	LedgerTotal   int64
-	Supplied      int64
-	Moved         int64
-	LedgerEntries int64
-	Active        int64
-	Confirmed     int64
-	OverReserved  bool
-	ReservedDrift bool
-	LedgerOff     bool
-	SalesOff      bool
-	Oversold      bool
+	SkuID          int64
+	WarehouseID    int32
+	RowExists      bool
+	OnHand         int64
+	Reserved       int64
+	LedgerTotal    int64
+	Supplied       int64
+	Moved          int64
+	LedgerEntries  int64
+	Active         int64
+	Confirmed      int64
+	Counted        *int32
+	CountedAt      *time.Time
+	SoldSinceCount int64
+	OverReserved   bool
+	ReservedDrift  bool
+	LedgerOff      bool
+	SalesOff       bool
+	Oversold       bool
 }
 
 // The auditor's reads (audit/) run in one REPEATABLE READ, READ ONLY transaction and return only
@@ -153,6 +164,10 @@ type AuditInventoryRowsRow struct {
 // Per (sku, warehouse): the inventory row, its ledger and its reservations, when any of them
 // disagree. supplied is the sum of SUPPLY entries; moved the sum of every other entry (our own
 // movements: sales, restocks, anything else).
+// sold_since_count is what the seller's last count (the row's reported_quantity at its
+// source_updated_at) had to cover: units CONFIRMED after its stamp (or with no confirm time),
+// less units confirmed before it and restocked after it, which came back to the shelf. A row with
+// no stamp was counted before any sale, and one with no count is not judged.
 func (q *Queries) AuditInventoryRows(ctx context.Context) ([]AuditInventoryRowsRow, error) {
 	rows, err := q.db.Query(ctx, auditInventoryRows)
 	if err != nil {
@@ -174,6 +189,9 @@ func (q *Queries) AuditInventoryRows(ctx context.Context) ([]AuditInventoryRowsR
 			&i.LedgerEntries,
 			&i.Active,
 			&i.Confirmed,
+			&i.Counted,
+			&i.CountedAt,
+			&i.SoldSinceCount,
 			&i.OverReserved,
 			&i.ReservedDrift,
 			&i.LedgerOff,

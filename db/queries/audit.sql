@@ -4,6 +4,10 @@
 -- Per (sku, warehouse): the inventory row, its ledger and its reservations, when any of them
 -- disagree. supplied is the sum of SUPPLY entries; moved the sum of every other entry (our own
 -- movements: sales, restocks, anything else).
+-- sold_since_count is what the seller's last count (the row's reported_quantity at its
+-- source_updated_at) had to cover: units CONFIRMED after its stamp (or with no confirm time),
+-- less units confirmed before it and restocked after it, which came back to the shelf. A row with
+-- no stamp was counted before any sale, and one with no count is not judged.
 WITH ledger AS (
     SELECT sku_id, warehouse_id, sum(delta)::bigint AS total,
            coalesce(sum(delta) FILTER (WHERE kind = 'SUPPLY'), 0)::bigint AS supplied,
@@ -11,11 +15,16 @@ WITH ledger AS (
     FROM inventory_ledger
     GROUP BY sku_id, warehouse_id
 ), res AS (
-    SELECT sku_id, warehouse_id,
-           coalesce(sum(quantity) FILTER (WHERE status = 'ACTIVE'), 0)::bigint AS active,
-           coalesce(sum(quantity) FILTER (WHERE status = 'CONFIRMED'), 0)::bigint AS confirmed
-    FROM stock_reservations
-    GROUP BY sku_id, warehouse_id
+    SELECT r.sku_id, r.warehouse_id,
+           coalesce(sum(r.quantity) FILTER (WHERE r.status = 'ACTIVE'), 0)::bigint AS active,
+           coalesce(sum(r.quantity) FILTER (WHERE r.status = 'CONFIRMED'), 0)::bigint AS confirmed,
+           coalesce(sum(r.quantity) FILTER (WHERE r.status = 'CONFIRMED' AND (i.source_updated_at IS NULL
+               OR r.confirmed_at IS NULL OR r.confirmed_at > i.source_updated_at)), 0)::bigint
+         - coalesce(sum(r.quantity) FILTER (WHERE r.status = 'RELEASED' AND r.confirmed_at <= i.source_updated_at
+               AND r.restocked_at > i.source_updated_at), 0)::bigint AS sold_since_count
+    FROM stock_reservations r
+    LEFT JOIN inventory i ON i.sku_id = r.sku_id AND i.warehouse_id = r.warehouse_id
+    GROUP BY r.sku_id, r.warehouse_id
 ), keys AS (
     SELECT sku_id, warehouse_id FROM inventory
     UNION SELECT sku_id, warehouse_id FROM ledger
@@ -25,7 +34,9 @@ WITH ledger AS (
            coalesce(i.on_hand, 0)::bigint AS on_hand, coalesce(i.reserved, 0)::bigint AS reserved,
            coalesce(l.total, 0)::bigint AS ledger_total, coalesce(l.supplied, 0)::bigint AS supplied,
            coalesce(l.total - l.supplied, 0)::bigint AS moved, coalesce(l.entries, 0)::bigint AS ledger_entries,
-           coalesce(r.active, 0)::bigint AS active, coalesce(r.confirmed, 0)::bigint AS confirmed
+           coalesce(r.active, 0)::bigint AS active, coalesce(r.confirmed, 0)::bigint AS confirmed,
+           i.reported_quantity AS counted, i.source_updated_at AS counted_at,
+           coalesce(r.sold_since_count, 0)::bigint AS sold_since_count
     FROM keys k
     LEFT JOIN inventory i ON i.sku_id = k.sku_id AND i.warehouse_id = k.warehouse_id
     LEFT JOIN ledger l ON l.sku_id = k.sku_id AND l.warehouse_id = k.warehouse_id
@@ -36,11 +47,12 @@ WITH ledger AS (
            (reserved <> active)::bool AS reserved_drift,
            (ledger_total <> on_hand)::bool AS ledger_off,
            (-moved <> confirmed)::bool AS sales_off,
-           (confirmed > supplied)::bool AS oversold
+           coalesce(sold_since_count > counted, false)::bool AS oversold
     FROM rows
 )
 SELECT sku_id::bigint AS sku_id, warehouse_id::int AS warehouse_id, row_exists::bool AS row_exists,
        on_hand, reserved, ledger_total, supplied, moved, ledger_entries, active, confirmed,
+       counted, counted_at, sold_since_count,
        over_reserved, reserved_drift, ledger_off, sales_off, oversold
 FROM flagged
 WHERE over_reserved OR reserved_drift OR ledger_off OR sales_off OR oversold
