@@ -16,7 +16,8 @@ import (
 // 15 seconds — a few hundred orders from new shoppers, a hot SKU that runs out between the
 // seller's deliveries, 3-D Secure approvals and declines, declined cards, cancels, provider
 // timeouts, keys sent twice, and holds left to expire (HOLD_TTL 5s) — waits for the abandoned
-// holds to expire, and runs the invariant auditor over the database and Temporal.
+// holds to expire, checks that the seller's deliveries put no sold unit back on sale, and runs the
+// invariant auditor over the database and Temporal.
 func TestLoad_ShortCampaign_AuditorFindsNothing(t *testing.T) {
 	t.Parallel()
 	hold := 5 * time.Second
@@ -32,6 +33,15 @@ func TestLoad_ShortCampaign_AuditorFindsNothing(t *testing.T) {
 	require.GreaterOrEqual(t, rep.Orders, int64(100), "a few hundred orders")
 	require.Positive(t, rep.HotOrders, "hot SKUs ordered")
 	require.Empty(t, rep.Mismatches, "a repeated key answers the same")
+	// The seller's deliveries, counted without hearing of the sales, never put a sold unit back on
+	// sale: on the shelf plus sold is what it delivered in all, its last count.
+	var resold int
+	require.NoError(t, s.pool.QueryRow(s.ctx, `SELECT count(*) FROM inventory i JOIN skus k ON k.id = i.sku_id
+		LEFT JOIN (SELECT sku_id, warehouse_id, sum(quantity) AS qty FROM stock_reservations
+		           WHERE status = 'CONFIRMED' GROUP BY sku_id, warehouse_id) c
+		       ON c.sku_id = i.sku_id AND c.warehouse_id = i.warehouse_id
+		WHERE k.code LIKE 'LG-%' AND i.on_hand + coalesce(c.qty, 0) <> i.reported_quantity`).Scan(&resold))
+	assert.Zero(t, resold, "rows where the shelf and the sales exceed what the seller delivered")
 
 	res, err := audit.Run(s.ctx, s.pool, audit.Options{HoldTTL: hold, Slack: 10 * time.Second,
 		Visibility: s.temporal, TaskQueue: s.cfg.TaskQueue})

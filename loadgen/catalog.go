@@ -23,7 +23,7 @@ type sku struct {
 
 	// Guarded by keeper.mu.
 	reported map[int32]int
-	stamp    time.Time
+	stamp    time.Time // sourceUpdatedAt of the last count sent
 	due      time.Time // when the delivery ordered for a low stock arrives (zero: none ordered)
 }
 
@@ -80,7 +80,7 @@ func (g *gen) setupCatalog(ctx context.Context) (shortfalls int, err error) {
 		}
 	}
 	g.cat = cat
-	n, err := g.keeper.report(ctx, g.setup, all, func(s *sku, wh int32) int { return s.refill })
+	n, err := g.keeper.report(ctx, g.setup, all, func(s *sku, wh int32) int { return s.refill }, false)
 	return n, err
 }
 
@@ -118,6 +118,11 @@ func (g *gen) sellerCall(ctx context.Context, c *client, endpoint, path string, 
 
 // keeper tops up the stock of SKUs that run low, as a seller's ERP reports a delivery: the
 // delivery arrives RestockLead after the SKU was seen low, so a hot SKU can run out meanwhile.
+// It is an ERP that never hears of our sales: its count is the starting stock plus every delivery,
+// true as of the starting count, and it says so by stamping each count a microsecond after the
+// last one, so that every count is newer than the one before and all of them precede the run's
+// first sale (the load starts stampSpan after the starting counts). The server takes off what was
+// sold since.
 type keeper struct {
 	g        *gen
 	mu       sync.Mutex
@@ -134,9 +139,16 @@ func (k *keeper) low(s *sku) {
 	k.mu.Unlock()
 }
 
+// keeperTick is how often the keeper looks for deliveries due: at most one count per SKU each.
+const keeperTick = 200 * time.Millisecond
+
+// stampSpan is how far after its starting count a SKU's later counts may be stamped: room for
+// 100,000 counts a microsecond apart, far more than the 18,000 ticks of a run of MaxDuration.
+const stampSpan = 100 * time.Millisecond
+
 // run reports the deliveries as they arrive, until stop closes.
 func (k *keeper) run(ctx context.Context, stop <-chan struct{}) {
-	every(ctx, stop, 200*time.Millisecond, func() {
+	every(ctx, stop, keeperTick, func() {
 		now := time.Now()
 		var due []*sku
 		k.mu.Lock()
@@ -150,9 +162,10 @@ func (k *keeper) run(ctx context.Context, stop <-chan struct{}) {
 		if len(due) == 0 {
 			return
 		}
-		// A delivery of refill units on top of the last count: the new count is never below what
-		// is reserved, so a top-up never takes stock from an order.
-		if _, err := k.report(ctx, k.g.load, due, func(s *sku, wh int32) int { return s.reported[wh] + s.refill }); err != nil {
+		// A delivery of refill units on top of the last count. Less what was sold since, that is
+		// the shelf plus the delivery: never below what is reserved, so a top-up never takes stock
+		// from an order.
+		if _, err := k.report(ctx, k.g.load, due, func(s *sku, wh int32) int { return s.reported[wh] + s.refill }, true); err != nil {
 			k.mu.Lock()
 			k.failures++
 			k.mu.Unlock()
@@ -181,8 +194,10 @@ func every(ctx context.Context, stop <-chan struct{}, d time.Duration, f func())
 }
 
 // report sends absolute counts for every warehouse of skus, one call per seller, and remembers
-// them. It returns how many rows the API applied with a shortfall.
-func (k *keeper) report(ctx context.Context, c *client, skus []*sku, count func(s *sku, wh int32) int) (int, error) {
+// them. A count is stamped now, or, when sinceLast, a microsecond after the SKU's last count: true
+// as of then, not having heard of any sale since. It returns how many rows the API applied with a
+// shortfall.
+func (k *keeper) report(ctx context.Context, c *client, skus []*sku, count func(s *sku, wh int32) int, sinceLast bool) (int, error) {
 	type row struct {
 		s   *sku
 		wh  int32
@@ -193,7 +208,7 @@ func (k *keeper) report(ctx context.Context, c *client, skus []*sku, count func(
 	k.mu.Lock()
 	for _, s := range skus {
 		at := time.Now().UTC().Truncate(time.Microsecond)
-		if !at.After(s.stamp) {
+		if sinceLast || !at.After(s.stamp) {
 			at = s.stamp.Add(time.Microsecond)
 		}
 		s.stamp = at
