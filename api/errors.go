@@ -14,7 +14,9 @@ import (
 )
 
 // Error codes of the API's error model. Every error answer is
-// {"code": "<CODE>", "message": "...", ...details}.
+// {"code": "<CODE>", "message": "...", ...details}. BUSY (503, with Retry-After) refuses an order
+// at once while the checkout is past what it answers promptly (admission control): nothing was
+// done, it is no failure of ours to log, and the same request may be sent again with the same key.
 const (
 	CodeInvalidJSON          = "INVALID_JSON"
 	CodeValidationFailed     = "VALIDATION_FAILED"
@@ -128,7 +130,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		if apiErr.Status == http.StatusServiceUnavailable && c.Response().Header().Get("Retry-After") == "" {
 			c.Response().Header().Set("Retry-After", retryAfterSeconds)
 		}
-		if apiErr.Status >= 500 {
+		if apiErr.Status >= 500 && apiErr.Code != CodeBusy {
 			log.Error("request failed", "error", err, "request_id", requestID(c),
 				"method", c.Request().Method, "path", c.Path())
 		}

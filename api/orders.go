@@ -161,6 +161,13 @@ func (s *Server) createOrder(c echo.Context) error {
 // place sends the place-order update to the request's workflow, starting it if it is not running,
 // and waits for the answer.
 func (s *Server) place(ctx context.Context, in workflows.OrderInput, wfID, updateID string) (workflows.PlaceOrderResult, error) {
+	start := time.Now()
+	defer func() {
+		// The round trip feeds admission control, unless the shopper went away before the answer.
+		if ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			s.admission.observe(time.Since(start))
+		}
+	}()
 	op := s.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID:                       wfID,
 		TaskQueue:                s.Config.TaskQueue,

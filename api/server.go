@@ -83,6 +83,9 @@ type Server struct {
 	tokens *auth.Verifier
 	guests *auth.GuestTokens
 	limits rateLimits
+	// admission is the admission control of POST /orders (ORDERS_MAX_IN_FLIGHT,
+	// ORDERS_ADMIT_MAX_LATENCY).
+	admission *admission
 }
 
 // BodyLimit is the largest request body accepted.
@@ -95,8 +98,12 @@ func New(d Deps) *echo.Echo {
 	}
 	s := &Server{Deps: d, q: db.New(d.Pool),
 		tokens: auth.NewVerifier(d.Config.AuthKeys(), d.Config.AuthTokenCacheEntries),
-		guests: auth.NewGuestTokens(d.Config.AuthKeys()), limits: newRateLimits(d.Config.RateLimits)}
+		guests: auth.NewGuestTokens(d.Config.AuthKeys()), limits: newRateLimits(d.Config.RateLimits),
+		admission: newAdmission(d.Config.OrdersMaxInFlight, d.Config.OrdersAdmitMaxLatency, time.Now)}
 	d.Metrics.RegisterCaches(s.cacheFigures)
+	d.Metrics.RegisterAdmission(func() (int64, time.Duration) {
+		return s.admission.inFlight.Load(), s.admission.latency(time.Now())
+	})
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.IPExtractor = ipExtractor(d.Config.TrustedProxies)
@@ -114,7 +121,8 @@ func New(d Deps) *echo.Echo {
 	shopper.POST("/addresses", s.createAddress, s.rateLimit(s.limits.addresses))
 	shopper.GET("/addresses", s.listAddresses)
 	s.cartRoutes(e)
-	shopper.POST("/orders", s.createOrder, s.rateLimit(s.limits.orders))
+	// Admission control first: an order refused BUSY takes nothing from the rate limits.
+	shopper.POST("/orders", s.createOrder, s.admitOrders, s.rateLimit(s.limits.orders))
 	shopper.GET("/orders", s.listOrders)
 	shopperOrSupport := []echo.MiddlewareFunc{s.authenticate, requireRole(auth.RoleShopper, auth.RoleSupport)}
 	e.GET("/api/v1/orders/:orderId", s.getOrder, shopperOrSupport...)
@@ -169,7 +177,7 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		s.Metrics.HTTPDuration.WithLabelValues(route, c.Request().Method).Observe(elapsed.Seconds())
 		if route != "/healthz" {
 			level := slog.LevelInfo
-			if status >= 500 {
+			if busy, _ := c.Get(busyKey).(bool); status >= 500 && !busy {
 				level = slog.LevelError
 			}
 			attrs := []slog.Attr{

@@ -47,6 +47,15 @@ type Config struct {
 	// OrdersMaxOpenPerShopper caps a shopper's orders waiting for payment (0: no cap). The worker
 	// applies it in PostgreSQL as each order row is written.
 	OrdersMaxOpenPerShopper int
+	// OrdersMaxInFlight bounds the orders one API process is placing at once (0: no bound), and
+	// OrdersAdmitMaxLatency the recent round trip of placing one, Update-with-Start to the
+	// answer (0: not watched). Past either, POST /orders answers 503 BUSY at once, before anything
+	// is reserved or started: a shopper told to come back in a second rather than kept waiting.
+	OrdersMaxInFlight     int
+	OrdersAdmitMaxLatency time.Duration
+	// FeaturesCacheTTL is how long a process trusts its last read of the feature switches (0:
+	// every use reads them).
+	FeaturesCacheTTL time.Duration
 
 	// JWTSecret signs and checks the bearer tokens; its kid is JWTKeyID (empty: tokens carry none).
 	// JWTKeys are older keys still accepted by kid (a rotation); tokens must name JWTIssuer and
@@ -151,6 +160,14 @@ const (
 	DefaultTemporalUIPort = 8233
 	// DefaultMaxOpenOrders is how many orders a shopper may have waiting for payment at once.
 	DefaultMaxOpenOrders = 3
+	// DefaultOrdersMaxInFlight and DefaultOrdersAdmitMaxLatency are the admission limits of POST
+	// /orders per API process: far above a normal day's load, reached when a campaign pushes the
+	// order path past what Temporal and PostgreSQL answer promptly.
+	DefaultOrdersMaxInFlight     = 100
+	DefaultOrdersAdmitMaxLatency = 5 * time.Second
+	// MaxAdmitLatency is the largest latency limit that can act: an order waits no longer for
+	// its answer than this.
+	MaxAdmitLatency = 30 * time.Second
 )
 
 // ProviderPaysim is the payment simulator: authorizations and captures with no money moving.
@@ -178,6 +195,9 @@ func Load(getenv func(string) string) (Config, error) {
 		HoldExtendWindow:        p.duration("HOLD_EXTEND_WINDOW", 5*time.Minute),
 		HoldExtendMax:           p.int("HOLD_EXTEND_MAX", 1),
 		OrdersMaxOpenPerShopper: p.int("ORDERS_MAX_OPEN_PER_SHOPPER", DefaultMaxOpenOrders),
+		OrdersMaxInFlight:       p.int("ORDERS_MAX_IN_FLIGHT", DefaultOrdersMaxInFlight),
+		OrdersAdmitMaxLatency:   p.duration("ORDERS_ADMIT_MAX_LATENCY", DefaultOrdersAdmitMaxLatency),
+		FeaturesCacheTTL:        p.duration("FEATURES_CACHE_TTL", time.Second),
 		JWTSecret:               p.getenv("AUTH_JWT_SECRET"),
 		JWTKeyID:                p.str("AUTH_JWT_KID", ""),
 		JWTIssuer:               p.str("AUTH_JWT_ISSUER", ""),
@@ -268,6 +288,15 @@ func (c Config) Validate() error {
 	}
 	if c.OrdersMaxOpenPerShopper < 0 || c.OrdersMaxOpenPerShopper > 1000 {
 		errs = append(errs, fmt.Errorf("ORDERS_MAX_OPEN_PER_SHOPPER %d: between 0 (no cap) and 1000", c.OrdersMaxOpenPerShopper))
+	}
+	if c.OrdersMaxInFlight < 0 || c.OrdersMaxInFlight > 100_000 {
+		errs = append(errs, fmt.Errorf("ORDERS_MAX_IN_FLIGHT %d: between 0 (no bound) and 100000", c.OrdersMaxInFlight))
+	}
+	if l := c.OrdersAdmitMaxLatency; l != 0 && (l < 10*time.Millisecond || l > MaxAdmitLatency) {
+		errs = append(errs, fmt.Errorf("ORDERS_ADMIT_MAX_LATENCY %s: between 10ms and %s, or 0 (not watched)", l, MaxAdmitLatency))
+	}
+	if c.FeaturesCacheTTL < 0 || c.FeaturesCacheTTL > time.Minute {
+		errs = append(errs, fmt.Errorf("FEATURES_CACHE_TTL %s: between 0 and 1m", c.FeaturesCacheTTL))
 	}
 	if c.JWTMaxLifetime < time.Minute {
 		errs = append(errs, fmt.Errorf("AUTH_JWT_MAX_LIFETIME %s: must be at least 1m", c.JWTMaxLifetime))

@@ -54,3 +54,33 @@ func TestLoad_RateLimitsAndTrustedProxies(t *testing.T) {
 	_, err = load(map[string]string{"ORDERS_MAX_OPEN_PER_SHOPPER": "-1"})
 	assert.ErrorContains(t, err, "ORDERS_MAX_OPEN_PER_SHOPPER")
 }
+
+func TestLoad_AdmissionLimits_DefaultsAndOneLinePerBadValue(t *testing.T) {
+	load := func(env map[string]string) (config.Config, error) {
+		return config.Load(func(k string) string { return env[k] })
+	}
+	c, err := load(nil)
+	require.NoError(t, err)
+	assert.Equal(t, config.DefaultOrdersMaxInFlight, c.OrdersMaxInFlight)
+	assert.Equal(t, config.DefaultOrdersAdmitMaxLatency, c.OrdersAdmitMaxLatency)
+	assert.Equal(t, time.Second, c.FeaturesCacheTTL)
+
+	c, err = load(map[string]string{"ORDERS_MAX_IN_FLIGHT": "0", "ORDERS_ADMIT_MAX_LATENCY": "0", "FEATURES_CACHE_TTL": "0"})
+	require.NoError(t, err, "0 turns each off")
+	assert.Zero(t, c.OrdersMaxInFlight)
+	assert.Zero(t, c.OrdersAdmitMaxLatency)
+
+	for _, bad := range []struct{ key, value, says string }{
+		{"ORDERS_MAX_IN_FLIGHT", "-1", "ORDERS_MAX_IN_FLIGHT -1: between 0 (no bound) and 100000"},
+		{"ORDERS_MAX_IN_FLIGHT", "many", `ORDERS_MAX_IN_FLIGHT="many": not an integer`},
+		{"ORDERS_ADMIT_MAX_LATENCY", "1ms", "ORDERS_ADMIT_MAX_LATENCY 1ms: between 10ms and 30s, or 0 (not watched)"},
+		{"ORDERS_ADMIT_MAX_LATENCY", "1m", "ORDERS_ADMIT_MAX_LATENCY 1m0s: between 10ms and 30s"},
+		{"ORDERS_ADMIT_MAX_LATENCY", "5", `ORDERS_ADMIT_MAX_LATENCY="5": not a duration`},
+		{"FEATURES_CACHE_TTL", "2m", "FEATURES_CACHE_TTL 2m0s: between 0 and 1m"},
+	} {
+		_, err := load(map[string]string{bad.key: bad.value})
+		require.Error(t, err, bad.key+"="+bad.value)
+		assert.Contains(t, err.Error(), bad.says)
+		assert.NotContains(t, err.Error(), "\n", "one line for one bad value")
+	}
+}

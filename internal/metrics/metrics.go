@@ -28,6 +28,9 @@ type Metrics struct {
 	// limited (user or ip); OpenOrdersRefused orders refused by the open-order cap.
 	RateLimited       *prometheus.CounterVec
 	OpenOrdersRefused prometheus.Counter
+	// OrdersBusy counts orders refused with 503 BUSY by admission control, by reason (in_flight,
+	// latency).
+	OrdersBusy *prometheus.CounterVec
 
 	AvailabilityEvents prometheus.Counter
 	OutboxPublished    *prometheus.CounterVec
@@ -80,6 +83,10 @@ func New() *Metrics {
 			Name: "checkout_open_orders_refused_total",
 			Help: "Orders refused with 429 TOO_MANY_OPEN_ORDERS: the shopper had ORDERS_MAX_OPEN_PER_SHOPPER orders waiting for payment.",
 		}),
+		OrdersBusy: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "checkout_orders_busy_total",
+			Help: "Orders refused at once with 503 BUSY by admission control, by reason: in_flight (ORDERS_MAX_IN_FLIGHT reached), latency (the recent round trip above ORDERS_ADMIT_MAX_LATENCY).",
+		}, []string{"reason"}),
 		AvailabilityEvents: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "checkout_availability_events_applied_total",
 			Help: "Inventory change events the availability relay applied to the projection.",
@@ -94,7 +101,7 @@ func New() *Metrics {
 		}, []string{"type"}),
 	}
 	reg.MustRegister(m.ReserveAttempts, m.ReserveResults, m.ReserveBatchSize, m.HTTPRequests, m.HTTPDuration,
-		m.RateLimited, m.OpenOrdersRefused, m.AvailabilityEvents,
+		m.RateLimited, m.OpenOrdersRefused, m.OrdersBusy, m.AvailabilityEvents,
 		m.OutboxPublished, m.OutboxDead,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Jobs = newJobMetrics(reg)
@@ -111,6 +118,18 @@ func (m *Metrics) ReserveResult(result string) {
 // ReserveBatch records the size of one combined reserve transaction; it makes *Metrics an
 // inventory.BatchObserver.
 func (m *Metrics) ReserveBatch(orders int) { m.ReserveBatchSize.Observe(float64(orders)) }
+
+// RegisterAdmission exports the API process's admission control of POST /orders, read through
+// read at each scrape: the orders being placed now, and the latency signal it admits by.
+func (m *Metrics) RegisterAdmission(read func() (inFlight int64, latency time.Duration)) {
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "checkout_orders_in_flight",
+			Help: "Orders this API process is placing now (POST /orders let in and not yet answered); ORDERS_MAX_IN_FLIGHT bounds it."},
+			func() float64 { n, _ := read(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "checkout_orders_admit_latency_seconds",
+			Help: "The 90th percentile of this API process's order round trips (Update-with-Start to the answer) of the last 10 s, or the age of a probe still out when longer; above ORDERS_ADMIT_MAX_LATENCY new orders are refused BUSY."},
+			func() float64 { _, l := read(); return l.Seconds() }))
+}
 
 // InventoryGauges reads the state gauges from the database at scrape time.
 type InventoryGauges interface {
