@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -21,11 +22,13 @@ type client struct {
 	rec  *recorder
 }
 
-// answer is an HTTP answer: status, the error code of an error body, and the body.
+// answer is an HTTP answer: status, the error code of an error body, the body, and Retry-After
+// (in whole seconds, as the API sends it; 0 when absent).
 type answer struct {
-	status int
-	code   string
-	body   []byte
+	status     int
+	code       string
+	body       []byte
+	retryAfter time.Duration
 }
 
 func (a answer) decode(v any) error { return json.Unmarshal(a.body, v) }
@@ -85,6 +88,9 @@ func (c *client) send(ctx context.Context, r request) (answer, error) {
 		return answer{}, fmt.Errorf("%s: %w", r.endpoint, err)
 	}
 	a := answer{status: resp.StatusCode, body: raw}
+	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+		a.retryAfter = time.Duration(secs) * time.Second
+	}
 	if a.status >= 400 {
 		var e struct {
 			Code string `json:"code"`

@@ -390,7 +390,9 @@ func (g *gen) shop(ctx context.Context, rnd *rand.Rand, zipf *rand.Zipf, n int64
 }
 
 // placeOrder posts the order, and repeats it with the same key while the API says 503 (as its
-// answer asks), a few times.
+// answer asks), a few times: after the answer's Retry-After when it is BUSY (up to 10 s, spread
+// by a fifth so that refused shoppers do not come back together), after a short back-off
+// otherwise.
 func (g *gen) placeOrder(ctx context.Context, endpoint, tok, key string, body map[string]any) (answer, error) {
 	h := http.Header{"Idempotency-Key": {key}}
 	target := "/api/v1/orders"
@@ -403,10 +405,15 @@ func (g *gen) placeOrder(ctx context.Context, endpoint, tok, key string, body ma
 		if err != nil || a.status != http.StatusServiceUnavailable || a.code == "PAYMENT_UNAVAILABLE" || attempt == 4 {
 			return a, err
 		}
+		wait := time.Duration(attempt+1) * 300 * time.Millisecond
+		if a.code == codeBusy {
+			wait = min(max(a.retryAfter, time.Second), 10*time.Second)
+			wait += time.Duration(rand.Int64N(int64(wait / 5)))
+		}
 		select {
 		case <-ctx.Done():
 			return a, ctx.Err()
-		case <-time.After(time.Duration(attempt+1) * 300 * time.Millisecond):
+		case <-time.After(wait):
 		}
 	}
 }
@@ -414,8 +421,8 @@ func (g *gen) placeOrder(ctx context.Context, endpoint, tok, key string, body ma
 // sameAnswer compares two answers to one key: they must name the same order with the same
 // outcome. It returns what differs.
 func sameAnswer(a answer, aerr error, b answer, berr error) string {
-	if aerr != nil || berr != nil {
-		return "" // no answer to compare
+	if aerr != nil || berr != nil || a.code == codeBusy || b.code == codeBusy {
+		return "" // no answer to compare: a BUSY refusal is nobody's answer, the key's comes later
 	}
 	var x, y orderAnswer
 	_ = a.decode(&x)

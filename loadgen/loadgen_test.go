@@ -112,3 +112,26 @@ func TestGauges_ReadsUnlabelledValues(t *testing.T) {
 		"checkout_http_requests_total{route=\"/x\"} 3\n")
 	assert.Equal(t, map[string]float64{metricLag: 0.25, metricPending: 12}, gauges(body, metricLag, metricPending))
 }
+
+// TestRecorder_BusyRefusalsApartFromTheOrdersLetIn: the latency of POST /orders is that of the
+// orders the API let in; its BUSY refusals are counted on a row of their own, as expected answers.
+func TestRecorder_BusyRefusalsApartFromTheOrdersLetIn(t *testing.T) {
+	t.Parallel()
+	r := newRecorder()
+	r.observe(epOrder, 201, "", 900*time.Millisecond)
+	r.observe(epOrder, 503, codeBusy, time.Millisecond)
+	r.observe(epRepeat, 503, codeBusy, time.Millisecond)
+	r.observe(epOrder, 503, "UNAVAILABLE", 30*time.Second)
+	got := map[string]EndpointStats{}
+	for _, e := range r.endpoints(1) {
+		got[e.Endpoint] = e
+	}
+	assert.EqualValues(t, 2, got[EndpointOrder].Requests)
+	assert.EqualValues(t, 900, got[EndpointOrder].P50Ms)
+	assert.EqualValues(t, 2, got[EndpointOrderBusy].Requests)
+	for _, e := range r.errors() {
+		assert.Equal(t, e.Code == codeBusy, e.Expected, "%+v", e)
+	}
+	assert.Empty(t, sameAnswer(answer{status: 503, code: codeBusy}, nil, answer{status: 201}, nil),
+		"a refusal is no answer of the key's to compare")
+}

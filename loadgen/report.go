@@ -55,10 +55,13 @@ type ScenarioResult struct {
 	OutOfStock int64            `json:"outOfStock"`
 	AsExpected int64            `json:"asExpected"`
 	Other      map[string]int64 `json:"other"`
+	// Busy counts orders still refused 503 BUSY (admission control) when the shopper gave up
+	// retrying: nothing was placed for them.
+	Busy int64 `json:"busy"`
 }
 
 // Unexpected is how many orders ended otherwise than their scenario says (refusals for stock
-// apart).
+// and for a busy checkout apart).
 func (r Report) Unexpected() int64 {
 	n := int64(0)
 	for _, s := range r.Scenarios {
@@ -109,6 +112,8 @@ func (g *gen) report(start time.Time, seconds float64, shortfalls int) Report {
 			s.AsExpected++
 		case p.answer == "OUT_OF_STOCK":
 			s.OutOfStock++
+		case p.answer == codeBusy:
+			s.Busy++
 		case p.scenario == ScenarioAbandon && !g.cfg.WaitAbandoned && strings.HasPrefix(final, "PENDING_PAYMENT"):
 			s.AsExpected++ // still in its hold, as it should be
 		default:
@@ -149,9 +154,9 @@ func (r Report) WriteText(w io.Writer) error {
 		}
 		sort.Strings(other)
 		rows = append(rows, []string{s.Scenario, s.Expected, fmt.Sprint(s.Orders), fmt.Sprint(s.AsExpected),
-			fmt.Sprint(s.OutOfStock), orDash(strings.Join(other, ", "))})
+			fmt.Sprint(s.OutOfStock), fmt.Sprint(s.Busy), orDash(strings.Join(other, ", "))})
 	}
-	table(b, []string{"scenario", "expected", "orders", "as expected", "out of stock", "other"}, rows)
+	table(b, []string{"scenario", "expected", "orders", "as expected", "out of stock", "refused busy", "other"}, rows)
 	if len(r.Stopped) > 0 {
 		b.WriteString("\nShoppers who stopped before ordering\n")
 		table(b, []string{"step and answer", "shoppers", "per s"}, countRows(r.Stopped))
