@@ -11,6 +11,7 @@ import (
 
 	"github.com/marketplace/checkout/availability"
 	"github.com/marketplace/checkout/cart"
+	"github.com/marketplace/checkout/features"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/money"
 )
@@ -98,7 +99,7 @@ type cartItemView struct {
 	Price      string    `json:"price,omitempty"`
 	LineTotal  string    `json:"lineTotal,omitempty"`
 	Currency   string    `json:"currency,omitempty"`
-	Stock      string    `json:"stock"`
+	Stock      string    `json:"stock,omitempty"`
 	Available  *int32    `json:"available,omitempty"`
 }
 
@@ -115,22 +116,34 @@ type cartView struct {
 	Currency string         `json:"currency,omitempty"`
 	MergedAt *time.Time     `json:"mergedAt,omitempty"`
 	Limits   cartLimitsView `json:"limits"`
+	// Omitted names what a feature switch left out of the answer (cart_stock_hints: no stock).
+	Omitted []string `json:"omitted,omitempty"`
 }
 
-// render turns a cart with its hints into the answer, and sets the version as the ETag.
+// render turns a cart with its hints into the answer, and sets the version as the ETag. With the
+// cart_stock_hints switch off, the lines carry no stock and the answer says so.
 func (h *cartHandlers) render(c echo.Context, v cart.View) cartView {
 	out := cartView{Version: v.Version, Items: make([]cartItemView, len(v.Lines)), MergedAt: v.MergedAt,
 		Limits: cartLimitsView{LinesPerCart: h.store.Limits().MaxLines, UnitsPerLine: int(h.store.Limits().MaxUnitsPerLine)}}
+	hints := h.Features.Enabled(c.Request().Context(), features.CartStockHints)
+	if !hints {
+		out.Omitted = []string{string(features.CartStockHints)}
+	}
 	threshold := int32(h.Config.LowStockThreshold)
 	var subtotal int64
 	currency, single := "", true
 	for i, l := range v.Lines {
 		it := cartItemView{SKUID: l.SKUID, SellerID: l.SellerID, Title: l.Title, Quantity: l.Quantity,
-			AddedAt: l.AddedAt, PriceAtAdd: l.PriceAtAdd, Stock: availability.Unknown}
+			AddedAt: l.AddedAt, PriceAtAdd: l.PriceAtAdd}
+		if hints {
+			it.Stock = availability.Unknown
+		}
 		if l.InCatalog {
 			it.Price, it.Currency = money.Format(l.PriceMinor), l.Currency
 			it.LineTotal = money.Format(l.PriceMinor * int64(l.Quantity))
-			it.Stock = availability.Hint(l.Available, l.Known, threshold)
+			if hints {
+				it.Stock = availability.Hint(l.Available, l.Known, threshold)
+			}
 			if it.Stock == availability.LowStock {
 				n := l.Available
 				it.Available = &n

@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/marketplace/checkout/api"
+	"github.com/marketplace/checkout/features"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/demo"
 	"github.com/marketplace/checkout/internal/money"
@@ -152,7 +153,8 @@ var (
 func bodyRoutes(f *testing.F, h *harness) []bodyRoute {
 	return []bodyRoute{
 		addressRoute(h), cartItemRoute(h), cartMergeRoute(f, h), previewRoute(f, h), orderRoute(h),
-		sellerSKUsRoute(f, h), sellerStocksRoute(h), paymentFaultsRoute(h), webhookRoute(h, true), webhookRoute(h, false),
+		sellerSKUsRoute(f, h), sellerStocksRoute(h), paymentFaultsRoute(h), featuresRoute(h), webhookRoute(h, true),
+		webhookRoute(h, false),
 	}
 }
 
@@ -471,6 +473,37 @@ func paymentFaultsRoute(h *harness) bodyRoute {
 			`{"downForSeconds":86400}`, `{"downForSeconds":86401}`, `{"latencyMs":60000}`, `{"latencyMs":-0}`,
 			`{"latencyMs":0.0001}`, `{"downForSeconds":1e-300}`, `{"failureRate":null}`, `{"latencyMs":"5"}`,
 			`{"downForSeconds":-1,"latencyMs":60001,"failureRate":-0.1}`, `null`, ``,
+		}}
+}
+
+func featuresRoute(h *harness) bodyRoute {
+	return bodyRoute{name: "PUT /api/v1/ops/features", method: http.MethodPut, path: "/api/v1/ops/features",
+		token:   h.as(auth.Principal{UserID: 950, Role: auth.RoleOps}),
+		accepts: status(http.StatusOK), refused: bodyRefusals(nil),
+		check: func(t *testing.T, body []byte, a reply) {
+			var req map[string]*bool
+			readAccepted(t, body, &req)
+			if len(req) == 0 {
+				t.Fatalf("accepted %q, which names no switch", body)
+			}
+			seen := map[string]bool{}
+			for _, f := range a.body["features"].([]any) {
+				f := f.(map[string]any)
+				seen[f["name"].(string)] = f["enabled"].(bool)
+			}
+			if len(seen) != len(features.All) {
+				t.Fatalf("the answer lists %d switches: %s", len(seen), a.raw)
+			}
+			for name, on := range req {
+				if got, ok := seen[name]; !ok || on == nil || got != *on {
+					t.Fatalf("accepted %q: %s is %v in the answer %s", body, name, got, a.raw)
+				}
+			}
+		},
+		seeds: []string{
+			`{"cart_stock_hints":false}`, `{"cart_stock_hints":true,"preview_stock_warnings":false,"abandoned_cart_events":true}`,
+			`{"preview_stock_warnings":true}`, `{"free_shipping":false}`, `{"cart_stock_hints":"off"}`, `{"cart_stock_hints":0}`,
+			`{"cart_stock_hints":null}`, `{}`, `[]`, `null`, ``, `{"cart_stock_hints":false,"cart_stock_hints":true}`,
 		}}
 }
 

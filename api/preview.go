@@ -10,6 +10,7 @@ import (
 
 	"github.com/marketplace/checkout/availability"
 	"github.com/marketplace/checkout/cart"
+	"github.com/marketplace/checkout/features"
 	"github.com/marketplace/checkout/internal/money"
 	"github.com/marketplace/checkout/pricing"
 )
@@ -31,7 +32,7 @@ type previewItem struct {
 	LineTotal  string `json:"lineTotal"`
 	Currency   string `json:"currency"`
 	PriceAtAdd string `json:"priceAtAdd,omitempty"`
-	Available  int32  `json:"available"`
+	Available  *int32 `json:"available,omitempty"`
 	campaignPrice
 }
 
@@ -83,11 +84,15 @@ type previewResponse struct {
 	Currency     string           `json:"currency"`
 	PriceVersion string           `json:"priceVersion"`
 	Warnings     []previewWarning `json:"warnings"`
+	// Omitted names what a feature switch left out of the answer (preview_stock_warnings: no
+	// stock figures or stock warnings).
+	Omitted []string `json:"omitted,omitempty"`
 }
 
 // preview prices the member cart from the catalog now (never from priceAtAdd) and asks the
-// inventory, not the projection, how much is sellable. Its priceVersion is pricing.Compute's, the
-// one POST /orders compares against.
+// inventory, not the projection, how much is sellable (unless the preview_stock_warnings switch is
+// off: then it reads no stock). Its priceVersion is pricing.Compute's, the one POST /orders
+// compares against.
 func (h *cartHandlers) preview(c echo.Context) error {
 	ctx := c.Request().Context()
 	var req previewRequest
@@ -134,28 +139,32 @@ func (h *cartHandlers) preview(c echo.Context) error {
 			coupon.Discount = money.Format(quote.Coupon.DiscountMinor)
 		}
 	}
-	ids := make([]int64, len(quote.Items))
-	for i, it := range quote.Items {
-		ids[i] = it.SKUID
-	}
-	sellable, err := availability.Sellable(ctx, h.q, ids)
-	if err != nil {
-		return err
+	out := previewResponse{Items: make([]previewItem, len(quote.Items)), Subtotal: money.Format(subtotal),
+		Coupon: coupon, Total: money.Format(quote.TotalMinor),
+		Currency: quote.Currency, PriceVersion: quote.PriceVersion, Warnings: []previewWarning{}}
+	var sellable map[int64]int32
+	stock := h.Features.Enabled(ctx, features.PreviewStockWarnings)
+	if stock {
+		ids := make([]int64, len(quote.Items))
+		for i, it := range quote.Items {
+			ids[i] = it.SKUID
+		}
+		if sellable, err = availability.Sellable(ctx, h.q, ids); err != nil {
+			return err
+		}
+	} else {
+		out.Omitted = []string{string(features.PreviewStockWarnings)}
 	}
 	atAdd := make(map[int64]string, len(snap.Doc.Items))
 	for _, it := range snap.Doc.Items {
 		atAdd[it.SKUID] = it.PriceAtAdd
 	}
 	threshold := int32(h.Config.LowStockThreshold)
-	out := previewResponse{Items: make([]previewItem, len(quote.Items)), Subtotal: money.Format(subtotal),
-		Coupon: coupon, Total: money.Format(quote.TotalMinor),
-		Currency: quote.Currency, PriceVersion: quote.PriceVersion, Warnings: []previewWarning{}}
 	for i, it := range quote.Items {
 		price := money.Format(it.UnitPriceMinor)
-		avail := max(sellable[it.SKUID], 0)
 		out.Items[i] = previewItem{SKUID: it.SKUID, SellerID: it.SellerID, Title: it.Title, Quantity: it.Quantity,
 			UnitPrice: price, LineTotal: money.Format(it.LineTotalMinor), Currency: it.Currency,
-			PriceAtAdd: atAdd[it.SKUID], Available: avail, campaignPrice: campaignPriceOf(it)}
+			PriceAtAdd: atAdd[it.SKUID], campaignPrice: campaignPriceOf(it)}
 		if old := atAdd[it.SKUID]; old != "" && old != price {
 			out.Warnings = append(out.Warnings, previewWarning{SKUID: it.SKUID, Code: WarnPriceChanged, Old: old, New: price})
 		}
@@ -163,6 +172,11 @@ func (h *cartHandlers) preview(c echo.Context) error {
 			out.Warnings = append(out.Warnings, previewWarning{SKUID: it.SKUID, Code: WarnQuantityLimit,
 				Requested: it.Quantity, Max: it.MaxPerOrder})
 		}
+		if !stock {
+			continue
+		}
+		avail := max(sellable[it.SKUID], 0)
+		out.Items[i].Available = &avail
 		switch {
 		case avail == 0:
 			out.Warnings = append(out.Warnings, previewWarning{SKUID: it.SKUID, Code: WarnOutOfStock,

@@ -22,6 +22,7 @@ import (
 
 	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/features"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/metrics"
@@ -74,6 +75,9 @@ type Deps struct {
 	// it and cart writes update it. It serves only while its Run listens for cart changes, which
 	// the process runs beside the server (nil: every cart read goes to the database).
 	CartCache *cart.Cache
+	// Features are the feature switches, as the process reads them (nil: the API reads them
+	// itself, through a cache of FEATURES_CACHE_TTL).
+	Features *features.Switches
 }
 
 // Server holds the API's dependencies; its methods are the handlers.
@@ -95,6 +99,9 @@ const BodyLimit = "1M"
 func New(d Deps) *echo.Echo {
 	if d.Log == nil {
 		d.Log = slog.Default()
+	}
+	if d.Features == nil {
+		d.Features = features.New(d.Pool, features.Options{TTL: d.Config.FeaturesCacheTTL, Log: d.Log})
 	}
 	s := &Server{Deps: d, q: db.New(d.Pool),
 		tokens: auth.NewVerifier(d.Config.AuthKeys(), d.Config.AuthTokenCacheEntries),
@@ -132,8 +139,10 @@ func New(d Deps) *echo.Echo {
 	if d.PaymentPages != nil {
 		d.PaymentPages.Routes(e)
 	}
+	ops := e.Group("/api/v1/ops", s.authenticate, requireRole(auth.RoleOps))
+	ops.GET("/features", s.getFeatures)
+	ops.PUT("/features", s.putFeatures)
 	if d.PaymentFaults != nil {
-		ops := e.Group("/api/v1/ops", s.authenticate, requireRole(auth.RoleOps))
 		ops.GET("/payment-faults", s.getPaymentFaults)
 		ops.PUT("/payment-faults", s.putPaymentFaults)
 	}

@@ -67,6 +67,9 @@ type Relay struct {
 	PollInterval time.Duration
 	// BatchSize is how many change events one transaction consumes.
 	BatchSize int32
+	// Paused, when set and true, makes the relay apply nothing (ops have turned the cart's stock
+	// hints off); the change events wait, and the relay catches up once it is false again.
+	Paused func(ctx context.Context) bool
 }
 
 // Defaults of the relay.
@@ -87,18 +90,23 @@ func NewRelay(pool *pgxpool.Pool, obs Observer, log *slog.Logger) *Relay {
 		PollInterval: DefaultPollInterval, BatchSize: DefaultBatchSize}
 }
 
-// BatchResult is what one batch applied. Busy means another relay held the cursor.
+// BatchResult is what one batch applied. Busy means another relay held the cursor; Paused, that
+// the relay is paused.
 type BatchResult struct {
 	Applied     int
 	SKUs        int
 	LastEventID int64
 	Busy        bool
+	Paused      bool
 }
 
 // Step applies one batch of change events in one transaction. With nothing to apply it costs one
-// index probe and no transaction.
+// index probe and no transaction; paused, nothing.
 func (r *Relay) Step(ctx context.Context) (BatchResult, error) {
 	var res BatchResult
+	if r.Paused != nil && r.Paused(ctx) {
+		return BatchResult{Paused: true}, nil
+	}
 	if waiting, err := r.q.HasInventoryChanges(ctx); err != nil || !waiting {
 		return res, err
 	}
@@ -134,7 +142,7 @@ func (r *Relay) Drain(ctx context.Context) (applied int, err error) {
 	for {
 		res, err := r.Step(ctx)
 		applied += res.Applied
-		if err != nil || res.Busy || res.Applied < int(r.batchSize()) {
+		if err != nil || res.Busy || res.Paused || res.Applied < int(r.batchSize()) {
 			return applied, err
 		}
 	}

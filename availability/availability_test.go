@@ -174,6 +174,34 @@ func TestRelay_Step_AnotherRelayHoldsTheCursor_Skips(t *testing.T) {
 	assert.EqualValues(t, 83, scalar(t, pool, `SELECT available FROM sku_availability WHERE sku_id = 71`))
 }
 
+// TestRelay_Paused_AppliesNothingThenCatchesUp: while paused (the cart's stock hints switched
+// off) the relay leaves the change events waiting; unpaused, it applies them.
+func TestRelay_Paused_AppliesNothingThenCatchesUp(t *testing.T) {
+	t.Parallel()
+	pool := setup(t)
+	ctx := context.Background()
+	relay := availability.NewRelay(pool, nil, nil)
+	_, err := relay.Drain(ctx)
+	require.NoError(t, err)
+	before := scalar(t, pool, `SELECT available FROM sku_availability WHERE sku_id = 71`)
+	_, err = pool.Exec(ctx, `UPDATE inventory SET on_hand = on_hand + 1 WHERE sku_id = 71`)
+	require.NoError(t, err)
+
+	paused := true
+	relay.Paused = func(context.Context) bool { return paused }
+	applied, err := relay.Drain(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, applied)
+	assert.Equal(t, before, scalar(t, pool, `SELECT available FROM sku_availability WHERE sku_id = 71`))
+	assert.EqualValues(t, 3, scalar(t, pool, `SELECT count(*) FROM inventory_changes`), "the events wait")
+
+	paused = false
+	applied, err = relay.Drain(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 3, applied)
+	assert.Equal(t, before+3, scalar(t, pool, `SELECT available FROM sku_availability WHERE sku_id = 71`))
+}
+
 func TestRelay_LateCommittingLowerID_IsStillApplied(t *testing.T) {
 	t.Parallel()
 	pool := setup(t)

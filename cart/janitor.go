@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/features"
 )
 
 // EventCartAbandoned is the outbox event of a non-empty member cart the janitor removed: the
@@ -22,10 +23,12 @@ type Janitor struct {
 	BatchSize int32 // carts per statement; 0 means 500
 }
 
-// JanitorResult counts what one run removed.
+// JanitorResult counts what one run removed. Deferred: the run did nothing because ops have the
+// abandoned_cart_events switch off; the carts wait for a run with it on.
 type JanitorResult struct {
-	Deleted int `json:"deleted"`
-	Events  int `json:"events"`
+	Deleted  int  `json:"deleted"`
+	Events   int  `json:"events"`
+	Deferred bool `json:"deferred,omitempty"`
 }
 
 // DeleteIdle deletes carts untouched for olderThan (by the database clock), in batches, each batch
@@ -58,7 +61,17 @@ type Activities struct {
 	Janitor *Janitor
 	// Observer receives each clean-up's figures (metrics); nil means none.
 	Observer Observer
+	// Switches are the feature switches; nil means every one is on.
+	Switches Switches
 }
+
+// Switches say whether a feature switch is on: the clean-up defers its runs while
+// abandoned-cart events are off.
+type Switches interface {
+	Enabled(ctx context.Context, n features.Name) bool
+}
+
+var _ Switches = (*features.Switches)(nil)
 
 // Observer receives what each clean-up removed, and whether it failed.
 type Observer interface {
@@ -71,8 +84,14 @@ type DeleteIdleCartsInput struct {
 }
 
 // DeleteIdleCarts deletes idle carts and writes abandoned-cart events. It is idempotent: a retry
-// finds only what is still idle.
+// finds only what is still idle. While ops have the abandoned_cart_events switch off (load on
+// PostgreSQL: every deleted cart is a write, an event and a cart-change notice), it defers: it
+// deletes nothing, so no cart goes without its event, and the next run with the switch on does it.
 func (a *Activities) DeleteIdleCarts(ctx context.Context, in DeleteIdleCartsInput) (JanitorResult, error) {
+	if a.Switches != nil && !a.Switches.Enabled(ctx, features.AbandonedCartEvents) {
+		activity.GetLogger(ctx).Info("cart clean-up deferred: the abandoned_cart_events switch is off")
+		return JanitorResult{Deferred: true}, nil
+	}
 	if in.OlderThan <= 0 {
 		in.OlderThan = DefaultIdleTTL
 	}

@@ -85,6 +85,13 @@ type CouponRedemption struct {
 	UpdatedAt     time.Time
 }
 
+type FeatureSwitch struct {
+	Name      string
+	Enabled   bool
+	UpdatedAt time.Time
+	UpdatedBy string
+}
+
 type IdempotencyRecord struct {
 	UserID         int64
 	IdempotencyKey string

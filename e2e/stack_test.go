@@ -33,6 +33,7 @@ import (
 
 	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/cart"
+	"github.com/marketplace/checkout/features"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/codec"
 	"github.com/marketplace/checkout/internal/config"
@@ -156,12 +157,14 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	m := metrics.New()
 	inv := inventory.New(pool, m)
 	m.RegisterInventoryGauges(inv)
+	switches := features.New(pool, features.Options{TTL: cfg.FeaturesCacheTTL, Log: quietLog()})
+	m.RegisterFeatures(switches.Snapshot)
 	sim := paysim.New(pool, paysim.Options{PublicBaseURL: base, WebhookURL: cfg.PaymentWebhookURL,
 		WebhookSecret: []byte(cfg.PaymentWebhookSecret), Log: quietLog(), RetryBase: 100 * time.Millisecond,
 		RetryMax: time.Second, PollInterval: 100 * time.Millisecond, HoldUntil: api.HoldUntil(pool)})
 	carts := cart.NewCache(pool, cart.CacheOptions{Entries: cfg.CartCacheEntries, Log: quietLog()})
 	e := api.New(api.Deps{Config: cfg, Pool: pool, Inventory: inv, Temporal: tc, Metrics: m, Log: quietLog(),
-		Payments: sim, PaymentPages: sim, PaymentFaults: sim, CartCache: carts, Codec: pc})
+		Payments: sim, PaymentPages: sim, PaymentFaults: sim, CartCache: carts, Codec: pc, Features: switches})
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	metricsLn, err := net.Listen("tcp", "127.0.0.1:0")
@@ -174,7 +177,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 
 	s := &stack{t: t, ctx: ctx, pool: pool, cfg: cfg, temporal: tc, codec: pc, base: base, sim: sim, cancel: cancel,
 		http:      &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 100}},
-		deps:      worker.Deps{Config: cfg, Pool: pool, Inventory: inv, Temporal: tc, Metrics: m, Log: quietLog()},
+		deps:      worker.Deps{Config: cfg, Pool: pool, Inventory: inv, Temporal: tc, Metrics: m, Log: quietLog(), Features: switches},
 		moneyDown: &atomic.Bool{}}
 	s.deps.Gateway = moneyDownGateway{Gateway: sim, down: s.moneyDown}
 	s.metrics = "http://" + metricsLn.Addr().String() + "/metrics"
@@ -273,13 +276,19 @@ func (r reply) str(path ...string) string {
 // call sends a JSON request; headers are name, value pairs.
 func (s *stack) call(method, path, token string, headers []string, body any) reply {
 	s.t.Helper()
+	return s.callAt(s.base, method, path, token, headers, body)
+}
+
+// callAt sends a JSON request to the API at base (another replica of the stack's).
+func (s *stack) callAt(base, method, path, token string, headers []string, body any) reply {
+	s.t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		require.NoError(s.t, err)
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(s.ctx, method, s.base+path, rd)
+	req, err := http.NewRequestWithContext(s.ctx, method, base+path, rd)
 	require.NoError(s.t, err)
 	req.Header.Set("Content-Type", "application/json")
 	if token != "" {

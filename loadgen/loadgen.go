@@ -289,13 +289,14 @@ func (g *gen) shop(ctx context.Context, rnd *rand.Rand, zipf *rand.Zipf, n int64
 	var pv struct {
 		PriceVersion string `json:"priceVersion"`
 		Items        []struct {
-			SKUID     int64 `json:"skuId"`
-			Available int32 `json:"available"`
+			SKUID int64 `json:"skuId"`
+			// Available is absent while ops have the preview's stock warnings switched off.
+			Available *int32 `json:"available"`
 		} `json:"items"`
 	}
 	_ = a.decode(&pv)
 	for _, it := range pv.Items {
-		if s := g.cat.byID[it.SKUID]; s != nil && it.Available <= s.lowWater {
+		if s := g.cat.byID[it.SKUID]; s != nil && it.Available != nil && *it.Available <= s.lowWater {
 			g.keeper.low(s)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/marketplace/checkout/availability"
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/features"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/outbox"
 	"github.com/marketplace/checkout/workflows"
@@ -37,6 +38,8 @@ func Loops(d Deps) []Loop {
 		d.Metrics.RegisterAvailabilityGauges(relay)
 	}
 	relay.PollInterval = d.Config.AvailabilityPollInterval
+	// With the cart's stock hints off nobody reads the projection: its upkeep waits.
+	relay.Paused = func(ctx context.Context) bool { return !d.Features.Enabled(ctx, features.CartStockHints) }
 	loops = append(loops, Loop{Name: "availability relay", Run: relay.Run})
 
 	// The outbox relay: order and stock events, at least once and in order; a seller shortfall

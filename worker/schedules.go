@@ -158,7 +158,7 @@ func registerJobs(w sdkworker.Worker, c client.Client, d Deps) {
 	if d.Metrics != nil && d.Metrics.Jobs != nil {
 		carts = d.Metrics.Jobs
 	}
-	w.RegisterActivity(&cart.Activities{Janitor: &cart.Janitor{Q: db.New(d.Pool)}, Observer: carts})
+	w.RegisterActivity(&cart.Activities{Janitor: &cart.Janitor{Q: db.New(d.Pool)}, Observer: carts, Switches: d.Features})
 	w.RegisterActivity(&activities.PaymentReconciler{Pool: d.Pool, Gateway: d.Gateway, Signaler: signaler{c: c},
 		Observer: jobObserver(d)})
 }

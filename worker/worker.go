@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/marketplace/checkout/activities"
+	"github.com/marketplace/checkout/features"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/inventory"
@@ -31,6 +32,8 @@ type Deps struct {
 	Temporal  client.Client
 	Metrics   *metrics.Metrics
 	Log       *slog.Logger
+	// Features are the feature switches, as the process reads them; nil means every one is on.
+	Features *features.Switches
 	// BuildID and OrderWorkflow override workflows.BuildID and workflows.OrderWorkflow: tests run
 	// two builds with different order workflows side by side.
 	BuildID       string

@@ -22,6 +22,7 @@ import (
 	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/features"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/codec"
 	"github.com/marketplace/checkout/internal/config"
@@ -57,6 +58,9 @@ type app struct {
 	// api and worker start only when it names it, dev names it): the worker calls it, the API
 	// serves its 3-D Secure page and fault switch and delivers its webhooks.
 	paysim *paysim.Sim
+	// features are the feature switches, one cache per process (API and worker alike), shown in
+	// its metrics.
+	features *features.Switches
 }
 
 func connect(ctx context.Context, cfg config.Config) (*app, error) {
@@ -93,6 +97,8 @@ func connect(ctx context.Context, cfg config.Config) (*app, error) {
 	}
 	a.inv = inventory.New(a.pool, a.metrics, inventory.WithCombining(inFlight))
 	a.metrics.RegisterInventoryGauges(a.inv)
+	a.features = features.New(a.pool, features.Options{TTL: cfg.FeaturesCacheTTL, Log: a.log})
+	a.metrics.RegisterFeatures(a.features.Snapshot)
 	a.paysim = paysim.New(a.pool, paysim.Options{PublicBaseURL: cfg.PublicBaseURL, WebhookURL: cfg.PaymentWebhookURL,
 		WebhookSecret: []byte(cfg.PaymentWebhookSecret), Log: a.log, Latency: cfg.PaysimLatency,
 		FailureRate: cfg.PaysimFailureRate, HoldUntil: api.HoldUntil(a.pool)})
@@ -112,7 +118,8 @@ func (a *app) serveAPI(ctx context.Context) error {
 	carts := cart.NewCache(a.pool, cart.CacheOptions{Entries: a.cfg.CartCacheEntries,
 		MaxBytes: int64(a.cfg.CartCacheMemoryMB) << 20, Log: a.log})
 	e := api.New(api.Deps{Config: a.cfg, Pool: a.pool, Inventory: a.inv, Temporal: a.temporal,
-		Metrics: a.metrics, Log: a.log, Payments: a.paysim, PaymentPages: a.paysim, PaymentFaults: a.paysim, CartCache: carts, Codec: a.codec})
+		Metrics: a.metrics, Log: a.log, Payments: a.paysim, PaymentPages: a.paysim, PaymentFaults: a.paysim, CartCache: carts, Codec: a.codec,
+		Features: a.features})
 	srv := &http.Server{Addr: a.cfg.HTTPAddr, Handler: e, ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second}
 	g, ctx := errgroup.WithContext(ctx)
@@ -165,7 +172,7 @@ func (a *app) runWorker(ctx context.Context) error {
 		a.log.Info("schedules ensured", "schedules", worker.ScheduleIDs(a.cfg))
 	}
 	deps := worker.Deps{Config: a.cfg, Pool: a.pool, Inventory: a.inv, Gateway: a.paysim, Temporal: a.temporal,
-		Metrics: a.metrics, Log: a.log}
+		Metrics: a.metrics, Log: a.log, Features: a.features}
 	w := worker.New(a.temporal, deps)
 	if err := w.Start(); err != nil {
 		return err

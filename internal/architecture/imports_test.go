@@ -27,7 +27,7 @@ var layers = [][]string{
 		"internal/pgserver", "internal/childproc"},
 	// The business rules, each on its own tables.
 	{"inventory", "pricing", "availability", "outbox", "payment/paysim", "internal/config", "internal/demo",
-		"internal/devtemporal", "internal/devprometheus"},
+		"internal/devtemporal", "internal/devprometheus", "features"},
 	{"cart"},
 	// The saga's steps.
 	{"activities"},

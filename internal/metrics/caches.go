@@ -92,3 +92,27 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(tokenEntriesDesc, float64(f.TokenEntries))
 	}
 }
+
+// RegisterFeatures exports the feature switches as this process sees them (read through read at
+// each scrape, from its cache): 1 on, 0 off, by switch.
+func (m *Metrics) RegisterFeatures(read func() map[string]bool) {
+	m.Registry.MustRegister(&featureCollector{read: read})
+}
+
+var featureDesc = prometheus.NewDesc("checkout_feature_enabled",
+	"Feature switches as this process sees them (FEATURES_CACHE_TTL behind the database at most): 1 on, 0 off.",
+	[]string{"feature"}, nil)
+
+type featureCollector struct{ read func() map[string]bool }
+
+func (c *featureCollector) Describe(ch chan<- *prometheus.Desc) { ch <- featureDesc }
+
+func (c *featureCollector) Collect(ch chan<- prometheus.Metric) {
+	for name, on := range c.read() {
+		v := 0.0
+		if on {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(featureDesc, prometheus.GaugeValue, v, name)
+	}
+}
