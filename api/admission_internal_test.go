@@ -14,100 +14,138 @@ type clock struct{ t time.Time }
 func (c *clock) now() time.Time          { return c.t }
 func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
 func newClock() *clock                   { return &clock{t: time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)} }
-func observeN(a *admission, n int, d time.Duration) {
+
+func observeN(a *admission, n int, d time.Duration, answered bool) {
 	for range n {
-		a.observe(d)
+		a.observe(d, answered)
+	}
+}
+
+// fill lets orders in until one is refused, and answers those let in and the refusal.
+func fill(t *testing.T, a *admission) (in []ticket, reason string, wait time.Duration) {
+	for {
+		require.Less(t, len(in), 10_000, "nothing refused")
+		tk, reason, wait := a.enter()
+		if reason != "" {
+			return in, reason, wait
+		}
+		in = append(in, tk)
+	}
+}
+
+func doneAll(a *admission, ts []ticket) {
+	for _, t := range ts {
+		a.done(t)
 	}
 }
 
 func TestAdmission_InFlightBound_RefusesTheNextAndLetsInOnceOneIsDone(t *testing.T) {
 	a := newAdmission(2, 0, newClock().now)
-	first, reason, _ := a.enter()
-	require.Empty(t, reason)
-	_, reason, _ = a.enter()
-	require.Empty(t, reason)
-	_, reason, wait := a.enter()
+	in, reason, wait := fill(t, a)
+	require.Len(t, in, 2)
 	assert.Equal(t, busyInFlight, reason)
 	assert.Equal(t, busyRetryAfter, wait)
-	assert.EqualValues(t, 2, a.inFlight.Load(), "a refusal holds no place")
+	n, _ := a.figures()
+	assert.EqualValues(t, 2, n, "a refusal holds no place")
 
-	a.done(first)
+	a.done(in[0])
 	_, reason, _ = a.enter()
 	assert.Empty(t, reason, "a place given back lets the next one in")
 }
 
-// TestAdmission_LatencySignal_RefusesWhileHighAndDecaysOnceNothingIsLetIn: slow round trips put
-// the signal over the limit; a probe is let in, the next order refused. With the probe still out
-// and no order let in, the signal does not stay stuck: the slow samples age out of the window.
-func TestAdmission_LatencySignal_RefusesWhileHighAndDecaysOnceNothingIsLetIn(t *testing.T) {
+// TestAdmission_SlowRoundTrips_InFlightHeldToWhatIsAnsweredInTheLimit: round trips of 3 s, 20
+// answered in the last second, a limit of 1 s: 20 orders may be in flight (20 a second × 1 s), the
+// next is refused, told to come back in about the time an order takes now.
+func TestAdmission_SlowRoundTrips_InFlightHeldToWhatIsAnsweredInTheLimit(t *testing.T) {
 	c := newClock()
 	a := newAdmission(0, time.Second, c.now)
-	observeN(a, 20, 3*time.Second)
+	observeN(a, 20, 3*time.Second, true)
 	c.advance(admitRecompute)
-	assert.Equal(t, 3*time.Second, a.latency(c.now()))
+	_, sig := a.figures()
+	assert.Equal(t, 3*time.Second, sig)
+	in, reason, wait := fill(t, a)
+	assert.Len(t, in, 20)
+	assert.Equal(t, busyLatency, reason)
+	assert.Equal(t, 3*time.Second, wait)
+}
 
-	probe, reason, _ := a.enter()
-	require.Empty(t, reason, "over the limit, one order is let in as a probe")
-	require.True(t, probe.probe)
-	_, reason, wait := a.enter()
-	assert.Equal(t, busyLatency, reason, "a second one, while the probe is out, is refused")
-	assert.Equal(t, 3*time.Second, wait, "told to wait about as long as an order takes now")
+// TestAdmission_LatencySignal_DecaysOnceNothingIsLetIn: with no order in flight and none let in,
+// the slow round trips age out of the window and the signal does not stay stuck.
+func TestAdmission_LatencySignal_DecaysOnceNothingIsLetIn(t *testing.T) {
+	c := newClock()
+	a := newAdmission(0, time.Second, c.now)
+	observeN(a, 20, 3*time.Second, true)
+	c.advance(admitRecompute)
+	in, reason, _ := fill(t, a)
+	require.Equal(t, busyLatency, reason)
+	doneAll(a, in) // their shoppers went away: no sample
 
 	c.advance(admitWindow)
-	a.done(probe) // the probe never answered (its shopper left): no sample
-	assert.Zero(t, a.latency(c.now()), "the slow samples aged out")
-	t2, reason, _ := a.enter()
-	assert.Empty(t, reason)
-	assert.False(t, t2.probe, "let in as an ordinary order")
+	_, sig := a.figures()
+	assert.Zero(t, sig, "the slow round trips aged out")
+	for range 100 {
+		_, reason, _ = a.enter()
+		require.Empty(t, reason, "orders are let in again")
+	}
 }
 
-// TestAdmission_LatencySignal_ProbesBringItDown: once the orders let in as probes answer promptly,
-// the signal falls below the limit before the slow samples age out, and orders flow again.
-func TestAdmission_LatencySignal_ProbesBringItDown(t *testing.T) {
+// TestAdmission_TemporalStalled_OneProbeAtATimeUntilPromptAgain: no order answered (every round
+// trip ran out of time): one order at a time is let in as a probe, a second is refused. Once the
+// probes are answered promptly, the signal comes under the limit and orders flow.
+func TestAdmission_TemporalStalled_OneProbeAtATimeUntilPromptAgain(t *testing.T) {
 	c := newClock()
 	a := newAdmission(0, time.Second, c.now)
-	observeN(a, 5, 4*time.Second)
+	observeN(a, 5, 30*time.Second, false)
 	c.advance(admitRecompute)
+	in, reason, _ := fill(t, a)
+	require.Len(t, in, 1, "the probe")
+	assert.Equal(t, busyLatency, reason)
+	doneAll(a, in)
+
 	for i := 0; ; i++ {
 		require.Less(t, i, 100, "the probes never brought the signal down")
-		p, reason, _ := a.enter()
-		if reason == "" && !p.probe {
-			a.done(p)
+		if _, sig := a.figures(); sig <= time.Second {
 			break
 		}
-		require.Empty(t, reason, "with no probe out, the next order is the probe")
+		p, reason, _ := a.enter()
+		require.Empty(t, reason, "with nothing in flight, the next order is a probe")
 		c.advance(admitRecompute)
-		a.observe(100 * time.Millisecond)
+		a.observe(100*time.Millisecond, true)
 		a.done(p)
+		c.advance(admitRecompute)
 	}
-	assert.Less(t, a.latency(c.now()), time.Second)
+	for range 200 {
+		_, reason, _ = a.enter()
+		require.Empty(t, reason, "orders flow again")
+	}
 }
 
-// TestAdmission_LatencySignal_AProbeStillOutCountsAsSlow: a probe that has been out longer than
-// the limit keeps the signal over it even when no slow sample is left in the window.
-func TestAdmission_LatencySignal_AProbeStillOutCountsAsSlow(t *testing.T) {
+// TestAdmission_AProbeStillOutCountsAsSlow: once no round trip is left in the window, an order
+// still in flight counts as slow as its age: the next is refused.
+func TestAdmission_AProbeStillOutCountsAsSlow(t *testing.T) {
 	c := newClock()
 	a := newAdmission(0, time.Second, c.now)
-	observeN(a, 5, 2*time.Second)
-	c.advance(admitRecompute)
 	probe, reason, _ := a.enter()
 	require.Empty(t, reason)
-	require.True(t, probe.probe)
 	c.advance(admitWindow + 5*time.Second)
-	assert.Equal(t, admitWindow+5*time.Second, a.latency(c.now()), "the probe's age")
+	_, sig := a.figures()
+	assert.Equal(t, admitWindow+5*time.Second, sig, "the probe's age")
 	_, reason, _ = a.enter()
 	assert.Equal(t, busyLatency, reason)
-	a.observe(admitWindow + 5*time.Second)
 	a.done(probe)
+	c.advance(admitRecompute)
+	_, reason, _ = a.enter()
+	assert.Empty(t, reason, "nothing out, nothing slow")
 }
 
 func TestAdmission_Off_LetsEverythingIn(t *testing.T) {
 	c := newClock()
 	a := newAdmission(0, 0, c.now)
-	observeN(a, 10, time.Minute)
+	observeN(a, 10, time.Minute, false)
 	for range 1000 {
 		_, reason, _ := a.enter()
 		require.Empty(t, reason)
 	}
-	assert.EqualValues(t, 1000, a.inFlight.Load())
+	n, _ := a.figures()
+	assert.EqualValues(t, 1000, n)
 }

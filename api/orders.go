@@ -160,12 +160,12 @@ func (s *Server) createOrder(c echo.Context) error {
 
 // place sends the place-order update to the request's workflow, starting it if it is not running,
 // and waits for the answer.
-func (s *Server) place(ctx context.Context, in workflows.OrderInput, wfID, updateID string) (workflows.PlaceOrderResult, error) {
+func (s *Server) place(ctx context.Context, in workflows.OrderInput, wfID, updateID string) (res workflows.PlaceOrderResult, err error) {
 	start := time.Now()
 	defer func() {
 		// The round trip feeds admission control, unless the shopper went away before the answer.
 		if ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			s.admission.observe(time.Since(start))
+			s.admission.observe(time.Since(start), err == nil)
 		}
 	}()
 	op := s.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
@@ -181,7 +181,6 @@ func (s *Server) place(ctx context.Context, in workflows.OrderInput, wfID, updat
 		UpdateOptions: client.UpdateWorkflowOptions{UpdateName: workflows.UpdatePlaceOrder,
 			UpdateID: updateID, Args: []any{in.RequestHash}, WaitForStage: client.WorkflowUpdateStageCompleted},
 	})
-	var res workflows.PlaceOrderResult
 	if err == nil {
 		err = handle.Get(ctx, &res)
 	}

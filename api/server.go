@@ -108,9 +108,7 @@ func New(d Deps) *echo.Echo {
 		guests: auth.NewGuestTokens(d.Config.AuthKeys()), limits: newRateLimits(d.Config.RateLimits),
 		admission: newAdmission(d.Config.OrdersMaxInFlight, d.Config.OrdersAdmitMaxLatency, time.Now)}
 	d.Metrics.RegisterCaches(s.cacheFigures)
-	d.Metrics.RegisterAdmission(func() (int64, time.Duration) {
-		return s.admission.inFlight.Load(), s.admission.latency(time.Now())
-	})
+	d.Metrics.RegisterAdmission(s.admission.figures)
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.IPExtractor = ipExtractor(d.Config.TrustedProxies)

@@ -46,7 +46,8 @@ func (s *stack) assertNothingRecorded(sh *shopper, key string) {
 // sent again with the same key, is placed too.
 func TestOrder_Busy_InFlightBoundRefusesAtOnce_NothingRecorded_SameKeyPlacedLater(t *testing.T) {
 	t.Parallel()
-	s := startStack(t, stackOptions{noWorker: true, env: map[string]string{"ORDERS_MAX_IN_FLIGHT": "2"}})
+	s := startStack(t, stackOptions{noWorker: true, env: map[string]string{"ORDERS_MAX_IN_FLIGHT": "2",
+		"ORDERS_ADMIT_MAX_LATENCY": "0"}})
 	sku := s.proofSKU("BUSY1", 50)
 	held := []*shopper{s.shopper(7601), s.shopper(7602)}
 	refused := s.shopper(7603)
@@ -97,63 +98,87 @@ func TestOrder_Busy_InFlightBoundRefusesAtOnce_NothingRecorded_SameKeyPlacedLate
 }
 
 // TestOrder_Busy_SlowRoundTripsRefuse_ThenTheSignalRecovers: the payment provider slows down, so
-// placing an order takes longer than ORDERS_ADMIT_MAX_LATENCY. The next order is let in as a probe
-// and one sent while the probe is out is refused BUSY, with nothing recorded. Once the provider is
-// prompt again, the orders let in bring the latency signal under the limit, and two orders sent
-// at once are both placed.
+// placing an order takes longer than ORDERS_ADMIT_MAX_LATENCY (1.5 s). With one slow order
+// answered in the window, the API lets in at most what it answers in 1.5 s (one or two orders);
+// the worker is stopped so that those stay in flight, and the next order is refused BUSY with
+// nothing recorded. Once the provider is prompt and a worker runs again, the orders let in one at a
+// time bring the latency signal under the limit, two orders sent at once are both placed, and the
+// refused request is placed with its own key.
 func TestOrder_Busy_SlowRoundTripsRefuse_ThenTheSignalRecovers(t *testing.T) {
 	t.Parallel()
 	const limit = 1500 * time.Millisecond
 	s := startStack(t, stackOptions{env: map[string]string{"ORDERS_ADMIT_MAX_LATENCY": limit.String(),
 		"RATE_LIMIT_ORDERS_USER": "off"}})
 	sku := s.proofSKU("BUSY2", 500)
-	shoppers := []*shopper{s.shopper(7611), s.shopper(7612), s.shopper(7613), s.shopper(7614)}
+	shoppers := make([]*shopper, 5)
 	pvs := make([]string, len(shoppers))
-	for i, sh := range shoppers {
-		sh.fill(map[int64]int32{sku: 1})
-		pvs[i] = sh.preview()
+	for i := range shoppers {
+		shoppers[i] = s.shopper(7611 + int64(i))
+		shoppers[i].fill(map[int64]int32{sku: 1})
+		pvs[i] = shoppers[i].preview()
 	}
 
-	// Every provider call now takes longer than the limit: an order's answer waits for its
+	// Every provider call takes longer than the limit: the order's answer waits for its
 	// authorization (tok_3ds: the answer leaves before any capture).
 	require.NoError(t, s.sim.SetFaults(s.ctx, paysim.Faults{Latency: limit + time.Second}))
 	slow := shoppers[0].order("slow-"+randomHex(4), pvs[0], "tok_3ds")
 	require.Equal(t, http.StatusCreated, slow.status, slow.raw)
+	require.NoError(t, s.sim.SetFaults(s.ctx, paysim.Faults{}))
 	s.waitMetric("checkout_orders_admit_latency_seconds", func(v float64) bool { return v > limit.Seconds() })
 
-	var probe reply
-	var wg sync.WaitGroup
-	wg.Go(func() { probe = shoppers[1].order("probe-"+randomHex(4), pvs[1], "tok_3ds") })
-	s.waitMetric("checkout_orders_in_flight", func(v float64) bool { return v == 1 })
-	key := "refused-" + randomHex(4)
-	r := shoppers[2].order(key, pvs[2], "tok_3ds")
+	// No worker: what is let in stays in flight. One order answered in the window lets in at most
+	// max(1, 1 a second × 1.5 s) at once, so by the third order one is refused.
+	s.worker.Stop()
+	s.worker = nil
+	keys := make([]string, 3)
+	replies := make([]reply, 3)
+	done := make([]chan struct{}, 3)
+	var held sync.WaitGroup
+	refused := -1
+	for i := 0; i < len(keys) && refused < 0; i++ {
+		keys[i], done[i] = fmt.Sprintf("held-%d-%s", i, randomHex(4)), make(chan struct{})
+		busyBefore := s.metric("checkout_orders_busy_total", "reason", "latency")
+		held.Go(func() {
+			defer close(done[i])
+			replies[i] = shoppers[1+i].order(keys[i], pvs[1+i], "tok_3ds")
+		})
+		s.waitMetric("checkout_orders_in_flight", func(v float64) bool {
+			return v == float64(i+1) || s.metric("checkout_orders_busy_total", "reason", "latency") > busyBefore
+		})
+		if s.metric("checkout_orders_busy_total", "reason", "latency") > busyBefore {
+			refused = i
+		}
+	}
+	require.GreaterOrEqual(t, refused, 1, "one order at least is let in as a probe, and by the third one is refused")
+	<-done[refused]
+	r := replies[refused]
 	require.Equal(t, http.StatusServiceUnavailable, r.status, r.raw)
 	assert.Equal(t, "BUSY", r.str("code"))
 	assertRetryAfter(t, r, 2, 10)
-	s.assertNothingRecorded(shoppers[2], key)
-	assert.Equal(t, float64(1), s.metric("checkout_orders_busy_total", "reason", "latency"))
-	wg.Wait()
-	require.Equal(t, http.StatusCreated, probe.status, "the probe is placed: %s", probe.raw)
+	s.assertNothingRecorded(shoppers[1+refused], keys[refused])
 
-	// The provider is prompt again. Orders sent one at a time are let in (each as a probe while
-	// the signal is high) and bring it down.
-	require.NoError(t, s.sim.SetFaults(s.ctx, paysim.Faults{}))
-	sh := shoppers[3]
+	// A worker runs again and the provider is prompt: the orders held are placed, and orders sent
+	// one at a time (each let in: nothing else is in flight) bring the signal down.
+	s.startWorker()
+	held.Wait()
+	for i := range refused {
+		require.Equal(t, http.StatusCreated, replies[i].status, "held order %d: %s", i, replies[i].raw)
+	}
+	sh := shoppers[4]
 	for i := 0; s.metric("checkout_orders_admit_latency_seconds") > limit.Seconds(); i++ {
 		require.Less(t, i, 200, "the latency signal stayed over the limit")
-		a := sh.order(fmt.Sprintf("recover-%d-%s", i, randomHex(4)), pvs[3], "tok_ok")
+		a := sh.order(fmt.Sprintf("recover-%d-%s", i, randomHex(4)), pvs[4], "tok_ok")
 		require.Equal(t, http.StatusCreated, a.status, "let in while recovering: %s", a.raw)
-		time.Sleep(20 * time.Millisecond)
 	}
 	both := make([]reply, 2)
-	keys := []string{"after-a-" + randomHex(4), "after-b-" + randomHex(4)}
+	var wg sync.WaitGroup
 	for i := range both {
-		wg.Go(func() { both[i] = sh.order(keys[i], pvs[3], "tok_ok") })
+		wg.Go(func() { both[i] = sh.order(fmt.Sprintf("after-%d-%s", i, randomHex(4)), pvs[4], "tok_ok") })
 	}
 	wg.Wait()
 	for _, a := range both {
 		assert.Equal(t, http.StatusCreated, a.status, "orders flow again: %s", a.raw)
 	}
-	again := shoppers[2].order(key, pvs[2], "tok_3ds")
+	again := shoppers[1+refused].order(keys[refused], pvs[1+refused], "tok_3ds")
 	assert.Equal(t, http.StatusCreated, again.status, "the refused request, sent again with its key: %s", again.raw)
 }

@@ -48,9 +48,10 @@ type Config struct {
 	// applies it in PostgreSQL as each order row is written.
 	OrdersMaxOpenPerShopper int
 	// OrdersMaxInFlight bounds the orders one API process is placing at once (0: no bound), and
-	// OrdersAdmitMaxLatency the recent round trip of placing one, Update-with-Start to the
-	// answer (0: not watched). Past either, POST /orders answers 503 BUSY at once, before anything
-	// is reserved or started: a shopper told to come back in a second rather than kept waiting.
+	// OrdersAdmitMaxLatency the recent round trip of placing one, Update-with-Start to the answer
+	// (0: not watched): past it, the process keeps in flight only what it answers in that time.
+	// Beyond either, POST /orders answers 503 BUSY at once, before anything is reserved or
+	// started: a shopper told to come back shortly rather than kept waiting.
 	OrdersMaxInFlight     int
 	OrdersAdmitMaxLatency time.Duration
 	// FeaturesCacheTTL is how long a process trusts its last read of the feature switches (0:

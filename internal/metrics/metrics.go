@@ -85,7 +85,7 @@ func New() *Metrics {
 		}),
 		OrdersBusy: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "checkout_orders_busy_total",
-			Help: "Orders refused at once with 503 BUSY by admission control, by reason: in_flight (ORDERS_MAX_IN_FLIGHT reached), latency (the recent round trip above ORDERS_ADMIT_MAX_LATENCY).",
+			Help: "Orders refused at once with 503 BUSY by admission control, by reason: in_flight (ORDERS_MAX_IN_FLIGHT reached), latency (the recent round trip above ORDERS_ADMIT_MAX_LATENCY, with as many orders in flight as are answered in that time).",
 		}, []string{"reason"}),
 		AvailabilityEvents: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "checkout_availability_events_applied_total",
@@ -127,7 +127,7 @@ func (m *Metrics) RegisterAdmission(read func() (inFlight int64, latency time.Du
 			Help: "Orders this API process is placing now (POST /orders let in and not yet answered); ORDERS_MAX_IN_FLIGHT bounds it."},
 			func() float64 { n, _ := read(); return float64(n) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "checkout_orders_admit_latency_seconds",
-			Help: "The 90th percentile of this API process's order round trips (Update-with-Start to the answer) of the last 10 s, or the age of a probe still out when longer; above ORDERS_ADMIT_MAX_LATENCY new orders are refused BUSY."},
+			Help: "The 90th percentile of this API process's order round trips (Update-with-Start to the answer) of the last 10 s (with none, the age of the oldest order in flight); above ORDERS_ADMIT_MAX_LATENCY the process lets in only as many orders as it answers in that time."},
 			func() float64 { _, l := read(); return l.Seconds() }))
 }
 
