@@ -126,6 +126,10 @@ bench-orders: postgres-binaries $(TEMPORAL_CLI) build ## POST /orders latency at
 bench-campaign: postgres-binaries $(TEMPORAL_CLI) build ## campaign traffic at 10, 50, 200 shoppers beside the Temporal floor and a plain checkout; writes docs/benchmarks.md and docs/bench-campaign.png
 	$(GO) run ./internal/tools/benchcampaign
 
+.PHONY: bench-admission
+bench-admission: postgres-binaries $(TEMPORAL_CLI) build ## campaign traffic past the knee (200 shoppers, 30 s) with admission control off and on, each audited; writes docs/benchmarks.md (a few minutes)
+	$(GO) run ./internal/tools/benchcampaign -admission
+
 .PHONY: bench-cost
 bench-cost: postgres-binaries $(TEMPORAL_CLI) build ## Temporal persistence calls and visibility writes per order, scenario by scenario, beside an empty workflow; writes docs/benchmarks.md (BASELINE=path of another build to measure beside it)
 	$(GO) run ./internal/tools/benchcost $(if $(BASELINE),-baseline $(BASELINE))

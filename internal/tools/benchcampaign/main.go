@@ -61,7 +61,23 @@ func main() {
 	plot := flag.String("plot", "docs/bench-campaign.png", "the plot of throughput and p99 against shoppers")
 	from := flag.String("from", "", "write the section and the plot from the JSON of an earlier run, without measuring")
 	jsonOut := flag.String("json", "docs/bench-campaign.json", "every figure as JSON, for scripts (empty: none)")
+	admission := flag.Bool("admission", false, "measure the admission control section instead: one shopper count past the knee "+
+		"(-shoppers, default 200) for -window (default 30s), on a stack with admission control off and on one with it on; "+
+		"-json defaults to docs/bench-admission.json")
 	flag.Parse()
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *admission {
+		if !set["shoppers"] {
+			*shoppers = "200"
+		}
+		if !set["window"] {
+			*window = 30 * time.Second
+		}
+		if !set["json"] {
+			*jsonOut = "docs/bench-admission.json"
+		}
+	}
 	log.SetFlags(0)
 	log.SetPrefix("benchcampaign: ")
 	var counts []int
@@ -77,6 +93,15 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if *admission {
+		if len(counts) != 1 {
+			log.Fatal("-admission: one shopper count")
+		}
+		if err := mainAdmission(ctx, counts[0], *window, *from, *jsonOut, *out); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	var res Results
 	var err error
 	if *from != "" {
@@ -138,6 +163,8 @@ type Run struct {
 	Mismatches int             `json:"mismatches"`
 	Answers    []loadgen.Count `json:"answers,omitempty"`
 	Window     Window          `json:"window"`
+	// Refusals are POST /orders' error answers by code, every try counted (BUSY among them).
+	Refusals []loadgen.ErrorCount `json:"refusals,omitempty"`
 }
 
 // Results are everything one invocation measured.
@@ -177,7 +204,7 @@ func run(ctx context.Context, counts []int, window time.Duration) (Results, erro
 	res := Results{StartedAt: time.Now().UTC(), WindowSeconds: window.Seconds(), CPUs: benchkit.OnlineCPUs(), CPUModel: benchkit.CPUModel(),
 		LoadBefore: benchkit.LoadAverage()}
 	log.Printf("starting the dev stack")
-	s, err := benchkit.StartStack(ctx, "checkout-bench-campaign-")
+	s, err := benchkit.StartStack(ctx, "checkout-bench-campaign-", admissionOff...)
 	if err != nil {
 		return res, err
 	}
@@ -336,6 +363,12 @@ func (b *bench) floorRun(ctx context.Context, n int, d time.Duration) (Run, erro
 // loadRun is one run of the load generator with n shoppers for d; orderURL, when set, sends the
 // orders to the plain endpoint.
 func (b *bench) loadRun(ctx context.Context, what string, n int, d time.Duration, mix loadgen.Mix, orderURL string) (Run, error) {
+	r, _, err := b.loadReport(ctx, what, n, d, mix, orderURL)
+	return r, err
+}
+
+// loadReport is loadRun with the load generator's whole report.
+func (b *bench) loadReport(ctx context.Context, what string, n int, d time.Duration, mix loadgen.Mix, orderURL string) (Run, loadgen.Report, error) {
 	b.quiet()
 	log.Printf("%s at %d shoppers", what, n)
 	sm := &sampler{b: b}
@@ -354,10 +387,10 @@ func (b *bench) loadRun(ctx context.Context, what string, n int, d time.Duration
 	}
 	rep, err := loadgen.Run(ctx, cfg)
 	if err != nil {
-		return Run{}, fmt.Errorf("%s at %d shoppers: %w", what, n, err)
+		return Run{}, rep, fmt.Errorf("%s at %d shoppers: %w", what, n, err)
 	}
 	if sm.err != nil {
-		return Run{}, sm.err
+		return Run{}, rep, sm.err
 	}
 	r := Run{What: what, Shoppers: n, Seconds: rep.LoadSeconds, Placed: rep.Orders, Answers: rep.Answers,
 		Mismatches: len(rep.Mismatches), Window: sm.window()}
@@ -376,12 +409,15 @@ func (b *bench) loadRun(ctx context.Context, what string, n int, d time.Duration
 		}
 	}
 	for _, e := range rep.Errors {
-		if e.Status == 0 || e.Status >= 500 {
+		if (e.Status == 0 || e.Status >= 500) && !e.Expected { // BUSY is a refusal, as it should be
 			r.Errors += e.Count
+		}
+		if e.Endpoint == loadgen.EndpointOrder || strings.HasPrefix(e.Endpoint, loadgen.EndpointOrder+" (") {
+			r.Refusals = append(r.Refusals, e)
 		}
 	}
 	if r.Created == 0 {
-		return r, errors.New(what + ": no order was created")
+		return r, rep, errors.New(what + ": no order was created")
 	}
-	return r, nil
+	return r, rep, nil
 }

@@ -145,7 +145,9 @@ func render(res Results, window time.Duration, plotPath, docPath string) string 
 		"The stack, the load generator and the plain endpoint share the machine's CPUs.\n",
 		res.CPUs, res.CPUModel, runtime.Version(), res.LoadBefore, res.LoadAfter)
 	w("- Stack: `bin/checkout dev` as `make run` starts it (API and worker in one process, the Temporal dev server with " +
-		"SQLite in WAL mode and eager activities, one private PostgreSQL cluster with durable commits), default settings, on ports of its own.\n")
+		"SQLite in WAL mode and eager activities, one private PostgreSQL cluster with durable commits), default settings " +
+		"but admission control off (`ORDERS_MAX_IN_FLIGHT=0 ORDERS_ADMIT_MAX_LATENCY=0`: these runs look for the knee; " +
+		"the admission control section below measures past it with and without), on ports of its own.\n")
 	w("- Each run is a load phase of %s (shoppers start orders until it ends; what they started then finishes, "+
 		"outside the figures), after the stack has gone quiet; the runs of a count take turns going first.\n", window)
 	w("- **saga, campaign mix**: `checkout loadgen` shoppers, each placing one order after another through the REST API " +
