@@ -15,10 +15,15 @@ func (c *clock) now() time.Time          { return c.t }
 func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
 func newClock() *clock                   { return &clock{t: time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)} }
 
-func observeN(a *admission, n int, d time.Duration, answered bool) {
+// observed is an admission control with a limit of 1 s that has seen n round trips of d.
+func observed(n int, d time.Duration, answered bool) (*clock, *admission) {
+	c := newClock()
+	a := newAdmission(0, time.Second, c.now)
 	for range n {
 		a.observe(d, answered)
 	}
+	c.advance(admitRecompute)
+	return c, a
 }
 
 // fill lets orders in until one is refused, and answers those let in and the refusal.
@@ -57,10 +62,7 @@ func TestAdmission_InFlightBound_RefusesTheNextAndLetsInOnceOneIsDone(t *testing
 // answered in the last second, a limit of 1 s: 20 orders may be in flight (20 a second × 1 s), the
 // next is refused, told to come back in about the time an order takes now.
 func TestAdmission_SlowRoundTrips_InFlightHeldToWhatIsAnsweredInTheLimit(t *testing.T) {
-	c := newClock()
-	a := newAdmission(0, time.Second, c.now)
-	observeN(a, 20, 3*time.Second, true)
-	c.advance(admitRecompute)
+	_, a := observed(20, 3*time.Second, true)
 	_, sig := a.figures()
 	assert.Equal(t, 3*time.Second, sig)
 	in, reason, wait := fill(t, a)
@@ -72,10 +74,7 @@ func TestAdmission_SlowRoundTrips_InFlightHeldToWhatIsAnsweredInTheLimit(t *test
 // TestAdmission_LatencySignal_DecaysOnceNothingIsLetIn: with no order in flight and none let in,
 // the slow round trips age out of the window and the signal does not stay stuck.
 func TestAdmission_LatencySignal_DecaysOnceNothingIsLetIn(t *testing.T) {
-	c := newClock()
-	a := newAdmission(0, time.Second, c.now)
-	observeN(a, 20, 3*time.Second, true)
-	c.advance(admitRecompute)
+	c, a := observed(20, 3*time.Second, true)
 	in, reason, _ := fill(t, a)
 	require.Equal(t, busyLatency, reason)
 	doneAll(a, in) // their shoppers went away: no sample
@@ -93,10 +92,7 @@ func TestAdmission_LatencySignal_DecaysOnceNothingIsLetIn(t *testing.T) {
 // trip ran out of time): one order at a time is let in as a probe, a second is refused. Once the
 // probes are answered promptly, the signal comes under the limit and orders flow.
 func TestAdmission_TemporalStalled_OneProbeAtATimeUntilPromptAgain(t *testing.T) {
-	c := newClock()
-	a := newAdmission(0, time.Second, c.now)
-	observeN(a, 5, 30*time.Second, false)
-	c.advance(admitRecompute)
+	c, a := observed(5, 30*time.Second, false)
 	in, reason, _ := fill(t, a)
 	require.Len(t, in, 1, "the probe")
 	assert.Equal(t, busyLatency, reason)
@@ -139,9 +135,10 @@ func TestAdmission_AProbeStillOutCountsAsSlow(t *testing.T) {
 }
 
 func TestAdmission_Off_LetsEverythingIn(t *testing.T) {
-	c := newClock()
-	a := newAdmission(0, 0, c.now)
-	observeN(a, 10, time.Minute, false)
+	a := newAdmission(0, 0, newClock().now)
+	for range 10 {
+		a.observe(time.Minute, false)
+	}
 	for range 1000 {
 		_, reason, _ := a.enter()
 		require.Empty(t, reason)

@@ -52,6 +52,17 @@ const projectionMismatches = `
 	) t FULL JOIN sku_availability a USING (sku_id)
 	WHERE t.available IS DISTINCT FROM a.available`
 
+// drained returns a pool on a fresh database with the demo data, and a relay that has applied
+// every change event so far.
+func drained(t *testing.T) (*pgxpool.Pool, *availability.Relay) {
+	t.Helper()
+	pool := setup(t)
+	relay := availability.NewRelay(pool, nil, nil)
+	_, err := relay.Drain(context.Background())
+	require.NoError(t, err)
+	return pool, relay
+}
+
 // waitDrained polls until no change event is left; it fails the test only if that never happens.
 func waitDrained(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
@@ -178,13 +189,10 @@ func TestRelay_Step_AnotherRelayHoldsTheCursor_Skips(t *testing.T) {
 // off) the relay leaves the change events waiting; unpaused, it applies them.
 func TestRelay_Paused_AppliesNothingThenCatchesUp(t *testing.T) {
 	t.Parallel()
-	pool := setup(t)
+	pool, relay := drained(t)
 	ctx := context.Background()
-	relay := availability.NewRelay(pool, nil, nil)
-	_, err := relay.Drain(ctx)
-	require.NoError(t, err)
 	before := scalar(t, pool, `SELECT available FROM sku_availability WHERE sku_id = 71`)
-	_, err = pool.Exec(ctx, `UPDATE inventory SET on_hand = on_hand + 1 WHERE sku_id = 71`)
+	_, err := pool.Exec(ctx, `UPDATE inventory SET on_hand = on_hand + 1 WHERE sku_id = 71`)
 	require.NoError(t, err)
 
 	paused := true
@@ -204,11 +212,8 @@ func TestRelay_Paused_AppliesNothingThenCatchesUp(t *testing.T) {
 
 func TestRelay_LateCommittingLowerID_IsStillApplied(t *testing.T) {
 	t.Parallel()
-	pool := setup(t)
+	pool, relay := drained(t)
 	ctx := context.Background()
-	relay := availability.NewRelay(pool, nil, nil)
-	_, err := relay.Drain(ctx)
-	require.NoError(t, err)
 
 	// A transaction takes an event id and commits only after a later id was applied.
 	slow, err := pool.Begin(ctx)

@@ -54,7 +54,7 @@ type AdmissionRun struct {
 	// Busy is POST /orders answered BUSY (every try, first ones and repeats), with the latency of
 	// those answers; BusyByReason is what the API counted (checkout_orders_busy_total).
 	Busy         loadgen.EndpointStats `json:"busy"`
-	BusyByReason map[string]float64    `json:"busyByReason"`
+	BusyByReason map[string]int64      `json:"busyByReason"`
 	LoadBefore   float64               `json:"loadAverageBefore"`
 	LoadAfter    float64               `json:"loadAverageAfter"`
 	Audit        audit.Report          `json:"audit"`
@@ -152,10 +152,10 @@ func admissionRun(ctx context.Context, c admissionConfig, shoppers int, window t
 			out.Busy = e
 		}
 	}
-	out.BusyByReason = map[string]float64{}
+	out.BusyByReason = map[string]int64{}
 	err = benchkit.ScrapeMetrics(ctx, s.Metrics, func(name string, labels map[string]string, v float64) {
 		if name == "checkout_orders_busy_total" {
-			out.BusyByReason[labels["reason"]] = v
+			out.BusyByReason[labels["reason"]] = int64(v)
 		}
 	})
 	if err != nil {
@@ -276,20 +276,11 @@ func renderAdmission(res AdmissionResults) string {
 	return b.String()
 }
 
-func reasons(m map[string]float64) string {
+func reasons(m map[string]int64) string {
 	if len(m) == 0 {
 		return "–"
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s %.0f", k, m[k])
-	}
-	return strings.Join(parts, ", ")
+	return joinCounts(m)
 }
 
 func refusals(es []loadgen.ErrorCount) string {

@@ -251,18 +251,25 @@ func answers(r Run) string {
 }
 
 func orderCounts(m map[string]int64) string {
-	keys := make([]string, 0, len(m))
 	var total int64
-	for k, v := range m {
-		keys = append(keys, k)
+	for _, v := range m {
 		total += v
+	}
+	return fmt.Sprintf("%d orders (%s)", total, joinCounts(m))
+}
+
+// joinCounts lists counts by name, in the names' order: "CONFIRMED 3, FAILED 1".
+func joinCounts(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = fmt.Sprintf("%s %d", k, m[k])
 	}
-	return fmt.Sprintf("%d orders (%s)", total, strings.Join(parts, ", "))
+	return strings.Join(parts, ", ")
 }
 
 // ceiling says, from the figures, where the campaign run at the highest count met its limit.
