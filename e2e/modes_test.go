@@ -25,8 +25,9 @@ import (
 
 // TestModes_APIAndWorkerRefuseToStartWithoutSecretsOfTheirOwn: outside dev, a missing secret, the
 // development values once published in the repository, a short secret, a codec key that is
-// missing, unnamed, not base64 or not AES-256, or no payment provider named stop the service
-// before it listens or polls, with one line that names the setting.
+// missing, unnamed, not base64 or not AES-256, no payment provider named, or an admission limit
+// that is not one stop the service before it listens or polls, with one line that names the
+// setting.
 func TestModes_APIAndWorkerRefuseToStartWithoutSecretsOfTheirOwn(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
@@ -46,8 +47,10 @@ func TestModes_APIAndWorkerRefuseToStartWithoutSecretsOfTheirOwn(t *testing.T) {
 		"codec key not base64": {with(secrets, []string{"TEMPORAL_CODEC_KEY=not base64!", "TEMPORAL_CODEC_KID=k1"}), "TEMPORAL_CODEC_KEY: not base64"},
 		"codec key of 16 bytes": {with(secrets, []string{"TEMPORAL_CODEC_KEY=c2l4dGVlbi1ieXRlLWtleQ==", "TEMPORAL_CODEC_KID=k1"}),
 			"TEMPORAL_CODEC_KEY is 16 bytes"},
-		"older codec key short": {with(secrets, codec, []string{"TEMPORAL_CODEC_KEYS=k0=c2hvcnQ="}), "TEMPORAL_CODEC_KEYS k0 is 5 bytes"},
-		"no payment provider":   {with(secrets, codec), "PAYMENT_PROVIDER is not set"},
+		"older codec key short":        {with(secrets, codec, []string{"TEMPORAL_CODEC_KEYS=k0=c2hvcnQ="}), "TEMPORAL_CODEC_KEYS k0 is 5 bytes"},
+		"no payment provider":          {with(secrets, codec), "PAYMENT_PROVIDER is not set"},
+		"in-flight bound not a number": {[]string{"ORDERS_MAX_IN_FLIGHT=lots"}, `ORDERS_MAX_IN_FLIGHT="lots": not an integer`},
+		"admission latency too short":  {[]string{"ORDERS_ADMIT_MAX_LATENCY=1ms"}, "ORDERS_ADMIT_MAX_LATENCY 1ms: between 10ms and 30s"},
 	} {
 		for _, cmd := range []string{"api", "worker"} {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
