@@ -258,19 +258,32 @@ func renderAdmission(res AdmissionResults) string {
 			"less CPU than on an idle machine, so its absolute figures are lower, and the two runs compare only as far "+
 			"as that load was alike in both.\n", busiest)
 	}
-	var faults []string
+	var lost, slow []string
 	for _, r := range res.Runs {
-		if r.Run.Errors > 0 || r.Run.Unexpected > 0 || r.Run.Mismatches > 0 {
-			faults = append(faults, fmt.Sprintf("%s: %d errors (5xx other than BUSY, or no answer), %d orders ended "+
-				"otherwise than their scenario, %d repeated keys answered differently", r.Config.Name, r.Run.Errors,
-				r.Run.Unexpected, r.Run.Mismatches))
+		if r.Run.Unexpected > 0 || r.Run.Mismatches > 0 || !r.Audit.OK() {
+			lost = append(lost, fmt.Sprintf("%s: %d orders ended otherwise than their scenario, %d repeated keys "+
+				"answered differently, audit %s", r.Config.Name, r.Run.Unexpected, r.Run.Mismatches, auditLine(r.Audit)))
+		}
+		if r.Run.Errors > 0 {
+			var failed []loadgen.ErrorCount
+			for _, e := range r.Run.Refusals {
+				if (e.Status == 0 || e.Status >= 500) && !e.Expected {
+					failed = append(failed, e)
+				}
+			}
+			slow = append(slow, fmt.Sprintf("%s: %d tries of POST /orders (%s), each sent again with its key as "+
+				"the answer asks", r.Config.Name, r.Run.Errors, refusals(failed)))
 		}
 	}
-	if len(faults) == 0 {
-		w("\nNothing lost: in neither run a 5xx other than BUSY or an unanswered request, an order that ended " +
-			"otherwise than its scenario says, or a repeated key answered differently; the audit after each is above.\n")
+	if len(lost) == 0 {
+		w("\nNothing lost: in both runs every order ended as its scenario says, or was refused whole (BUSY: nothing " +
+			"reserved or recorded), no repeated key was answered differently, and the audit after each run is clean.\n")
 	} else {
-		w("\nFaults seen: %s.\n", strings.Join(faults, "; "))
+		w("\n**Lost or wrong**: %s.\n", strings.Join(lost, "; "))
+	}
+	if len(slow) > 0 {
+		w("\nErrors other than BUSY (an order that waited the 30 s an order may wait is answered 503 UNAVAILABLE, and "+
+			"one whose client gave up has no answer): %s.\n", strings.Join(slow, "; "))
 	}
 	w("%s\n", admissionEnd)
 	return b.String()
