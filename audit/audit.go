@@ -40,6 +40,7 @@ const (
 	SoldWithinSupplied       = "sold-within-supplied"
 	ConfirmedOrderFulfilled  = "confirmed-order-fulfilled"
 	ConfirmedOrderPaidOnce   = "confirmed-order-paid-once"
+	MoneyMatchesKeptUnits    = "money-matches-kept-units"
 	FailedOrderStockReleased = "failed-order-stock-released"
 	FailedOrderNoMoneyKept   = "failed-order-no-money-kept"
 	FailedOrderAuthVoided    = "failed-order-authorization-voided"
@@ -56,8 +57,9 @@ var Invariants = []struct{ Name, Rule string }{
 	{LedgerMatchesOnHand, "every inventory row: its stock ledger adds up to on_hand"},
 	{SalesMatchConfirmed, "every inventory row: units the ledger shows leaving (other than by seller reports) = units of its CONFIRMED reservations"},
 	{SoldWithinSupplied, "every inventory row: units sold since the seller's last count (confirmed after its stamp, less units sold before it and restocked after) ≤ that count, as the seller sent it; an independent guard, read from neither on_hand nor the ledger"},
-	{ConfirmedOrderFulfilled, "every CONFIRMED order: all reservations CONFIRMED, covering each ordered line exactly; items add up to the total"},
-	{ConfirmedOrderPaidOnce, "every CONFIRMED order: one provider intent, captured once for the order total, not refunded; the payments row agrees"},
+	{ConfirmedOrderFulfilled, "every CONFIRMED order: all reservations CONFIRMED, covering each ordered line exactly (and its units cancelled after payment); items add up to the total"},
+	{ConfirmedOrderPaidOnce, "every CONFIRMED order: one provider intent, captured once for the order total; the payments row agrees"},
+	{MoneyMatchesKeptUnits, "every CONFIRMED order: captured − refunded = the total of the units kept (ordered less cancelled after payment, less their share of a coupon), at the provider and in the payments row; not judged while a cancellation's refund is under way (within the slack) or waits for support"},
 	{FailedOrderStockReleased, "every FAILED or CANCELLED order: no ACTIVE or CONFIRMED reservation"},
 	{FailedOrderNoMoneyKept, "every FAILED or CANCELLED order: everything captured was refunded (provider and payments row)"},
 	{FailedOrderAuthVoided, "every FAILED or CANCELLED order: no authorization left open (voided, declined or never made)"},
@@ -276,6 +278,13 @@ func (a *auditor) settledOrders(ctx context.Context, q *db.Queries) error {
 				money.Format(r.TotalMinor), r.Intents, orNone(r.IntentList), r.IntentsCaptured, money.Format(r.ProviderCaptured),
 				money.Format(r.ProviderRefunded), amountRange(r.IntentAmountMin, r.IntentAmountMax), orNone(r.PaymentStatus),
 				r.PaymentIntentID, money.Format(r.PaymentAmount), money.Format(r.PaymentCaptured), money.Format(r.PaymentRefunded))
+		}
+		if r.MoneyOffKept {
+			a.add(MoneyMatchesKeptUnits, s, "units kept are worth %s (order total %s); provider captured %s and refunded %s (keeps %s); payments row captured %s and refunded %s (keeps %s)",
+				money.Format(r.KeptTotal), money.Format(r.TotalMinor), money.Format(r.ProviderCaptured),
+				money.Format(r.ProviderRefunded), money.Format(r.ProviderCaptured-r.ProviderRefunded),
+				money.Format(r.PaymentCaptured), money.Format(r.PaymentRefunded),
+				money.Format(r.PaymentCaptured-r.PaymentRefunded))
 		}
 		if r.StockKept {
 			a.add(FailedOrderStockReleased, s, "%s still holds %d ACTIVE reservations (%d units) and %d CONFIRMED (%d units)",

@@ -15,17 +15,21 @@ import (
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/audit"
 	"github.com/marketplace/checkout/internal/demo"
 	"github.com/marketplace/checkout/internal/testenv"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/payment/paysim"
 	"github.com/marketplace/checkout/workflows"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // world is a scratch database in a state every invariant holds for: orders confirmed, failed,
-// declined, refunded after confirmation and still pending, and a seller's later count.
+// declined, refunded after confirmation and still pending, a confirmed order with units of a line
+// cancelled after payment (one damaged, one the seller could not ship), and a seller's later
+// count.
 type world struct {
 	t    *testing.T
 	ctx  context.Context
@@ -33,7 +37,7 @@ type world struct {
 	eng  *inventory.Engine
 	addr int64
 
-	confirmed, expired, refunded, declined, pending int64
+	confirmed, expired, refunded, declined, pending, lineCancelled int64
 }
 
 func newWorld(t *testing.T) *world {
@@ -69,6 +73,13 @@ func newWorld(t *testing.T) *world {
 	w.pending = w.order("PENDING_PAYMENT", "", map[int64]int32{78: 1}, "tok_3ds", "REQUIRES_ACTION")
 	w.reserve(w.pending, map[int64]int32{78: 1})
 
+	w.lineCancelled = w.order("CONFIRMED", "", map[int64]int32{76: 3}, "tok_ok", "CAPTURED")
+	w.reserve(w.lineCancelled, map[int64]int32{76: 3})
+	_, err = w.eng.Confirm(ctx, w.lineCancelled)
+	require.NoError(t, err)
+	w.cancelLine(w.lineCancelled, 76, 1, inventory.CancelDamaged, "r1")
+	w.cancelLine(w.lineCancelled, 76, 1, inventory.CancelSellerCannotShip, "r2")
+
 	// The seller counts SKU 71 in Istanbul again after the sales: 30 on the shelf.
 	_, err = w.eng.ApplySellerStock(ctx, 42, inventory.StockUpdate{SKUID: 71, WarehouseID: 1, Quantity: 30,
 		SourceUpdatedAt: time.Now()})
@@ -77,6 +88,25 @@ func newWorld(t *testing.T) *world {
 	// giving back what they held.
 	w.exec(`UPDATE orders SET updated_at = now() - interval '10 minutes' WHERE status IN ('FAILED', 'CANCELLED')`)
 	return w
+}
+
+// cancelLine runs a line cancellation's steps as its workflow does: record, refund at the
+// provider, restock where the reason says, announce.
+func (w *world) cancelLine(orderID, skuID int64, units int32, reason, requestID string) {
+	w.t.Helper()
+	orders := &activities.Orders{Pool: w.pool}
+	rec, err := orders.RecordLineCancel(w.ctx, activities.LineCancelRequest{OrderID: orderID, SKUID: skuID, Units: units,
+		Reason: reason, RequestID: requestID, RequestedBy: "audit test"})
+	require.NoError(w.t, err)
+	pays := &activities.Payments{Pool: w.pool, Gateway: paysim.New(w.pool, paysim.Options{})}
+	_, err = pays.RefundLineCancel(w.ctx, rec.ID)
+	require.NoError(w.t, err)
+	if rec.Restock {
+		_, err = w.eng.RestockCancelled(w.ctx, rec.ID)
+		require.NoError(w.t, err)
+	}
+	_, err = orders.AnnounceLineCancel(w.ctx, rec.ID)
+	require.NoError(w.t, err)
 }
 
 func (w *world) id(sql string, args ...any) int64 {
@@ -228,6 +258,26 @@ func TestAudit_InjectedViolation_IsReported(t *testing.T) {
 			w.exec(`UPDATE order_items SET quantity = quantity + 1 WHERE order_id = $1 AND sku_id = 71`, w.confirmed)
 			return nil
 		}},
+		{audit.MoneyMatchesKeptUnits, func(w *world) []*workflowpb.WorkflowExecutionInfo {
+			// Money given back for a unit that still ships: refunded with no cancellation.
+			w.exec(`UPDATE paysim_intents SET refunded_minor = 100 WHERE order_id = $1`, w.confirmed)
+			return nil
+		}},
+		{audit.MoneyMatchesKeptUnits + " (cancelled, not refunded)", func(w *world) []*workflowpb.WorkflowExecutionInfo {
+			// A unit cancelled long ago whose money was never given back.
+			w.exec(`UPDATE paysim_intents SET refunded_minor = 0, status = 'CAPTURED' WHERE order_id = $1`, w.lineCancelled)
+			return nil
+		}},
+		{audit.ConfirmedOrderFulfilled + " (cancelled units)", func(w *world) []*workflowpb.WorkflowExecutionInfo {
+			// The line says one more unit was cancelled than its reservations record.
+			w.exec(`UPDATE order_items SET cancelled_quantity = cancelled_quantity + 1 WHERE order_id = $1`, w.lineCancelled)
+			return nil
+		}},
+		{audit.SalesMatchConfirmed + " (restocked twice)", func(w *world) []*workflowpb.WorkflowExecutionInfo {
+			// A cancelled unit put back on the shelf a second time.
+			w.exec(`UPDATE inventory SET on_hand = on_hand + 1 WHERE sku_id = 76 AND warehouse_id = 1`)
+			return nil
+		}},
 		{audit.ConfirmedOrderPaidOnce, func(w *world) []*workflowpb.WorkflowExecutionInfo {
 			w.exec(`INSERT INTO paysim_intents (id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor)
 				SELECT 'pi_twice', 'another-key', order_id, amount_minor, currency, token, 'CAPTURED', amount_minor
@@ -333,8 +383,9 @@ func firstWord(s string) string {
 }
 
 // TestAudit_OrdersMidWay_NotFlagged: what a healthy system shows for a moment is not a violation:
-// an order failed a moment ago whose payment is still being reversed, and an order open past its
-// hold while its parked step is retried.
+// an order failed a moment ago whose payment is still being reversed, an order open past its
+// hold while its parked step is retried, and a unit cancelled a moment ago whose refund is under
+// way.
 func TestAudit_OrdersMidWay_NotFlagged(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -346,16 +397,30 @@ func TestAudit_OrdersMidWay_NotFlagged(t *testing.T) {
 	w.exec(`UPDATE orders SET hold_expires_at = now() - interval '20 minutes' WHERE id = $1`, retrying)
 	w.exec(`INSERT INTO order_events (order_id, kind, detail, created_at)
 		VALUES ($1, 'needs_attention', '{"step": "capture"}', now() - interval '1 minute')`, retrying)
+	// A unit cancelled just now: recorded, its refund not made yet.
+	_, err := (&activities.Orders{Pool: w.pool}).RecordLineCancel(w.ctx, activities.LineCancelRequest{OrderID: w.confirmed,
+		SKUID: 71, Units: 1, Reason: inventory.CancelLost, RequestID: "midway", RequestedBy: "audit test"})
+	require.NoError(t, err)
 
 	assert.Empty(t, w.audit().Violations)
 
 	// Later, the same states are violations.
 	w.exec(`UPDATE orders SET updated_at = now() - interval '10 minutes' WHERE id = $1`, w.expired)
 	w.exec(`UPDATE order_events SET created_at = now() - interval '1 hour' WHERE order_id = $1`, retrying)
+	w.exec(`UPDATE line_cancellations SET created_at = now() - interval '1 hour' WHERE order_id = $1`, w.confirmed)
 	var found []string
 	for _, v := range w.audit().Violations {
 		found = append(found, v.Invariant)
 	}
 	assert.Contains(t, found, audit.FailedOrderAuthVoided)
 	assert.Contains(t, found, audit.NoOpenOrderPastHold)
+	assert.Contains(t, found, audit.MoneyMatchesKeptUnits, "a cancelled unit's money still kept long after")
+
+	// Unless the refund waits for support: the provider refused it and support was asked.
+	w.exec(`UPDATE line_cancellations SET attention = '{"step": "refund"}' WHERE order_id = $1`, w.confirmed)
+	found = nil
+	for _, v := range w.audit().Violations {
+		found = append(found, v.Invariant)
+	}
+	assert.NotContains(t, found, audit.MoneyMatchesKeptUnits)
 }

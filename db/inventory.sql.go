@@ -7,6 +7,7 @@ package db
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -21,6 +22,22 @@ func (q *Queries) ActiveSumOfRow(ctx context.Context, skuID int64, warehouseID i
 	var column_1 int32
 	err := row.Scan(&column_1)
 	return column_1, err
+}
+
+const cancelReservedUnits = `-- name: CancelReservedUnits :execrows
+UPDATE stock_reservations
+   SET cancelled_quantity = cancelled_quantity + $1::int
+ WHERE id = $2 AND status = 'CONFIRMED' AND quantity - cancelled_quantity >= $1::int
+`
+
+// Units of a CONFIRMED reservation that left the order; they stay counted as sold (off the
+// shelf) until they are restocked.
+func (q *Queries) CancelReservedUnits(ctx context.Context, units int32, iD int64) (int64, error) {
+	result, err := q.db.Exec(ctx, cancelReservedUnits, units, iD)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const claimExpiredReservations = `-- name: ClaimExpiredReservations :many
@@ -68,6 +85,33 @@ func (q *Queries) ClaimExpiredReservations(ctx context.Context, batchSize int32)
 		return nil, err
 	}
 	return items, nil
+}
+
+const claimLineCancellationRestock = `-- name: ClaimLineCancellationRestock :one
+UPDATE line_cancellations
+   SET restocked_at = now(), updated_at = now()
+ WHERE id = $1 AND restocked_at IS NULL
+RETURNING order_id, sku_id, reason, allocations
+`
+
+type ClaimLineCancellationRestockRow struct {
+	OrderID     int64
+	SkuID       int64
+	Reason      string
+	Allocations json.RawMessage
+}
+
+// A cancellation's units go back on the shelf once: the first caller stamps the row.
+func (q *Queries) ClaimLineCancellationRestock(ctx context.Context, id int64) (ClaimLineCancellationRestockRow, error) {
+	row := q.db.QueryRow(ctx, claimLineCancellationRestock, id)
+	var i ClaimLineCancellationRestockRow
+	err := row.Scan(
+		&i.OrderID,
+		&i.SkuID,
+		&i.Reason,
+		&i.Allocations,
+	)
+	return i, err
 }
 
 const confirmReservations = `-- name: ConfirmReservations :many
@@ -291,6 +335,47 @@ func (q *Queries) InsertShortfallEvent(ctx context.Context, arg InsertShortfallE
 	return err
 }
 
+const lockConfirmedReservationsOfLine = `-- name: LockConfirmedReservationsOfLine :many
+SELECT id, warehouse_id, quantity, cancelled_quantity
+FROM stock_reservations
+WHERE order_id = $1 AND sku_id = $2 AND status = 'CONFIRMED'
+ORDER BY warehouse_id
+FOR UPDATE
+`
+
+type LockConfirmedReservationsOfLineRow struct {
+	ID                int64
+	WarehouseID       int32
+	Quantity          int32
+	CancelledQuantity int32
+}
+
+// The CONFIRMED reservations one line of an order was served from, in warehouse order.
+func (q *Queries) LockConfirmedReservationsOfLine(ctx context.Context, orderID int64, skuID int64) ([]LockConfirmedReservationsOfLineRow, error) {
+	rows, err := q.db.Query(ctx, lockConfirmedReservationsOfLine, orderID, skuID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LockConfirmedReservationsOfLineRow{}
+	for rows.Next() {
+		var i LockConfirmedReservationsOfLineRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.WarehouseID,
+			&i.Quantity,
+			&i.CancelledQuantity,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const lockInventoryRow = `-- name: LockInventoryRow :one
 SELECT on_hand, reserved, source_updated_at
 FROM inventory
@@ -450,6 +535,22 @@ func (q *Queries) Now(ctx context.Context) (time.Time, error) {
 	return now, err
 }
 
+const putUnitsBack = `-- name: PutUnitsBack :execrows
+UPDATE inventory
+   SET on_hand = on_hand + $1::int, version = version + 1
+ WHERE sku_id = $2 AND warehouse_id = $3
+`
+
+// Units that never left the seller's shelf become sellable again (reserved unchanged: the
+// ledger records a RESTOCK).
+func (q *Queries) PutUnitsBack(ctx context.Context, units int32, skuID int64, warehouseID int32) (int64, error) {
+	result, err := q.db.Exec(ctx, putUnitsBack, units, skuID, warehouseID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const releaseReservations = `-- name: ReleaseReservations :many
 WITH t AS (
     UPDATE stock_reservations
@@ -502,21 +603,24 @@ func (q *Queries) ReleaseReservations(ctx context.Context, ids []int64) ([]Relea
 }
 
 const reservationsOfOrder = `-- name: ReservationsOfOrder :many
-SELECT id, order_id, sku_id, warehouse_id, quantity, status, expires_at, created_at
+SELECT id, order_id, sku_id, warehouse_id, quantity, status, expires_at, created_at, cancelled_quantity,
+       restocked_quantity
 FROM stock_reservations
 WHERE order_id = $1
 ORDER BY sku_id, warehouse_id
 `
 
 type ReservationsOfOrderRow struct {
-	ID          int64
-	OrderID     int64
-	SkuID       int64
-	WarehouseID int32
-	Quantity    int32
-	Status      string
-	ExpiresAt   time.Time
-	CreatedAt   time.Time
+	ID                int64
+	OrderID           int64
+	SkuID             int64
+	WarehouseID       int32
+	Quantity          int32
+	Status            string
+	ExpiresAt         time.Time
+	CreatedAt         time.Time
+	CancelledQuantity int32
+	RestockedQuantity int32
 }
 
 func (q *Queries) ReservationsOfOrder(ctx context.Context, orderID int64) ([]ReservationsOfOrderRow, error) {
@@ -537,6 +641,8 @@ func (q *Queries) ReservationsOfOrder(ctx context.Context, orderID int64) ([]Res
 			&i.Status,
 			&i.ExpiresAt,
 			&i.CreatedAt,
+			&i.CancelledQuantity,
+			&i.RestockedQuantity,
 		); err != nil {
 			return nil, err
 		}
@@ -686,6 +792,34 @@ func (q *Queries) ReserveOrders(ctx context.Context, arg ReserveOrdersParams) ([
 	return items, nil
 }
 
+const restockCancelledUnits = `-- name: RestockCancelledUnits :execrows
+UPDATE stock_reservations
+   SET restocked_quantity = restocked_quantity + $1::int
+ WHERE order_id = $2 AND sku_id = $3 AND warehouse_id = $4 AND status = 'CONFIRMED'
+   AND cancelled_quantity - restocked_quantity >= $1::int
+`
+
+type RestockCancelledUnitsParams struct {
+	Units       int32
+	OrderID     int64
+	SkuID       int64
+	WarehouseID int32
+}
+
+// Cancelled units of a CONFIRMED reservation put back on the shelf: no longer counted as sold.
+func (q *Queries) RestockCancelledUnits(ctx context.Context, arg RestockCancelledUnitsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, restockCancelledUnits,
+		arg.Units,
+		arg.OrderID,
+		arg.SkuID,
+		arg.WarehouseID,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const setOnHand = `-- name: SetOnHand :execrows
 UPDATE inventory
    SET on_hand = greatest($1::int - $2::int, 0),
@@ -732,14 +866,15 @@ func (q *Queries) SetReserved(ctx context.Context, reserved int32, skuID int64, 
 }
 
 const soldAfterCount = `-- name: SoldAfterCount :one
-SELECT coalesce(sum(quantity), 0)::int AS sold
+SELECT coalesce(sum(quantity - restocked_quantity), 0)::int AS sold
 FROM stock_reservations
 WHERE sku_id = $1 AND warehouse_id = $2 AND status = 'CONFIRMED'
   AND confirmed_at > $3::timestamptz
 `
 
 // Units of the row sold after a seller counted it at @counted_at: CONFIRMED with confirmed_at
-// after that instant (a restocked order's units are back on the shelf and no longer count).
+// after that instant (a restocked order's units, and units a line cancellation put back, are
+// back on the shelf and no longer count).
 //
 // It runs after LockInventoryRow, in the report's transaction: under READ COMMITTED this
 // statement's snapshot is taken once the row lock is granted, so every confirm of the row that
@@ -782,7 +917,7 @@ WITH t AS (
     UPDATE stock_reservations
        SET status = 'RELEASED', restocked_at = statement_timestamp()
      WHERE id = ANY ($1::bigint[]) AND status = 'CONFIRMED'
-    RETURNING sku_id, warehouse_id, quantity
+    RETURNING sku_id, warehouse_id, quantity - restocked_quantity AS quantity
 ), agg AS (
     SELECT sku_id, warehouse_id, sum(quantity)::int AS qty FROM t GROUP BY sku_id, warehouse_id
 )
@@ -800,8 +935,8 @@ type UnconfirmReservationsRow struct {
 }
 
 // CONFIRMED → RELEASED for an order that will not be fulfilled after all (its capture was
-// refused and support cancelled it): the units go back on the shelf. confirmed_at stays; the
-// auditor reads both instants.
+// refused and support cancelled it): the units go back on the shelf (those a line cancellation
+// already put back are not put back twice). confirmed_at stays; the auditor reads both instants.
 func (q *Queries) UnconfirmReservations(ctx context.Context, ids []int64) ([]UnconfirmReservationsRow, error) {
 	rows, err := q.db.Query(ctx, unconfirmReservations, ids)
 	if err != nil {

@@ -143,6 +143,25 @@ type InventoryLedger struct {
 	SoldAfterReport  *int32
 }
 
+type LineCancellation struct {
+	ID          int64
+	OrderID     int64
+	RequestID   string
+	SkuID       int64
+	Units       int32
+	Reason      string
+	RequestedBy string
+	AmountMinor int64
+	Currency    string
+	Allocations json.RawMessage
+	RefundedAt  *time.Time
+	RestockedAt *time.Time
+	AnnouncedAt *time.Time
+	Attention   pqtype.NullRawMessage
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
 type Order struct {
 	ID             int64
 	UserID         int64
@@ -172,15 +191,16 @@ type OrderEvent struct {
 }
 
 type OrderItem struct {
-	OrderID        int64
-	SkuID          int64
-	SellerID       int64
-	Title          string
-	Quantity       int32
-	UnitPriceMinor int64
-	Currency       string
-	ListPriceMinor *int64
-	CampaignIds    []int64
+	OrderID           int64
+	SkuID             int64
+	SellerID          int64
+	Title             string
+	Quantity          int32
+	UnitPriceMinor    int64
+	Currency          string
+	ListPriceMinor    *int64
+	CampaignIds       []int64
+	CancelledQuantity int32
 }
 
 type Outbox struct {
@@ -250,6 +270,13 @@ type PaysimIntent struct {
 	UpdatedAt      time.Time
 }
 
+type PaysimRefund struct {
+	RefundKey   string
+	IntentID    string
+	AmountMinor int64
+	CreatedAt   time.Time
+}
+
 type PaysimWebhookEvent struct {
 	ID            string
 	IntentID      string
@@ -304,16 +331,18 @@ type SkuAvailability struct {
 }
 
 type StockReservation struct {
-	ID          int64
-	OrderID     int64
-	SkuID       int64
-	WarehouseID int32
-	Quantity    int32
-	Status      string
-	ExpiresAt   time.Time
-	CreatedAt   time.Time
-	ConfirmedAt *time.Time
-	RestockedAt *time.Time
+	ID                int64
+	OrderID           int64
+	SkuID             int64
+	WarehouseID       int32
+	Quantity          int32
+	Status            string
+	ExpiresAt         time.Time
+	CreatedAt         time.Time
+	ConfirmedAt       *time.Time
+	RestockedAt       *time.Time
+	CancelledQuantity int32
+	RestockedQuantity int32
 }
 
 type Warehouse struct {

@@ -13,6 +13,75 @@ import (
 	"github.com/sqlc-dev/pqtype"
 )
 
+const announceLineCancellation = `-- name: AnnounceLineCancellation :one
+UPDATE line_cancellations lc
+   SET announced_at = now(), attention = NULL, updated_at = now()
+  FROM order_items oi, orders o
+ WHERE lc.id = $1 AND lc.announced_at IS NULL AND lc.refunded_at IS NOT NULL
+   AND oi.order_id = lc.order_id AND oi.sku_id = lc.sku_id AND o.id = lc.order_id
+RETURNING lc.order_id, lc.sku_id, lc.units, lc.reason, lc.amount_minor, lc.currency,
+          (lc.restocked_at IS NOT NULL)::bool AS restocked, oi.seller_id, o.user_id, oi.quantity,
+          oi.cancelled_quantity
+`
+
+type AnnounceLineCancellationRow struct {
+	OrderID           int64
+	SkuID             int64
+	Units             int32
+	Reason            string
+	AmountMinor       int64
+	Currency          string
+	Restocked         bool
+	SellerID          int64
+	UserID            int64
+	Quantity          int32
+	CancelledQuantity int32
+}
+
+// The cancellation is done once, after its refund: the caller writes the timeline entry and the
+// outbox event in the same transaction.
+func (q *Queries) AnnounceLineCancellation(ctx context.Context, id int64) (AnnounceLineCancellationRow, error) {
+	row := q.db.QueryRow(ctx, announceLineCancellation, id)
+	var i AnnounceLineCancellationRow
+	err := row.Scan(
+		&i.OrderID,
+		&i.SkuID,
+		&i.Units,
+		&i.Reason,
+		&i.AmountMinor,
+		&i.Currency,
+		&i.Restocked,
+		&i.SellerID,
+		&i.UserID,
+		&i.Quantity,
+		&i.CancelledQuantity,
+	)
+	return i, err
+}
+
+const cancelLineUnits = `-- name: CancelLineUnits :one
+UPDATE order_items oi
+   SET cancelled_quantity = oi.cancelled_quantity + $1::int
+  FROM orders o
+ WHERE oi.order_id = $2 AND oi.sku_id = $3 AND o.id = oi.order_id AND o.status = 'CONFIRMED'
+   AND oi.quantity - oi.cancelled_quantity >= $1::int
+RETURNING oi.quantity, oi.cancelled_quantity
+`
+
+type CancelLineUnitsRow struct {
+	Quantity          int32
+	CancelledQuantity int32
+}
+
+// Takes units off a CONFIRMED order's line, only while that many are still on it: the line's row
+// lock and this condition let concurrent requests cancel at most what the line has.
+func (q *Queries) CancelLineUnits(ctx context.Context, units int32, orderID int64, skuID int64) (CancelLineUnitsRow, error) {
+	row := q.db.QueryRow(ctx, cancelLineUnits, units, orderID, skuID)
+	var i CancelLineUnitsRow
+	err := row.Scan(&i.Quantity, &i.CancelledQuantity)
+	return i, err
+}
+
 const extendOrderHold = `-- name: ExtendOrderHold :one
 WITH o AS (
     UPDATE orders x
@@ -97,6 +166,37 @@ func (q *Queries) GetIdempotencyRecord(ctx context.Context, userID int64, idempo
 		&i.OrderID,
 		&i.Outcome,
 		&i.CreatedAt,
+	)
+	return i, err
+}
+
+const getLineCancellation = `-- name: GetLineCancellation :one
+SELECT id, order_id, request_id, sku_id, units, reason, requested_by, amount_minor, currency, allocations,
+       refunded_at, restocked_at, announced_at, attention, created_at, updated_at
+FROM line_cancellations
+WHERE id = $1
+`
+
+func (q *Queries) GetLineCancellation(ctx context.Context, id int64) (LineCancellation, error) {
+	row := q.db.QueryRow(ctx, getLineCancellation, id)
+	var i LineCancellation
+	err := row.Scan(
+		&i.ID,
+		&i.OrderID,
+		&i.RequestID,
+		&i.SkuID,
+		&i.Units,
+		&i.Reason,
+		&i.RequestedBy,
+		&i.AmountMinor,
+		&i.Currency,
+		&i.Allocations,
+		&i.RefundedAt,
+		&i.RestockedAt,
+		&i.AnnouncedAt,
+		&i.Attention,
+		&i.CreatedAt,
+		&i.UpdatedAt,
 	)
 	return i, err
 }
@@ -190,6 +290,58 @@ func (q *Queries) InsertIdempotencyRecord(ctx context.Context, arg InsertIdempot
 		arg.Outcome,
 	)
 	return err
+}
+
+const insertLineCancellation = `-- name: InsertLineCancellation :one
+WITH req AS (SELECT $6::int AS units),
+totals AS (
+    SELECT sum((quantity - cancelled_quantity)::bigint * unit_price_minor)::bigint AS kept,
+           greatest(sum(quantity::bigint * unit_price_minor), 1)::bigint AS gross
+    FROM order_items WHERE order_id = $4
+),
+coupon AS (
+    SELECT coalesce(sum(discount_minor), 0)::bigint AS d
+    FROM coupon_redemptions WHERE order_id = $4 AND status = 'CONFIRMED'
+)
+INSERT INTO line_cancellations (order_id, request_id, sku_id, units, reason, requested_by, amount_minor, currency)
+SELECT oi.order_id, $1::text, oi.sku_id, req.units, $2::text, $3::text,
+       (t.kept - floor(c.d::numeric * t.kept / t.gross))::bigint
+     - ((t.kept - req.units * oi.unit_price_minor)
+        - floor(c.d::numeric * (t.kept - req.units * oi.unit_price_minor) / t.gross))::bigint,
+       oi.currency
+FROM order_items oi, req, totals t, coupon c
+WHERE oi.order_id = $4 AND oi.sku_id = $5
+ON CONFLICT (order_id, request_id) DO NOTHING
+RETURNING id
+`
+
+type InsertLineCancellationParams struct {
+	RequestID   string
+	Reason      string
+	RequestedBy string
+	OrderID     int64
+	SkuID       int64
+	Units       int32
+}
+
+// A request to cancel units of one line. Its refund is what the units kept were charged less what
+// they are charged after: the line's unit price, less the units' share of a coupon the order
+// spent, which the units kept carry in proportion (floor(discount × kept ÷ items), so that the
+// refunds of every cancellation of an order add up, to the unit, to what was captured). The caller
+// holds the order's row (LockOrder), so the sums are the order's as they stand. No row when the
+// request is already recorded (a repeat: the caller reads it) or the order has no such line.
+func (q *Queries) InsertLineCancellation(ctx context.Context, arg InsertLineCancellationParams) (int64, error) {
+	row := q.db.QueryRow(ctx, insertLineCancellation,
+		arg.RequestID,
+		arg.Reason,
+		arg.RequestedBy,
+		arg.OrderID,
+		arg.SkuID,
+		arg.Units,
+	)
+	var id int64
+	err := row.Scan(&id)
+	return id, err
 }
 
 const insertOrder = `-- name: InsertOrder :one
@@ -323,6 +475,103 @@ func (q *Queries) InsertWebhookEvent(ctx context.Context, eventID string, intent
 	return result.RowsAffected(), nil
 }
 
+const lineCancellationByRequest = `-- name: LineCancellationByRequest :one
+SELECT id, order_id, request_id, sku_id, units, reason, requested_by, amount_minor, currency, allocations,
+       refunded_at, restocked_at, announced_at, attention, created_at, updated_at
+FROM line_cancellations
+WHERE order_id = $1 AND request_id = $2
+`
+
+func (q *Queries) LineCancellationByRequest(ctx context.Context, orderID int64, requestID string) (LineCancellation, error) {
+	row := q.db.QueryRow(ctx, lineCancellationByRequest, orderID, requestID)
+	var i LineCancellation
+	err := row.Scan(
+		&i.ID,
+		&i.OrderID,
+		&i.RequestID,
+		&i.SkuID,
+		&i.Units,
+		&i.Reason,
+		&i.RequestedBy,
+		&i.AmountMinor,
+		&i.Currency,
+		&i.Allocations,
+		&i.RefundedAt,
+		&i.RestockedAt,
+		&i.AnnouncedAt,
+		&i.Attention,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
+const lineCancellationsOfOrder = `-- name: LineCancellationsOfOrder :many
+SELECT id, order_id, request_id, sku_id, units, reason, requested_by, amount_minor, currency, allocations,
+       refunded_at, restocked_at, announced_at, attention, created_at, updated_at
+FROM line_cancellations
+WHERE order_id = $1
+ORDER BY id
+`
+
+func (q *Queries) LineCancellationsOfOrder(ctx context.Context, orderID int64) ([]LineCancellation, error) {
+	rows, err := q.db.Query(ctx, lineCancellationsOfOrder, orderID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LineCancellation{}
+	for rows.Next() {
+		var i LineCancellation
+		if err := rows.Scan(
+			&i.ID,
+			&i.OrderID,
+			&i.RequestID,
+			&i.SkuID,
+			&i.Units,
+			&i.Reason,
+			&i.RequestedBy,
+			&i.AmountMinor,
+			&i.Currency,
+			&i.Allocations,
+			&i.RefundedAt,
+			&i.RestockedAt,
+			&i.AnnouncedAt,
+			&i.Attention,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const lineOfOrder = `-- name: LineOfOrder :one
+SELECT o.status, oi.quantity, oi.cancelled_quantity
+FROM orders o
+LEFT JOIN order_items oi ON oi.order_id = o.id AND oi.sku_id = $1
+WHERE o.id = $2
+`
+
+type LineOfOrderRow struct {
+	Status            string
+	Quantity          *int32
+	CancelledQuantity *int32
+}
+
+// An order's status and one of its lines (the line's columns are NULL when it has no such line).
+func (q *Queries) LineOfOrder(ctx context.Context, skuID int64, orderID int64) (LineOfOrderRow, error) {
+	row := q.db.QueryRow(ctx, lineOfOrder, skuID, orderID)
+	var i LineOfOrderRow
+	err := row.Scan(&i.Status, &i.Quantity, &i.CancelledQuantity)
+	return i, err
+}
+
 const listOrdersOfUser = `-- name: ListOrdersOfUser :many
 SELECT id, status, total_minor, currency, failure_code, created_at, updated_at
 FROM orders
@@ -370,6 +619,16 @@ func (q *Queries) ListOrdersOfUser(ctx context.Context, userID int64, beforeID i
 	return items, nil
 }
 
+const lockOrder = `-- name: LockOrder :exec
+SELECT 1 FROM orders WHERE id = $1 FOR UPDATE
+`
+
+// Holds an order's row until the transaction ends (its line cancellations one at a time).
+func (q *Queries) LockOrder(ctx context.Context, id int64) error {
+	_, err := q.db.Exec(ctx, lockOrder, id)
+	return err
+}
+
 const lockUser = `-- name: LockUser :exec
 SELECT pg_advisory_xact_lock($1::int, mod($2::bigint, 2147483647)::int)
 `
@@ -381,6 +640,20 @@ SELECT pg_advisory_xact_lock($1::int, mod($2::bigint, 2147483647)::int)
 func (q *Queries) LockUser(ctx context.Context, lockClass int32, userID int64) error {
 	_, err := q.db.Exec(ctx, lockUser, lockClass, userID)
 	return err
+}
+
+const markLineCancellationRefunded = `-- name: MarkLineCancellationRefunded :execrows
+UPDATE line_cancellations
+   SET refunded_at = now(), attention = NULL, updated_at = now()
+ WHERE id = $1 AND refunded_at IS NULL
+`
+
+func (q *Queries) MarkLineCancellationRefunded(ctx context.Context, id int64) (int64, error) {
+	result, err := q.db.Exec(ctx, markLineCancellationRefunded, id)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const orderByKey = `-- name: OrderByKey :one
@@ -494,21 +767,23 @@ func (q *Queries) OrderHoldState(ctx context.Context, orderID int64) (OrderHoldS
 }
 
 const orderItems = `-- name: OrderItems :many
-SELECT sku_id, seller_id, title, quantity, unit_price_minor, currency, list_price_minor, campaign_ids
+SELECT sku_id, seller_id, title, quantity, unit_price_minor, currency, list_price_minor, campaign_ids,
+       cancelled_quantity
 FROM order_items
 WHERE order_id = $1
 ORDER BY sku_id
 `
 
 type OrderItemsRow struct {
-	SkuID          int64
-	SellerID       int64
-	Title          string
-	Quantity       int32
-	UnitPriceMinor int64
-	Currency       string
-	ListPriceMinor *int64
-	CampaignIds    []int64
+	SkuID             int64
+	SellerID          int64
+	Title             string
+	Quantity          int32
+	UnitPriceMinor    int64
+	Currency          string
+	ListPriceMinor    *int64
+	CampaignIds       []int64
+	CancelledQuantity int32
 }
 
 func (q *Queries) OrderItems(ctx context.Context, orderID int64) ([]OrderItemsRow, error) {
@@ -529,6 +804,7 @@ func (q *Queries) OrderItems(ctx context.Context, orderID int64) ([]OrderItemsRo
 			&i.Currency,
 			&i.ListPriceMinor,
 			&i.CampaignIds,
+			&i.CancelledQuantity,
 		); err != nil {
 			return nil, err
 		}
@@ -664,6 +940,7 @@ UPDATE payments
    AND NOT (status IN ('CAPTURED', 'VOIDED', 'REFUNDED', 'DECLINED')
             AND $2::text IN ('PENDING', 'REQUIRES_ACTION', 'AUTHORIZED', 'UNKNOWN'))
    AND NOT (status = 'REFUNDED' AND $2::text = 'CAPTURED')
+   AND $5::bigint >= refunded_minor
 `
 
 type RecordPaymentParams struct {
@@ -676,8 +953,9 @@ type RecordPaymentParams struct {
 }
 
 // Mirrors the provider's intent. Final states are never overwritten by an earlier one arriving
-// late (a stale retry), so the row only moves forward. Once the provider's answer is definite the
-// order's payment method token is forgotten: no later call authorizes again.
+// late (a stale retry), and what was refunded never shrinks, so the row only moves forward. Once
+// the provider's answer is definite the order's payment method token is forgotten: no later call
+// authorizes again.
 func (q *Queries) RecordPayment(ctx context.Context, arg RecordPaymentParams) error {
 	_, err := q.db.Exec(ctx, recordPayment,
 		arg.IntentID,
@@ -736,6 +1014,25 @@ func (q *Queries) SavePaymentMethodToken(ctx context.Context, arg SavePaymentMet
 	var address_ok bool
 	err := row.Scan(&address_ok)
 	return address_ok, err
+}
+
+const setLineCancellationAllocations = `-- name: SetLineCancellationAllocations :exec
+UPDATE line_cancellations SET allocations = $1, updated_at = now() WHERE id = $2
+`
+
+func (q *Queries) SetLineCancellationAllocations(ctx context.Context, allocations json.RawMessage, iD int64) error {
+	_, err := q.db.Exec(ctx, setLineCancellationAllocations, allocations, iD)
+	return err
+}
+
+const setLineCancellationAttention = `-- name: SetLineCancellationAttention :exec
+UPDATE line_cancellations SET attention = $1, updated_at = now() WHERE id = $2
+`
+
+// A step of the cancellation waits for support (attention set) or goes on (NULL).
+func (q *Queries) SetLineCancellationAttention(ctx context.Context, attention pqtype.NullRawMessage, iD int64) error {
+	_, err := q.db.Exec(ctx, setLineCancellationAttention, attention, iD)
+	return err
 }
 
 const setOrderHold = `-- name: SetOrderHold :exec

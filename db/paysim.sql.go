@@ -219,6 +219,22 @@ func (q *Queries) PaysimFaults(ctx context.Context) (PaysimFaultsRow, error) {
 	return i, err
 }
 
+const paysimInsertRefund = `-- name: PaysimInsertRefund :one
+INSERT INTO paysim_refunds (refund_key, intent_id, amount_minor)
+SELECT $1::text, id, $2::bigint FROM paysim_intents WHERE idempotency_key = $3::text
+ON CONFLICT (refund_key) DO NOTHING
+RETURNING intent_id
+`
+
+// A partial refund of the intent under intent_key, named by its own key; no row when the refund
+// key is already taken (the caller reads it) or there is no such intent.
+func (q *Queries) PaysimInsertRefund(ctx context.Context, refundKey string, amountMinor int64, intentKey string) (string, error) {
+	row := q.db.QueryRow(ctx, paysimInsertRefund, refundKey, amountMinor, intentKey)
+	var intent_id string
+	err := row.Scan(&intent_id)
+	return intent_id, err
+}
+
 const paysimIntentByID = `-- name: PaysimIntentByID :one
 SELECT id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, refunded_minor, redirect_url, decline_code, created_at, updated_at FROM paysim_intents WHERE id = $1
 `
@@ -279,6 +295,59 @@ RETURNING id, idempotency_key, order_id, amount_minor, currency, token, status, 
 // CAPTURED → REFUNDED, the whole capture.
 func (q *Queries) PaysimRefund(ctx context.Context, idempotencyKey string) (PaysimIntent, error) {
 	row := q.db.QueryRow(ctx, paysimRefund, idempotencyKey)
+	var i PaysimIntent
+	err := row.Scan(
+		&i.ID,
+		&i.IdempotencyKey,
+		&i.OrderID,
+		&i.AmountMinor,
+		&i.Currency,
+		&i.Token,
+		&i.Status,
+		&i.CapturedMinor,
+		&i.RefundedMinor,
+		&i.RedirectUrl,
+		&i.DeclineCode,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
+const paysimRefundByKey = `-- name: PaysimRefundByKey :one
+SELECT r.refund_key, r.amount_minor, i.idempotency_key AS intent_key
+FROM paysim_refunds r
+JOIN paysim_intents i ON i.id = r.intent_id
+WHERE r.refund_key = $1
+`
+
+type PaysimRefundByKeyRow struct {
+	RefundKey   string
+	AmountMinor int64
+	IntentKey   string
+}
+
+func (q *Queries) PaysimRefundByKey(ctx context.Context, refundKey string) (PaysimRefundByKeyRow, error) {
+	row := q.db.QueryRow(ctx, paysimRefundByKey, refundKey)
+	var i PaysimRefundByKeyRow
+	err := row.Scan(&i.RefundKey, &i.AmountMinor, &i.IntentKey)
+	return i, err
+}
+
+const paysimRefundPart = `-- name: PaysimRefundPart :one
+UPDATE paysim_intents
+   SET refunded_minor = refunded_minor + $1::bigint,
+       status = CASE WHEN refunded_minor + $1::bigint = captured_minor THEN 'REFUNDED' ELSE status END,
+       updated_at = now()
+ WHERE idempotency_key = $2 AND status = 'CAPTURED'
+   AND refunded_minor + $1::bigint <= captured_minor
+RETURNING id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, refunded_minor, redirect_url, decline_code, created_at, updated_at
+`
+
+// CAPTURED: part of the capture goes back, only while the refunds stay within it; the intent is
+// REFUNDED once all of it has.
+func (q *Queries) PaysimRefundPart(ctx context.Context, amountMinor int64, idempotencyKey string) (PaysimIntent, error) {
+	row := q.db.QueryRow(ctx, paysimRefundPart, amountMinor, idempotencyKey)
 	var i PaysimIntent
 	err := row.Scan(
 		&i.ID,

@@ -33,6 +33,12 @@ type AuthorizeRequest struct {
 	PaymentMethodToken string
 }
 
+// PartialRefund is part of a capture given back, named by its own idempotency key.
+type PartialRefund struct {
+	IdempotencyKey string
+	AmountMinor    int64
+}
+
 // Intent is the provider's record of one payment, addressed by its idempotency key.
 type Intent struct {
 	ID             string `json:"id"`
@@ -64,6 +70,12 @@ type Gateway interface {
 	// Refund gives a capture back in full: CAPTURED → REFUNDED; already REFUNDED returns the
 	// intent unchanged; any other status is ErrInvalidState.
 	Refund(ctx context.Context, key string) (Intent, error)
+	// RefundPart gives part of a capture back: refund.AmountMinor of the CAPTURED intent of key,
+	// named by refund.IdempotencyKey. A repeat of the refund key answers the intent and moves no
+	// more money; the same refund key with another amount or intent is ErrKeyReused. An intent
+	// not CAPTURED is ErrInvalidState; an amount beyond what is left of the capture is
+	// ErrInvalidRequest. The intent becomes REFUNDED once its refunds reach the capture.
+	RefundPart(ctx context.Context, key string, refund PartialRefund) (Intent, error)
 	// Lookup reads the intent of key; ErrNotFound when the provider never saw the key. It is how
 	// a caller resolves an ErrTimeout.
 	Lookup(ctx context.Context, key string) (Intent, error)

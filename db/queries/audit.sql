@@ -3,7 +3,8 @@
 -- what breaks an invariant, with a flag per invariant and the numbers to show.
 -- Per (sku, warehouse): the inventory row, its ledger and its reservations, when any of them
 -- disagree. supplied is the sum of SUPPLY entries; moved the sum of every other entry (our own
--- movements: sales, restocks, anything else).
+-- movements: sales, restocks, anything else). confirmed counts the units CONFIRMED reservations
+-- took off the shelf, less those a line cancellation put back.
 -- sold_since_count is what the seller's last count (the row's reported_quantity at its
 -- source_updated_at) had to cover: units CONFIRMED after its stamp (or with no confirm time),
 -- less units confirmed before it and restocked after it, which came back to the shelf. A row with
@@ -17,8 +18,8 @@ WITH ledger AS (
 ), res AS (
     SELECT r.sku_id, r.warehouse_id,
            coalesce(sum(r.quantity) FILTER (WHERE r.status = 'ACTIVE'), 0)::bigint AS active,
-           coalesce(sum(r.quantity) FILTER (WHERE r.status = 'CONFIRMED'), 0)::bigint AS confirmed,
-           coalesce(sum(r.quantity) FILTER (WHERE r.status = 'CONFIRMED' AND (i.source_updated_at IS NULL
+           coalesce(sum(r.quantity - r.restocked_quantity) FILTER (WHERE r.status = 'CONFIRMED'), 0)::bigint AS confirmed,
+           coalesce(sum(r.quantity - r.restocked_quantity) FILTER (WHERE r.status = 'CONFIRMED' AND (i.source_updated_at IS NULL
                OR r.confirmed_at IS NULL OR r.confirmed_at > i.source_updated_at)), 0)::bigint
          - coalesce(sum(r.quantity) FILTER (WHERE r.status = 'RELEASED' AND r.confirmed_at <= i.source_updated_at
                AND r.restocked_at > i.source_updated_at), 0)::bigint AS sold_since_count
@@ -63,7 +64,9 @@ ORDER BY sku_id, warehouse_id;
 -- with that status. Intents are the provider's own record (paysim_intents), joined by order id,
 -- so a second intent under any key counts. An order that failed or was cancelled less than
 -- @settle_seconds ago is not judged yet: the hold child and the payment reconciler end an order
--- first and then give its stock and money back.
+-- first and then give its stock and money back. A CONFIRMED order's money is judged against the
+-- units it keeps (ordered less cancelled after payment), unless a line cancellation's refund is
+-- still under way (recorded less than @settle_seconds ago) or waits for support (attention).
 WITH scope AS (
     SELECT id, status, failure_code, total_minor, currency
     FROM orders
@@ -79,24 +82,34 @@ WITH scope AS (
     GROUP BY r.order_id
 ), items AS (
     SELECT it.order_id, sum(it.quantity::bigint * it.unit_price_minor)::bigint AS total,
+           sum((it.quantity - it.cancelled_quantity)::bigint * it.unit_price_minor)::bigint AS kept,
            sum(it.quantity)::bigint AS units
     FROM order_items it JOIN scope s ON s.id = it.order_id
     GROUP BY it.order_id
 ), unmatched AS (
-    -- Ordered lines whose CONFIRMED reservations do not add up to the quantity ordered.
+    -- Ordered lines whose CONFIRMED reservations do not add up to the quantity ordered, or whose
+    -- cancelled units differ from those the reservations record.
     SELECT it.order_id, count(*)::bigint AS lines
     FROM order_items it
     JOIN scope s ON s.id = it.order_id
-    LEFT JOIN (SELECT r.order_id, r.sku_id, sum(r.quantity) AS q
+    LEFT JOIN (SELECT r.order_id, r.sku_id, sum(r.quantity) AS q, sum(r.cancelled_quantity) AS cq
                FROM stock_reservations r JOIN scope s2 ON s2.id = r.order_id
                WHERE r.status = 'CONFIRMED'
                GROUP BY r.order_id, r.sku_id) c
            ON c.order_id = it.order_id AND c.sku_id = it.sku_id
-    WHERE coalesce(c.q, 0) <> it.quantity
+    WHERE coalesce(c.q, 0) <> it.quantity OR coalesce(c.cq, 0) <> it.cancelled_quantity
     GROUP BY it.order_id
+), refunding AS (
+    -- Orders with a line cancellation whose refund is not done yet, and is not late: recorded
+    -- within the settle time, or waiting for support.
+    SELECT lc.order_id, count(*)::bigint AS n
+    FROM line_cancellations lc JOIN scope s ON s.id = lc.order_id
+    WHERE lc.refunded_at IS NULL
+      AND (lc.attention IS NOT NULL OR lc.created_at > now() - make_interval(secs => @settle_seconds::float8))
+    GROUP BY lc.order_id
 ), intents AS (
     SELECT pi.order_id, count(*)::bigint AS n,
-           count(*) FILTER (WHERE pi.status = 'CAPTURED')::bigint AS captured_n,
+           count(*) FILTER (WHERE pi.captured_minor > 0)::bigint AS captured_n,
            count(*) FILTER (WHERE pi.status IN ('AUTHORIZED', 'REQUIRES_ACTION'))::bigint AS open_n,
            coalesce(sum(pi.captured_minor), 0)::bigint AS captured,
            coalesce(sum(pi.refunded_minor), 0)::bigint AS refunded,
@@ -106,8 +119,12 @@ WITH scope AS (
     GROUP BY pi.order_id
 ), joined AS (
     SELECT s.id, s.status, coalesce(s.failure_code, '')::text AS failure_code, s.total_minor,
-           -- what the items add up to, less the order's spent coupon
+           -- what the items add up to, less the order's spent coupon; what the units kept are
+           -- worth, less the coupon's share of them (line cancellations refund the difference)
            (coalesce(i.total, 0) - coalesce(cr.discount_minor, 0))::bigint AS items_total,
+           (coalesce(i.kept, 0) - floor(coalesce(cr.discount_minor, 0)::numeric * coalesce(i.kept, 0)
+                                        / greatest(coalesce(i.total, 0), 1)))::bigint AS kept_total,
+           coalesce(rf.n, 0)::bigint AS refunds_under_way,
            coalesce(r.n, 0)::bigint AS reservations, coalesce(r.active_n, 0)::bigint AS active_n,
            coalesce(r.confirmed_n, 0)::bigint AS confirmed_n, coalesce(r.active_units, 0)::bigint AS active_units,
            coalesce(r.confirmed_units, 0)::bigint AS confirmed_units, coalesce(u.lines, 0)::bigint AS unmatched_lines,
@@ -123,6 +140,7 @@ WITH scope AS (
     LEFT JOIN res r ON r.order_id = s.id
     LEFT JOIN items i ON i.order_id = s.id
     LEFT JOIN unmatched u ON u.order_id = s.id
+    LEFT JOIN refunding rf ON rf.order_id = s.id
     LEFT JOIN intents pi ON pi.order_id = s.id
     LEFT JOIN payments p ON p.order_id = s.id
     LEFT JOIN coupon_redemptions cr ON cr.order_id = s.id AND cr.status = 'CONFIRMED'
@@ -131,23 +149,27 @@ WITH scope AS (
            (status = 'CONFIRMED' AND (reservations = 0 OR confirmed_n <> reservations OR unmatched_lines > 0
                                       OR items_total <> total_minor))::bool AS unfulfilled,
            (status = 'CONFIRMED' AND NOT (intents = 1 AND intents_captured = 1 AND provider_captured = total_minor
-                                          AND intent_amount_min = total_minor AND provider_refunded = 0
-                                          AND payment_status = 'CAPTURED' AND payment_intent_id = intent_id
-                                          AND payment_amount = total_minor AND payment_captured = total_minor
-                                          AND payment_refunded = 0))::bool AS not_paid_once,
+                                          AND intent_amount_min = total_minor
+                                          AND payment_status IN ('CAPTURED', 'REFUNDED') AND payment_intent_id = intent_id
+                                          AND payment_amount = total_minor AND payment_captured = total_minor))::bool
+               AS not_paid_once,
+           (status = 'CONFIRMED' AND refunds_under_way = 0
+            AND (provider_captured - provider_refunded <> kept_total
+                 OR payment_captured - payment_refunded <> kept_total))::bool AS money_off_kept,
            (status <> 'CONFIRMED' AND active_n + confirmed_n > 0)::bool AS stock_kept,
            (status <> 'CONFIRMED' AND (provider_captured <> provider_refunded
                                        OR payment_captured <> payment_refunded))::bool AS money_kept,
            (status <> 'CONFIRMED' AND intents_open > 0)::bool AS auth_open
     FROM joined
 )
-SELECT id, status::text AS status, failure_code, total_minor, items_total, reservations, active_n, confirmed_n,
+SELECT id, status::text AS status, failure_code, total_minor, items_total, kept_total, refunds_under_way,
+       reservations, active_n, confirmed_n,
        active_units, confirmed_units, unmatched_lines, intents, intents_captured, intents_open,
        provider_captured, provider_refunded, intent_amount_min, intent_amount_max, intent_id, intent_list,
        payment_status, payment_intent_id, payment_amount, payment_captured, payment_refunded,
-       unfulfilled, not_paid_once, stock_kept, money_kept, auth_open
+       unfulfilled, not_paid_once, money_off_kept, stock_kept, money_kept, auth_open
 FROM flagged
-WHERE unfulfilled OR not_paid_once OR stock_kept OR money_kept OR auth_open
+WHERE unfulfilled OR not_paid_once OR money_off_kept OR stock_kept OR money_kept OR auth_open
 ORDER BY id;
 
 -- name: AuditStaleReservations :many

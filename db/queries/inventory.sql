@@ -1,5 +1,6 @@
 -- name: ReservationsOfOrder :many
-SELECT id, order_id, sku_id, warehouse_id, quantity, status, expires_at, created_at
+SELECT id, order_id, sku_id, warehouse_id, quantity, status, expires_at, created_at, cancelled_quantity,
+       restocked_quantity
 FROM stock_reservations
 WHERE order_id = $1
 ORDER BY sku_id, warehouse_id;
@@ -99,7 +100,8 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: SoldAfterCount :one
 -- Units of the row sold after a seller counted it at @counted_at: CONFIRMED with confirmed_at
--- after that instant (a restocked order's units are back on the shelf and no longer count).
+-- after that instant (a restocked order's units, and units a line cancellation put back, are
+-- back on the shelf and no longer count).
 --
 -- It runs after LockInventoryRow, in the report's transaction: under READ COMMITTED this
 -- statement's snapshot is taken once the row lock is granted, so every confirm of the row that
@@ -110,7 +112,7 @@ FOR UPDATE SKIP LOCKED;
 -- take them off too; and its confirmed_at, taken after it got the row, is later than the report,
 -- so later reports judge it by that instant. Such a confirm counts as after the report, whatever
 -- the report's stamp says: a seller cannot have counted out a sale that was not yet made.
-SELECT coalesce(sum(quantity), 0)::int AS sold
+SELECT coalesce(sum(quantity - restocked_quantity), 0)::int AS sold
 FROM stock_reservations
 WHERE sku_id = @sku_id AND warehouse_id = @warehouse_id AND status = 'CONFIRMED'
   AND confirmed_at > @counted_at::timestamptz;
@@ -174,13 +176,13 @@ RETURNING id, order_id, quantity;
 
 -- name: UnconfirmReservations :many
 -- CONFIRMED → RELEASED for an order that will not be fulfilled after all (its capture was
--- refused and support cancelled it): the units go back on the shelf. confirmed_at stays; the
--- auditor reads both instants.
+-- refused and support cancelled it): the units go back on the shelf (those a line cancellation
+-- already put back are not put back twice). confirmed_at stays; the auditor reads both instants.
 WITH t AS (
     UPDATE stock_reservations
        SET status = 'RELEASED', restocked_at = statement_timestamp()
      WHERE id = ANY (@ids::bigint[]) AND status = 'CONFIRMED'
-    RETURNING sku_id, warehouse_id, quantity
+    RETURNING sku_id, warehouse_id, quantity - restocked_quantity AS quantity
 ), agg AS (
     SELECT sku_id, warehouse_id, sum(quantity)::int AS qty FROM t GROUP BY sku_id, warehouse_id
 )
@@ -213,3 +215,39 @@ FROM reserve_orders(@order_ids::bigint[], @lats::float8[], @lons::float8[], @hol
 -- name: Now :one
 -- The database's clock, which decides every expiry.
 SELECT now()::timestamptz AS now;
+
+-- name: LockConfirmedReservationsOfLine :many
+-- The CONFIRMED reservations one line of an order was served from, in warehouse order.
+SELECT id, warehouse_id, quantity, cancelled_quantity
+FROM stock_reservations
+WHERE order_id = @order_id AND sku_id = @sku_id AND status = 'CONFIRMED'
+ORDER BY warehouse_id
+FOR UPDATE;
+
+-- name: CancelReservedUnits :execrows
+-- Units of a CONFIRMED reservation that left the order; they stay counted as sold (off the
+-- shelf) until they are restocked.
+UPDATE stock_reservations
+   SET cancelled_quantity = cancelled_quantity + @units::int
+ WHERE id = @id AND status = 'CONFIRMED' AND quantity - cancelled_quantity >= @units::int;
+
+-- name: ClaimLineCancellationRestock :one
+-- A cancellation's units go back on the shelf once: the first caller stamps the row.
+UPDATE line_cancellations
+   SET restocked_at = now(), updated_at = now()
+ WHERE id = @id AND restocked_at IS NULL
+RETURNING order_id, sku_id, reason, allocations;
+
+-- name: RestockCancelledUnits :execrows
+-- Cancelled units of a CONFIRMED reservation put back on the shelf: no longer counted as sold.
+UPDATE stock_reservations
+   SET restocked_quantity = restocked_quantity + @units::int
+ WHERE order_id = @order_id AND sku_id = @sku_id AND warehouse_id = @warehouse_id AND status = 'CONFIRMED'
+   AND cancelled_quantity - restocked_quantity >= @units::int;
+
+-- name: PutUnitsBack :execrows
+-- Units that never left the seller's shelf become sellable again (reserved unchanged: the
+-- ledger records a RESTOCK).
+UPDATE inventory
+   SET on_hand = on_hand + @units::int, version = version + 1
+ WHERE sku_id = @sku_id AND warehouse_id = @warehouse_id;

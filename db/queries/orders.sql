@@ -59,7 +59,8 @@ VALUES (@order_id, @sku_id, @seller_id, @title, @quantity, @unit_price_minor, @c
 ON CONFLICT (order_id, sku_id) DO NOTHING;
 
 -- name: OrderItems :many
-SELECT sku_id, seller_id, title, quantity, unit_price_minor, currency, list_price_minor, campaign_ids
+SELECT sku_id, seller_id, title, quantity, unit_price_minor, currency, list_price_minor, campaign_ids,
+       cancelled_quantity
 FROM order_items
 WHERE order_id = @order_id
 ORDER BY sku_id;
@@ -154,8 +155,9 @@ WHERE p.idempotency_key = @idempotency_key;
 
 -- name: RecordPayment :exec
 -- Mirrors the provider's intent. Final states are never overwritten by an earlier one arriving
--- late (a stale retry), so the row only moves forward. Once the provider's answer is definite the
--- order's payment method token is forgotten: no later call authorizes again.
+-- late (a stale retry), and what was refunded never shrinks, so the row only moves forward. Once
+-- the provider's answer is definite the order's payment method token is forgotten: no later call
+-- authorizes again.
 WITH forgotten AS (
     DELETE FROM payment_method_tokens t
      USING orders o
@@ -173,7 +175,8 @@ UPDATE payments
  WHERE order_id = @order_id
    AND NOT (status IN ('CAPTURED', 'VOIDED', 'REFUNDED', 'DECLINED')
             AND @status::text IN ('PENDING', 'REQUIRES_ACTION', 'AUTHORIZED', 'UNKNOWN'))
-   AND NOT (status = 'REFUNDED' AND @status::text = 'CAPTURED');
+   AND NOT (status = 'REFUNDED' AND @status::text = 'CAPTURED')
+   AND @refunded_minor::bigint >= refunded_minor;
 
 -- name: InsertIdempotencyRecord :exec
 -- The first answer to (user, key) is kept. An answer to a request with another body than the
@@ -241,3 +244,95 @@ SELECT count(*) AS payments,
 FROM payments p
 JOIN orders o ON o.id = p.order_id
 WHERE p.status = 'UNKNOWN' AND o.status IN ('PENDING_PAYMENT', 'NEEDS_ATTENTION');
+
+-- name: InsertLineCancellation :one
+-- A request to cancel units of one line. Its refund is what the units kept were charged less what
+-- they are charged after: the line's unit price, less the units' share of a coupon the order
+-- spent, which the units kept carry in proportion (floor(discount × kept ÷ items), so that the
+-- refunds of every cancellation of an order add up, to the unit, to what was captured). The caller
+-- holds the order's row (LockOrder), so the sums are the order's as they stand. No row when the
+-- request is already recorded (a repeat: the caller reads it) or the order has no such line.
+WITH req AS (SELECT @units::int AS units),
+totals AS (
+    SELECT sum((quantity - cancelled_quantity)::bigint * unit_price_minor)::bigint AS kept,
+           greatest(sum(quantity::bigint * unit_price_minor), 1)::bigint AS gross
+    FROM order_items WHERE order_id = @order_id
+),
+coupon AS (
+    SELECT coalesce(sum(discount_minor), 0)::bigint AS d
+    FROM coupon_redemptions WHERE order_id = @order_id AND status = 'CONFIRMED'
+)
+INSERT INTO line_cancellations (order_id, request_id, sku_id, units, reason, requested_by, amount_minor, currency)
+SELECT oi.order_id, @request_id::text, oi.sku_id, req.units, @reason::text, @requested_by::text,
+       (t.kept - floor(c.d::numeric * t.kept / t.gross))::bigint
+     - ((t.kept - req.units * oi.unit_price_minor)
+        - floor(c.d::numeric * (t.kept - req.units * oi.unit_price_minor) / t.gross))::bigint,
+       oi.currency
+FROM order_items oi, req, totals t, coupon c
+WHERE oi.order_id = @order_id AND oi.sku_id = @sku_id
+ON CONFLICT (order_id, request_id) DO NOTHING
+RETURNING id;
+
+-- name: LockOrder :exec
+-- Holds an order's row until the transaction ends (its line cancellations one at a time).
+SELECT 1 FROM orders WHERE id = @id FOR UPDATE;
+
+-- name: CancelLineUnits :one
+-- Takes units off a CONFIRMED order's line, only while that many are still on it: the line's row
+-- lock and this condition let concurrent requests cancel at most what the line has.
+UPDATE order_items oi
+   SET cancelled_quantity = oi.cancelled_quantity + @units::int
+  FROM orders o
+ WHERE oi.order_id = @order_id AND oi.sku_id = @sku_id AND o.id = oi.order_id AND o.status = 'CONFIRMED'
+   AND oi.quantity - oi.cancelled_quantity >= @units::int
+RETURNING oi.quantity, oi.cancelled_quantity;
+
+-- name: LineOfOrder :one
+-- An order's status and one of its lines (the line's columns are NULL when it has no such line).
+SELECT o.status, oi.quantity, oi.cancelled_quantity
+FROM orders o
+LEFT JOIN order_items oi ON oi.order_id = o.id AND oi.sku_id = @sku_id
+WHERE o.id = @order_id;
+
+-- name: SetLineCancellationAllocations :exec
+UPDATE line_cancellations SET allocations = @allocations, updated_at = now() WHERE id = @id;
+
+-- name: LineCancellationByRequest :one
+SELECT id, order_id, request_id, sku_id, units, reason, requested_by, amount_minor, currency, allocations,
+       refunded_at, restocked_at, announced_at, attention, created_at, updated_at
+FROM line_cancellations
+WHERE order_id = @order_id AND request_id = @request_id;
+
+-- name: GetLineCancellation :one
+SELECT id, order_id, request_id, sku_id, units, reason, requested_by, amount_minor, currency, allocations,
+       refunded_at, restocked_at, announced_at, attention, created_at, updated_at
+FROM line_cancellations
+WHERE id = @id;
+
+-- name: LineCancellationsOfOrder :many
+SELECT id, order_id, request_id, sku_id, units, reason, requested_by, amount_minor, currency, allocations,
+       refunded_at, restocked_at, announced_at, attention, created_at, updated_at
+FROM line_cancellations
+WHERE order_id = @order_id
+ORDER BY id;
+
+-- name: MarkLineCancellationRefunded :execrows
+UPDATE line_cancellations
+   SET refunded_at = now(), attention = NULL, updated_at = now()
+ WHERE id = @id AND refunded_at IS NULL;
+
+-- name: SetLineCancellationAttention :exec
+-- A step of the cancellation waits for support (attention set) or goes on (NULL).
+UPDATE line_cancellations SET attention = sqlc.narg(attention), updated_at = now() WHERE id = @id;
+
+-- name: AnnounceLineCancellation :one
+-- The cancellation is done once, after its refund: the caller writes the timeline entry and the
+-- outbox event in the same transaction.
+UPDATE line_cancellations lc
+   SET announced_at = now(), attention = NULL, updated_at = now()
+  FROM order_items oi, orders o
+ WHERE lc.id = @id AND lc.announced_at IS NULL AND lc.refunded_at IS NOT NULL
+   AND oi.order_id = lc.order_id AND oi.sku_id = lc.sku_id AND o.id = lc.order_id
+RETURNING lc.order_id, lc.sku_id, lc.units, lc.reason, lc.amount_minor, lc.currency,
+          (lc.restocked_at IS NOT NULL)::bool AS restocked, oi.seller_id, o.user_id, oi.quantity,
+          oi.cancelled_quantity;

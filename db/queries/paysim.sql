@@ -91,3 +91,28 @@ VALUES (true, sqlc.narg(down_until), sqlc.narg(latency_ms), sqlc.narg(failure_ra
 ON CONFLICT (id) DO UPDATE
    SET down_until = EXCLUDED.down_until, latency_ms = EXCLUDED.latency_ms,
        failure_rate = EXCLUDED.failure_rate, updated_at = now();
+
+-- name: PaysimInsertRefund :one
+-- A partial refund of the intent under intent_key, named by its own key; no row when the refund
+-- key is already taken (the caller reads it) or there is no such intent.
+INSERT INTO paysim_refunds (refund_key, intent_id, amount_minor)
+SELECT @refund_key::text, id, @amount_minor::bigint FROM paysim_intents WHERE idempotency_key = @intent_key::text
+ON CONFLICT (refund_key) DO NOTHING
+RETURNING intent_id;
+
+-- name: PaysimRefundByKey :one
+SELECT r.refund_key, r.amount_minor, i.idempotency_key AS intent_key
+FROM paysim_refunds r
+JOIN paysim_intents i ON i.id = r.intent_id
+WHERE r.refund_key = @refund_key;
+
+-- name: PaysimRefundPart :one
+-- CAPTURED: part of the capture goes back, only while the refunds stay within it; the intent is
+-- REFUNDED once all of it has.
+UPDATE paysim_intents
+   SET refunded_minor = refunded_minor + @amount_minor::bigint,
+       status = CASE WHEN refunded_minor + @amount_minor::bigint = captured_minor THEN 'REFUNDED' ELSE status END,
+       updated_at = now()
+ WHERE idempotency_key = @idempotency_key AND status = 'CAPTURED'
+   AND refunded_minor + @amount_minor::bigint <= captured_minor
+RETURNING *;

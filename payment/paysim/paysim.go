@@ -223,6 +223,79 @@ func (s *Sim) Refund(ctx context.Context, key string) (payment.Intent, error) {
 	return s.transition(ctx, "refund", key, s.q.PaysimRefund, payment.StatusRefunded)
 }
 
+// RefundPart implements payment.Gateway. The refund row and the intent's refunded amount are
+// written in one transaction: a second call with the same refund key waits for the first and
+// then finds its refund, so money moves once.
+func (s *Sim) RefundPart(ctx context.Context, key string, refund payment.PartialRefund) (payment.Intent, error) {
+	switch {
+	case refund.IdempotencyKey == "" || len(refund.IdempotencyKey) > 255:
+		return payment.Intent{}, fmt.Errorf("paysim: %w: refund key must be 1..255 characters", payment.ErrInvalidRequest)
+	case refund.AmountMinor <= 0:
+		return payment.Intent{}, fmt.Errorf("paysim: %w: refund amount must be positive", payment.ErrInvalidRequest)
+	}
+	if err := s.gate(ctx, "refund part", true); err != nil {
+		return payment.Intent{}, err
+	}
+	var out payment.Intent
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		q := db.New(tx)
+		_, err := q.PaysimInsertRefund(ctx, refund.IdempotencyKey, refund.AmountMinor, key)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return s.refundRepeat(ctx, q, key, refund, &out)
+		}
+		if err != nil {
+			return err
+		}
+		row, err := q.PaysimRefundPart(ctx, refund.AmountMinor, key)
+		if errors.Is(err, pgx.ErrNoRows) {
+			intent, err := q.PaysimIntentByKey(ctx, key)
+			if err != nil {
+				return err
+			}
+			if intent.Status != string(payment.StatusCaptured) {
+				return fmt.Errorf("paysim: refund part %q: intent is %s: %w", key, intent.Status, payment.ErrInvalidState)
+			}
+			return fmt.Errorf("paysim: %w: refund of %d exceeds the %d left of the capture", payment.ErrInvalidRequest,
+				refund.AmountMinor, intent.CapturedMinor-intent.RefundedMinor)
+		}
+		if err != nil {
+			return err
+		}
+		out = toIntent(row)
+		return nil
+	})
+	switch {
+	case err == nil:
+		return out, nil
+	case errors.Is(err, payment.ErrInvalidState), errors.Is(err, payment.ErrInvalidRequest),
+		errors.Is(err, payment.ErrKeyReused), errors.Is(err, payment.ErrNotFound):
+		return payment.Intent{}, err
+	}
+	return payment.Intent{}, s.dbErr(ctx, "refund part", err, true)
+}
+
+// refundRepeat answers a refund key already taken: the same refund gets the intent as it stands;
+// another amount or intent under the key is refused. No refund row and no intent: ErrNotFound.
+func (s *Sim) refundRepeat(ctx context.Context, q *db.Queries, key string, refund payment.PartialRefund,
+	out *payment.Intent) error {
+	prior, err := q.PaysimRefundByKey(ctx, refund.IdempotencyKey)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("paysim: refund part %q: %w", key, payment.ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	if prior.IntentKey != key || prior.AmountMinor != refund.AmountMinor {
+		return fmt.Errorf("paysim: refund %q: %w", refund.IdempotencyKey, payment.ErrKeyReused)
+	}
+	row, err := q.PaysimIntentByKey(ctx, key)
+	if err != nil {
+		return err
+	}
+	*out = toIntent(row)
+	return nil
+}
+
 // transition runs one conditional UPDATE. When it matches no row, a fresh read says why: no
 // intent (ErrNotFound), an intent already where the call leads (done, answered unchanged), or
 // anything else (ErrInvalidState).

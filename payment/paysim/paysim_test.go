@@ -246,6 +246,74 @@ func TestRefundAfterCaptureGivesTheWholeCaptureBack(t *testing.T) {
 }
 
 // TestStateMachine runs each operation from each state: where it leads, or the error.
+func TestRefundPart_SameKeyTwice_MovesMoneyOnce(t *testing.T) {
+	f := newFixture(t, paysim.Options{})
+	in := f.authorize(paysim.TokenOK)
+	_, err := f.sim.Capture(f.ctx, in.IdempotencyKey)
+	require.NoError(t, err)
+
+	refund := payment.PartialRefund{IdempotencyKey: in.IdempotencyKey + "-line-1", AmountMinor: 24990}
+	first, err := f.sim.RefundPart(f.ctx, in.IdempotencyKey, refund)
+	require.NoError(t, err)
+	again, err := f.sim.RefundPart(f.ctx, in.IdempotencyKey, refund)
+	require.NoError(t, err)
+
+	assert.Equal(t, int64(24990), first.RefundedMinor)
+	assert.Equal(t, int64(24990), again.RefundedMinor, "a repeat of the refund key gives nothing more back")
+	assert.Equal(t, payment.StatusCaptured, again.Status, "part of the capture is still kept")
+	_, err = f.sim.RefundPart(f.ctx, in.IdempotencyKey, payment.PartialRefund{IdempotencyKey: refund.IdempotencyKey, AmountMinor: 100})
+	assert.ErrorIs(t, err, payment.ErrKeyReused)
+}
+
+func TestRefundPart_ConcurrentSameKey_OneRefund(t *testing.T) {
+	f := newFixture(t, paysim.Options{})
+	in := f.authorize(paysim.TokenOK)
+	_, err := f.sim.Capture(f.ctx, in.IdempotencyKey)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := f.sim.RefundPart(f.ctx, in.IdempotencyKey, payment.PartialRefund{IdempotencyKey: "r-concurrent", AmountMinor: 1000})
+			assert.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	after, err := f.sim.Lookup(f.ctx, in.IdempotencyKey)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1000), after.RefundedMinor)
+	assert.Equal(t, 1, f.count(`SELECT count(*) FROM paysim_refunds WHERE refund_key = 'r-concurrent'`))
+}
+
+func TestRefundPart_ReachingTheCapture_Refunded_BeyondIt_Refused(t *testing.T) {
+	f := newFixture(t, paysim.Options{})
+	in := f.authorize(paysim.TokenOK)
+	_, err := f.sim.Capture(f.ctx, in.IdempotencyKey)
+	require.NoError(t, err)
+
+	_, err = f.sim.RefundPart(f.ctx, in.IdempotencyKey, payment.PartialRefund{IdempotencyKey: "a", AmountMinor: 100000})
+	require.NoError(t, err)
+	_, err = f.sim.RefundPart(f.ctx, in.IdempotencyKey, payment.PartialRefund{IdempotencyKey: "b", AmountMinor: 25000})
+	assert.ErrorIs(t, err, payment.ErrInvalidRequest, "more than is left of the capture")
+	last, err := f.sim.RefundPart(f.ctx, in.IdempotencyKey, payment.PartialRefund{IdempotencyKey: "c", AmountMinor: 24990})
+	require.NoError(t, err)
+	assert.Equal(t, payment.StatusRefunded, last.Status)
+	assert.Equal(t, last.CapturedMinor, last.RefundedMinor)
+	_, err = f.sim.RefundPart(f.ctx, in.IdempotencyKey, payment.PartialRefund{IdempotencyKey: "d", AmountMinor: 1})
+	assert.ErrorIs(t, err, payment.ErrInvalidState, "nothing captured is left")
+	assert.Equal(t, 2, f.count(`SELECT count(*) FROM paysim_refunds WHERE intent_id = $1`, in.ID), "refused refunds leave no row")
+}
+
+func TestRefundPart_NotCaptured_Refused(t *testing.T) {
+	f := newFixture(t, paysim.Options{})
+	in := f.authorize(paysim.TokenOK)
+	_, err := f.sim.RefundPart(f.ctx, in.IdempotencyKey, payment.PartialRefund{IdempotencyKey: "x", AmountMinor: 100})
+	assert.ErrorIs(t, err, payment.ErrInvalidState)
+	_, err = f.sim.RefundPart(f.ctx, "no-such-intent", payment.PartialRefund{IdempotencyKey: "y", AmountMinor: 100})
+	assert.ErrorIs(t, err, payment.ErrNotFound)
+}
+
 func TestStateMachine(t *testing.T) {
 	f := newFixture(t, paysim.Options{})
 	captured := func() payment.Intent {
