@@ -76,7 +76,7 @@ test-race: postgres-binaries $(TEMPORAL_CLI) prometheus-binaries ## the tests un
 # The build of the workflow code (workflows.BuildID), and where its recorded histories go.
 BUILD_ID      = $(shell sed -n 's/^const BuildID = "\(.*\)"/\1/p' workflows/names.go)
 HISTORIES     := workflows/testdata/histories
-HISTORY_TESTS := TestOrder_|TestSupport_|TestSeedProof5|TestWebhook_Late|TestCoupon_
+HISTORY_TESTS := TestOrder_|TestSupport_|TestSeedProof5|TestWebhook_Late|TestCoupon_|TestLineCancel
 
 .PHONY: histories
 histories: postgres-binaries $(TEMPORAL_CLI) ## record this build's histories for the replay test and the manifest (once per build id: kept ones are never rewritten)

@@ -50,6 +50,10 @@ const (
 	CodeInvalidGuestToken    = "INVALID_GUEST_TOKEN"
 	// CodeOrderDelayed is a parked order's attention as its shopper sees it.
 	CodeOrderDelayed = "ORDER_DELAYED"
+	// Refusals of a line cancellation (ops).
+	CodeOrderNotConfirmed = "ORDER_NOT_CONFIRMED"
+	CodeUnitsExceedLine   = "UNITS_EXCEED_LINE"
+	CodeLineNotFound      = "LINE_NOT_FOUND"
 )
 
 // Error is the one error model of the API: a status, a code, a message for people and details

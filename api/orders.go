@@ -330,6 +330,20 @@ type orderItemView struct {
 	LineTotal string `json:"lineTotal"`
 	Currency  string `json:"currency"`
 	campaignPrice
+	// CancelledQuantity of the quantity ordered will not ship (cancelled after payment).
+	CancelledQuantity int32 `json:"cancelledQuantity"`
+}
+
+// totalsView is the order's money: what was ordered, what of it was cancelled after payment, what
+// the shopper keeps, and the payment's captured and refunded amounts. A cancellation is worth
+// what it refunded: its units' price, less their share of a coupon the order spent.
+type totalsView struct {
+	Ordered   string `json:"ordered"`
+	Cancelled string `json:"cancelled"`
+	Kept      string `json:"kept"`
+	Captured  string `json:"captured"`
+	Refunded  string `json:"refunded"`
+	Currency  string `json:"currency"`
 }
 
 type allocationView struct {
@@ -346,15 +360,18 @@ type timelineView struct {
 }
 
 type orderView struct {
-	OrderID       int64            `json:"orderId"`
-	Status        string           `json:"status"`
-	FailureCode   *string          `json:"failureCode,omitempty"`
-	Total         string           `json:"total"`
-	Currency      string           `json:"currency"`
-	Items         []orderItemView  `json:"items"`
-	Warehouses    []allocationView `json:"warehouses"`
-	Payment       map[string]any   `json:"payment"`
-	HoldExpiresAt *time.Time       `json:"holdExpiresAt,omitempty"`
+	OrderID     int64           `json:"orderId"`
+	Status      string          `json:"status"`
+	FailureCode *string         `json:"failureCode,omitempty"`
+	Total       string          `json:"total"`
+	Currency    string          `json:"currency"`
+	Totals      totalsView      `json:"totals"`
+	Items       []orderItemView `json:"items"`
+	// Cancellations are units of lines cancelled after payment, each with its refund.
+	Cancellations []lineCancellationView `json:"cancellations"`
+	Warehouses    []allocationView       `json:"warehouses"`
+	Payment       map[string]any         `json:"payment"`
+	HoldExpiresAt *time.Time             `json:"holdExpiresAt,omitempty"`
 	// HoldExtensions is how many times the shopper has extended the hold.
 	HoldExtensions int             `json:"holdExtensions"`
 	Attention      json.RawMessage `json:"attention,omitempty"`
@@ -392,7 +409,8 @@ func (s *Server) getOrder(c echo.Context) error {
 	ctx := c.Request().Context()
 	v := orderView{OrderID: o.ID, Status: o.Status, FailureCode: o.FailureCode, Total: money.Format(o.TotalMinor),
 		Currency: o.Currency, HoldExpiresAt: o.HoldExpiresAt, HoldExtensions: int(o.HoldExtensions),
-		CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt, Items: []orderItemView{}, Warehouses: []allocationView{}, Timeline: []timelineView{}}
+		CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt, Items: []orderItemView{}, Warehouses: []allocationView{},
+		Timeline: []timelineView{}, Cancellations: []lineCancellationView{}}
 	support := mustPrincipal(c).Role == auth.RoleSupport
 	if o.Attention.Valid {
 		v.Attention = o.Attention.RawMessage
@@ -411,8 +429,22 @@ func (s *Server) getOrder(c echo.Context) error {
 		}
 		v.Items = append(v.Items, orderItemView{SKUID: it.SkuID, SellerID: it.SellerID, Title: it.Title, Quantity: it.Quantity,
 			UnitPrice: money.Format(it.UnitPriceMinor), LineTotal: money.Format(it.UnitPriceMinor * int64(it.Quantity)),
-			Currency: it.Currency, campaignPrice: campaignPriceOf(pricing.Item{UnitPriceMinor: it.UnitPriceMinor,
-				ListPriceMinor: list, Campaigns: it.CampaignIds})})
+			Currency: it.Currency, CancelledQuantity: it.CancelledQuantity,
+			campaignPrice: campaignPriceOf(pricing.Item{UnitPriceMinor: it.UnitPriceMinor, ListPriceMinor: list,
+				Campaigns: it.CampaignIds})})
+	}
+	lcs, err := s.q.LineCancellationsOfOrder(ctx, o.ID)
+	if err != nil {
+		return err
+	}
+	var cancelled int64
+	for _, lc := range lcs {
+		cancelled += lc.AmountMinor
+	}
+	v.Totals = totalsView{Ordered: money.Format(o.TotalMinor), Cancelled: money.Format(cancelled),
+		Kept: money.Format(o.TotalMinor - cancelled), Captured: money.Format(0), Refunded: money.Format(0), Currency: o.Currency}
+	for _, lc := range lcs {
+		v.Cancellations = append(v.Cancellations, cancellationView(lc, support))
 	}
 	res, err := s.q.ReservationsOfOrder(ctx, o.ID)
 	if err != nil {
@@ -426,6 +458,7 @@ func (s *Server) getOrder(c echo.Context) error {
 	case err == nil:
 		v.Payment = map[string]any{"status": pay.Status, "amount": money.Format(pay.AmountMinor), "currency": pay.Currency,
 			"captured": money.Format(pay.CapturedMinor), "refunded": money.Format(pay.RefundedMinor)}
+		v.Totals.Captured, v.Totals.Refunded = money.Format(pay.CapturedMinor), money.Format(pay.RefundedMinor)
 		if pay.IntentID != nil {
 			v.Payment["intentId"] = *pay.IntentID
 		}
@@ -452,10 +485,12 @@ func (s *Server) getOrder(c echo.Context) error {
 	return c.JSON(http.StatusOK, v)
 }
 
-// shopperDetails are the timeline details a shopper sees: stable codes and statuses. Raw errors
+// shopperDetails are the timeline details a shopper sees: stable codes and statuses, and what a
+// line cancellation took off the order and refunded. Raw errors
 // (which may name hosts and databases), support's free-text reasons and internal ids stay in
 // support's view and the logs.
-var shopperDetails = map[string]bool{"status": true, "code": true, "step": true, "action": true}
+var shopperDetails = map[string]bool{"status": true, "code": true, "step": true, "action": true,
+	"skuId": true, "units": true, "refund": true, "currency": true, "restocked": true}
 
 func shopperDetail(raw json.RawMessage) json.RawMessage {
 	var d map[string]any

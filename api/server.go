@@ -140,6 +140,7 @@ func New(d Deps) *echo.Echo {
 	ops := e.Group("/api/v1/ops", s.authenticate, requireRole(auth.RoleOps))
 	ops.GET("/features", s.getFeatures)
 	ops.PUT("/features", s.putFeatures)
+	ops.POST("/orders/:orderId/lines/:lineId/cancel", s.cancelLine)
 	if d.PaymentFaults != nil {
 		ops.GET("/payment-faults", s.getPaymentFaults)
 		ops.PUT("/payment-faults", s.putPaymentFaults)

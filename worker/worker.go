@@ -53,6 +53,7 @@ func New(c client.Client, d Deps) sdkworker.Worker {
 	}
 	w.RegisterWorkflowWithOptions(order, workflow.RegisterOptions{Name: workflows.OrderWorkflowName})
 	w.RegisterWorkflow(workflows.HoldWorkflow)
+	w.RegisterWorkflowWithOptions(workflows.LineCancelWorkflow, workflow.RegisterOptions{Name: workflows.LineCancelWorkflowName})
 	w.RegisterActivity(&activities.Inventory{Engine: d.Inventory, Pool: d.Pool, Jobs: jobObserver(d)})
 	w.RegisterActivity(&activities.Orders{Pool: d.Pool, MaxOpenPerShopper: d.Config.OrdersMaxOpenPerShopper,
 		HoldExtension: activities.HoldExtension{By: d.Config.HoldExtendBy, Window: d.Config.HoldExtendWindow,

@@ -21,6 +21,9 @@ const BuildID = "saga-5"
 const (
 	OrderWorkflowName = "OrderWorkflow"
 	HoldWorkflowName  = "HoldWorkflow"
+	// LineCancelWorkflowName cancels units of a confirmed order's line (support starts it from
+	// the UI, ops through the API).
+	LineCancelWorkflowName = "LineCancelWorkflow"
 
 	// UpdatePlaceOrder returns the answer to POST /orders once reserve and authorize are done.
 	UpdatePlaceOrder = "place-order"
@@ -111,12 +114,22 @@ var readableKey = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
 // same workflow, so duplicates attach to one run. Readable keys stay readable in the UI; others
 // are hashed, behind a "~" that no readable key contains, so the two forms never collide.
 func OrderWorkflowID(userID int64, idempotencyKey string) string {
-	prefix := "order-u" + strconv.FormatInt(userID, 10) + "-"
-	if readableKey.MatchString(idempotencyKey) {
-		return prefix + idempotencyKey
+	return keyedID("order-u"+strconv.FormatInt(userID, 10)+"-", idempotencyKey)
+}
+
+// keyedID is prefix and a client's key: the key itself when readable, else its hash behind "~".
+func keyedID(prefix, key string) string {
+	if readableKey.MatchString(key) {
+		return prefix + key
 	}
-	sum := sha256.Sum256([]byte(idempotencyKey))
+	sum := sha256.Sum256([]byte(key))
 	return prefix + "~" + hex.EncodeToString(sum[:12])
+}
+
+// LineCancelWorkflowID is the line cancellation of one (order, request id): a repeated request
+// names the same workflow. Request ids follow the rule of Idempotency-Keys in OrderWorkflowID.
+func LineCancelWorkflowID(orderID int64, requestID string) string {
+	return keyedID("line-cancel-"+strconv.FormatInt(orderID, 10)+"-", requestID)
 }
 
 // LatePaymentWorkflowID is the payment reconciler's run for one closed order whose payment arrived

@@ -89,12 +89,14 @@ func TestHistories_KeptUnchanged(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// everyPath names the histories each build records (make histories): every path the saga has.
+// everyPath names the histories each build records (make histories): every path the saga and the
+// line cancellation have.
 var everyPath = []string{"confirmed-at-once", "confirmed-3ds", "confirmed-3ds-hold", "declined-at-once", "declined-3ds",
 	"hold-expired", "hold-expired-hold", "out-of-stock", "price-changed", "cancelled", "payment-unknown",
 	"payment-unknown-hold", "seller-shortfall", "support-retry", "support-cancel", "support-refund", "parked-resumed",
 	"late-webhook-reversal", "refused-open-order-cap", "hold-extended", "hold-extended-hold",
-	"coupon-confirmed", "coupon-used-up"}
+	"coupon-confirmed", "coupon-used-up",
+	"line-cancel-damaged", "line-cancel-repeated", "line-cancel-seller-cannot-ship", "line-cancel-refund-refused"}
 
 // TestHistories_CurrentBuildHasEveryPath: a build of the workflow code is released with a history
 // of every path, so the next change is checked against all of them.
@@ -190,6 +192,8 @@ func TestReplay_RecordedHistories(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflow(workflows.OrderWorkflow)
 			r.RegisterWorkflow(workflows.HoldWorkflow)
+			r.RegisterWorkflowWithOptions(workflows.LineCancelWorkflow,
+				workflow.RegisterOptions{Name: workflows.LineCancelWorkflowName})
 			r.RegisterWorkflowWithOptions(workflows.PaymentReconcilerWorkflow,
 				workflow.RegisterOptions{Name: workflows.PaymentReconcilerWorkflowName})
 			require.NoError(t, r.ReplayWorkflowHistory(logger, hist))

@@ -1,0 +1,247 @@
+package workflows_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/marketplace/checkout/activities"
+	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/workflows"
+)
+
+// lineCancelRun is one LineCancelWorkflow under the SDK's test suite, its activities mocked and
+// the order of their calls kept.
+type lineCancelRun struct {
+	t      *testing.T
+	env    *testsuite.TestWorkflowEnvironment
+	steps  []string
+	mocked map[string]bool
+}
+
+func newLineCancelRun(t *testing.T) *lineCancelRun {
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterWorkflowWithOptions(workflows.LineCancelWorkflow, workflow.RegisterOptions{Name: workflows.LineCancelWorkflowName})
+	env.RegisterActivity(&activities.Orders{})
+	env.RegisterActivity(&activities.Payments{})
+	env.RegisterActivity(&activities.Inventory{})
+	return &lineCancelRun{t: t, env: env, mocked: map[string]bool{}}
+}
+
+// on mocks a step and records each call in order.
+func (r *lineCancelRun) on(name string) *testsuite.MockCallWrapper {
+	r.mocked[name] = true
+	return r.env.OnActivity(name, mock.Anything, mock.Anything).Run(func(mock.Arguments) { r.steps = append(r.steps, name) })
+}
+
+func recorded(reason string) activities.LineCancel {
+	return activities.LineCancel{ID: 9, AmountMinor: 19990, Currency: "TRY", Restock: inventory.ReturnsToShelf(reason),
+		Allocations: []inventory.UnitsAt{{WarehouseID: 1, Units: 1}}, LineQuantity: 2, LineCancelled: 1}
+}
+
+func (r *lineCancelRun) defaults(reason string) {
+	def := func(name string, ret ...any) {
+		if !r.mocked[name] {
+			r.on(name).Return(ret...).Maybe()
+		}
+	}
+	def("RecordLineCancel", recorded(reason), nil)
+	def("RefundLineCancel", activities.PaymentResult{Status: "CAPTURED"}, nil)
+	def("RestockLineCancel", int32(1), nil)
+	def("AnnounceLineCancel", activities.LineCancel{ID: 9, Refunded: true, Announced: true, LineQuantity: 2, LineCancelled: 1}, nil)
+	def("LineCancelAttention", nil)
+}
+
+func (r *lineCancelRun) run(in any) (workflows.LineCancelState, error) {
+	r.env.ExecuteWorkflow(workflows.LineCancelWorkflowName, in)
+	require.True(r.t, r.env.IsWorkflowCompleted())
+	var st workflows.LineCancelState
+	err := r.env.GetWorkflowError()
+	if err == nil {
+		require.NoError(r.t, r.env.GetWorkflowResult(&st))
+	}
+	return st, err
+}
+
+func (r *lineCancelRun) query() workflows.LineCancelState {
+	v, err := r.env.QueryWorkflow(workflows.QueryStatus)
+	require.NoError(r.t, err)
+	var st workflows.LineCancelState
+	require.NoError(r.t, v.Get(&st))
+	return st
+}
+
+func lineCancelInput(reason string) workflows.LineCancelInput {
+	return workflows.LineCancelInput{OrderID: 501, SKUID: 77, Units: 1, Reason: reason, RequestID: "req-1"}
+}
+
+func TestLineCancel_Damaged_RecordedRefundedAnnounced_NotRestocked(t *testing.T) {
+	r := newLineCancelRun(t)
+	r.defaults(inventory.CancelDamaged)
+	st, err := r.run(lineCancelInput(inventory.CancelDamaged))
+	require.NoError(t, err)
+
+	assert.Equal(t, []string{"RecordLineCancel", "RefundLineCancel", "AnnounceLineCancel"}, r.steps,
+		"record first (the units leave the order), then the money, then the word; a damaged unit stays off the shelf")
+	assert.Equal(t, workflows.LineCancelDone, st.Status)
+	assert.Equal(t, int64(19990), st.RefundMinor)
+	assert.False(t, st.Restock)
+	assert.False(t, st.NeedsAttention)
+}
+
+func TestLineCancel_SellerCannotShip_RestockedAfterTheRefund(t *testing.T) {
+	r := newLineCancelRun(t)
+	r.defaults(inventory.CancelSellerCannotShip)
+	st, err := r.run(lineCancelInput(inventory.CancelSellerCannotShip))
+	require.NoError(t, err)
+
+	assert.Equal(t, []string{"RecordLineCancel", "RefundLineCancel", "RestockLineCancel", "AnnounceLineCancel"}, r.steps)
+	assert.True(t, st.Restock)
+	assert.Equal(t, workflows.LineCancelDone, st.Status)
+}
+
+func TestLineCancel_ProviderDown_RefundRetriedUntilDone_NoAttention(t *testing.T) {
+	r := newLineCancelRun(t)
+	calls := 0
+	r.on("RefundLineCancel").Return(func(ctx context.Context, id int64) (activities.PaymentResult, error) {
+		if calls++; calls < 4 {
+			return activities.PaymentResult{}, temporal.NewApplicationError("provider unavailable", activities.ErrTypeProviderDown)
+		}
+		return activities.PaymentResult{Status: "CAPTURED"}, nil
+	})
+	r.defaults(inventory.CancelLost)
+	st, err := r.run(lineCancelInput(inventory.CancelLost))
+	require.NoError(t, err)
+
+	assert.Equal(t, 4, calls)
+	assert.Equal(t, workflows.LineCancelDone, st.Status)
+	assert.NotContains(t, r.steps, "LineCancelAttention", "an outage is waited out, not handed to support")
+}
+
+func TestLineCancel_RefundRefused_NeedsAttentionUntilSupportRetries(t *testing.T) {
+	r := newLineCancelRun(t)
+	refused := true
+	r.on("RefundLineCancel").Return(func(ctx context.Context, id int64) (activities.PaymentResult, error) {
+		if refused {
+			return activities.PaymentResult{}, temporal.NewNonRetryableApplicationError("intent is VOIDED",
+				activities.ErrTypePaymentRefused, nil)
+		}
+		return activities.PaymentResult{Status: "CAPTURED"}, nil
+	})
+	var attention []activities.LineCancelAttentionInput
+	r.on("LineCancelAttention").Return(func(ctx context.Context, in activities.LineCancelAttentionInput) error {
+		attention = append(attention, in)
+		return nil
+	})
+	r.defaults(inventory.CancelDamaged)
+	var parked workflows.LineCancelState
+	var early, retried error
+	support := func(id string, into *error) {
+		r.env.UpdateWorkflow(workflows.SupportAction, id, &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { *into = err }, OnComplete: func(any, error) {}},
+			workflows.SupportRequest{Action: workflows.ActionRetry, Reason: "refund fixed at the provider"})
+	}
+	r.env.RegisterDelayedCallback(func() {
+		parked = r.query()
+		refused = false
+		support("retry-1", &retried)
+	}, 48*time.Hour)
+	r.env.RegisterDelayedCallback(func() { support("cancel-early", &early) }, 0)
+	st, err := r.run(lineCancelInput(inventory.CancelDamaged))
+	require.NoError(t, err)
+
+	assert.True(t, parked.NeedsAttention, "a refusal waits for support, visible in the UI")
+	require.NotNil(t, parked.Attention)
+	assert.Equal(t, "refund", parked.Attention.Step)
+	assert.Equal(t, activities.ErrTypePaymentRefused, parked.Attention.Code)
+	assert.Equal(t, workflows.LineCancelRecorded, parked.Status)
+	require.NoError(t, retried)
+	assert.Equal(t, []string{"RecordLineCancel", "RefundLineCancel", "LineCancelAttention", "RefundLineCancel",
+		"LineCancelAttention", "AnnounceLineCancel"}, r.steps, "refused once, not retried by itself, then support's retry")
+	require.Len(t, attention, 2)
+	assert.Equal(t, "refund", attention[0].Step)
+	assert.Empty(t, attention[1].Step, "cleared once the refund went through")
+	assert.Equal(t, workflows.LineCancelDone, st.Status)
+	assert.False(t, st.NeedsAttention)
+}
+
+func TestLineCancel_SupportActionWhileNothingWaits_Refused(t *testing.T) {
+	r := newLineCancelRun(t)
+	r.on("RefundLineCancel").After(time.Minute).Return(activities.PaymentResult{Status: "CAPTURED"}, nil)
+	r.defaults(inventory.CancelDamaged)
+	var rejected error
+	for i, action := range []string{workflows.ActionRetry, workflows.ActionCancel} {
+		r.env.RegisterDelayedCallback(func() {
+			r.env.UpdateWorkflow(workflows.SupportAction, action, &testsuite.TestUpdateCallback{
+				OnAccept: func() {}, OnReject: func(err error) {
+					if i == 0 {
+						rejected = err
+					}
+				}, OnComplete: func(any, error) {}},
+				workflows.SupportRequest{Action: action, Reason: "test"})
+		}, time.Second)
+	}
+	st, err := r.run(lineCancelInput(inventory.CancelDamaged))
+	require.NoError(t, err)
+	requireAppError(t, rejected, workflows.ErrTypeInvalidSupportAction)
+	assert.Equal(t, workflows.LineCancelDone, st.Status)
+}
+
+func TestLineCancel_RecordRefused_FailsWithTheRefusal_NothingElseRuns(t *testing.T) {
+	r := newLineCancelRun(t)
+	r.on("RecordLineCancel").Return(activities.LineCancel{}, temporal.NewNonRetryableApplicationError(
+		"3 units asked, 1 left on the line", activities.ErrTypeUnitsExceedLine, nil, activities.UnitsExceedLineDetails{Remaining: 1}))
+	r.defaults(inventory.CancelDamaged)
+	_, err := r.run(lineCancelInput(inventory.CancelDamaged))
+
+	requireAppError(t, err, activities.ErrTypeUnitsExceedLine)
+	assert.Equal(t, []string{"RecordLineCancel"}, r.steps)
+}
+
+func TestLineCancel_Repeat_AlreadyRefundedAndRestocked_OnlyAnnounced(t *testing.T) {
+	r := newLineCancelRun(t)
+	done := recorded(inventory.CancelSellerCannotShip)
+	done.Repeat, done.Refunded, done.Restocked, done.Announced = true, true, true, true
+	r.on("RecordLineCancel").Return(done, nil)
+	r.defaults(inventory.CancelSellerCannotShip)
+	st, err := r.run(lineCancelInput(inventory.CancelSellerCannotShip))
+	require.NoError(t, err)
+
+	assert.Equal(t, []string{"RecordLineCancel", "AnnounceLineCancel"}, r.steps, "nothing refunded or restocked twice")
+	assert.Equal(t, workflows.LineCancelDone, st.Status)
+}
+
+// TestLineCancel_BadInputFromTheUI_FailsClearly_NothingRuns: what support may paste wrong in the
+// UI's start form ends the workflow with InvalidLineCancel before any step.
+func TestLineCancel_BadInputFromTheUI_FailsClearly_NothingRuns(t *testing.T) {
+	cases := map[string]string{
+		"units zero":       `{"orderId": 501, "skuId": 77, "units": 0, "reason": "damaged", "requestId": "r1"}`,
+		"unknown reason":   `{"orderId": 501, "skuId": 77, "units": 1, "reason": "broken", "requestId": "r1"}`,
+		"misspelled field": `{"orderId": 501, "skuId": 77, "unit": 1, "reason": "damaged", "requestId": "r1"}`,
+		"no request id":    `{"orderId": 501, "skuId": 77, "units": 1, "reason": "damaged"}`,
+		"units as text":    `{"orderId": 501, "skuId": 77, "units": "1", "reason": "damaged", "requestId": "r1"}`,
+		"no order":         `{"skuId": 77, "units": 1, "reason": "lost", "requestId": "r1"}`,
+	}
+	for name, input := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := newLineCancelRun(t)
+			r.defaults(inventory.CancelDamaged)
+			_, err := r.run(json.RawMessage(input))
+			requireAppError(t, err, workflows.ErrTypeInvalidLineCancel)
+			assert.Empty(t, r.steps)
+		})
+	}
+}
