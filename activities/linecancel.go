@@ -115,11 +115,7 @@ func (a *Orders) RecordLineCancel(ctx context.Context, in LineCancelRequest) (Li
 			"units": in.Units, "code": in.Reason, "requestId": in.RequestID, "by": in.RequestedBy}); err != nil {
 			return err
 		}
-		row, err := q.GetLineCancellation(ctx, id)
-		if err != nil {
-			return err
-		}
-		out, err = lineCancelOf(ctx, q, row)
+		out, err = lineCancelByID(ctx, q, id)
 		return err
 	})
 	return out, err
@@ -144,6 +140,14 @@ func lineRefusal(ctx context.Context, q *db.Queries, in LineCancelRequest) error
 	left := *l.Quantity - *l.CancelledQuantity
 	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%d units asked, %d left on the line", in.Units, left),
 		ErrTypeUnitsExceedLine, nil, UnitsExceedLineDetails{Remaining: left})
+}
+
+func lineCancelByID(ctx context.Context, q *db.Queries, id int64) (LineCancel, error) {
+	c, err := q.GetLineCancellation(ctx, id)
+	if err != nil {
+		return LineCancel{}, err
+	}
+	return lineCancelOf(ctx, q, c)
 }
 
 func lineCancelOf(ctx context.Context, q *db.Queries, c db.LineCancellation) (LineCancel, error) {
@@ -231,11 +235,7 @@ func (a *Orders) AnnounceLineCancel(ctx context.Context, cancellationID int64) (
 				return err
 			}
 		}
-		c, err := q.GetLineCancellation(ctx, cancellationID)
-		if err != nil {
-			return err
-		}
-		out, err = lineCancelOf(ctx, q, c)
+		out, err = lineCancelByID(ctx, q, cancellationID)
 		return err
 	})
 	return out, err

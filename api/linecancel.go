@@ -49,15 +49,9 @@ func (b lineCancelBody) validate() error {
 // answer. It answers the line's new state once the cancellation is done (200), or as recorded so
 // far when it takes longer (202).
 func (s *Server) cancelLine(c echo.Context) error {
-	key, err := idempotencyKey(c)
-	if err != nil {
-		return err
-	}
 	var b lineCancelBody
-	if err := bind(c, &b); err != nil {
-		return err
-	}
-	if err := b.validate(); err != nil {
+	key, err := keyedBody(c, &b)
+	if err != nil {
 		return err
 	}
 	orderID, err1 := strconv.ParseInt(c.Param("orderId"), 10, 64)

@@ -83,20 +83,26 @@ func idempotencyKey(c echo.Context) (string, error) {
 	return key, nil
 }
 
+// keyedBody reads a write's Idempotency-Key and its body, and checks the body.
+func keyedBody(c echo.Context, body interface{ validate() error }) (string, error) {
+	key, err := idempotencyKey(c)
+	if err != nil {
+		return "", err
+	}
+	if err := bind(c, body); err != nil {
+		return "", err
+	}
+	return key, body.validate()
+}
+
 // createOrder places an order. The (user, Idempotency-Key) pair names one OrderWorkflow, started
 // with Update-with-Start: repeats and concurrent duplicates attach to the same run and get the
 // same answer, which is also recorded so that it survives the workflow.
 func (s *Server) createOrder(c echo.Context) error {
 	p := mustPrincipal(c)
-	key, err := idempotencyKey(c)
-	if err != nil {
-		return err
-	}
 	var req orderRequest
-	if err := bind(c, &req); err != nil {
-		return err
-	}
-	if err := req.validate(); err != nil {
+	key, err := keyedBody(c, &req)
+	if err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
