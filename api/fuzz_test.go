@@ -154,7 +154,7 @@ func bodyRoutes(f *testing.F, h *harness) []bodyRoute {
 	return []bodyRoute{
 		addressRoute(h), cartItemRoute(h), cartMergeRoute(f, h), previewRoute(f, h), orderRoute(h),
 		sellerSKUsRoute(f, h), sellerStocksRoute(h), paymentFaultsRoute(h), featuresRoute(h), webhookRoute(h, true),
-		webhookRoute(h, false),
+		webhookRoute(h, false), lineCancelRoute(h),
 	}
 }
 
@@ -504,6 +504,34 @@ func featuresRoute(h *harness) bodyRoute {
 			`{"cart_stock_hints":false}`, `{"cart_stock_hints":true,"preview_stock_warnings":false,"abandoned_cart_events":true}`,
 			`{"preview_stock_warnings":true}`, `{"free_shipping":false}`, `{"cart_stock_hints":"off"}`, `{"cart_stock_hints":0}`,
 			`{"cart_stock_hints":null}`, `{}`, `[]`, `null`, ``, `{"cart_stock_hints":false,"cart_stock_hints":true}`,
+		}}
+}
+
+// lineCancelRoute sends every body as ops for an order that does not exist: a body that passes
+// validation is answered 404 by the order's look-up that follows it, before any workflow starts,
+// and only such a body may get that answer.
+func lineCancelRoute(h *harness) bodyRoute {
+	return bodyRoute{name: "POST /api/v1/ops/orders/{id}/lines/{lineId}/cancel", method: http.MethodPost,
+		path:    "/api/v1/ops/orders/999999999999/lines/71/cancel",
+		token:   h.as(auth.Principal{UserID: 950, Role: auth.RoleOps}),
+		headers: func([]byte) []string { return []string{"Idempotency-Key", "fuzz-line-cancel"} },
+		accepts: func(a reply) bool { return a.status == http.StatusNotFound && a.body["code"] == api.CodeNotFound },
+		refused: bodyRefusals(nil),
+		check: func(t *testing.T, body []byte, _ reply) {
+			var req struct {
+				Units  int32  `json:"units"`
+				Reason string `json:"reason"`
+			}
+			readAccepted(t, body, &req)
+			if req.Units < 1 || req.Units > 1000 || !inventory.ValidCancelReason(req.Reason) {
+				t.Fatalf("accepted %q", body)
+			}
+		},
+		seeds: []string{
+			`{"units":1,"reason":"damaged"}`, `{"units":1000,"reason":"seller_cannot_ship"}`, `{"units":1001,"reason":"lost"}`,
+			`{"units":0,"reason":"lost"}`, `{"units":-1,"reason":"damaged"}`, `{"units":1.5,"reason":"damaged"}`,
+			`{"units":"1","reason":"damaged"}`, `{"units":1,"reason":"Damaged"}`, `{"units":1,"reason":""}`,
+			`{"units":2147483648,"reason":"lost"}`, `{"units":1}`, `{}`, `[]`, `null`, ``,
 		}}
 }
 
