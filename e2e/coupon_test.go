@@ -161,3 +161,33 @@ func TestCoupon_DeclinedAndExpiredOrdersGiveItBack(t *testing.T) {
 		WHERE c.code = 'ONCE-EACH' AND r.user_id = 7204 AND r.status <> 'RELEASED'`))
 	s.auditClean()
 }
+
+// TestCoupon_LinesCancelledAfterPayment_RefundsAddUpToTheCapture: an order paid with a coupon has
+// its units cancelled one request at a time; each refund is the units' price less their share of
+// the coupon, the refunds add up, to the unit, to what was captured, and the coupon stays spent.
+func TestCoupon_LinesCancelledAfterPayment_RefundsAddUpToTheCapture(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, stackOptions{})
+	s.coupon(map[string]any{"code": "THIRD", "kind": "FIXED", "value": "100.01", "currency": "TRY", "maxRedemptions": 5})
+	sh := s.shopper(7301)
+	sh.fill(map[int64]int32{88: 3})
+	p := sh.previewWith("THIRD")
+	require.Equal(t, "1249.69", p.str("total"), "3 × 449.90 less 100.01")
+	o := sh.orderWith("k-"+randomHex(8), p.str("priceVersion"), "tok_ok", "THIRD")
+	require.Equal(t, http.StatusCreated, o.status, o.raw)
+	id := o.int("orderId")
+	require.Equal(t, "CONFIRMED", s.waitFinal(sh.token, id, 30*time.Second).str("status"))
+
+	// 1349.70 of items carry 100.01 of discount: kept 899.80 carries floor(100.01 × 899.80 / 1349.70) = 66.67.
+	first := s.cancelLine(id, 88, "lc-"+randomHex(6), 1, "damaged")
+	require.Equal(t, http.StatusOK, first.status, first.raw)
+	assert.Equal(t, "416.56", first.str("cancellation", "refund"), "1249.69 − (899.80 − 66.67)")
+	second := s.cancelLine(id, 88, "lc-"+randomHex(6), 2, "lost")
+	require.Equal(t, http.StatusOK, second.status, second.raw)
+	assert.Equal(t, "833.13", second.str("cancellation", "refund"), "what the kept units were charged")
+	assert.Equal(t, s.scalar(`SELECT captured_minor FROM paysim_intents WHERE order_id = $1`, id),
+		s.scalar(`SELECT refunded_minor FROM paysim_intents WHERE order_id = $1`, id), "everything captured, refunded")
+	assert.Equal(t, "CONFIRMED", s.scalarText(`SELECT status FROM coupon_redemptions WHERE order_id = $1`, id),
+		"the coupon stays spent")
+	s.auditClean()
+}
