@@ -286,10 +286,17 @@ func TestLineCancel_RefundRefused_NeedsAttention_SupportRetries(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "the refused refund never asked for support")
 		time.Sleep(200 * time.Millisecond)
 	}
-	desc, err := s.temporal.DescribeWorkflow(s.ctx, wf, "")
-	require.NoError(t, err)
-	attention, _ := desc.TypedSearchAttributes.GetBool(workflows.AttrNeedsAttention)
-	assert.True(t, attention, "visible in the UI: NeedsAttention = true")
+	// The row is written by the step; the search attribute leaves with the workflow task after it.
+	var desc *client.WorkflowExecutionDescription
+	require.Eventually(t, func() bool {
+		d, err := s.temporal.DescribeWorkflow(s.ctx, wf, "")
+		if err != nil {
+			return false
+		}
+		desc = d
+		attention, _ := d.TypedSearchAttributes.GetBool(workflows.AttrNeedsAttention)
+		return attention
+	}, 30*time.Second, 200*time.Millisecond, "visible in the UI: NeedsAttention = true")
 	orderAttr, _ := desc.TypedSearchAttributes.GetInt64(workflows.AttrOrderID)
 	assert.Equal(t, id, orderAttr, "found with OrderId = <id> beside the order's own workflow")
 	o := s.call(http.MethodGet, fmt.Sprintf("/api/v1/orders/%d", id), s.support(), nil, nil)

@@ -349,7 +349,7 @@ func TestWebhook_LateAuthorizationOfAClosedOrder_Reversed(t *testing.T) {
 	require.Eventually(t, func() bool {
 		i, err := s.sim.Lookup(s.ctx, fmt.Sprintf("order-%d", id))
 		return err == nil && i.Status == payment.StatusVoided
-	}, 30*time.Second, 100*time.Millisecond, "the late authorization is voided")
+	}, 60*time.Second, 100*time.Millisecond, "the late authorization is voided")
 	require.Eventually(t, func() bool {
 		return s.call(http.MethodGet, fmt.Sprintf("/api/v1/orders/%d", id), sh.token, nil, nil).str("payment", "status") == "VOIDED"
 	}, 10*time.Second, 100*time.Millisecond)
