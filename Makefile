@@ -9,12 +9,27 @@ TEMPORAL_CLI  := $(BIN)/temporal
 SQLC          := $(BIN)/sqlc
 STATICCHECK   := $(BIN)/staticcheck
 WORKFLOWCHECK := $(BIN)/workflowcheck
+# The Temporal server, its SQL tool and the Web UI server of `make cluster`, built from the modules
+# the CLI's dev server embeds; the UI server's configuration template comes with it.
+TEMPORAL_SERVER    := $(BIN)/temporal-server
+TEMPORAL_SQL_TOOL  := $(BIN)/temporal-sql-tool
+TEMPORAL_UI_SERVER := $(BIN)/temporal-ui-server
+TEMPORAL_UI_CONFIG := $(BIN)/temporal-ui-config/docker.yaml
+CLUSTER_TOOLS      := $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) $(TEMPORAL_UI_SERVER) $(TEMPORAL_UI_CONFIG)
 
 # Pinned tool versions.
 TEMPORAL_CLI_VERSION  := v1.5.1
 SQLC_VERSION          := v1.31.1
 STATICCHECK_VERSION   := v0.8.2
 WORKFLOWCHECK_VERSION := v0.6.0
+# Server 1.29.1 and UI 2.42.1: what the CLI v1.5.1 runs (its go.mod).
+TEMPORAL_SERVER_VERSION := v1.29.1
+TEMPORAL_UI_VERSION     := v2.42.1
+
+# `make cluster APIS=3 WORKERS=2 HISTORY_SHARDS=32`
+APIS           ?= 2
+WORKERS        ?= 2
+HISTORY_SHARDS ?= 16
 
 TEST_FLAGS ?= -count=1 -timeout 15m
 
@@ -40,12 +55,16 @@ WITH_PROMETHEUS := $(filter-out 0 false no,$(PROMETHEUS))
 run: postgres-binaries $(TEMPORAL_CLI) build $(if $(WITH_PROMETHEUS),prometheus-binaries) ## run the whole product locally (PostgreSQL, Temporal, worker, API; PROMETHEUS=1 adds Prometheus with the rules); Ctrl-C stops it
 	$(if $(WITH_PROMETHEUS),PROMETHEUS_PORT=$(PROMETHEUS_PORT)) $(BIN)/checkout dev
 
+.PHONY: cluster
+cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build ## the production shape on this machine: Temporal as four processes on PostgreSQL with its UI, APIS API replicas behind HAProxy, WORKERS workers; Ctrl-C stops it
+	$(BIN)/checkout cluster --apis $(APIS) --workers $(WORKERS) --history-shards $(HISTORY_SHARDS)
+
 .PHONY: build
 build: ## build bin/checkout
 	$(GO) build -o $(BIN)/checkout ./cmd/checkout
 
 .PHONY: test
-test: postgres-binaries $(TEMPORAL_CLI) test-rules ## the Prometheus rules' tests, every test against real PostgreSQL and the Temporal dev server, then every fuzz target for TEST_FUZZTIME (1000 inputs)
+test: postgres-binaries haproxy $(TEMPORAL_CLI) $(CLUSTER_TOOLS) test-rules ## the Prometheus rules' tests, run every test against real PostgreSQL and the Temporal dev server (and one against `make cluster`'s shape), then every fuzz target for TEST_FUZZTIME (1000 inputs)
 	$(GO) test $(TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
@@ -139,7 +158,7 @@ loadtest: build ## 60-second campaign load against `make run`'s stack (start it 
 	$(BIN)/checkout loadgen --duration 60s --mix campaign
 
 .PHONY: clean-data
-clean-data: ## forget the local stack's data (.data/: PostgreSQL cluster, Temporal history, Prometheus series)
+clean-data: ## forget the local stacks' data (.data/: PostgreSQL cluster, Temporal history, Prometheus series; .data/cluster: make cluster's)
 	rm -rf .data
 
 # Tools, installed once into bin/.
@@ -147,6 +166,25 @@ clean-data: ## forget the local stack's data (.data/: PostgreSQL cluster, Tempor
 $(TEMPORAL_CLI):
 	@echo "installing the Temporal CLI $(TEMPORAL_CLI_VERSION) into bin/ (about 5 minutes the first time)"
 	GOBIN=$(BIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION)
+
+$(TEMPORAL_SERVER):
+	@echo "building the Temporal server $(TEMPORAL_SERVER_VERSION) into bin/ (about 4 minutes the first time)"
+	GOBIN=$(BIN)/.temporal-server $(GO) install go.temporal.io/server/cmd/server@$(TEMPORAL_SERVER_VERSION)
+	mv $(BIN)/.temporal-server/server $@ && rmdir $(BIN)/.temporal-server
+
+$(TEMPORAL_SQL_TOOL):
+	GOBIN=$(BIN)/.temporal-sql-tool $(GO) install go.temporal.io/server/cmd/tools/sql@$(TEMPORAL_SERVER_VERSION)
+	mv $(BIN)/.temporal-sql-tool/sql $@ && rmdir $(BIN)/.temporal-sql-tool
+
+$(TEMPORAL_UI_SERVER):
+	@echo "building the Temporal UI server $(TEMPORAL_UI_VERSION) into bin/"
+	GOBIN=$(BIN)/.temporal-ui-server $(GO) install github.com/temporalio/ui-server/v2/cmd/server@$(TEMPORAL_UI_VERSION)
+	mv $(BIN)/.temporal-ui-server/server $@ && rmdir $(BIN)/.temporal-ui-server
+
+# The configuration template the temporalio/ui image runs on, from the same module.
+$(TEMPORAL_UI_CONFIG): $(TEMPORAL_UI_SERVER)
+	$(GO) mod download github.com/temporalio/ui-server/v2@$(TEMPORAL_UI_VERSION)
+	install -D -m 0644 "$$($(GO) env GOMODCACHE)/github.com/temporalio/ui-server/v2@$(TEMPORAL_UI_VERSION)/config/docker.yaml" $@
 
 $(SQLC):
 	GOBIN=$(BIN) $(GO) install github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION)
@@ -156,6 +194,19 @@ $(STATICCHECK):
 
 $(WORKFLOWCHECK):
 	GOBIN=$(BIN) $(GO) install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION)
+
+# HAProxy, the load balancer of `make cluster`: installed with apt-get when missing and root.
+.PHONY: haproxy
+haproxy:
+	@if command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ]; then \
+		exit 0; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing HAProxy with apt-get"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends haproxy >/dev/null; \
+	else \
+		echo "HAProxy is missing: install your distribution's haproxy package"; \
+		exit 1; \
+	fi
 
 # PostgreSQL server binaries (initdb, postgres): installed with apt-get when missing and root.
 .PHONY: postgres-binaries

@@ -1,6 +1,6 @@
-// Command checkout is the one binary of the product: `dev` runs the whole local stack, `api` and
-// `worker` are the two services of a deployment, `migrate` applies the schema, `token` mints
-// development tokens.
+// Command checkout is the one binary of the product: `dev` runs the whole local stack, `cluster`
+// its production shape on one machine, `api` and `worker` are the two services of a deployment,
+// `migrate` applies the schema, `token` mints development tokens.
 package main
 
 import (
@@ -27,6 +27,9 @@ usage: checkout <command> [flags]
 commands:
   dev       run everything locally: PostgreSQL, Temporal dev server, migrations, demo data,
             worker and API (what make run runs)
+  cluster   run the production shape on this machine: PostgreSQL, the Temporal server as four
+            processes and its UI, workers and API replicas behind HAProxy (what make cluster
+            runs): cluster [--apis 2] [--workers 2] [--history-shards 16] [--ports-from N]
   api       run the REST API
   worker    run the Temporal worker
   migrate   apply database migrations
@@ -53,6 +56,8 @@ func main() {
 	switch cmd {
 	case "dev":
 		err = withConfig(func(cfg config.Config) error { return runDev(ctx, cfg) })
+	case "cluster":
+		err = withConfig(func(cfg config.Config) error { return runCluster(ctx, cfg, args) })
 	case "api":
 		err = withConfig(func(cfg config.Config) error { return runAPI(ctx, cfg) })
 	case "worker":

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -234,7 +233,7 @@ func runDev(ctx context.Context, cfg config.Config) error {
 	cfg.HTTPAddr = devAddr("HTTP_ADDR", cfg.HTTPAddr, config.DefaultHTTPAddr, os.Getenv)
 	cfg.MetricsAddr = devAddr("METRICS_ADDR", cfg.MetricsAddr, config.DefaultMetricsAddr, os.Getenv)
 	if len(cfg.TemporalUIOrigins) == 0 && cfg.TemporalUIPort > 0 {
-		cfg.TemporalUIOrigins = []string{devUIOrigin(cfg.PublicBaseURL, cfg.TemporalUIPort)}
+		cfg.TemporalUIOrigins = []string{config.UIOrigin(cfg.PublicBaseURL, cfg.TemporalUIPort)}
 	}
 	if cfg.PaymentProvider == "" {
 		cfg.PaymentProvider = config.ProviderPaysim
@@ -317,16 +316,6 @@ func devAddr(key, configured, def string, getenv func(string) string) string {
 		return "127.0.0.1" + def
 	}
 	return configured
-}
-
-// devUIOrigin is the dev server UI's origin under the host name browsers reach the API by: the
-// support session cookie is SameSite=Strict, so only a UI on the API's site sends it.
-func devUIOrigin(publicBaseURL string, port int) string {
-	host := "localhost"
-	if u, err := url.Parse(publicBaseURL); err == nil && u.Hostname() != "" {
-		host = u.Hostname()
-	}
-	return "http://" + net.JoinHostPort(host, strconv.Itoa(port))
 }
 
 // codecEndpoint is the API's codec endpoint, which the Temporal UI asks to decode payloads.

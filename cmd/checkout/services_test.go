@@ -14,9 +14,3 @@ func TestDevAddr_LoopbackUnlessSet(t *testing.T) {
 	assert.Equal(t, "0.0.0.0:9000", devAddr("HTTP_ADDR", "0.0.0.0:9000", ":8080", set), "unless told otherwise")
 	assert.Equal(t, "127.0.0.1:9091", devAddr("METRICS_ADDR", ":9091", ":9091", set), "each setting on its own")
 }
-
-func TestDevUIOrigin_OnTheAPIsHostName(t *testing.T) {
-	assert.Equal(t, "http://localhost:8233", devUIOrigin("http://localhost:8080", 8233), "make run")
-	assert.Equal(t, "http://127.0.0.1:18233", devUIOrigin("http://127.0.0.1:18080", 18233),
-		"the same site as the API, where the session cookie goes")
-}

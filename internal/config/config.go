@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -358,6 +359,16 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// UIOrigin is the Temporal UI's origin under the host name browsers reach the API by (on port):
+// the support session cookie is SameSite=Strict, so only a UI on the API's site sends it.
+func UIOrigin(publicBaseURL string, port int) string {
+	host := "localhost"
+	if u, err := url.Parse(publicBaseURL); err == nil && u.Hostname() != "" {
+		host = u.Hostname()
+	}
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(port))
 }
 
 // MetricsURL is where a client on this machine reads the process's /metrics.

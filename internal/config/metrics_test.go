@@ -19,3 +19,9 @@ func TestLoad_MetricsOnAPortOfTheirOwn(t *testing.T) {
 	_, err = config.Load(func(k string) string { return env[k] })
 	assert.ErrorContains(t, err, "METRICS_ADDR 127.0.0.1:9000: must differ from HTTP_ADDR")
 }
+
+func TestUIOrigin_OnTheAPIsHostName(t *testing.T) {
+	assert.Equal(t, "http://localhost:8233", config.UIOrigin("http://localhost:8080", 8233), "make run")
+	assert.Equal(t, "http://127.0.0.1:18233", config.UIOrigin("http://127.0.0.1:18080", 18233),
+		"the same site as the API, where the session cookie goes")
+}

@@ -208,9 +208,10 @@ func kidPairs(setting, value, v string) ([]kidPair, error) {
 	return out, nil
 }
 
-// DevSecrets are the secrets `checkout dev` makes once per data folder and keeps in it. A folder
-// made before the codec key existed gets one added the next time (the other secrets stay).
-type DevSecrets struct {
+// Secrets are the secrets a data folder keeps: those `checkout dev` makes once per data folder
+// (DevSecretsOf), and those `checkout cluster` makes once for its own (ClusterSecretsOf). A dev
+// folder made before the codec key existed gets one added the next time (the other secrets stay).
+type Secrets struct {
 	JWT     string `json:"jwtSecret"`
 	Webhook string `json:"webhookSecret"`
 	// CodecKey (base64) and CodecKeyID encrypt what the folder's stack writes to Temporal.
@@ -221,24 +222,29 @@ type DevSecrets struct {
 // devSecretsFile is where a data folder keeps its development secrets.
 func devSecretsFile(dataDir string) string { return filepath.Join(dataDir, "dev-secrets.json") }
 
+// ClusterSecretsFile is where `checkout cluster` keeps the secrets of its processes.
+func ClusterSecretsFile(clusterDir string) string { return filepath.Join(clusterDir, "secrets.json") }
+
 // ReadDevSecrets reads the development secrets of a data folder (`make run`'s `.data`), for the
 // commands that mint tokens or sign webhooks against that stack. The codec key is missing from a
 // folder no `checkout dev` of this build has started yet.
-func ReadDevSecrets(dataDir string) (DevSecrets, error) {
-	raw, err := os.ReadFile(devSecretsFile(dataDir))
+func ReadDevSecrets(dataDir string) (Secrets, error) { return readSecrets(devSecretsFile(dataDir)) }
+
+func readSecrets(path string) (Secrets, error) {
+	raw, err := os.ReadFile(path)
 	if err != nil {
-		return DevSecrets{}, err
+		return Secrets{}, err
 	}
-	var s DevSecrets
+	var s Secrets
 	if err := json.Unmarshal(raw, &s); err != nil || s.JWT == "" || s.Webhook == "" || (s.CodecKey == "") != (s.CodecKeyID == "") {
-		return DevSecrets{}, fmt.Errorf("%s: not the secrets checkout dev writes", devSecretsFile(dataDir))
+		return Secrets{}, fmt.Errorf("%s: not the secrets checkout writes", path)
 	}
 	return s, nil
 }
 
 // DevSecretsOf makes the development secrets of a data folder the first time (random, readable
 // by its owner only), adds those an older folder lacks, and reads them every time after.
-func DevSecretsOf(dataDir string) (DevSecrets, error) {
+func DevSecretsOf(dataDir string) (Secrets, error) {
 	s, err := ReadDevSecrets(dataDir)
 	switch {
 	case err == nil && s.CodecKey != "":
@@ -246,23 +252,46 @@ func DevSecretsOf(dataDir string) (DevSecrets, error) {
 	case err == nil:
 		return addDevCodecKey(dataDir)
 	case !errors.Is(err, os.ErrNotExist):
-		return DevSecrets{}, err
+		return Secrets{}, err
 	}
-	s = DevSecrets{JWT: randomSecret(), Webhook: randomSecret()}
-	s.CodecKey, s.CodecKeyID = newDevCodecKey()
+	return makeSecrets(devSecretsFile(dataDir), "dev-")
+}
+
+// ClusterSecretsOf makes the secrets of `checkout cluster`'s processes the first time (random,
+// their own codec key named cluster-…, readable by the folder's owner only) and reads them every
+// time after, so that tokens, webhooks and encrypted histories outlive a restart.
+func ClusterSecretsOf(clusterDir string) (Secrets, error) {
+	path := ClusterSecretsFile(clusterDir)
+	s, err := readSecrets(path)
+	switch {
+	case err == nil && s.CodecKey != "":
+		return s, nil
+	case err == nil:
+		return Secrets{}, fmt.Errorf("%s: no codec key", path)
+	case !errors.Is(err, os.ErrNotExist):
+		return Secrets{}, err
+	}
+	return makeSecrets(path, "cluster-")
+}
+
+// makeSecrets writes new random secrets to path, whose codec key id starts with kidPrefix; a
+// start that finds the file made meanwhile by another start reads that one's.
+func makeSecrets(path, kidPrefix string) (Secrets, error) {
+	s := Secrets{JWT: randomSecret(), Webhook: randomSecret()}
+	s.CodecKey, s.CodecKeyID = newCodecKey(kidPrefix)
 	raw, err := json.Marshal(s)
 	if err != nil {
-		return DevSecrets{}, err
+		return Secrets{}, err
 	}
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		return DevSecrets{}, err
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return Secrets{}, err
 	}
-	f, err := os.OpenFile(devSecretsFile(dataDir), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) { // made meanwhile by another start
-		return DevSecretsOf(dataDir)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return readSecrets(path)
 	}
 	if err != nil {
-		return DevSecrets{}, err
+		return Secrets{}, err
 	}
 	_, err = f.Write(raw)
 	return s, errors.Join(err, f.Close())
@@ -271,28 +300,28 @@ func DevSecretsOf(dataDir string) (DevSecrets, error) {
 // addDevCodecKey adds a codec key to a folder's secrets file that has none, keeping the rest.
 // Starts that do so at once take turns on a lock of the file; the first writes, the others find
 // its key. The new file replaces the old one whole, so a reader never sees half of it.
-func addDevCodecKey(dataDir string) (DevSecrets, error) {
+func addDevCodecKey(dataDir string) (Secrets, error) {
 	path := devSecretsFile(dataDir)
 	f, err := os.Open(path)
 	if err != nil {
-		return DevSecrets{}, err
+		return Secrets{}, err
 	}
 	defer f.Close() // and so releases the lock
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		return DevSecrets{}, err
+		return Secrets{}, err
 	}
 	s, err := ReadDevSecrets(dataDir)
 	if err != nil || s.CodecKey != "" {
 		return s, err
 	}
-	s.CodecKey, s.CodecKeyID = newDevCodecKey()
+	s.CodecKey, s.CodecKeyID = newCodecKey("dev-")
 	raw, err := json.Marshal(s)
 	if err != nil {
-		return DevSecrets{}, err
+		return Secrets{}, err
 	}
 	tmp, err := os.CreateTemp(dataDir, ".dev-secrets-*.json") // made with mode 0600
 	if err != nil {
-		return DevSecrets{}, err
+		return Secrets{}, err
 	}
 	_, err = tmp.Write(raw)
 	if err = errors.Join(err, tmp.Close()); err == nil {
@@ -300,7 +329,7 @@ func addDevCodecKey(dataDir string) (DevSecrets, error) {
 	}
 	if err != nil {
 		_ = os.Remove(tmp.Name())
-		return DevSecrets{}, err
+		return Secrets{}, err
 	}
 	return s, nil
 }
@@ -311,14 +340,14 @@ func randomSecret() string {
 	return hex.EncodeToString(b)
 }
 
-// newDevCodecKey is a random AES-256 key (base64) and an id of its own, so that a folder whose
-// key was lost says so by name instead of failing to decrypt.
-func newDevCodecKey() (key, id string) {
+// newCodecKey is a random AES-256 key (base64) and an id of its own after prefix, so that a folder
+// whose key was lost says so by name instead of failing to decrypt.
+func newCodecKey(prefix string) (key, id string) {
 	b := make([]byte, codec.KeySize)
 	_, _ = rand.Read(b)
 	n := make([]byte, 3)
 	_, _ = rand.Read(n)
-	return base64.StdEncoding.EncodeToString(b), "dev-" + hex.EncodeToString(n)
+	return base64.StdEncoding.EncodeToString(b), prefix + hex.EncodeToString(n)
 }
 
 // WithDevSecrets fills the secrets that are not set from the data folder's development secrets
@@ -347,7 +376,7 @@ func (c Config) WithDevSecrets() (Config, error) {
 }
 
 // Codec is the folder's codec key (none in a folder no `checkout dev` of this build has started).
-func (s DevSecrets) Codec() (codec.Key, error) {
+func (s Secrets) Codec() (codec.Key, error) {
 	if s.CodecKey == "" {
 		return codec.Key{}, errors.New("no codec key yet (start `checkout dev` once)")
 	}

@@ -183,3 +183,30 @@ func TestDevSecrets_OlderFolderWithoutCodecKey_GetsOneAdded(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, leftovers)
 }
+
+// TestClusterSecrets_MadeOnceInItsFolder_NotTheDevOnes: the cluster's secrets are made once in its
+// own folder (owner-only), kept across starts, strong enough for api and worker, and never those
+// `checkout dev` made in the same data folder.
+func TestClusterSecrets_MadeOnceInItsFolder_NotTheDevOnes(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	dir := filepath.Join(data, "cluster")
+	first, err := config.ClusterSecretsOf(dir)
+	require.NoError(t, err)
+	again, err := config.ClusterSecretsOf(dir)
+	require.NoError(t, err)
+	assert.Equal(t, first, again, "kept across starts")
+	assert.True(t, strings.HasPrefix(first.CodecKeyID, "cluster-"), first.CodecKeyID)
+	fi, err := os.Stat(config.ClusterSecretsFile(dir))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+
+	c := load(t, map[string]string{"AUTH_JWT_SECRET": first.JWT, "PAYMENT_WEBHOOK_SECRET": first.Webhook,
+		"TEMPORAL_CODEC_KEY": first.CodecKey, "TEMPORAL_CODEC_KID": first.CodecKeyID, "PAYMENT_PROVIDER": "paysim"})
+	require.NoError(t, c.CheckServe(), "as api and worker require")
+
+	dev, err := load(t, map[string]string{"DATA_DIR": data}).WithDevSecrets()
+	require.NoError(t, err)
+	assert.NotEqual(t, dev.JWTSecret, first.JWT)
+	assert.NotEqual(t, dev.CodecKey.ID, first.CodecKeyID)
+}

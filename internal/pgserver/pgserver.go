@@ -43,7 +43,9 @@ type Server struct {
 	Dir  string
 	Port int
 	cmd  *exec.Cmd
-	done chan error
+	// exited is closed when the server process has ended, with exitErr its end.
+	exited  chan struct{}
+	exitErr error
 }
 
 // Superuser is the role initdb creates; connections use trust authentication on loopback only.
@@ -110,8 +112,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start postgres: %w", err)
 	}
-	s := &Server{Dir: dir, Port: port, cmd: cmd, done: make(chan error, 1)}
-	go func() { s.done <- cmd.Wait() }()
+	s := &Server{Dir: dir, Port: port, cmd: cmd, exited: make(chan struct{})}
+	go func() { s.exitErr = cmd.Wait(); close(s.exited) }()
 
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -121,8 +123,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			break
 		}
 		select {
-		case werr := <-s.done:
-			return nil, fmt.Errorf("postgres exited while starting: %v\n%s", werr, logBuf.String())
+		case <-s.exited:
+			return nil, fmt.Errorf("postgres exited while starting: %v\n%s", s.exitErr, logBuf.String())
 		case <-ctx.Done():
 			s.Stop()
 			return nil, ctx.Err()
@@ -178,12 +180,15 @@ func (s *Server) Stop() {
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGINT)
 	select {
-	case <-s.done:
+	case <-s.exited:
 	case <-time.After(30 * time.Second):
 		_ = s.cmd.Process.Kill()
-		<-s.done
+		<-s.exited
 	}
 }
+
+// Exited is closed when the server has ended, whoever ended it.
+func (s *Server) Exited() <-chan struct{} { return s.exited }
 
 // BinDir finds the folder with initdb and postgres: PG_BINDIR, then PATH, then Debian's layout.
 func BinDir() (string, error) {

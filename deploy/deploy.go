@@ -1,0 +1,16 @@
+// Package deploy holds the configuration of a deployment, embedded in the binary so that
+// `checkout cluster` runs on the very files docker-compose.yml mounts into its containers: the
+// Temporal server's config and dynamic config, and the load balancer's.
+package deploy
+
+import "embed"
+
+// The files, by name.
+const (
+	TemporalServer        = "temporal-server.yaml"
+	TemporalDynamicConfig = "temporal-dynamicconfig.yaml"
+	HAProxy               = "haproxy.cfg"
+)
+
+//go:embed temporal-server.yaml temporal-dynamicconfig.yaml haproxy.cfg
+var Files embed.FS

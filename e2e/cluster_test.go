@@ -1,0 +1,261 @@
+package e2e_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/marketplace/checkout/internal/cluster"
+	"github.com/marketplace/checkout/internal/config"
+	"github.com/marketplace/checkout/internal/testenv"
+)
+
+// runningCluster is one `checkout cluster` process and what it said.
+type runningCluster struct {
+	cmd   *exec.Cmd
+	dir   string
+	tools string // the folder of temporal-server and the others
+	ports cluster.Ports
+	out   string // its output file
+	done  chan error
+}
+
+// startCluster runs `checkout cluster` in dir on the ports from first (0: a free range) and waits
+// until it says it runs.
+func startCluster(t *testing.T, bin, dir string, first int, args ...string) *runningCluster {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	require.NoError(t, err)
+	tools := filepath.Join(root, "bin")
+	for _, name := range []string{"temporal-server", "temporal-sql-tool", "temporal-ui-server"} {
+		if _, err := os.Stat(filepath.Join(tools, name)); err != nil {
+			t.Skipf("bin/%s is missing, so the cluster was NOT tested: make test builds it (make cluster does too)", name)
+		}
+	}
+	if _, err := exec.LookPath("haproxy"); err != nil {
+		t.Skip("haproxy is missing, so the cluster was NOT tested: make test installs it (make haproxy)")
+	}
+	if first == 0 {
+		first = freeRange(t, cluster.PortsSpan)
+	}
+	out, err := os.CreateTemp(dir, "cluster-*.out")
+	require.NoError(t, err)
+	defer out.Close()
+	c := &runningCluster{dir: dir, tools: tools, ports: cluster.PortsFrom(first), out: out.Name(), done: make(chan error, 1)}
+	c.cmd = exec.Command(bin, append([]string{"cluster", "--ports-from", strconv.Itoa(first), "--dir", dir, "--bin", tools}, args...)...)
+	c.cmd.Env = append(cleanEnv(), "LOG_LEVEL=warn")
+	c.cmd.Stdout, c.cmd.Stderr = out, out
+	// The cluster stops its processes when it is told to, or when this test binary dies.
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	require.NoError(t, c.cmd.Start())
+	go func() { c.done <- c.cmd.Wait() }()
+	t.Cleanup(func() { c.stop(t) })
+
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		if strings.Contains(c.output(), "checkout cluster is running") {
+			return c
+		}
+		select {
+		case err := <-c.done:
+			c.done <- err
+			t.Fatalf("checkout cluster exited while starting (%v):\n%s", err, c.output())
+		case <-time.After(250 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("checkout cluster not running after 5 minutes:\n%s", c.output())
+		}
+	}
+}
+
+func (c *runningCluster) output() string {
+	raw, _ := os.ReadFile(c.out)
+	return string(raw)
+}
+
+// stop interrupts the cluster as Ctrl-C does and waits for it to end.
+func (c *runningCluster) stop(t *testing.T) {
+	if c.cmd.Process == nil {
+		return
+	}
+	_ = c.cmd.Process.Signal(os.Interrupt)
+	select {
+	case err := <-c.done:
+		c.done <- err
+	case <-time.After(2 * time.Minute):
+		_ = c.cmd.Process.Kill()
+		t.Errorf("checkout cluster still running 2 minutes after Ctrl-C:\n%s", c.output())
+	}
+}
+
+// pids are the cluster's processes by name, as it records them.
+func (c *runningCluster) pids(t *testing.T) map[string]int {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(c.dir, "processes.json"))
+	require.NoError(t, err)
+	var state map[string]struct{ Pid int }
+	require.NoError(t, json.Unmarshal(raw, &state))
+	out := map[string]int{}
+	for name, p := range state {
+		out[name] = p.Pid
+	}
+	return out
+}
+
+// replicaStatus is HAProxy's view of an API replica: UP, DOWN, … (its stats page as CSV).
+func (c *runningCluster) replicaStatus(t *testing.T, name string) string {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/;csv", c.ports.Stats))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	r := csv.NewReader(bufio.NewReader(resp.Body))
+	r.FieldsPerRecord = -1
+	rows, err := r.ReadAll()
+	require.NoError(t, err)
+	require.NotEmpty(t, rows)
+	status := -1
+	for i, col := range rows[0] {
+		if col == "status" {
+			status = i
+		}
+	}
+	require.GreaterOrEqual(t, status, 0, "HAProxy's CSV has a status column")
+	for _, row := range rows[1:] {
+		if len(row) > status && row[0] == "api" && row[1] == name {
+			return row[status]
+		}
+	}
+	t.Fatalf("HAProxy does not know %s", name)
+	return ""
+}
+
+// freeRange finds n consecutive free ports below the kernel's ephemeral range, where the other
+// tests' free ports come from.
+func freeRange(t *testing.T, n int) int {
+	t.Helper()
+	for range 200 {
+		first := 20000 + rand.IntN(12000-n)
+		ok := true
+		for p := first; p < first+n && ok; p++ {
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+			if err != nil {
+				ok = false
+				continue
+			}
+			l.Close()
+		}
+		if ok {
+			return first
+		}
+	}
+	t.Fatalf("no %d consecutive free ports", n)
+	return 0
+}
+
+// TestCluster_OrdersThroughHAProxy_AReplicaThatDiesLeavesTheRotation: `make cluster`'s shape (the
+// Temporal server as four processes on PostgreSQL, its UI, one worker, two API replicas behind
+// HAProxy) takes an order through HAProxy to CONFIRMED; with one replica killed, requests still
+// succeed, HAProxy takes it out of the rotation and the supervisor starts it again; Ctrl-C stops
+// every process; a second run on the same folder keeps the orders.
+func TestCluster_OrdersThroughHAProxy_AReplicaThatDiesLeavesTheRotation(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	c := startCluster(t, bin, dir, 0, "--apis", "2", "--workers", "1", "--history-shards", "4")
+
+	pids := c.pids(t)
+	for _, name := range []string{"temporal-frontend", "temporal-history", "temporal-matching", "temporal-worker",
+		"temporal-ui", "worker-1", "api-1", "api-2", "haproxy"} {
+		require.NotZero(t, pids[name], "%s runs as a process of its own", name)
+	}
+	ui, err := fetch(fmt.Sprintf("http://127.0.0.1:%d/", c.ports.UI))
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, ui.status, "the Temporal UI answers")
+
+	secrets, err := config.ClusterSecretsOf(dir)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(secrets.CodecKeyID, "cluster-"), "the cluster's own codec key")
+	s := clusterStack(t, c, secrets)
+	sh := s.shopper(7001)
+	orderID := placeConfirmed(t, s, sh)
+
+	// One replica killed: every request still answered (HAProxy sends it to the other), the
+	// replica marked DOWN, then started again by the supervisor and back UP.
+	require.NoError(t, syscall.Kill(pids["api-2"], syscall.SIGKILL))
+	for i := range 20 {
+		r := s.call(http.MethodGet, fmt.Sprintf("/api/v1/orders/%d", orderID), sh.token, nil, nil)
+		require.Equal(t, http.StatusOK, r.status, "request %d after the kill: %s", i, r.raw)
+	}
+	haproxyLog := filepath.Join(dir, "logs", "haproxy.log")
+	require.Eventually(t, func() bool {
+		raw, _ := os.ReadFile(haproxyLog)
+		return strings.Contains(string(raw), "Server api/api-2 is DOWN")
+	}, 15*time.Second, 100*time.Millisecond, "HAProxy takes the dead replica out")
+	placeConfirmed(t, s, s.shopper(7002))
+	require.Eventually(t, func() bool { return c.replicaStatus(t, "api-2") == "UP" && c.pids(t)["api-2"] != pids["api-2"] },
+		2*time.Minute, 250*time.Millisecond, "the supervisor starts the replica again and HAProxy takes it back")
+	assert.Contains(t, c.output(), "api-2 exited (signal: killed); starting it again")
+
+	// Ctrl-C stops every process of the cluster.
+	pids = c.pids(t)
+	c.stop(t)
+	for name, pid := range pids {
+		assert.Error(t, syscall.Kill(pid, 0), "%s (pid %d) still runs after Ctrl-C", name, pid)
+	}
+
+	// A second run on the same folder and ports: the same secrets, the order still there.
+	c = startCluster(t, bin, dir, c.ports.LB, "--apis", "1", "--workers", "1", "--history-shards", "4")
+	s = clusterStack(t, c, secrets)
+	r := s.call(http.MethodGet, fmt.Sprintf("/api/v1/orders/%d", orderID), sh.token, nil, nil)
+	require.Equal(t, http.StatusOK, r.status, r.raw)
+	assert.Equal(t, "CONFIRMED", r.str("status"))
+
+	// Another shard count is refused with one line before anything starts.
+	c.stop(t)
+	refuse := exec.Command(bin, "cluster", "--ports-from", strconv.Itoa(c.ports.LB), "--dir", dir, "--bin", c.tools,
+		"--history-shards", "8")
+	refuse.Env = cleanEnv()
+	out, err := refuse.CombinedOutput()
+	require.Error(t, err)
+	assert.Equal(t, "checkout cluster: this cluster was set up with 4 history shards, not 8: Temporal cannot change them (use the same count, or another data folder)",
+		strings.TrimSpace(string(out)))
+}
+
+// clusterStack is the test's client of a running cluster: HTTP through HAProxy, the cluster's
+// secret for tokens, its database for the demo data's sellers.
+func clusterStack(t *testing.T, c *runningCluster, secrets config.Secrets) *stack {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	cfg := testenv.Config(t, map[string]string{"AUTH_JWT_SECRET": secrets.JWT})
+	return &stack{t: t, ctx: ctx, cfg: cfg, base: fmt.Sprintf("http://127.0.0.1:%d", c.ports.LB),
+		pool: testenv.PoolOn(t, cluster.DatabaseURL(c.ports.Postgres, "checkout"), 2),
+		http: &http.Client{Timeout: time.Minute}}
+}
+
+// placeConfirmed places an order of one unit paid at once and waits for it to be CONFIRMED.
+func placeConfirmed(t *testing.T, s *stack, sh *shopper) int64 {
+	t.Helper()
+	sh.fill(map[int64]int32{71: 1})
+	r := sh.order("cluster-"+randomHex(4), sh.preview(), "tok_ok")
+	require.Equal(t, http.StatusCreated, r.status, r.raw)
+	id := r.int("orderId")
+	final := s.waitFinal(sh.token, id, time.Minute)
+	require.Equal(t, "CONFIRMED", final.str("status"), final.raw)
+	return id
+}

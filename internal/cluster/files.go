@@ -1,0 +1,111 @@
+package cluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/marketplace/checkout/deploy"
+)
+
+// WriteConfig writes what the processes of plan read into the data folder: the Temporal server's
+// configuration and dynamic config and HAProxy's, all deploy/'s own files, HAProxy's with one
+// server line per API replica; and the UI server's configuration, its own docker.yaml (the one
+// the temporalio/ui image runs on) over a base that keeps it on loopback.
+func WriteConfig(o Options, plan Plan) error {
+	for _, f := range []struct{ from, to string }{
+		{deploy.TemporalServer, filepath.Join(temporalConfigDir, TemporalEnv+".yaml")},
+		{deploy.TemporalDynamicConfig, filepath.Join(temporalConfigDir, "dynamicconfig.yaml")},
+	} {
+		raw, err := deploy.Files.ReadFile(f.from)
+		if err != nil {
+			return err
+		}
+		if err := write(filepath.Join(o.Dir, f.to), raw); err != nil {
+			return err
+		}
+	}
+	ui, err := os.ReadFile(filepath.Join(o.UIConfig, "docker.yaml"))
+	if err != nil {
+		return fmt.Errorf("the UI server's configuration: %w (make bin/temporal-ui-server installs it)", err)
+	}
+	if err := write(filepath.Join(o.Dir, uiConfigDir, "docker.yaml"), ui); err != nil {
+		return err
+	}
+	base := "# Written by checkout cluster: the UI listens on this machine only.\nhost: 127.0.0.1\n"
+	if err := write(filepath.Join(o.Dir, uiConfigDir, "base.yaml"), []byte(base)); err != nil {
+		return err
+	}
+	cfg, err := HAProxyConfig(plan.APIs)
+	if err != nil {
+		return err
+	}
+	return write(filepath.Join(o.Dir, haproxyConfig), []byte(cfg))
+}
+
+// HAProxyConfig is deploy/haproxy.cfg with the replicas apis in place of its server-template line.
+func HAProxyConfig(apis []Process) (string, error) {
+	raw, err := deploy.Files.ReadFile(deploy.HAProxy)
+	if err != nil {
+		return "", err
+	}
+	var out []string
+	replaced := false
+	for _, line := range strings.Split(string(raw), "\n") {
+		trimmed := strings.TrimSpace(line)
+		if !strings.HasPrefix(trimmed, "server-template api-") {
+			out = append(out, line)
+			continue
+		}
+		indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]
+		for _, p := range apis {
+			out = append(out, fmt.Sprintf("%sserver %s %s check", indent, p.Name, p.Listens[0]))
+		}
+		replaced = true
+	}
+	if !replaced {
+		return "", fmt.Errorf("%s has no server-template line for the API replicas", deploy.HAProxy)
+	}
+	return strings.Join(out, "\n"), nil
+}
+
+// state is what a cluster's data folder remembers of how it was set up.
+type state struct {
+	HistoryShards int `json:"historyShards"`
+}
+
+// CheckShards records the history shard count the first time and refuses another one later:
+// Temporal fixes it when a cluster is set up.
+func CheckShards(dir string, shards int) error {
+	path := filepath.Join(dir, "cluster.json")
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		raw, err = json.Marshal(state{HistoryShards: shards})
+		if err != nil {
+			return err
+		}
+		return write(path, raw)
+	}
+	if err != nil {
+		return err
+	}
+	var s state
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if s.HistoryShards != shards {
+		return fmt.Errorf("this cluster was set up with %d history shards, not %d: Temporal cannot change them (use the same count, or another data folder)",
+			s.HistoryShards, shards)
+	}
+	return nil
+}
+
+func write(path string, raw []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, raw, 0o644)
+}

@@ -1,0 +1,247 @@
+// Package cluster runs the production shape of the checkout on one machine, without containers:
+// the Temporal server as four processes (frontend, history, matching, worker) on PostgreSQL, its
+// Web UI, API replicas and workers of the product's binary, and HAProxy in front of the API. It
+// plans the processes (Plan), supervises them (Supervisor) and writes their configuration, which
+// is deploy/'s: the same files docker-compose.yml mounts into its containers.
+package cluster
+
+import (
+	"cmp"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/marketplace/checkout/internal/config"
+)
+
+// Ports are the cluster's listeners, all on 127.0.0.1. API replica i (from 1) listens on
+// API+i-1, with its /metrics on APIMetrics+i-1; worker i serves /metrics on WorkerMetrics+i-1.
+type Ports struct {
+	LB, Stats, UI, Postgres                                                     int
+	Frontend, FrontendHTTP, History, Matching, Worker                           int
+	FrontendMembership, HistoryMembership, MatchingMembership, WorkerMembership int
+	FrontendMetrics, HistoryMetrics, MatchingMetrics, WorkerServiceMetrics      int
+	API, APIMetrics, WorkerMetrics                                              int
+}
+
+// MaxReplicas bounds the API replicas and the workers, each.
+const MaxReplicas = 20
+
+// DefaultPorts are the ports of `make cluster`: the API on 8080 and the Temporal UI on 8233 as in
+// `make run`, and Temporal's own conventional ports.
+func DefaultPorts() Ports {
+	return Ports{LB: 8080, Stats: 8404, UI: 8233, Postgres: 55432,
+		Frontend: 7233, FrontendHTTP: 7243, History: 7234, Matching: 7235, Worker: 7239,
+		FrontendMembership: 6933, HistoryMembership: 6934, MatchingMembership: 6935, WorkerMembership: 6939,
+		FrontendMetrics: 8000, HistoryMetrics: 8001, MatchingMetrics: 8002, WorkerServiceMetrics: 8003,
+		API: 8081, APIMetrics: 9101, WorkerMetrics: 9201}
+}
+
+// PortsFrom puts every listener on consecutive ports from first, with room for MaxReplicas of
+// each kind: a second cluster beside the first, or a test's.
+func PortsFrom(first int) Ports {
+	next := func(n int) int { p := first; first += n; return p }
+	return Ports{LB: next(1), Stats: next(1), UI: next(1), Postgres: next(1),
+		Frontend: next(1), FrontendHTTP: next(1), History: next(1), Matching: next(1), Worker: next(1),
+		FrontendMembership: next(1), HistoryMembership: next(1), MatchingMembership: next(1), WorkerMembership: next(1),
+		FrontendMetrics: next(1), HistoryMetrics: next(1), MatchingMetrics: next(1), WorkerServiceMetrics: next(1),
+		API: next(MaxReplicas), APIMetrics: next(MaxReplicas), WorkerMetrics: next(MaxReplicas)}
+}
+
+// PortsSpan is how many consecutive ports PortsFrom takes.
+const PortsSpan = 17 + 3*MaxReplicas
+
+// Options describe a cluster.
+type Options struct {
+	// Dir is the data folder: PostgreSQL's cluster, secrets, configuration, logs.
+	Dir string
+	// Checkout, TemporalServer, SQLTool, UIServer, UIConfig and HAProxy are the programs (UIConfig:
+	// the folder of the UI server's own docker.yaml).
+	Checkout, TemporalServer, SQLTool, UIServer, UIConfig, HAProxy string
+	APIs, Workers                                                  int
+	// HistoryShards is fixed when the cluster is first set up.
+	HistoryShards int
+	Ports         Ports
+	Namespace     string
+	Secrets       config.Secrets
+	// CodecKeys are older codec keys (TEMPORAL_CODEC_KEYS), passed on as they are.
+	CodecKeys string
+	// PublicBaseURL is how browsers reach the API: through the load balancer.
+	PublicBaseURL string
+	// SetCurrent is the workers' TEMPORAL_SET_CURRENT.
+	SetCurrent string
+	// TemporalLogLevel is the Temporal services' (default warn).
+	TemporalLogLevel string
+}
+
+// Plan is every process of a cluster, by start-up stage.
+type Plan struct {
+	// Schema creates Temporal's two databases and brings their schemas up to date (jobs).
+	Schema []Process
+	// Temporal is the server's four services. The first starts alone: each service writes the
+	// cluster's metadata as it starts, and two writing at once fail on its version.
+	Temporal []Process
+	// UI is the Temporal Web UI.
+	UI Process
+	// Migrate applies the product's migrations (a job).
+	Migrate Process
+	// Workers and APIs are the product's processes; HAProxy balances over the APIs.
+	Workers, APIs []Process
+	HAProxy       Process
+}
+
+// All is every process of the plan in start order.
+func (p Plan) All() []Process {
+	all := append([]Process{}, p.Schema...)
+	all = append(all, p.Temporal...)
+	all = append(all, p.Migrate)
+	all = append(all, p.Workers...)
+	all = append(all, p.APIs...)
+	return append(all, p.UI, p.HAProxy)
+}
+
+// Files the cluster writes into its data folder.
+const (
+	temporalConfigDir = "temporal"    // temporal-server.yaml and the dynamic config
+	uiConfigDir       = "temporal-ui" // base.yaml (loopback) and the UI server's docker.yaml
+	haproxyConfig     = "haproxy.cfg"
+	// TemporalEnv is the server's --env: it reads <config dir>/<env>.yaml.
+	TemporalEnv = "temporal-server"
+)
+
+// PostgresUser is the role Temporal and the product connect as.
+const PostgresUser = "postgres"
+
+// SchemaSteps are temporal-sql-tool's commands that set up Temporal's databases, in order; the
+// schemas are the ones built into the tool (the server module's schema/postgresql/v12). Creating a
+// database that exists fails quietly (--quiet), so every start may run them.
+func SchemaSteps() [][]string {
+	var steps [][]string
+	for _, db := range []struct{ name, schema string }{
+		{"temporal", "postgresql/v12/temporal"}, {"temporal_visibility", "postgresql/v12/visibility"}} {
+		steps = append(steps,
+			[]string{"--quiet", "--db", db.name, "create-database"},
+			[]string{"--db", db.name, "setup-schema", "-v", "0.0"},
+			[]string{"--db", db.name, "update-schema", "--schema-name", db.schema})
+	}
+	return steps
+}
+
+// TemporalServices are the server's services, each a process.
+var TemporalServices = []string{"history", "matching", "frontend", "worker"}
+
+// NewPlan plans the processes of o. It starts nothing.
+func NewPlan(o Options) Plan {
+	pt := o.Ports
+	loop := func(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+	var plan Plan
+
+	sqlEnv := []string{"SQL_PLUGIN=postgres12", "SQL_HOST=127.0.0.1", "SQL_PORT=" + strconv.Itoa(pt.Postgres),
+		"SQL_USER=" + PostgresUser, "SQL_PASSWORD="}
+	for i, args := range SchemaSteps() {
+		plan.Schema = append(plan.Schema, Process{Name: fmt.Sprintf("temporal-schema-%d", i+1), Service: "temporal-schema",
+			Path: o.SQLTool, Args: args, Env: sqlEnv, Job: true})
+	}
+
+	temporalEnv := append(clone(sqlEnv),
+		"NUM_HISTORY_SHARDS="+strconv.Itoa(o.HistoryShards),
+		"TEMPORAL_BIND_IP=127.0.0.1",
+		"TEMPORAL_FRONTEND_PORT="+strconv.Itoa(pt.Frontend),
+		"TEMPORAL_FRONTEND_HTTP_PORT="+strconv.Itoa(pt.FrontendHTTP),
+		"TEMPORAL_HISTORY_PORT="+strconv.Itoa(pt.History),
+		"TEMPORAL_MATCHING_PORT="+strconv.Itoa(pt.Matching),
+		"TEMPORAL_WORKER_PORT="+strconv.Itoa(pt.Worker),
+		"TEMPORAL_FRONTEND_MEMBERSHIP_PORT="+strconv.Itoa(pt.FrontendMembership),
+		"TEMPORAL_HISTORY_MEMBERSHIP_PORT="+strconv.Itoa(pt.HistoryMembership),
+		"TEMPORAL_MATCHING_MEMBERSHIP_PORT="+strconv.Itoa(pt.MatchingMembership),
+		"TEMPORAL_WORKER_MEMBERSHIP_PORT="+strconv.Itoa(pt.WorkerMembership),
+		"TEMPORAL_FRONTEND_ADDRESS="+loop(pt.Frontend),
+		"DYNAMIC_CONFIG_FILE_PATH="+filepath.Join(o.Dir, temporalConfigDir, "dynamicconfig.yaml"),
+		"TEMPORAL_LOG_LEVEL="+cmp.Or(o.TemporalLogLevel, "warn"))
+	servicePorts := map[string][3]int{ // gRPC, membership, metrics
+		"frontend": {pt.Frontend, pt.FrontendMembership, pt.FrontendMetrics},
+		"history":  {pt.History, pt.HistoryMembership, pt.HistoryMetrics},
+		"matching": {pt.Matching, pt.MatchingMembership, pt.MatchingMetrics},
+		"worker":   {pt.Worker, pt.WorkerMembership, pt.WorkerServiceMetrics}}
+	for _, svc := range TemporalServices {
+		ports := servicePorts[svc]
+		p := Process{Name: "temporal-" + svc, Service: "temporal-" + svc, Path: o.TemporalServer,
+			Args: []string{"--root", o.Dir, "--config", temporalConfigDir, "--env", TemporalEnv, "--allow-no-auth",
+				"start", "--service", svc},
+			Env:     append(clone(temporalEnv), "PROMETHEUS_ENDPOINT="+loop(ports[2])),
+			Listens: []string{loop(ports[0]), loop(ports[1]), loop(ports[2])},
+			Ready:   listening(loop(ports[0]))}
+		switch svc {
+		case "frontend":
+			p.Listens = append(p.Listens, loop(pt.FrontendHTTP))
+			p.Ready = frontendReady(loop(pt.Frontend))
+		case "worker":
+			// The internal worker serves no gRPC: it is up once it has joined the membership ring.
+			p.Listens = []string{loop(ports[1]), loop(ports[2])}
+			p.Ready = listening(loop(ports[1]))
+		}
+		plan.Temporal = append(plan.Temporal, p)
+	}
+
+	public := strings.TrimRight(o.PublicBaseURL, "/")
+	plan.UI = Process{Name: "temporal-ui", Service: "temporal-ui", Path: o.UIServer,
+		Args: []string{"--root", o.Dir, "--config", uiConfigDir, "--env", "docker", "start"},
+		Env: []string{"TEMPORAL_ADDRESS=" + loop(pt.Frontend), "TEMPORAL_UI_PORT=" + strconv.Itoa(pt.UI),
+			"TEMPORAL_CODEC_ENDPOINT=" + public + "/codec", "TEMPORAL_CODEC_INCLUDE_CREDENTIALS=true",
+			"TEMPORAL_CODEC_DEFAULT_ERROR_MESSAGE=" + CodecErrorMessage,
+			"TEMPORAL_CODEC_DEFAULT_ERROR_LINK=" + public + "/codec/session"},
+		Listens: []string{loop(pt.UI)},
+		Ready:   httpOK("http://" + loop(pt.UI) + "/")}
+
+	checkoutEnv := []string{
+		"DATABASE_URL=" + DatabaseURL(pt.Postgres, "checkout"),
+		"TEMPORAL_ADDRESS=" + loop(pt.Frontend),
+		"TEMPORAL_NAMESPACE=" + o.Namespace,
+		"AUTH_JWT_SECRET=" + o.Secrets.JWT,
+		"PAYMENT_WEBHOOK_SECRET=" + o.Secrets.Webhook,
+		"TEMPORAL_CODEC_KEY=" + o.Secrets.CodecKey,
+		"TEMPORAL_CODEC_KID=" + o.Secrets.CodecKeyID,
+		"TEMPORAL_CODEC_KEYS=" + o.CodecKeys,
+		"TEMPORAL_UI_ORIGIN=" + config.UIOrigin(o.PublicBaseURL, pt.UI),
+		"PAYMENT_PROVIDER=" + config.ProviderPaysim,
+		"PUBLIC_BASE_URL=" + public,
+		"PAYMENT_WEBHOOK_URL=" + public + "/api/v1/payments/webhook",
+		// The API counts a request as coming from the client HAProxy names, never from HAProxy.
+		"TRUSTED_PROXIES=127.0.0.1",
+		"TEMPORAL_SET_CURRENT=" + o.SetCurrent,
+	}
+	plan.Migrate = Process{Name: "migrate", Service: "migrate", Path: o.Checkout, Args: []string{"migrate"},
+		Env: checkoutEnv, Job: true}
+	for i := range o.Workers {
+		metrics := loop(pt.WorkerMetrics + i)
+		plan.Workers = append(plan.Workers, Process{Name: fmt.Sprintf("worker-%d", i+1), Service: "worker",
+			Path: o.Checkout, Args: []string{"worker"}, Env: append(clone(checkoutEnv), "METRICS_ADDR="+metrics),
+			Listens: []string{metrics}})
+	}
+	for i := range o.APIs {
+		addr, metrics := loop(pt.API+i), loop(pt.APIMetrics+i)
+		name := fmt.Sprintf("api-%d", i+1)
+		plan.APIs = append(plan.APIs, Process{Name: name, Service: "api",
+			Path: o.Checkout, Args: []string{"api"},
+			Env:     append(clone(checkoutEnv), "HTTP_ADDR="+addr, "METRICS_ADDR="+metrics),
+			Listens: []string{addr, metrics}, Ready: httpOK("http://" + addr + "/readyz")})
+	}
+	plan.HAProxy = Process{Name: "haproxy", Service: "haproxy", Path: o.HAProxy,
+		Args: []string{"-W", "-db", "-f", filepath.Join(o.Dir, haproxyConfig)},
+		Env:  []string{"HAPROXY_BIND=" + loop(pt.LB), "HAPROXY_STATS_BIND=" + loop(pt.Stats)},
+		// Ready once a request through it reaches a replica that is ready.
+		Listens: []string{loop(pt.LB), loop(pt.Stats)}, Ready: httpOK("http://" + loop(pt.LB) + "/readyz")}
+	return plan
+}
+
+// CodecErrorMessage is what the UI shows in place of a payload it may not decode. The UI server's
+// configuration template writes it unquoted into YAML, so it holds no ": ".
+const CodecErrorMessage = "Encrypted. Support and ops sign in to decode"
+
+// DatabaseURL is a database of the cluster's PostgreSQL.
+func DatabaseURL(port int, database string) string {
+	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", PostgresUser, port, database)
+}
+
+func clone(env []string) []string { return append([]string{}, env...) }

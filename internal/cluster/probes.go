@@ -1,0 +1,100 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// listening is ready once addr accepts a connection.
+func listening(addr string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	}
+}
+
+// httpOK is ready once url answers 200.
+func httpOK(url string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s answered %d", url, resp.StatusCode)
+		}
+		return nil
+	}
+}
+
+// frontendReady is ready once the frontend at addr answers its health check.
+func frontendReady(addr string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		c, err := client.DialContext(ctx, client.Options{HostPort: addr, Logger: quietLogger})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_, err = c.CheckHealth(ctx, &client.CheckHealthRequest{})
+		return err
+	}
+}
+
+// Retention is how long the namespace keeps closed workflows' histories.
+const Retention = 72 * time.Hour
+
+// EnsureNamespace registers namespace on the frontend at addr unless it exists, and waits until
+// the frontend serves it (namespaces reach every frontend's cache within seconds).
+func EnsureNamespace(ctx context.Context, addr, namespace string) error {
+	nc, err := client.NewNamespaceClient(client.Options{HostPort: addr, Logger: quietLogger})
+	if err != nil {
+		return fmt.Errorf("temporal at %s: %w", addr, err)
+	}
+	defer nc.Close()
+	err = nc.Register(ctx, &workflowservice.RegisterNamespaceRequest{Namespace: namespace,
+		WorkflowExecutionRetentionPeriod: durationpb.New(Retention)})
+	var exists *serviceerror.NamespaceAlreadyExists
+	if err != nil && !errors.As(err, &exists) {
+		return fmt.Errorf("register namespace %s: %w", namespace, err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, err := nc.Describe(ctx, namespace)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("namespace %s not served after a minute: %w", namespace, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// quietLogger keeps the SDK's dial retries out of the output while the server starts.
+var quietLogger = sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
