@@ -190,7 +190,9 @@ func NewPlan(o Options) Plan {
 		Env: []string{"TEMPORAL_ADDRESS=" + loop(pt.Frontend), "TEMPORAL_UI_PORT=" + strconv.Itoa(pt.UI),
 			"TEMPORAL_CODEC_ENDPOINT=" + public + "/codec", "TEMPORAL_CODEC_INCLUDE_CREDENTIALS=true",
 			"TEMPORAL_CODEC_DEFAULT_ERROR_MESSAGE=" + CodecErrorMessage,
-			"TEMPORAL_CODEC_DEFAULT_ERROR_LINK=" + public + "/codec/session"},
+			"TEMPORAL_CODEC_DEFAULT_ERROR_LINK=" + public + "/codec/session",
+			// Support starts line cancellations from the UI's start form.
+			"TEMPORAL_START_WORKFLOW_DISABLED=false"},
 		Listens: []string{loop(pt.UI)},
 		Ready:   httpOK("http://" + loop(pt.UI) + "/")}
 
