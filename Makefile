@@ -149,6 +149,10 @@ bench-campaign: postgres-binaries $(TEMPORAL_CLI) build ## campaign traffic at 1
 bench-admission: postgres-binaries $(TEMPORAL_CLI) build ## campaign traffic past the knee (200 shoppers, 30 s) with admission control off and on, each audited; writes docs/benchmarks.md (a few minutes)
 	$(GO) run ./internal/tools/benchcampaign -admission
 
+.PHONY: bench-cluster
+bench-cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build ## campaign traffic at 50 shoppers through make cluster's shape beside its own Temporal floor; writes docs/benchmarks.md and docs/bench-cluster.json
+	$(GO) run ./internal/tools/benchcampaign -stack cluster
+
 .PHONY: bench-cost
 bench-cost: postgres-binaries $(TEMPORAL_CLI) build ## Temporal persistence calls and visibility writes per order, scenario by scenario, beside an empty workflow; writes docs/benchmarks.md (BASELINE=path of another build to measure beside it)
 	$(GO) run ./internal/tools/benchcost $(if $(BASELINE),-baseline $(BASELINE))

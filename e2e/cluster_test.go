@@ -6,8 +6,6 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -52,7 +50,8 @@ func startCluster(t *testing.T, bin, dir string, first int, args ...string) *run
 		t.Skip("haproxy is missing, so the cluster was NOT tested: make test installs it (make haproxy)")
 	}
 	if first == 0 {
-		first = freeRange(t, cluster.PortsSpan)
+		first, err = cluster.FreeRange()
+		require.NoError(t, err)
 	}
 	out, err := os.CreateTemp(dir, "cluster-*.out")
 	require.NoError(t, err)
@@ -143,29 +142,6 @@ func (c *runningCluster) replicaStatus(t *testing.T, name string) string {
 	}
 	t.Fatalf("HAProxy does not know %s", name)
 	return ""
-}
-
-// freeRange finds n consecutive free ports below the kernel's ephemeral range, where the other
-// tests' free ports come from.
-func freeRange(t *testing.T, n int) int {
-	t.Helper()
-	for range 200 {
-		first := 20000 + rand.IntN(12000-n)
-		ok := true
-		for p := first; p < first+n && ok; p++ {
-			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-			if err != nil {
-				ok = false
-				continue
-			}
-			l.Close()
-		}
-		if ok {
-			return first
-		}
-	}
-	t.Fatalf("no %d consecutive free ports", n)
-	return 0
 }
 
 // TestCluster_OrdersThroughHAProxy_AReplicaThatDiesLeavesTheRotation: `make cluster`'s shape (the

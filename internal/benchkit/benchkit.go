@@ -1,5 +1,5 @@
-// Package benchkit holds what the benchmark tools under internal/tools share: the dev stack on
-// ports of its own, the Temporal floor (an empty workflow started as an order is), readings of
+// Package benchkit holds what the benchmark tools under internal/tools share: the dev stack (or
+// `make cluster`'s shape) on ports of its own, the Temporal floor (an empty workflow started as an order is), readings of
 // /proc, and the writing of a marked section of docs/benchmarks.md.
 package benchkit
 

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/marketplace/checkout/internal/cluster"
 	"github.com/marketplace/checkout/internal/codec"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/pgserver"
@@ -39,6 +41,10 @@ type Stack struct {
 	// DataConverter is the stack's codec over the SDK's converter: the floor's workflows pay for
 	// encryption as the orders do (the default converter for a build from before the codec).
 	DataConverter converter.DataConverter
+	// Cluster is set for `checkout cluster`: Metrics is then its first worker's /metrics,
+	// TemporalMetrics its frontend's, and TemporalServiceMetrics those of each Temporal service.
+	Cluster                bool
+	TemporalServiceMetrics []string
 }
 
 // StartStack starts `bin/checkout dev` with env added to its environment and waits for /readyz.
@@ -118,6 +124,81 @@ func StartStackOf(ctx context.Context, binary, prefix string, env ...string) (*S
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// StartCluster starts `bin/checkout cluster` (what `make cluster` runs: the Temporal server as four
+// processes, workers and API replicas behind HAProxy) on free ports and a data folder of its own,
+// with args added to its flags, and waits until it runs.
+func StartCluster(ctx context.Context, prefix string, args ...string) (*Stack, error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return nil, err
+	}
+	// The cluster's PostgreSQL runs as another user where the tool runs as root.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, err
+	}
+	first, err := cluster.FreeRange()
+	if err != nil {
+		return nil, err
+	}
+	pt := cluster.PortsFrom(first)
+	loop := func(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+	s := &Stack{Dir: dir, Cluster: true, Base: "http://" + loop(pt.LB), Temporal: loop(pt.Frontend),
+		Metrics:         "http://" + loop(pt.WorkerMetrics) + "/metrics",
+		TemporalMetrics: "http://" + loop(pt.FrontendMetrics) + "/metrics",
+		DatabaseURL:     cluster.DatabaseURL(pt.Postgres, "checkout")}
+	for _, port := range []int{pt.FrontendMetrics, pt.HistoryMetrics, pt.MatchingMetrics, pt.WorkerServiceMetrics} {
+		s.TemporalServiceMetrics = append(s.TemporalServiceMetrics, "http://"+loop(port)+"/metrics")
+	}
+	s.Cmd = exec.CommandContext(ctx, "bin/checkout", append([]string{"cluster", "--ports-from", strconv.Itoa(first),
+		"--dir", dir}, args...)...)
+	s.Cmd.Env = append(os.Environ(), "LOG_LEVEL=warn")
+	out := filepath.Join(dir, "cluster.out")
+	logFile, err := os.Create(out)
+	if err != nil {
+		return nil, err
+	}
+	s.Cmd.Stdout, s.Cmd.Stderr = logFile, logFile
+	s.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGINT}
+	if err := s.Cmd.Start(); err != nil {
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Cmd.Wait() }()
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		said, _ := os.ReadFile(out)
+		if strings.Contains(string(said), "checkout cluster is running") {
+			break
+		}
+		select {
+		case err := <-done:
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("checkout cluster exited while starting (%v):\n%s", err, said)
+		case <-time.After(250 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.Stop()
+			return nil, errors.New("checkout cluster not running after 5 minutes; see " + out)
+		}
+	}
+	secrets, err := config.ClusterSecretsOf(dir)
+	if err == nil {
+		s.Secret = secrets.JWT
+		var key codec.Key
+		if key, err = secrets.Codec(); err == nil {
+			var pc *codec.Codec
+			if pc, err = codec.New(key); err == nil {
+				s.DataConverter = pc.DataConverter()
+			}
+		}
+	}
+	if err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
 }
 
 // Stop interrupts the stack (it stops its children) and removes its data folder.

@@ -8,6 +8,8 @@ package cluster
 import (
 	"cmp"
 	"fmt"
+	"math/rand/v2"
+	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -51,6 +53,27 @@ func PortsFrom(first int) Ports {
 
 // PortsSpan is how many consecutive ports PortsFrom takes.
 const PortsSpan = 17 + 3*MaxReplicas
+
+// FreeRange finds PortsSpan consecutive free ports for PortsFrom, below the kernel's ephemeral
+// range (32768 on), where the free ports other programs ask the kernel for come from.
+func FreeRange() (int, error) {
+	for range 200 {
+		first := 20000 + rand.IntN(32768-20000-PortsSpan)
+		free := true
+		for p := first; p < first+PortsSpan && free; p++ {
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+			if err != nil {
+				free = false
+				continue
+			}
+			l.Close()
+		}
+		if free {
+			return first, nil
+		}
+	}
+	return 0, fmt.Errorf("no %d consecutive free ports between 20000 and 32768", PortsSpan)
+}
 
 // Options describe a cluster.
 type Options struct {

@@ -132,7 +132,7 @@ func admissionRun(ctx context.Context, c admissionConfig, shoppers int, window t
 		return out, err
 	}
 	defer s.Stop()
-	b := &bench{stack: s, metrics: s.TemporalMetrics}
+	b := &bench{stack: s, metrics: []string{s.TemporalMetrics}}
 	if b.procs, err = findProcs(s.Cmd.Process.Pid, s.Dir); err != nil {
 		return out, err
 	}

@@ -12,6 +12,11 @@
 // this tool), what PostgreSQL's backends waited on, and what the dev server's SQLite persistence
 // did. It ends with the invariant audit, writes its section of docs/benchmarks.md and plots
 // throughput and p99 against shoppers into docs/bench-campaign.png.
+//
+// With -stack cluster it measures `checkout cluster` instead (as `make cluster` starts it: HAProxy,
+// API replicas and workers, the Temporal server as four processes on PostgreSQL): the floor against
+// the cluster's frontend and the saga's runs, at 50 shoppers, into a section of its own
+// (cluster.go).
 package main
 
 import (
@@ -64,6 +69,9 @@ func main() {
 	admission := flag.Bool("admission", false, "measure the admission control section instead: one shopper count past the knee "+
 		"(-shoppers, default 200) for -window (default 30s), on a stack with admission control off and on one with it on; "+
 		"-json defaults to docs/bench-admission.json")
+	stack := flag.String("stack", stackDev, "the stack measured: dev (bin/checkout dev, as make run starts it) or cluster "+
+		"(bin/checkout cluster, as make cluster starts it: the floor and the saga's runs, at 50 shoppers unless -shoppers says "+
+		"otherwise, into a section of its own and docs/bench-cluster.json, no plot)")
 	flag.Parse()
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -77,6 +85,18 @@ func main() {
 		if !set["json"] {
 			*jsonOut = "docs/bench-admission.json"
 		}
+	}
+	switch *stack {
+	case stackDev:
+	case stackCluster:
+		if !set["shoppers"] {
+			*shoppers = "50"
+		}
+		if !set["json"] {
+			*jsonOut = "docs/bench-cluster.json"
+		}
+	default:
+		log.Fatalf("--stack %q: dev or cluster", *stack)
 	}
 	log.SetFlags(0)
 	log.SetPrefix("benchcampaign: ")
@@ -114,7 +134,7 @@ func main() {
 			log.Fatalf("--from: %v", err)
 		}
 		*window = time.Duration(res.WindowSeconds * float64(time.Second))
-	} else if res, err = run(ctx, counts, *window); err != nil {
+	} else if res, err = run(ctx, counts, *window, *stack); err != nil {
 		log.Fatal(err)
 	}
 	if *jsonOut != "" && *from == "" {
@@ -123,12 +143,19 @@ func main() {
 			log.Fatal(err)
 		}
 	}
-	if err := drawPlot(*plot, res); err != nil {
-		log.Fatal(err)
+	var section string
+	if res.Stack == stackCluster {
+		section = renderCluster(res, *window)
+		err = benchkit.WriteSection(*out, clusterStartMarker, clusterEndMarker, section)
+	} else {
+		if err := drawPlot(*plot, res); err != nil {
+			log.Fatal(err)
+		}
+		section = render(res, *window, *plot, *out)
+		err = benchkit.WriteSection(*out, startMarker, endMarker, section)
 	}
-	section := render(res, *window, *plot, *out)
 	fmt.Print(section)
-	if err := benchkit.WriteSection(*out, startMarker, endMarker, section); err != nil {
+	if err != nil {
 		log.Fatal(err)
 	}
 	if !res.Audit.OK() {
@@ -167,8 +194,16 @@ type Run struct {
 	Refusals []loadgen.ErrorCount `json:"refusals,omitempty"`
 }
 
+// The stacks measured (-stack).
+const (
+	stackDev     = "dev"
+	stackCluster = "cluster"
+)
+
 // Results are everything one invocation measured.
 type Results struct {
+	// Stack is the stack measured: dev (also for figures from before there was a choice) or cluster.
+	Stack         string       `json:"stack,omitempty"`
 	StartedAt     time.Time    `json:"startedAt"`
 	WindowSeconds float64      `json:"windowSeconds"`
 	CPUs          int          `json:"cpus"`
@@ -195,25 +230,39 @@ type bench struct {
 	stack   *benchkit.Stack
 	procs   procs
 	pg      *pgSampler
-	metrics string // the dev server's /metrics
+	metrics []string // the Temporal server's /metrics (the cluster: one per service)
 	floor   *benchkit.Floor
 	plain   *plain
 }
 
-func run(ctx context.Context, counts []int, window time.Duration) (Results, error) {
-	res := Results{StartedAt: time.Now().UTC(), WindowSeconds: window.Seconds(), CPUs: benchkit.OnlineCPUs(), CPUModel: benchkit.CPUModel(),
-		LoadBefore: benchkit.LoadAverage()}
-	log.Printf("starting the dev stack")
-	s, err := benchkit.StartStack(ctx, "checkout-bench-campaign-", admissionOff...)
+func run(ctx context.Context, counts []int, window time.Duration, stack string) (Results, error) {
+	res := Results{Stack: stack, StartedAt: time.Now().UTC(), WindowSeconds: window.Seconds(), CPUs: benchkit.OnlineCPUs(),
+		CPUModel: benchkit.CPUModel(), LoadBefore: benchkit.LoadAverage()}
+	onCluster := stack == stackCluster
+	var s *benchkit.Stack
+	var err error
+	if onCluster {
+		log.Printf("starting the cluster: the Temporal server as four processes, two workers, two API replicas behind HAProxy")
+		s, err = benchkit.StartCluster(ctx, "checkout-bench-cluster-", "--apis", "2", "--workers", "2")
+	} else {
+		log.Printf("starting the dev stack")
+		s, err = benchkit.StartStack(ctx, "checkout-bench-campaign-", admissionOff...)
+	}
 	if err != nil {
 		return res, err
 	}
 	defer s.Stop()
 	b := &bench{stack: s}
-	if b.procs, err = findProcs(s.Cmd.Process.Pid, s.Dir); err != nil {
+	if onCluster {
+		b.procs, err = findClusterProcs(s.Dir)
+		b.metrics = s.TemporalServiceMetrics
+	} else {
+		b.procs, err = findProcs(s.Cmd.Process.Pid, s.Dir)
+		b.metrics = []string{s.TemporalMetrics}
+	}
+	if err != nil {
 		return res, err
 	}
-	b.metrics = s.TemporalMetrics
 	if b.pg, err = startPGSampler(ctx, s.DatabaseURL, 100*time.Millisecond); err != nil {
 		return res, err
 	}
@@ -226,10 +275,13 @@ func run(ctx context.Context, counts []int, window time.Duration) (Results, erro
 	if err != nil {
 		return res, err
 	}
-	if b.plain, err = startPlain(ctx, s.DatabaseURL, cfg.DBMaxConns, []byte(s.Secret), cfg.HoldTTL); err != nil {
-		return res, err
+	// The plain endpoint is the same on either stack: it is measured beside the dev stack only.
+	if !onCluster {
+		if b.plain, err = startPlain(ctx, s.DatabaseURL, cfg.DBMaxConns, []byte(s.Secret), cfg.HoldTTL); err != nil {
+			return res, err
+		}
+		defer b.plain.close()
 	}
-	defer b.plain.close()
 
 	log.Printf("warming up")
 	if _, err := b.loadRun(ctx, "warm-up", 10, 5*time.Second, loadgen.CampaignMix, ""); err != nil {
@@ -241,7 +293,9 @@ func run(ctx context.Context, counts []int, window time.Duration) (Results, erro
 			func() (Run, error) { return b.floorRun(ctx, n, window) },
 			func() (Run, error) { return b.loadRun(ctx, runCampaign, n, window, loadgen.CampaignMix, "") },
 			func() (Run, error) { return b.loadRun(ctx, runSagaOK, n, window, okMix, "") },
-			func() (Run, error) { return b.loadRun(ctx, runPlainOK, n, window, okMix, b.plain.URL) },
+		}
+		if !onCluster {
+			steps = append(steps, func() (Run, error) { return b.loadRun(ctx, runPlainOK, n, window, okMix, b.plain.URL) })
 		}
 		for i := range steps {
 			r, err := steps[(i+slices.Index(counts, n))%len(steps)]()
@@ -298,7 +352,7 @@ func (s *sampler) mark(i int) {
 	snap, err := s.b.procs.snap()
 	s.err = cmp.Or(s.err, err)
 	s.cpu[i] = snap
-	if s.b.metrics != "" {
+	if len(s.b.metrics) > 0 {
 		if p, err := scrapePersistence(context.Background(), s.b.metrics); err == nil {
 			s.persist[i] = p
 		}

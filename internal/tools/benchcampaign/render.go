@@ -212,10 +212,18 @@ func render(res Results, window time.Duration, plotPath, docPath string) string 
 		}
 	}
 	w("\n%s\n\n", ceiling(res))
+	writeOutcome(&b, res, fmt.Sprintf(" (the plain endpoint's %d unpaid orders cancelled and their stock given back first)", res.PlainSettle))
+	w("%s\n", endMarker)
+	return b.String()
+}
+
+// writeOutcome writes the audit after the runs (first saying what was done before it) and the
+// faults the runs saw.
+func writeOutcome(b *strings.Builder, res Results, before string) {
+	w := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	if res.Audit.OK() {
-		w("Audit after the runs (the plain endpoint's %d unpaid orders cancelled and their stock given back first): "+
-			"**clean**, %d checks over %d inventory rows, %d reservations and %s.\n",
-			res.PlainSettle, len(res.Audit.Checks), res.Audit.InventoryRows, res.Audit.Reservations, orderCounts(res.Audit.Orders))
+		w("Audit after the runs%s: **clean**, %d checks over %d inventory rows, %d reservations and %s.\n",
+			before, len(res.Audit.Checks), res.Audit.InventoryRows, res.Audit.Reservations, orderCounts(res.Audit.Orders))
 	} else {
 		w("Audit after the runs: **%d violations**:\n\n", len(res.Audit.Violations))
 		for i, v := range res.Audit.Violations {
@@ -238,8 +246,6 @@ func render(res Results, window time.Duration, plotPath, docPath string) string 
 	} else {
 		w("\nFaults seen: %s.\n", strings.Join(faults, "; "))
 	}
-	w("%s\n", endMarker)
-	return b.String()
 }
 
 func answers(r Run) string {

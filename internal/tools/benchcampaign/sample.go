@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -16,36 +19,84 @@ import (
 	"github.com/marketplace/checkout/internal/benchkit"
 )
 
-// procs are the processes of the stack under test: `checkout dev` (API and worker in one
-// process), its Temporal dev server and its PostgreSQL cluster (the postmaster and its children).
+// procs are the processes of the stack under test: its checkout processes (`checkout dev`, API
+// and worker in one; or the cluster's API replicas and workers), its Temporal server (the dev
+// server, or the cluster's four services and UI), HAProxy (the cluster's) and its PostgreSQL
+// cluster (the postmaster and its children).
 type procs struct {
-	checkout, temporal, postmaster int
-	cpus                           int
+	checkout, temporal, balancer []int
+	postmaster                   int
+	cpus                         int
 }
 
 // findProcs finds the dev server and the postmaster among the children of `checkout dev`.
 func findProcs(checkoutPID int, dataDir string) (procs, error) {
-	p := procs{checkout: checkoutPID, cpus: benchkit.OnlineCPUs()}
+	p := procs{checkout: []int{checkoutPID}, cpus: benchkit.OnlineCPUs()}
 	var err error
 	if p.postmaster, err = benchkit.PostmasterPID(filepath.Join(dataDir, "pg")); err != nil {
 		return p, fmt.Errorf("postmaster.pid: %w", err)
 	}
 	for _, pid := range benchkit.PIDs() {
 		if st, err := benchkit.ProcTimes(pid); err == nil && st.PPID == checkoutPID && st.Comm == "temporal" {
-			p.temporal = pid
+			p.temporal = append(p.temporal, pid)
 		}
 	}
-	if p.temporal == 0 {
+	if len(p.temporal) == 0 {
 		return p, fmt.Errorf("no temporal process under `checkout dev` (pid %d)", checkoutPID)
+	}
+	return p, nil
+}
+
+// findClusterProcs reads the processes of `checkout cluster` from its processes.json.
+func findClusterProcs(dataDir string) (procs, error) {
+	p := procs{cpus: benchkit.OnlineCPUs()}
+	var err error
+	if p.postmaster, err = benchkit.PostmasterPID(filepath.Join(dataDir, "pg")); err != nil {
+		return p, fmt.Errorf("postmaster.pid: %w", err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dataDir, "processes.json"))
+	if err != nil {
+		return p, err
+	}
+	var state map[string]struct {
+		Pid     int    `json:"pid"`
+		Service string `json:"service"`
+	}
+	if err := json.Unmarshal(raw, &state); err != nil {
+		return p, fmt.Errorf("processes.json: %w", err)
+	}
+	for _, x := range state {
+		switch {
+		case x.Service == "api" || x.Service == "worker":
+			p.checkout = append(p.checkout, x.Pid)
+		case strings.HasPrefix(x.Service, "temporal-"):
+			p.temporal = append(p.temporal, x.Pid)
+		case x.Service == "haproxy":
+			p.balancer = append(p.balancer, x.Pid)
+		}
+	}
+	if len(p.checkout) == 0 || len(p.temporal) == 0 || len(p.balancer) == 0 {
+		return p, errors.New("processes.json: no checkout, Temporal or HAProxy process")
 	}
 	return p, nil
 }
 
 // cpuSnap is one reading of the machine's CPU counters and of each party's share, in jiffies.
 type cpuSnap struct {
-	at                                   time.Time
-	busy, total                          float64 // the whole machine; busy counts time stolen by the hypervisor
-	checkout, temporal, postgres, driver float64
+	at                                             time.Time
+	busy, total                                    float64 // the whole machine; busy counts time stolen by the hypervisor
+	checkout, temporal, balancer, postgres, driver float64
+}
+
+// jiffies is the CPU time of pids.
+func jiffies(pids []int) float64 {
+	var sum float64
+	for _, pid := range pids {
+		if st, err := benchkit.ProcTimes(pid); err == nil {
+			sum += st.UTime + st.STime
+		}
+	}
+	return sum
 }
 
 func (p procs) snap() (cpuSnap, error) {
@@ -54,12 +105,7 @@ func (p procs) snap() (cpuSnap, error) {
 	if s.busy, s.total, err = benchkit.MachineJiffies(); err != nil {
 		return s, err
 	}
-	if st, err := benchkit.ProcTimes(p.checkout); err == nil {
-		s.checkout = st.UTime + st.STime
-	}
-	if st, err := benchkit.ProcTimes(p.temporal); err == nil {
-		s.temporal = st.UTime + st.STime
-	}
+	s.checkout, s.temporal, s.balancer = jiffies(p.checkout), jiffies(p.temporal), jiffies(p.balancer)
 	if j, err := benchkit.TreeJiffies(p.postmaster); err == nil {
 		s.postgres = j
 	}
@@ -73,6 +119,7 @@ func (p procs) snap() (cpuSnap, error) {
 type CPU struct {
 	Checkout float64 `json:"checkoutDevPct"`
 	Temporal float64 `json:"temporalPct"`
+	Balancer float64 `json:"haproxyPct,omitempty"`
 	Postgres float64 `json:"postgresPct"`
 	Driver   float64 `json:"driverPct"`
 	OtherPct float64 `json:"otherPct"`
@@ -89,14 +136,15 @@ func cpuBetween(a, b cpuSnap, cpus int) CPU {
 	}
 	perCPU := total / float64(cpus) // jiffies of one CPU over the window
 	pct := func(x float64) float64 { return 100 * x / perCPU }
-	ours := (b.checkout - a.checkout) + (b.temporal - a.temporal) + (b.postgres - a.postgres) + (b.driver - a.driver)
+	ours := (b.checkout - a.checkout) + (b.temporal - a.temporal) + (b.balancer - a.balancer) + (b.postgres - a.postgres) +
+		(b.driver - a.driver)
 	other := max((b.busy-a.busy)-ours, 0)
-	return CPU{Checkout: pct(b.checkout - a.checkout), Temporal: pct(b.temporal - a.temporal),
+	return CPU{Checkout: pct(b.checkout - a.checkout), Temporal: pct(b.temporal - a.temporal), Balancer: pct(b.balancer - a.balancer),
 		Postgres: pct(b.postgres - a.postgres), Driver: pct(b.driver - a.driver), OtherPct: pct(other),
 		IdlePct: pct(total - (b.busy - a.busy)), Other: other / total, Seconds: b.at.Sub(a.at).Seconds()}
 }
 
-// stackBusy is the stack's CPU (checkout dev, Temporal, PostgreSQL) over d, in percent of one CPU.
+// stackBusy is the stack's CPU (checkout, Temporal, HAProxy, PostgreSQL) over d, in percent of one CPU.
 func (p procs) stackBusy(d time.Duration) float64 {
 	a, err := p.snap()
 	if err != nil {
@@ -108,7 +156,7 @@ func (p procs) stackBusy(d time.Duration) float64 {
 		return 0
 	}
 	c := cpuBetween(a, b, p.cpus)
-	return c.Checkout + c.Temporal + c.Postgres
+	return c.Checkout + c.Temporal + c.Balancer + c.Postgres
 }
 
 // PGWaits summarise pg_stat_activity samples of the stack's database: the mean number of client
@@ -312,10 +360,19 @@ type persistence struct {
 	buckets map[float64]float64
 }
 
-// scrapePersistence reads the persistence metrics of the Temporal dev server.
-func scrapePersistence(ctx context.Context, url string) (persistence, error) {
+// scrapePersistence reads the persistence metrics of the Temporal server, summed over its
+// processes' /metrics (the dev server has one, the cluster one per service).
+func scrapePersistence(ctx context.Context, urls []string) (persistence, error) {
 	p := persistence{at: time.Now(), count: map[string]float64{}, sum: map[string]float64{}, buckets: map[float64]float64{}}
-	err := benchkit.ScrapeMetrics(ctx, url, func(name string, l map[string]string, v float64) {
+	var errs []error
+	for _, url := range urls {
+		errs = append(errs, scrapeInto(ctx, url, &p))
+	}
+	return p, errors.Join(errs...)
+}
+
+func scrapeInto(ctx context.Context, url string, p *persistence) error {
+	return benchkit.ScrapeMetrics(ctx, url, func(name string, l map[string]string, v float64) {
 		op := l["service_name"] + " " + l["operation"]
 		switch name {
 		case "persistence_latency_count":
@@ -332,10 +389,10 @@ func scrapePersistence(ctx context.Context, url string) (persistence, error) {
 			}
 		}
 	})
-	return p, err
 }
 
-// Persistence is what the dev server's persistence layer (SQLite) did during a window.
+// Persistence is what the Temporal server's persistence layer (the dev server's SQLite, the
+// cluster's PostgreSQL) did during a window.
 type Persistence struct {
 	PerSecond float64 `json:"callsPerSecond"`
 	MeanMs    float64 `json:"meanMs"`

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The section of `-stack cluster` in docs/benchmarks.md.
+const (
+	clusterStartMarker = "<!-- cluster-bench:start -->"
+	clusterEndMarker   = "<!-- cluster-bench:end -->"
+)
+
+// devFigures is the dev stack's run of what at n shoppers, from docs/bench-campaign.json (the
+// campaign section's figures), to set beside the cluster's.
+func devFigures(what string, n int) (Run, time.Time, bool) {
+	raw, err := os.ReadFile("docs/bench-campaign.json")
+	if err != nil {
+		return Run{}, time.Time{}, false
+	}
+	var dev Results
+	if json.Unmarshal(raw, &dev) != nil || dev.Stack == stackCluster {
+		return Run{}, time.Time{}, false
+	}
+	r, ok := dev.find(what, n)
+	return r, dev.StartedAt, ok
+}
+
+// renderCluster writes the cluster's section of docs/benchmarks.md.
+func renderCluster(res Results, window time.Duration) string {
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	counts := res.counts()
+	list := make([]string, len(counts))
+	for i, n := range counts {
+		list[i] = strconv.Itoa(n)
+	}
+	w("%s\n## Campaign traffic through `make cluster`'s shape, beside its own floor\n\n", clusterStartMarker)
+	w("Written by `make bench-cluster` (internal/tools/benchcampaign with `-stack cluster`); running it again replaces this section.\n\n")
+	w("- Command: `make bench-cluster` (`go run ./internal/tools/benchcampaign -stack cluster -shoppers %s -window %s`), measured %s.\n",
+		strings.Join(list, ","), window, res.StartedAt.Format("2006-01-02 15:04 UTC"))
+	w("- Machine: %d CPUs (%s), %s; 1-minute load average %.2f when the run began and %.2f when it ended. "+
+		"The cluster's processes, the load generator and the floor's worker share the machine's CPUs.\n",
+		res.CPUs, res.CPUModel, runtime.Version(), res.LoadBefore, res.LoadAfter)
+	w("- Stack: `bin/checkout cluster` as `make cluster` starts it, on ports of its own: one private PostgreSQL " +
+		"cluster (durable commits) with the product's database and Temporal's two; the Temporal server 1.29.1 as four " +
+		"processes (frontend, history, matching, worker) with 16 history shards, the product's dynamic config and the " +
+		"server's defaults otherwise (four partitions per task queue); two workers and two API replicas, HAProxy in " +
+		"front of them. The shoppers reach the API through HAProxy.\n")
+	w("- The runs are those of the campaign section above: **saga, campaign mix** and **saga, all tok_ok** are " +
+		"`checkout loadgen` shoppers; the **floor** is empty workflows started as the API starts an order " +
+		"(Update-with-Start, waiting for the update's answer) against the cluster's frontend, their worker in this tool.\n\n")
+
+	w("| run | shoppers | per second | POST /orders (floor: update answer) p50 / p99 ms | ÷ floor, per second | answers |\n")
+	w("|---|---:|---:|---:|---:|---|\n")
+	for _, n := range counts {
+		f, _ := res.find(runFloor, n)
+		for _, s := range series {
+			r, ok := res.find(s.what, n)
+			if !ok {
+				continue
+			}
+			w("| %s | %d | %.1f | %.0f / %.0f | %s | %s |\n", s.label, n, r.PerSecond, r.P50Ms, r.P99Ms,
+				ratio(r.PerSecond, f.PerSecond), answers(r))
+		}
+		for _, what := range []string{runFloor, runCampaign} {
+			if r, at, ok := devFigures(what, n); ok {
+				w("| dev stack (`make run`), %s, measured %s | %d | %.1f | %.0f / %.0f | | |\n", labelOf(what),
+					at.Format("2006-01-02"), n, r.PerSecond, r.P50Ms, r.P99Ms)
+			}
+		}
+	}
+
+	w("\nWhere the time went, per run (CPU in %% of one CPU, the machine has %d × 100 %%; PostgreSQL: mean client "+
+		"backends running a statement, of them waiting on a heavyweight lock, and inside a transaction waiting for "+
+		"their client; Temporal persistence: the four services' calls to PostgreSQL per second, their mean latency and "+
+		"how many were under way on average, and the operation that took most of their time):\n\n", res.CPUs)
+	w("| run | shoppers | checkout (API replicas and workers) %% | Temporal (four services, UI) %% | HAProxy %% | PostgreSQL %% | this tool %% | other %% | idle %% | PG active / lock / idle in tx | Temporal persistence calls/s, mean ms, in flight | its heaviest operation |\n")
+	w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, n := range counts {
+		for _, s := range series {
+			r, ok := res.find(s.what, n)
+			if !ok {
+				continue
+			}
+			c, pg := r.Window.CPU, r.Window.PG
+			calls, top := "–", "–"
+			if p := r.Window.Persistence; p != nil {
+				calls = fmt.Sprintf("%.0f, %.1f, %.2f", p.PerSecond, p.MeanMs, p.InFlight)
+				if len(p.TopOps) > 0 {
+					top = fmt.Sprintf("%s (%.0f %% of the time)", p.TopOps[0].Op, 100*p.TopOps[0].Share)
+				}
+			}
+			w("| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f / %.2f / %.2f | %s | %s |\n", s.label, n,
+				c.Checkout, c.Temporal, c.Balancer, c.Postgres, c.Driver, c.OtherPct, c.IdlePct, pg.Active, pg.Lock, pg.IdleInTx,
+				calls, top)
+		}
+	}
+	w("\n%s\n\n", clusterReading(res))
+	writeOutcome(&b, res, "")
+	w("%s\n", clusterEndMarker)
+	return b.String()
+}
+
+func labelOf(what string) string {
+	for _, s := range series {
+		if s.what == what {
+			return s.label
+		}
+	}
+	return what
+}
+
+// clusterReading says, from the figures, where the campaign run at the highest count spent its
+// CPU and what an order cost Temporal's persistence beside an empty workflow.
+func clusterReading(res Results) string {
+	counts := res.counts()
+	if len(counts) == 0 {
+		return ""
+	}
+	n := counts[len(counts)-1]
+	c, ok := res.find(runCampaign, n)
+	if !ok {
+		return ""
+	}
+	cpu := c.Window.CPU
+	parts := []struct {
+		name string
+		pct  float64
+	}{{"the checkout's API replicas and workers", cpu.Checkout}, {"the Temporal server", cpu.Temporal},
+		{"PostgreSQL", cpu.Postgres}, {"the load generator", cpu.Driver}, {"HAProxy", cpu.Balancer}}
+	sort.Slice(parts, func(i, j int) bool { return parts[i].pct > parts[j].pct })
+	var b strings.Builder
+	saturated := "not saturated"
+	if cpu.IdlePct < 10*float64(res.CPUs) {
+		saturated = "saturated"
+	}
+	fmt.Fprintf(&b, "Read from the campaign run at %d shoppers: the CPUs were %s (%.0f %% idle of %d × 100 %%); ", n,
+		saturated, cpu.IdlePct, res.CPUs)
+	fmt.Fprintf(&b, "the largest share went to %s (%.0f %%), then %s (%.0f %%) and %s (%.0f %%); HAProxy took %.0f %%. ",
+		parts[0].name, parts[0].pct, parts[1].name, parts[1].pct, parts[2].name, parts[2].pct, cpu.Balancer)
+	if f, ok := res.find(runFloor, n); ok {
+		cp, fp := c.Window.Persistence, f.Window.Persistence
+		if cp != nil && fp != nil && c.Placed > 0 && f.Created > 0 {
+			fmt.Fprintf(&b, "Per order placed the Temporal server made %.0f persistence calls to PostgreSQL, against %.0f "+
+				"per empty workflow of the floor. ", cp.PerSecond*c.Seconds/float64(c.Placed), fp.PerSecond*f.Seconds/float64(f.Created))
+		}
+	}
+	pg := c.Window.PG
+	fmt.Fprintf(&b, "PostgreSQL, which here serves both the checkout and Temporal, had %.2f backends running a statement "+
+		"and %.2f waiting on a lock on average.", pg.Active, pg.Lock)
+	if cpu.Other > 0.15 {
+		fmt.Fprintf(&b, " Processes outside the benchmark took %.0f %% of the machine during this run (the load average "+
+			"went from %.1f to %.1f): the figures are what the cluster kept for itself on a shared machine, below what it "+
+			"does on a quiet one, and the dev stack's figures beside them were measured at another time.",
+			100*cpu.Other, res.LoadBefore, res.LoadAfter)
+	}
+	return b.String()
+}
