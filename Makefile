@@ -199,42 +199,33 @@ $(STATICCHECK):
 $(WORKFLOWCHECK):
 	GOBIN=$(BIN) $(GO) install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION)
 
-# HAProxy, the load balancer of `make cluster`: installed with apt-get when missing and root.
+# $(call install-package,name,Debian package,message when it cannot): installs a missing
+# distribution package with apt-get when root.
+comma := ,
+define install-package
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing $(1) with apt-get"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(2) >/dev/null; \
+	else \
+		echo "$(3)"; \
+		exit 1; \
+	fi
+endef
+
+# HAProxy, the load balancer of `make cluster`.
 .PHONY: haproxy
 haproxy:
-	@if command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ]; then \
-		exit 0; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		echo "installing HAProxy with apt-get"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends haproxy >/dev/null; \
-	else \
-		echo "HAProxy is missing: install your distribution's haproxy package"; \
-		exit 1; \
-	fi
+	@command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || { \
+		$(call install-package,HAProxy,haproxy,HAProxy is missing: install your distribution's haproxy package); }
 
-# PostgreSQL server binaries (initdb, postgres): installed with apt-get when missing and root.
+# PostgreSQL server binaries (initdb, postgres).
 .PHONY: postgres-binaries
 postgres-binaries:
-	@if command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || [ -n "$$PG_BINDIR" ]; then \
-		exit 0; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		echo "installing PostgreSQL server binaries with apt-get"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null; \
-	else \
-		echo "PostgreSQL server binaries (initdb, postgres) are missing: install your distribution's postgresql package, or set PG_BINDIR"; \
-		exit 1; \
-	fi
+	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || [ -n "$$PG_BINDIR" ] || { \
+		$(call install-package,PostgreSQL server binaries,postgresql,PostgreSQL server binaries (initdb$(comma) postgres) are missing: install your distribution's postgresql package$(comma) or set PG_BINDIR); }
 
-# Prometheus and promtool (the dev stack's Prometheus, the rules' tests): Debian's package,
-# installed with apt-get when missing and root.
+# Prometheus and promtool (the dev stack's Prometheus, the rules' tests): Debian's package.
 .PHONY: prometheus-binaries
 prometheus-binaries:
-	@if command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; then \
-		exit 0; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		echo "installing Prometheus with apt-get"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
-	else \
-		echo "prometheus and promtool are missing: install your distribution's prometheus package"; \
-		exit 1; \
-	fi
+	@{ command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; } || { \
+		$(call install-package,Prometheus,prometheus,prometheus and promtool are missing: install your distribution's prometheus package); }

@@ -81,13 +81,7 @@ func StartStackOf(ctx context.Context, binary, prefix string, env ...string) (*S
 		"TEMPORAL_PORT="+strconv.Itoa(tport), "TEMPORAL_UI_PORT="+strconv.Itoa(uiPort),
 		"TEMPORAL_METRICS_PORT="+strconv.Itoa(metricsPort), "LOG_LEVEL=warn")
 	s.Cmd.Env = append(s.Cmd.Env, env...)
-	logFile, err := os.Create(filepath.Join(dir, "dev.log"))
-	if err != nil {
-		return nil, err
-	}
-	s.Cmd.Stdout, s.Cmd.Stderr = logFile, logFile
-	s.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGINT}
-	if err := s.Cmd.Start(); err != nil {
+	if err := startLogged(s.Cmd, filepath.Join(dir, "dev.log")); err != nil {
 		return nil, err
 	}
 	hc := &http.Client{Timeout: 5 * time.Second}
@@ -155,13 +149,7 @@ func StartCluster(ctx context.Context, prefix string, args ...string) (*Stack, e
 		"--dir", dir}, args...)...)
 	s.Cmd.Env = append(os.Environ(), "LOG_LEVEL=warn")
 	out := filepath.Join(dir, "cluster.out")
-	logFile, err := os.Create(out)
-	if err != nil {
-		return nil, err
-	}
-	s.Cmd.Stdout, s.Cmd.Stderr = logFile, logFile
-	s.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGINT}
-	if err := s.Cmd.Start(); err != nil {
+	if err := startLogged(s.Cmd, out); err != nil {
 		return nil, err
 	}
 	done := make(chan error, 1)
@@ -199,6 +187,19 @@ func StartCluster(ctx context.Context, prefix string, args ...string) (*Stack, e
 		return nil, err
 	}
 	return s, nil
+}
+
+// startLogged starts cmd with its output in the file log; it is interrupted (and stops its
+// children) when this process dies.
+func startLogged(cmd *exec.Cmd, log string) error {
+	f, err := os.Create(log)
+	if err != nil {
+		return err
+	}
+	defer f.Close() // the child has its own copy
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGINT}
+	return cmd.Start()
 }
 
 // Stop interrupts the stack (it stops its children) and removes its data folder.

@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -37,17 +35,10 @@ func renderCluster(res Results, window time.Duration) string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	counts := res.counts()
-	list := make([]string, len(counts))
-	for i, n := range counts {
-		list[i] = strconv.Itoa(n)
-	}
 	w("%s\n## Campaign traffic through `make cluster`'s shape, beside its own floor\n\n", clusterStartMarker)
 	w("Written by `make bench-cluster` (internal/tools/benchcampaign with `-stack cluster`); running it again replaces this section.\n\n")
-	w("- Command: `make bench-cluster` (`go run ./internal/tools/benchcampaign -stack cluster -shoppers %s -window %s`), measured %s.\n",
-		strings.Join(list, ","), window, res.StartedAt.Format("2006-01-02 15:04 UTC"))
-	w("- Machine: %d CPUs (%s), %s; 1-minute load average %.2f when the run began and %.2f when it ended. "+
-		"The cluster's processes, the load generator and the floor's worker share the machine's CPUs.\n",
-		res.CPUs, res.CPUModel, runtime.Version(), res.LoadBefore, res.LoadAfter)
+	w("%s", commandAndMachine(res, window, "make bench-cluster", "-stack cluster ",
+		"The cluster's processes, the load generator and the floor's worker"))
 	w("- Stack: `bin/checkout cluster` as `make cluster` starts it, on ports of its own: one private PostgreSQL " +
 		"cluster (durable commits) with the product's database and Temporal's two; the Temporal server 1.29.1 as four " +
 		"processes (frontend, history, matching, worker) with 16 history shards, the product's dynamic config and the " +
@@ -83,25 +74,9 @@ func renderCluster(res Results, window time.Duration) string {
 		"how many were under way on average, and the operation that took most of their time):\n\n", res.CPUs)
 	w("| run | shoppers | checkout (API replicas and workers) %% | Temporal (four services, UI) %% | HAProxy %% | PostgreSQL %% | this tool %% | other %% | idle %% | PG active / lock / idle in tx | Temporal persistence calls/s, mean ms, in flight | its heaviest operation |\n")
 	w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
-	for _, n := range counts {
-		for _, s := range series {
-			r, ok := res.find(s.what, n)
-			if !ok {
-				continue
-			}
-			c, pg := r.Window.CPU, r.Window.PG
-			calls, top := "–", "–"
-			if p := r.Window.Persistence; p != nil {
-				calls = fmt.Sprintf("%.0f, %.1f, %.2f", p.PerSecond, p.MeanMs, p.InFlight)
-				if len(p.TopOps) > 0 {
-					top = fmt.Sprintf("%s (%.0f %% of the time)", p.TopOps[0].Op, 100*p.TopOps[0].Share)
-				}
-			}
-			w("| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f / %.2f / %.2f | %s | %s |\n", s.label, n,
-				c.Checkout, c.Temporal, c.Balancer, c.Postgres, c.Driver, c.OtherPct, c.IdlePct, pg.Active, pg.Lock, pg.IdleInTx,
-				calls, top)
-		}
-	}
+	writeWindows(&b, res, func(c CPU) []float64 {
+		return []float64{c.Checkout, c.Temporal, c.Balancer, c.Postgres, c.Driver, c.OtherPct, c.IdlePct}
+	})
 	w("\n%s\n\n", clusterReading(res))
 	writeOutcome(&b, res, "")
 	w("%s\n", clusterEndMarker)
@@ -120,12 +95,7 @@ func labelOf(what string) string {
 // clusterReading says, from the figures, where the campaign run at the highest count spent its
 // CPU and what an order cost Temporal's persistence beside an empty workflow.
 func clusterReading(res Results) string {
-	counts := res.counts()
-	if len(counts) == 0 {
-		return ""
-	}
-	n := counts[len(counts)-1]
-	c, ok := res.find(runCampaign, n)
+	n, c, ok := res.highestCampaign()
 	if !ok {
 		return ""
 	}

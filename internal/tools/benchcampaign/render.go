@@ -133,17 +133,9 @@ func render(res Results, window time.Duration, plotPath, docPath string) string 
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	counts := res.counts()
-	list := make([]string, len(counts))
-	for i, n := range counts {
-		list[i] = strconv.Itoa(n)
-	}
 	w("%s\n## Campaign traffic through the whole stack, beside the Temporal floor and a plain checkout\n\n", startMarker)
 	w("Written by `make bench-campaign` (internal/tools/benchcampaign); running it again replaces this section and the plot.\n\n")
-	w("- Command: `make bench-campaign` (`go run ./internal/tools/benchcampaign -shoppers %s -window %s`), measured %s.\n",
-		strings.Join(list, ","), window, res.StartedAt.Format("2006-01-02 15:04 UTC"))
-	w("- Machine: %d CPUs (%s), %s; 1-minute load average %.2f when the run began and %.2f when it ended. "+
-		"The stack, the load generator and the plain endpoint share the machine's CPUs.\n",
-		res.CPUs, res.CPUModel, runtime.Version(), res.LoadBefore, res.LoadAfter)
+	w("%s", commandAndMachine(res, window, "make bench-campaign", "", "The stack, the load generator and the plain endpoint"))
 	w("- Stack: `bin/checkout dev` as `make run` starts it (API and worker in one process, the Temporal dev server with " +
 		"SQLite in WAL mode and eager activities, one private PostgreSQL cluster with durable commits), default settings " +
 		"but admission control off (`ORDERS_MAX_IN_FLIGHT=0 ORDERS_ADMIT_MAX_LATENCY=0`: these runs look for the knee; " +
@@ -193,28 +185,52 @@ func render(res Results, window time.Duration, plotPath, docPath string) string 
 		"under way on average, and the operation that took most of their time):\n\n", res.CPUs)
 	w("| run | shoppers | checkout dev %% | Temporal %% | PostgreSQL %% | this tool (load generator, floor client, plain endpoint) %% | other %% | idle %% | PG active / lock / idle in tx | SQLite calls/s, mean ms, in flight | SQLite's heaviest operation |\n")
 	w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
-	for _, n := range counts {
+	writeWindows(&b, res, func(c CPU) []float64 {
+		return []float64{c.Checkout, c.Temporal, c.Postgres, c.Driver, c.OtherPct, c.IdlePct}
+	})
+	w("\n%s\n\n", ceiling(res))
+	writeOutcome(&b, res, fmt.Sprintf(" (the plain endpoint's %d unpaid orders cancelled and their stock given back first)", res.PlainSettle))
+	w("%s\n", endMarker)
+	return b.String()
+}
+
+// commandAndMachine are a section's first two items: the command that measured it (flags are
+// the tool's flags before -shoppers) and the machine, which who shares.
+func commandAndMachine(res Results, window time.Duration, target, flags, who string) string {
+	list := make([]string, 0, len(res.counts()))
+	for _, n := range res.counts() {
+		list = append(list, strconv.Itoa(n))
+	}
+	return fmt.Sprintf("- Command: `%s` (`go run ./internal/tools/benchcampaign %s-shoppers %s -window %s`), measured %s.\n"+
+		"- Machine: %d CPUs (%s), %s; 1-minute load average %.2f when the run began and %.2f when it ended. "+
+		"%s share the machine's CPUs.\n", target, flags, strings.Join(list, ","), window,
+		res.StartedAt.Format("2006-01-02 15:04 UTC"), res.CPUs, res.CPUModel, runtime.Version(), res.LoadBefore, res.LoadAfter, who)
+}
+
+// writeWindows writes a row per run of what its window saw: the CPU figures cpu picks, then
+// PostgreSQL's backends and the Temporal server's persistence.
+func writeWindows(b *strings.Builder, res Results, cpu func(CPU) []float64) {
+	for _, n := range res.counts() {
 		for _, s := range series {
 			r, ok := res.find(s.what, n)
 			if !ok {
 				continue
 			}
-			c, pg := r.Window.CPU, r.Window.PG
-			sq, top := "–", "–"
+			calls, top := "–", "–"
 			if p := r.Window.Persistence; p != nil {
-				sq = fmt.Sprintf("%.0f, %.1f, %.2f", p.PerSecond, p.MeanMs, p.InFlight)
+				calls = fmt.Sprintf("%.0f, %.1f, %.2f", p.PerSecond, p.MeanMs, p.InFlight)
 				if len(p.TopOps) > 0 {
 					top = fmt.Sprintf("%s (%.0f %% of the time)", p.TopOps[0].Op, 100*p.TopOps[0].Share)
 				}
 			}
-			w("| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f / %.2f / %.2f | %s | %s |\n", s.label, n,
-				c.Checkout, c.Temporal, c.Postgres, c.Driver, c.OtherPct, c.IdlePct, pg.Active, pg.Lock, pg.IdleInTx, sq, top)
+			fmt.Fprintf(b, "| %s | %d |", s.label, n)
+			for _, v := range cpu(r.Window.CPU) {
+				fmt.Fprintf(b, " %.0f |", v)
+			}
+			pg := r.Window.PG
+			fmt.Fprintf(b, " %.2f / %.2f / %.2f | %s | %s |\n", pg.Active, pg.Lock, pg.IdleInTx, calls, top)
 		}
 	}
-	w("\n%s\n\n", ceiling(res))
-	writeOutcome(&b, res, fmt.Sprintf(" (the plain endpoint's %d unpaid orders cancelled and their stock given back first)", res.PlainSettle))
-	w("%s\n", endMarker)
-	return b.String()
 }
 
 // writeOutcome writes the audit after the runs (first saying what was done before it) and the
@@ -278,14 +294,20 @@ func joinCounts(m map[string]int64) string {
 	return strings.Join(parts, ", ")
 }
 
-// ceiling says, from the figures, where the campaign run at the highest count met its limit.
-func ceiling(res Results) string {
-	counts := res.counts()
+// highestCampaign is the campaign run at the highest shopper count.
+func (r Results) highestCampaign() (int, Run, bool) {
+	counts := r.counts()
 	if len(counts) == 0 {
-		return ""
+		return 0, Run{}, false
 	}
 	n := counts[len(counts)-1]
-	c, ok := res.find(runCampaign, n)
+	c, ok := r.find(runCampaign, n)
+	return n, c, ok
+}
+
+// ceiling says, from the figures, where the campaign run at the highest count met its limit.
+func ceiling(res Results) string {
+	n, c, ok := res.highestCampaign()
 	if !ok {
 		return ""
 	}
