@@ -148,9 +148,10 @@ func (c *runningCluster) replicaStatus(t *testing.T, name string) string {
 // Temporal server as four processes on PostgreSQL, its UI, one worker, two API replicas behind
 // HAProxy) takes an order through HAProxy to CONFIRMED; with one replica killed, requests still
 // succeed, HAProxy takes it out of the rotation and the supervisor starts it again; Ctrl-C stops
-// every process; a second run on the same folder keeps the orders.
+// every process; a second run on the same folder keeps the orders. Not parallel: its dozen
+// processes would take the CPU the load tests of this package measure their throughput on, so it
+// runs before them, alone.
 func TestCluster_OrdersThroughHAProxy_AReplicaThatDiesLeavesTheRotation(t *testing.T) {
-	t.Parallel()
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	c := startCluster(t, bin, dir, 0, "--apis", "2", "--workers", "1", "--history-shards", "4")
