@@ -165,7 +165,7 @@ func (s *Supervisor) Stop() {
 	_ = os.Remove(filepath.Join(s.Dir, "processes.json"))
 }
 
-// Pid is the process id of the named process's current run (0 when it is not running).
+// Pid is the process id of the named process's latest run (0 when it never started).
 func (s *Supervisor) Pid(name string) int {
 	if p := s.find(name); p != nil {
 		p.mu.Lock()
