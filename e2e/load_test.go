@@ -15,9 +15,10 @@ import (
 // TestLoad_ShortCampaign_AuditorFindsNothing drives the whole product with the load generator for
 // 15 seconds — a few hundred orders from new shoppers, a hot SKU that runs out between the
 // seller's deliveries, 3-D Secure approvals and declines, declined cards, cancels, provider
-// timeouts, keys sent twice, and holds left to expire (HOLD_TTL 5s) — waits for the abandoned
-// holds to expire, checks that the seller's deliveries put no sold unit back on sale, and runs the
-// invariant auditor over the database and Temporal.
+// timeouts, keys sent twice, and holds left to expire (HOLD_TTL 5s), a campaign price on the hot
+// SKU and a coupon on a third of the orders — waits for the abandoned holds to expire, checks that
+// the seller's deliveries put no sold unit back on sale, and runs the invariant auditor (its coupon
+// invariants among them) over the database and Temporal.
 func TestLoad_ShortCampaign_AuditorFindsNothing(t *testing.T) {
 	t.Parallel()
 	hold := 5 * time.Second
@@ -25,7 +26,7 @@ func TestLoad_ShortCampaign_AuditorFindsNothing(t *testing.T) {
 	rep, err := loadgen.Run(s.ctx, loadgen.Config{BaseURL: s.base, MetricsURL: s.metrics, JWTSecret: s.cfg.JWTSecret,
 		Shoppers: 12, Duration: 15 * time.Second, Orders: 600,
 		CatalogSize: 40, Stock: 200, HotSKUs: []string{"LG-HOT-1"}, HotShare: 0.3, HotStock: 20,
-		RepeatShare: 0.1, RestockLead: time.Second, HoldTTL: hold, WaitAbandoned: true, Settle: 10 * time.Second})
+		CampaignHot: 20, CouponShare: 0.3, RepeatShare: 0.1, RestockLead: time.Second, HoldTTL: hold, WaitAbandoned: true, Settle: 10 * time.Second})
 	require.NoError(t, err)
 	var out strings.Builder
 	require.NoError(t, rep.WriteText(&out))
@@ -33,6 +34,16 @@ func TestLoad_ShortCampaign_AuditorFindsNothing(t *testing.T) {
 	require.GreaterOrEqual(t, rep.Orders, int64(100), "a few hundred orders")
 	require.Positive(t, rep.HotOrders, "hot SKUs ordered")
 	require.Empty(t, rep.Mismatches, "a repeated key answers the same")
+	require.Positive(t, rep.CouponOrders, "orders placed with the coupon")
+	// The coupon followed its orders: held or spent by the open and confirmed ones, given back by
+	// the others; and the campaign priced the hot SKU's lines.
+	var spent, hotCampaign int64
+	require.NoError(t, s.pool.QueryRow(s.ctx, `SELECT count(*) FROM coupon_redemptions r JOIN coupons c ON c.id = r.coupon_id
+		WHERE c.code = $1 AND r.status = 'CONFIRMED'`, rep.Coupon).Scan(&spent))
+	assert.Positive(t, spent, "confirmed orders spent the coupon")
+	require.NoError(t, s.pool.QueryRow(s.ctx, `SELECT count(*) FROM order_items i JOIN skus k ON k.id = i.sku_id
+		WHERE k.code = 'LG-HOT-1' AND cardinality(i.campaign_ids) > 0`).Scan(&hotCampaign))
+	assert.Positive(t, hotCampaign, "hot SKU lines priced by the campaign")
 	// The seller's deliveries, counted without hearing of the sales, never put a sold unit back on
 	// sale: on the shelf plus sold is what it delivered in all, its last count.
 	var resold int

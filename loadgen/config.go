@@ -140,6 +140,12 @@ type Config struct {
 	HotSKUs  []string
 	HotShare float64
 	HotStock int
+	// CampaignHot, when above 0, is a campaign of that percentage off on the hot SKUs, started
+	// through the ops API at setup and ended when the load phase ends.
+	CampaignHot float64
+	// CouponShare of the orders are previewed and placed with the run's coupon (made through the
+	// ops API at setup: a percentage off with a cap, redemptions enough for every order).
+	CouponShare float64
 	// Lines is the mean number of lines per order (at least 1).
 	Lines float64
 	// Mix is the payment mix.
@@ -286,6 +292,12 @@ func (c Config) Validate() error {
 	if c.HotShare < 0 || c.HotShare > 1 || (c.HotShare > 0 && len(c.HotSKUs) == 0) {
 		errs = append(errs, fmt.Errorf("hot share %g: between 0 and 1, with at least one hot SKU", c.HotShare))
 	}
+	if c.CampaignHot < 0 || c.CampaignHot >= 100 || (c.CampaignHot > 0 && len(c.HotSKUs) == 0) {
+		errs = append(errs, fmt.Errorf("campaign on the hot SKUs %g%%: between 0 (none) and 100, with at least one hot SKU", c.CampaignHot))
+	}
+	if c.CouponShare < 0 || c.CouponShare > 1 {
+		errs = append(errs, fmt.Errorf("coupon share %g: between 0 and 1", c.CouponShare))
+	}
 	if c.Stock < 1 || c.HotStock < 1 {
 		errs = append(errs, errors.New("stock and hot stock: at least 1 unit"))
 	}
@@ -319,6 +331,26 @@ func CheckLoopback(raw string) error {
 		return nil
 	}
 	return fmt.Errorf("refusing %q: the load generator only drives a stack on this machine (localhost, 127.0.0.0/8, ::1)", raw)
+}
+
+// DefaultCampaignHot is the campaign on the hot SKUs (percent off) that --campaign-hot=true starts.
+const DefaultCampaignHot = 20.0
+
+// ParseCampaignHot reads --campaign-hot: a bool (true: DefaultCampaignHot percent off), or a
+// percentage such as "15" or "15%" (0: none).
+func ParseCampaignHot(s string) (float64, error) {
+	s = strings.TrimSpace(s)
+	if b, err := strconv.ParseBool(s); err == nil {
+		if b {
+			return DefaultCampaignHot, nil
+		}
+		return 0, nil
+	}
+	f, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
+	if err != nil || f < 0 || f >= 100 {
+		return 0, fmt.Errorf("campaign on the hot SKUs %q: true, false, or a percentage off below 100", s)
+	}
+	return f, nil
 }
 
 // hotCodes returns the hot SKU codes sorted, without duplicates.

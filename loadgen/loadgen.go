@@ -36,10 +36,13 @@ type gen struct {
 	rec    *recorder
 	cat    *catalog
 	keeper *keeper
+	promo  promotions
 
 	next     atomic.Int64
 	placedN  atomic.Int64
 	hotN     atomic.Int64
+	couponN  atomic.Int64
+	coupons  tally // previews with the coupon, by what they said of it
 	linesN   atomic.Int64
 	repeats  atomic.Int64
 	answers  tally
@@ -83,6 +86,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err != nil {
 		return Report{}, fmt.Errorf("setting up the catalog: %w", err)
 	}
+	if err := g.setupPromotions(ctx); err != nil {
+		return Report{}, fmt.Errorf("setting up the coupon and the campaign: %w", err)
+	}
 	// The keeper's later counts are stamped just after the starting ones: no sale may come first.
 	time.Sleep(stampSpan)
 
@@ -113,6 +119,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	wg.Wait()
 	loadSeconds := time.Since(start).Seconds()
+	campaignErr := g.endCampaign(context.WithoutCancel(ctx))
 	if cfg.OnPhase != nil {
 		cfg.OnPhase(PhaseSettle)
 	}
@@ -128,6 +135,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	if err := g.settle(ctx); err != nil {
 		return g.report(start, loadSeconds, shortfalls), err
+	}
+	if campaignErr != nil {
+		return g.report(start, loadSeconds, shortfalls), fmt.Errorf("ending the campaign on the hot SKUs: %w", campaignErr)
 	}
 	return g.report(start, loadSeconds, shortfalls), nil
 }
@@ -280,8 +290,17 @@ func (g *gen) shop(ctx context.Context, rnd *rand.Rand, zipf *rand.Zipf, n int64
 		g.stopped.add(failure("cart view", a, err))
 		return
 	}
+	// A shopper previewing with the coupon orders with it: the priceVersion names it.
+	coupon := ""
+	if g.promo.coupon != "" && rnd.Float64() < g.cfg.CouponShare {
+		coupon = g.promo.coupon
+	}
+	previewBody := map[string]any{}
+	if coupon != "" {
+		previewBody["couponCode"] = coupon
+	}
 	a, err = g.load.send(ctx, request{endpoint: epPreview, method: http.MethodPost, url: "/api/v1/checkout/preview", token: tok,
-		json: map[string]any{}})
+		json: previewBody})
 	if !ok(a, err, http.StatusOK) {
 		g.stopped.add(failure("preview", a, err))
 		return
@@ -293,8 +312,22 @@ func (g *gen) shop(ctx context.Context, rnd *rand.Rand, zipf *rand.Zipf, n int64
 			// Available is absent while ops have the preview's stock warnings switched off.
 			Available *int32 `json:"available"`
 		} `json:"items"`
+		Coupon *struct {
+			Applies bool   `json:"applies"`
+			Reason  string `json:"reason"`
+		} `json:"coupon"`
 	}
 	_ = a.decode(&pv)
+	if coupon != "" {
+		switch {
+		case pv.Coupon == nil:
+			g.coupons.add("not shown")
+		case pv.Coupon.Applies:
+			g.coupons.add("applies")
+		default:
+			g.coupons.add(pv.Coupon.Reason)
+		}
+	}
 	for _, it := range pv.Items {
 		if s := g.cat.byID[it.SKUID]; s != nil && it.Available != nil && *it.Available <= s.lowWater {
 			g.keeper.low(s)
@@ -305,6 +338,10 @@ func (g *gen) shop(ctx context.Context, rnd *rand.Rand, zipf *rand.Zipf, n int64
 	key := "lg-" + g.cfg.RunID + "-" + strconv.FormatInt(n, 10)
 	body := map[string]any{"priceVersion": pv.PriceVersion, "addressId": addr.AddressID,
 		"paymentMethodToken": paymentToken(scenario)}
+	if coupon != "" {
+		body["couponCode"] = coupon
+		g.couponN.Add(1)
+	}
 	g.placedN.Add(1)
 	g.linesN.Add(int64(len(lines)))
 	if lines[0].s.hot {

@@ -135,3 +135,49 @@ func TestRecorder_BusyRefusalsApartFromTheOrdersLetIn(t *testing.T) {
 	assert.Empty(t, sameAnswer(answer{status: 503, code: codeBusy}, nil, answer{status: 201}, nil),
 		"a refusal is no answer of the key's to compare")
 }
+
+func TestParseCampaignHot_BoolOrPercent(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		in   string
+		want float64 // -1: refused
+	}{
+		{"false", 0},
+		{"true", DefaultCampaignHot},
+		{"15", 15},
+		{"12.5%", 12.5},
+		{"0", 0},
+		{"100", -1},
+		{"-5", -1},
+		{"lots", -1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.in, func(t *testing.T) {
+			t.Parallel()
+			got, err := ParseCampaignHot(tc.in)
+			if tc.want < 0 {
+				assert.Error(t, err)
+				return
+			}
+			assert.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestCouponCode_AValidCodeFromAnyRunID(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, "LG-MIF3K2", couponCode("mif3k2"))
+	assert.Equal(t, "LG-RUNA_B", couponCode("run a/_b"))
+	long := couponCode("abcdefghijklmnopqrstuvwxyz0123456789")
+	assert.Len(t, long, 32)
+	assert.Regexp(t, `^[A-Z0-9_-]{3,32}$`, long)
+}
+
+func TestExpectedError_CouponRefusalsAreNotFaults(t *testing.T) {
+	t.Parallel()
+	assert.True(t, expectedError(errKey{epOrder, 409, "COUPON_USED_UP"}))
+	assert.True(t, expectedError(errKey{epRepeat, 409, "COUPON_ALREADY_USED"}))
+	assert.False(t, expectedError(errKey{epOrder, 409, "PRICE_CHANGED"}))
+	assert.False(t, expectedError(errKey{epPreview, 409, "COUPON_USED_UP"}))
+}

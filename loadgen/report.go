@@ -11,22 +11,30 @@ import (
 
 // Report is what a run measured. The JSON form is the same as the table, for scripts.
 type Report struct {
-	BaseURL      string    `json:"baseUrl"`
-	MetricsURL   string    `json:"metricsUrl,omitempty"`
-	StartedAt    time.Time `json:"startedAt"`
-	LoadSeconds  float64   `json:"loadSeconds"`
-	Shoppers     int       `json:"shoppers"`
-	Mix          string    `json:"mix"`
-	HotSKUs      []string  `json:"hotSkus"`
-	HotShare     float64   `json:"hotShare"`
-	CatalogSize  int       `json:"catalogSize"`
-	HoldTTL      string    `json:"holdTtl"`
-	MeanLines    float64   `json:"meanLines"`
-	HotOrders    int64     `json:"hotOrders"`
-	Requests     int64     `json:"requests"`
-	RequestsPerS float64   `json:"requestsPerSecond"`
-	Orders       int64     `json:"orders"`
-	OrdersPerS   float64   `json:"ordersPerSecond"`
+	BaseURL     string    `json:"baseUrl"`
+	MetricsURL  string    `json:"metricsUrl,omitempty"`
+	StartedAt   time.Time `json:"startedAt"`
+	LoadSeconds float64   `json:"loadSeconds"`
+	Shoppers    int       `json:"shoppers"`
+	Mix         string    `json:"mix"`
+	HotSKUs     []string  `json:"hotSkus"`
+	HotShare    float64   `json:"hotShare"`
+	CatalogSize int       `json:"catalogSize"`
+	HoldTTL     string    `json:"holdTtl"`
+	MeanLines   float64   `json:"meanLines"`
+	HotOrders   int64     `json:"hotOrders"`
+	// CampaignHot is the campaign on the hot SKUs (percent off; 0: none). CouponShare is the share
+	// of orders placed with the run's coupon Coupon, CouponOrders how many were, and Coupons what
+	// their previews said of it ("applies", or the reason it did not).
+	CampaignHot  float64 `json:"campaignHot"`
+	CouponShare  float64 `json:"couponShare"`
+	Coupon       string  `json:"coupon,omitempty"`
+	CouponOrders int64   `json:"couponOrders"`
+	Coupons      []Count `json:"coupons,omitempty"`
+	Requests     int64   `json:"requests"`
+	RequestsPerS float64 `json:"requestsPerSecond"`
+	Orders       int64   `json:"orders"`
+	OrdersPerS   float64 `json:"ordersPerSecond"`
 	// Stopped counts shoppers who gave up before POST /orders, by step and answer.
 	Stopped []Count `json:"stopped"`
 	// Answers counts orders by the answer to POST /orders; Finals by the status they ended in.
@@ -55,13 +63,15 @@ type ScenarioResult struct {
 	OutOfStock int64            `json:"outOfStock"`
 	AsExpected int64            `json:"asExpected"`
 	Other      map[string]int64 `json:"other"`
+	// Coupon counts orders refused for their coupon (409 COUPON_…): nothing was placed for them.
+	Coupon int64 `json:"coupon"`
 	// Busy counts orders still refused 503 BUSY (admission control) when the shopper gave up
 	// retrying: nothing was placed for them.
 	Busy int64 `json:"busy"`
 }
 
 // Unexpected is how many orders ended otherwise than their scenario says (refusals for stock
-// and for a busy checkout apart).
+// for a busy checkout and for a coupon apart).
 func (r Report) Unexpected() int64 {
 	n := int64(0)
 	for _, s := range r.Scenarios {
@@ -76,12 +86,16 @@ func (g *gen) report(start time.Time, seconds float64, shortfalls int) Report {
 	r := Report{BaseURL: g.cfg.BaseURL, MetricsURL: g.cfg.MetricsURL, StartedAt: start.UTC(), LoadSeconds: seconds, Shoppers: g.cfg.Shoppers,
 		Mix: g.cfg.Mix.String(), HotSKUs: hotCodes(g.cfg.HotSKUs), HotShare: g.cfg.HotShare, CatalogSize: g.cfg.CatalogSize,
 		HoldTTL: g.cfg.HoldTTL.String(), HotOrders: g.hotN.Load(), Requests: g.rec.total(), Orders: g.placedN.Load(),
+		CampaignHot: g.cfg.CampaignHot, CouponShare: g.cfg.CouponShare, Coupon: g.promo.coupon, CouponOrders: g.couponN.Load(),
 		Repeats: g.repeats.Load(), SetupShortfalls: shortfalls, Lag: g.lag.summary(), Mismatches: []string{}}
 	r.RequestsPerS, r.OrdersPerS = rate(r.Requests, seconds), rate(r.Orders, seconds)
 	if r.Orders > 0 {
 		r.MeanLines = float64(g.linesN.Load()) / float64(r.Orders)
 	}
 	r.Stopped, r.Answers = g.stopped.counts(seconds), g.answers.counts(seconds)
+	if r.Coupon != "" {
+		r.Coupons = g.coupons.counts(seconds)
+	}
 	r.Endpoints, r.Errors = g.rec.endpoints(seconds), g.rec.errors()
 	g.keeper.mu.Lock()
 	r.TopUps, r.TopUpFailures = g.keeper.topUps, g.keeper.failures
@@ -114,6 +128,8 @@ func (g *gen) report(start time.Time, seconds float64, shortfalls int) Report {
 			s.OutOfStock++
 		case p.answer == codeBusy:
 			s.Busy++
+		case isCouponRefusal(p.answer):
+			s.Coupon++
 		case p.scenario == ScenarioAbandon && !g.cfg.WaitAbandoned && strings.HasPrefix(final, "PENDING_PAYMENT"):
 			s.AsExpected++ // still in its hold, as it should be
 		default:
@@ -134,8 +150,15 @@ func (r Report) WriteText(w io.Writer) error {
 	b := &strings.Builder{}
 	fmt.Fprintf(b, "Load run %s against %s: %.1f s of load, %d shoppers\n", r.StartedAt.Format(time.RFC3339),
 		r.BaseURL, r.LoadSeconds, r.Shoppers)
-	fmt.Fprintf(b, "  mix %s; hot SKUs %s in %.0f%% of orders (%d orders); catalog %d SKUs; %.2f lines per order; HOLD_TTL %s\n\n",
+	fmt.Fprintf(b, "  mix %s; hot SKUs %s in %.0f%% of orders (%d orders); catalog %d SKUs; %.2f lines per order; HOLD_TTL %s\n",
 		r.Mix, strings.Join(r.HotSKUs, ", "), 100*r.HotShare, r.HotOrders, r.CatalogSize, r.MeanLines, r.HoldTTL)
+	if r.CampaignHot > 0 {
+		fmt.Fprintf(b, "  campaign on the hot SKUs: %g%% off\n", r.CampaignHot)
+	}
+	if r.Coupon != "" {
+		fmt.Fprintf(b, "  coupon %s on %.0f%% of orders (%d orders)\n", r.Coupon, 100*r.CouponShare, r.CouponOrders)
+	}
+	b.WriteString("\n")
 
 	table(b, []string{"", "count", "per s"}, [][]string{
 		{"requests", fmt.Sprint(r.Requests), f1(r.RequestsPerS)},
@@ -154,9 +177,13 @@ func (r Report) WriteText(w io.Writer) error {
 		}
 		sort.Strings(other)
 		rows = append(rows, []string{s.Scenario, s.Expected, fmt.Sprint(s.Orders), fmt.Sprint(s.AsExpected),
-			fmt.Sprint(s.OutOfStock), fmt.Sprint(s.Busy), orDash(strings.Join(other, ", "))})
+			fmt.Sprint(s.OutOfStock), fmt.Sprint(s.Busy), fmt.Sprint(s.Coupon), orDash(strings.Join(other, ", "))})
 	}
-	table(b, []string{"scenario", "expected", "orders", "as expected", "out of stock", "refused busy", "other"}, rows)
+	table(b, []string{"scenario", "expected", "orders", "as expected", "out of stock", "refused busy", "refused coupon", "other"}, rows)
+	if len(r.Coupons) > 0 {
+		b.WriteString("\nPreviews with the coupon, by what they said of it\n")
+		table(b, []string{"coupon", "previews", "per s"}, countRows(r.Coupons))
+	}
 	if len(r.Stopped) > 0 {
 		b.WriteString("\nShoppers who stopped before ordering\n")
 		table(b, []string{"step and answer", "shoppers", "per s"}, countRows(r.Stopped))

@@ -143,7 +143,7 @@ func expectedError(k errKey) bool {
 	case k.endpoint == EndpointOrderBusy:
 		return true // the checkout shedding load, as it should past its knee
 	case k.endpoint == epOrder || k.endpoint == epRepeat:
-		return k.code == "OUT_OF_STOCK" || k.code == "PAYMENT_DECLINED"
+		return k.code == "OUT_OF_STOCK" || k.code == "PAYMENT_DECLINED" || isCouponRefusal(k.code)
 	case k.endpoint == epCancel:
 		return k.code == "ORDER_NOT_CANCELLABLE"
 	}

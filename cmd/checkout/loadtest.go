@@ -185,6 +185,9 @@ func runLoadgen(ctx context.Context, cfg config.Config, args []string) error {
 	hot := fs.String("hot", strings.Join(d.HotSKUs, ","), "hot (campaign) SKU codes, comma-separated; empty for none")
 	hotShare := fs.Float64("hot-share", d.HotShare, "share of orders with a hot SKU")
 	hotStock := fs.Int("hot-stock", d.HotStock, "starting stock of a hot SKU (warehouse 1 only), and the size of a delivery")
+	campaignHot := fs.String("campaign-hot", "false", "a campaign on the hot SKUs for the run: true ("+
+		strconv.FormatFloat(loadgen.DefaultCampaignHot, 'f', -1, 64)+"% off), false, or a percentage off such as 15")
+	couponShare := fs.Float64("coupon-share", d.CouponShare, "share of orders previewed and placed with the run's coupon (0 to 1)")
 	lines := fs.Float64("lines", d.Lines, "mean lines per order")
 	mix := fs.String("mix", "campaign", "payment mix: campaign, or shares such as ok=40,3ds-approve=25,3ds-decline=5,abandon=10,decline=8,cancel=7,timeout=5")
 	repeat := fs.Float64("repeat-share", d.RepeatShare, "share of orders sent twice with one Idempotency-Key")
@@ -205,6 +208,10 @@ func runLoadgen(ctx context.Context, cfg config.Config, args []string) error {
 	if err != nil {
 		return err
 	}
+	campaign, err := loadgen.ParseCampaignHot(*campaignHot)
+	if err != nil {
+		return fmt.Errorf("--campaign-hot: %w", err)
+	}
 	waitAbandoned := af.holdTTL <= 2*time.Minute
 	if *wait != "auto" {
 		if waitAbandoned, err = strconv.ParseBool(*wait); err != nil {
@@ -213,7 +220,7 @@ func runLoadgen(ctx context.Context, cfg config.Config, args []string) error {
 	}
 	lc := loadgen.Config{BaseURL: *base, MetricsURL: *metricsURL, JWTSecret: cfg.JWTSecret, Shoppers: *shoppers, Duration: *duration, Orders: *orders,
 		CatalogSize: *catalog, Zipf: *zipf, Stock: *stock, HotSKUs: splitList(*hot), HotShare: *hotShare, HotStock: *hotStock,
-		Lines: *lines, Mix: m, RepeatShare: *repeat, LowWater: *lowWater, RestockLead: *lead, HoldTTL: af.holdTTL,
+		CampaignHot: campaign, CouponShare: *couponShare, Lines: *lines, Mix: m, RepeatShare: *repeat, LowWater: *lowWater, RestockLead: *lead, HoldTTL: af.holdTTL,
 		WaitAbandoned: waitAbandoned, Settle: *settle, Seed: *seed}
 	if lc.HotSKUs == nil {
 		lc.HotSKUs, lc.HotShare = []string{}, 0
