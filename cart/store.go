@@ -156,8 +156,10 @@ func (s *Store) setQuantity(ctx context.Context, o Owner, skuID, sellerID int64,
 	}
 	var line *Item
 	if quantity > 0 || sellerID != 0 {
-		sku, err := s.q.GetSKU(ctx, skuID)
-		if errors.Is(err, pgx.ErrNoRows) {
+		// One read: the SKU's seller and limit with its price now, campaigns applied.
+		sku, err := pricing.UnitPrice(ctx, s.q, skuID)
+		var unknown *pricing.UnknownSKUError
+		if errors.As(err, &unknown) {
 			return Snapshot{}, ErrUnknownSKU
 		}
 		if err != nil {
@@ -169,12 +171,8 @@ func (s *Store) setQuantity(ctx context.Context, o Owner, skuID, sellerID int64,
 		if err := s.checkUnits(quantity, sku.MaxPerOrder); err != nil {
 			return Snapshot{}, err
 		}
-		priced, err := pricing.UnitPrice(ctx, s.q, skuID)
-		if err != nil {
-			return Snapshot{}, err
-		}
 		line = &Item{SKUID: skuID, SellerID: sku.SellerID, Quantity: quantity,
-			PriceAtAdd: money.Format(priced.UnitPriceMinor)}
+			PriceAtAdd: money.Format(sku.UnitPriceMinor)}
 	}
 	edit := func(d Doc) (Doc, bool, error) { return s.setLine(d, skuID, quantity, line) }
 	for attempt := 0; attempt < optimisticAttempts; attempt++ {

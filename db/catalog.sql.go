@@ -138,39 +138,6 @@ func (q *Queries) GetAddress(ctx context.Context, iD int64, userID int64) (Addre
 	return i, err
 }
 
-const getSKU = `-- name: GetSKU :one
-SELECT id, seller_id, code, title, price_minor, currency, max_per_order, price_version
-FROM skus
-WHERE id = $1
-`
-
-type GetSKURow struct {
-	ID           int64
-	SellerID     int64
-	Code         string
-	Title        string
-	PriceMinor   int64
-	Currency     string
-	MaxPerOrder  int32
-	PriceVersion int64
-}
-
-func (q *Queries) GetSKU(ctx context.Context, id int64) (GetSKURow, error) {
-	row := q.db.QueryRow(ctx, getSKU, id)
-	var i GetSKURow
-	err := row.Scan(
-		&i.ID,
-		&i.SellerID,
-		&i.Code,
-		&i.Title,
-		&i.PriceMinor,
-		&i.Currency,
-		&i.MaxPerOrder,
-		&i.PriceVersion,
-	)
-	return i, err
-}
-
 const insertCampaign = `-- name: InsertCampaign :one
 INSERT INTO campaigns (name, seller_id, sku_ids, kind, value, currency, starts_at, ends_at, priority, stackable,
                        created_by)

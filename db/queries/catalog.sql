@@ -80,11 +80,6 @@ UPDATE campaigns
  WHERE id = @id AND (sqlc.narg(seller_id)::bigint IS NULL OR seller_id = sqlc.narg(seller_id))
 RETURNING *;
 
--- name: GetSKU :one
-SELECT id, seller_id, code, title, price_minor, currency, max_per_order, price_version
-FROM skus
-WHERE id = @id;
-
 -- name: CreateAddress :one
 -- With max_addresses above 0 the address is written only while the user has fewer; the caller
 -- holds the user's LockUser(LockAddressBook), so concurrent inserts cannot pass the count together.
