@@ -270,12 +270,9 @@ func redeem(ctx context.Context, q *db.Queries, orderID, userID int64, c pricing
 	if err != nil {
 		return err
 	}
-	refusal := &pricing.CouponRefusal{Code: pricing.CouponUsedUp, Message: "the coupon has been used up"}
-	switch {
-	case !now.Now.Before(now.EndsAt):
-		refusal = &pricing.CouponRefusal{Code: pricing.CouponExpired, Message: "the coupon has expired"}
-	case now.Redeemed < now.MaxRedemptions && now.ShopperRedeemed >= now.MaxPerShopper:
-		refusal = &pricing.CouponRefusal{Code: pricing.CouponAlreadyUsed, Message: "you have used this coupon as many times as it allows"}
+	refusal := pricing.Unavailable(now)
+	if refusal == nil { // a redemption given back since the statement ran: the refusal stands
+		refusal = &pricing.CouponRefusal{Code: pricing.CouponUsedUp, Message: "the coupon has been used up"}
 	}
 	return couponRefused(refusal)
 }

@@ -45,6 +45,22 @@ type AppliedCoupon struct {
 // NormalCode is a coupon code as stored: trimmed, in capitals.
 func NormalCode(code string) string { return strings.ToUpper(strings.TrimSpace(code)) }
 
+// Unavailable says why the coupon cannot be redeemed by this shopper now, whatever the basket:
+// outside its window, used up, or used by the shopper as often as it allows (nil: it can).
+func Unavailable(c db.CouponByCodeRow) *CouponRefusal {
+	switch {
+	case c.Now.Before(c.StartsAt):
+		return &CouponRefusal{Code: CouponNotStarted, Message: "the coupon is not valid yet"}
+	case !c.Now.Before(c.EndsAt):
+		return &CouponRefusal{Code: CouponExpired, Message: "the coupon has expired"}
+	case c.Redeemed >= c.MaxRedemptions:
+		return &CouponRefusal{Code: CouponUsedUp, Message: "the coupon has been used up"}
+	case c.ShopperRedeemed >= c.MaxPerShopper:
+		return &CouponRefusal{Code: CouponAlreadyUsed, Message: "you have used this coupon as many times as it allows"}
+	}
+	return nil
+}
+
 // WithCoupon applies the coupon to the quote for the shopper: its discount comes off the total and
 // the priceVersion names it. When it does not apply, the quote comes back unchanged with the
 // reason. Whether a redemption is still free is decided for good when the order is written
@@ -57,15 +73,8 @@ func WithCoupon(ctx context.Context, q *db.Queries, quote Quote, code string, us
 	if err != nil {
 		return quote, nil, err
 	}
-	switch {
-	case c.Now.Before(c.StartsAt):
-		return quote, &CouponRefusal{Code: CouponNotStarted, Message: "the coupon is not valid yet"}, nil
-	case !c.Now.Before(c.EndsAt):
-		return quote, &CouponRefusal{Code: CouponExpired, Message: "the coupon has expired"}, nil
-	case c.Redeemed >= c.MaxRedemptions:
-		return quote, &CouponRefusal{Code: CouponUsedUp, Message: "the coupon has been used up"}, nil
-	case c.ShopperRedeemed >= c.MaxPerShopper:
-		return quote, &CouponRefusal{Code: CouponAlreadyUsed, Message: "you have used this coupon as many times as it allows"}, nil
+	if refusal := Unavailable(c); refusal != nil {
+		return quote, refusal, nil
 	}
 	var eligible int64
 	for _, it := range quote.Items {
