@@ -89,13 +89,7 @@ func (s *Server) campaignParams(c echo.Context, b campaignBody, p auth.Principal
 	if b.Name = strings.TrimSpace(b.Name); b.Name == "" || len(b.Name) > 100 {
 		v.add("name", "required, at most 100 characters")
 	}
-	value, err := money.Parse(b.Value)
-	switch {
-	case err != nil || value <= 0:
-		v.add("value", `a positive decimal string: a percentage ("12.5") or an amount ("50.00")`)
-	case b.Kind == pricing.CampaignPercent && value > 10000:
-		v.add("value", "a percentage of at most 100")
-	}
+	value := discountValue(b.Kind, b.Value, &v)
 	var currency pgtype.Text
 	switch b.Kind {
 	case pricing.CampaignPercent:
@@ -162,6 +156,19 @@ func (s *Server) campaignParams(c echo.Context, b campaignBody, p auth.Principal
 	return db.InsertCampaignParams{Name: b.Name, SellerID: b.SellerID, SkuIds: skus, Kind: b.Kind, Value: value,
 		Currency: currency, StartsAt: starts, EndsAt: *b.EndsAt, Priority: b.Priority, Stackable: b.Stackable,
 		CreatedBy: string(p.Role) + ":" + strconv.FormatInt(principalID(p), 10)}, nil
+}
+
+// discountValue reads a campaign's or a coupon's value: a percentage in basis points for PERCENT
+// ("12.5" is 1250), an amount in minor units for FIXED.
+func discountValue(kind, value string, v *validation) int64 {
+	n, err := money.Parse(value)
+	switch {
+	case err != nil || n <= 0:
+		v.add("value", `a positive decimal string: a percentage ("12.5") or an amount ("50.00")`)
+	case kind == pricing.CampaignPercent && n > 10000:
+		v.add("value", "a percentage of at most 100")
+	}
+	return n
 }
 
 // principalID names who made a change: the seller for a seller, the user otherwise.

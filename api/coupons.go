@@ -73,13 +73,7 @@ func (s *Server) createCoupon(c echo.Context) error {
 	if !couponRe.MatchString(code) {
 		v.add("code", "3 to 32 letters, digits, - or _")
 	}
-	value, err := money.Parse(b.Value)
-	switch {
-	case err != nil || value <= 0:
-		v.add("value", `a positive decimal string: a percentage ("10") or an amount ("50.00")`)
-	case b.Kind == pricing.CampaignPercent && value > 10000:
-		v.add("value", "a percentage of at most 100")
-	}
+	value := discountValue(b.Kind, b.Value, &v)
 	if b.Kind != pricing.CampaignPercent && b.Kind != pricing.CampaignFixed {
 		v.add("kind", `"PERCENT" or "FIXED"`)
 	}
@@ -96,6 +90,7 @@ func (s *Server) createCoupon(c echo.Context) error {
 	}
 	var minBasket int64
 	if b.MinBasket != "" {
+		var err error
 		if minBasket, err = money.Parse(b.MinBasket); err != nil {
 			v.add("minBasket", err.Error())
 		}
