@@ -149,8 +149,12 @@ bench-campaign: postgres-binaries $(TEMPORAL_CLI) build ## campaign traffic at 1
 bench-admission: postgres-binaries $(TEMPORAL_CLI) build ## campaign traffic past the knee (200 shoppers, 30 s) with admission control off and on, each audited; writes docs/benchmarks.md (a few minutes)
 	$(GO) run ./internal/tools/benchcampaign -admission
 
+.PHONY: bench-promotions
+bench-promotions: postgres-binaries $(TEMPORAL_CLI) build ## the campaign mix with and without a coupon on half the orders and a hot-SKU campaign, three runs each in turns at 50 shoppers, audited; writes docs/benchmarks.md (about 6 minutes)
+	$(GO) run ./internal/tools/benchcampaign -promotions
+
 .PHONY: bench-cluster
-bench-cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build ## campaign traffic at 50 shoppers through make cluster's shape beside its own Temporal floor; writes docs/benchmarks.md and docs/bench-cluster.json
+bench-cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build ## campaign traffic at 50 and 200 shoppers through make cluster's shape beside its own Temporal floor; writes docs/benchmarks.md and docs/bench-cluster.json
 	$(GO) run ./internal/tools/benchcampaign -stack cluster
 
 .PHONY: bench-cost

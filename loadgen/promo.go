@@ -21,11 +21,12 @@ const (
 	epCoupons     = "POST /api/v1/ops/coupons"
 )
 
-// Coupon of a run: 10% off with a cap, redemptions enough for every order of any run, and a
-// per-shopper limit above the one order each shopper places (a repeated key is the same order).
+// Coupon of a run: CouponPercent off, at most CouponCap TRY, redemptions enough for every order
+// of any run, and a per-shopper limit above the one order each shopper places (a repeated key is
+// the same order).
 const (
-	couponPercent     = "10"
-	couponCap         = "50.00"
+	CouponPercent     = "10"
+	CouponCap         = "50.00"
 	couponPerShopper  = 10
 	couponRedemptions = MaxOrders
 )
@@ -44,7 +45,7 @@ func (g *gen) setupPromotions(ctx context.Context) error {
 		code := couponCode(g.cfg.RunID)
 		var out struct{}
 		if err := g.opsCall(ctx, epCoupons, "/api/v1/ops/coupons", map[string]any{"code": code, "kind": "PERCENT",
-			"value": couponPercent, "maxDiscount": couponCap, "currency": "TRY", "endsAt": until,
+			"value": CouponPercent, "maxDiscount": CouponCap, "currency": "TRY", "endsAt": until,
 			"maxRedemptions": couponRedemptions, "maxPerShopper": couponPerShopper}, http.StatusCreated, &out); err != nil {
 			return err
 		}

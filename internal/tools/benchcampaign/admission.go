@@ -127,22 +127,12 @@ func runAdmission(ctx context.Context, shoppers int, window time.Duration) (Admi
 func admissionRun(ctx context.Context, c admissionConfig, shoppers int, window time.Duration) (AdmissionRun, error) {
 	out := AdmissionRun{Config: c, LoadBefore: benchkit.LoadAverage()}
 	log.Printf("%s: starting the dev stack", c.Name)
-	s, err := benchkit.StartStack(ctx, "checkout-bench-admission-", c.Env...)
+	b, err := startDevBench(ctx, "checkout-bench-admission-", c.Env...)
 	if err != nil {
 		return out, err
 	}
-	defer s.Stop()
-	b := &bench{stack: s, metrics: []string{s.TemporalMetrics}}
-	if b.procs, err = findProcs(s.Cmd.Process.Pid, s.Dir); err != nil {
-		return out, err
-	}
-	if b.pg, err = startPGSampler(ctx, s.DatabaseURL, 100*time.Millisecond); err != nil {
-		return out, err
-	}
-	defer b.pg.close()
-	if _, err := b.loadRun(ctx, "warm-up", 10, 5*time.Second, loadgen.CampaignMix, ""); err != nil {
-		return out, err
-	}
+	defer b.close()
+	s := b.stack
 	var rep loadgen.Report
 	if out.Run, rep, err = b.loadReport(ctx, runCampaign, shoppers, window, loadgen.CampaignMix, ""); err != nil {
 		return out, err
@@ -162,28 +152,65 @@ func admissionRun(ctx context.Context, c admissionConfig, shoppers int, window t
 		return out, err
 	}
 
+	log.Printf("%s: auditing", c.Name)
+	if out.Audit, err = auditDev(ctx, s); err != nil {
+		return out, err
+	}
+	out.LoadAfter = benchkit.LoadAverage()
+	return out, nil
+}
+
+// startDevBench starts a dev stack with env, its samplers, and warms it up.
+func startDevBench(ctx context.Context, prefix string, env ...string) (*bench, error) {
+	s, err := benchkit.StartStack(ctx, prefix, env...)
+	if err != nil {
+		return nil, err
+	}
+	b := &bench{stack: s, metrics: []string{s.TemporalMetrics}}
+	if b.procs, err = findProcs(s.Cmd.Process.Pid, s.Dir); err == nil {
+		b.pg, err = startPGSampler(ctx, s.DatabaseURL, 100*time.Millisecond)
+	}
+	if err == nil {
+		_, err = b.loadRun(ctx, "warm-up", 10, 5*time.Second, loadgen.CampaignMix, "")
+	}
+	if err != nil {
+		b.close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// close stops what startDevBench started.
+func (b *bench) close() {
+	if b.pg != nil {
+		b.pg.close()
+	}
+	b.stack.Stop()
+}
+
+// auditDev audits what the runs on a dev stack left.
+func auditDev(ctx context.Context, s *benchkit.Stack) (audit.Report, error) {
 	cfg, err := config.Load(func(string) string { return "" })
 	if err != nil {
-		return out, err
+		return audit.Report{}, err
 	}
 	pool, err := db.Connect(ctx, s.DatabaseURL, 8)
 	if err != nil {
-		return out, err
+		return audit.Report{}, err
 	}
 	defer pool.Close()
 	tc, err := client.Dial(client.Options{HostPort: s.Temporal, DataConverter: s.DataConverter,
 		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	if err != nil {
-		return out, err
+		return audit.Report{}, err
 	}
 	defer tc.Close()
-	log.Printf("%s: auditing", c.Name)
-	if out.Audit, err = audit.Run(ctx, pool, audit.Options{HoldTTL: cfg.HoldTTL, SweeperPeriod: time.Minute,
-		Visibility: tc, TaskQueue: cfg.TaskQueue}); err != nil {
-		return out, fmt.Errorf("audit: %w", err)
+	rep, err := audit.Run(ctx, pool, audit.Options{HoldTTL: cfg.HoldTTL, SweeperPeriod: time.Minute,
+		Visibility: tc, TaskQueue: cfg.TaskQueue})
+	if err != nil {
+		return rep, fmt.Errorf("audit: %w", err)
 	}
-	out.LoadAfter = benchkit.LoadAverage()
-	return out, nil
+	return rep, nil
 }
 
 // renderAdmission writes the admission control section of docs/benchmarks.md.

@@ -8,6 +8,8 @@
 //     driven by the same shoppers as the saga with the same payment-free mix: the cost of
 //     durability as a ratio.
 //
+// With -promotions it measures what coupons and campaigns cost instead (promotions.go).
+//
 // During each run it reads where the CPU went (checkout dev, the Temporal dev server, PostgreSQL,
 // this tool), what PostgreSQL's backends waited on, and what the dev server's SQLite persistence
 // did. It ends with the invariant audit, writes its section of docs/benchmarks.md and plots
@@ -15,7 +17,7 @@
 //
 // With -stack cluster it measures `checkout cluster` instead (as `make cluster` starts it: HAProxy,
 // API replicas and workers, the Temporal server as four processes on PostgreSQL): the floor against
-// the cluster's frontend and the saga's runs, at 50 shoppers, into a section of its own
+// the cluster's frontend and the saga's runs, at 50 and 200 shoppers, into a section of its own
 // (cluster.go).
 package main
 
@@ -53,7 +55,21 @@ const (
 	runCampaign = "campaign" // the saga, campaign payment mix
 	runSagaOK   = "saga-ok"  // the saga, every order tok_ok
 	runPlainOK  = "plain-ok" // the plain endpoint, the same shoppers and mix
+	// runPromo is the saga with the campaign mix as runCampaign, half of the orders with a coupon
+	// and a campaign price on the hot SKUs: what coupons and campaigns cost beside it.
+	runPromo = "campaign-promo"
 )
+
+// The promotions of runPromo.
+const (
+	promoCouponShare = 0.5
+	promoCampaignHot = loadgen.DefaultCampaignHot
+)
+
+// withPromotions puts runPromo's coupon and campaign on a load run.
+func withPromotions(c *loadgen.Config) {
+	c.CouponShare, c.CampaignHot = promoCouponShare, promoCampaignHot
+}
 
 // okMix sends every order with tok_ok: the mix the saga and the plain endpoint are compared on
 // (the plain endpoint has no payment step).
@@ -69,8 +85,11 @@ func main() {
 	admission := flag.Bool("admission", false, "measure the admission control section instead: one shopper count past the knee "+
 		"(-shoppers, default 200) for -window (default 30s), on a stack with admission control off and on one with it on; "+
 		"-json defaults to docs/bench-admission.json")
+	promotions := flag.Bool("promotions", false, "measure the coupons and campaigns section instead: the campaign mix "+
+		"with and without a coupon and a hot-SKU campaign, in turns on one stack, at one shopper count (-shoppers, default 50); "+
+		"-json defaults to docs/bench-promotions.json")
 	stack := flag.String("stack", stackDev, "the stack measured: dev (bin/checkout dev, as make run starts it) or cluster "+
-		"(bin/checkout cluster, as make cluster starts it: the floor and the saga's runs, at 50 shoppers unless -shoppers says "+
+		"(bin/checkout cluster, as make cluster starts it: the floor and the saga's runs, at 50 and 200 shoppers unless -shoppers says "+
 		"otherwise, into a section of its own and docs/bench-cluster.json, no plot)")
 	flag.Parse()
 	set := map[string]bool{}
@@ -86,11 +105,19 @@ func main() {
 			*jsonOut = "docs/bench-admission.json"
 		}
 	}
+	if *promotions {
+		if !set["shoppers"] {
+			*shoppers = "50"
+		}
+		if !set["json"] {
+			*jsonOut = "docs/bench-promotions.json"
+		}
+	}
 	switch *stack {
 	case stackDev:
 	case stackCluster:
 		if !set["shoppers"] {
-			*shoppers = "50"
+			*shoppers = "50,200"
 		}
 		if !set["json"] {
 			*jsonOut = "docs/bench-cluster.json"
@@ -118,6 +145,15 @@ func main() {
 			log.Fatal("-admission: one shopper count")
 		}
 		if err := mainAdmission(ctx, counts[0], *window, *from, *jsonOut, *out); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	if *promotions {
+		if len(counts) != 1 {
+			log.Fatal("-promotions: one shopper count")
+		}
+		if err := mainPromotions(ctx, counts[0], *window, *from, *jsonOut, *out); err != nil {
 			log.Fatal(err)
 		}
 		return
@@ -192,6 +228,10 @@ type Run struct {
 	Window     Window          `json:"window"`
 	// Refusals are POST /orders' error answers by code, every try counted (BUSY among them).
 	Refusals []loadgen.ErrorCount `json:"refusals,omitempty"`
+	// CouponOrders are the orders placed with the run's coupon, and Coupons what the previews
+	// with it said of it (runPromo only).
+	CouponOrders int64           `json:"couponOrders,omitempty"`
+	Coupons      []loadgen.Count `json:"coupons,omitempty"`
 }
 
 // The stacks measured (-stack).
@@ -415,14 +455,16 @@ func (b *bench) floorRun(ctx context.Context, n int, d time.Duration) (Run, erro
 }
 
 // loadRun is one run of the load generator with n shoppers for d; orderURL, when set, sends the
-// orders to the plain endpoint.
-func (b *bench) loadRun(ctx context.Context, what string, n int, d time.Duration, mix loadgen.Mix, orderURL string) (Run, error) {
-	r, _, err := b.loadReport(ctx, what, n, d, mix, orderURL)
+// orders to the plain endpoint; with changes the load generator's configuration further.
+func (b *bench) loadRun(ctx context.Context, what string, n int, d time.Duration, mix loadgen.Mix, orderURL string,
+	with ...func(*loadgen.Config)) (Run, error) {
+	r, _, err := b.loadReport(ctx, what, n, d, mix, orderURL, with...)
 	return r, err
 }
 
 // loadReport is loadRun with the load generator's whole report.
-func (b *bench) loadReport(ctx context.Context, what string, n int, d time.Duration, mix loadgen.Mix, orderURL string) (Run, loadgen.Report, error) {
+func (b *bench) loadReport(ctx context.Context, what string, n int, d time.Duration, mix loadgen.Mix, orderURL string,
+	with ...func(*loadgen.Config)) (Run, loadgen.Report, error) {
 	b.quiet()
 	log.Printf("%s at %d shoppers", what, n)
 	sm := &sampler{b: b}
@@ -435,6 +477,9 @@ func (b *bench) loadReport(ctx context.Context, what string, n int, d time.Durat
 				sm.mark(1)
 			}
 		}}
+	for _, f := range with {
+		f(&cfg)
+	}
 	if orderURL != "" {
 		// The plain endpoint's orders stay PENDING_PAYMENT: read each once, do not wait for them.
 		cfg.Settle = time.Millisecond
@@ -447,7 +492,7 @@ func (b *bench) loadReport(ctx context.Context, what string, n int, d time.Durat
 		return Run{}, rep, sm.err
 	}
 	r := Run{What: what, Shoppers: n, Seconds: rep.LoadSeconds, Placed: rep.Orders, Answers: rep.Answers,
-		Mismatches: len(rep.Mismatches), Window: sm.window()}
+		Mismatches: len(rep.Mismatches), Window: sm.window(), CouponOrders: rep.CouponOrders, Coupons: rep.Coupons}
 	if orderURL == "" {
 		r.Unexpected = rep.Unexpected()
 	}
