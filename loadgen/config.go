@@ -174,7 +174,7 @@ type Config struct {
 	RunID string
 	Seed  uint64
 
-	// Progress, when set, shows a progress bar there.
+	// Progress, when set, shows the run's progress there on one line.
 	Progress io.Writer
 
 	// OrderURL, when set, is where orders are posted instead of BaseURL's /api/v1/orders (an

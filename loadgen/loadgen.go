@@ -20,8 +20,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
-
 	"github.com/marketplace/checkout/internal/auth"
 )
 
@@ -101,7 +99,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	var bg sync.WaitGroup
 	bg.Go(func() { g.keeper.run(ctx, stop) })
 	bg.Go(func() { g.sampleLag(ctx, stop) })
-	bar := g.progress(start, stop, &bg)
+	endProgress := g.progress(start, stop, &bg)
 
 	var wg sync.WaitGroup
 	for i := range cfg.Shoppers {
@@ -125,9 +123,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	close(stop)
 	bg.Wait()
-	if bar != nil {
-		_ = bar.Finish()
-	}
+	endProgress()
 
 	if ctx.Err() != nil {
 		// Interrupted: what was measured so far, without the end's wait.
@@ -497,15 +493,20 @@ func failure(step string, a answer, err error) string {
 	return fmt.Sprintf("%s: %d %s", step, a.status, a.code)
 }
 
-// progress shows a bar over the run's duration, with orders and requests so far.
-func (g *gen) progress(start time.Time, stop <-chan struct{}, bg *sync.WaitGroup) *progressbar.ProgressBar {
+// progress rewrites one status line on cfg.Progress every half second while the load runs: time
+// out of the run's duration, orders and requests so far and their rates. It returns a function
+// that ends the line.
+func (g *gen) progress(start time.Time, stop <-chan struct{}, bg *sync.WaitGroup) func() {
 	if g.cfg.Progress == nil {
-		return nil
+		return func() {}
 	}
-	bar := progressbar.NewOptions64(int64(g.cfg.Duration.Seconds()),
-		progressbar.OptionSetWriter(g.cfg.Progress), progressbar.OptionSetWidth(30),
-		progressbar.OptionSetDescription("load"), progressbar.OptionShowCount(),
-		progressbar.OptionSetPredictTime(false), progressbar.OptionThrottle(250*time.Millisecond))
+	line := func() {
+		el := time.Since(start)
+		placed, total := g.placedN.Load(), g.rec.total()
+		fmt.Fprintf(g.cfg.Progress, "\rload %3.0f/%.0f s · orders %d (%.1f/s) · requests %d (%.0f/s)   ",
+			min(el, g.cfg.Duration).Seconds(), g.cfg.Duration.Seconds(), placed, float64(placed)/el.Seconds(), total,
+			float64(total)/el.Seconds())
+	}
 	bg.Go(func() {
 		t := time.NewTicker(500 * time.Millisecond)
 		defer t.Stop()
@@ -514,15 +515,14 @@ func (g *gen) progress(start time.Time, stop <-chan struct{}, bg *sync.WaitGroup
 			case <-stop:
 				return
 			case <-t.C:
+				line()
 			}
-			el := time.Since(start)
-			placed := g.placedN.Load()
-			bar.Describe(fmt.Sprintf("orders %d (%.1f/s) · requests %d (%.0f/s)", placed,
-				float64(placed)/el.Seconds(), g.rec.total(), float64(g.rec.total())/el.Seconds()))
-			_ = bar.Set64(min(int64(el.Seconds()), int64(g.cfg.Duration.Seconds())))
 		}
 	})
-	return bar
+	return func() {
+		line()
+		fmt.Fprintln(g.cfg.Progress)
+	}
 }
 
 // settle waits for the abandoned holds to expire (when asked) and reads every placed order's

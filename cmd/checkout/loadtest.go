@@ -197,7 +197,7 @@ func runLoadgen(ctx context.Context, cfg config.Config, args []string) error {
 	settle := fs.Duration("settle", d.Settle, "how long the end waits for orders to reach a final status")
 	seed := fs.Uint64("seed", 0, "random seed (0: from the clock)")
 	asJSON := fs.Bool("json", false, "write the report (and the audit) as JSON on stdout")
-	noProgress := fs.Bool("no-progress", false, "no progress bar")
+	noProgress := fs.Bool("no-progress", false, "no progress line")
 	noAudit := fs.Bool("no-audit", false, "skip the invariant audit at the end")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return nil
