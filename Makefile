@@ -150,7 +150,7 @@ bench-admission: postgres-binaries $(TEMPORAL_CLI) build ## campaign traffic pas
 	$(GO) run ./internal/tools/benchcampaign -admission
 
 .PHONY: bench-promotions
-bench-promotions: postgres-binaries $(TEMPORAL_CLI) build ## the campaign mix with and without a coupon on half the orders and a hot-SKU campaign, three runs each in turns at 50 shoppers, audited; writes docs/benchmarks.md (about 6 minutes)
+bench-promotions: postgres-binaries $(TEMPORAL_CLI) build ## the campaign mix with and without a coupon on half the orders and a hot-SKU campaign, three runs each in turns at 30 shoppers, audited; writes docs/benchmarks.md (about 6 minutes)
 	$(GO) run ./internal/tools/benchcampaign -promotions
 
 .PHONY: bench-cluster

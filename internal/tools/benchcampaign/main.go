@@ -86,7 +86,7 @@ func main() {
 		"(-shoppers, default 200) for -window (default 30s), on a stack with admission control off and on one with it on; "+
 		"-json defaults to docs/bench-admission.json")
 	promotions := flag.Bool("promotions", false, "measure the coupons and campaigns section instead: the campaign mix "+
-		"with and without a coupon and a hot-SKU campaign, in turns on one stack, at one shopper count (-shoppers, default 50); "+
+		"with and without a coupon and a hot-SKU campaign, in turns on one stack, at one shopper count (-shoppers, default 30, below the knee of the campaign section); "+
 		"-json defaults to docs/bench-promotions.json")
 	stack := flag.String("stack", stackDev, "the stack measured: dev (bin/checkout dev, as make run starts it) or cluster "+
 		"(bin/checkout cluster, as make cluster starts it: the floor and the saga's runs, at 50 and 200 shoppers unless -shoppers says "+
@@ -107,7 +107,7 @@ func main() {
 	}
 	if *promotions {
 		if !set["shoppers"] {
-			*shoppers = "50"
+			*shoppers = "30"
 		}
 		if !set["json"] {
 			*jsonOut = "docs/bench-promotions.json"

@@ -147,7 +147,9 @@ func renderPromotions(res PromotionResults) string {
 		"measured %s on %d CPUs (%s); 1-minute load average %.2f when the run began and %.2f when it ended.\n",
 		res.Shoppers, window, res.StartedAt.Format("2006-01-02 15:04 UTC"), res.CPUs, res.CPUModel, res.LoadBefore, res.LoadAfter)
 	w("- One `bin/checkout dev` stack as in the campaign section (admission control off), a 5 s warm-up, then %d runs "+
-		"of each mix, %d `checkout loadgen` shoppers for %s each, the two mixes taking turns going first:\n", promotionRounds,
+		"of each mix, %d `checkout loadgen` shoppers for %s each (below the knee the campaign section finds: past it the "+
+		"dev server's SQLite store, one writer at a time, makes whole runs wait on it and their figures say more about "+
+		"that than about the orders), the two mixes taking turns going first:\n", promotionRounds,
 		res.Shoppers, window)
 	w("  - **without**: the campaign mix, no coupon and no campaign;\n")
 	w("  - **with**: the same mix, the run's coupon (%s %% off up to %s TRY, made through the ops API) on %.0f %% of the orders — "+
