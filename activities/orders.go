@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,6 +56,22 @@ type Orders struct {
 	MaxOpenPerShopper int
 	// HoldExtension is how far and how often a shopper may extend an order's hold.
 	HoldExtension HoldExtension
+	// Saga is the timing of the orders this worker places and the provider they pay through.
+	Saga SagaOptions
+}
+
+// SagaOptions are the worker's settings of an order's saga (HOLD_TTL, STEP_RETRY_WINDOW,
+// PAYMENT_PROVIDER). CreateOrder writes the provider on the order's payment and hands the
+// timing to the workflow in its result, so that the order runs by the settings of the worker
+// that placed it, recorded in its history.
+type SagaOptions struct {
+	// HoldTTL is how long the order's reservation holds its stock.
+	HoldTTL time.Duration `json:"holdTtl"`
+	// StepRetryWindow bounds the retries of each step after the shopper's answer; then the order
+	// waits for support.
+	StepRetryWindow time.Duration `json:"stepRetryWindow"`
+	// Provider names the payment provider the order pays through.
+	Provider string `json:"provider"`
 }
 
 func (a *Orders) q() *db.Queries { return db.New(a.Pool) }
@@ -157,7 +174,8 @@ func (a *Orders) quoteOf(ctx context.Context, q *db.Queries, orderID int64, pric
 	return quote, nil
 }
 
-// CreateOrderInput is the order row to write.
+// CreateOrderInput is the order row to write. Provider is the payment provider the sagas of
+// earlier releases named; the worker's own (Orders.Saga.Provider) comes first.
 type CreateOrderInput struct {
 	UserID         int64          `json:"userId"`
 	IdempotencyKey string         `json:"idempotencyKey"`
@@ -179,6 +197,9 @@ type CreatedOrder struct {
 	// Existing: another run of the same request created the order and the order is finished;
 	// this run must not act on it.
 	Existing bool `json:"existing,omitempty"`
+	// Saga is the timing the order runs by: the worker's (Orders.Saga). Nil in the results of
+	// earlier releases, whose orders took theirs from the workflow's input.
+	Saga *SagaOptions `json:"saga,omitempty"`
 }
 
 // CreateOrder writes the order, its items and its payment row in one transaction, under the
@@ -186,7 +207,9 @@ type CreatedOrder struct {
 // shopper's open-order cap (MaxOpenPerShopper) is refused with TooManyOpenOrders before anything
 // is written or reserved; the count and the insert are one decision under the shopper's lock.
 func (a *Orders) CreateOrder(ctx context.Context, in CreateOrderInput) (CreatedOrder, error) {
-	var out CreatedOrder
+	saga := a.Saga
+	saga.Provider = cmp.Or(saga.Provider, in.Provider)
+	out := CreatedOrder{Saga: &saga}
 	err := pgx.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
 		q := db.New(tx)
 		_, err := q.GetAddress(ctx, in.AddressID, in.UserID)
@@ -245,7 +268,7 @@ func (a *Orders) CreateOrder(ctx context.Context, in CreateOrderInput) (CreatedO
 			}
 		}
 		if err := q.InsertPayment(ctx, db.InsertPaymentParams{OrderID: id, IdempotencyKey: PaymentKey(id),
-			Provider: in.Provider, AmountMinor: in.Quote.TotalMinor, Currency: in.Quote.Currency}); err != nil {
+			Provider: saga.Provider, AmountMinor: in.Quote.TotalMinor, Currency: in.Quote.Currency}); err != nil {
 			return err
 		}
 		return appendEvent(ctx, q, id, "created", map[string]any{"workflowId": in.WorkflowID,

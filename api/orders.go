@@ -122,9 +122,10 @@ func (s *Server) createOrder(c echo.Context) error {
 		return validation{{Field: "addressId", Message: "not one of your addresses"}}.err()
 	}
 
+	// The hold, the step retry window and the payment provider are the worker's: the order runs by
+	// the settings of the worker that places it.
 	in := workflows.OrderInput{UserID: p.UserID, IdempotencyKey: key, RequestHash: h, PriceVersion: req.PriceVersion,
-		AddressID: req.AddressID, HoldTTL: s.Config.HoldTTL, Provider: s.Config.PaymentProvider,
-		StepRetryWindow: s.Config.StepRetryWindow, CouponCode: pricing.NormalCode(req.CouponCode)}
+		AddressID: req.AddressID, CouponCode: pricing.NormalCode(req.CouponCode)}
 	wfID := workflows.OrderWorkflowID(p.UserID, key)
 	pctx, cancel := context.WithTimeout(ctx, placeTimeout)
 	defer cancel()

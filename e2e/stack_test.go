@@ -110,6 +110,8 @@ type stackOptions struct {
 	gateway func(payment.Gateway) payment.Gateway
 	// env adds settings.
 	env map[string]string
+	// workerEnv adds settings the worker alone is given, over env's (the API keeps env's).
+	workerEnv map[string]string
 }
 
 // quietLog discards the product's logs; E2E_LOG=1 shows them.
@@ -146,6 +148,12 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	}
 	maps.Copy(env, o.env)
 	cfg := testenv.Config(t, env)
+	workerCfg := cfg
+	if len(o.workerEnv) > 0 {
+		we := maps.Clone(env)
+		maps.Copy(we, o.workerEnv)
+		workerCfg = testenv.Config(t, we)
+	}
 	pc, err := cfg.PayloadCodec()
 	require.NoError(t, err)
 
@@ -177,7 +185,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 
 	s := &stack{t: t, ctx: ctx, pool: pool, cfg: cfg, temporal: tc, codec: pc, base: base, sim: sim, cancel: cancel,
 		http:      &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 100}},
-		deps:      worker.Deps{Config: cfg, Pool: pool, Inventory: inv, Temporal: tc, Metrics: m, Log: quietLog(), Features: switches},
+		deps:      worker.Deps{Config: workerCfg, Pool: pool, Inventory: inv, Temporal: tc, Metrics: m, Log: quietLog(), Features: switches},
 		moneyDown: &atomic.Bool{}}
 	s.deps.Gateway = moneyDownGateway{Gateway: sim, down: s.moneyDown}
 	s.metrics = "http://" + metricsLn.Addr().String() + "/metrics"

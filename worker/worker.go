@@ -57,7 +57,9 @@ func New(c client.Client, d Deps) sdkworker.Worker {
 	w.RegisterActivity(&activities.Inventory{Engine: d.Inventory, Pool: d.Pool, Jobs: jobObserver(d)})
 	w.RegisterActivity(&activities.Orders{Pool: d.Pool, MaxOpenPerShopper: d.Config.OrdersMaxOpenPerShopper,
 		HoldExtension: activities.HoldExtension{By: d.Config.HoldExtendBy, Window: d.Config.HoldExtendWindow,
-			Max: d.Config.HoldExtendMax}})
+			Max: d.Config.HoldExtendMax},
+		Saga: activities.SagaOptions{HoldTTL: d.Config.HoldTTL, StepRetryWindow: d.Config.StepRetryWindow,
+			Provider: d.Config.PaymentProvider}})
 	w.RegisterActivity(&activities.Payments{Pool: d.Pool, Gateway: d.Gateway})
 	registerJobs(w, c, d)
 	return w

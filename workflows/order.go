@@ -24,11 +24,12 @@ type OrderInput struct {
 	AddressID      int64  `json:"addressId"`
 	// PaymentMethodToken is carried only by orders placed through earlier releases of the API;
 	// the API now keeps the token in PostgreSQL and the Authorize step reads it from there.
-	PaymentMethodToken string        `json:"paymentMethodToken,omitempty"`
-	HoldTTL            time.Duration `json:"holdTtl"`
-	Provider           string        `json:"provider"`
-	// StepRetryWindow bounds the retries of each step after the answer; when it runs out the
-	// order waits for support. Zero means the default (2 minutes).
+	PaymentMethodToken string `json:"paymentMethodToken,omitempty"`
+	// HoldTTL, Provider and StepRetryWindow are carried only by orders placed through earlier
+	// releases of the API, which read them from its own settings: those orders keep them. An
+	// order now runs by the settings of the worker that places it (activities.SagaOptions).
+	HoldTTL         time.Duration `json:"holdTtl,omitempty"`
+	Provider        string        `json:"provider,omitempty"`
 	StepRetryWindow time.Duration `json:"stepRetryWindow,omitempty"`
 	// CouponCode is the coupon the shopper applied (empty: none).
 	CouponCode string `json:"couponCode,omitempty"`
@@ -227,6 +228,9 @@ type orderFlow struct {
 
 	searched    searchState
 	searchDirty bool
+
+	// saga is the timing the order runs by (see takeSaga).
+	saga activities.SagaOptions
 }
 
 // Activity references: methods on nil receivers name the registered activities.
@@ -244,6 +248,8 @@ const holdGrace = 30 * time.Second
 // run is the saga. Every path ends in a final status written to the order row.
 func (w *orderFlow) run(ctx workflow.Context) {
 	lctx := workflow.WithLocalActivityOptions(ctx, placeOptions)
+	// The input's timing until the order is created (none in a new order's: the defaults).
+	w.saga = activities.SagaOptions{HoldTTL: w.in.HoldTTL, StepRetryWindow: w.in.StepRetryWindow, Provider: w.in.Provider}
 
 	// 1. Price check: the cart priced now must match the priceVersion the shopper confirmed.
 	var quote pricing.Quote
@@ -261,12 +267,13 @@ func (w *orderFlow) run(ctx workflow.Context) {
 	err = workflow.ExecuteLocalActivity(lctx, ordersA.CreateOrder, activities.CreateOrderInput{
 		UserID: w.in.UserID, IdempotencyKey: w.in.IdempotencyKey, RequestHash: w.in.RequestHash,
 		WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, RunID: workflow.GetInfo(ctx).WorkflowExecution.RunID,
-		AddressID: w.in.AddressID, Quote: quote, Provider: w.in.Provider}).Get(ctx, &created)
+		AddressID: w.in.AddressID, Quote: quote}).Get(ctx, &created)
 	if err != nil {
 		w.refuseBeforeOrder(ctx, err)
 		return
 	}
 	w.st.OrderID = created.OrderID
+	w.takeSaga(created.Saga)
 	if created.Existing {
 		// An earlier, closed run of this request made the order and answered it; its answer is
 		// recorded under the key, and this run must not touch the order.
@@ -284,7 +291,7 @@ func (w *orderFlow) run(ctx workflow.Context) {
 	w.push("release stock", w.releaseStock, compensateStock)
 	var res inventory.Reservation
 	err = workflow.ExecuteLocalActivity(lctx, stockA.Reserve, activities.ReserveInput{OrderID: created.OrderID,
-		Lines: lines, Hold: w.in.HoldTTL}).Get(ctx, &res)
+		Lines: lines, Hold: w.saga.HoldTTL}).Get(ctx, &res)
 	if err != nil {
 		if isAppError(err, activities.ErrTypeOutOfStock) {
 			var short []inventory.ShortLine
@@ -340,6 +347,30 @@ func (w *orderFlow) run(ctx workflow.Context) {
 
 	// 7. Confirm the stock, capture the money, done.
 	w.settle(ctx)
+}
+
+// takeSaga sets the timing the order runs by: the settings of the worker that created the order,
+// as CreateOrder returned them; an order created by an earlier release, whose result carries none,
+// keeps those of its input (run starts with them).
+//
+// The settings travel in the activity's result, recorded in the history, rather than being read
+// from the worker by the workflow code: a replay then sees the values the order was placed with,
+// whatever the replaying worker is configured with now. Read at each replay, a changed setting
+// would silently change a running order's hold or retries, and the SDK's determinism check would
+// not catch it, since it compares commands by type and by activity type and id (timers by id),
+// never their durations, timeouts or inputs. No command changes either way, so runs of earlier
+// releases replay as they ran.
+func (w *orderFlow) takeSaga(s *activities.SagaOptions) {
+	if s == nil {
+		return
+	}
+	if s.HoldTTL > 0 {
+		w.saga.HoldTTL = s.HoldTTL
+	}
+	if s.StepRetryWindow > 0 {
+		w.saga.StepRetryWindow = s.StepRetryWindow
+	}
+	w.saga.Provider = s.Provider
 }
 
 // authorize asks the provider for the money. A timeout is never guessed at: the provider is asked

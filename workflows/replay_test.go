@@ -96,7 +96,8 @@ var everyPath = []string{"confirmed-at-once", "confirmed-3ds", "confirmed-3ds-ho
 	"payment-unknown-hold", "seller-shortfall", "support-retry", "support-cancel", "support-refund", "parked-resumed",
 	"late-webhook-reversal", "refused-open-order-cap", "hold-extended", "hold-extended-hold",
 	"coupon-confirmed", "coupon-used-up",
-	"line-cancel-damaged", "line-cancel-repeated", "line-cancel-seller-cannot-ship", "line-cancel-refund-refused"}
+	"line-cancel-damaged", "line-cancel-repeated", "line-cancel-seller-cannot-ship", "line-cancel-refund-refused",
+	"worker-settings"}
 
 // TestHistories_CurrentBuildHasEveryPath: a build of the workflow code is released with a history
 // of every path, so the next change is checked against all of them.

@@ -256,7 +256,7 @@ const DefaultStepRetryWindow = 2 * time.Minute
 
 // durableOptions are a step's retries on the server, for the step retry window.
 func (w *orderFlow) durableOptions() workflow.ActivityOptions {
-	window := w.in.StepRetryWindow
+	window := w.saga.StepRetryWindow
 	if window <= 0 {
 		window = DefaultStepRetryWindow
 	}
