@@ -28,6 +28,7 @@ import (
 	"github.com/marketplace/checkout/internal/demo"
 	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/internal/testenv"
+	"github.com/marketplace/checkout/internal/wiring"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/payment/paysim"
 )
@@ -64,7 +65,7 @@ func newHarnessOf(t testing.TB, temporal api.TemporalClient, env map[string]stri
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	sim := paysim.New(pool, paysim.Options{PublicBaseURL: "http://localhost:8080", Log: log})
 	carts := runCartCache(t, pool, cart.CacheOptions{Entries: cfg.CartCacheEntries, Log: log})
-	e := api.New(api.Deps{Config: cfg, Pool: pool, Inventory: inv, Temporal: temporal, Metrics: m, Log: log,
+	e := api.New(api.Deps{Options: wiring.API(cfg), Pool: pool, Inventory: inv, Temporal: temporal, Metrics: m, Log: log,
 		PaymentPages: sim, PaymentFaults: sim, CartCache: carts, Codec: pc})
 	return &harness{t: t, e: e, pool: pool, cfg: cfg, carts: carts, metrics: m, codec: pc}
 }
@@ -374,7 +375,7 @@ func TestDatabaseDown_503WithRetryAfter(t *testing.T) {
 	t.Cleanup(pool.Close)
 	cfg := testenv.Config(t, nil)
 	m := metrics.New()
-	e := api.New(api.Deps{Config: cfg, Pool: pool, Inventory: inventory.New(pool, m), Metrics: m,
+	e := api.New(api.Deps{Options: wiring.API(cfg), Pool: pool, Inventory: inventory.New(pool, m), Metrics: m,
 		Log: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	tok, err := auth.Mint([]byte(cfg.JWTSecret), auth.Principal{UserID: 7, Role: auth.RoleShopper}, time.Hour)
 	require.NoError(t, err)

@@ -38,9 +38,8 @@ type cartHandlers struct {
 }
 
 func (s *Server) cartRoutes(e *echo.Echo) {
-	h := &cartHandlers{Server: s, viewer: cart.NewViewer(s.q, s.Config.CartViewCacheTTL).WithCache(s.CartCache),
-		store: cart.NewStore(s.Pool, cart.Limits{MaxLines: s.Config.CartMaxLines,
-			MaxUnitsPerLine: int32(s.Config.CartMaxUnitsPerLine)}).WithCache(s.CartCache)}
+	h := &cartHandlers{Server: s, viewer: cart.NewViewer(s.q, s.Options.CartViewCacheTTL).WithCache(s.CartCache),
+		store: cart.NewStore(s.Pool, s.Options.CartLimits).WithCache(s.CartCache)}
 	e.GET("/api/v1/cart", h.getCart, s.cartOwner)
 	writes := s.rateLimit(s.limits.cart)
 	e.PUT("/api/v1/cart/items/:skuId", h.putItem, s.cartOwner, writes)
@@ -129,7 +128,7 @@ func (h *cartHandlers) render(c echo.Context, v cart.View) cartView {
 	if !hints {
 		out.Omitted = []string{string(features.CartStockHints)}
 	}
-	threshold := int32(h.Config.LowStockThreshold)
+	threshold := int32(h.Options.LowStockThreshold)
 	var subtotal int64
 	currency, single := "", true
 	for i, l := range v.Lines {

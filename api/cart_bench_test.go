@@ -25,6 +25,7 @@ import (
 	"github.com/marketplace/checkout/internal/demo"
 	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/internal/testenv"
+	"github.com/marketplace/checkout/internal/wiring"
 	"github.com/marketplace/checkout/inventory"
 )
 
@@ -119,7 +120,7 @@ func newCartBench(b *testing.B) *cartBench {
 	// The cart cache as the API process runs it: listening for cart changes beside the server.
 	carts := runCartCache(b, pool, cart.CacheOptions{Entries: cfg.CartCacheEntries,
 		MaxBytes: int64(cfg.CartCacheMemoryMB) << 20, Log: log})
-	e := api.New(api.Deps{Config: cfg, Pool: pool, Inventory: inventory.New(pool, m), Metrics: m, Log: log,
+	e := api.New(api.Deps{Options: wiring.API(cfg), Pool: pool, Inventory: inventory.New(pool, m), Metrics: m, Log: log,
 		CartCache: carts})
 	env := &cartBench{api: httptest.NewServer(e), clients: map[string]*http.Client{}, pool: pool, carts: carts}
 	b.Cleanup(env.api.Close)

@@ -23,6 +23,7 @@ import (
 	"github.com/marketplace/checkout/internal/demo"
 	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/internal/testenv"
+	"github.com/marketplace/checkout/internal/wiring"
 	"github.com/marketplace/checkout/inventory"
 )
 
@@ -68,7 +69,7 @@ func newProcess(t *testing.T, pool *pgxpool.Pool, opts cart.CacheOptions) *harne
 	opts.Log = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	m := metrics.New()
 	carts := runCartCache(t, pool, opts)
-	e := api.New(api.Deps{Config: cfg, Pool: pool, Inventory: inventory.New(pool, m), Metrics: m, Log: opts.Log,
+	e := api.New(api.Deps{Options: wiring.API(cfg), Pool: pool, Inventory: inventory.New(pool, m), Metrics: m, Log: opts.Log,
 		CartCache: carts})
 	return &harness{t: t, e: e, pool: pool, cfg: cfg, carts: carts, metrics: m}
 }

@@ -46,7 +46,7 @@ func (s *Server) codecRoutes(e *echo.Echo) {
 // origins, never a wildcard. Preflights are answered here, before authentication (a browser sends
 // them without cookies).
 func (s *Server) codecCORS() echo.MiddlewareFunc {
-	origins := s.Config.TemporalUIOrigins
+	origins := s.Options.TemporalUIOrigins
 	return middleware.CORSWithConfig(middleware.CORSConfig{
 		Skipper: func(c echo.Context) bool {
 			p := c.Request().URL.Path
@@ -92,15 +92,15 @@ func (s *Server) authenticateCodec(next echo.HandlerFunc) echo.HandlerFunc {
 
 // codecOriginAllowed: no Origin (not a cross-origin browser request), the API's own, or the UI's.
 func (s *Server) codecOriginAllowed(origin string) bool {
-	if origin == "" || slices.Contains(s.Config.TemporalUIOrigins, origin) {
+	if origin == "" || slices.Contains(s.Options.TemporalUIOrigins, origin) {
 		return true
 	}
-	u, err := url.Parse(s.Config.PublicBaseURL)
+	u, err := url.Parse(s.Options.PublicBaseURL)
 	return err == nil && origin == u.Scheme+"://"+u.Host
 }
 
 func (s *Server) codecSessionURL() string {
-	return strings.TrimRight(s.Config.PublicBaseURL, "/") + codecPath + "/session"
+	return strings.TrimRight(s.Options.PublicBaseURL, "/") + codecPath + "/session"
 }
 
 func (s *Server) codecDecode(c echo.Context) error { return s.runCodec(c, s.Codec.Decode) }
@@ -150,7 +150,7 @@ func (s *Server) codecSignIn(c echo.Context) error {
 	if token == "" {
 		return s.codecSessionAnswer(c, form, http.StatusUnauthorized, unauthorized("missing token"), time.Time{})
 	}
-	p, exp, err := s.Config.AuthKeys().VerifyUntil(token)
+	p, exp, err := s.Options.AuthKeys.VerifyUntil(token)
 	if err != nil {
 		return s.codecSessionAnswer(c, form, http.StatusUnauthorized, unauthorized("invalid or expired token"), time.Time{})
 	}
@@ -172,7 +172,7 @@ func (s *Server) codecSignOut(c echo.Context) error {
 // scoped to /codec (no other endpoint sees it) and Secure when the API is served over https.
 func (s *Server) codecCookie(token string, exp time.Time) *http.Cookie {
 	ck := &http.Cookie{Name: CodecSessionCookie, Value: token, Path: codecPath, Expires: exp, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: strings.HasPrefix(s.Config.PublicBaseURL, "https://")}
+		SameSite: http.SameSiteStrictMode, Secure: strings.HasPrefix(s.Options.PublicBaseURL, "https://")}
 	if token == "" {
 		ck.MaxAge = -1
 	}
@@ -209,8 +209,8 @@ func (s *Server) codecSessionPage(c echo.Context) error {
 }
 
 func (s *Server) codecPage() codecPageData {
-	return codecPageData{Endpoint: strings.TrimRight(s.Config.PublicBaseURL, "/") + codecPath,
-		UIOrigins: s.Config.TemporalUIOrigins}
+	return codecPageData{Endpoint: strings.TrimRight(s.Options.PublicBaseURL, "/") + codecPath,
+		UIOrigins: s.Options.TemporalUIOrigins}
 }
 
 func (s *Server) renderCodecPage(c echo.Context, status int, d codecPageData) error {

@@ -177,7 +177,7 @@ func (s *Server) place(ctx context.Context, in workflows.OrderInput, wfID, updat
 	}()
 	op := s.Temporal.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
 		ID:                       wfID,
-		TaskQueue:                s.Config.TaskQueue,
+		TaskQueue:                s.Options.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		StaticSummary:            "Order of customer " + strconv.FormatInt(in.UserID, 10) + " · key " + shorten(in.IdempotencyKey, 40),

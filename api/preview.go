@@ -159,7 +159,7 @@ func (h *cartHandlers) preview(c echo.Context) error {
 	for _, it := range snap.Doc.Items {
 		atAdd[it.SKUID] = it.PriceAtAdd
 	}
-	threshold := int32(h.Config.LowStockThreshold)
+	threshold := int32(h.Options.LowStockThreshold)
 	for i, it := range quote.Items {
 		price := money.Format(it.UnitPriceMinor)
 		out.Items[i] = previewItem{SKUID: it.SKUID, SellerID: it.SellerID, Title: it.Title, Quantity: it.Quantity,

@@ -24,7 +24,6 @@ import (
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/features"
 	"github.com/marketplace/checkout/internal/auth"
-	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/payment"
@@ -55,7 +54,7 @@ var _ TemporalClient = (client.Client)(nil)
 
 // Deps are what the API needs from the process that runs it.
 type Deps struct {
-	Config    config.Config
+	Options   Options
 	Pool      *pgxpool.Pool
 	Inventory *inventory.Engine
 	Temporal  TemporalClient
@@ -101,17 +100,17 @@ func New(d Deps) *echo.Echo {
 		d.Log = slog.Default()
 	}
 	if d.Features == nil {
-		d.Features = features.New(d.Pool, features.Options{TTL: d.Config.FeaturesCacheTTL, Log: d.Log})
+		d.Features = features.New(d.Pool, features.Options{TTL: d.Options.FeaturesCacheTTL, Log: d.Log})
 	}
 	s := &Server{Deps: d, q: db.New(d.Pool),
-		tokens: auth.NewVerifier(d.Config.AuthKeys(), d.Config.AuthTokenCacheEntries),
-		guests: auth.NewGuestTokens(d.Config.AuthKeys()), limits: newRateLimits(d.Config.RateLimits),
-		admission: newAdmission(d.Config.OrdersMaxInFlight, d.Config.OrdersAdmitMaxLatency, time.Now)}
+		tokens: auth.NewVerifier(d.Options.AuthKeys, d.Options.AuthTokenCacheEntries),
+		guests: auth.NewGuestTokens(d.Options.AuthKeys), limits: newRateLimits(d.Options.RateLimits),
+		admission: newAdmission(d.Options.OrdersMaxInFlight, d.Options.OrdersAdmitMaxLatency, time.Now)}
 	d.Metrics.RegisterCaches(s.cacheFigures)
 	d.Metrics.RegisterAdmission(s.admission.figures)
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.IPExtractor = ipExtractor(d.Config.TrustedProxies)
+	e.IPExtractor = ipExtractor(d.Options.TrustedProxies)
 	e.HTTPErrorHandler = errorHandler(d.Log)
 	e.Use(middleware.RequestID())
 	e.Use(s.observe)
@@ -209,7 +208,7 @@ func (s *Server) cacheFigures() metrics.CacheFigures {
 	return metrics.CacheFigures{CartEnabled: s.CartCache != nil, CartHits: c.Hits, CartMisses: c.Misses,
 		CartNotifications: c.Notifications, CartEvictedChanged: c.Evicted, CartEvictedCapacity: c.Capacity,
 		CartResets: c.Resets, CartReconnects: c.Reconnects, CartEntries: c.Entries, CartBytes: c.Bytes,
-		CartListening: c.Listening, TokenEnabled: s.Config.AuthTokenCacheEntries > 0,
+		CartListening: c.Listening, TokenEnabled: s.Options.AuthTokenCacheEntries > 0,
 		TokenHits: hits, TokenMisses: misses, TokenEntries: held}
 }
 

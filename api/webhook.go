@@ -39,7 +39,7 @@ func (s *Server) paymentWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := payment.Verify([]byte(s.Config.PaymentWebhookSecret), body,
+	if err := payment.Verify([]byte(s.Options.PaymentWebhookSecret), body,
 		c.Request().Header.Get(payment.SignatureHeader), time.Now(), payment.DefaultTolerance); err != nil {
 		s.Log.Warn("payment webhook refused", "reason", err.Error(), "request_id", requestID(c), "client_ip", c.RealIP())
 		if err := s.admit(c, s.limits.webhookFailures); err != nil {
@@ -178,7 +178,7 @@ func (s *Server) paymentForClosedOrder(ctx context.Context, q *db.Queries, order
 		"payment_status", intent.Status)
 	_, err = s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       workflows.LatePaymentWorkflowID(orderID),
-		TaskQueue:                s.Config.TaskQueue,
+		TaskQueue:                s.Options.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		StaticSummary:            "Reverse a late payment of closed order " + strconv.FormatInt(orderID, 10),

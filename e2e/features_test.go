@@ -14,6 +14,7 @@ import (
 	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/features"
 	"github.com/marketplace/checkout/internal/metrics"
+	"github.com/marketplace/checkout/internal/wiring"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/workflows"
 )
@@ -28,7 +29,7 @@ func (s *stack) secondAPI() string {
 	m := metrics.New()
 	switches := features.New(s.pool, features.Options{TTL: s.cfg.FeaturesCacheTTL, Log: quietLog()})
 	m.RegisterFeatures(switches.Snapshot)
-	e := api.New(api.Deps{Config: s.cfg, Pool: s.pool, Inventory: inventory.New(s.pool, m), Temporal: s.temporal,
+	e := api.New(api.Deps{Options: wiring.API(s.cfg), Pool: s.pool, Inventory: inventory.New(s.pool, m), Temporal: s.temporal,
 		Metrics: m, Log: quietLog(), Payments: s.sim, Features: switches})
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()

@@ -30,6 +30,7 @@ import (
 	"github.com/marketplace/checkout/internal/devtemporal"
 	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/internal/pgserver"
+	"github.com/marketplace/checkout/internal/wiring"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/migrations"
 	"github.com/marketplace/checkout/payment/paysim"
@@ -116,7 +117,7 @@ func (a *app) serveAPI(ctx context.Context) error {
 	// The cart cache serves only while its listener (run below) listens for cart changes.
 	carts := cart.NewCache(a.pool, cart.CacheOptions{Entries: a.cfg.CartCacheEntries,
 		MaxBytes: int64(a.cfg.CartCacheMemoryMB) << 20, Log: a.log})
-	e := api.New(api.Deps{Config: a.cfg, Pool: a.pool, Inventory: a.inv, Temporal: a.temporal,
+	e := api.New(api.Deps{Options: wiring.API(a.cfg), Pool: a.pool, Inventory: a.inv, Temporal: a.temporal,
 		Metrics: a.metrics, Log: a.log, Payments: a.paysim, PaymentPages: a.paysim, PaymentFaults: a.paysim, CartCache: carts, Codec: a.codec,
 		Features: a.features})
 	srv := &http.Server{Addr: a.cfg.HTTPAddr, Handler: e, ReadHeaderTimeout: 10 * time.Second,

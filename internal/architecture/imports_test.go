@@ -36,8 +36,8 @@ var layers = [][]string{
 	{"workflows"},
 	// The edges: HTTP, the worker, the auditor.
 	{"api", "worker", "audit"},
-	// The binary, and the load generator it runs.
-	{"loadgen"},
+	// The binary, the load generator it runs, and the wiring that hands each part its options.
+	{"loadgen", "internal/wiring"},
 	{"cmd/checkout"},
 }
 

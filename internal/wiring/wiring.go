@@ -1,0 +1,22 @@
+// Package wiring hands each part of a process the options it declares, read from the one
+// config.Config: the binary (cmd/checkout) wires its processes with it and the tests wire theirs
+// the same way, so that no part sees the whole Config, and a setting given to the wrong process
+// reaches nothing. The worker wires its own parts (package worker).
+package wiring
+
+import (
+	"github.com/marketplace/checkout/api"
+	"github.com/marketplace/checkout/cart"
+	"github.com/marketplace/checkout/internal/config"
+)
+
+// API is the API's options.
+func API(cfg config.Config) api.Options {
+	return api.Options{TaskQueue: cfg.TaskQueue, PublicBaseURL: cfg.PublicBaseURL, TemporalUIOrigins: cfg.TemporalUIOrigins,
+		AuthKeys: cfg.AuthKeys(), AuthTokenCacheEntries: cfg.AuthTokenCacheEntries,
+		PaymentWebhookSecret: cfg.PaymentWebhookSecret, RateLimits: cfg.RateLimits, TrustedProxies: cfg.TrustedProxies,
+		OrdersMaxInFlight: cfg.OrdersMaxInFlight, OrdersAdmitMaxLatency: cfg.OrdersAdmitMaxLatency,
+		FeaturesCacheTTL: cfg.FeaturesCacheTTL,
+		CartLimits:       cart.Limits{MaxLines: cfg.CartMaxLines, MaxUnitsPerLine: int32(cfg.CartMaxUnitsPerLine)},
+		CartViewCacheTTL: cfg.CartViewCacheTTL, LowStockThreshold: cfg.LowStockThreshold}
+}
