@@ -39,7 +39,7 @@ func (f *clusterFlags) parse(cfg config.Config, args []string) error {
 	fs.IntVar(&f.workers, "workers", 2, "workers")
 	fs.IntVar(&f.shards, "history-shards", 16, "Temporal history shards (fixed when the cluster's data folder is first set up)")
 	fs.IntVar(&f.portsFrom, "ports-from", 0, fmt.Sprintf("put every listener on %d consecutive ports from this one (0: the standard ports, the API on 8080)", cluster.PortsSpan))
-	fs.StringVar(&f.dir, "dir", filepath.Join(cfg.DataDir, "cluster"), "data folder: PostgreSQL, secrets, configuration, logs")
+	fs.StringVar(&f.dir, "dir", filepath.Join(cfg.Dev.DataDir, "cluster"), "data folder: PostgreSQL, secrets, configuration, logs")
 	fs.StringVar(&f.bin, "bin", "", "folder of temporal-server, temporal-sql-tool and temporal-ui-server (default: this binary's folder)")
 	fs.BoolVar(&f.demo, "demo", true, "load the demo data (as make run does)")
 	if err := fs.Parse(args); err != nil {

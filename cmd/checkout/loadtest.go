@@ -45,17 +45,17 @@ func (f *auditFlags) register(fs *flag.FlagSet, cfg config.Config) {
 // that stack's codec key when TEMPORAL_CODEC_KEY is unset (reading it, never making one).
 func devDefaults(cfg config.Config) config.Config {
 	if len(cfg.CodecKey.Secret) == 0 {
-		if s, err := config.ReadDevSecrets(cfg.DataDir); err == nil {
+		if s, err := config.ReadDevSecrets(cfg.Dev.DataDir); err == nil {
 			if k, err := s.Codec(); err == nil {
 				cfg.CodecKey = k
 			}
 		}
 	}
 	if cfg.DatabaseURL == "" {
-		cfg.DatabaseURL = fmt.Sprintf("postgres://%s@127.0.0.1:%d/checkout?sslmode=disable", pgserver.Superuser, cfg.PGPort)
+		cfg.DatabaseURL = fmt.Sprintf("postgres://%s@127.0.0.1:%d/checkout?sslmode=disable", pgserver.Superuser, cfg.Dev.PGPort)
 	}
 	if cfg.TemporalAddress == "" {
-		cfg.TemporalAddress = "127.0.0.1:" + strconv.Itoa(cfg.TemporalPort)
+		cfg.TemporalAddress = "127.0.0.1:" + strconv.Itoa(cfg.Dev.TemporalPort)
 	}
 	return cfg
 }

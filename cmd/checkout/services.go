@@ -100,8 +100,8 @@ func connect(ctx context.Context, cfg config.Config) (*app, error) {
 	a.features = features.New(a.pool, features.Options{TTL: cfg.FeaturesCacheTTL, Log: a.log})
 	a.metrics.RegisterFeatures(a.features.Snapshot)
 	a.paysim = paysim.New(a.pool, paysim.Options{PublicBaseURL: cfg.PublicBaseURL, WebhookURL: cfg.PaymentWebhookURL,
-		WebhookSecret: []byte(cfg.PaymentWebhookSecret), Log: a.log, Latency: cfg.PaysimLatency,
-		FailureRate: cfg.PaysimFailureRate, HoldUntil: api.HoldUntil(a.pool)})
+		WebhookSecret: []byte(cfg.PaymentWebhookSecret), Log: a.log, Latency: cfg.PaysimFaults.Latency,
+		FailureRate: cfg.PaysimFaults.FailureRate, HoldUntil: api.HoldUntil(a.pool)})
 	return a, nil
 }
 
@@ -233,15 +233,15 @@ func runDev(ctx context.Context, cfg config.Config) error {
 	}
 	cfg.HTTPAddr = devAddr("HTTP_ADDR", cfg.HTTPAddr, config.DefaultHTTPAddr, os.Getenv)
 	cfg.MetricsAddr = devAddr("METRICS_ADDR", cfg.MetricsAddr, config.DefaultMetricsAddr, os.Getenv)
-	if len(cfg.TemporalUIOrigins) == 0 && cfg.TemporalUIPort > 0 {
-		cfg.TemporalUIOrigins = []string{config.UIOrigin(cfg.PublicBaseURL, cfg.TemporalUIPort)}
+	if len(cfg.TemporalUIOrigins) == 0 && cfg.Dev.TemporalUIPort > 0 {
+		cfg.TemporalUIOrigins = []string{config.UIOrigin(cfg.PublicBaseURL, cfg.Dev.TemporalUIPort)}
 	}
 	if cfg.PaymentProvider == "" {
 		cfg.PaymentProvider = config.ProviderPaysim
 	}
 	if cfg.DatabaseURL == "" {
-		pg, err := pgserver.Start(ctx, pgserver.Options{Dir: filepath.Join(cfg.DataDir, "pg"), Port: cfg.PGPort,
-			Database: "checkout", Log: openLog(cfg.DataDir, "postgres.log")})
+		pg, err := pgserver.Start(ctx, pgserver.Options{Dir: filepath.Join(cfg.Dev.DataDir, "pg"), Port: cfg.Dev.PGPort,
+			Database: "checkout", Log: openLog(cfg.Dev.DataDir, "postgres.log")})
 		if err != nil {
 			return fmt.Errorf("private PostgreSQL: %w", err)
 		}
@@ -249,19 +249,19 @@ func runDev(ctx context.Context, cfg config.Config) error {
 		cfg.DatabaseURL = pg.URL("checkout")
 		log.Info("postgres started", "url", cfg.DatabaseURL, "data", pg.Dir)
 	}
-	if cfg.PrometheusPort > 0 && cfg.TemporalMetricsPort == 0 && cfg.TemporalAddress == "" {
+	if cfg.Dev.PrometheusPort > 0 && cfg.Dev.TemporalMetricsPort == 0 && cfg.TemporalAddress == "" {
 		// A port known in advance, so that Prometheus scrapes the dev server too.
-		if cfg.TemporalMetricsPort, err = pgserver.FreePort(); err != nil {
+		if cfg.Dev.TemporalMetricsPort, err = pgserver.FreePort(); err != nil {
 			return err
 		}
 	}
 	temporalStarted := cfg.TemporalAddress == ""
 	if temporalStarted {
-		ts, err := devtemporal.Start(ctx, devtemporal.Options{CLI: cfg.TemporalCLI,
-			DBFile: filepath.Join(cfg.DataDir, "temporal.db"), Port: cfg.TemporalPort, UIPort: cfg.TemporalUIPort,
-			MetricsPort: cfg.TemporalMetricsPort, SearchAttributes: worker.SearchAttributeTypes(),
-			DynamicConfig: cfg.TemporalDevConfig, UICodecEndpoint: codecEndpoint(cfg),
-			Namespace: cfg.TemporalNamespace, Log: openLog(cfg.DataDir, "temporal.log")})
+		ts, err := devtemporal.Start(ctx, devtemporal.Options{CLI: cfg.Dev.TemporalCLI,
+			DBFile: filepath.Join(cfg.Dev.DataDir, "temporal.db"), Port: cfg.Dev.TemporalPort, UIPort: cfg.Dev.TemporalUIPort,
+			MetricsPort: cfg.Dev.TemporalMetricsPort, SearchAttributes: worker.SearchAttributeTypes(),
+			DynamicConfig: cfg.Dev.TemporalDevConfig, UICodecEndpoint: codecEndpoint(cfg),
+			Namespace: cfg.TemporalNamespace, Log: openLog(cfg.Dev.DataDir, "temporal.log")})
 		if err != nil {
 			return fmt.Errorf("temporal dev server: %w", err)
 		}
@@ -269,13 +269,13 @@ func runDev(ctx context.Context, cfg config.Config) error {
 		cfg.TemporalAddress = ts.Address
 		log.Info("temporal dev server started", "address", ts.Address)
 	}
-	if cfg.PrometheusPort > 0 {
+	if cfg.Dev.PrometheusPort > 0 {
 		prom, err := startPrometheus(ctx, cfg, temporalStarted)
 		if err != nil {
 			return fmt.Errorf("prometheus: %w", err)
 		}
 		defer prom.Stop()
-		log.Info("prometheus started", "url", prom.URL, "data", filepath.Join(cfg.DataDir, "prometheus"))
+		log.Info("prometheus started", "url", prom.URL, "data", filepath.Join(cfg.Dev.DataDir, "prometheus"))
 	}
 	if _, err := migrations.Up(ctx, cfg.DatabaseURL); err != nil {
 		return err
@@ -302,12 +302,12 @@ func runDev(ctx context.Context, cfg config.Config) error {
 // this process's /metrics and, when dev started it, the Temporal dev server's.
 func startPrometheus(ctx context.Context, cfg config.Config, withTemporal bool) (*devprometheus.Server, error) {
 	targets := map[string][]string{"checkout": {cfg.MetricsTarget()}}
-	if withTemporal && cfg.TemporalMetricsPort > 0 {
-		targets["temporal"] = []string{"127.0.0.1:" + strconv.Itoa(cfg.TemporalMetricsPort)}
+	if withTemporal && cfg.Dev.TemporalMetricsPort > 0 {
+		targets["temporal"] = []string{"127.0.0.1:" + strconv.Itoa(cfg.Dev.TemporalMetricsPort)}
 	}
-	return devprometheus.Start(ctx, devprometheus.Options{Dir: filepath.Join(cfg.DataDir, "prometheus"),
-		Port: cfg.PrometheusPort, Targets: targets, Rules: []string{devprometheus.RulesFile},
-		Log: openLog(cfg.DataDir, "prometheus.log")})
+	return devprometheus.Start(ctx, devprometheus.Options{Dir: filepath.Join(cfg.Dev.DataDir, "prometheus"),
+		Port: cfg.Dev.PrometheusPort, Targets: targets, Rules: []string{devprometheus.RulesFile},
+		Log: openLog(cfg.Dev.DataDir, "prometheus.log")})
 }
 
 // devAddr is where `dev` listens for the setting key (default port def): on this machine only,
@@ -345,12 +345,12 @@ func printBanner(cfg config.Config) {
 		return t
 	}
 	prom := "off (make run PROMETHEUS=1, or PROMETHEUS_PORT)"
-	if cfg.PrometheusPort > 0 {
-		prom = "http://127.0.0.1:" + strconv.Itoa(cfg.PrometheusPort) + "   (rules: deploy/prometheus/rules.yml)"
+	if cfg.Dev.PrometheusPort > 0 {
+		prom = "http://127.0.0.1:" + strconv.Itoa(cfg.Dev.PrometheusPort) + "   (rules: deploy/prometheus/rules.yml)"
 	}
 	ui := "(external Temporal: see its own UI)"
-	if cfg.TemporalUIPort > 0 {
-		ui = "http://localhost:" + strconv.Itoa(cfg.TemporalUIPort)
+	if cfg.Dev.TemporalUIPort > 0 {
+		ui = "http://localhost:" + strconv.Itoa(cfg.Dev.TemporalUIPort)
 	}
 	fmt.Printf(`
 checkout is running (Ctrl-C stops everything)

@@ -86,24 +86,10 @@ type Config struct {
 	// PaymentWebhookURL is where the provider simulator delivers its signed webhooks.
 	PaymentWebhookURL string
 
-	// Dev stack (`dev` and `make run`).
-	DataDir        string
-	PGPort         int
-	TemporalCLI    string
-	TemporalPort   int
-	TemporalUIPort int
-	// TemporalMetricsPort serves the dev server's own Prometheus metrics (0: a port the CLI picks).
-	TemporalMetricsPort int
-	// TemporalDevConfig are more dynamic config values of the dev server (key=value, comma-separated).
-	TemporalDevConfig []string
-	// PrometheusPort, when above 0, makes dev start the distribution's Prometheus on that loopback
-	// port, scraping the stack with the product's rules (`make run PROMETHEUS=1`).
-	PrometheusPort int
-
-	// Payment simulator faults of this process (latency of every provider call, share of calls
-	// failing as "provider unavailable"); for tests and load runs.
-	PaysimLatency     time.Duration
-	PaysimFailureRate float64
+	// Dev is the dev stack's settings (`dev`, `make run`); api and worker read none of them.
+	Dev DevStack
+	// PaysimFaults are the payment simulator's faults in this process, for tests and load runs.
+	PaysimFaults PaysimFaults
 
 	// MetricsAddr is the internal listener of the process's /metrics (api, worker and dev alike),
 	// a port of its own so that a deployment keeps it off the public one.
@@ -147,6 +133,29 @@ type Config struct {
 	PaymentReconcilerEvery Every
 
 	LogLevel string
+}
+
+// DevStack is where `dev` runs the servers it starts itself, and what with.
+type DevStack struct {
+	DataDir        string
+	PGPort         int
+	TemporalCLI    string
+	TemporalPort   int
+	TemporalUIPort int
+	// TemporalMetricsPort serves the dev server's own Prometheus metrics (0: a port the CLI picks).
+	TemporalMetricsPort int
+	// TemporalDevConfig are more dynamic config values of the dev server (key=value, comma-separated).
+	TemporalDevConfig []string
+	// PrometheusPort, when above 0, makes dev start the distribution's Prometheus on that loopback
+	// port, scraping the stack with the product's rules (`make run PROMETHEUS=1`).
+	PrometheusPort int
+}
+
+// PaysimFaults are the simulator's fault defaults of one process: latency added to every provider
+// call, and the share of calls failing as "provider unavailable".
+type PaysimFaults struct {
+	Latency     time.Duration
+	FailureRate float64
 }
 
 // Defaults of a local machine. There are no default secrets: `dev` makes its own (DevSecretsOf),
@@ -210,18 +219,20 @@ func Load(getenv func(string) string) (Config, error) {
 		TemporalUIOrigins:       p.list("TEMPORAL_UI_ORIGIN"),
 		PaymentProvider:         p.str("PAYMENT_PROVIDER", ""),
 		PaymentWebhookURL:       p.str("PAYMENT_WEBHOOK_URL", ""),
-		DataDir:                 p.str("DATA_DIR", ".data"),
-		PGPort:                  p.int("PG_PORT", DefaultPGPort),
-		TemporalCLI:             p.str("TEMPORAL_CLI", "bin/temporal"),
-		TemporalPort:            p.int("TEMPORAL_PORT", DefaultTemporalPort),
-		TemporalUIPort:          p.int("TEMPORAL_UI_PORT", DefaultTemporalUIPort),
-		TemporalMetricsPort:     p.int("TEMPORAL_METRICS_PORT", 0),
-		TemporalDevConfig:       p.list("TEMPORAL_DEV_DYNAMIC_CONFIG"),
-		PrometheusPort:          p.int("PROMETHEUS_PORT", 0),
 		MetricsAddr:             p.str("METRICS_ADDR", DefaultMetricsAddr),
-		PaysimLatency:           p.duration("PAYSIM_LATENCY", 0),
-		PaysimFailureRate:       p.float("PAYSIM_FAILURE_RATE", 0),
 		LogLevel:                p.str("LOG_LEVEL", "info"),
+
+		Dev: DevStack{
+			DataDir:             p.str("DATA_DIR", ".data"),
+			PGPort:              p.int("PG_PORT", DefaultPGPort),
+			TemporalCLI:         p.str("TEMPORAL_CLI", "bin/temporal"),
+			TemporalPort:        p.int("TEMPORAL_PORT", DefaultTemporalPort),
+			TemporalUIPort:      p.int("TEMPORAL_UI_PORT", DefaultTemporalUIPort),
+			TemporalMetricsPort: p.int("TEMPORAL_METRICS_PORT", 0),
+			TemporalDevConfig:   p.list("TEMPORAL_DEV_DYNAMIC_CONFIG"),
+			PrometheusPort:      p.int("PROMETHEUS_PORT", 0),
+		},
+		PaysimFaults: PaysimFaults{Latency: p.duration("PAYSIM_LATENCY", 0), FailureRate: p.float("PAYSIM_FAILURE_RATE", 0)},
 
 		CartMaxLines:             p.int("CART_MAX_LINES", 50),
 		CartMaxUnitsPerLine:      p.int("CART_MAX_UNITS_PER_LINE", 99),

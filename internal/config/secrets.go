@@ -357,9 +357,9 @@ func (c Config) WithDevSecrets() (Config, error) {
 	if c.JWTSecret != "" && c.PaymentWebhookSecret != "" && len(c.CodecKey.Secret) > 0 {
 		return c, nil
 	}
-	s, err := DevSecretsOf(c.DataDir)
+	s, err := DevSecretsOf(c.Dev.DataDir)
 	if err != nil {
-		return c, fmt.Errorf("development secrets in %s: %w", c.DataDir, err)
+		return c, fmt.Errorf("development secrets in %s: %w", c.Dev.DataDir, err)
 	}
 	if c.JWTSecret == "" {
 		c.JWTSecret = s.JWT
@@ -369,7 +369,7 @@ func (c Config) WithDevSecrets() (Config, error) {
 	}
 	if len(c.CodecKey.Secret) == 0 {
 		if c.CodecKey, err = s.Codec(); err != nil {
-			return c, fmt.Errorf("%s: %w", devSecretsFile(c.DataDir), err)
+			return c, fmt.Errorf("%s: %w", devSecretsFile(c.Dev.DataDir), err)
 		}
 	}
 	return c, nil
