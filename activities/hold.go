@@ -10,6 +10,7 @@ import (
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/order"
 )
 
 // HoldExtension is how a shopper may extend an order's hold: by By, at most Max times, and only
@@ -106,7 +107,7 @@ func (a *Orders) holdRefusal(ctx context.Context, q *db.Queries, orderID int64) 
 	refusal := HoldRefusal{Status: st.Status, Max: a.HoldExtension.Max}
 	var msg string
 	switch {
-	case st.Status != "PENDING_PAYMENT":
+	case order.Status(st.Status) != order.StatusPendingPayment:
 		refusal.Reason, msg = HoldNotPending, "the order is not waiting for its payment"
 	case int(st.HoldExtensions) >= a.HoldExtension.Max:
 		refusal.Reason, msg = HoldExtensionUsed, "the hold has been extended as many times as allowed"

@@ -13,6 +13,7 @@ import (
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/money"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment"
 )
 
@@ -130,7 +131,7 @@ func lineRefusal(ctx context.Context, q *db.Queries, in LineCancelRequest) error
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no order %d", in.OrderID), ErrTypeOrderNotFound, nil)
 	case err != nil:
 		return err
-	case l.Status != "CONFIRMED":
+	case order.Status(l.Status) != order.StatusConfirmed:
 		return temporal.NewNonRetryableApplicationError("the order is "+l.Status+": only a CONFIRMED order's lines are cancelled",
 			ErrTypeOrderNotConfirmed, nil, l.Status)
 	case l.Quantity == nil:

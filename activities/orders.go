@@ -16,6 +16,7 @@ import (
 	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/pricing"
 )
 
@@ -244,7 +245,7 @@ func (a *Orders) CreateOrder(ctx context.Context, in CreateOrderInput) (CreatedO
 			// the step runs again), or while it is still open (support reset the workflow to an
 			// earlier point: the new run carries on). A finished order made by another run is
 			// never touched again.
-			open := existing.Status == "PENDING_PAYMENT" || existing.Status == "NEEDS_ATTENTION"
+			open := order.Status(existing.Status).Open()
 			out.OrderID, out.Existing = existing.ID, existing.RunID != in.RunID && !open
 			return nil
 		}
@@ -338,7 +339,8 @@ func (a *Orders) SetHold(ctx context.Context, in SetHoldInput) error {
 	return a.q().SetOrderHold(ctx, &t, in.OrderID)
 }
 
-// TransitionInput moves an order to a final status.
+// TransitionInput moves an order to a final status. To is an order.Status and Code an
+// order.FailureCode; both are plain strings, as the frozen sagas of earlier releases build them.
 type TransitionInput struct {
 	OrderID int64          `json:"orderId"`
 	To      string         `json:"to"`
@@ -347,7 +349,7 @@ type TransitionInput struct {
 }
 
 // openStatuses are the statuses an order can leave.
-var openStatuses = []string{"PENDING_PAYMENT", "NEEDS_ATTENTION"}
+var openStatuses = []string{string(order.StatusPendingPayment), string(order.StatusNeedsAttention)}
 
 // Transition moves the order from an open status to To (CONFIRMED, FAILED or CANCELLED) and writes
 // the timeline entry and the outbox event in the same transaction. It returns false when the order
@@ -383,8 +385,8 @@ func (a *Orders) Transition(ctx context.Context, in TransitionInput) (bool, erro
 		if err := appendEvent(ctx, q, in.OrderID, "status", detail); err != nil {
 			return err
 		}
-		event := map[string]string{"CONFIRMED": EventOrderConfirmed, "FAILED": EventOrderFailed,
-			"CANCELLED": EventOrderCancelled}[in.To]
+		event := map[order.Status]string{order.StatusConfirmed: EventOrderConfirmed, order.StatusFailed: EventOrderFailed,
+			order.StatusCancelled: EventOrderCancelled}[order.Status(in.To)]
 		if event == "" {
 			return temporal.NewNonRetryableApplicationError("unknown final status "+in.To, ErrTypeOrderTransition, nil)
 		}
@@ -398,9 +400,9 @@ func (a *Orders) Transition(ctx context.Context, in TransitionInput) (bool, erro
 // Finished is what Finish did: whether this call moved the order, and the order's status and
 // failure code as they stand after it.
 type Finished struct {
-	Changed     bool   `json:"changed"`
-	Status      string `json:"status"`
-	FailureCode string `json:"failureCode,omitempty"`
+	Changed     bool              `json:"changed"`
+	Status      order.Status      `json:"status"`
+	FailureCode order.FailureCode `json:"failureCode,omitempty"`
 }
 
 // Finish is Transition that also says where the order stands when it was no longer open: another
@@ -412,15 +414,15 @@ func (a *Orders) Finish(ctx context.Context, in TransitionInput) (Finished, erro
 		return Finished{}, err
 	}
 	if changed {
-		return Finished{Changed: true, Status: in.To, FailureCode: in.Code}, nil
+		return Finished{Changed: true, Status: order.Status(in.To), FailureCode: order.FailureCode(in.Code)}, nil
 	}
 	o, err := a.q().GetOrder(ctx, in.OrderID)
 	if err != nil {
 		return Finished{}, err
 	}
-	f := Finished{Status: o.Status}
+	f := Finished{Status: order.Status(o.Status)}
 	if o.FailureCode != nil {
-		f.FailureCode = *o.FailureCode
+		f.FailureCode = order.FailureCode(*o.FailureCode)
 	}
 	return f, nil
 }

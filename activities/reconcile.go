@@ -13,6 +13,7 @@ import (
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment"
 )
 
@@ -35,9 +36,6 @@ type Signaler interface {
 // ErrWorkflowGone: the order's workflow has ended (support terminated it) while the order is
 // still open.
 var ErrWorkflowGone = errors.New("the order's workflow has ended")
-
-// FailOrphaned is the failure code of an open order whose workflow ended without finishing it.
-const FailOrphaned = "ORPHANED"
 
 // PaymentReconciler resolves payments whose outcome the checkout does not know. It is the
 // backstop behind the saga, which asks the provider itself while it waits: it covers an order
@@ -175,12 +173,12 @@ func (a *PaymentReconciler) ReconcilePayments(ctx context.Context, in ReconcileP
 
 func (a *PaymentReconciler) resolve(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
 	res *ReconcilePaymentsResult, byStatus map[string]int) error {
-	switch {
-	case r.OrderStatus == "FAILED" && r.FailureCode == FailOrphaned:
+	switch status := order.Status(r.OrderStatus); {
+	case status == order.StatusFailed && order.FailureCode(r.FailureCode) == order.FailOrphaned:
 		// Ended as ORPHANED by an earlier run that stopped before the payment was reversed.
 		_, err := a.finishOrphan(ctx, pays, r, res)
 		return err
-	case r.OrderStatus == "FAILED" || r.OrderStatus == "CANCELLED":
+	case status.GaveUp():
 		return a.reverseLate(ctx, pays, r, res)
 	}
 	running, err := a.Signaler.Running(ctx, r.WorkflowID)
@@ -258,7 +256,7 @@ func (a *PaymentReconciler) EndIfOrphaned(ctx context.Context, in EndIfOrphanedI
 	if err != nil {
 		return out, err
 	}
-	if o.Status == "PENDING_PAYMENT" || o.Status == "NEEDS_ATTENTION" {
+	if order.Status(o.Status).Open() {
 		running, err := a.Signaler.Running(ctx, in.WorkflowID)
 		if err != nil || running {
 			return Orphan{Running: running}, err
@@ -320,8 +318,8 @@ func (a *PaymentReconciler) endOrphanAs(ctx context.Context, pays *Payments, r d
 	// The order was read open before its workflow was found gone: the workflow may have ended it
 	// meanwhile (confirmed, with the money captured). Only an order still open is ended here, and
 	// only then is anything given back.
-	changed, err := (&Orders{Pool: a.Pool}).Transition(ctx, TransitionInput{OrderID: r.OrderID, To: "FAILED",
-		Code: FailOrphaned, Detail: map[string]any{"by": by}})
+	changed, err := (&Orders{Pool: a.Pool}).Transition(ctx, TransitionInput{OrderID: r.OrderID, To: string(order.StatusFailed),
+		Code: string(order.FailOrphaned), Detail: map[string]any{"by": by}})
 	if err != nil || !changed {
 		return false, 0, err
 	}

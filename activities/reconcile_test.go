@@ -16,6 +16,7 @@ import (
 
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/internal/testenv"
+	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment"
 )
 
@@ -250,7 +251,7 @@ func TestReconcilePayments_OrderWhoseWorkflowIsGone_Ended(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT o.status, o.failure_code, p.status FROM orders o JOIN payments p
 		ON p.order_id = o.id WHERE o.id = $1`, id).Scan(&status, &code, &pay))
 	assert.Equal(t, "FAILED", status)
-	assert.Equal(t, activities.FailOrphaned, code)
+	assert.Equal(t, string(order.FailOrphaned), code)
 	assert.Equal(t, "VOIDED", pay)
 	assert.Equal(t, payment.StatusVoided, provider.intents[activities.PaymentKey(id)].Status, "nothing left authorized")
 	assert.Empty(t, sig.got, "no workflow to tell")
@@ -364,7 +365,7 @@ func TestReconcilePayments_OrphanEndedButNotYetReversed_ReversedNextRun(t *testi
 	ctx := context.Background()
 	// An earlier run ended the order and stopped before reversing its payment.
 	id, _ := insertOrder(t, pool, "FAILED", "AUTHORIZED", time.Hour)
-	_, err := pool.Exec(ctx, `UPDATE orders SET failure_code = $2 WHERE id = $1`, id, activities.FailOrphaned)
+	_, err := pool.Exec(ctx, `UPDATE orders SET failure_code = $2 WHERE id = $1`, id, string(order.FailOrphaned))
 	require.NoError(t, err)
 	// Another order failed for its own reasons (its workflow reversed what the provider held then),
 	// and an authorization arrived afterwards: it is reversed as a late payment.

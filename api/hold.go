@@ -16,6 +16,7 @@ import (
 
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/workflows"
 )
 
@@ -47,7 +48,7 @@ func (s *Server) extendHold(c echo.Context) error {
 		}
 		opts.UpdateID = "extend-hold:" + key
 	}
-	if o.Status != workflows.StatusPendingPayment {
+	if order.Status(o.Status) != order.StatusPendingPayment {
 		return holdNotExtendable(activities.HoldRefusal{Reason: activities.HoldNotPending, Status: o.Status})
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), placeTimeout)
@@ -117,7 +118,7 @@ func HoldUntil(pool *pgxpool.Pool) func(ctx context.Context, orderID int64) *tim
 	q := db.New(pool)
 	return func(ctx context.Context, orderID int64) *time.Time {
 		o, err := q.GetOrder(ctx, orderID)
-		if err != nil || o.Status != workflows.StatusPendingPayment {
+		if err != nil || order.Status(o.Status) != order.StatusPendingPayment {
 			return nil
 		}
 		return o.HoldExpiresAt

@@ -20,6 +20,7 @@ import (
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/money"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/workflows"
 )
 
@@ -117,7 +118,7 @@ func (s *Server) lineCancellable(ctx context.Context, in workflows.LineCancelInp
 		return notFound()
 	case err != nil:
 		return err
-	case l.Status != workflows.StatusConfirmed:
+	case order.Status(l.Status) != order.StatusConfirmed:
 		return orderNotConfirmed(l.Status)
 	case l.Quantity == nil:
 		return lineNotFound()
@@ -219,7 +220,7 @@ func lineCancellationStatus(c db.LineCancellation) string {
 	case c.AnnouncedAt != nil:
 		return workflows.LineCancelDone
 	case c.Attention.Valid:
-		return workflows.StatusNeedsAttention
+		return workflows.LineCancelNeedsAttention
 	case c.RefundedAt != nil:
 		return workflows.LineCancelRefunded
 	}

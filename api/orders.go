@@ -24,6 +24,7 @@ import (
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/money"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/pricing"
 	"github.com/marketplace/checkout/workflows"
 )
@@ -207,16 +208,16 @@ func (s *Server) renderExisting(c echo.Context, orderID int64) error {
 	if err != nil {
 		return err
 	}
-	code := ""
+	code := order.FailureCode("")
 	if o.FailureCode != nil {
-		code = *o.FailureCode
+		code = order.FailureCode(*o.FailureCode)
 	}
-	switch o.Status {
-	case workflows.StatusFailed, workflows.StatusCancelled:
+	switch order.Status(o.Status) {
+	case order.StatusFailed, order.StatusCancelled:
 		switch code {
-		case workflows.FailOutOfStock:
+		case order.FailOutOfStock:
 			return renderOutcome(c, workflows.PlaceOrderResult{Outcome: workflows.OutcomeOutOfStock, OrderID: o.ID})
-		case workflows.FailPaymentDeclined:
+		case order.FailPaymentDeclined:
 			return renderOutcome(c, workflows.PlaceOrderResult{Outcome: workflows.OutcomePaymentDeclined, OrderID: o.ID})
 		}
 		return NewError(http.StatusConflict, CodeOrderFailed, "this request's order ended as "+strings.ToLower(o.Status)+
@@ -229,7 +230,7 @@ func (s *Server) renderExisting(c echo.Context, orderID int64) error {
 			view.RedirectURL = *pay.RedirectUrl
 		}
 	}
-	return renderOutcome(c, workflows.PlaceOrderResult{Outcome: workflows.OutcomeCreated, OrderID: o.ID, Status: o.Status,
+	return renderOutcome(c, workflows.PlaceOrderResult{Outcome: workflows.OutcomeCreated, OrderID: o.ID, Status: order.Status(o.Status),
 		Payment: view, HoldExpiresAt: o.HoldExpiresAt})
 }
 
@@ -570,8 +571,8 @@ func (s *Server) cancelOrder(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if o.Status != workflows.StatusPendingPayment && o.Status != workflows.StatusNeedsAttention {
-		return s.cancelAnswer(c, o.ID, o.Status, o.FailureCode)
+	if !order.Status(o.Status).Open() {
+		return s.cancelAnswer(c, o.ID, order.Status(o.Status), o.FailureCode)
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), placeTimeout)
 	defer cancel()
@@ -598,11 +599,11 @@ func (s *Server) cancelOrder(c echo.Context) error {
 		if gerr != nil {
 			return gerr
 		}
-		return s.cancelAnswer(c, o.ID, cur.Status, cur.FailureCode)
+		return s.cancelAnswer(c, o.ID, order.Status(cur.Status), cur.FailureCode)
 	case err != nil:
 		return err
 	}
-	if res.Status != workflows.StatusCancelled {
+	if res.Status != order.StatusCancelled {
 		return notCancellable(res.Status)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"orderId": o.ID, "status": res.Status})
@@ -610,8 +611,8 @@ func (s *Server) cancelOrder(c echo.Context) error {
 
 // cancelAnswer answers a cancel of an order that is no longer open: cancelled by its shopper (a
 // repeat, or one whose first answer was lost) is the cancel's own answer; anything else is 409.
-func (s *Server) cancelAnswer(c echo.Context, orderID int64, status string, code *string) error {
-	if status == workflows.StatusCancelled && code != nil && *code == workflows.FailCancelledByShopper {
+func (s *Server) cancelAnswer(c echo.Context, orderID int64, status order.Status, code *string) error {
+	if status == order.StatusCancelled && code != nil && order.FailureCode(*code) == order.FailCancelledByShopper {
 		return c.JSON(http.StatusOK, map[string]any{"orderId": orderID, "status": status})
 	}
 	return notCancellable(status)
@@ -624,8 +625,8 @@ func cancelSettled(err error) bool {
 	return errors.As(err, &appErr) || errors.As(err, &nf)
 }
 
-func notCancellable(status string) *Error {
-	return NewError(http.StatusConflict, CodeOrderNotCancellable, "the order is "+strings.ToLower(status)+
+func notCancellable(status order.Status) *Error {
+	return NewError(http.StatusConflict, CodeOrderNotCancellable, "the order is "+strings.ToLower(string(status))+
 		" and can no longer be cancelled").With("status", status)
 }
 

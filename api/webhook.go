@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment"
 	"github.com/marketplace/checkout/workflows"
 )
@@ -63,20 +64,20 @@ func (s *Server) paymentWebhook(c echo.Context) error {
 			duplicate = true
 			return nil
 		}
-		order, confirmed, ok, err := s.routeEvent(ctx, q, ev)
+		routed, confirmed, ok, err := s.routeEvent(ctx, q, ev)
 		if err != nil || !ok {
 			unknown = !ok
 			return err
 		}
-		if order.Status == workflows.StatusFailed || order.Status == workflows.StatusCancelled {
+		if order.Status(routed.Status).GaveUp() {
 			// The order has given up, and its workflow is closed or closing.
-			return s.paymentForClosedOrder(ctx, q, order.OrderID, ev, confirmed)
+			return s.paymentForClosedOrder(ctx, q, routed.OrderID, ev, confirmed)
 		}
-		err = s.Temporal.SignalWorkflow(ctx, order.WorkflowID, "", workflows.SignalPaymentResult,
+		err = s.Temporal.SignalWorkflow(ctx, routed.WorkflowID, "", workflows.SignalPaymentResult,
 			workflows.PaymentSignal{EventID: ev.ID, IntentID: ev.Intent.ID, Status: string(ev.Intent.Status)})
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
-			return s.paymentForClosedOrder(ctx, q, order.OrderID, ev, confirmed)
+			return s.paymentForClosedOrder(ctx, q, routed.OrderID, ev, confirmed)
 		}
 		return err
 	})
@@ -150,7 +151,7 @@ func (s *Server) paymentForClosedOrder(ctx context.Context, q *db.Queries, order
 	if err != nil {
 		return err
 	}
-	if o.Status != workflows.StatusFailed && o.Status != workflows.StatusCancelled {
+	if !order.Status(o.Status).GaveUp() {
 		return nil
 	}
 	intent, ok := payment.Intent{}, true

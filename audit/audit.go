@@ -28,6 +28,7 @@ import (
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/money"
+	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/workflows"
 )
 
@@ -418,8 +419,8 @@ func (a *auditor) openWorkflows(ctx context.Context, q *db.Queries, open []openW
 				a.add(NoOpenOrderPastHold, subject, "open for %s with no order row (OrderStatus %q)",
 					now.Sub(w.start).Round(time.Second), w.orderStatus)
 			}
-		case o.Status == workflows.StatusNeedsAttention, o.AttentionRecent:
-		case o.Status == workflows.StatusConfirmed || o.Status == workflows.StatusFailed || o.Status == workflows.StatusCancelled:
+		case order.Status(o.Status) == order.StatusNeedsAttention, o.AttentionRecent:
+		case order.Status(o.Status).Final():
 			if now.After(o.UpdatedAt.Add(slack)) {
 				a.add(NoOpenOrderPastHold, orderSubject(o.ID), "workflow %s still open %s after the order became %s (OrderStatus %q)",
 					w.id, now.Sub(o.UpdatedAt).Round(time.Second), o.Status, w.orderStatus)

@@ -20,6 +20,7 @@ import (
 	"github.com/marketplace/checkout/internal/demo"
 	"github.com/marketplace/checkout/internal/testenv"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment/paysim"
 	"github.com/marketplace/checkout/workflows"
 )
@@ -48,32 +49,32 @@ func newWorld(t *testing.T) *world {
 	w := &world{t: t, ctx: ctx, pool: pool, eng: inventory.New(pool, nil)}
 	w.addr = w.id(`INSERT INTO addresses (user_id, city, line1, lat, lon) VALUES (7, 'Istanbul', 'Test 1', 41.0, 29.0) RETURNING id`)
 
-	w.confirmed = w.order("CONFIRMED", "", map[int64]int32{71: 2, 72: 1}, "tok_ok", "CAPTURED")
+	w.confirmed = w.order(order.StatusConfirmed, "", map[int64]int32{71: 2, 72: 1}, "tok_ok", "CAPTURED")
 	w.reserve(w.confirmed, map[int64]int32{71: 2, 72: 1})
 	_, err := w.eng.Confirm(ctx, w.confirmed)
 	require.NoError(t, err)
 
-	w.expired = w.order("FAILED", workflows.FailHoldExpired, map[int64]int32{71: 1}, "tok_3ds", "VOIDED")
+	w.expired = w.order(order.StatusFailed, order.FailHoldExpired, map[int64]int32{71: 1}, "tok_3ds", "VOIDED")
 	w.reserve(w.expired, map[int64]int32{71: 1})
 	_, err = w.eng.Release(ctx, w.expired)
 	require.NoError(t, err)
 
-	w.declined = w.order("FAILED", workflows.FailPaymentDeclined, map[int64]int32{73: 1}, "tok_decline", "DECLINED")
+	w.declined = w.order(order.StatusFailed, order.FailPaymentDeclined, map[int64]int32{73: 1}, "tok_decline", "DECLINED")
 	w.reserve(w.declined, map[int64]int32{73: 1})
 	_, err = w.eng.Release(ctx, w.declined)
 	require.NoError(t, err)
 
-	w.refunded = w.order("CANCELLED", workflows.FailRefundedBySupport, map[int64]int32{74: 3}, "tok_ok", "REFUNDED")
+	w.refunded = w.order(order.StatusCancelled, order.FailRefundedBySupport, map[int64]int32{74: 3}, "tok_ok", "REFUNDED")
 	w.reserve(w.refunded, map[int64]int32{74: 3})
 	_, err = w.eng.Confirm(ctx, w.refunded)
 	require.NoError(t, err)
 	_, err = w.eng.Restock(ctx, w.refunded)
 	require.NoError(t, err)
 
-	w.pending = w.order("PENDING_PAYMENT", "", map[int64]int32{78: 1}, "tok_3ds", "REQUIRES_ACTION")
+	w.pending = w.order(order.StatusPendingPayment, "", map[int64]int32{78: 1}, "tok_3ds", "REQUIRES_ACTION")
 	w.reserve(w.pending, map[int64]int32{78: 1})
 
-	w.lineCancelled = w.order("CONFIRMED", "", map[int64]int32{76: 3}, "tok_ok", "CAPTURED")
+	w.lineCancelled = w.order(order.StatusConfirmed, "", map[int64]int32{76: 3}, "tok_ok", "CAPTURED")
 	w.reserve(w.lineCancelled, map[int64]int32{76: 3})
 	_, err = w.eng.Confirm(ctx, w.lineCancelled)
 	require.NoError(t, err)
@@ -124,7 +125,7 @@ func (w *world) exec(sql string, args ...any) {
 
 // order writes an order with its items, its payment row and the provider's intent, in the final
 // state given (the money side of the saga, as its activities leave it).
-func (w *world) order(status, code string, lines map[int64]int32, token, payStatus string) int64 {
+func (w *world) order(status order.Status, code order.FailureCode, lines map[int64]int32, token, payStatus string) int64 {
 	w.t.Helper()
 	var total int64
 	for sku, q := range lines {
@@ -135,12 +136,12 @@ func (w *world) order(status, code string, lines map[int64]int32, token, payStat
 	key := fmt.Sprintf("audit-%d", time.Now().UnixNano())
 	var failure *string
 	if code != "" {
-		failure = &code
+		failure = (*string)(&code)
 	}
 	id := w.id(`INSERT INTO orders (user_id, idempotency_key, request_hash, workflow_id, status, address_id, price_version,
 		total_minor, currency, hold_expires_at, failure_code)
 		VALUES (7, $1, 'h', $2, $3, $4, 'pv_test', $5, 'TRY', now() + interval '15 minutes', $6) RETURNING id`,
-		key, workflows.OrderWorkflowID(7, key), status, w.addr, total, failure)
+		key, workflows.OrderWorkflowID(7, key), string(status), w.addr, total, failure)
 	for sku, q := range lines {
 		w.exec(`INSERT INTO order_items (order_id, sku_id, seller_id, title, quantity, unit_price_minor, currency)
 			SELECT $1, id, seller_id, title, $2, price_minor, currency FROM skus WHERE id = $3`, id, q, sku)
@@ -186,9 +187,9 @@ func (v *visibility) ListWorkflow(context.Context, *workflowservice.ListWorkflow
 	return &workflowservice.ListWorkflowExecutionsResponse{Executions: v.open}, nil
 }
 
-func openExecution(t *testing.T, workflowID, typ, orderStatus string, started time.Time) *workflowpb.WorkflowExecutionInfo {
+func openExecution(t *testing.T, workflowID, typ string, orderStatus order.Status, started time.Time) *workflowpb.WorkflowExecutionInfo {
 	t.Helper()
-	status, err := converter.GetDefaultDataConverter().ToPayload(orderStatus)
+	status, err := converter.GetDefaultDataConverter().ToPayload(string(orderStatus))
 	require.NoError(t, err)
 	attention, err := converter.GetDefaultDataConverter().ToPayload(false)
 	require.NoError(t, err)
@@ -205,7 +206,7 @@ func openExecution(t *testing.T, workflowID, typ, orderStatus string, started ti
 func (w *world) audit(extra ...*workflowpb.WorkflowExecutionInfo) audit.Report {
 	w.t.Helper()
 	v := &visibility{open: append([]*workflowpb.WorkflowExecutionInfo{
-		openExecution(w.t, w.workflowOf(w.pending), workflows.OrderWorkflowName, workflows.StatusPendingPayment, time.Now()),
+		openExecution(w.t, w.workflowOf(w.pending), workflows.OrderWorkflowName, order.StatusPendingPayment, time.Now()),
 		openExecution(w.t, workflows.HoldWorkflowID(w.pending), workflows.HoldWorkflowName, "", time.Now()),
 	}, extra...)}
 	rep, err := audit.Run(w.ctx, w.pool, audit.Options{HoldTTL: 15 * time.Minute, SweeperPeriod: time.Minute,
@@ -309,7 +310,7 @@ func TestAudit_InjectedViolation_IsReported(t *testing.T) {
 			// Temporal still runs the workflow of an order confirmed an hour ago.
 			w.exec(`UPDATE orders SET updated_at = now() - interval '1 hour' WHERE id = $1`, w.confirmed)
 			return []*workflowpb.WorkflowExecutionInfo{openExecution(w.t, w.workflowOf(w.confirmed),
-				workflows.OrderWorkflowName, workflows.StatusConfirmed, time.Now().Add(-time.Hour))}
+				workflows.OrderWorkflowName, order.StatusConfirmed, time.Now().Add(-time.Hour))}
 		}},
 	}
 	for _, tc := range cases {
@@ -393,7 +394,7 @@ func TestAudit_OrdersMidWay_NotFlagged(t *testing.T) {
 	w.exec(`UPDATE orders SET updated_at = now() WHERE id = $1`, w.expired)
 	w.exec(`UPDATE paysim_intents SET status = 'AUTHORIZED' WHERE order_id = $1`, w.expired)
 	// Parked a minute ago, now past its hold, its step being retried with the order open.
-	retrying := w.order("PENDING_PAYMENT", "", map[int64]int32{75: 1}, "tok_ok", "AUTHORIZED")
+	retrying := w.order(order.StatusPendingPayment, "", map[int64]int32{75: 1}, "tok_ok", "AUTHORIZED")
 	w.exec(`UPDATE orders SET hold_expires_at = now() - interval '20 minutes' WHERE id = $1`, retrying)
 	w.exec(`INSERT INTO order_events (order_id, kind, detail, created_at)
 		VALUES ($1, 'needs_attention', '{"step": "capture"}', now() - interval '1 minute')`, retrying)

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/workflows"
 )
 
@@ -180,7 +181,7 @@ func TestSupport_ResetConfirmedOrderBeforeCapture_CapturesOnce(t *testing.T) {
 	defer cancel()
 	var st workflows.OrderState
 	require.NoError(t, s.temporal.GetWorkflow(ctx, wfID, reset.RunId).Get(ctx, &st))
-	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, order.StatusConfirmed, st.Status)
 	// The new run did run the steps again (confirm, capture, complete) after the signal.
 	markersAfterSignal, signalled := 0, false
 	it = s.temporal.GetWorkflowHistory(s.ctx, wfID, reset.RunId, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)

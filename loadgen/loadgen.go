@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/marketplace/checkout/internal/auth"
+	"github.com/marketplace/checkout/order"
 )
 
 // ErrUnreachable: nothing answers at the base URL.
@@ -380,7 +381,7 @@ func (g *gen) shop(ctx context.Context, rnd *rand.Rand, zipf *rand.Zipf, n int64
 
 	switch p.answer {
 	case "OUT_OF_STOCK":
-		p.final = "FAILED/OUT_OF_STOCK"
+		p.final = ended(order.StatusFailed, order.FailOutOfStock)
 		for _, it := range oa.Items {
 			if s := g.cat.byID[it.SKUID]; s != nil {
 				g.keeper.low(s)
@@ -388,7 +389,7 @@ func (g *gen) shop(ctx context.Context, rnd *rand.Rand, zipf *rand.Zipf, n int64
 		}
 		return
 	case "PAYMENT_DECLINED":
-		p.final = "FAILED/PAYMENT_DECLINED"
+		p.final = ended(order.StatusFailed, order.FailPaymentDeclined)
 		return
 	case "CREATED":
 	default:
@@ -583,8 +584,7 @@ func (g *gen) readFinal(ctx context.Context, p *placedOrder, deadline time.Time)
 			if o.FailureCode != nil && *o.FailureCode != "" {
 				p.final += "/" + *o.FailureCode
 			}
-			switch o.Status {
-			case "CONFIRMED", "FAILED", "CANCELLED":
+			if order.Status(o.Status).Final() {
 				return
 			}
 			if p.scenario == ScenarioAbandon && !g.cfg.WaitAbandoned && time.Now().Before(p.hold) {
@@ -605,13 +605,16 @@ func (g *gen) readFinal(ctx context.Context, p *placedOrder, deadline time.Time)
 func expectedFinal(scenario string) string {
 	switch scenario {
 	case ScenarioOK, Scenario3DSApprove, ScenarioTimeout:
-		return "CONFIRMED"
+		return string(order.StatusConfirmed)
 	case Scenario3DSDecline, ScenarioDecline:
-		return "FAILED/PAYMENT_DECLINED"
+		return ended(order.StatusFailed, order.FailPaymentDeclined)
 	case ScenarioAbandon:
-		return "FAILED/HOLD_EXPIRED"
+		return ended(order.StatusFailed, order.FailHoldExpired)
 	case ScenarioCancel:
-		return "CANCELLED/CANCELLED_BY_SHOPPER"
+		return ended(order.StatusCancelled, order.FailCancelledByShopper)
 	}
 	return ""
 }
+
+// ended is how the report writes an order's end: its status and why.
+func ended(s order.Status, why order.FailureCode) string { return string(s) + "/" + string(why) }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/marketplace/checkout/order"
 )
 
 // Report is what a run measured. The JSON form is the same as the table, for scripts.
@@ -111,7 +113,7 @@ func (g *gen) report(start time.Time, seconds float64, shortfalls int) Report {
 		if s == nil {
 			s = &ScenarioResult{Scenario: p.scenario, Expected: expectedFinal(p.scenario), Other: map[string]int64{}}
 			if p.scenario == ScenarioAbandon && !g.cfg.WaitAbandoned {
-				s.Expected += " (PENDING_PAYMENT while in its hold)"
+				s.Expected += " (" + string(order.StatusPendingPayment) + " while in its hold)"
 			}
 			byScenario[p.scenario] = s
 		}
@@ -130,7 +132,7 @@ func (g *gen) report(start time.Time, seconds float64, shortfalls int) Report {
 			s.Busy++
 		case isCouponRefusal(p.answer):
 			s.Coupon++
-		case p.scenario == ScenarioAbandon && !g.cfg.WaitAbandoned && strings.HasPrefix(final, "PENDING_PAYMENT"):
+		case p.scenario == ScenarioAbandon && !g.cfg.WaitAbandoned && strings.HasPrefix(final, string(order.StatusPendingPayment)):
 			s.AsExpected++ // still in its hold, as it should be
 		default:
 			s.Other[final]++

@@ -6,7 +6,7 @@ import (
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/metrics"
-	"github.com/marketplace/checkout/workflows"
+	"github.com/marketplace/checkout/order"
 )
 
 var _ metrics.OrderGauges = orderGauges{}
@@ -21,14 +21,14 @@ func (g orderGauges) OrderFigures(ctx context.Context) (metrics.OrderFigures, er
 		return f, err
 	}
 	// Both statuses always, so that an empty one reads 0 rather than no series.
-	for _, status := range []string{workflows.StatusPendingPayment, workflows.StatusNeedsAttention} {
-		w := metrics.WaitingOrders{Status: status}
+	for _, status := range []order.Status{order.StatusPendingPayment, order.StatusNeedsAttention} {
+		w := metrics.WaitingOrders{Status: string(status)}
 		for _, r := range rows {
-			if r.Status != status {
+			if order.Status(r.Status) != status {
 				continue
 			}
 			w.Orders, w.Oldest = r.Orders, seconds(r.OldestSeconds)
-			if status == workflows.StatusPendingPayment {
+			if status == order.StatusPendingPayment {
 				f.PastHold = seconds(r.PastHoldSeconds)
 			}
 		}

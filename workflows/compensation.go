@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/marketplace/checkout/activities"
+	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/pricing"
 )
 
@@ -29,13 +30,10 @@ func (w *orderFlow) push(name string, run func(workflow.Context) error, kind int
 
 // fail compensates what was done, in reverse, on a disconnected context, and writes the final
 // status. answer, when given, is the shopper's answer (the order failed before it was placed).
-func (w *orderFlow) fail(ctx workflow.Context, code string, answer *PlaceOrderResult) {
+func (w *orderFlow) fail(ctx workflow.Context, code order.FailureCode, answer *PlaceOrderResult) {
 	w.phase = phaseFailing
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	status := StatusFailed
-	if code == FailCancelledByShopper || code == FailCancelledBySupport || code == FailRefundedBySupport {
-		status = StatusCancelled
-	}
+	status := code.Ends()
 	w.st.FailureCode = code
 	w.holdAt = nil // the order gives its stock back itself: no hold child is started for it
 	if answer != nil && answer.Outcome == OutcomeUnavailable {
@@ -62,14 +60,14 @@ func (w *orderFlow) fail(ctx workflow.Context, code string, answer *PlaceOrderRe
 	w.compensate = nil
 	var done activities.Finished
 	_ = w.mustStep(dctx, stepFinish, ordersA.Finish, &done,
-		activities.TransitionInput{OrderID: w.st.OrderID, To: status, Code: code})
-	if !done.Changed && done.Status != "" && done.Status != StatusPendingPayment && done.Status != StatusNeedsAttention {
+		activities.TransitionInput{OrderID: w.st.OrderID, To: string(status), Code: string(code)})
+	if !done.Changed && done.Status != "" && !done.Status.Open() {
 		// Someone else ended the order first (the reconciler or the hold, taking its workflow for
 		// gone): the row's word stands.
 		status = done.Status
 		w.st.FailureCode = done.FailureCode
 	}
-	w.setStatus(dctx, status, w.st.FailureCode)
+	w.setStatus(dctx, status, string(w.st.FailureCode))
 	w.reverseLateMoney(dctx)
 }
 
@@ -78,7 +76,7 @@ func (w *orderFlow) fail(ctx workflow.Context, code string, answer *PlaceOrderRe
 // Reverse asks the provider first and is safe to repeat. (An event after the workflow closed goes
 // to the payment reconciler, which the webhook starts.)
 func (w *orderFlow) reverseLateMoney(ctx workflow.Context) {
-	if len(w.events) == 0 || w.st.OrderID == 0 || (w.st.Status != StatusFailed && w.st.Status != StatusCancelled) {
+	if len(w.events) == 0 || w.st.OrderID == 0 || (w.st.Status != order.StatusFailed && w.st.Status != order.StatusCancelled) {
 		return
 	}
 	w.events = nil
@@ -131,16 +129,16 @@ func (w *orderFlow) reversePayment(ctx workflow.Context) error {
 }
 
 // failAfterStep ends the order after a step after the answer failed for good.
-func (w *orderFlow) failAfterStep(ctx workflow.Context, err error, code string) {
+func (w *orderFlow) failAfterStep(ctx workflow.Context, err error, code order.FailureCode) {
 	switch {
 	case errors.Is(err, errParkedCancel):
-		code = FailCancelledBySupport
+		code = order.FailCancelledBySupport
 	case errors.Is(err, errParkedRefund):
-		code = FailRefundedBySupport
+		code = order.FailRefundedBySupport
 	case isAppError(err, activities.ErrTypeReservationNotActive), isAppError(err, activities.ErrTypeNoReservation):
-		code = FailStockReleased
+		code = order.FailStockReleased
 		if w.expired {
-			code = FailHoldExpired
+			code = order.FailHoldExpired
 		}
 	}
 	w.fail(ctx, code, nil)
@@ -182,7 +180,7 @@ func (w *orderFlow) refuseBeforeOrder(ctx workflow.Context, err error) {
 	if res.Outcome == OutcomeRejected && res.RejectCode == "" {
 		// Not a refusal: the database failed and retries ran out. Nothing was written, so no key
 		// is recorded; the shopper may repeat the same request.
-		w.st.Status = StatusFailed
+		w.st.Status = order.StatusFailed
 		w.placed = &PlaceOrderResult{Outcome: OutcomeUnavailable, Message: "the order could not be placed now; try again"}
 		return
 	}

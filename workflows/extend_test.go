@@ -12,6 +12,7 @@ import (
 
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/workflows"
 )
 
@@ -66,7 +67,7 @@ func TestOrder_HoldExtendedAtMinute14_PaidAfterTheOriginalExpiry_Confirmed(t *te
 	requireAppError(t, second.rejected, activities.ErrTypeHoldNotExtendable)
 	assert.Equal(t, 1, s.calls["ExtendHold"], "the second extension was refused before it reached the database")
 
-	assert.Equal(t, workflows.StatusConfirmed, st.Status, "paid at minute 17, within the extended hold")
+	assert.Equal(t, order.StatusConfirmed, st.Status, "paid at minute 17, within the extended hold")
 	assert.Empty(t, released, "the hold child's timer moved: nothing expired")
 	assert.True(t, start.Add(hold+5*time.Minute).Equal(*st.HoldExpiresAt), "the order shows the new expiry")
 	assert.Equal(t, 1, s.calls["Capture"])
@@ -89,8 +90,8 @@ func TestOrder_HoldExtended_NotPaid_ExpiresAtTheNewTime(t *testing.T) {
 
 	require.NotNil(t, ext.res)
 	assert.Equal(t, 1, ext.res.ExtensionsLeft)
-	assert.Equal(t, workflows.StatusFailed, st.Status)
-	assert.Equal(t, workflows.FailHoldExpired, st.FailureCode)
+	assert.Equal(t, order.StatusFailed, st.Status)
+	assert.Equal(t, order.FailHoldExpired, st.FailureCode)
 	require.Len(t, released, 1)
 	assert.GreaterOrEqual(t, released[0], hold+5*time.Minute, "released at the extended expiry, not the first")
 }
@@ -112,7 +113,7 @@ func TestOrder_HoldExtensionRefusedByTheDatabase_OrderWaitsOn(t *testing.T) {
 	requireAppError(t, early.err, activities.ErrTypeHoldNotExtendable)
 	require.NoError(t, later.err)
 	require.NotNil(t, later.res)
-	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, order.StatusConfirmed, st.Status)
 }
 
 // TestOrder_HoldExtensionOfAPaidOrder_Refused: once the payment is in, there is nothing to extend.
@@ -124,7 +125,7 @@ func TestOrder_HoldExtensionOfAPaidOrder_Refused(t *testing.T) {
 	s.extendAt(time.Millisecond, "x1", &ext)
 	st := s.run(input("tok_ok"))
 
-	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, order.StatusConfirmed, st.Status)
 	requireAppError(t, ext.rejected, activities.ErrTypeHoldNotExtendable)
 	assert.Zero(t, s.calls["ExtendHold"])
 }

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/marketplace/checkout/activities"
+	"github.com/marketplace/checkout/order"
 )
 
 // registerHandlers sets up what the outside sends the order: the shopper's place-order and cancel
@@ -38,9 +39,9 @@ func (w *orderFlow) registerHandlers(ctx workflow.Context) error {
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateCancel,
 		func(ctx workflow.Context) (CancelResult, error) {
 			if w.cancel == "" {
-				w.cancel = FailCancelledByShopper
+				w.cancel = order.FailCancelledByShopper
 			}
-			if err := workflow.Await(ctx, func() bool { return w.phase == phaseDone || isFinal(w.st.Status) }); err != nil {
+			if err := workflow.Await(ctx, func() bool { return w.phase == phaseDone || w.st.Status.Final() }); err != nil {
 				return CancelResult{}, err
 			}
 			return CancelResult{Status: w.st.Status}, nil
@@ -105,7 +106,7 @@ func onSignal[T any](ctx workflow.Context, name string, handle func(T)) {
 // or already being failed.
 func (w *orderFlow) cancellable() bool {
 	return w.placed != nil && w.st.OrderID != 0 && w.phase == phaseWaiting && !w.paid &&
-		(w.cancel == "" || w.cancel == FailCancelledByShopper)
+		(w.cancel == "" || w.cancel == order.FailCancelledByShopper)
 }
 
 // ExtendHoldResult answers the shopper's extension: the hold's new end and how many extensions
@@ -120,7 +121,7 @@ type ExtendHoldResult struct {
 func (w *orderFlow) extendable() error {
 	refuse := func(reason, msg string) error {
 		return temporal.NewApplicationError(msg, activities.ErrTypeHoldNotExtendable,
-			activities.HoldRefusal{Reason: reason, Status: w.st.Status})
+			activities.HoldRefusal{Reason: reason, Status: string(w.st.Status)})
 	}
 	switch {
 	case w.placed == nil || w.st.OrderID == 0 || w.phase != phaseWaiting || w.paid || w.declined ||
@@ -180,14 +181,14 @@ func (w *orderFlow) validSupport(req SupportRequest) error {
 		return refuse("a reason is required")
 	}
 	switch {
-	case w.phase == phaseDone || isFinal(w.st.Status):
-		return refuse("the order is already " + w.st.Status)
+	case w.phase == phaseDone || w.st.Status.Final():
+		return refuse("the order is already " + string(w.st.Status))
 	case w.parked != nil && w.parked.must && req.Action != ActionRetry:
 		return refuse("the order is giving its stock and money back (" + w.parked.step + "), which cannot be skipped: only retry applies")
 	case w.parked != nil:
 		return nil
 	case req.Action == ActionRetry:
-		return refuse("retry applies to an order that needs attention; this one is " + w.st.Status)
+		return refuse("retry applies to an order that needs attention; this one is " + string(w.st.Status))
 	case w.phase == phasePlacing:
 		return refuse("the order is being placed; act once it has been answered")
 	case w.phase == phaseWaiting && req.Action == ActionRefund:
@@ -199,8 +200,4 @@ func (w *orderFlow) validSupport(req SupportRequest) error {
 	default:
 		return refuse("the order is already being ended; its stock and money are being given back")
 	}
-}
-
-func isFinal(status string) bool {
-	return status == StatusConfirmed || status == StatusFailed || status == StatusCancelled
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/internal/money"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/order"
 )
 
 // LineCancelInput cancels Units of one line (the order's SKU) of a CONFIRMED order, after payment.
@@ -34,6 +35,8 @@ const (
 	LineCancelRecorded = "RECORDED" // the units left the line; the refund is under way
 	LineCancelRefunded = "REFUNDED" // the money is back; stock and the announcement follow
 	LineCancelDone     = "DONE"
+	// LineCancelNeedsAttention: a step waits for support, as an order's does.
+	LineCancelNeedsAttention = string(order.StatusNeedsAttention)
 )
 
 // LineCancelState is what the line cancellation's `status` query answers, and its result.

@@ -49,29 +49,6 @@ const (
 	QueryStatus = "status"
 )
 
-// Order statuses, as stored and shown.
-const (
-	StatusPendingPayment = "PENDING_PAYMENT"
-	StatusConfirmed      = "CONFIRMED"
-	StatusFailed         = "FAILED"
-	StatusCancelled      = "CANCELLED"
-	StatusNeedsAttention = "NEEDS_ATTENTION"
-)
-
-// Why an order failed or was cancelled (orders.failure_code).
-const (
-	FailOutOfStock         = "OUT_OF_STOCK"
-	FailPaymentDeclined    = "PAYMENT_DECLINED"
-	FailPaymentUnavailable = "PAYMENT_UNAVAILABLE"
-	FailHoldExpired        = "HOLD_EXPIRED"
-	FailStockReleased      = "STOCK_RELEASED"
-	FailStockShortfall     = "STOCK_SHORTFALL"
-	FailCancelledByShopper = "CANCELLED_BY_SHOPPER"
-	FailCancelledBySupport = "CANCELLED_BY_SUPPORT"
-	FailRefundedBySupport  = "REFUNDED_BY_SUPPORT"
-	FailUnavailable        = "UNAVAILABLE"
-)
-
 // Outcomes of placing an order: what POST /orders answers (the API maps them to HTTP).
 const (
 	OutcomeCreated            = "CREATED"

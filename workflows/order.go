@@ -10,6 +10,7 @@ import (
 
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/pricing"
 	"github.com/marketplace/checkout/workflows/sagav1"
 	"github.com/marketplace/checkout/workflows/sagav2"
@@ -40,7 +41,7 @@ type OrderInput struct {
 type PlaceOrderResult struct {
 	Outcome       string                `json:"outcome"`
 	OrderID       int64                 `json:"orderId,omitempty"`
-	Status        string                `json:"status,omitempty"`
+	Status        order.Status          `json:"status,omitempty"`
 	Payment       *PaymentView          `json:"payment,omitempty"`
 	HoldExpiresAt *time.Time            `json:"holdExpiresAt,omitempty"`
 	Short         []inventory.ShortLine `json:"short,omitempty"`
@@ -90,7 +91,7 @@ const (
 
 // CancelResult answers the shopper's cancel.
 type CancelResult struct {
-	Status string `json:"status"`
+	Status order.Status `json:"status"`
 }
 
 // Attention is why an order waits for support.
@@ -113,8 +114,8 @@ type TimelineEntry struct {
 type OrderState struct {
 	OrderID        int64                  `json:"orderId"`
 	CustomerID     int64                  `json:"customerId"`
-	Status         string                 `json:"status"`
-	FailureCode    string                 `json:"failureCode,omitempty"`
+	Status         order.Status           `json:"status"`
+	FailureCode    order.FailureCode      `json:"failureCode,omitempty"`
 	PaymentStatus  string                 `json:"paymentStatus"`
 	IntentID       string                 `json:"intentId,omitempty"`
 	RedirectURL    string                 `json:"redirectUrl,omitempty"`
@@ -210,7 +211,7 @@ type orderFlow struct {
 	paid, declined, expired, shortfall bool
 	// events are payment events not yet checked with the provider.
 	events  []PaymentSignal
-	cancel  string // failure code of a requested cancel
+	cancel  order.FailureCode // why a requested cancel stops the order
 	support []SupportRequest
 	// parked is the step waiting for support (nil when none).
 	parked *parking
@@ -280,7 +281,7 @@ func (w *orderFlow) run(ctx workflow.Context) {
 		w.placed = &PlaceOrderResult{Outcome: OutcomeReplay, OrderID: created.OrderID}
 		return
 	}
-	w.setStatus(ctx, StatusPendingPayment, "order created")
+	w.setStatus(ctx, order.StatusPendingPayment, "order created")
 
 	// 3. Reserve every line or none. The release is registered first: a reservation whose answer
 	// was lost may still have committed.
@@ -299,17 +300,17 @@ func (w *orderFlow) run(ctx workflow.Context) {
 			if asAppError(err, &appErr) {
 				_ = appErr.Details(&short)
 			}
-			w.fail(ctx, FailOutOfStock, &PlaceOrderResult{Outcome: OutcomeOutOfStock, Short: short})
+			w.fail(ctx, order.FailOutOfStock, &PlaceOrderResult{Outcome: OutcomeOutOfStock, Short: short})
 			return
 		}
-		w.fail(ctx, FailUnavailable, &PlaceOrderResult{Outcome: OutcomeUnavailable})
+		w.fail(ctx, order.FailUnavailable, &PlaceOrderResult{Outcome: OutcomeUnavailable})
 		return
 	}
 	w.st.Allocations = res.Allocations
 	for _, a := range res.Allocations {
 		if a.Status == inventory.StatusReleased {
 			// This order's stock was already given back (a reset run of an order whose hold ended).
-			w.fail(ctx, FailStockReleased, &PlaceOrderResult{Outcome: OutcomeOutOfStock})
+			w.fail(ctx, order.FailStockReleased, &PlaceOrderResult{Outcome: OutcomeOutOfStock})
 			return
 		}
 	}
@@ -324,18 +325,18 @@ func (w *orderFlow) run(ctx workflow.Context) {
 	w.push("reverse payment", w.reversePayment, compensatePayment)
 	pay, err := w.authorize(ctx, lctx)
 	if err != nil {
-		w.fail(ctx, FailPaymentUnavailable, &PlaceOrderResult{Outcome: OutcomePaymentUnavailable})
+		w.fail(ctx, order.FailPaymentUnavailable, &PlaceOrderResult{Outcome: OutcomePaymentUnavailable})
 		return
 	}
 	w.st.IntentID, w.st.RedirectURL = pay.IntentID, pay.RedirectURL
 	w.onPayment(pay.Status, "authorize")
 	if w.declined {
-		w.fail(ctx, FailPaymentDeclined, &PlaceOrderResult{Outcome: OutcomePaymentDeclined})
+		w.fail(ctx, order.FailPaymentDeclined, &PlaceOrderResult{Outcome: OutcomePaymentDeclined})
 		return
 	}
 
 	// 5. Answer the shopper.
-	w.answer(ctx, &PlaceOrderResult{Outcome: OutcomeCreated, OrderID: w.st.OrderID, Status: StatusPendingPayment,
+	w.answer(ctx, &PlaceOrderResult{Outcome: OutcomeCreated, OrderID: w.st.OrderID, Status: order.StatusPendingPayment,
 		Payment: &PaymentView{Status: pay.Status, RedirectURL: pay.RedirectURL}, HoldExpiresAt: w.st.HoldExpiresAt})
 
 	// 6. Wait for the payment, the hold's expiry, a cancel or a shortfall. An order paid at once
@@ -453,7 +454,7 @@ func (w *orderFlow) verified(ctx workflow.Context, f workflow.Future, source str
 // failure code when it must stop. Nothing here wakes the order on a clock: the hold child's end is
 // the expiry, and an unknown payment outcome is settled by an activity the server retries with
 // backoff (the payment reconciler is the backstop of both).
-func (w *orderFlow) awaitOutcome(ctx workflow.Context) string {
+func (w *orderFlow) awaitOutcome(ctx workflow.Context) order.FailureCode {
 	w.phase = phaseWaiting
 	var unknown, verify workflow.Future
 	var verifying string
@@ -492,7 +493,7 @@ func (w *orderFlow) awaitOutcome(ctx workflow.Context) string {
 					(holding && w.hold.IsReady()) || (timer != nil && timer.IsReady()) || w.holdMoved
 			})
 			if err != nil && w.cancel == "" { // the workflow itself was cancelled (from the UI)
-				w.cancel = FailCancelledBySupport
+				w.cancel = order.FailCancelledBySupport
 			}
 		}
 		stopTimer()
@@ -528,17 +529,17 @@ func (w *orderFlow) awaitOutcome(ctx workflow.Context) string {
 			req := w.support[0]
 			w.support = w.support[1:]
 			w.recordSupport(ctx, req, "")
-			w.cancel = FailCancelledBySupport
+			w.cancel = order.FailCancelledBySupport
 		}
 		switch {
 		case w.cancel != "":
 			return w.cancel
 		case w.shortfall:
-			return FailStockShortfall
+			return order.FailStockShortfall
 		case w.expired:
-			return FailHoldExpired
+			return order.FailHoldExpired
 		case w.declined:
-			return FailPaymentDeclined
+			return order.FailPaymentDeclined
 		case w.paid:
 			return ""
 		}
@@ -553,30 +554,30 @@ func (w *orderFlow) settle(ctx workflow.Context) {
 	// answer said (it may have committed and then failed to answer).
 	w.push("restock", w.restock, compensateStock)
 	if err := w.step(dctx, stepConfirm, stockA.Confirm, nil, w.st.OrderID); err != nil {
-		w.failAfterStep(ctx, err, FailStockReleased)
+		w.failAfterStep(ctx, err, order.FailStockReleased)
 		return
 	}
 	w.holdAt = nil // nothing left to hold
 	w.note(ctx, "stock confirmed", "")
 	var p activities.PaymentResult
 	if err := w.step(dctx, stepCapture, paymentsA.Capture, &p, w.st.OrderID); err != nil {
-		w.failAfterStep(ctx, err, FailPaymentDeclined)
+		w.failAfterStep(ctx, err, order.FailPaymentDeclined)
 		return
 	}
 	w.onPayment(p.Status, "capture")
 	var done activities.Finished
 	if err := w.step(dctx, stepComplete, ordersA.Finish, &done,
-		activities.TransitionInput{OrderID: w.st.OrderID, To: StatusConfirmed}); err != nil {
-		w.failAfterStep(ctx, err, FailPaymentDeclined)
+		activities.TransitionInput{OrderID: w.st.OrderID, To: string(order.StatusConfirmed)}); err != nil {
+		w.failAfterStep(ctx, err, order.FailPaymentDeclined)
 		return
 	}
-	if done.Status != StatusConfirmed {
+	if done.Status != order.StatusConfirmed {
 		// Another actor ended the order first (its workflow was taken for gone): the row says so,
 		// and what this run confirmed and captured goes back.
-		w.note(ctx, "order already ended", done.Status+" "+done.FailureCode)
+		w.note(ctx, "order already ended", string(done.Status)+" "+string(done.FailureCode))
 		w.fail(ctx, done.FailureCode, nil)
 		return
 	}
 	w.compensate = nil
-	w.setStatus(ctx, StatusConfirmed, "payment captured, stock confirmed")
+	w.setStatus(ctx, order.StatusConfirmed, "payment captured, stock confirmed")
 }

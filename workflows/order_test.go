@@ -19,6 +19,7 @@ import (
 
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/pricing"
 	"github.com/marketplace/checkout/workflows"
 )
@@ -41,7 +42,7 @@ type saga struct {
 	env    *testsuite.TestWorkflowEnvironment
 	placed *workflows.PlaceOrderResult
 	err    error
-	final  map[string]int // final status transitions written, by status
+	final  map[order.Status]int // final status transitions written, by status
 	calls  map[string]int
 	mocked map[string]bool
 	// holds counts the hold-expiry children started, orderTimers the timers started (the test
@@ -60,7 +61,7 @@ func newSaga(t *testing.T) *saga {
 	env.RegisterActivity(&activities.Payments{})
 	env.RegisterActivity(&activities.Inventory{})
 	env.RegisterActivity(&activities.PaymentReconciler{})
-	s := &saga{t: t, env: env, final: map[string]int{}, calls: map[string]int{}, mocked: map[string]bool{}}
+	s := &saga{t: t, env: env, final: map[order.Status]int{}, calls: map[string]int{}, mocked: map[string]bool{}}
 	env.SetOnChildWorkflowStartedListener(func(info *workflow.Info, _ workflow.Context, _ converter.EncodedValues) {
 		if info.WorkflowType.Name == "HoldWorkflow" {
 			s.holds++
@@ -98,8 +99,8 @@ func (s *saga) defaults() {
 	def("Authorize", activities.PaymentResult{Status: "AUTHORIZED", IntentID: "pi_1"}, nil)
 	def("ResolvePayment", activities.PaymentResult{Status: activities.PaymentNotFound}, nil)
 	def("Finish", func(ctx context.Context, in activities.TransitionInput) (activities.Finished, error) {
-		s.final[in.To]++
-		return activities.Finished{Changed: true, Status: in.To, FailureCode: in.Code}, nil
+		s.final[order.Status(in.To)]++
+		return activities.Finished{Changed: true, Status: order.Status(in.To), FailureCode: order.FailureCode(in.Code)}, nil
 	})
 	def("EndIfOrphaned", activities.Orphan{Running: true}, nil)
 	def("SettleUnknown", activities.PaymentResult{Status: "AUTHORIZED", IntentID: "pi_1"}, nil)
@@ -166,11 +167,11 @@ func TestOrder_ImmediateAuthorization_ConfirmedInOneTaskWithoutHold(t *testing.T
 	require.NotNil(t, s.placed)
 	assert.Equal(t, workflows.OutcomeCreated, s.placed.Outcome)
 	assert.Equal(t, "AUTHORIZED", s.placed.Payment.Status)
-	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, order.StatusConfirmed, st.Status)
 	assert.Equal(t, "CAPTURED", st.PaymentStatus)
 	assert.Equal(t, 1, s.calls["Confirm"])
 	assert.Equal(t, 1, s.calls["Capture"])
-	assert.Equal(t, 1, s.final[workflows.StatusConfirmed])
+	assert.Equal(t, 1, s.final[order.StatusConfirmed])
 	assert.Zero(t, s.calls["Release"]+s.calls["Reverse"]+s.calls["Restock"], "nothing compensated")
 	assert.Zero(t, s.holds, "decided in its first workflow task: no hold child to start and stop")
 	assert.Zero(t, s.orderTimers)
@@ -184,7 +185,7 @@ func TestOrder_3DSApproved_Confirmed_NoTimerButTheHolds(t *testing.T) {
 
 	assert.Equal(t, "REQUIRES_ACTION", s.placed.Payment.Status)
 	assert.Equal(t, "http://localhost:8080/paysim/3ds/pi_1", s.placed.Payment.RedirectURL)
-	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, order.StatusConfirmed, st.Status)
 	assert.Equal(t, 1, s.calls["Capture"])
 	assert.Equal(t, 1, s.holds, "an order that waits for 3-D Secure has its hold child")
 	assert.Equal(t, s.holds, s.orderTimers, "the hold's timer is the only one: the order keeps none of its own")
@@ -196,8 +197,8 @@ func TestOrder_3DSDeclined_FailedAndCompensated(t *testing.T) {
 	s.signal(time.Minute, workflows.SignalPaymentResult, workflows.PaymentSignal{EventID: "evt_1", Status: "DECLINED"})
 	st := s.run(input("tok_3ds"))
 
-	assert.Equal(t, workflows.StatusFailed, st.Status)
-	assert.Equal(t, workflows.FailPaymentDeclined, st.FailureCode)
+	assert.Equal(t, order.StatusFailed, st.Status)
+	assert.Equal(t, order.FailPaymentDeclined, st.FailureCode)
 	assert.GreaterOrEqual(t, s.calls["Release"], 1, "stock given back")
 	assert.Equal(t, 1, s.calls["Reverse"], "authorization voided")
 	assert.Zero(t, s.calls["Capture"])
@@ -212,8 +213,8 @@ func TestOrder_EventTheProviderDoesNotBack_NotActedOn(t *testing.T) {
 	st := s.run(input("tok_3ds"))
 
 	assert.Equal(t, 1, s.calls["VerifyEvent"], "the provider was asked before acting")
-	assert.Equal(t, workflows.StatusFailed, st.Status)
-	assert.Equal(t, workflows.FailHoldExpired, st.FailureCode, "the order kept waiting for a real payment")
+	assert.Equal(t, order.StatusFailed, st.Status)
+	assert.Equal(t, order.FailHoldExpired, st.FailureCode, "the order kept waiting for a real payment")
 	assert.Zero(t, s.calls["Confirm"]+s.calls["Capture"], "nothing confirmed on the event's word")
 }
 
@@ -227,7 +228,7 @@ func TestOrder_EventClaimsDeclined_ProviderStillWaiting_ThenApproved(t *testing.
 	st := s.run(input("tok_3ds"))
 
 	assert.Equal(t, 2, s.calls["VerifyEvent"])
-	assert.Equal(t, workflows.StatusConfirmed, st.Status, "the provider's status is acted on, not the event's")
+	assert.Equal(t, order.StatusConfirmed, st.Status, "the provider's status is acted on, not the event's")
 	assert.Equal(t, 1, s.calls["Capture"])
 }
 
@@ -246,21 +247,21 @@ func TestOrder_ProviderDownWhenAsked_EventCheckedByServerRetries(t *testing.T) {
 	st := s.run(input("tok_3ds"))
 
 	assert.Greater(t, tries, 6)
-	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, order.StatusConfirmed, st.Status)
 }
 
 func TestOrder_DeclinedAtOnce_402WithStockBack(t *testing.T) {
 	s := newSaga(t)
 	s.authorizeReturns("DECLINED")
-	order := []string{}
-	s.on("Release").Return(1, nil).Run(func(mock.Arguments) { order = append(order, "release") })
-	s.on("RecordOutcome").Return(nil).Run(func(mock.Arguments) { order = append(order, "answer") })
+	steps := []string{}
+	s.on("Release").Return(1, nil).Run(func(mock.Arguments) { steps = append(steps, "release") })
+	s.on("RecordOutcome").Return(nil).Run(func(mock.Arguments) { steps = append(steps, "answer") })
 	st := s.run(input("tok_decline"))
 
 	assert.Equal(t, workflows.OutcomePaymentDeclined, s.placed.Outcome)
 	assert.Equal(t, orderID, s.placed.OrderID)
-	assert.Equal(t, workflows.StatusFailed, st.Status)
-	assert.Equal(t, []string{"release", "answer"}, order, "the stock is back before the shopper hears of the decline")
+	assert.Equal(t, order.StatusFailed, st.Status)
+	assert.Equal(t, []string{"release", "answer"}, steps, "the stock is back before the shopper hears of the decline")
 	assert.Zero(t, s.holds)
 }
 
@@ -269,8 +270,8 @@ func TestOrder_HoldExpiresBeforePayment_FailedOnTheHoldsEnd(t *testing.T) {
 	s.authorizeReturns("REQUIRES_ACTION")
 	st := s.run(input("tok_3ds"))
 
-	assert.Equal(t, workflows.StatusFailed, st.Status)
-	assert.Equal(t, workflows.FailHoldExpired, st.FailureCode)
+	assert.Equal(t, order.StatusFailed, st.Status)
+	assert.Equal(t, order.FailHoldExpired, st.FailureCode)
 	assert.GreaterOrEqual(t, s.calls["ReleaseExpired"], 1, "the hold child released the stock")
 	assert.Equal(t, 1, s.calls["Reverse"], "the pending authorization is voided")
 	assert.Equal(t, 1, s.calls["EndIfOrphaned"], "the hold looked whether its order was still there")
@@ -283,8 +284,8 @@ func TestOrder_LatePaymentAfterExpiry_VoidedNeverConfirmed(t *testing.T) {
 	s.signal(hold+time.Second, workflows.SignalPaymentResult, workflows.PaymentSignal{EventID: "evt_late", Status: "AUTHORIZED"})
 	st := s.run(input("tok_3ds"))
 
-	assert.Equal(t, workflows.StatusFailed, st.Status)
-	assert.Equal(t, workflows.FailHoldExpired, st.FailureCode)
+	assert.Equal(t, order.StatusFailed, st.Status)
+	assert.Equal(t, order.FailHoldExpired, st.FailureCode)
 	assert.Zero(t, s.calls["Confirm"])
 	assert.Zero(t, s.calls["Capture"], "no money taken without goods")
 	assert.Equal(t, 1, s.calls["Reverse"])
@@ -297,8 +298,8 @@ func TestOrder_ConfirmFindsReservationReleased_VoidedAndFailed(t *testing.T) {
 		temporal.NewNonRetryableApplicationError("released", activities.ErrTypeReservationNotActive, nil))
 	st := s.run(input("tok_ok"))
 
-	assert.Equal(t, workflows.StatusFailed, st.Status)
-	assert.Equal(t, workflows.FailStockReleased, st.FailureCode)
+	assert.Equal(t, order.StatusFailed, st.Status)
+	assert.Equal(t, order.FailStockReleased, st.FailureCode)
 	assert.Zero(t, s.calls["Capture"])
 	assert.Equal(t, 1, s.calls["Reverse"], "authorization voided")
 }
@@ -310,7 +311,7 @@ func TestOrder_CaptureFailsThenSucceedsOnItsServerRetries_Confirmed(t *testing.T
 	s.on("Capture").Return(activities.PaymentResult{Status: "CAPTURED"}, nil)
 	st := s.run(input("tok_ok"))
 
-	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, order.StatusConfirmed, st.Status)
 	assert.Equal(t, 5, s.calls["Capture"])
 	assert.Zero(t, s.calls["Park"], "retries absorbed it; nobody was paged")
 	assert.Zero(t, s.holds, "the stock was confirmed: nothing left to hold while it waited")
@@ -324,7 +325,7 @@ func TestOrder_ConfirmRetriesPastItsQuickTry_HoldChildStartsFirst(t *testing.T) 
 	s.on("Confirm").Return(inventory.ConfirmResult{Confirmed: 1}, nil)
 	st := s.run(input("tok_ok"))
 
-	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, order.StatusConfirmed, st.Status)
 	assert.Equal(t, 5, s.calls["Confirm"])
 	assert.Equal(t, 1, s.holds, "the hold child started before the order waited on the server with stock held")
 }
@@ -337,7 +338,7 @@ func TestOrder_PaymentUnknown_ResolvedInTheSameTask_NoHoldChild(t *testing.T) {
 	st := s.run(input("tok_timeout"))
 
 	assert.Equal(t, "AUTHORIZED", s.placed.Payment.Status, "decided by asking, not by guessing")
-	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, order.StatusConfirmed, st.Status)
 	assert.Equal(t, 1, s.calls["Authorize"])
 	assert.Zero(t, s.holds, "decided in the same workflow task: no hold child")
 	assert.Zero(t, s.calls["SettleUnknown"])
@@ -353,7 +354,7 @@ func TestOrder_PaymentUnknown_ProviderNeverSawIt_AuthorizedAgainThenDeclined(t *
 
 	assert.Equal(t, 2, s.calls["Authorize"], "the same key again, once the provider said it never saw it")
 	assert.Equal(t, workflows.OutcomePaymentDeclined, s.placed.Outcome)
-	assert.Equal(t, workflows.StatusFailed, st.Status)
+	assert.Equal(t, order.StatusFailed, st.Status)
 	assert.Equal(t, 1, s.calls["Release"])
 }
 
@@ -369,7 +370,7 @@ func TestOrder_PaymentStillUnknown_SettledByServerRetriesNotPolling(t *testing.T
 	st := s.run(input("tok_timeout"))
 
 	assert.Equal(t, activities.PaymentUnknown, s.placed.Payment.Status)
-	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, order.StatusConfirmed, st.Status)
 	assert.Equal(t, 6, s.calls["SettleUnknown"])
 	assert.Equal(t, 1, s.holds, "it waited with stock held: its hold ran")
 }
@@ -390,8 +391,8 @@ func TestOrder_ShopperCancels_CancelledAndCompensated(t *testing.T) {
 	st := s.run(input("tok_3ds"))
 
 	require.NotNil(t, cancelled)
-	assert.Equal(t, workflows.StatusCancelled, cancelled.Status)
-	assert.Equal(t, workflows.StatusCancelled, st.Status)
+	assert.Equal(t, order.StatusCancelled, cancelled.Status)
+	assert.Equal(t, order.StatusCancelled, st.Status)
 	assert.GreaterOrEqual(t, s.calls["Release"], 1)
 	assert.Equal(t, 1, s.calls["Reverse"])
 }
@@ -407,7 +408,7 @@ func TestOrder_CancelAfterConfirmation_Refused(t *testing.T) {
 			OnAccept: func() {}, OnReject: func(err error) { rejected = err }, OnComplete: func(any, error) {}})
 	})
 	st := s.run(input("tok_ok"))
-	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, order.StatusConfirmed, st.Status)
 	requireAppError(t, rejected, workflows.ErrTypeNotCancellable)
 }
 
@@ -417,8 +418,8 @@ func TestOrder_SellerShortfall_PendingOrderFails(t *testing.T) {
 	s.signal(3*time.Minute, workflows.SignalStockShortfall, workflows.ShortfallSignal{SKUID: 77, WarehouseID: 1})
 	st := s.run(input("tok_3ds"))
 
-	assert.Equal(t, workflows.StatusFailed, st.Status)
-	assert.Equal(t, workflows.FailStockShortfall, st.FailureCode)
+	assert.Equal(t, order.StatusFailed, st.Status)
+	assert.Equal(t, order.FailStockShortfall, st.FailureCode)
 	assert.Equal(t, 1, s.calls["Reverse"], "payment voided")
 	assert.GreaterOrEqual(t, s.calls["Release"], 1, "what is left of the reservation goes back")
 }
@@ -444,7 +445,7 @@ func TestOrder_OutOfStock_FailedWithShortLines(t *testing.T) {
 
 	assert.Equal(t, workflows.OutcomeOutOfStock, s.placed.Outcome)
 	assert.Equal(t, short, s.placed.Short)
-	assert.Equal(t, workflows.StatusFailed, st.Status)
+	assert.Equal(t, order.StatusFailed, st.Status)
 	assert.Zero(t, s.calls["Authorize"])
 }
 
@@ -459,7 +460,7 @@ func TestOrder_PaymentEventWhileBeingFailed_Reversed(t *testing.T) {
 	s.signal(10*time.Second, workflows.SignalPaymentResult, workflows.PaymentSignal{EventID: "evt_late", IntentID: "pi_1", Status: "AUTHORIZED"})
 	st := s.run(input("tok_3ds"))
 
-	assert.Equal(t, workflows.StatusFailed, st.Status)
+	assert.Equal(t, order.StatusFailed, st.Status)
 	assert.Zero(t, s.calls["Authorize"])
 	assert.Equal(t, 1, s.calls["Reverse"], "the late authorization is reversed by the order itself")
 	assert.Zero(t, s.calls["Capture"])
@@ -519,12 +520,12 @@ func TestOrder_CaptureExhausted_ParkedThenSupportRetry_Confirmed(t *testing.T) {
 	st := s.run(input("tok_ok"))
 
 	require.NoError(t, rejected)
-	assert.Equal(t, workflows.StatusNeedsAttention, parked.Status)
+	assert.Equal(t, order.StatusNeedsAttention, parked.Status)
 	assert.True(t, parked.NeedsAttention)
 	require.NotNil(t, parked.Attention)
 	assert.Equal(t, "capture", parked.Attention.Step)
 	assert.Empty(t, parked.Attention.Code, "an outage: retried on its own")
-	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, order.StatusConfirmed, st.Status)
 	assert.False(t, st.NeedsAttention)
 	assert.Equal(t, 2, s.calls["Park"], "parked, retried by support, parked again")
 }
@@ -535,7 +536,7 @@ func TestOrder_ParkedStep_RetriesByItselfWhenTheOutageEnds(t *testing.T) {
 	s.downFor("Capture", 3*24*time.Hour, activities.PaymentResult{Status: "CAPTURED"})
 	st := s.run(input("tok_ok"))
 
-	assert.Equal(t, workflows.StatusConfirmed, st.Status, "no support action: the parked step tried again by itself")
+	assert.Equal(t, order.StatusConfirmed, st.Status, "no support action: the parked step tried again by itself")
 	assert.Equal(t, 1, s.calls["Park"])
 	assert.Equal(t, 1, s.calls["Resume"])
 }
@@ -554,8 +555,8 @@ func TestOrder_CaptureRefused_ParkedOnceWithItsCodeAndNotRetried(t *testing.T) {
 	assert.Equal(t, activities.ErrTypePaymentRefused, parked.Attention.Code)
 	assert.Equal(t, 1, s.calls["Capture"], "no retry can change a refusal: tried once, then support decides")
 	assert.Equal(t, 1, s.calls["Park"])
-	assert.Equal(t, workflows.StatusCancelled, st.Status)
-	assert.Equal(t, workflows.FailRefundedBySupport, st.FailureCode)
+	assert.Equal(t, order.StatusCancelled, st.Status)
+	assert.Equal(t, order.FailRefundedBySupport, st.FailureCode)
 	assert.Equal(t, 1, s.calls["Restock"], "the confirmed units go back")
 	assert.Equal(t, 1, s.calls["Reverse"])
 }
@@ -568,7 +569,7 @@ func TestOrder_ConfirmCommittedButAnsweredAnError_SupportCancel_Restocks(t *test
 	s.support(10*time.Minute, "cancel", nil)
 	st := s.run(input("tok_ok"))
 
-	assert.Equal(t, workflows.StatusCancelled, st.Status)
+	assert.Equal(t, order.StatusCancelled, st.Status)
 	assert.Equal(t, 1, s.calls["Restock"], "confirmed units never stay sold on a cancelled order")
 	assert.GreaterOrEqual(t, s.calls["Release"], 1)
 	assert.Equal(t, 1, s.calls["Reverse"])
@@ -586,7 +587,7 @@ func TestOrder_SupportActionWhileConfirming_RefusedWithTheReason(t *testing.T) {
 
 	requireAppError(t, rejected, workflows.ErrTypeInvalidSupportAction)
 	assert.Contains(t, rejected.Error(), "being confirmed")
-	assert.Equal(t, workflows.StatusConfirmed, st.Status, "a refused action changed nothing")
+	assert.Equal(t, order.StatusConfirmed, st.Status, "a refused action changed nothing")
 }
 
 func TestOrder_SupportRetryWhileNotParked_Refused(t *testing.T) {
@@ -598,20 +599,20 @@ func TestOrder_SupportRetryWhileNotParked_Refused(t *testing.T) {
 	st := s.run(input("tok_3ds"))
 
 	requireAppError(t, rejected, workflows.ErrTypeInvalidSupportAction)
-	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, order.StatusConfirmed, st.Status)
 }
 
 func TestOrder_CompleteFindsTheOrderEndedMeanwhile_NeverReportedConfirmed(t *testing.T) {
 	s := newSaga(t)
 	s.authorizeReturns("AUTHORIZED")
 	s.on("Finish").Return(func(ctx context.Context, in activities.TransitionInput) (activities.Finished, error) {
-		s.final[in.To]++
-		return activities.Finished{Changed: false, Status: workflows.StatusFailed, FailureCode: activities.FailOrphaned}, nil
+		s.final[order.Status(in.To)]++
+		return activities.Finished{Changed: false, Status: order.StatusFailed, FailureCode: order.FailOrphaned}, nil
 	})
 	st := s.run(input("tok_ok"))
 
-	assert.Equal(t, workflows.StatusFailed, st.Status, "the row's status, not CONFIRMED")
-	assert.Equal(t, activities.FailOrphaned, st.FailureCode)
+	assert.Equal(t, order.StatusFailed, st.Status, "the row's status, not CONFIRMED")
+	assert.Equal(t, order.FailOrphaned, st.FailureCode)
 	assert.Equal(t, 1, s.calls["Restock"], "what this run confirmed goes back")
 	assert.Equal(t, 1, s.calls["Reverse"], "and what it captured")
 }
@@ -626,7 +627,7 @@ func TestOrder_RecordingTheAnswerFailsAWhile_AnsweredAndRecordedLater(t *testing
 	require.NotNil(t, s.placed, "the shopper had the answer")
 	assert.Equal(t, workflows.OutcomeCreated, s.placed.Outcome)
 	assert.Equal(t, 5, s.calls["RecordOutcome"], "recorded once the database was back")
-	assert.Equal(t, workflows.StatusConfirmed, st.Status)
+	assert.Equal(t, order.StatusConfirmed, st.Status)
 }
 
 func TestOrder_CompensationReleaseRetries_NoHoldChildStarted(t *testing.T) {
@@ -636,7 +637,7 @@ func TestOrder_CompensationReleaseRetries_NoHoldChildStarted(t *testing.T) {
 	s.on("Release").Return(1, nil)
 	st := s.run(input("tok_decline"))
 
-	assert.Equal(t, workflows.StatusFailed, st.Status)
+	assert.Equal(t, order.StatusFailed, st.Status)
 	assert.Equal(t, 5, s.calls["Release"], "released directly, once the database was back")
 	assert.Zero(t, s.holds, "compensating: no hold child started to do it")
 }
@@ -656,7 +657,7 @@ func TestOrder_CompensationParked_SupportCancelIsRefused_RetryGivesItBack(t *tes
 	st := s.run(input("tok_decline"))
 
 	requireAppError(t, rejected, workflows.ErrTypeInvalidSupportAction)
-	assert.Equal(t, workflows.StatusFailed, st.Status)
+	assert.Equal(t, order.StatusFailed, st.Status)
 	assert.Equal(t, 1, s.calls["Park"])
 }
 
@@ -674,7 +675,7 @@ func TestOrder_CancelWhileTheOrderIsBeingFailed_Refused(t *testing.T) {
 	st := s.run(input("tok_decline"))
 
 	assert.Equal(t, workflows.OutcomePaymentDeclined, s.placed.Outcome)
-	assert.Equal(t, workflows.StatusFailed, st.Status)
+	assert.Equal(t, order.StatusFailed, st.Status)
 	requireAppError(t, rejected, workflows.ErrTypeNotCancellable)
 }
 
@@ -698,8 +699,8 @@ func TestOrder_AuthorizationArrivesWhileTheOrderIsFailed_ReversedToo(t *testing.
 	s.signal(hold+500*time.Millisecond, workflows.SignalPaymentResult, workflows.PaymentSignal{EventID: "evt_late", Status: "AUTHORIZED"})
 	st := s.run(input("tok_3ds"))
 
-	assert.Equal(t, workflows.StatusFailed, st.Status)
-	assert.Equal(t, workflows.FailHoldExpired, st.FailureCode)
+	assert.Equal(t, order.StatusFailed, st.Status)
+	assert.Equal(t, order.FailHoldExpired, st.FailureCode)
 	assert.Equal(t, 6, s.calls["Reverse"], "reversed again once the authorization was known")
 	assert.Equal(t, "VOIDED", st.PaymentStatus)
 }

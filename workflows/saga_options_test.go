@@ -11,7 +11,7 @@ import (
 
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/inventory"
-	"github.com/marketplace/checkout/workflows"
+	"github.com/marketplace/checkout/order"
 )
 
 // sagaTiming runs an order whose input carries a 15-minute hold and an hour's step retry window,
@@ -36,7 +36,7 @@ func sagaTiming(t *testing.T, created activities.CreatedOrder) (hold, window tim
 	in := input("tok_ok")
 	in.StepRetryWindow = time.Hour
 	st := s.run(in)
-	require.Equal(t, workflows.StatusConfirmed, st.Status)
+	require.Equal(t, order.StatusConfirmed, st.Status)
 	return hold, window
 }
 

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/marketplace/checkout/activities"
+	"github.com/marketplace/checkout/order"
 )
 
 // Steps after the shopper's answer, as support sees them in the UI.
@@ -168,7 +169,7 @@ func (w *orderFlow) park(ctx workflow.Context, step string, must bool, cause err
 	}
 	_ = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, quickStepOptions), ordersA.Park,
 		activities.ParkInput{OrderID: w.st.OrderID, Step: step, Error: w.st.Attention.Error}).Get(ctx, nil)
-	w.setStatus(ctx, StatusNeedsAttention, step+" failed: "+w.st.Attention.Error)
+	w.setStatus(ctx, order.StatusNeedsAttention, step+" failed: "+w.st.Attention.Error)
 	workflow.GetLogger(ctx).Warn("order needs attention", "order_id", w.st.OrderID, "step", step, "error", cause)
 }
 
@@ -181,7 +182,7 @@ func (w *orderFlow) unpark(ctx workflow.Context) {
 	w.st.Attention = nil
 	_ = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, quickStepOptions), ordersA.Resume,
 		w.st.OrderID).Get(ctx, nil)
-	w.setStatus(ctx, StatusPendingPayment, "resumed")
+	w.setStatus(ctx, order.StatusPendingPayment, "resumed")
 }
 
 // isBusinessRefusal tells refusals that send the saga another way (a reservation no longer

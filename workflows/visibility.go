@@ -10,15 +10,16 @@ import (
 
 	"github.com/marketplace/checkout/internal/money"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/order"
 )
 
 // maxTimeline bounds the timeline kept in the workflow's state.
 const maxTimeline = 50
 
 // setStatus keeps the order's status, its search attributes and the UI's details current.
-func (w *orderFlow) setStatus(ctx workflow.Context, status, detail string) {
+func (w *orderFlow) setStatus(ctx workflow.Context, status order.Status, detail string) {
 	w.st.Status = status
-	w.note(ctx, lower(status), detail)
+	w.note(ctx, lower(string(status)), detail)
 }
 
 // note adds to the timeline and the UI's details; the search attributes follow at the next wait.
@@ -48,7 +49,7 @@ func (w *orderFlow) flushSearch(ctx workflow.Context) {
 	_ = workflow.UpsertTypedSearchAttributes(ctx,
 		AttrOrderID.ValueSet(w.st.OrderID),
 		AttrCustomerID.ValueSet(w.st.CustomerID),
-		AttrOrderStatus.ValueSet(w.st.Status),
+		AttrOrderStatus.ValueSet(string(w.st.Status)),
 		AttrPaymentStatus.ValueSet(w.st.PaymentStatus),
 		AttrNeedsAttention.ValueSet(w.st.NeedsAttention))
 }
@@ -56,7 +57,7 @@ func (w *orderFlow) flushSearch(ctx workflow.Context) {
 // searchState is what the order's search attributes last said.
 type searchState struct {
 	orderID        int64
-	status         string
+	status         order.Status
 	paymentStatus  string
 	needsAttention bool
 }

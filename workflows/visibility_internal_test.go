@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/pricing"
 )
 
@@ -62,7 +63,7 @@ func TestDetails_SellerWrittenTitle_ShownAsTextNeverAsMarkdown(t *testing.T) {
 		"[ref]: https://evil.example",
 		"tab\there\u2028line separator\x00nul",
 	} {
-		st := OrderState{OrderID: 9, CustomerID: 7, Status: StatusPendingPayment, PaymentStatus: "AUTHORIZED",
+		st := OrderState{OrderID: 9, CustomerID: 7, Status: order.StatusPendingPayment, PaymentStatus: "AUTHORIZED",
 			Items: []pricing.Item{{SKUID: 77, Title: title, Quantity: 1, UnitPriceMinor: 100}}}
 		md := details(st)
 		var row string
@@ -91,7 +92,7 @@ func TestDetails_SellerWrittenTitle_ShownAsTextNeverAsMarkdown(t *testing.T) {
 // TestDetails_ParkedStepError_Escaped: the error of a parked step is text too.
 func TestDetails_ParkedStepError_Escaped(t *testing.T) {
 	t.Parallel()
-	st := OrderState{OrderID: 9, Status: StatusNeedsAttention, NeedsAttention: true,
+	st := OrderState{OrderID: 9, Status: order.StatusNeedsAttention, NeedsAttention: true,
 		Attention: &Attention{Step: "capture", Error: "provider said <b>[no](https://x)</b>\nretry later"}}
 	md := details(st)
 	assert.Contains(t, md, `provider said \<b\>\[no\]\(https\:\/\/x\)\<\/b\> retry later`)

@@ -28,7 +28,8 @@ var layers = [][]string{
 	// The business rules, each on its own tables.
 	{"inventory", "pricing", "availability", "outbox", "payment/paysim", "internal/config", "internal/demo",
 		"internal/devtemporal", "internal/devprometheus", "features"},
-	{"cart", "internal/cluster"},
+	// The order's lifecycle, over the stock and prices it is made of.
+	{"cart", "internal/cluster", "order"},
 	// The saga's steps.
 	{"activities"},
 	// The saga and its frozen earlier releases.

@@ -24,6 +24,7 @@ import (
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/pricing"
 )
 
@@ -231,12 +232,12 @@ func (p *plain) checkout(ctx context.Context, userID int64, key, hash string, re
 				"message": "some lines are out of stock", "items": short}}
 			return errOutOfStock // roll back the order row
 		}
-		payload, _ := json.Marshal(map[string]any{"orderId": id, "status": "PENDING_PAYMENT", "total": quote.TotalMinor})
+		payload, _ := json.Marshal(map[string]any{"orderId": id, "status": order.StatusPendingPayment, "total": quote.TotalMinor})
 		if err := q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{AggregateType: "order",
 			AggregateID: strconv.FormatInt(id, 10), EventType: "order.placed", Payload: payload}); err != nil {
 			return err
 		}
-		out = &answer{status: http.StatusCreated, body: map[string]any{"orderId": id, "status": "PENDING_PAYMENT",
+		out = &answer{status: http.StatusCreated, body: map[string]any{"orderId": id, "status": order.StatusPendingPayment,
 			"holdExpiresAt": expires}}
 		return nil
 	})
@@ -252,7 +253,8 @@ var errOutOfStock = errors.New("out of stock")
 // that the stock is exact and the audit judges only what the product did: the plain endpoint
 // never pays, and no hold or sweeper of the product knows its orders.
 func settlePlain(ctx context.Context, pool *pgxpool.Pool) (int, error) {
-	rows, err := pool.Query(ctx, `SELECT id FROM orders WHERE workflow_id = $1 AND status = 'PENDING_PAYMENT'`, plainWorkflowID)
+	rows, err := pool.Query(ctx, `SELECT id FROM orders WHERE workflow_id = $1 AND status = $2`, plainWorkflowID,
+		string(order.StatusPendingPayment))
 	if err != nil {
 		return 0, err
 	}
@@ -272,8 +274,8 @@ func settlePlain(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 			for id := range work {
 				_, err := engine.Release(ctx, id)
 				if err == nil || errors.Is(err, inventory.ErrNoReservation) {
-					_, err = q.TransitionOrder(ctx, db.TransitionOrderParams{ToStatus: "CANCELLED", FailureCode: &code,
-						ID: id, FromStatuses: []string{"PENDING_PAYMENT"}})
+					_, err = q.TransitionOrder(ctx, db.TransitionOrderParams{ToStatus: string(order.StatusCancelled), FailureCode: &code,
+						ID: id, FromStatuses: []string{string(order.StatusPendingPayment)}})
 					if errors.Is(err, pgx.ErrNoRows) {
 						err = nil
 					}
