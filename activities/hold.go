@@ -75,7 +75,7 @@ func (a *Orders) ExtendHold(ctx context.Context, orderID int64) (ExtendedHold, e
 		// Not reachable under the row locks; refused rather than trusted.
 		return ExtendedHold{}, a.holdRefusal(ctx, q, orderID)
 	}
-	if err := appendEvent(ctx, q, orderID, "hold extended", map[string]any{
+	if err := order.Note(ctx, q, orderID, "hold extended", map[string]any{
 		"expiresAt": moved.HoldExpiresAt, "by": ext.By.String()}); err != nil {
 		return ExtendedHold{}, err
 	}

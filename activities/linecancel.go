@@ -112,7 +112,7 @@ func (a *Orders) RecordLineCancel(ctx context.Context, in LineCancelRequest) (Li
 		if err := q.SetLineCancellationAllocations(ctx, raw, id); err != nil {
 			return err
 		}
-		if err := appendEvent(ctx, q, in.OrderID, "line_cancel_requested", map[string]any{"skuId": in.SKUID,
+		if err := order.Note(ctx, q, in.OrderID, "line_cancel_requested", map[string]any{"skuId": in.SKUID,
 			"units": in.Units, "code": in.Reason, "requestId": in.RequestID, "by": in.RequestedBy}); err != nil {
 			return err
 		}
@@ -170,7 +170,7 @@ func lineCancelOf(ctx context.Context, q *db.Queries, c db.LineCancellation) (Li
 // LineRefundKey is the provider idempotency key of a line cancellation's refund: one per
 // cancellation request, so a repeat never refunds twice.
 func LineRefundKey(orderID, cancellationID int64) string {
-	return PaymentKey(orderID) + "-line-cancel-" + strconv.FormatInt(cancellationID, 10)
+	return order.PaymentKey(orderID) + "-line-cancel-" + strconv.FormatInt(cancellationID, 10)
 }
 
 // RefundLineCancel refunds a recorded cancellation's units at the provider, as a partial refund
@@ -185,7 +185,7 @@ func (a *Payments) RefundLineCancel(ctx context.Context, cancellationID int64) (
 	}
 	res := PaymentResult{}
 	if c.RefundedAt == nil && c.AmountMinor > 0 {
-		intent, err := a.Gateway.RefundPart(ctx, PaymentKey(c.OrderID), payment.PartialRefund{
+		intent, err := a.Gateway.RefundPart(ctx, order.PaymentKey(c.OrderID), payment.PartialRefund{
 			IdempotencyKey: LineRefundKey(c.OrderID, c.ID), AmountMinor: c.AmountMinor})
 		if err != nil {
 			return PaymentResult{}, providerError(err)
@@ -219,7 +219,7 @@ func (a *Orders) AnnounceLineCancel(ctx context.Context, cancellationID int64) (
 		}
 		if err == nil {
 			refund := money.Format(r.AmountMinor)
-			if err := appendEvent(ctx, q, r.OrderID, "line_cancelled", map[string]any{"skuId": r.SkuID,
+			if err := order.Note(ctx, q, r.OrderID, "line_cancelled", map[string]any{"skuId": r.SkuID,
 				"units": r.Units, "code": r.Reason, "refund": refund, "currency": r.Currency,
 				"restocked": r.Restocked}); err != nil {
 				return err
@@ -261,5 +261,5 @@ func (a *Orders) LineCancelAttention(ctx context.Context, in LineCancelAttention
 			return err
 		}
 	}
-	return a.q().SetLineCancellationAttention(ctx, nullJSON(raw), in.CancellationID)
+	return db.New(a.Pool).SetLineCancellationAttention(ctx, nullJSON(raw), in.CancellationID)
 }

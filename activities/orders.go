@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/temporal"
 
@@ -42,13 +40,6 @@ const (
 	ErrTypeCouponRefused = "CouponRefused"
 )
 
-// Outbox event types of orders.
-const (
-	EventOrderConfirmed = "order.confirmed"
-	EventOrderFailed    = "order.failed"
-	EventOrderCancelled = "order.cancelled"
-)
-
 // Orders are the order's own steps: price check, the order row, its status transitions and the
 // idempotency record. Every write is conditional, so a retried or reset run changes state once.
 type Orders struct {
@@ -75,7 +66,7 @@ type SagaOptions struct {
 	Provider string `json:"provider"`
 }
 
-func (a *Orders) q() *db.Queries { return db.New(a.Pool) }
+func (a *Orders) store() order.Store { return order.Store{Pool: a.Pool} }
 
 // CheckPricesInput names the cart and the prices the shopper confirmed.
 type CheckPricesInput struct {
@@ -96,12 +87,10 @@ type PriceChangedDetails struct {
 // exists (this step runs again after a worker crash, or in a run support reset), its prices are
 // the order's own: they were checked when it was made, and the cart may have moved on since.
 func (a *Orders) CheckPrices(ctx context.Context, in CheckPricesInput) (pricing.Quote, error) {
-	q := a.q()
-	if existing, err := q.OrderByKey(ctx, in.UserID, in.IdempotencyKey); err == nil {
-		return a.quoteOf(ctx, q, existing.ID, existing.PriceVersion, existing.TotalMinor, existing.Currency)
-	} else if !errors.Is(err, pgx.ErrNoRows) {
-		return pricing.Quote{}, err
+	if quote, made, err := a.store().PricesOf(ctx, in.UserID, in.IdempotencyKey); made || err != nil {
+		return quote, err
 	}
+	q := db.New(a.Pool)
 	c, err := cart.Load(ctx, q, cart.MemberID(in.UserID))
 	if err != nil && !errors.Is(err, cart.ErrNotFound) {
 		return pricing.Quote{}, err
@@ -148,33 +137,6 @@ func couponRefused(r *pricing.CouponRefusal) error {
 	return temporal.NewNonRetryableApplicationError(r.Message, ErrTypeCouponRefused, r, *r)
 }
 
-// quoteOf reads back the prices an order was made with.
-func (a *Orders) quoteOf(ctx context.Context, q *db.Queries, orderID int64, priceVersion string, total int64,
-	currency string) (pricing.Quote, error) {
-	items, err := q.OrderItems(ctx, orderID)
-	if err != nil {
-		return pricing.Quote{}, err
-	}
-	quote := pricing.Quote{TotalMinor: total, Currency: currency, PriceVersion: priceVersion}
-	for _, it := range items {
-		item := pricing.Item{SKUID: it.SkuID, SellerID: it.SellerID, Title: it.Title, Quantity: it.Quantity,
-			UnitPriceMinor: it.UnitPriceMinor, LineTotalMinor: it.UnitPriceMinor * int64(it.Quantity),
-			Currency: it.Currency, Campaigns: it.CampaignIds}
-		if it.ListPriceMinor != nil {
-			item.ListPriceMinor = *it.ListPriceMinor
-		}
-		quote.Items = append(quote.Items, item)
-	}
-	c, err := q.CouponOfOrder(ctx, orderID)
-	switch {
-	case err == nil:
-		quote.Coupon = &pricing.AppliedCoupon{ID: c.ID, Code: c.Code, DiscountMinor: c.DiscountMinor}
-	case !errors.Is(err, pgx.ErrNoRows):
-		return pricing.Quote{}, err
-	}
-	return quote, nil
-}
-
 // CreateOrderInput is the order row to write. Provider is the payment provider the sagas of
 // earlier releases named; the worker's own (Orders.Saga.Provider) comes first.
 type CreateOrderInput struct {
@@ -204,101 +166,31 @@ type CreatedOrder struct {
 }
 
 // CreateOrder writes the order, its items and its payment row in one transaction, under the
-// unique (user, Idempotency-Key): a second run returns the first order. A new order over the
-// shopper's open-order cap (MaxOpenPerShopper) is refused with TooManyOpenOrders before anything
-// is written or reserved; the count and the insert are one decision under the shopper's lock.
+// unique (user, Idempotency-Key): a second run returns the first order (order.Store.Create). A new
+// order over the shopper's open-order cap (MaxOpenPerShopper) is refused with TooManyOpenOrders
+// before anything is written or reserved.
 func (a *Orders) CreateOrder(ctx context.Context, in CreateOrderInput) (CreatedOrder, error) {
 	saga := a.Saga
 	saga.Provider = cmp.Or(saga.Provider, in.Provider)
-	out := CreatedOrder{Saga: &saga}
-	err := pgx.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
-		q := db.New(tx)
-		_, err := q.GetAddress(ctx, in.AddressID, in.UserID)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return temporal.NewNonRetryableApplicationError("unknown address", ErrTypeAddressNotFound, err)
-		}
-		if err != nil {
-			return err
-		}
-		if a.MaxOpenPerShopper > 0 {
-			if err := q.LockUser(ctx, db.LockOpenOrders, in.UserID); err != nil {
-				return err
-			}
-		}
-		id, err := q.InsertOrder(ctx, db.InsertOrderParams{UserID: in.UserID, IdempotencyKey: in.IdempotencyKey,
-			RequestHash: in.RequestHash, WorkflowID: in.WorkflowID, RunID: in.RunID, AddressID: in.AddressID,
-			PriceVersion: in.Quote.PriceVersion, TotalMinor: in.Quote.TotalMinor, Currency: in.Quote.Currency,
-			MaxOpen: int32(a.MaxOpenPerShopper)})
-		if errors.Is(err, pgx.ErrNoRows) {
-			existing, err := q.OrderByKey(ctx, in.UserID, in.IdempotencyKey)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return a.tooManyOpen(ctx, q, in.UserID)
-			}
-			if err != nil {
-				return err
-			}
-			if existing.RequestHash != in.RequestHash {
-				return temporal.NewNonRetryableApplicationError("this Idempotency-Key was used with a different request",
-					ErrTypeKeyReused, nil)
-			}
-			// The order is this run's when this run made it (its worker died after the commit and
-			// the step runs again), or while it is still open (support reset the workflow to an
-			// earlier point: the new run carries on). A finished order made by another run is
-			// never touched again.
-			open := order.Status(existing.Status).Open()
-			out.OrderID, out.Existing = existing.ID, existing.RunID != in.RunID && !open
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		out.OrderID = id
-		for _, it := range in.Quote.Items {
-			p := db.InsertOrderItemParams{OrderID: id, SkuID: it.SKUID, SellerID: it.SellerID, Title: it.Title,
-				Quantity: it.Quantity, UnitPriceMinor: it.UnitPriceMinor, Currency: it.Currency, CampaignIds: it.Campaigns}
-			if it.ListPriceMinor > 0 {
-				p.ListPriceMinor = &it.ListPriceMinor
-			}
-			if err := q.InsertOrderItem(ctx, p); err != nil {
-				return err
-			}
-		}
-		if in.Quote.Coupon != nil {
-			if err := redeem(ctx, q, id, in.UserID, *in.Quote.Coupon); err != nil {
-				return err
-			}
-		}
-		if err := q.InsertPayment(ctx, db.InsertPaymentParams{OrderID: id, IdempotencyKey: PaymentKey(id),
-			Provider: saga.Provider, AmountMinor: in.Quote.TotalMinor, Currency: in.Quote.Currency}); err != nil {
-			return err
-		}
-		return appendEvent(ctx, q, id, "created", map[string]any{"workflowId": in.WorkflowID,
-			"total": in.Quote.TotalMinor, "currency": in.Quote.Currency})
-	})
-	return out, err
-}
-
-// redeem spends one redemption of the order's coupon in the order's transaction: one conditional
-// statement decides, under the shopper's coupon lock. A refusal rolls the order back with it.
-func redeem(ctx context.Context, q *db.Queries, orderID, userID int64, c pricing.AppliedCoupon) error {
-	if err := q.LockUser(ctx, db.LockCoupons, userID); err != nil {
-		return err
+	c, err := a.store().Create(ctx, order.New{UserID: in.UserID, IdempotencyKey: in.IdempotencyKey,
+		RequestHash: in.RequestHash, WorkflowID: in.WorkflowID, RunID: in.RunID, AddressID: in.AddressID,
+		Quote: in.Quote, Provider: saga.Provider, MaxOpen: a.MaxOpenPerShopper})
+	var tooMany *order.TooManyOpenError
+	var coupon *pricing.CouponRefusal
+	switch {
+	case errors.Is(err, order.ErrAddressNotFound):
+		return CreatedOrder{}, temporal.NewNonRetryableApplicationError("unknown address", ErrTypeAddressNotFound, err)
+	case errors.Is(err, order.ErrKeyReused):
+		return CreatedOrder{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeKeyReused, nil)
+	case errors.As(err, &tooMany):
+		return CreatedOrder{}, temporal.NewNonRetryableApplicationError(tooMany.Error(), ErrTypeTooManyOpenOrders, nil,
+			TooManyOpenOrdersDetails{Limit: tooMany.Limit, Pending: tooMany.Pending, NextHoldEnd: tooMany.NextHoldEnd})
+	case errors.As(err, &coupon):
+		return CreatedOrder{}, couponRefused(coupon)
+	case err != nil:
+		return CreatedOrder{}, err
 	}
-	_, err := q.RedeemCoupon(ctx, db.RedeemCouponParams{CouponID: c.ID, UserID: userID, OrderID: orderID,
-		DiscountMinor: c.DiscountMinor})
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return err
-	}
-	// Say why, as the preview would now.
-	now, err := q.CouponByCode(ctx, userID, c.Code)
-	if err != nil {
-		return err
-	}
-	refusal := pricing.Unavailable(now)
-	if refusal == nil { // a redemption given back since the statement ran: the refusal stands
-		refusal = &pricing.CouponRefusal{Code: pricing.CouponUsedUp, Message: "the coupon has been used up"}
-	}
-	return couponRefused(refusal)
+	return CreatedOrder{OrderID: c.ID, Existing: c.Existing, Saga: &saga}, nil
 }
 
 // TooManyOpenOrdersDetails travel with a TooManyOpenOrders error.
@@ -310,23 +202,6 @@ type TooManyOpenOrdersDetails struct {
 	NextHoldEnd *time.Time `json:"nextHoldEnd,omitempty"`
 }
 
-// tooManyOpen is the refusal of an order over the open-order cap: the insert wrote nothing, and
-// no order holds this request's key.
-func (a *Orders) tooManyOpen(ctx context.Context, q *db.Queries, userID int64) error {
-	p, err := q.PendingOrdersOf(ctx, userID)
-	if err != nil {
-		return err
-	}
-	return temporal.NewNonRetryableApplicationError(
-		fmt.Sprintf("%d orders are waiting for payment; at most %d may", p.Pending, a.MaxOpenPerShopper),
-		ErrTypeTooManyOpenOrders, nil,
-		TooManyOpenOrdersDetails{Limit: a.MaxOpenPerShopper, Pending: p.Pending, NextHoldEnd: p.NextHoldEnd})
-}
-
-// PaymentKey is the provider idempotency key of an order's payment. It comes from the order, not
-// from the workflow run, so a reset or a retried run never charges twice.
-func PaymentKey(orderID int64) string { return "order-" + strconv.FormatInt(orderID, 10) }
-
 // SetHoldInput records when the order's reservation expires.
 type SetHoldInput struct {
 	OrderID   int64     `json:"orderId"`
@@ -335,8 +210,7 @@ type SetHoldInput struct {
 
 // SetHold records the hold's expiry on the order, for people reading it.
 func (a *Orders) SetHold(ctx context.Context, in SetHoldInput) error {
-	t := in.ExpiresAt
-	return a.q().SetOrderHold(ctx, &t, in.OrderID)
+	return a.store().SetHold(ctx, in.OrderID, in.ExpiresAt)
 }
 
 // TransitionInput moves an order to a final status. To is an order.Status and Code an
@@ -348,83 +222,31 @@ type TransitionInput struct {
 	Detail  map[string]any `json:"detail,omitempty"`
 }
 
-// openStatuses are the statuses an order can leave.
-var openStatuses = []string{string(order.StatusPendingPayment), string(order.StatusNeedsAttention)}
-
-// Transition moves the order from an open status to To (CONFIRMED, FAILED or CANCELLED) and writes
-// the timeline entry and the outbox event in the same transaction. It returns false when the order
-// had already left the open statuses (a repeat changes nothing).
+// Transition ends the order in To (CONFIRMED, FAILED or CANCELLED) with its timeline entry and
+// outbox event (order.Store.Transition). It returns false when the order had already ended (a
+// repeat changes nothing).
 func (a *Orders) Transition(ctx context.Context, in TransitionInput) (bool, error) {
-	changed := false
-	err := pgx.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
-		q := db.New(tx)
-		var code *string
-		if in.Code != "" {
-			code = &in.Code
-		}
-		_, err := q.TransitionOrder(ctx, db.TransitionOrderParams{ToStatus: in.To, FailureCode: code,
-			ID: in.OrderID, FromStatuses: openStatuses})
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		changed = true
-		// The coupon follows the order: spent when it is confirmed, given back otherwise.
-		if err := q.SettleCouponRedemption(ctx, in.To, in.OrderID); err != nil {
-			return err
-		}
-		detail := map[string]any{"status": in.To}
-		if in.Code != "" {
-			detail["code"] = in.Code
-		}
-		for k, v := range in.Detail {
-			detail[k] = v
-		}
-		if err := appendEvent(ctx, q, in.OrderID, "status", detail); err != nil {
-			return err
-		}
-		event := map[order.Status]string{order.StatusConfirmed: EventOrderConfirmed, order.StatusFailed: EventOrderFailed,
-			order.StatusCancelled: EventOrderCancelled}[order.Status(in.To)]
-		if event == "" {
-			return temporal.NewNonRetryableApplicationError("unknown final status "+in.To, ErrTypeOrderTransition, nil)
-		}
-		payload, _ := json.Marshal(map[string]any{"orderId": in.OrderID, "status": in.To, "code": in.Code})
-		return q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{AggregateType: "order",
-			AggregateID: strconv.FormatInt(in.OrderID, 10), EventType: event, Payload: payload})
-	})
-	return changed, err
+	changed, err := a.store().Transition(ctx, in.OrderID, order.Status(in.To), order.FailureCode(in.Code), in.Detail)
+	return changed, transitionRefused(err, in)
 }
 
-// Finished is what Finish did: whether this call moved the order, and the order's status and
-// failure code as they stand after it.
-type Finished struct {
-	Changed     bool              `json:"changed"`
-	Status      order.Status      `json:"status"`
-	FailureCode order.FailureCode `json:"failureCode,omitempty"`
+// transitionRefused makes a transition to a status no order ends in non-retryable.
+func transitionRefused(err error, in TransitionInput) error {
+	if errors.Is(err, order.ErrNotFinal) {
+		return temporal.NewNonRetryableApplicationError("unknown final status "+in.To, ErrTypeOrderTransition, nil)
+	}
+	return err
 }
+
+// Finished is what Finish did, and where the order stands after it.
+type Finished = order.Finished
 
 // Finish is Transition that also says where the order stands when it was no longer open: another
 // actor (the payment reconciler, the order's hold) ended it first, and the caller must not report
 // a status the row does not have.
 func (a *Orders) Finish(ctx context.Context, in TransitionInput) (Finished, error) {
-	changed, err := a.Transition(ctx, in)
-	if err != nil {
-		return Finished{}, err
-	}
-	if changed {
-		return Finished{Changed: true, Status: order.Status(in.To), FailureCode: order.FailureCode(in.Code)}, nil
-	}
-	o, err := a.q().GetOrder(ctx, in.OrderID)
-	if err != nil {
-		return Finished{}, err
-	}
-	f := Finished{Status: order.Status(o.Status)}
-	if o.FailureCode != nil {
-		f.FailureCode = order.FailureCode(*o.FailureCode)
-	}
-	return f, nil
+	f, err := a.store().Finish(ctx, in.OrderID, order.Status(in.To), order.FailureCode(in.Code), in.Detail)
+	return f, transitionRefused(err, in)
 }
 
 // ParkInput says which step exhausted its retries and why.
@@ -436,24 +258,12 @@ type ParkInput struct {
 
 // Park moves an open order to NEEDS_ATTENTION with the failing step and error.
 func (a *Orders) Park(ctx context.Context, in ParkInput) error {
-	return pgx.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
-		q := db.New(tx)
-		detail := map[string]any{"step": in.Step, "error": in.Error}
-		raw, _ := json.Marshal(detail)
-		if _, err := q.ParkOrder(ctx, nullJSON(raw), in.OrderID); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		return appendEvent(ctx, q, in.OrderID, "needs_attention", detail)
-	})
+	return a.store().Park(ctx, in.OrderID, in.Step, in.Error)
 }
 
 // Resume takes a parked order back to PENDING_PAYMENT (support chose retry).
 func (a *Orders) Resume(ctx context.Context, orderID int64) error {
-	_, err := a.q().ResumeOrder(ctx, orderID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
-	}
-	return err
+	return a.store().Resume(ctx, orderID)
 }
 
 // TimelineInput is one entry of the order's timeline.
@@ -465,18 +275,7 @@ type TimelineInput struct {
 
 // Timeline appends an entry (support actions with their reason, payment events).
 func (a *Orders) Timeline(ctx context.Context, in TimelineInput) error {
-	return appendEvent(ctx, a.q(), in.OrderID, in.Kind, in.Detail)
-}
-
-func appendEvent(ctx context.Context, q *db.Queries, orderID int64, kind string, detail map[string]any) error {
-	var raw []byte
-	if detail != nil {
-		var err error
-		if raw, err = json.Marshal(detail); err != nil {
-			return err
-		}
-	}
-	return q.InsertOrderEvent(ctx, orderID, kind, nullJSON(raw))
+	return a.store().Note(ctx, in.OrderID, in.Kind, in.Detail)
 }
 
 // RecordOutcomeInput is the answer to one (user, Idempotency-Key).
@@ -492,14 +291,9 @@ type RecordOutcomeInput struct {
 // RecordOutcome stores the answer to the request, so that the same key answers the same after
 // the workflow has closed. The first record wins.
 func (a *Orders) RecordOutcome(ctx context.Context, in RecordOutcomeInput) error {
-	var order *int64
-	if in.OrderID > 0 {
-		order = &in.OrderID
-	}
 	raw, err := json.Marshal(in.Outcome)
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError("outcome is not JSON", ErrTypeIdempotencyStore, err)
 	}
-	return a.q().InsertIdempotencyRecord(ctx, db.InsertIdempotencyRecordParams{UserID: in.UserID,
-		IdempotencyKey: in.IdempotencyKey, RequestHash: in.RequestHash, OrderID: order, Outcome: raw})
+	return a.store().RecordOutcome(ctx, in.UserID, in.IdempotencyKey, in.RequestHash, in.OrderID, raw)
 }

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment"
 )
 
@@ -68,7 +69,7 @@ func (a *Payments) Authorize(ctx context.Context, in AuthorizeInput) (PaymentRes
 		}
 		in.Token = token
 	}
-	intent, err := a.Gateway.Authorize(ctx, payment.AuthorizeRequest{IdempotencyKey: PaymentKey(in.OrderID),
+	intent, err := a.Gateway.Authorize(ctx, payment.AuthorizeRequest{IdempotencyKey: order.PaymentKey(in.OrderID),
 		OrderID: in.OrderID, AmountMinor: in.AmountMinor, Currency: in.Currency, PaymentMethodToken: in.Token})
 	if errors.Is(err, payment.ErrTimeout) {
 		if rerr := a.record(ctx, in.OrderID, payment.Intent{Status: PaymentUnknown}); rerr != nil {
@@ -86,7 +87,7 @@ func (a *Payments) Authorize(ctx context.Context, in AuthorizeInput) (PaymentRes
 // answered returns the provider's intent for an order whose authorization it already answered;
 // PaymentMethodGone when it holds none (the token was forgotten without an answer).
 func (a *Payments) answered(ctx context.Context, orderID int64) (PaymentResult, error) {
-	intent, err := a.Gateway.Lookup(ctx, PaymentKey(orderID))
+	intent, err := a.Gateway.Lookup(ctx, order.PaymentKey(orderID))
 	if errors.Is(err, payment.ErrNotFound) {
 		return PaymentResult{}, temporal.NewNonRetryableApplicationError(
 			"the order's payment method is no longer on record", ErrTypePaymentMethodGone, err)
@@ -99,7 +100,7 @@ func (a *Payments) answered(ctx context.Context, orderID int64) (PaymentResult, 
 
 // ResolvePayment asks the provider what became of the order's payment.
 func (a *Payments) ResolvePayment(ctx context.Context, orderID int64) (PaymentResult, error) {
-	intent, err := a.Gateway.Lookup(ctx, PaymentKey(orderID))
+	intent, err := a.Gateway.Lookup(ctx, order.PaymentKey(orderID))
 	if errors.Is(err, payment.ErrNotFound) {
 		return PaymentResult{Status: PaymentNotFound}, nil
 	}
@@ -151,7 +152,7 @@ type VerifyEventInput struct {
 // amount and currency. The provider's status, not the event's, is returned and mirrored. A
 // mismatch is a non-retryable PaymentEventRefused; a provider that cannot be asked is retried.
 func (a *Payments) VerifyEvent(ctx context.Context, in VerifyEventInput) (PaymentResult, error) {
-	intent, err := a.Gateway.Lookup(ctx, PaymentKey(in.OrderID))
+	intent, err := a.Gateway.Lookup(ctx, order.PaymentKey(in.OrderID))
 	if errors.Is(err, payment.ErrNotFound) {
 		return PaymentResult{}, temporal.NewNonRetryableApplicationError(
 			"the provider holds no intent for this order", ErrTypePaymentEventRefused, err)
@@ -185,7 +186,7 @@ func eventMismatch(in VerifyEventInput, intent payment.Intent) string {
 
 // Capture takes the authorized money. A repeat captures nothing more.
 func (a *Payments) Capture(ctx context.Context, orderID int64) (PaymentResult, error) {
-	intent, err := a.Gateway.Capture(ctx, PaymentKey(orderID))
+	intent, err := a.Gateway.Capture(ctx, order.PaymentKey(orderID))
 	if err != nil {
 		return PaymentResult{}, providerError(err)
 	}
@@ -194,7 +195,7 @@ func (a *Payments) Capture(ctx context.Context, orderID int64) (PaymentResult, e
 
 // Refund gives captured money back.
 func (a *Payments) Refund(ctx context.Context, orderID int64) (PaymentResult, error) {
-	intent, err := a.Gateway.Refund(ctx, PaymentKey(orderID))
+	intent, err := a.Gateway.Refund(ctx, order.PaymentKey(orderID))
 	if err != nil {
 		return PaymentResult{}, providerError(err)
 	}
@@ -205,7 +206,7 @@ func (a *Payments) Refund(ctx context.Context, orderID int64) (PaymentResult, er
 // authorization is voided, a capture is refunded, and an intent the provider never saw needs
 // nothing. It is the payment's compensation, safe to run any number of times.
 func (a *Payments) Reverse(ctx context.Context, orderID int64) (PaymentResult, error) {
-	key := PaymentKey(orderID)
+	key := order.PaymentKey(orderID)
 	intent, err := a.Gateway.Lookup(ctx, key)
 	if errors.Is(err, payment.ErrNotFound) {
 		return PaymentResult{Status: PaymentNotFound}, nil

@@ -194,7 +194,7 @@ func (a *PaymentReconciler) resolve(ctx context.Context, pays *Payments, r db.Pa
 		// Here only for being past its hold; its workflow runs and knows its payment.
 		return nil
 	}
-	intent, err := a.Gateway.Lookup(ctx, PaymentKey(r.OrderID))
+	intent, err := a.Gateway.Lookup(ctx, order.PaymentKey(r.OrderID))
 	if errors.Is(err, payment.ErrNotFound) {
 		// The provider never saw the key: nothing was authorized. The order decides on its own
 		// (it authorizes again, or its hold expires).

@@ -113,7 +113,7 @@ func insertOrder(t *testing.T, pool *pgxpool.Pool, orderStatus, paymentStatus st
 		RETURNING id`, key, orderStatus, addr).Scan(&id))
 	_, err := pool.Exec(ctx, `INSERT INTO payments (order_id, idempotency_key, provider, status, amount_minor, currency,
 		created_at, updated_at) VALUES ($1, $2, 'paysim', $3, 1000, 'TRY', now() - $4::interval, now() - $4::interval)`,
-		id, activities.PaymentKey(id), paymentStatus, fmt.Sprintf("%d seconds", int(paymentAge.Seconds())))
+		id, order.PaymentKey(id), paymentStatus, fmt.Sprintf("%d seconds", int(paymentAge.Seconds())))
 	require.NoError(t, err)
 	return id, "order-u7-" + key
 }
@@ -171,7 +171,7 @@ func TestReconcilePayments_ResolvesUnknownOutcomesOfOpenOrders_ReversesLateMoney
 	for i, r := range rows {
 		ids[i], wfs[i] = insertOrder(t, pool, r.orderStatus, r.paymentStatus, r.age)
 		if r.provider != "" {
-			provider.intents[activities.PaymentKey(ids[i])] = payment.Intent{ID: fmt.Sprintf("pi_%d", i),
+			provider.intents[order.PaymentKey(ids[i])] = payment.Intent{ID: fmt.Sprintf("pi_%d", i),
 				Status: r.provider, AmountMinor: 1000, Currency: "TRY"}
 		}
 		sig.fail[wfs[i]] = r.signalFails
@@ -184,13 +184,13 @@ func TestReconcilePayments_ResolvesUnknownOutcomesOfOpenOrders_ReversesLateMoney
 
 	for i, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
-			assert.Equal(t, r.wantAsked, slices.Contains(provider.asked, activities.PaymentKey(ids[i])), "asked the provider")
+			assert.Equal(t, r.wantAsked, slices.Contains(provider.asked, order.PaymentKey(ids[i])), "asked the provider")
 			assert.Equal(t, r.wantSignal, sig.got[wfs[i]], "signal to the order")
 			var status string
 			require.NoError(t, pool.QueryRow(ctx, `SELECT status FROM payments WHERE order_id = $1`, ids[i]).Scan(&status))
 			assert.Equal(t, r.wantRow, status, "payments row")
 			if r.wantReversed {
-				assert.Equal(t, payment.StatusVoided, provider.intents[activities.PaymentKey(ids[i])].Status, "money given back")
+				assert.Equal(t, payment.StatusVoided, provider.intents[order.PaymentKey(ids[i])].Status, "money given back")
 			}
 		})
 	}
@@ -211,7 +211,7 @@ func TestReconcilePayments_ResolvesUnknownOutcomesOfOpenOrders_ReversesLateMoney
 	require.NoError(t, err)
 	assert.Equal(t, 3, again.Checked, "the never-seen payment, the one whose signal failed, the unanswered 3-D Secure")
 	assert.Equal(t, 1, again.Resolved)
-	assert.ElementsMatch(t, []string{activities.PaymentKey(ids[1]), activities.PaymentKey(ids[5]), activities.PaymentKey(ids[9])}, provider.asked)
+	assert.ElementsMatch(t, []string{order.PaymentKey(ids[1]), order.PaymentKey(ids[5]), order.PaymentKey(ids[9])}, provider.asked)
 }
 
 func TestReconcilePayments_ProviderDown_RunFailsAndRowsStayUnknown(t *testing.T) {
@@ -239,7 +239,7 @@ func TestReconcilePayments_OrderWhoseWorkflowIsGone_Ended(t *testing.T) {
 	pool := testenv.Pool(t)
 	ctx := context.Background()
 	id, wf := insertOrder(t, pool, "PENDING_PAYMENT", "REQUIRES_ACTION", time.Hour)
-	provider := &fakeProvider{intents: map[string]payment.Intent{activities.PaymentKey(id): {ID: "pi_1",
+	provider := &fakeProvider{intents: map[string]payment.Intent{order.PaymentKey(id): {ID: "pi_1",
 		Status: payment.StatusRequiresAction, AmountMinor: 1000, Currency: "TRY"}}}
 	sig := &fakeSignaler{got: map[string]string{}, fail: map[string]bool{}, gone: map[string]bool{wf: true}}
 	rec := &activities.PaymentReconciler{Pool: pool, Gateway: provider, Signaler: sig}
@@ -253,7 +253,7 @@ func TestReconcilePayments_OrderWhoseWorkflowIsGone_Ended(t *testing.T) {
 	assert.Equal(t, "FAILED", status)
 	assert.Equal(t, string(order.FailOrphaned), code)
 	assert.Equal(t, "VOIDED", pay)
-	assert.Equal(t, payment.StatusVoided, provider.intents[activities.PaymentKey(id)].Status, "nothing left authorized")
+	assert.Equal(t, payment.StatusVoided, provider.intents[order.PaymentKey(id)].Status, "nothing left authorized")
 	assert.Empty(t, sig.got, "no workflow to tell")
 
 	again, err := rec.ReconcilePayments(ctx, activities.ReconcilePaymentsInput{})
@@ -292,7 +292,7 @@ func TestReconcilePayments_OpenOrderPastItsHold_EndedOnlyWhenItsWorkflowIsGone(t
 	require.NoError(t, err)
 	provider := &fakeProvider{intents: map[string]payment.Intent{}}
 	for _, id := range []int64{gone, alive, fresh} {
-		provider.intents[activities.PaymentKey(id)] = payment.Intent{ID: fmt.Sprint("pi_", id),
+		provider.intents[order.PaymentKey(id)] = payment.Intent{ID: fmt.Sprint("pi_", id),
 			Status: payment.StatusAuthorized, AmountMinor: 1000, Currency: "TRY"}
 	}
 	sig := &fakeSignaler{got: map[string]string{}, fail: map[string]bool{}, gone: map[string]bool{goneWF: true, freshWF: true}}
@@ -302,13 +302,13 @@ func TestReconcilePayments_OpenOrderPastItsHold_EndedOnlyWhenItsWorkflowIsGone(t
 	require.NoError(t, err)
 	assert.Equal(t, 2, res.Checked, "the two past their hold")
 	assert.Equal(t, 1, res.Orphaned)
-	status := func(id int64) (order, pay string) {
+	status := func(id int64) (st, pay string) {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT o.status, p.status FROM orders o JOIN payments p ON p.order_id = o.id
-			WHERE o.id = $1`, id).Scan(&order, &pay))
-		return order, pay
+			WHERE o.id = $1`, id).Scan(&st, &pay))
+		return st, pay
 	}
-	order, pay := status(gone)
-	assert.Equal(t, "FAILED", order)
+	st, pay := status(gone)
+	assert.Equal(t, "FAILED", st)
 	assert.Equal(t, "VOIDED", pay)
 	var onHand, reserved int
 	var resv string
@@ -318,13 +318,13 @@ func TestReconcilePayments_OpenOrderPastItsHold_EndedOnlyWhenItsWorkflowIsGone(t
 	assert.Equal(t, "RELEASED", resv, "the stock it had confirmed goes back on the shelf")
 	assert.Equal(t, 10, onHand)
 	assert.Zero(t, reserved)
-	assert.Equal(t, payment.StatusVoided, provider.intents[activities.PaymentKey(gone)].Status, "nothing left authorized")
-	order, pay = status(alive)
-	assert.Equal(t, "PENDING_PAYMENT", order)
+	assert.Equal(t, payment.StatusVoided, provider.intents[order.PaymentKey(gone)].Status, "nothing left authorized")
+	st, pay = status(alive)
+	assert.Equal(t, "PENDING_PAYMENT", st)
 	assert.Equal(t, "AUTHORIZED", pay)
-	order, _ = status(fresh)
-	assert.Equal(t, "PENDING_PAYMENT", order, "within its hold: its workflow is not even asked about")
-	assert.NotContains(t, provider.asked, activities.PaymentKey(alive), "a running order's payment is its own business")
+	st, _ = status(fresh)
+	assert.Equal(t, "PENDING_PAYMENT", st, "within its hold: its workflow is not even asked about")
+	assert.NotContains(t, provider.asked, order.PaymentKey(alive), "a running order's payment is its own business")
 	assert.Empty(t, sig.got)
 }
 
@@ -337,7 +337,7 @@ func TestReconcilePayments_OrderConfirmedByItsWorkflowMeanwhile_LeftAlone(t *tes
 	id, wf := insertOrder(t, pool, "PENDING_PAYMENT", "AUTHORIZED", time.Hour)
 	_, err := pool.Exec(ctx, `UPDATE orders SET hold_expires_at = now() - interval '3 minutes' WHERE id = $1`, id)
 	require.NoError(t, err)
-	provider := &fakeProvider{intents: map[string]payment.Intent{activities.PaymentKey(id): {ID: "pi_1",
+	provider := &fakeProvider{intents: map[string]payment.Intent{order.PaymentKey(id): {ID: "pi_1",
 		Status: payment.StatusCaptured, AmountMinor: 1000, Currency: "TRY"}}}
 	sig := &fakeSignaler{got: map[string]string{}, fail: map[string]bool{}, gone: map[string]bool{wf: true}}
 	sig.beforeAnswer = func(string) {
@@ -356,7 +356,7 @@ func TestReconcilePayments_OrderConfirmedByItsWorkflowMeanwhile_LeftAlone(t *tes
 		WHERE o.id = $1`, id).Scan(&status, &pay))
 	assert.Equal(t, "CONFIRMED", status)
 	assert.Equal(t, "CAPTURED", pay)
-	assert.Equal(t, payment.StatusCaptured, provider.intents[activities.PaymentKey(id)].Status, "a confirmed order's money is kept")
+	assert.Equal(t, payment.StatusCaptured, provider.intents[order.PaymentKey(id)].Status, "a confirmed order's money is kept")
 }
 
 func TestReconcilePayments_OrphanEndedButNotYetReversed_ReversedNextRun(t *testing.T) {
@@ -372,7 +372,7 @@ func TestReconcilePayments_OrphanEndedButNotYetReversed_ReversedNextRun(t *testi
 	other, _ := insertOrder(t, pool, "FAILED", "AUTHORIZED", time.Hour)
 	provider := &fakeProvider{intents: map[string]payment.Intent{}}
 	for _, o := range []int64{id, other} {
-		provider.intents[activities.PaymentKey(o)] = payment.Intent{ID: fmt.Sprint("pi_", o), Status: payment.StatusAuthorized,
+		provider.intents[order.PaymentKey(o)] = payment.Intent{ID: fmt.Sprint("pi_", o), Status: payment.StatusAuthorized,
 			AmountMinor: 1000, Currency: "TRY"}
 	}
 	rec := &activities.PaymentReconciler{Pool: pool, Gateway: provider,
@@ -382,8 +382,8 @@ func TestReconcilePayments_OrphanEndedButNotYetReversed_ReversedNextRun(t *testi
 	require.NoError(t, err)
 	assert.Equal(t, 1, res.Orphaned)
 	assert.Equal(t, 1, res.Reversed)
-	assert.Equal(t, payment.StatusVoided, provider.intents[activities.PaymentKey(id)].Status)
-	assert.Equal(t, payment.StatusVoided, provider.intents[activities.PaymentKey(other)].Status, "late money reversed")
+	assert.Equal(t, payment.StatusVoided, provider.intents[order.PaymentKey(id)].Status)
+	assert.Equal(t, payment.StatusVoided, provider.intents[order.PaymentKey(other)].Status, "late money reversed")
 
 	again, err := rec.ReconcilePayments(ctx, activities.ReconcilePaymentsInput{})
 	require.NoError(t, err)
@@ -437,8 +437,8 @@ func TestAuthorize_RepeatedAfterItsAnswerWasLost_ProviderAnswersWithoutTheToken(
 	pool := testenv.Pool(t)
 	ctx := context.Background()
 	id, _ := insertOrder(t, pool, "PENDING_PAYMENT", "AUTHORIZED", 0)
-	provider := &fakeProvider{intents: map[string]payment.Intent{activities.PaymentKey(id): {ID: "pi_1",
-		IdempotencyKey: activities.PaymentKey(id), OrderID: id, Status: payment.StatusAuthorized, AmountMinor: 1000, Currency: "TRY"}}}
+	provider := &fakeProvider{intents: map[string]payment.Intent{order.PaymentKey(id): {ID: "pi_1",
+		IdempotencyKey: order.PaymentKey(id), OrderID: id, Status: payment.StatusAuthorized, AmountMinor: 1000, Currency: "TRY"}}}
 	pays := &activities.Payments{Pool: pool, Gateway: provider}
 	res, err := pays.Authorize(ctx, activities.AuthorizeInput{OrderID: id, AmountMinor: 1000, Currency: "TRY"})
 	require.NoError(t, err)

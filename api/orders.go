@@ -197,8 +197,8 @@ func (s *Server) place(ctx context.Context, in workflows.OrderInput, wfID, updat
 
 // placeFree says whether the shopper has fewer orders waiting for payment than limit now.
 func (s *Server) placeFree(ctx context.Context, userID int64, limit int) bool {
-	p, err := s.q.PendingOrdersOf(ctx, userID)
-	return err == nil && p.Pending < int64(limit)
+	w, err := order.Store{Pool: s.Pool}.Waiting(ctx, userID)
+	return err == nil && w.Pending < int64(limit)
 }
 
 // renderExisting answers a repeated request from its order as it stands.
@@ -414,7 +414,10 @@ func (s *Server) getOrder(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
+	ov, err := order.Store{Pool: s.Pool}.View(c.Request().Context(), o)
+	if err != nil {
+		return err
+	}
 	v := orderView{OrderID: o.ID, Status: o.Status, FailureCode: o.FailureCode, Total: money.Format(o.TotalMinor),
 		Currency: o.Currency, HoldExpiresAt: o.HoldExpiresAt, HoldExtensions: int(o.HoldExtensions),
 		CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt, Items: []orderItemView{}, Warehouses: []allocationView{},
@@ -426,11 +429,7 @@ func (s *Server) getOrder(c echo.Context) error {
 			v.Attention = shopperAttention(o.Attention.RawMessage)
 		}
 	}
-	items, err := s.q.OrderItems(ctx, o.ID)
-	if err != nil {
-		return err
-	}
-	for _, it := range items {
+	for _, it := range ov.Items {
 		var list int64
 		if it.ListPriceMinor != nil {
 			list = *it.ListPriceMinor
@@ -441,29 +440,16 @@ func (s *Server) getOrder(c echo.Context) error {
 			campaignPrice: campaignPriceOf(pricing.Item{UnitPriceMinor: it.UnitPriceMinor, ListPriceMinor: list,
 				Campaigns: it.CampaignIds})})
 	}
-	lcs, err := s.q.LineCancellationsOfOrder(ctx, o.ID)
-	if err != nil {
-		return err
-	}
-	var cancelled int64
-	for _, lc := range lcs {
-		cancelled += lc.AmountMinor
-	}
+	cancelled := ov.CancelledMinor()
 	v.Totals = totalsView{Ordered: money.Format(o.TotalMinor), Cancelled: money.Format(cancelled),
 		Kept: money.Format(o.TotalMinor - cancelled), Captured: money.Format(0), Refunded: money.Format(0), Currency: o.Currency}
-	for _, lc := range lcs {
+	for _, lc := range ov.Cancellations {
 		v.Cancellations = append(v.Cancellations, cancellationView(lc, support))
 	}
-	res, err := s.q.ReservationsOfOrder(ctx, o.ID)
-	if err != nil {
-		return err
-	}
-	for _, r := range res {
+	for _, r := range ov.Reservations {
 		v.Warehouses = append(v.Warehouses, allocationView{SKUID: r.SkuID, WarehouseID: r.WarehouseID, Quantity: r.Quantity, Status: r.Status})
 	}
-	pay, err := s.q.GetPayment(ctx, o.ID)
-	switch {
-	case err == nil:
+	if pay := ov.Payment; pay != nil {
 		v.Payment = map[string]any{"status": pay.Status, "amount": money.Format(pay.AmountMinor), "currency": pay.Currency,
 			"captured": money.Format(pay.CapturedMinor), "refunded": money.Format(pay.RefundedMinor)}
 		v.Totals.Captured, v.Totals.Refunded = money.Format(pay.CapturedMinor), money.Format(pay.RefundedMinor)
@@ -473,48 +459,18 @@ func (s *Server) getOrder(c echo.Context) error {
 		if pay.RedirectUrl != nil && pay.Status == "REQUIRES_ACTION" {
 			v.Payment["redirectUrl"] = *pay.RedirectUrl
 		}
-	case !errors.Is(err, pgx.ErrNoRows):
-		return err
 	}
-	events, err := s.q.OrderEvents(ctx, o.ID)
-	if err != nil {
-		return err
-	}
-	for _, e := range events {
+	for _, e := range ov.Timeline {
 		t := timelineView{At: e.CreatedAt, Kind: e.Kind}
 		if e.Detail.Valid {
 			t.Detail = e.Detail.RawMessage
 			if !support {
-				t.Detail = shopperDetail(e.Detail.RawMessage)
+				t.Detail = order.ShopperDetail(e.Detail.RawMessage)
 			}
 		}
 		v.Timeline = append(v.Timeline, t)
 	}
 	return c.JSON(http.StatusOK, v)
-}
-
-// shopperDetails are the timeline details a shopper sees: stable codes and statuses, and what a
-// line cancellation took off the order and refunded. Raw errors
-// (which may name hosts and databases), support's free-text reasons and internal ids stay in
-// support's view and the logs.
-var shopperDetails = map[string]bool{"status": true, "code": true, "step": true, "action": true,
-	"skuId": true, "units": true, "refund": true, "currency": true, "restocked": true}
-
-func shopperDetail(raw json.RawMessage) json.RawMessage {
-	var d map[string]any
-	if err := json.Unmarshal(raw, &d); err != nil {
-		return nil
-	}
-	for k := range d {
-		if !shopperDetails[k] {
-			delete(d, k)
-		}
-	}
-	if len(d) == 0 {
-		return nil
-	}
-	out, _ := json.Marshal(d)
-	return out
 }
 
 // shopperAttention is a parked order's attention as its shopper sees it: the step, a code and a

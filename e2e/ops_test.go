@@ -18,6 +18,7 @@ import (
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/internal/config"
+	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/worker"
 	"github.com/marketplace/checkout/workflows"
 )
@@ -295,7 +296,7 @@ func TestPaymentReconcilerSchedule_LostWebhookUnknownRow_OrderSignalledAndConfir
 	// The provider authorized the payment but its webhook never came, and our row says UNKNOWN (a
 	// call timed out): the order would wait for its hold to expire and void a good payment.
 	_, err := s.pool.Exec(s.ctx, `UPDATE paysim_intents SET status = 'AUTHORIZED' WHERE idempotency_key = $1`,
-		activities.PaymentKey(id))
+		order.PaymentKey(id))
 	require.NoError(t, err)
 	_, err = s.pool.Exec(s.ctx, `UPDATE payments SET status = 'UNKNOWN' WHERE order_id = $1`, id)
 	require.NoError(t, err)

@@ -38,7 +38,7 @@ const plainPath = "/plain/v1/orders"
 // plain is the baseline of the saga: a checkout without Temporal, written only for this
 // benchmark. One PostgreSQL transaction per request reads the shopper's address, cart and the
 // catalog's prices exactly as the saga's price check does (cart.Load, pricing.Compute), writes the
-// order row and its items, reserves every line with the product's own SQL (reserve_order, the
+// order as the saga's order step does (order.Insert) but without a payment row, reserves every line with the product's own SQL (reserve_order, the
 // statement Engine.Reserve runs when it does not combine) and appends an outbox event. There is no
 // payment step: the order is a tok_ok order that will be paid later; nothing durable but the
 // transaction stands behind the answer.
@@ -180,31 +180,23 @@ func (p *plain) checkout(ctx context.Context, userID int64, key, hash string, re
 				"message": "prices changed since the preview", "priceVersion": quote.PriceVersion}}
 			return nil
 		}
-		id, err := q.InsertOrder(ctx, db.InsertOrderParams{UserID: userID, IdempotencyKey: key, RequestHash: hash,
-			WorkflowID: plainWorkflowID, AddressID: req.AddressID, PriceVersion: quote.PriceVersion,
-			TotalMinor: quote.TotalMinor, Currency: quote.Currency})
-		if errors.Is(err, pgx.ErrNoRows) {
+		// The order as the saga's CreateOrder writes it, but without a payment row: the plain
+		// checkout has no payment step.
+		created, err := order.Insert(ctx, q, order.New{UserID: userID, IdempotencyKey: key, RequestHash: hash,
+			WorkflowID: plainWorkflowID, AddressID: req.AddressID, Quote: quote})
+		switch {
+		case errors.Is(err, order.ErrKeyReused):
+			out = fail(http.StatusUnprocessableEntity, "IDEMPOTENCY_KEY_REUSED", err.Error())
+			return nil
+		case err != nil:
+			return err
+		case !created.Made:
 			// The same key again: the same order (the first request's transaction has committed,
 			// or this insert would still be waiting on its key).
-			existing, err := q.OrderByKey(ctx, userID, key)
-			if err != nil {
-				return err
-			}
-			if existing.RequestHash != hash {
-				out = fail(http.StatusUnprocessableEntity, "IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was used with a different request")
-				return nil
-			}
-			out = &answer{status: http.StatusCreated, body: map[string]any{"orderId": existing.ID, "status": existing.Status}}
+			out = &answer{status: http.StatusCreated, body: map[string]any{"orderId": created.ID, "status": created.Status}}
 			return nil
-		} else if err != nil {
-			return err
 		}
-		for _, it := range quote.Items {
-			if err := q.InsertOrderItem(ctx, db.InsertOrderItemParams{OrderID: id, SkuID: it.SKUID, SellerID: it.SellerID,
-				Title: it.Title, Quantity: it.Quantity, UnitPriceMinor: it.UnitPriceMinor, Currency: it.Currency}); err != nil {
-				return err
-			}
-		}
+		id := created.ID
 		// Reserved last but one, so the inventory rows (a hot SKU's among them) are held only
 		// from here to the commit.
 		rp := db.ReserveOrderParams{OrderID: id, Lat: addr.Lat, Lon: addr.Lon, HoldSeconds: p.hold.Seconds()}

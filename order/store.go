@@ -1,0 +1,389 @@
+package order
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/sqlc-dev/pqtype"
+
+	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/pricing"
+)
+
+// Store writes and reads orders. Every move is a conditional statement whose row count decides, so
+// a repeated or racing call changes an order once.
+type Store struct {
+	Pool *pgxpool.Pool
+}
+
+func (s Store) q() *db.Queries { return db.New(s.Pool) }
+
+// Outbox event types of an order's end.
+const (
+	EventConfirmed = "order.confirmed"
+	EventFailed    = "order.failed"
+	EventCancelled = "order.cancelled"
+)
+
+// events are the outbox event of each final status.
+var events = map[Status]string{StatusConfirmed: EventConfirmed, StatusFailed: EventFailed, StatusCancelled: EventCancelled}
+
+// PaymentKey is the provider idempotency key of an order's payment. It comes from the order, not
+// from the workflow run, so a reset or a retried run never charges twice.
+func PaymentKey(orderID int64) string { return "order-" + strconv.FormatInt(orderID, 10) }
+
+// New is an order to write: who asks, under which Idempotency-Key, and what they confirmed.
+type New struct {
+	UserID         int64
+	IdempotencyKey string
+	RequestHash    string
+	WorkflowID     string
+	RunID          string
+	AddressID      int64
+	Quote          pricing.Quote
+	// Provider is the payment provider of the order's payment row (Create).
+	Provider string
+	// MaxOpen caps the shopper's orders waiting for payment (PENDING_PAYMENT); 0: no cap.
+	MaxOpen int
+}
+
+// Created is the order of a request: made now, or found under the request's key.
+type Created struct {
+	ID     int64
+	Status Status
+	// Existing: another run of the same request made the order and the order is finished; that
+	// run answered it, and this one must not act on it.
+	Existing bool
+	// Made: this call wrote the order (otherwise the request's key already held it).
+	Made bool
+}
+
+// Refusals of Create; nothing was written.
+var (
+	ErrAddressNotFound = errors.New("unknown address")
+	ErrKeyReused       = errors.New("this Idempotency-Key was used with a different request")
+)
+
+// Waiting are a shopper's orders waiting for payment.
+type Waiting struct {
+	Pending int64
+	// NextHoldEnd is when the first of them ends by itself if nobody pays it (nil while none has
+	// its hold recorded yet).
+	NextHoldEnd *time.Time
+}
+
+// TooManyOpenError refuses an order over the shopper's open-order cap; nothing was written, and no
+// order holds the request's key.
+type TooManyOpenError struct {
+	Limit int
+	Waiting
+}
+
+func (e *TooManyOpenError) Error() string {
+	return fmt.Sprintf("%d orders are waiting for payment; at most %d may", e.Pending, e.Limit)
+}
+
+// Create writes the order (Insert) and its payment row, which the saga's payment steps mirror the
+// provider's answers into, in one transaction.
+func (s Store) Create(ctx context.Context, n New) (Created, error) {
+	var out Created
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		q := db.New(tx)
+		var err error
+		if out, err = Insert(ctx, q, n); err != nil || !out.Made {
+			return err
+		}
+		return q.InsertPayment(ctx, db.InsertPaymentParams{OrderID: out.ID, IdempotencyKey: PaymentKey(out.ID),
+			Provider: n.Provider, AmountMinor: n.Quote.TotalMinor, Currency: n.Quote.Currency})
+	})
+	return out, err
+}
+
+// Insert writes the order, its items and its coupon's redemption in the caller's transaction,
+// under the unique (user, Idempotency-Key): a second run of the request finds the first order. A
+// new order over the shopper's cap (MaxOpen) is refused (TooManyOpenError) before anything is
+// written; the count and the insert are one decision under the shopper's lock. A coupon that can
+// no longer be redeemed refuses the order with its *pricing.CouponRefusal.
+func Insert(ctx context.Context, q *db.Queries, n New) (Created, error) {
+	_, err := q.GetAddress(ctx, n.AddressID, n.UserID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Created{}, ErrAddressNotFound
+	}
+	if err != nil {
+		return Created{}, err
+	}
+	if n.MaxOpen > 0 {
+		if err := q.LockUser(ctx, db.LockOpenOrders, n.UserID); err != nil {
+			return Created{}, err
+		}
+	}
+	id, err := q.InsertOrder(ctx, db.InsertOrderParams{UserID: n.UserID, IdempotencyKey: n.IdempotencyKey,
+		RequestHash: n.RequestHash, WorkflowID: n.WorkflowID, RunID: n.RunID, AddressID: n.AddressID,
+		PriceVersion: n.Quote.PriceVersion, TotalMinor: n.Quote.TotalMinor, Currency: n.Quote.Currency,
+		MaxOpen: int32(n.MaxOpen)})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return existing(ctx, q, n)
+	}
+	if err != nil {
+		return Created{}, err
+	}
+	for _, it := range n.Quote.Items {
+		p := db.InsertOrderItemParams{OrderID: id, SkuID: it.SKUID, SellerID: it.SellerID, Title: it.Title,
+			Quantity: it.Quantity, UnitPriceMinor: it.UnitPriceMinor, Currency: it.Currency, CampaignIds: it.Campaigns}
+		if it.ListPriceMinor > 0 {
+			p.ListPriceMinor = &it.ListPriceMinor
+		}
+		if err := q.InsertOrderItem(ctx, p); err != nil {
+			return Created{}, err
+		}
+	}
+	if n.Quote.Coupon != nil {
+		if err := redeem(ctx, q, id, n.UserID, *n.Quote.Coupon); err != nil {
+			return Created{}, err
+		}
+	}
+	err = Note(ctx, q, id, "created", map[string]any{"workflowId": n.WorkflowID, "total": n.Quote.TotalMinor,
+		"currency": n.Quote.Currency})
+	return Created{ID: id, Status: StatusPendingPayment, Made: true}, err
+}
+
+// existing is the order a request's key already holds, when the insert wrote nothing; the cap's
+// refusal when no order holds it.
+func existing(ctx context.Context, q *db.Queries, n New) (Created, error) {
+	o, err := q.OrderByKey(ctx, n.UserID, n.IdempotencyKey)
+	if errors.Is(err, pgx.ErrNoRows) {
+		w, err := waiting(ctx, q, n.UserID)
+		if err != nil {
+			return Created{}, err
+		}
+		return Created{}, &TooManyOpenError{Limit: n.MaxOpen, Waiting: w}
+	}
+	if err != nil {
+		return Created{}, err
+	}
+	if o.RequestHash != n.RequestHash {
+		return Created{}, ErrKeyReused
+	}
+	// The order is this run's when this run made it (its worker died after the commit and the
+	// step runs again), or while it is still open (support reset the workflow to an earlier point:
+	// the new run carries on). A finished order made by another run is never touched again.
+	status := Status(o.Status)
+	return Created{ID: o.ID, Status: status, Existing: o.RunID != n.RunID && !status.Open()}, nil
+}
+
+// redeem spends one redemption of the order's coupon in the order's transaction: one conditional
+// statement decides, under the shopper's coupon lock. A refusal rolls the order back with it.
+func redeem(ctx context.Context, q *db.Queries, orderID, userID int64, c pricing.AppliedCoupon) error {
+	if err := q.LockUser(ctx, db.LockCoupons, userID); err != nil {
+		return err
+	}
+	_, err := q.RedeemCoupon(ctx, db.RedeemCouponParams{CouponID: c.ID, UserID: userID, OrderID: orderID,
+		DiscountMinor: c.DiscountMinor})
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	// Say why, as the preview would now.
+	now, err := q.CouponByCode(ctx, userID, c.Code)
+	if err != nil {
+		return err
+	}
+	if refusal := pricing.Unavailable(now); refusal != nil {
+		return refusal
+	}
+	// A redemption given back since the statement ran: the refusal stands.
+	return &pricing.CouponRefusal{Code: pricing.CouponUsedUp, Message: "the coupon has been used up"}
+}
+
+// Waiting reads the shopper's orders waiting for payment, which the open-order cap counts.
+func (s Store) Waiting(ctx context.Context, userID int64) (Waiting, error) {
+	return waiting(ctx, s.q(), userID)
+}
+
+func waiting(ctx context.Context, q *db.Queries, userID int64) (Waiting, error) {
+	p, err := q.PendingOrdersOf(ctx, userID)
+	return Waiting{Pending: p.Pending, NextHoldEnd: p.NextHoldEnd}, err
+}
+
+// PricesOf reads back the prices the request's order was made with, if the order exists: they
+// were checked when it was made, and the cart may have moved on since.
+func (s Store) PricesOf(ctx context.Context, userID int64, idempotencyKey string) (pricing.Quote, bool, error) {
+	q := s.q()
+	o, err := q.OrderByKey(ctx, userID, idempotencyKey)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return pricing.Quote{}, false, nil
+	}
+	if err != nil {
+		return pricing.Quote{}, false, err
+	}
+	items, err := q.OrderItems(ctx, o.ID)
+	if err != nil {
+		return pricing.Quote{}, false, err
+	}
+	quote := pricing.Quote{TotalMinor: o.TotalMinor, Currency: o.Currency, PriceVersion: o.PriceVersion}
+	for _, it := range items {
+		item := pricing.Item{SKUID: it.SkuID, SellerID: it.SellerID, Title: it.Title, Quantity: it.Quantity,
+			UnitPriceMinor: it.UnitPriceMinor, LineTotalMinor: it.UnitPriceMinor * int64(it.Quantity),
+			Currency: it.Currency, Campaigns: it.CampaignIds}
+		if it.ListPriceMinor != nil {
+			item.ListPriceMinor = *it.ListPriceMinor
+		}
+		quote.Items = append(quote.Items, item)
+	}
+	c, err := q.CouponOfOrder(ctx, o.ID)
+	switch {
+	case err == nil:
+		quote.Coupon = &pricing.AppliedCoupon{ID: c.ID, Code: c.Code, DiscountMinor: c.DiscountMinor}
+	case !errors.Is(err, pgx.ErrNoRows):
+		return pricing.Quote{}, false, err
+	}
+	return quote, true, nil
+}
+
+// SetHold records when the order's reservation expires, for people reading the order.
+func (s Store) SetHold(ctx context.Context, orderID int64, expiresAt time.Time) error {
+	return s.q().SetOrderHold(ctx, &expiresAt, orderID)
+}
+
+// ErrNotFinal: a transition was asked to a status an order does not end in.
+var ErrNotFinal = errors.New("not a final status")
+
+// Transition ends an open order in status to (CONFIRMED, FAILED or CANCELLED) and, in the same
+// transaction, settles its coupon (spent when confirmed, given back otherwise), writes the timeline
+// entry and the outbox event. It returns false when the order had already ended: a repeat, or
+// another actor first, changes nothing.
+func (s Store) Transition(ctx context.Context, orderID int64, to Status, code FailureCode,
+	detail map[string]any) (bool, error) {
+	event, ok := events[to]
+	if !ok {
+		return false, fmt.Errorf("order %d to %s: %w", orderID, to, ErrNotFinal)
+	}
+	changed := false
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		q := db.New(tx)
+		var failure *string
+		if code != "" {
+			failure = (*string)(&code)
+		}
+		_, err := q.TransitionOrder(ctx, db.TransitionOrderParams{ToStatus: string(to), FailureCode: failure,
+			ID: orderID, FromStatuses: openStatuses})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		changed = true
+		if err := q.SettleCouponRedemption(ctx, string(to), orderID); err != nil {
+			return err
+		}
+		entry := map[string]any{"status": to}
+		if code != "" {
+			entry["code"] = code
+		}
+		for k, v := range detail {
+			entry[k] = v
+		}
+		if err := Note(ctx, q, orderID, "status", entry); err != nil {
+			return err
+		}
+		payload, _ := json.Marshal(map[string]any{"orderId": orderID, "status": to, "code": code})
+		return q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{AggregateType: "order",
+			AggregateID: strconv.FormatInt(orderID, 10), EventType: event, Payload: payload})
+	})
+	return changed, err
+}
+
+// Finished is what Finish did: whether this call ended the order, and the order's status and
+// failure code as they stand after it.
+type Finished struct {
+	Changed     bool        `json:"changed"`
+	Status      Status      `json:"status"`
+	FailureCode FailureCode `json:"failureCode,omitempty"`
+}
+
+// Finish is Transition that also says where the order stands when it had already ended: another
+// actor (the payment reconciler, the order's hold) ended it first, and the caller must not report a
+// status the row does not have.
+func (s Store) Finish(ctx context.Context, orderID int64, to Status, code FailureCode,
+	detail map[string]any) (Finished, error) {
+	changed, err := s.Transition(ctx, orderID, to, code, detail)
+	if err != nil {
+		return Finished{}, err
+	}
+	if changed {
+		return Finished{Changed: true, Status: to, FailureCode: code}, nil
+	}
+	o, err := s.q().GetOrder(ctx, orderID)
+	if err != nil {
+		return Finished{}, err
+	}
+	f := Finished{Status: Status(o.Status)}
+	if o.FailureCode != nil {
+		f.FailureCode = FailureCode(*o.FailureCode)
+	}
+	return f, nil
+}
+
+// Park moves an open order to NEEDS_ATTENTION with the step that ran out of retries and its error,
+// and notes it on the timeline.
+func (s Store) Park(ctx context.Context, orderID int64, step, cause string) error {
+	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		q := db.New(tx)
+		detail := map[string]any{"step": step, "error": cause}
+		raw, _ := json.Marshal(detail)
+		if _, err := q.ParkOrder(ctx, nullJSON(raw), orderID); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		return Note(ctx, q, orderID, "needs_attention", detail)
+	})
+}
+
+// Resume takes a parked order back to PENDING_PAYMENT (support chose retry, or the step's own
+// retries went through); an order not parked is left as it is.
+func (s Store) Resume(ctx context.Context, orderID int64) error {
+	_, err := s.q().ResumeOrder(ctx, orderID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	return err
+}
+
+// Note appends an entry to the order's timeline. What a shopper sees of its detail is
+// ShopperDetail's choice.
+func (s Store) Note(ctx context.Context, orderID int64, kind string, detail map[string]any) error {
+	return Note(ctx, s.q(), orderID, kind, detail)
+}
+
+// Note appends an entry to the order's timeline in the caller's transaction.
+func Note(ctx context.Context, q *db.Queries, orderID int64, kind string, detail map[string]any) error {
+	var raw []byte
+	if detail != nil {
+		var err error
+		if raw, err = json.Marshal(detail); err != nil {
+			return err
+		}
+	}
+	return q.InsertOrderEvent(ctx, orderID, kind, nullJSON(raw))
+}
+
+// RecordOutcome keeps the answer to a request (outcome, JSON), so that the same (user, key) answers
+// the same after the order's workflow has closed. The first record wins.
+func (s Store) RecordOutcome(ctx context.Context, userID int64, idempotencyKey, requestHash string, orderID int64,
+	outcome json.RawMessage) error {
+	var id *int64
+	if orderID > 0 {
+		id = &orderID
+	}
+	return s.q().InsertIdempotencyRecord(ctx, db.InsertIdempotencyRecordParams{UserID: userID,
+		IdempotencyKey: idempotencyKey, RequestHash: requestHash, OrderID: id, Outcome: outcome})
+}
+
+func nullJSON(raw []byte) pqtype.NullRawMessage {
+	return pqtype.NullRawMessage{RawMessage: raw, Valid: raw != nil}
+}
