@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/marketplace/checkout/db"
-	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment"
 )
@@ -176,8 +175,7 @@ func (a *PaymentReconciler) resolve(ctx context.Context, pays *Payments, r db.Pa
 	switch status := order.Status(r.OrderStatus); {
 	case status == order.StatusFailed && order.FailureCode(r.FailureCode) == order.FailOrphaned:
 		// Ended as ORPHANED by an earlier run that stopped before the payment was reversed.
-		_, err := a.finishOrphan(ctx, pays, r, res)
-		return err
+		return a.finishOrphan(ctx, pays, r, res)
 	case status.GaveUp():
 		return a.reverseLate(ctx, pays, r, res)
 	}
@@ -245,11 +243,10 @@ type Orphan struct {
 	Ended    bool `json:"ended"`
 }
 
-// EndIfOrphaned gives back what an order holds once its workflow has ended: the stock it still
-// reserves and, if the order was left open (support terminated its workflow), the order itself
-// ends as the reconciler ends an orphan (confirmed stock back, payment reversed). An order whose
-// workflow finished it has nothing left to give back, and one whose workflow runs (a reset run)
-// is left alone.
+// EndIfOrphaned gives back what an order holds once its workflow has ended: if the order was left
+// open (support terminated its workflow), the order ends as the reconciler ends an orphan, its
+// stock and payment given back; if it gave up, the stock it may still hold. An order whose workflow
+// confirmed it keeps its stock, and one whose workflow runs (a reset run) is left alone.
 func (a *PaymentReconciler) EndIfOrphaned(ctx context.Context, in EndIfOrphanedInput) (Orphan, error) {
 	var out Orphan
 	o, err := db.New(a.Pool).GetOrder(ctx, in.OrderID)
@@ -268,11 +265,14 @@ func (a *PaymentReconciler) EndIfOrphaned(ctx context.Context, in EndIfOrphanedI
 			return out, err
 		}
 	}
-	// Finished (by its workflow, or just now by someone else): whoever finished it gave back what
-	// it held; a release here only makes sure.
-	out.Released, err = inventory.New(a.Pool, nil, inventory.WithCombining(0)).Release(ctx, in.OrderID)
+	// Ended (by its workflow, or just now by someone else): whoever ended it gave back what it
+	// held; giving back here only makes sure.
+	g, err := a.orders().GiveBack(ctx, in.OrderID)
+	out.Released = g.Released
 	return out, err
 }
+
+func (a *PaymentReconciler) orders() order.Store { return order.Store{Pool: a.Pool} }
 
 // reverseLate reverses the payment of an order that failed or was cancelled when the provider
 // holds money for it after all: an authorization (or its 3-D Secure approval) that arrived after
@@ -302,7 +302,7 @@ const DefaultLateWindow = 24 * time.Hour
 const DefaultOrphanAfter = 2 * time.Minute
 
 // endOrphan ends an open order whose workflow is gone (terminated by hand before it finished):
-// nobody else will. Its stock goes back, the order fails, and its payment is reversed — whatever
+// nobody else will. The order fails, its stock goes back and its payment is reversed — whatever
 // the provider did meanwhile (a late 3-D Secure approval included). Each step is conditional,
 // so a repeat changes nothing.
 func (a *PaymentReconciler) endOrphan(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
@@ -311,41 +311,40 @@ func (a *PaymentReconciler) endOrphan(ctx context.Context, pays *Payments, r db.
 	return err
 }
 
-// endOrphanAs ends an open order whose workflow is gone, as by says, and gives back what it held;
-// it reports whether the order was still open, and the reservations it released.
+// endOrphanAs ends an open order whose workflow is gone, as by says, and gives back what it held
+// (order.Store.GiveUp, then the payment); it reports whether the order was still open, and the
+// reservations it released. The order was read open before its workflow was found gone: the
+// workflow may have ended it meanwhile (confirmed, with the money captured). Only an order still
+// open is ended here, and only then is anything given back.
 func (a *PaymentReconciler) endOrphanAs(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
 	res *ReconcilePaymentsResult, by string) (bool, int, error) {
-	// The order was read open before its workflow was found gone: the workflow may have ended it
-	// meanwhile (confirmed, with the money captured). Only an order still open is ended here, and
-	// only then is anything given back.
-	changed, err := (&Orders{Pool: a.Pool}).Transition(ctx, TransitionInput{OrderID: r.OrderID, To: string(order.StatusFailed),
-		Code: string(order.FailOrphaned), Detail: map[string]any{"by": by}})
-	if err != nil || !changed {
-		return false, 0, err
+	g, err := a.orders().GiveUp(ctx, r.OrderID, order.StatusFailed, order.FailOrphaned, map[string]any{"by": by})
+	if err == nil && g.Ended {
+		err = a.reverseOrphan(ctx, pays, r, res)
 	}
-	released, err := a.finishOrphan(ctx, pays, r, res)
-	return true, released, err
+	return g.Ended, g.Released, err
 }
 
-// finishOrphan gives back what an order ended as ORPHANED holds: its stock (reserved, or already
-// confirmed if its workflow stopped between confirm and capture), then its payment. Every step is
-// conditional, so a repeat changes nothing.
+// finishOrphan gives back what an order ended as ORPHANED still holds: its stock, then its
+// payment. Every step is conditional, so a repeat changes nothing.
 func (a *PaymentReconciler) finishOrphan(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
-	res *ReconcilePaymentsResult) (int, error) {
-	inv := inventory.New(a.Pool, nil, inventory.WithCombining(0))
-	released, err := inv.Release(ctx, r.OrderID)
-	if err != nil {
-		return 0, err
+	res *ReconcilePaymentsResult) error {
+	if _, err := a.orders().GiveBack(ctx, r.OrderID); err != nil {
+		return err
 	}
-	if _, err := inv.Restock(ctx, r.OrderID); err != nil {
-		return released, err
-	}
+	return a.reverseOrphan(ctx, pays, r, res)
+}
+
+// reverseOrphan reverses the payment of an order ended as ORPHANED, whatever the provider did
+// meanwhile (a late 3-D Secure approval included), and counts the orphan.
+func (a *PaymentReconciler) reverseOrphan(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
+	res *ReconcilePaymentsResult) error {
 	if _, err := pays.Reverse(ctx, r.OrderID); err != nil {
-		return released, err
+		return err
 	}
 	res.Orphaned++
 	if len(res.Payments) < maxListed {
 		res.Payments = append(res.Payments, ResolvedPayment{OrderID: r.OrderID, Was: r.Status, Status: "ORPHAN_ENDED"})
 	}
-	return released, nil
+	return nil
 }

@@ -23,7 +23,6 @@ import (
 	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/auth"
-	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/pricing"
 )
@@ -241,9 +240,13 @@ func (p *plain) checkout(ctx context.Context, userID int64, key, hash string, re
 
 var errOutOfStock = errors.New("out of stock")
 
-// settlePlain cancels the plain orders still open and releases their reservations, untimed, so
-// that the stock is exact and the audit judges only what the product did: the plain endpoint
-// never pays, and no hold or sweeper of the product knows its orders.
+// plainSettled is the failure code of the plain orders settlePlain cancels.
+const plainSettled order.FailureCode = "BENCH_PLAIN"
+
+// settlePlain cancels the plain orders still open and gives their stock back as the product gives
+// up an order (order.Store.GiveUp), untimed, so that the stock is exact and the audit judges only
+// what the product did: the plain endpoint never pays, and no hold or sweeper of the product knows
+// its orders.
 func settlePlain(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 	rows, err := pool.Query(ctx, `SELECT id FROM orders WHERE workflow_id = $1 AND status = $2`, plainWorkflowID,
 		string(order.StatusPendingPayment))
@@ -254,9 +257,7 @@ func settlePlain(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	engine := inventory.New(pool, nil, inventory.WithCombining(0))
-	q := db.New(pool)
-	code := "BENCH_PLAIN"
+	orders := order.Store{Pool: pool}
 	work := make(chan int64)
 	var mu sync.Mutex
 	var firstErr error
@@ -264,14 +265,7 @@ func settlePlain(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 	for range 4 {
 		wg.Go(func() {
 			for id := range work {
-				_, err := engine.Release(ctx, id)
-				if err == nil || errors.Is(err, inventory.ErrNoReservation) {
-					_, err = q.TransitionOrder(ctx, db.TransitionOrderParams{ToStatus: string(order.StatusCancelled), FailureCode: &code,
-						ID: id, FromStatuses: []string{string(order.StatusPendingPayment)}})
-					if errors.Is(err, pgx.ErrNoRows) {
-						err = nil
-					}
-				}
+				_, err := orders.GiveUp(ctx, id, order.StatusCancelled, plainSettled, nil)
 				if err != nil {
 					mu.Lock()
 					firstErr = cmp.Or(firstErr, fmt.Errorf("order %d: %w", id, err))
