@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -197,6 +198,10 @@ func dependencyDown(err error) bool {
 	switch {
 	case errors.As(err, &connErr), pgconn.Timeout(err), errors.Is(err, context.DeadlineExceeded),
 		errors.As(err, &netErr),
+		// A connection the server closed under a statement: a restart in immediate mode ends each
+		// backend with a warning and a closed socket, which the driver reads as the stream's end,
+		// and the connection is closed for what was still to run on it.
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), errors.Is(err, pgconn.ErrConnClosed),
 		errors.As(err, &unavailable), errors.As(err, &exhausted), errors.As(err, &deadline):
 		return true
 	case errors.As(err, &pgErr):

@@ -187,6 +187,26 @@ func (s *Server) Stop() {
 	}
 }
 
+// StopImmediate stops the server running on the data folder dir as `pg_ctl stop -m immediate`
+// does, whoever started it: every backend ends at once, nothing is checkpointed, and the next start
+// recovers from the WAL, as after a crash. It returns once the server is gone.
+func StopImmediate(ctx context.Context, dir string) error {
+	bindir, err := BinDir()
+	if err != nil {
+		return err
+	}
+	cred, err := runAs()
+	if err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(bindir, "pg_ctl"), "stop", "-D", dir, "-m", "immediate", "-w", "-t", "30")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_ctl stop -m immediate: %w: %s", err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
 // Exited is closed when the server has ended, whoever ended it.
 func (s *Server) Exited() <-chan struct{} { return s.exited }
 
