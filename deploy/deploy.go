@@ -1,6 +1,6 @@
 // Package deploy holds the configuration of a deployment, embedded in the binary so that
 // `checkout cluster` runs on the very files docker-compose.yml mounts into its containers: the
-// Temporal server's config and dynamic config, and the load balancer's.
+// Temporal server's config and dynamic config, and the load balancer's with its error answer.
 package deploy
 
 import "embed"
@@ -10,7 +10,9 @@ const (
 	TemporalServer        = "temporal-server.yaml"
 	TemporalDynamicConfig = "temporal-dynamicconfig.yaml"
 	HAProxy               = "haproxy.cfg"
+	// HAProxyUnavailable is HAProxy's answer when no replica can answer (HAPROXY_UNAVAILABLE).
+	HAProxyUnavailable = "haproxy-unavailable.http"
 )
 
-//go:embed temporal-server.yaml temporal-dynamicconfig.yaml haproxy.cfg
+//go:embed temporal-server.yaml temporal-dynamicconfig.yaml haproxy.cfg haproxy-unavailable.http
 var Files embed.FS

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/marketplace/checkout/deploy"
 	"github.com/marketplace/checkout/internal/cluster"
 )
 
@@ -77,6 +78,7 @@ func TestCompose_TheClustersServicesWithTheSameSettings(t *testing.T) {
 		assert.Contains(t, s.Volumes, "./temporal-dynamicconfig.yaml:"+s.Environment["DYNAMIC_CONFIG_FILE_PATH"]+":ro")
 	}
 	assert.Contains(t, services["haproxy"].Volumes, "./haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro")
+	assert.Contains(t, services["haproxy"].Volumes, "./"+deploy.HAProxyUnavailable+":"+services["haproxy"].Environment["HAPROXY_UNAVAILABLE"]+":ro")
 	assert.Equal(t, []string{"migrate"}, services["migrate"].Command)
 	assert.Equal(t, []string{"api"}, services["api"].Command)
 	assert.Equal(t, []string{"worker"}, services["worker"].Command)

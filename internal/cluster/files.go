@@ -12,13 +12,14 @@ import (
 )
 
 // WriteConfig writes what the processes of plan read into the data folder: the Temporal server's
-// configuration and dynamic config and HAProxy's, all deploy/'s own files, HAProxy's with one
+// configuration and dynamic config and HAProxy's with its 503 answer, all deploy/'s own files, HAProxy's with one
 // server line per API replica; and the UI server's configuration, its own docker.yaml (the one
 // the temporalio/ui image runs on) over a base that keeps it on loopback.
 func WriteConfig(o Options, plan Plan) error {
 	for _, f := range []struct{ from, to string }{
 		{deploy.TemporalServer, filepath.Join(temporalConfigDir, TemporalEnv+".yaml")},
 		{deploy.TemporalDynamicConfig, filepath.Join(temporalConfigDir, "dynamicconfig.yaml")},
+		{deploy.HAProxyUnavailable, haproxyUnavailable},
 	} {
 		raw, err := deploy.Files.ReadFile(f.from)
 		if err != nil {

@@ -126,9 +126,10 @@ func (p Plan) All() []Process {
 
 // Files the cluster writes into its data folder.
 const (
-	temporalConfigDir = "temporal"    // temporal-server.yaml and the dynamic config
-	uiConfigDir       = "temporal-ui" // base.yaml (loopback) and the UI server's docker.yaml
-	haproxyConfig     = "haproxy.cfg"
+	temporalConfigDir  = "temporal"    // temporal-server.yaml and the dynamic config
+	uiConfigDir        = "temporal-ui" // base.yaml (loopback) and the UI server's docker.yaml
+	haproxyConfig      = "haproxy.cfg"
+	haproxyUnavailable = "haproxy-unavailable.http"
 	// TemporalEnv is the server's --env: it reads <config dir>/<env>.yaml.
 	TemporalEnv = "temporal-server"
 )
@@ -254,7 +255,8 @@ func NewPlan(o Options) Plan {
 	}
 	plan.HAProxy = Process{Name: "haproxy", Service: "haproxy", Path: o.HAProxy,
 		Args: []string{"-W", "-db", "-f", filepath.Join(o.Dir, haproxyConfig)},
-		Env:  []string{"HAPROXY_BIND=" + loop(pt.LB), "HAPROXY_STATS_BIND=" + loop(pt.Stats)},
+		Env: []string{"HAPROXY_BIND=" + loop(pt.LB), "HAPROXY_STATS_BIND=" + loop(pt.Stats),
+			"HAPROXY_UNAVAILABLE=" + filepath.Join(o.Dir, haproxyUnavailable)},
 		// Ready once a request through it reaches a replica that is ready.
 		Listens: []string{loop(pt.LB), loop(pt.Stats)}, Ready: httpOK("http://" + loop(pt.LB) + "/readyz")}
 	return plan

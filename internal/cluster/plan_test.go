@@ -1,17 +1,23 @@
 package cluster_test
 
 import (
+	"encoding/json"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/marketplace/checkout/deploy"
 	"github.com/marketplace/checkout/internal/cluster"
 	"github.com/marketplace/checkout/internal/config"
 )
@@ -72,17 +78,98 @@ func TestHAProxyConfig_EveryReplica_CheckedOnReadyz(t *testing.T) {
 	assert.NotRegexp(t, `(?m)^\s*server-template`, cfg)
 	assert.Contains(t, cfg, "option httpchk GET /readyz")
 	assert.Contains(t, cfg, "option forwardfor")
+	for _, status := range []string{"502", "503", "504"} {
+		assert.Contains(t, cfg, "errorfile "+status+` "${HAPROXY_UNAVAILABLE}"`)
+	}
 
 	haproxy, err := exec.LookPath("haproxy")
 	if err != nil {
 		t.Skip("haproxy is not installed (make test installs it): the configuration was not checked by HAProxy itself")
 	}
-	file := t.TempDir() + "/haproxy.cfg"
-	require.NoError(t, os.WriteFile(file, []byte(cfg), 0o644))
-	check := exec.Command(haproxy, "-c", "-f", file)
+	plan.HAProxy.Env = writeHAProxyFiles(t, plan, cfg)
+	check := exec.Command(haproxy, "-c", "-f", plan.HAProxy.Args[len(plan.HAProxy.Args)-1])
 	check.Env = append(os.Environ(), plan.HAProxy.Env...)
 	out, err := check.CombinedOutput()
 	require.NoError(t, err, string(out))
+}
+
+// writeHAProxyFiles writes cfg and the 503 page where plan's HAProxy reads them, and returns its
+// settings with the page's path.
+func writeHAProxyFiles(t *testing.T, plan cluster.Plan, cfg string) []string {
+	t.Helper()
+	dir := t.TempDir()
+	plan.HAProxy.Args[len(plan.HAProxy.Args)-1] = filepath.Join(dir, "haproxy.cfg")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "haproxy.cfg"), []byte(cfg), 0o644))
+	page, err := deploy.Files.ReadFile(deploy.HAProxyUnavailable)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "unavailable.http"), page, 0o644))
+	var env []string
+	for _, kv := range plan.HAProxy.Env {
+		if strings.HasPrefix(kv, "HAPROXY_UNAVAILABLE=") {
+			kv = "HAPROXY_UNAVAILABLE=" + filepath.Join(dir, "unavailable.http")
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// TestHAProxy_NoReplicaAnswers_503UnavailableWithRetryAfter: HAProxy in front of a replica that
+// drops every request (a 502 of its own) and then of none it counts up (its 503) answers the API's
+// 503 UNAVAILABLE with Retry-After each time, as a dependency that is down does, never its HTML
+// page.
+func TestHAProxy_NoReplicaAnswers_503UnavailableWithRetryAfter(t *testing.T) {
+	t.Parallel()
+	haproxy, err := exec.LookPath("haproxy")
+	if err != nil {
+		t.Skip("haproxy is not installed (make test installs it): HAProxy's answers were NOT checked")
+	}
+	first, err := cluster.FreeRange()
+	require.NoError(t, err)
+	o := options(t.TempDir(), 1, 1)
+	o.Ports = cluster.PortsFrom(first)
+	plan := cluster.NewPlan(o)
+	// The replica accepts each connection and closes it unanswered, as one killed mid-request.
+	replica, err := net.Listen("tcp", plan.APIs[0].Listens[0])
+	require.NoError(t, err)
+	t.Cleanup(func() { replica.Close() })
+	go func() {
+		for {
+			c, err := replica.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	cfg, err := cluster.HAProxyConfig(plan.APIs)
+	require.NoError(t, err)
+	env := writeHAProxyFiles(t, plan, cfg)
+	// Without -W (the master process): one process, stopped with the test.
+	cmd := exec.Command(haproxy, "-db", "-f", plan.HAProxy.Args[len(plan.HAProxy.Args)-1])
+	cmd.Env = append(os.Environ(), env...)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+
+	lb := "http://" + plan.HAProxy.Listens[0] + "/api/v1/cart"
+	seen := 0
+	for deadline := time.Now().Add(4 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		resp, err := http.Get(lb)
+		if err != nil {
+			continue // HAProxy still starting
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		seen++
+		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, string(body))
+		assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+		assert.Equal(t, "2", resp.Header.Get("Retry-After"))
+		var e struct{ Code, Message string }
+		if assert.NoError(t, json.Unmarshal(body, &e), string(body)) {
+			assert.Equal(t, "UNAVAILABLE", e.Code)
+			assert.NotEmpty(t, e.Message)
+		}
+	}
+	assert.Greater(t, seen, 10, "HAProxy answered")
 }
 
 func TestCheckShards_FixedWhenFirstSetUp(t *testing.T) {
