@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
@@ -91,13 +92,14 @@ func runCluster(ctx context.Context, cfg config.Config, args []string) error {
 
 	// Temporal's connections (four services, 30 each) and the product's, with room for tools.
 	maxConns := 4*30 + (f.apis+f.workers)*(int(cfg.DBMaxConns)+2) + 40
-	pg, err := pgserver.Start(ctx, pgserver.Options{Dir: filepath.Join(o.Dir, "pg"), Port: o.Ports.Postgres,
+	pgOpts := pgserver.Options{Dir: filepath.Join(o.Dir, "pg"), Port: o.Ports.Postgres,
 		Database: "checkout", Settings: map[string]string{"max_connections": strconv.Itoa(maxConns)},
-		Log: openLog(filepath.Join(o.Dir, "logs"), "postgres.log")})
+		Log: openLog(filepath.Join(o.Dir, "logs"), "postgres.log")}
+	pg, err := pgserver.Start(ctx, pgOpts)
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
-	defer pg.Stop()
+	defer func() { pg.Stop() }()
 	step("postgres on 127.0.0.1:%d (max_connections %d)", pg.Port, maxConns)
 
 	sup := &cluster.Supervisor{Dir: o.Dir, Out: os.Stdout}
@@ -152,17 +154,48 @@ func runCluster(ctx context.Context, cfg config.Config, args []string) error {
 	}
 	printClusterBanner(cfg, o, plan)
 
-	select {
-	case <-ctx.Done():
-	case <-pg.Exited():
-		err = errors.New("postgres stopped: every process depends on it, so the cluster stops; see " +
-			filepath.Join(o.Dir, "logs", "postgres.log"))
-	}
+	err = keepPostgres(ctx, &pg, pgOpts, filepath.Join(o.Dir, "logs", "postgres.log"))
 	fmt.Println("\ncluster: stopping")
 	sup.Stop()
 	pg.Stop()
 	fmt.Println("cluster: stopped")
 	return err
+}
+
+// keepPostgres waits until ctx ends, starting PostgreSQL again on its folder and port whenever it
+// ends on its own (a crash, `pg_ctl stop -m immediate`), as the supervisor does for the other
+// processes: after a pause that doubles from 1 s to 30 s while it keeps dying within a minute. The
+// server recovers from its WAL; every process of the cluster reconnects by itself, answering 503
+// meanwhile. It fails, and the cluster stops, when PostgreSQL cannot be started again.
+func keepPostgres(ctx context.Context, pg **pgserver.Server, o pgserver.Options, log string) error {
+	pause := time.Second
+	for {
+		began := time.Now()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-(*pg).Exited():
+		}
+		if time.Since(began) > time.Minute {
+			pause = time.Second
+		}
+		fmt.Printf("postgres exited (%v); starting it again in %s (log: %s)\n", (*pg).ExitErr(), pause, log)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 30*time.Second)
+		next, err := pgserver.Start(ctx, o)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("postgres stopped and did not start again (%v): every process depends on it, so the cluster stops; see %s", err, log)
+		}
+		*pg = next
+		fmt.Printf("postgres started again on 127.0.0.1:%d\n", next.Port)
+	}
 }
 
 // clusterOptions resolves the programs, ports, secrets and settings of the cluster.

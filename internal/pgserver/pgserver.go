@@ -210,6 +210,12 @@ func StopImmediate(ctx context.Context, dir string) error {
 // Exited is closed when the server has ended, whoever ended it.
 func (s *Server) Exited() <-chan struct{} { return s.exited }
 
+// ExitErr is how the server ended, once Exited is closed.
+func (s *Server) ExitErr() error {
+	<-s.exited
+	return s.exitErr
+}
+
 // BinDir finds the folder with initdb and postgres: PG_BINDIR, then PATH, then Debian's layout.
 func BinDir() (string, error) {
 	if d := os.Getenv("PG_BINDIR"); d != "" {
