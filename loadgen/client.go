@@ -15,20 +15,83 @@ import (
 	"time"
 )
 
-// client sends the generator's requests; with a recorder, it records each one.
+// client sends the generator's requests; with a recorder, it records each one, and with
+// retryFor, it repeats those a fault answered (Config.RetryFor).
 type client struct {
-	base string
-	http *http.Client
-	rec  *recorder
+	base     string
+	http     *http.Client
+	rec      *recorder
+	retryFor time.Duration
+	observe  func(Observation)
 }
 
 // answer is an HTTP answer: status, the error code of an error body, the body, and Retry-After
-// (in whole seconds, as the API sends it; 0 when absent).
+// (in whole seconds, as the API sends it; 0 when absent). faults counts the tries before it that a
+// fault answered.
 type answer struct {
 	status     int
 	code       string
 	body       []byte
 	retryAfter time.Duration
+	faults     int
+}
+
+// Observation is one request as Config.Observe is told of it: sent at Sent, answered (or failed)
+// at Done with Status (0: no answer, Code then names the failure) and the error body's Code.
+type Observation struct {
+	Endpoint   string
+	Sent, Done time.Time
+	Status     int
+	Code       string
+	RetryAfter time.Duration
+}
+
+// Fault says whether an observation is an answer a client should repeat the request on: none at
+// all, or a 502, 503 or 504 other than a refusal of the checkout's own (BUSY: admission control;
+// PAYMENT_UNAVAILABLE: the provider).
+func (o Observation) Fault() bool {
+	switch o.Status {
+	case 0:
+		return o.Code != "CANCELED"
+	case http.StatusBadGateway, http.StatusGatewayTimeout:
+		return true
+	case http.StatusServiceUnavailable:
+		return o.Code != codeBusy && o.Code != "PAYMENT_UNAVAILABLE"
+	}
+	return false
+}
+
+// Back-off between tries of a request a fault answered without a Retry-After.
+const (
+	retryFirst = 250 * time.Millisecond
+	retryMost  = 2 * time.Second
+)
+
+// send runs one request; with retryFor, it sends it again while a fault answers it (after the
+// answer's Retry-After, or a back-off), until another answer or retryFor after the first try. The
+// last try's answer or failure is returned.
+func (c *client) send(ctx context.Context, r request) (answer, error) {
+	first := time.Now()
+	backoff := retryFirst
+	faults := 0
+	for {
+		a, o, err := c.sendOnce(ctx, r)
+		a.faults = faults
+		if c.retryFor <= 0 || !o.Fault() || time.Since(first) >= c.retryFor {
+			return a, err
+		}
+		faults++
+		wait := backoff
+		if a.retryAfter > 0 {
+			wait = a.retryAfter
+		}
+		backoff = min(2*backoff, retryMost)
+		select {
+		case <-ctx.Done():
+			return a, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
 }
 
 func (a answer) decode(v any) error { return json.Unmarshal(a.body, v) }
@@ -43,8 +106,8 @@ type request struct {
 	form     url.Values
 }
 
-// send runs one request. A transport failure is an error (and recorded as status 0).
-func (c *client) send(ctx context.Context, r request) (answer, error) {
+// sendOnce runs one request. A transport failure is an error (and recorded as status 0).
+func (c *client) sendOnce(ctx context.Context, r request) (answer, Observation, error) {
 	target := r.url
 	if strings.HasPrefix(target, "/") {
 		target = c.base + target
@@ -57,13 +120,13 @@ func (c *client) send(ctx context.Context, r request) (answer, error) {
 	case r.json != nil:
 		b, err := json.Marshal(r.json)
 		if err != nil {
-			return answer{}, err
+			return answer{}, Observation{}, err
 		}
 		body, ctype = bytes.NewReader(b), "application/json"
 	}
 	req, err := http.NewRequestWithContext(ctx, r.method, target, body)
 	if err != nil {
-		return answer{}, err
+		return answer{}, Observation{}, err
 	}
 	for k, vs := range r.header {
 		req.Header[k] = vs
@@ -74,18 +137,19 @@ func (c *client) send(ctx context.Context, r request) (answer, error) {
 	if r.token != "" {
 		req.Header.Set("Authorization", "Bearer "+r.token)
 	}
-	start := time.Now()
+	o := Observation{Endpoint: r.endpoint, Sent: time.Now()}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		c.observe(r.endpoint, 0, transportCode(err), time.Since(start))
-		return answer{}, fmt.Errorf("%s: %w", r.endpoint, err)
+		o.Code = transportCode(err)
+		c.record(o)
+		return answer{}, o, fmt.Errorf("%s: %w", r.endpoint, err)
 	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	resp.Body.Close()
-	elapsed := time.Since(start)
 	if err != nil {
-		c.observe(r.endpoint, 0, transportCode(err), elapsed)
-		return answer{}, fmt.Errorf("%s: %w", r.endpoint, err)
+		o.Code = transportCode(err)
+		c.record(o)
+		return answer{}, o, fmt.Errorf("%s: %w", r.endpoint, err)
 	}
 	a := answer{status: resp.StatusCode, body: raw}
 	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
@@ -99,13 +163,21 @@ func (c *client) send(ctx context.Context, r request) (answer, error) {
 			a.code = e.Code
 		}
 	}
-	c.observe(r.endpoint, a.status, a.code, elapsed)
-	return a, nil
+	o.Status, o.Code, o.RetryAfter = a.status, a.code, a.retryAfter
+	c.record(o)
+	return a, o, nil
 }
 
-func (c *client) observe(endpoint string, status int, code string, d time.Duration) {
+// record counts a measured request and tells Config.Observe of it.
+func (c *client) record(o Observation) {
+	if o.Done.IsZero() {
+		o.Done = time.Now()
+	}
 	if c.rec != nil {
-		c.rec.observe(endpoint, status, code, d)
+		c.rec.observe(o.Endpoint, o.Status, o.Code, o.Done.Sub(o.Sent))
+		if c.observe != nil {
+			c.observe(o)
+		}
 	}
 }
 

@@ -182,6 +182,21 @@ type Config struct {
 	// another order path under the same shoppers (internal/tools/benchcampaign). Everything else
 	// still goes to BaseURL.
 	OrderURL string
+	// RetryFor, when above 0, makes every shopper (and the seller) a client that rides out a fault:
+	// a request not answered at all, or answered 502, 503 or 504 other than BUSY or
+	// PAYMENT_UNAVAILABLE, is sent again — an order with the same Idempotency-Key and body — after
+	// the answer's Retry-After (or a back-off from 250 ms to 2 s), until it is answered otherwise or
+	// RetryFor has passed since its first try. Every try is measured. 0: a request is sent once (an
+	// order up to five times on a 503, as before).
+	RetryFor time.Duration
+	// Observe, when set, is told of every measured request as its answer (or failure) arrives: for
+	// tools that set the answers on a timeline (internal/chaos). It must be safe for concurrent use
+	// and return quickly.
+	Observe func(Observation)
+	// KeepOrders lists every order placed in Report.Placed: its shopper and key, and each order
+	// its answers named.
+	KeepOrders bool
+
 	// OnPhase, when set, is called with PhaseLoad as the shoppers start and PhaseSettle as the
 	// load phase ends (before the end's wait), on the generator's goroutine: for tools that sample
 	// the machine during the load phase only. It must return quickly.
@@ -306,6 +321,9 @@ func (c Config) Validate() error {
 	}
 	if c.Mix.total() <= 0 {
 		errs = append(errs, errors.New("mix: every share is zero"))
+	}
+	if c.RetryFor < 0 || c.RetryFor > MaxDuration {
+		errs = append(errs, fmt.Errorf("retry for %s: between 0 (no retries) and %s", c.RetryFor, MaxDuration))
 	}
 	if c.RepeatShare < 0 || c.RepeatShare > 1 || c.LowWater <= 0 || c.LowWater >= 1 {
 		errs = append(errs, errors.New("repeat share in [0, 1], low water in (0, 1)"))

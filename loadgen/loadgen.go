@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,11 +56,18 @@ type gen struct {
 // placedOrder is one POST /orders and what became of it.
 type placedOrder struct {
 	token    string
+	user     int64
+	key      string
+	at       time.Time
 	scenario string
 	answer   string
 	orderID  int64
 	hold     time.Time
 	final    string
+	// faults counts the tries for its key that a fault answered; named, the orders its answers
+	// named.
+	faults int
+	named  []int64
 }
 
 // Run drives the API for cfg.Duration (or cfg.Orders orders), then waits for the orders to settle
@@ -74,8 +82,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConns: 4 * cfg.Shoppers,
 		MaxIdleConnsPerHost: 2*cfg.Shoppers + 8, IdleConnTimeout: 90 * time.Second}}
 	g := &gen{cfg: cfg, rec: newRecorder(),
-		setup: &client{base: base, http: hc}}
-	g.load = &client{base: base, http: hc, rec: g.rec}
+		setup: &client{base: base, http: hc, retryFor: cfg.RetryFor}}
+	g.load = &client{base: base, http: hc, rec: g.rec, retryFor: cfg.RetryFor, observe: cfg.Observe}
 	g.keeper = &keeper{g: g}
 
 	if err := g.preflight(ctx); err != nil {
@@ -345,6 +353,7 @@ func (g *gen) shop(ctx context.Context, rnd *rand.Rand, zipf *rand.Zipf, n int64
 		g.hotN.Add(1)
 	}
 	repeat := rnd.Float64() < g.cfg.RepeatShare
+	placedAt := time.Now()
 	var first, second answer
 	var ferr, serr error
 	switch {
@@ -367,7 +376,8 @@ func (g *gen) shop(ctx context.Context, rnd *rand.Rand, zipf *rand.Zipf, n int64
 			g.mu.Unlock()
 		}
 	}
-	p := &placedOrder{token: tok, scenario: scenario}
+	p := &placedOrder{token: tok, user: user, key: key, at: placedAt, scenario: scenario,
+		faults: first.faults + second.faults, named: namedOrders(first, second)}
 	var oa orderAnswer
 	if ferr == nil {
 		_ = first.decode(&oa)
@@ -434,11 +444,20 @@ func (g *gen) placeOrder(ctx context.Context, endpoint, tok, key string, body ma
 	if g.cfg.OrderURL != "" {
 		target = g.cfg.OrderURL
 	}
+	faults := 0
 	for attempt := 0; ; attempt++ {
 		a, err := g.load.send(ctx, request{endpoint: endpoint, method: http.MethodPost, url: target,
 			token: tok, header: h, json: body})
-		if err != nil || a.status != http.StatusServiceUnavailable || a.code == "PAYMENT_UNAVAILABLE" || attempt == 4 {
+		faults += a.faults
+		a.faults = faults
+		// With RetryFor, send has already ridden out the faults: only BUSY is waited out here.
+		if err != nil || a.status != http.StatusServiceUnavailable || a.code == "PAYMENT_UNAVAILABLE" || attempt == 4 ||
+			(g.cfg.RetryFor > 0 && a.code != codeBusy) {
 			return a, err
+		}
+		if a.code != codeBusy {
+			faults++
+			a.faults = faults
 		}
 		wait := time.Duration(attempt+1) * 300 * time.Millisecond
 		if a.code == codeBusy {
@@ -451,6 +470,19 @@ func (g *gen) placeOrder(ctx context.Context, endpoint, tok, key string, body ma
 		case <-time.After(wait):
 		}
 	}
+}
+
+// namedOrders are the orders the answers to one key named, each once.
+func namedOrders(answers ...answer) []int64 {
+	var out []int64
+	for _, a := range answers {
+		var o orderAnswer
+		if a.status == 0 || a.decode(&o) != nil || o.OrderID == 0 || slices.Contains(out, o.OrderID) {
+			continue
+		}
+		out = append(out, o.OrderID)
+	}
+	return out
 }
 
 // sameAnswer compares two answers to one key: they must name the same order with the same

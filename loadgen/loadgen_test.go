@@ -1,10 +1,16 @@
 package loadgen
 
 import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestCheckLoopback_OnlyThisMachine(t *testing.T) {
@@ -180,4 +186,69 @@ func TestExpectedError_CouponRefusalsAreNotFaults(t *testing.T) {
 	assert.True(t, expectedError(errKey{epRepeat, 409, "COUPON_ALREADY_USED"}))
 	assert.False(t, expectedError(errKey{epOrder, 409, "PRICE_CHANGED"}))
 	assert.False(t, expectedError(errKey{epPreview, 409, "COUPON_USED_UP"}))
+}
+
+// TestSend_RetryFor_RepeatsFaultsWithTheSameKeyAndBody: with RetryFor, an order a fault answers
+// (a 503 UNAVAILABLE after Retry-After, a 504, a 502) is sent again with the same
+// Idempotency-Key and body until it is answered, every try observed; BUSY and a 500 are never
+// repeated by send.
+func TestSend_RetryFor_RepeatsFaultsWithTheSameKeyAndBody(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var keys, bodies []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		keys, bodies = append(keys, r.Header.Get("Idempotency-Key")), append(bodies, string(raw))
+		n := len(keys)
+		mu.Unlock()
+		switch {
+		case r.URL.Path == "/busy":
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"code":"BUSY"}`))
+		case r.URL.Path == "/bug":
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte(`{"code":"INTERNAL"}`))
+		case n == 1:
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"code":"UNAVAILABLE"}`))
+		case n == 2:
+			w.WriteHeader(http.StatusGatewayTimeout)
+		case n == 3:
+			w.WriteHeader(http.StatusBadGateway)
+		default:
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write([]byte(`{"orderId":42}`))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	var seen []Observation
+	c := &client{base: srv.URL, http: srv.Client(), rec: newRecorder(), retryFor: time.Minute,
+		observe: func(o Observation) { mu.Lock(); seen = append(seen, o); mu.Unlock() }}
+	h := http.Header{"Idempotency-Key": {"k-1"}}
+	a, err := c.send(context.Background(), request{endpoint: epOrder, method: http.MethodPost, url: "/orders",
+		header: h, json: map[string]any{"addressId": 5}})
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusCreated, a.status)
+	assert.Equal(t, 3, a.faults, "three tries answered by a fault before the order")
+	assert.Equal(t, []int64{42}, namedOrders(a))
+	assert.Equal(t, []string{"k-1", "k-1", "k-1", "k-1"}, keys, "every try with the key")
+	for _, b := range bodies {
+		assert.JSONEq(t, `{"addressId":5}`, b, "every try with the body")
+	}
+	require.Len(t, seen, 4, "every try observed")
+	assert.Equal(t, []bool{true, true, true, false}, []bool{seen[0].Fault(), seen[1].Fault(), seen[2].Fault(), seen[3].Fault()})
+	assert.GreaterOrEqual(t, seen[1].Sent.Sub(seen[0].Done), time.Second, "the 503's Retry-After waited out")
+
+	for _, path := range []string{"/busy", "/bug"} {
+		mu.Lock()
+		keys = nil
+		mu.Unlock()
+		a, err = c.send(context.Background(), request{endpoint: epOrder, method: http.MethodPost, url: path, header: h})
+		require.NoError(t, err)
+		assert.Zero(t, a.faults, path)
+		assert.Len(t, keys, 1, "%s is answered once", path)
+	}
 }

@@ -55,6 +55,29 @@ type Report struct {
 	TopUpFailures   int64            `json:"stockTopUpFailures"`
 	SetupShortfalls int              `json:"setupShortfalls"`
 	Lag             *AvailabilityLag `json:"availabilityLag"`
+	// Placed is every order placed, with Config.KeepOrders.
+	Placed []PlacedOrder `json:"placed,omitempty"`
+}
+
+// PlacedOrder is one POST /api/v1/orders of a run: the shopper and the key it was placed with, the
+// answer, the order and its final status, and how it went for the key.
+type PlacedOrder struct {
+	User     int64     `json:"user"`
+	Key      string    `json:"key"`
+	PlacedAt time.Time `json:"placedAt"`
+	Scenario string    `json:"scenario"`
+	// Answer is CREATED, the error code of the answer, or NO_ANSWER; Final is what the order ended
+	// as (status/failure code), empty for an answer that placed nothing.
+	Answer  string `json:"answer"`
+	OrderID int64  `json:"orderId,omitempty"`
+	Final   string `json:"final,omitempty"`
+	// AsExpected: the order ended as its scenario says, or was refused for stock, for its coupon
+	// or as BUSY (nothing placed).
+	AsExpected bool `json:"asExpected"`
+	// Faults counts the tries for the key that a fault answered (no answer, 502, 503, 504) before
+	// its answer; Named lists every order the key's answers named: one at most.
+	Faults int     `json:"faults"`
+	Named  []int64 `json:"named,omitempty"`
 }
 
 // ScenarioResult compares what each scenario's orders became with what they should become.
@@ -123,6 +146,7 @@ func (g *gen) report(start time.Time, seconds float64, shortfalls int) Report {
 			final = "answer " + p.answer
 		}
 		finals.add(final)
+		expected := true
 		switch {
 		case final == expectedFinal(p.scenario):
 			s.AsExpected++
@@ -136,6 +160,11 @@ func (g *gen) report(start time.Time, seconds float64, shortfalls int) Report {
 			s.AsExpected++ // still in its hold, as it should be
 		default:
 			s.Other[final]++
+			expected = false
+		}
+		if g.cfg.KeepOrders {
+			r.Placed = append(r.Placed, PlacedOrder{User: p.user, Key: p.key, PlacedAt: p.at.UTC(), Scenario: p.scenario,
+				Answer: p.answer, OrderID: p.orderID, Final: p.final, AsExpected: expected, Faults: p.faults, Named: p.named})
 		}
 	}
 	r.Finals = finals.counts(seconds)

@@ -195,6 +195,8 @@ func runLoadgen(ctx context.Context, cfg config.Config, args []string) error {
 	lead := fs.Duration("restock-lead", d.RestockLead, "how long the seller's delivery takes after a SKU runs low")
 	wait := fs.String("wait-abandoned", "auto", "wait for the abandoned orders' holds to expire: true, false, or auto (when --hold-ttl ≤ 2m)")
 	settle := fs.Duration("settle", d.Settle, "how long the end waits for orders to reach a final status")
+	retryFor := fs.Duration("retry-for", 0, "repeat a request a fault answers (none, 502, 503 other than BUSY, 504) for up to this long, "+
+		"an order with its Idempotency-Key, as a client riding out an outage does (0: send it once)")
 	seed := fs.Uint64("seed", 0, "random seed (0: from the clock)")
 	asJSON := fs.Bool("json", false, "write the report (and the audit) as JSON on stdout")
 	noProgress := fs.Bool("no-progress", false, "no progress line")
@@ -221,7 +223,7 @@ func runLoadgen(ctx context.Context, cfg config.Config, args []string) error {
 	lc := loadgen.Config{BaseURL: *base, MetricsURL: *metricsURL, JWTSecret: cfg.JWTSecret, Shoppers: *shoppers, Duration: *duration, Orders: *orders,
 		CatalogSize: *catalog, Zipf: *zipf, Stock: *stock, HotSKUs: splitList(*hot), HotShare: *hotShare, HotStock: *hotStock,
 		CampaignHot: campaign, CouponShare: *couponShare, Lines: *lines, Mix: m, RepeatShare: *repeat, LowWater: *lowWater, RestockLead: *lead, HoldTTL: af.holdTTL,
-		WaitAbandoned: waitAbandoned, Settle: *settle, Seed: *seed}
+		WaitAbandoned: waitAbandoned, Settle: *settle, RetryFor: *retryFor, Seed: *seed}
 	if lc.HotSKUs == nil {
 		lc.HotSKUs, lc.HotShare = []string{}, 0
 	}
