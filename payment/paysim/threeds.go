@@ -36,6 +36,9 @@ type pageData struct {
 func (s *Sim) threeDSPage(c echo.Context) error {
 	id := c.Param("intentId")
 	row, err := s.q.PaysimIntentByID(c.Request().Context(), id)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		err = s.dbErr(c.Request().Context(), "3-D Secure page", err, false)
+	}
 	if err != nil {
 		return s.notFoundOrFail(c, err)
 	}
@@ -90,9 +93,19 @@ func (s *Sim) notFoundOrFail(c echo.Context, err error) error {
 			Message: "There is no payment waiting at this address."})
 	}
 	s.log.Error("3-D Secure page failed", "intent_id", c.Param("intentId"), "error", err)
+	if errors.Is(err, payment.ErrUnavailable) || errors.Is(err, payment.ErrTimeout) {
+		// The provider's own store is briefly out of reach: nothing was answered, or the answer
+		// may stand; either way the same button again is safe.
+		c.Response().Header().Set("Retry-After", retryAfterSeconds)
+		return s.page(c, http.StatusServiceUnavailable, pageData{Title: "Please try again",
+			Message: "The payment service is briefly unavailable. Please send your answer again in a few seconds."})
+	}
 	return s.page(c, http.StatusInternalServerError, pageData{Title: "Something went wrong",
 		Message: "The payment could not be processed. Please try again."})
 }
+
+// retryAfterSeconds is the Retry-After of the page's 503, as the API's.
+const retryAfterSeconds = "2"
 
 // stateMessage tells the shopper why an intent cannot be answered any more.
 func stateMessage(st payment.Status) string {

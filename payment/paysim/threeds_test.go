@@ -2,6 +2,7 @@ package paysim_test
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -235,4 +237,31 @@ func runDeliverer(t *testing.T, sim *paysim.Sim) {
 	var wg sync.WaitGroup
 	wg.Go(func() { assert.NoError(t, sim.RunDeliverer(ctx)) })
 	t.Cleanup(func() { cancel(); wg.Wait() })
+}
+
+// TestThreeDSWhileTheDatabaseIsDown_503WithRetryAfter: with the simulator's database out of reach,
+// the page and the answer are 503 with Retry-After (send it again shortly), never a 500, and the
+// intent still waits for the shopper.
+func TestThreeDSWhileTheDatabaseIsDown_503WithRetryAfter(t *testing.T) {
+	f := newFixture(t, paysim.Options{})
+	in := f.authorize(paysim.Token3DS)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+	down, err := pgxpool.New(context.Background(), "postgres://checkout@"+addr+"/checkout?connect_timeout=2")
+	require.NoError(t, err)
+	t.Cleanup(down.Close)
+	sim := paysim.New(down, paysim.Options{PublicBaseURL: baseURL, WebhookSecret: secret})
+	t.Cleanup(sim.Close)
+	e := echo.New()
+	sim.Routes(e)
+
+	for name, rec := range map[string]*httptest.ResponseRecorder{
+		"page": get(e, pathOf(t, in)), "approve": post(e, pathOf(t, in), "approve")} {
+		assert.Equal(t, http.StatusServiceUnavailable, rec.Code, name)
+		assert.Equal(t, "2", rec.Header().Get("Retry-After"), name)
+		assert.Contains(t, rec.Body.String(), "try again", name)
+	}
+	assert.Equal(t, payment.StatusRequiresAction, f.status(in.IdempotencyKey))
 }
