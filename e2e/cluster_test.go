@@ -1,9 +1,7 @@
 package e2e_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -120,28 +118,9 @@ func (c *runningCluster) pids(t *testing.T) map[string]int {
 // replicaStatus is HAProxy's view of an API replica: UP, DOWN, … (its stats page as CSV).
 func (c *runningCluster) replicaStatus(t *testing.T, name string) string {
 	t.Helper()
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/;csv", c.ports.Stats))
+	status, err := cluster.ReplicaStatus(context.Background(), fmt.Sprintf("127.0.0.1:%d", c.ports.Stats), name)
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	r := csv.NewReader(bufio.NewReader(resp.Body))
-	r.FieldsPerRecord = -1
-	rows, err := r.ReadAll()
-	require.NoError(t, err)
-	require.NotEmpty(t, rows)
-	status := -1
-	for i, col := range rows[0] {
-		if col == "status" {
-			status = i
-		}
-	}
-	require.GreaterOrEqual(t, status, 0, "HAProxy's CSV has a status column")
-	for _, row := range rows[1:] {
-		if len(row) > status && row[0] == "api" && row[1] == name {
-			return row[status]
-		}
-	}
-	t.Fatalf("HAProxy does not know %s", name)
-	return ""
+	return status
 }
 
 // TestCluster_OrdersThroughHAProxy_AReplicaThatDiesLeavesTheRotation: `make cluster`'s shape (the

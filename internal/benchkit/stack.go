@@ -1,6 +1,7 @@
 package benchkit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,6 +46,14 @@ type Stack struct {
 	// TemporalMetrics its frontend's, and TemporalServiceMetrics those of each Temporal service.
 	Cluster                bool
 	TemporalServiceMetrics []string
+	// Ports are the cluster's listeners, and Output the file of its own output (its lines on
+	// restarts), for `checkout cluster`.
+	Ports  cluster.Ports
+	Output string
+	// Keep leaves the data folder (its logs) in place when the stack stops.
+	Keep bool
+	// exited is closed once the cluster's process has ended (the cluster only).
+	exited chan struct{}
 }
 
 // StartStack starts `bin/checkout dev` with env added to its environment and waits for /readyz.
@@ -124,7 +133,33 @@ func StartStackOf(ctx context.Context, binary, prefix string, env ...string) (*S
 // processes, workers and API replicas behind HAProxy) on free ports and a data folder of its own,
 // with args added to its flags, and waits until it runs.
 func StartCluster(ctx context.Context, prefix string, args ...string) (*Stack, error) {
-	dir, err := os.MkdirTemp("", prefix)
+	return StartClusterWith(ctx, ClusterSpec{Prefix: prefix, Args: args})
+}
+
+// ClusterSpec is how StartClusterWith runs `checkout cluster`.
+type ClusterSpec struct {
+	// Binary is the checkout binary (default bin/checkout); Tools the folder of temporal-server,
+	// temporal-sql-tool and temporal-ui-server (default: the binary's).
+	Binary, Tools string
+	// Prefix begins the data folder's name.
+	Prefix string
+	// Env is the cluster's environment (default: this process's), with LOG_LEVEL=warn added.
+	Env []string
+	// Args are added to its flags.
+	Args []string
+}
+
+// StartClusterWith is StartCluster as spec says.
+func StartClusterWith(ctx context.Context, spec ClusterSpec) (*Stack, error) {
+	binary, env := cmp.Or(spec.Binary, "bin/checkout"), spec.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	args := spec.Args
+	if spec.Tools != "" {
+		args = append([]string{"--bin", spec.Tools}, args...)
+	}
+	dir, err := os.MkdirTemp("", spec.Prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -138,22 +173,24 @@ func StartCluster(ctx context.Context, prefix string, args ...string) (*Stack, e
 	}
 	pt := cluster.PortsFrom(first)
 	loop := func(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
-	s := &Stack{Dir: dir, Cluster: true, Base: "http://" + loop(pt.LB), Temporal: loop(pt.Frontend),
+	s := &Stack{Dir: dir, Cluster: true, Ports: pt, Base: "http://" + loop(pt.LB), Temporal: loop(pt.Frontend),
 		Metrics:         "http://" + loop(pt.WorkerMetrics) + "/metrics",
 		TemporalMetrics: "http://" + loop(pt.FrontendMetrics) + "/metrics",
 		DatabaseURL:     cluster.DatabaseURL(pt.Postgres, "checkout")}
 	for _, port := range []int{pt.FrontendMetrics, pt.HistoryMetrics, pt.MatchingMetrics, pt.WorkerServiceMetrics} {
 		s.TemporalServiceMetrics = append(s.TemporalServiceMetrics, "http://"+loop(port)+"/metrics")
 	}
-	s.Cmd = exec.CommandContext(ctx, "bin/checkout", append([]string{"cluster", "--ports-from", strconv.Itoa(first),
+	s.Cmd = exec.CommandContext(ctx, binary, append([]string{"cluster", "--ports-from", strconv.Itoa(first),
 		"--dir", dir}, args...)...)
-	s.Cmd.Env = append(os.Environ(), "LOG_LEVEL=warn")
+	s.Cmd.Env = append(env, "LOG_LEVEL=warn")
 	out := filepath.Join(dir, "cluster.out")
+	s.Output = out
 	if err := startLogged(s.Cmd, out); err != nil {
 		return nil, err
 	}
 	done := make(chan error, 1)
-	go func() { done <- s.Cmd.Wait() }()
+	s.exited = make(chan struct{})
+	go func() { done <- s.Cmd.Wait(); close(s.exited) }()
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		said, _ := os.ReadFile(out)
@@ -202,13 +239,19 @@ func startLogged(cmd *exec.Cmd, log string) error {
 	return cmd.Start()
 }
 
-// Stop interrupts the stack (it stops its children) and removes its data folder.
+// Stop interrupts the stack (it stops its children) and removes its data folder, unless Keep.
 func (s *Stack) Stop() {
 	if s.Cmd.Process != nil {
 		_ = s.Cmd.Process.Signal(os.Interrupt)
-		_ = s.Cmd.Wait()
+		if s.exited != nil {
+			<-s.exited // its own goroutine waits for it
+		} else {
+			_ = s.Cmd.Wait()
+		}
 	}
-	_ = os.RemoveAll(s.Dir)
+	if !s.Keep {
+		_ = os.RemoveAll(s.Dir)
+	}
 }
 
 // floorQueue is the task queue of the floor's own worker.

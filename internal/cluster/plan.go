@@ -195,7 +195,7 @@ func NewPlan(o Options) Plan {
 				"start", "--service", svc},
 			Env:     append(clone(temporalEnv), "PROMETHEUS_ENDPOINT="+loop(ports[2])),
 			Listens: []string{loop(ports[0]), loop(ports[1]), loop(ports[2])},
-			Ready:   listening(loop(ports[0]))}
+			Ready:   Listening(loop(ports[0]))}
 		switch svc {
 		case "frontend":
 			p.Listens = append(p.Listens, loop(pt.FrontendHTTP))
@@ -203,7 +203,7 @@ func NewPlan(o Options) Plan {
 		case "worker":
 			// The internal worker serves no gRPC: it is up once it has joined the membership ring.
 			p.Listens = []string{loop(ports[1]), loop(ports[2])}
-			p.Ready = listening(loop(ports[1]))
+			p.Ready = Listening(loop(ports[1]))
 		}
 		plan.Temporal = append(plan.Temporal, p)
 	}
@@ -218,7 +218,7 @@ func NewPlan(o Options) Plan {
 			// Support starts line cancellations from the UI's start form.
 			"TEMPORAL_START_WORKFLOW_DISABLED=false"},
 		Listens: []string{loop(pt.UI)},
-		Ready:   httpOK("http://" + loop(pt.UI) + "/")}
+		Ready:   HTTPOK("http://" + loop(pt.UI) + "/")}
 
 	checkoutEnv := []string{
 		"DATABASE_URL=" + DatabaseURL(pt.Postgres, "checkout"),
@@ -251,14 +251,14 @@ func NewPlan(o Options) Plan {
 		plan.APIs = append(plan.APIs, Process{Name: name, Service: "api",
 			Path: o.Checkout, Args: []string{"api"},
 			Env:     append(clone(checkoutEnv), "HTTP_ADDR="+addr, "METRICS_ADDR="+metrics),
-			Listens: []string{addr, metrics}, Ready: httpOK("http://" + addr + "/readyz")})
+			Listens: []string{addr, metrics}, Ready: HTTPOK("http://" + addr + "/readyz")})
 	}
 	plan.HAProxy = Process{Name: "haproxy", Service: "haproxy", Path: o.HAProxy,
 		Args: []string{"-W", "-db", "-f", filepath.Join(o.Dir, haproxyConfig)},
 		Env: []string{"HAPROXY_BIND=" + loop(pt.LB), "HAPROXY_STATS_BIND=" + loop(pt.Stats),
 			"HAPROXY_UNAVAILABLE=" + filepath.Join(o.Dir, haproxyUnavailable)},
 		// Ready once a request through it reaches a replica that is ready.
-		Listens: []string{loop(pt.LB), loop(pt.Stats)}, Ready: httpOK("http://" + loop(pt.LB) + "/readyz")}
+		Listens: []string{loop(pt.LB), loop(pt.Stats)}, Ready: HTTPOK("http://" + loop(pt.LB) + "/readyz")}
 	return plan
 }
 

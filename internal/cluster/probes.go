@@ -1,13 +1,16 @@
 package cluster
 
 import (
+	"bufio"
 	"context"
+	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
@@ -17,8 +20,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// listening is ready once addr accepts a connection.
-func listening(addr string) func(context.Context) error {
+// Listening is ready once addr accepts a connection.
+func Listening(addr string) func(context.Context) error {
 	return func(ctx context.Context) error {
 		var d net.Dialer
 		c, err := d.DialContext(ctx, "tcp", addr)
@@ -29,8 +32,8 @@ func listening(addr string) func(context.Context) error {
 	}
 }
 
-// httpOK is ready once url answers 200.
-func httpOK(url string) func(context.Context) error {
+// HTTPOK is ready once url answers 200.
+func HTTPOK(url string) func(context.Context) error {
 	return func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
@@ -47,6 +50,39 @@ func httpOK(url string) func(context.Context) error {
 		}
 		return nil
 	}
+}
+
+// ReplicaStatus is HAProxy's view of the API replica name (UP, DOWN, MAINT, …), from the stats
+// page at stats (host:port) as CSV.
+func ReplicaStatus(ctx context.Context, stats, name string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+stats+"/;csv", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	r := csv.NewReader(bufio.NewReader(resp.Body))
+	r.FieldsPerRecord = -1
+	rows, err := r.ReadAll()
+	if err != nil {
+		return "", fmt.Errorf("HAProxy's stats: %w", err)
+	}
+	if len(rows) == 0 {
+		return "", errors.New("HAProxy's stats are empty")
+	}
+	status := slices.Index(rows[0], "status")
+	if status < 0 {
+		return "", errors.New("HAProxy's stats have no status column")
+	}
+	for _, row := range rows[1:] {
+		if len(row) > status && row[0] == "api" && row[1] == name {
+			return row[status], nil
+		}
+	}
+	return "", fmt.Errorf("HAProxy does not know %s", name)
 }
 
 // frontendReady is ready once the frontend at addr answers its health check.
