@@ -59,6 +59,10 @@ run: postgres-binaries $(TEMPORAL_CLI) build $(if $(WITH_PROMETHEUS),prometheus-
 cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build ## the production shape on this machine: Temporal as four processes on PostgreSQL with its UI, APIS API replicas behind HAProxy, WORKERS workers; Ctrl-C stops it
 	$(BIN)/checkout cluster --apis $(APIS) --workers $(WORKERS) --history-shards $(HISTORY_SHARDS)
 
+.PHONY: chaos
+chaos: postgres-binaries haproxy $(CLUSTER_TOOLS) build ## faults under load on make cluster's shape: campaign traffic while a worker, an API replica, history and matching are killed, the frontend frozen 10 s and PostgreSQL restarted in immediate mode; prints a table, fails on any loss (about 10 minutes)
+	$(GO) run ./internal/tools/chaos
+
 .PHONY: build
 build: ## build bin/checkout
 	$(GO) build -o $(BIN)/checkout ./cmd/checkout

@@ -17,6 +17,13 @@ const EndpointOrder = "POST /api/v1/orders"
 // apart, so that EndpointOrder's latency is that of the orders let in.
 const EndpointOrderBusy = "POST /api/v1/orders (refused BUSY)"
 
+// EndpointOrderRepeat names the same order sent again with its key (Config.RepeatShare).
+const EndpointOrderRepeat = "POST /api/v1/orders (same key again)"
+
+// EndpointThreeDS names the answer on the provider's 3-D Secure page: an HTML page, whose error
+// answers carry no code.
+const EndpointThreeDS = "POST /paysim/3ds/{intentId}"
+
 // codeBusy is the API's answer to an order refused by admission control.
 const codeBusy = "BUSY"
 
@@ -27,8 +34,8 @@ const (
 	epCartPut  = "PUT /api/v1/cart/items/{skuId}"
 	epPreview  = "POST /api/v1/checkout/preview"
 	epOrder    = EndpointOrder
-	epRepeat   = "POST /api/v1/orders (same key again)"
-	epThreeDS  = "POST /paysim/3ds/{intentId}"
+	epRepeat   = EndpointOrderRepeat
+	epThreeDS  = EndpointThreeDS
 	epCancel   = "POST /api/v1/orders/{orderId}/cancel"
 	epGetOrder = "GET /api/v1/orders/{orderId}"
 	epStocks   = "PUT /seller-api/v1/stocks"

@@ -43,7 +43,7 @@ var layers = [][]string{
 }
 
 // tools are for tests and benchmarks only: nothing in layers may import them.
-var tools = []string{"internal/testenv", "internal/benchkit", "internal/benchdata", "internal/tools/benchcampaign",
+var tools = []string{"internal/testenv", "internal/benchkit", "internal/benchdata", "internal/chaos", "internal/tools/chaos", "internal/tools/benchcampaign",
 	"internal/tools/benchcost", "internal/tools/benchorders", "internal/tools/benchreserve", "internal/architecture", "e2e"}
 
 func TestImports_FollowTheLayers(t *testing.T) {
