@@ -68,7 +68,7 @@ build: ## build bin/checkout
 	$(GO) build -o $(BIN)/checkout ./cmd/checkout
 
 .PHONY: test
-test: postgres-binaries haproxy $(TEMPORAL_CLI) $(CLUSTER_TOOLS) test-rules ## the Prometheus rules' tests, run every test against real PostgreSQL and the Temporal dev server (and one against `make cluster`'s shape), then every fuzz target for TEST_FUZZTIME (1000 inputs)
+test: postgres-binaries haproxy $(TEMPORAL_CLI) $(CLUSTER_TOOLS) test-rules ## the Prometheus rules' tests, run every test against real PostgreSQL and the Temporal dev server (and two against `make cluster`'s shape, one of them `make chaos`'s short form), then every fuzz target for TEST_FUZZTIME (1000 inputs)
 	$(GO) test $(TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
