@@ -360,6 +360,15 @@ func TestPaymentFaults_OpsOnlyAndValidated(t *testing.T) {
 	assert.Nil(t, a.body["downUntil"], "an empty body brings the provider back")
 }
 
+// bareAPI is the API over pool alone, without Temporal or a payment provider: for the answers
+// of a database that is down.
+func bareAPI(t *testing.T, pool *pgxpool.Pool) (*echo.Echo, config.Config) {
+	cfg := testenv.Config(t, nil)
+	m := metrics.New()
+	return api.New(api.Deps{Options: wiring.API(cfg), Pool: pool, Inventory: inventory.New(pool, m), Metrics: m,
+		Log: slog.New(slog.NewJSONHandler(io.Discard, nil))}), cfg
+}
+
 // TestDatabaseDown_503WithRetryAfter: with PostgreSQL unreachable, a request that needs it is
 // answered 503 UNAVAILABLE with Retry-After, never a 500.
 func TestDatabaseDown_503WithRetryAfter(t *testing.T) {
@@ -373,10 +382,7 @@ func TestDatabaseDown_503WithRetryAfter(t *testing.T) {
 	pool, err := pgxpool.NewWithConfig(context.Background(), pcfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	cfg := testenv.Config(t, nil)
-	m := metrics.New()
-	e := api.New(api.Deps{Options: wiring.API(cfg), Pool: pool, Inventory: inventory.New(pool, m), Metrics: m,
-		Log: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	e, cfg := bareAPI(t, pool)
 	tok, err := auth.Mint([]byte(cfg.JWTSecret), auth.Principal{UserID: 7, Role: auth.RoleShopper}, time.Hour)
 	require.NoError(t, err)
 

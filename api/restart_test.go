@@ -3,8 +3,6 @@ package api_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -17,13 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/auth"
-	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/internal/pgserver"
-	"github.com/marketplace/checkout/internal/testenv"
-	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/migrations"
 )
 
@@ -45,10 +39,7 @@ func TestDatabaseRestartedImmediately_503WithRetryAfterNeverA500(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 
-	cfg := testenv.Config(t, nil)
-	m := metrics.New()
-	e := api.New(api.Deps{Config: cfg, Pool: pool, Inventory: inventory.New(pool, m), Metrics: m,
-		Log: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	e, cfg := bareAPI(t, pool)
 	var users atomic.Int64
 	type answer struct {
 		status     int
