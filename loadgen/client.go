@@ -77,7 +77,8 @@ func (c *client) send(ctx context.Context, r request) (answer, error) {
 	for {
 		a, o, err := c.sendOnce(ctx, r)
 		a.faults = faults
-		if c.retryFor <= 0 || !o.Fault() || time.Since(first) >= c.retryFor {
+		// A request that was never sent (o.Sent zero) is not repeated: nothing would change.
+		if c.retryFor <= 0 || o.Sent.IsZero() || !o.Fault() || time.Since(first) >= c.retryFor {
 			return a, err
 		}
 		faults++
