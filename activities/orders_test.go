@@ -52,8 +52,9 @@ func TestCheckPrices_OrderExists_KeepsTheOrdersPrices(t *testing.T) {
 	require.Len(t, again.Items, 1)
 	assert.Equal(t, int32(2), again.Items[0].Quantity)
 
-	// The same run repeating CreateOrder owns the order; another run of a finished request does
-	// not; a different request under the same key is refused.
+	// The same run repeating CreateOrder owns the order while it is open; a finished order is no
+	// run's to act on, neither another run's nor this run's repeating its first task after a worker
+	// died; a different request under the same key is refused.
 	same, err := a.CreateOrder(ctx, activities.CreateOrderInput{UserID: 7, IdempotencyKey: "k1", RequestHash: "h1",
 		WorkflowID: "wf", RunID: "run-1", AddressID: 1, Quote: quote, Provider: "paysim"})
 	require.NoError(t, err)
@@ -61,6 +62,11 @@ func TestCheckPrices_OrderExists_KeepsTheOrdersPrices(t *testing.T) {
 	assert.False(t, same.Existing)
 	_, err = pool.Exec(ctx, `UPDATE orders SET status = 'FAILED' WHERE id = $1`, created.OrderID)
 	require.NoError(t, err)
+	decided, err := a.CreateOrder(ctx, activities.CreateOrderInput{UserID: 7, IdempotencyKey: "k1", RequestHash: "h1",
+		WorkflowID: "wf", RunID: "run-1", AddressID: 1, Quote: quote, Provider: "paysim"})
+	require.NoError(t, err)
+	assert.Equal(t, created.OrderID, decided.OrderID)
+	assert.True(t, decided.Existing, "the run's first task, run again after it decided the order, leaves it as decided")
 	later, err := a.CreateOrder(ctx, activities.CreateOrderInput{UserID: 7, IdempotencyKey: "k1", RequestHash: "h1",
 		WorkflowID: "wf", RunID: "run-2", AddressID: 1, Quote: quote, Provider: "paysim"})
 	require.NoError(t, err)

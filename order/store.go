@@ -57,8 +57,8 @@ type New struct {
 type Created struct {
 	ID     int64
 	Status Status
-	// Existing: another run of the same request made the order and the order is finished; that
-	// run answered it, and this one must not act on it.
+	// Existing: the order is finished, whichever run of the request made it; that run answered
+	// it, and this one must not act on it again.
 	Existing bool
 	// Made: this call wrote the order (otherwise the request's key already held it).
 	Made bool
@@ -170,11 +170,14 @@ func existing(ctx context.Context, q *db.Queries, n New) (Created, error) {
 	if o.RequestHash != n.RequestHash {
 		return Created{}, ErrKeyReused
 	}
-	// The order is this run's when this run made it (its worker died after the commit and the
-	// step runs again), or while it is still open (support reset the workflow to an earlier point:
-	// the new run carries on). A finished order made by another run is never touched again.
+	// The order is this run's to carry on while it is still open: this run made it (its worker
+	// died after the commit and the step runs again), or support reset the workflow to an earlier
+	// point. A finished order is never touched again, whichever run made it: when it is this
+	// run's own, a worker died after the run's first task had decided it (failed it, stock and
+	// money given back, the answer recorded) but before the task completed, and the task runs
+	// again; its steps must not decide it a second time, perhaps otherwise.
 	status := Status(o.Status)
-	return Created{ID: o.ID, Status: status, Existing: o.RunID != n.RunID && !status.Open()}, nil
+	return Created{ID: o.ID, Status: status, Existing: !status.Open()}, nil
 }
 
 // redeem spends one redemption of the order's coupon in the order's transaction: one conditional

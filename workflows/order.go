@@ -276,8 +276,9 @@ func (w *orderFlow) run(ctx workflow.Context) {
 	w.st.OrderID = created.OrderID
 	w.takeSaga(created.Saga)
 	if created.Existing {
-		// An earlier, closed run of this request made the order and answered it; its answer is
-		// recorded under the key, and this run must not touch the order.
+		// The order is finished: an earlier, closed run of this request made and answered it, or
+		// this run's first task did before its worker died. Its answer is recorded under the key
+		// (or read from the order), and this run must not touch the order.
 		w.placed = &PlaceOrderResult{Outcome: OutcomeReplay, OrderID: created.OrderID}
 		return
 	}
