@@ -15,7 +15,7 @@ import (
 )
 
 // TestChaos_Short_FaultsUnderLoadLoseNothing is `make chaos`'s short form on `make cluster`'s
-// shape: campaign traffic through HAProxy (every payment scenario, hot SKUs, HOLD_TTL 30s) while an
+// shape: campaign traffic through HAProxy (every payment scenario, hot SKUs, HOLD_TTL 60s) while an
 // API replica and the history service are killed and PostgreSQL is restarted in immediate mode,
 // one after another. Every fault is put right, every order ends as its scenario says, every key
 // names one order, no request is answered 500 and every 5xx carries a code and Retry-After, and
