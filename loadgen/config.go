@@ -126,9 +126,10 @@ type Config struct {
 	// Shoppers is the concurrency: each shopper places one order after another.
 	Shoppers int
 	// Duration and Orders bound the run: no order starts after Duration, nor beyond Orders
-	// (0: no count bound).
+	// (0: no count bound), nor once Stop (when set) is closed.
 	Duration time.Duration
 	Orders   int
+	Stop     <-chan struct{}
 
 	// The generator's own catalog: CatalogSize SKUs (codes LG-0001 …) of the Sellers, stocked with
 	// Stock units in every warehouse, chosen by a Zipf law of exponent Zipf (> 1).

@@ -115,7 +115,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		wg.Go(func() {
 			rnd := rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1))
 			zipf := rand.NewZipf(rnd, cfg.Zipf, 1, uint64(len(g.cat.regular)-1))
-			for ctx.Err() == nil && time.Now().Before(stopAt) {
+			for ctx.Err() == nil && time.Now().Before(stopAt) && !closed(cfg.Stop) {
 				n := g.next.Add(1)
 				if cfg.Orders > 0 && n > int64(cfg.Orders) {
 					return
@@ -145,6 +145,16 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return g.report(start, loadSeconds, shortfalls), fmt.Errorf("ending the campaign on the hot SKUs: %w", campaignErr)
 	}
 	return g.report(start, loadSeconds, shortfalls), nil
+}
+
+// closed says whether c is closed; a nil channel never is.
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // preflight fails clearly when the API is not there or not ready.

@@ -44,7 +44,8 @@ type Options struct {
 	// longer than any fault with room to spare (PostgreSQL's crash recovery took up to 40 s on a
 	// loaded machine), so that a shopper who pays through one still pays within the hold.
 	HoldTTL time.Duration
-	// Shoppers place orders from the start of the load to Warmup + len(Faults) × Spacing + Tail.
+	// Shoppers place orders from the start of the load until Tail after the last fault was put
+	// right.
 	Shoppers int
 	// Faults are injected in this order, the first Warmup into the load, then one every Spacing
 	// (or as soon as the one before has recovered, when that took longer).
@@ -155,10 +156,19 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		}
 	}
 
-	load := o.Warmup + time.Duration(len(faults))*o.Spacing + o.Tail
+	// The load ends Tail after the last fault was put right (or given up on): Duration only bounds it.
+	load := o.Warmup + time.Duration(len(faults))*(o.Spacing+o.RecoverWithin) + o.Tail
 	started := make(chan time.Time, 1)
+	stopLoad := make(chan struct{})
+	defer func() {
+		select {
+		case <-stopLoad:
+		default:
+			close(stopLoad)
+		}
+	}()
 	cfg := loadgen.Config{BaseURL: s.Base, MetricsURL: s.Metrics, JWTSecret: s.Secret, Shoppers: o.Shoppers,
-		Duration: load, HotShare: 0.3, CampaignHot: loadgen.DefaultCampaignHot, CouponShare: 0.2, RepeatShare: 0.1,
+		Duration: load, Stop: stopLoad, HotShare: 0.3, CampaignHot: loadgen.DefaultCampaignHot, CouponShare: 0.2, RepeatShare: 0.1,
 		Mix: loadgen.CampaignMix, HoldTTL: o.HoldTTL, WaitAbandoned: true, Settle: 2 * time.Minute,
 		RetryFor: o.RetryFor, Observe: d.tl.add, KeepOrders: true,
 		OnPhase: func(phase string) {
@@ -179,8 +189,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	case <-done:
 		return Result{}, fmt.Errorf("the load did not start: %w", loadErr)
 	}
-	say("load started: %d shoppers for %s, faults from %s on, every %s", o.Shoppers, load.Round(time.Second),
-		o.Warmup, o.Spacing)
+	say("load started: %d shoppers until %s after the last fault was put right; faults from %s on, every %s",
+		o.Shoppers, o.Tail, o.Warmup, o.Spacing)
 
 	res := Result{Dir: s.Dir}
 	for i, f := range plan {
@@ -192,7 +202,13 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		}
 		res.Faults = append(res.Faults, d.run(ctx, t0, f, say))
 	}
-	say("faults done; waiting for the load to end and the orders to settle")
+	select {
+	case <-ctx.Done():
+		return res, ctx.Err()
+	case <-time.After(o.Tail):
+	}
+	close(stopLoad)
+	say("faults done; the load ends, waiting for the orders to settle")
 	<-done
 	if loadErr != nil {
 		return res, fmt.Errorf("load: %w", loadErr)
