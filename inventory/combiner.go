@@ -52,6 +52,14 @@ type BatchObserver interface {
 	ReserveBatch(orders int)
 }
 
+// BatchFailureObserver is told of each combined batch that failed as a whole (rolled back by a
+// lock timeout, a deadlock, a lost connection), whose orders then go again each on its own; an
+// Observer may implement it. A batch never fails in normal work: a failure means a row was held
+// elsewhere for seconds, or the lock order is broken.
+type BatchFailureObserver interface {
+	ReserveBatchFailed(orders int, err error)
+}
+
 // Option configures an Engine.
 type Option func(*Engine)
 
@@ -69,6 +77,7 @@ func WithCombining(maxInFlight int) Option {
 type combiner struct {
 	e           *Engine
 	batchObs    BatchObserver
+	failObs     BatchFailureObserver
 	maxInFlight int
 
 	mu       sync.Mutex
@@ -100,6 +109,9 @@ func newCombiner(e *Engine, maxInFlight int) *combiner {
 	c := &combiner{e: e, maxInFlight: maxInFlight, busy: map[int64]bool{}}
 	if b, ok := e.metrics.(BatchObserver); ok {
 		c.batchObs = b
+	}
+	if f, ok := e.metrics.(BatchFailureObserver); ok {
+		c.failObs = f
 	}
 	return c
 }
@@ -268,12 +280,16 @@ func (c *combiner) run(ctx context.Context, batch []*pending) (requeue []*pendin
 	if c.batchObs != nil {
 		c.batchObs.ReserveBatch(len(batch))
 	}
+	caller := ctx
 	ctx, cancel := context.WithTimeout(ctx, batchTimeout)
 	defer cancel()
 	if len(batch) == 1 {
 		// Alone: reserve_order (with its single-line fast path) costs less than the batch statement.
 		b := batch[0]
 		res, short, done, err := c.e.reserveOnce(ctx, b.req, b.lines)
+		if err != nil && caller.Err() == nil {
+			c.failed(1, err)
+		}
 		if err != nil || (!done && short == nil) {
 			b.done <- outcome{fallback: true}
 			return nil
@@ -297,6 +313,7 @@ func (c *combiner) run(ctx context.Context, batch []*pending) (requeue []*pendin
 	}
 	rows, err := c.e.q.ReserveOrders(ctx, p)
 	if err != nil {
+		c.failed(len(batch), err)
 		// Rolled back as a whole (or, if the commit's answer was lost, committed: reserving the
 		// order again finds its reservation by order id).
 		return batch
@@ -336,4 +353,11 @@ func (c *combiner) run(ctx context.Context, batch []*pending) (requeue []*pendin
 		b.done <- out[i]
 	}
 	return nil
+}
+
+// failed reports a batch that failed as a whole.
+func (c *combiner) failed(orders int, err error) {
+	if c.failObs != nil {
+		c.failObs.ReserveBatchFailed(orders, err)
+	}
 }

@@ -37,10 +37,11 @@ import (
 	"github.com/marketplace/checkout/worker"
 )
 
-// The metrics receive the inventory engine's reserve outcomes and combined batch sizes.
+// The metrics receive the inventory engine's reserve outcomes, combined batch sizes and failures.
 var (
-	_ inventory.Observer      = (*metrics.Metrics)(nil)
-	_ inventory.BatchObserver = (*metrics.Metrics)(nil)
+	_ inventory.Observer             = (*metrics.Metrics)(nil)
+	_ inventory.BatchObserver        = (*metrics.Metrics)(nil)
+	_ inventory.BatchFailureObserver = (*metrics.Metrics)(nil)
 )
 
 // app is one process's connections and shared parts.

@@ -21,8 +21,10 @@ type Metrics struct {
 	HTTPRequests    *prometheus.CounterVec
 	HTTPDuration    *prometheus.HistogramVec
 
-	// ReserveBatchSize is the number of orders in each combined reserve transaction.
-	ReserveBatchSize prometheus.Histogram
+	// ReserveBatchSize is the number of orders in each combined reserve transaction;
+	// ReserveBatchFailures counts those that failed as a whole.
+	ReserveBatchSize     prometheus.Histogram
+	ReserveBatchFailures prometheus.Counter
 
 	// RateLimited counts requests refused by a rate limit, by route group and by what was
 	// limited (user or ip); OpenOrdersRefused orders refused by the open-order cap.
@@ -66,6 +68,10 @@ func New() *Metrics {
 			Help:    "Orders per combined reserve transaction (RESERVE_COMBINING): 1 at low load, larger on a hot SKU.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
 		}),
+		ReserveBatchFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "checkout_reserve_batch_failures_total",
+			Help: "Combined reserve transactions that failed as a whole (a row held past the lock timeout, a deadlock, a lost connection); their orders went again each on its own.",
+		}),
 		HTTPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "checkout_http_requests_total",
 			Help: "HTTP requests by route, method and status.",
@@ -100,7 +106,7 @@ func New() *Metrics {
 			Help: "Outbox events set aside because their handler kept failing, by event type.",
 		}, []string{"type"}),
 	}
-	reg.MustRegister(m.ReserveAttempts, m.ReserveResults, m.ReserveBatchSize, m.HTTPRequests, m.HTTPDuration,
+	reg.MustRegister(m.ReserveAttempts, m.ReserveResults, m.ReserveBatchSize, m.ReserveBatchFailures, m.HTTPRequests, m.HTTPDuration,
 		m.RateLimited, m.OpenOrdersRefused, m.OrdersBusy, m.AvailabilityEvents,
 		m.OutboxPublished, m.OutboxDead,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -118,6 +124,10 @@ func (m *Metrics) ReserveResult(result string) {
 // ReserveBatch records the size of one combined reserve transaction; it makes *Metrics an
 // inventory.BatchObserver.
 func (m *Metrics) ReserveBatch(orders int) { m.ReserveBatchSize.Observe(float64(orders)) }
+
+// ReserveBatchFailed counts a combined reserve transaction that failed as a whole; it makes
+// *Metrics an inventory.BatchFailureObserver.
+func (m *Metrics) ReserveBatchFailed(int, error) { m.ReserveBatchFailures.Inc() }
 
 // RegisterAdmission exports the API process's admission control of POST /orders, read through
 // read at each scrape: the orders being placed now, and the latency signal it admits by.
