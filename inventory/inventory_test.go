@@ -443,69 +443,122 @@ func TestSweep_TwoSweepersLimit20_30Expired_EachReleasedOnce(t *testing.T) {
 	f.assertConsistent()
 }
 
+// TestConfirmRacingSweeper_ExactlyOneWinsEachTime: a confirm and a sweep reach the same expired
+// order together. The stock rows both need next are held meanwhile, so that in each round one of
+// them holds the order's reservations while the other is in flight: a sweep that comes second
+// skips them (and finds nothing), a confirm that comes second waits for them and finds them
+// released. Whichever came first moves the whole order, the other nothing; across the rounds each
+// side wins, with one- and two-line orders, and with a sweep whose batch takes one line of two.
 func TestConfirmRacingSweeper_ExactlyOneWinsEachTime(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	const orders = 200
-	f.sku(77, map[int32]int32{whIstanbul: orders})
-	f.sku(78, map[int32]int32{whAnkara: orders})
-	for order := int64(1); order <= orders; order++ {
-		_, err := f.reserve(order, istanbul, inventory.Line{SKUID: 77, Quantity: 1}, inventory.Line{SKUID: 78, Quantity: 1})
+	f.sku(77, map[int32]int32{whIstanbul: 100})
+	f.sku(78, map[int32]int32{whAnkara: 100})
+	one := []inventory.Line{{SKUID: 77, Quantity: 1}}
+	two := []inventory.Line{{SKUID: 77, Quantity: 2}, {SKUID: 78, Quantity: 3}}
+	rounds := []struct {
+		name       string
+		lines      []inventory.Line
+		sweepFirst bool
+		batch      int32
+	}{
+		{"one line, confirm first", one, false, 20},
+		{"one line, sweep first", one, true, 20},
+		{"two lines, confirm first", two, false, 20},
+		{"two lines, sweep first", two, true, 20},
+		{"two lines, sweep of one line first", two, true, 1},
+	}
+	sold := map[int64]int32{}
+	wins, twoLineWins := map[string]int{}, map[string]int{}
+	for i, r := range rounds {
+		order := int64(i + 1)
+		_, err := f.reserve(order, istanbul, r.lines...)
+		require.NoError(t, err, r.name)
+		f.exec(`UPDATE stock_reservations SET expires_at = now() - interval '1 second' WHERE order_id = $1`, order)
+		hold, err := f.pool.Begin(f.ctx)
 		require.NoError(t, err)
-	}
-	f.exec(`UPDATE stock_reservations SET expires_at = now() - interval '1 second'`)
+		t.Cleanup(func() { _ = hold.Rollback(context.Background()) }) // lets the waiting steps go on a failure
+		_, err = hold.Exec(f.ctx, `SELECT 1 FROM inventory WHERE (sku_id, warehouse_id) IN ((77, 1), (78, 2))
+			ORDER BY sku_id, warehouse_id FOR UPDATE`)
+		require.NoError(t, err)
 
-	var confirmed, refused atomic.Int64
-	var wg sync.WaitGroup
-	for s := 0; s < 2; s++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				r, err := f.eng.Sweep(f.ctx, 7, 1)
-				if !assert.NoError(t, err) || r.Released == 0 {
-					return
-				}
-			}
-		}()
-	}
-	for c := 0; c < 8; c++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for order := int64(c + 1); order <= orders; order += 8 {
+		confirmed := make(chan error, 1)
+		swept := make(chan inventory.SweepResult, 1)
+		confirm := func() {
+			go func() {
 				_, err := f.eng.Confirm(f.ctx, order)
-				var notActive *inventory.NotActiveError
-				switch {
-				case err == nil:
-					confirmed.Add(1)
-				case errors.As(err, &notActive):
-					refused.Add(1)
-				default:
-					t.Errorf("confirm %d: %v", order, err)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	_, err := f.eng.Sweep(f.ctx, 100, 100)
-	require.NoError(t, err)
+				confirmed <- err
+			}()
+		}
+		sweep := func() {
+			go func() {
+				res, err := f.eng.Sweep(f.ctx, r.batch, 10)
+				assert.NoError(t, err, r.name)
+				swept <- res
+			}()
+		}
+		var sweepRes inventory.SweepResult
+		if r.sweepFirst {
+			sweep()
+			f.waitForLockWaiters(1) // the sweep claimed the reservations and waits for the rows
+			confirm()
+			f.waitForLockWaiters(2) // the confirm waits for the reservations
+		} else {
+			confirm()
+			f.waitForLockWaiters(1) // the confirm holds the reservations and waits for the rows
+			sweep()
+			sweepRes = receive(t, swept, "the sweep, second, did not pass over the order the confirm holds: "+r.name)
+			assert.Zero(t, sweepRes.Released, "%s: the sweep skipped what the confirm holds", r.name)
+		}
+		require.NoError(t, hold.Commit(f.ctx))
+		err = receive(t, confirmed, "the confirm never finished: "+r.name)
+		if r.sweepFirst {
+			sweepRes = receive(t, swept, "the sweep never finished: "+r.name)
+		}
 
-	assert.EqualValues(t, orders, confirmed.Load()+refused.Load())
-	c := int(confirmed.Load())
-	assert.Equal(t, 2*c, f.count(`SELECT count(*) FROM stock_reservations WHERE status = 'CONFIRMED'`))
-	assert.Equal(t, 2*(orders-c), f.count(`SELECT count(*) FROM stock_reservations WHERE status = 'RELEASED'`))
-	assert.Zero(t, f.count(`SELECT count(*) FROM (SELECT order_id FROM stock_reservations
-		GROUP BY order_id HAVING count(DISTINCT status) > 1) mixed`), "an order is wholly confirmed or wholly released")
+		winner, status := "confirm", inventory.StatusConfirmed
+		var notActive *inventory.NotActiveError
+		if errors.As(err, &notActive) {
+			winner, status = "sweep", inventory.StatusReleased
+			assert.Positive(t, sweepRes.Released, "%s: the sweep released the order", r.name)
+			assert.LessOrEqual(t, sweepRes.Released, len(r.lines))
+		} else {
+			assert.NoError(t, err, r.name)
+			for _, l := range r.lines {
+				sold[l.SKUID] += l.Quantity
+			}
+		}
+		assert.Equal(t, r.sweepFirst, winner == "sweep", "%s: the first to hold the reservations wins", r.name)
+		wins[winner]++
+		if len(r.lines) > 1 {
+			twoLineWins[winner]++
+		}
+		assert.Equal(t, len(r.lines), f.count(`SELECT count(*) FROM stock_reservations WHERE order_id = $1 AND status = $2`,
+			order, status), "%s: the whole order is %s", r.name, status)
+	}
+	assert.Equal(t, map[string]int{"confirm": 2, "sweep": 3}, wins, "each side won its rounds")
+	assert.Equal(t, map[string]int{"confirm": 1, "sweep": 2}, twoLineWins, "two-line orders too")
 	for _, r := range []struct {
 		sku int64
 		wh  int32
 	}{{77, whIstanbul}, {78, whAnkara}} {
 		onHand, reserved := f.row(r.sku, r.wh)
-		assert.EqualValues(t, orders-c, onHand, "each confirmed unit left the warehouse once")
+		assert.Equal(t, 100-sold[r.sku], onHand, "sku %d: each confirmed unit left the warehouse once", r.sku)
 		assert.Zero(t, reserved)
 	}
 	f.assertConsistent()
+}
+
+// receive waits for a value from c, failing the test with msg after 30 seconds.
+func receive[T any](t *testing.T, c <-chan T, msg string) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatal(msg)
+	}
+	panic("unreachable")
 }
 
 func TestSellerStock_ThreeUnderFiveActive_TwoNewestReleased(t *testing.T) {
