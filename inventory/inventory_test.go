@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/marketplace/checkout/audit"
 	"github.com/marketplace/checkout/internal/testenv"
 	"github.com/marketplace/checkout/inventory"
 )
@@ -379,6 +380,63 @@ func TestConfirmAndRelease_Transitions(t *testing.T) {
 	assert.EqualValues(t, 0, reserved)
 	_, err = f.eng.Confirm(f.ctx, 99)
 	assert.ErrorIs(t, err, inventory.ErrNoReservation)
+	f.assertConsistent()
+}
+
+// TestRestock_AfterConfirm_UnitsBackOnce: an order cancelled after its stock was confirmed gets its
+// units back on the shelf once: two restocks at once move them once, a repeat moves nothing, and
+// the order cannot be confirmed or released again afterwards.
+func TestRestock_AfterConfirm_UnitsBackOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.sku(77, map[int32]int32{whIstanbul: 10})
+	f.sku(78, map[int32]int32{whAnkara: 10})
+	_, err := f.reserve(1, istanbul, inventory.Line{SKUID: 77, Quantity: 2}, inventory.Line{SKUID: 78, Quantity: 3})
+	require.NoError(t, err)
+	_, err = f.eng.Confirm(f.ctx, 1)
+	require.NoError(t, err)
+	onHand77, _ := f.row(77, whIstanbul)
+	onHand78, _ := f.row(78, whAnkara)
+	require.EqualValues(t, 8, onHand77)
+	require.EqualValues(t, 7, onHand78)
+
+	moved := make([]int, 2)
+	var wg sync.WaitGroup
+	for i := range moved {
+		wg.Go(func() {
+			n, err := f.eng.Restock(f.ctx, 1)
+			assert.NoError(t, err)
+			moved[i] = n
+		})
+	}
+	wg.Wait()
+	assert.ElementsMatch(t, []int{2, 0}, moved, "two restocks at once: one moves both reservations, the other none")
+	ledger := f.count(`SELECT count(*) FROM inventory_ledger`)
+
+	n, err := f.eng.Restock(f.ctx, 1)
+	require.NoError(t, err)
+	assert.Zero(t, n, "a repeated restock moves nothing")
+	n, err = f.eng.Release(f.ctx, 1)
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing left to release")
+	_, err = f.eng.Confirm(f.ctx, 1)
+	var notActive *inventory.NotActiveError
+	assert.ErrorAs(t, err, &notActive, "a restocked order is not confirmed again")
+
+	for _, r := range []struct {
+		sku int64
+		wh  int32
+	}{{77, whIstanbul}, {78, whAnkara}} {
+		onHand, reserved := f.row(r.sku, r.wh)
+		assert.EqualValues(t, 10, onHand, "sku %d: the units are back once", r.sku)
+		assert.Zero(t, reserved)
+	}
+	assert.Equal(t, ledger, f.count(`SELECT count(*) FROM inventory_ledger`), "the repeats wrote nothing")
+	assert.Equal(t, 2, f.count(`SELECT count(*) FROM stock_reservations WHERE order_id = 1 AND status = 'RELEASED'
+		AND restocked_at IS NOT NULL`))
+	rep, err := audit.Run(f.ctx, f.pool, audit.Options{})
+	require.NoError(t, err)
+	assert.Empty(t, rep.Violations, "the ledger shows the sale and the restock, and agrees with the reservations")
 	f.assertConsistent()
 }
 

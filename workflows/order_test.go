@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
@@ -726,4 +727,62 @@ func TestOrder_OverTheOpenOrderCap_RefusedNothingReservedKeyNotRecorded(t *testi
 	assert.Zero(t, s.calls["Reserve"])
 	assert.Zero(t, s.calls["Authorize"])
 	assert.Zero(t, s.holds)
+}
+
+// steps records, in order, the saga's steps that move stock, money or the order's answer and
+// status, as the worker starts them (local or not); a step's retries count once.
+func (s *saga) steps() *[]string {
+	names := map[string]string{"RecordOutcome": "answer", "Confirm": "confirm", "Capture": "capture",
+		"Restock": "restock", "Release": "release", "Reverse": "reverse", "Finish": "finish"}
+	var seq []string
+	add := func(name string) {
+		if n, ok := names[name]; ok && (len(seq) == 0 || seq[len(seq)-1] != n) {
+			seq = append(seq, n)
+		}
+	}
+	s.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		add(info.ActivityType.Name)
+	})
+	s.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+		add(info.ActivityType.Name)
+	})
+	return &seq
+}
+
+// TestOrder_CompensatedAfterConfirm_RestockThenMoney: an order that fails after its stock was
+// confirmed puts the confirmed units back (and releases anything still held) before the money goes
+// back, and the shopper's answer, given before the confirm, is not given again.
+func TestOrder_CompensatedAfterConfirm_RestockThenMoney(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(s *saga)
+		want  []string
+	}{
+		{"capture refused, support refunds", func(s *saga) {
+			s.on("Capture").Return(activities.PaymentResult{},
+				temporal.NewNonRetryableApplicationError("intent cannot be captured", activities.ErrTypePaymentRefused, nil))
+			s.support(time.Hour, "refund", nil)
+		}, []string{"answer", "confirm", "capture", "restock", "release", "reverse", "finish"}},
+		{"the order ended meanwhile", func(s *saga) {
+			s.on("Finish").Return(func(ctx context.Context, in activities.TransitionInput) (activities.Finished, error) {
+				return activities.Finished{Changed: false, Status: order.StatusFailed, FailureCode: order.FailOrphaned}, nil
+			})
+		}, []string{"answer", "confirm", "capture", "finish", "restock", "release", "reverse", "finish"}},
+		{"confirm committed but answered an error, support cancels", func(s *saga) {
+			s.on("Confirm").Return(inventory.ConfirmResult{}, errors.New("connection reset after commit"))
+			s.support(10*time.Minute, "cancel", nil)
+		}, []string{"answer", "confirm", "restock", "release", "reverse", "finish"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSaga(t)
+			s.authorizeReturns("AUTHORIZED")
+			tc.setup(s)
+			seq := s.steps()
+			st := s.run(input("tok_ok"))
+
+			assert.Equal(t, tc.want, *seq, "stock back first, then the money; the answer once, before the confirm")
+			assert.NotEqual(t, order.StatusConfirmed, st.Status)
+		})
+	}
 }
