@@ -515,11 +515,15 @@ func TestCart_StockHints_FromProjection_CatchUpAfterBurstAndRelayRestart(t *test
 	}
 	require.Eventually(t, caughtUp, 60*time.Second, 25*time.Millisecond, "hints caught up with the burst")
 	assert.Equal(t, availability.Unknown, shown()[fresh], "a SKU the projection has no row for")
-	for _, l := range lines(t, h.send(http.MethodGet, "/api/v1/cart", member, "").body) {
-		if l["stock"] == availability.LowStock {
-			assert.NotNil(t, l["available"], "LOW_STOCK names the units left")
+	low := 0
+	for sku, l := range lines(t, h.send(http.MethodGet, "/api/v1/cart", member, "").body) {
+		isLow := l["stock"] == availability.LowStock
+		assert.Equal(t, isLow, l["available"] != nil, "sku %d: LOW_STOCK names the units left, no other hint does", sku)
+		if isLow {
+			low++
 		}
 	}
+	require.Positive(t, low, "the burst left some SKU low on stock")
 
 	stop()
 	before := shown()[73]

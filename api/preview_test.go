@@ -70,14 +70,11 @@ func TestPreview_PriceRaised_WarnsAgainstPriceAtAddAndMovesPriceVersion(t *testi
 	assert.Equal(t, "1299.90", w["new"])
 	assert.NotEqual(t, before.body["priceVersion"], after.body["priceVersion"])
 	assert.Equal(t, cartQuote(t, h, 7).PriceVersion, after.body["priceVersion"])
-	for _, it := range after.body["items"].([]any) {
-		item := it.(map[string]any)
-		if item["skuId"] == 71.0 {
-			assert.Equal(t, "1299.90", item["unitPrice"])
-			assert.Equal(t, "2599.80", item["lineTotal"])
-			assert.Equal(t, "1249.90", item["priceAtAdd"])
-		}
-	}
+	item := lines(t, after.body)[71]
+	require.NotNil(t, item, "the preview has the line of SKU 71: %s", after.raw)
+	assert.Equal(t, "1299.90", item["unitPrice"])
+	assert.Equal(t, "2599.80", item["lineTotal"])
+	assert.Equal(t, "1249.90", item["priceAtAdd"])
 }
 
 func TestPreview_StockWarnings_FromTheInventory(t *testing.T) {
