@@ -151,16 +151,7 @@ func TestPaymentReconciler_OrderTerminatedBeforeItsHold_EndedAndEverythingGivenB
 func TestAudit_WorkflowOpenPastItsHold_Reported(t *testing.T) {
 	t.Parallel()
 	s := startStack(t, stackOptions{hold: 10 * time.Minute})
-	sh := s.shopper(8402)
-	sh.fill(map[int64]int32{77: 1})
-	key := "k-" + randomHex(8)
-	r := sh.order(key, sh.preview(), "tok_3ds")
-	require.Equal(t, http.StatusCreated, r.status, r.raw)
-	id := r.int("orderId")
-	require.Eventually(t, func() bool {
-		d, err := s.temporal.DescribeWorkflow(s.ctx, workflows.HoldWorkflowID(id), "")
-		return err == nil && d.RawResponse.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
-	}, 30*time.Second, 100*time.Millisecond, "the hold child runs")
+	sh, key, id := s.waitingOrder(8402, 77)
 	_, err := s.pool.Exec(s.ctx, `UPDATE orders SET hold_expires_at = now() - interval '10 minutes' WHERE id = $1`, id)
 	require.NoError(t, err)
 
@@ -196,4 +187,21 @@ func countViolations(rep audit.Report, invariant string) int {
 		}
 	}
 	return -1
+}
+
+// waitingOrder places an order of one unit of sku for shopper user, paid by 3-D Secure, and
+// returns once the order waits for the payment with its hold child running.
+func (s *stack) waitingOrder(user, sku int64) (*shopper, string, int64) {
+	s.t.Helper()
+	sh := s.shopper(user)
+	sh.fill(map[int64]int32{sku: 1})
+	key := "k-" + randomHex(8)
+	r := sh.order(key, sh.preview(), "tok_3ds")
+	require.Equal(s.t, http.StatusCreated, r.status, r.raw)
+	id := r.int("orderId")
+	require.Eventually(s.t, func() bool {
+		d, err := s.temporal.DescribeWorkflow(s.ctx, workflows.HoldWorkflowID(id), "")
+		return err == nil && d.RawResponse.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	}, 30*time.Second, 50*time.Millisecond, "the hold child runs")
+	return sh, key, id
 }

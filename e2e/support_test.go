@@ -229,18 +229,9 @@ func (s *stack) completedTasks(workflowID, runID string) int {
 func TestSupport_OrderTerminated_HoldGivesEverythingBackAtOnce(t *testing.T) {
 	t.Parallel()
 	s := startStack(t, stackOptions{hold: 10 * time.Minute})
-	sh := s.shopper(60004)
-	sh.fill(map[int64]int32{87: 1})
-	key := "k-" + randomHex(8)
-	r := sh.order(key, sh.preview(), "tok_3ds")
-	require.Equal(t, http.StatusCreated, r.status, r.raw)
-	id := r.int("orderId")
 	// The hold child starts with the answer; terminate once it runs. (An order terminated before
-	// its child started is ended by the payment reconciler: see activities.)
-	require.Eventually(t, func() bool {
-		d, err := s.temporal.DescribeWorkflow(s.ctx, workflows.HoldWorkflowID(id), "")
-		return err == nil && d.RawResponse.WorkflowExecutionInfo.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
-	}, 20*time.Second, 50*time.Millisecond)
+	// its child started is ended by the payment reconciler: see orphan_test.go.)
+	sh, key, id := s.waitingOrder(60004, 87)
 	require.NoError(t, s.temporal.TerminateWorkflow(s.ctx, sh.workflowOf(key), "", "support: testing terminate"))
 
 	final := s.waitFinal(sh.token, id, 30*time.Second)

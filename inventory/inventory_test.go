@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -73,6 +74,19 @@ func (f *fixture) sku(id int64, stock map[int32]int32) {
 	for wh, n := range stock {
 		f.exec(`INSERT INTO inventory (sku_id, warehouse_id, on_hand) VALUES ($1, $2, $3)`, id, wh, n)
 	}
+}
+
+// holdRows locks the inventory rows that where names, in key order, in a transaction of its own,
+// as a step in flight holds them. The test commits it; when the test ends it is rolled back, so
+// that whatever waits for the rows after a failure goes on.
+func (f *fixture) holdRows(where string) pgx.Tx {
+	f.t.Helper()
+	tx, err := f.pool.Begin(f.ctx)
+	require.NoError(f.t, err)
+	f.t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	_, err = tx.Exec(f.ctx, `SELECT 1 FROM inventory WHERE `+where+` ORDER BY sku_id, warehouse_id FOR UPDATE`)
+	require.NoError(f.t, err)
+	return tx
 }
 
 func (f *fixture) row(sku int64, wh int32) (onHand, reserved int32) {
@@ -533,12 +547,7 @@ func TestConfirmRacingSweeper_ExactlyOneWinsEachTime(t *testing.T) {
 		_, err := f.reserve(order, istanbul, r.lines...)
 		require.NoError(t, err, r.name)
 		f.exec(`UPDATE stock_reservations SET expires_at = now() - interval '1 second' WHERE order_id = $1`, order)
-		hold, err := f.pool.Begin(f.ctx)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = hold.Rollback(context.Background()) }) // lets the waiting steps go on a failure
-		_, err = hold.Exec(f.ctx, `SELECT 1 FROM inventory WHERE (sku_id, warehouse_id) IN ((77, 1), (78, 2))
-			ORDER BY sku_id, warehouse_id FOR UPDATE`)
-		require.NoError(t, err)
+		hold := f.holdRows(`(sku_id, warehouse_id) IN ((77, 1), (78, 2))`)
 
 		confirmed := make(chan error, 1)
 		swept := make(chan inventory.SweepResult, 1)

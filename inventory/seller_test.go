@@ -260,11 +260,7 @@ func TestSellerStock_ConfirmWaitingForAReport_TakesItsUnitFromTheCount(t *testin
 	require.NoError(t, err)
 
 	// Hold the row as a report does while it is applied.
-	tx, err := f.pool.Begin(f.ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(f.ctx) //nolint:errcheck // committed below
-	_, err = tx.Exec(f.ctx, `SELECT 1 FROM inventory WHERE sku_id = 77 AND warehouse_id = 1 FOR UPDATE`)
-	require.NoError(t, err)
+	tx := f.holdRows(`sku_id = 77 AND warehouse_id = 1`)
 	confirmed := make(chan error, 1)
 	go func() {
 		_, err := f.eng.Confirm(f.ctx, 1)
@@ -306,11 +302,7 @@ func TestSellerStock_ShortfallMeetsAConfirmInFlight_RetriesThenApplies(t *testin
 	require.NoError(t, err)
 
 	// The row is held while the report and then the confirm queue for it, in that order.
-	holder, err := f.pool.Begin(f.ctx)
-	require.NoError(t, err)
-	defer holder.Rollback(f.ctx) //nolint:errcheck // committed below
-	_, err = holder.Exec(f.ctx, `SELECT 1 FROM inventory WHERE sku_id = 77 AND warehouse_id = 1 FOR UPDATE`)
-	require.NoError(t, err)
+	holder := f.holdRows(`sku_id = 77 AND warehouse_id = 1`)
 	counted := time.Now()
 	reported := make(chan inventory.StockResult, 1)
 	go func() {
