@@ -50,7 +50,12 @@ func TestChaos_Short_FaultsUnderLoadLoseNothing(t *testing.T) {
 	}
 	pg := res.Faults[len(res.Faults)-1]
 	require.Equal(t, chaos.FaultPostgres, pg.Name)
-	assert.NotEmpty(t, pg.Failed, "PostgreSQL's restart was felt: requests answered 503 and repeated")
+	// The restart was felt: requests that met it were answered 503 and repeated, or the first
+	// order sent after it waited for the database to come back (which of the two depends on when
+	// the shoppers' requests fell).
+	assert.True(t, len(pg.Failed) > 0 || pg.FirstOrder >= 1,
+		"PostgreSQL's restart was felt: requests answered 503 (%v) or the first order after it waited (%.1f s)",
+		pg.Failed, pg.FirstOrder)
 	assert.GreaterOrEqual(t, res.Load.Orders, int64(100), "a campaign's worth of orders")
 	assert.True(t, res.Audit.OK())
 }
