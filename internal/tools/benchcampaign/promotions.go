@@ -110,9 +110,12 @@ func runPromotions(ctx context.Context, shoppers int, window time.Duration) (Pro
 }
 
 // promotionFigures are the runs of one mix: their orders/s, its mean and its spread (the largest
-// difference between two of its runs, as a share of the mean).
+// difference between two of its runs, as a share of the mean). A run with faults (5xx or
+// unanswered requests: the stack stalled) is left out of both and counted in stalled: its
+// figure is the stall's, not the mix's.
 type promotionFigures struct {
 	runs         []Run
+	stalled      int
 	mean, spread float64
 }
 
@@ -121,6 +124,10 @@ func figuresOf(res PromotionResults, what string) promotionFigures {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, r := range res.Runs {
 		if r.What != what {
+			continue
+		}
+		if r.Errors > 0 {
+			f.stalled++
 			continue
 		}
 		f.runs = append(f.runs, r)
@@ -158,8 +165,8 @@ func renderPromotions(res PromotionResults) string {
 		loadgen.CouponPercent, loadgen.CouponCap, 100*promoCouponShare, promoCampaignHot, promoCouponShare, promoCampaignHot)
 	w("- Then the invariant audit over everything the runs left.\n\n")
 
-	w("| run | mix | orders answered 201 per s | POST /orders p50 / p99 ms | orders with the coupon | refused for the coupon | other processes %% |\n")
-	w("|---:|---|---:|---:|---:|---:|---:|\n")
+	w("| run | mix | orders answered 201 per s | POST /orders p50 / p99 ms | orders with the coupon | refused for the coupon | 5xx or no answer | other processes %% |\n")
+	w("|---:|---|---:|---:|---:|---:|---:|---:|\n")
 	for i, r := range res.Runs {
 		mix := "without"
 		if r.What == runPromo {
@@ -171,8 +178,8 @@ func renderPromotions(res PromotionResults) string {
 				refused += e.Count
 			}
 		}
-		w("| %d | %s | %.1f | %.0f / %.0f | %d | %d | %.0f |\n", i+1, mix, r.PerSecond, r.P50Ms, r.P99Ms, r.CouponOrders,
-			refused, r.Window.CPU.OtherPct)
+		w("| %d | %s | %.1f | %.0f / %.0f | %d | %d | %d | %.0f |\n", i+1, mix, r.PerSecond, r.P50Ms, r.P99Ms, r.CouponOrders,
+			refused, r.Errors, r.Window.CPU.OtherPct)
 	}
 	without, with := figuresOf(res, runCampaign), figuresOf(res, runPromo)
 	if without.mean == 0 || with.mean == 0 {
@@ -181,6 +188,11 @@ func renderPromotions(res PromotionResults) string {
 	}
 	change := with.mean/without.mean - 1
 	noise := max(without.spread, with.spread)
+	if without.stalled+with.stalled > 0 {
+		w("\nLeft out of the means: %d run(s) without and %d with in which requests were answered 5xx or not at all "+
+			"(listed under the faults below): the dev server stalled the whole stack for tens of seconds, and such a "+
+			"run's figure measures the stall, not the mix.\n", without.stalled, with.stalled)
+	}
 	w("\nMean orders/s: **%.1f without, %.1f with** (with ÷ without: %.2f, a change of %+.0f %%). Runs of one mix "+
 		"differed among themselves by up to %.0f %% of their mean (without: %.0f %%, with: %.0f %%). ", without.mean,
 		with.mean, with.mean/without.mean, 100*change, 100*noise, 100*without.spread, 100*with.spread)
