@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"sort"
 	"strings"
@@ -78,6 +79,9 @@ func renderCluster(res Results, window time.Duration) string {
 		return []float64{c.Checkout, c.Temporal, c.Balancer, c.Postgres, c.Driver, c.OtherPct, c.IdlePct}
 	})
 	w("\n%s\n\n", clusterReading(res))
+	if p := clusterProjection(res); p != "" {
+		w("%s\n\n", p)
+	}
 	writeOutcome(&b, res, "")
 	w("%s\n", clusterEndMarker)
 	return b.String()
@@ -131,5 +135,38 @@ func clusterReading(res Results) string {
 			"does on a quiet one, and the dev stack's figures beside them were measured at another time.",
 			100*cpu.Other, res.LoadBefore, res.LoadAfter)
 	}
+	return b.String()
+}
+
+// clusterProjection says, from the CPU each part spent per order in the campaign run at the
+// highest count, what more hosts would change. It is a projection, and says so: it assumes each
+// part's CPU per order stays what it was here when the part gets machines of its own.
+func clusterProjection(res Results) string {
+	n, c, ok := res.highestCampaign()
+	if !ok || c.PerSecond <= 0 {
+		return ""
+	}
+	cpu := c.Window.CPU
+	perOrder := func(pct float64) float64 { return 10 * pct / c.PerSecond } // ms of CPU per order
+	checkout, temporal, pg := perOrder(cpu.Checkout), perOrder(cpu.Temporal), perOrder(cpu.Postgres)
+	if checkout <= 0 || temporal <= 0 || pg <= 0 {
+		return ""
+	}
+	const cores = 8.0 // a host of the projection
+	var b strings.Builder
+	fmt.Fprintf(&b, "**Projection, not a measurement.** In the campaign run at %d shoppers each order cost %.0f ms of CPU "+
+		"in the checkout's API replicas and workers, %.0f ms in the Temporal server and %.0f ms in PostgreSQL (which "+
+		"served both). On this machine all of them share 2 CPUs, so adding history hosts, shards or workers here only "+
+		"adds processes competing for the same CPUs. Given hosts of their own, and if those costs per order held, ", n,
+		checkout, temporal, pg)
+	fmt.Fprintf(&b, "each %.0f-core host would carry about %.0f orders/s of checkout work (API replicas and workers scale out "+
+		"behind HAProxy: add them until Temporal or PostgreSQL is the limit), about %.0f orders/s of Temporal work (history "+
+		"hosts with the shards spread over them: more shards than hosts, so that a shard's writes are not the queue; the "+
+		"shard count is fixed when the cluster is created), and a %.0f-core PostgreSQL about %.0f orders/s; the design's "+
+		"~1,000 orders/s at a campaign peak would take on that reading about %.0f checkout hosts, %.0f history hosts and "+
+		"%.0f cores of PostgreSQL, split between the checkout's database and Temporal's. Costs per order fall on a machine that is not "+
+		"saturated (less waiting and context switching), so these are cautious figures.", cores,
+		cores*1000/checkout, cores*1000/temporal, 2*cores, 2*cores*1000/pg,
+		math.Ceil(1000*checkout/(cores*1000)), math.Ceil(1000*temporal/(cores*1000)), math.Ceil(pg))
 	return b.String()
 }
