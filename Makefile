@@ -33,6 +33,11 @@ HISTORY_SHARDS ?= 16
 
 TEST_FLAGS ?= -count=1 -timeout 15m
 
+# The benchmark tools are a module of their own (bench/, with the plot library the product does
+# not need): $(call bench-tool,NAME) builds bench/NAME into bin/ and runs it from here, where it
+# finds bin/checkout and docs/.
+bench-tool = $(GO) -C bench build -o $(BIN)/$(1) ./$(1) && $(BIN)/$(1)
+
 # How long `make fuzz` runs each fuzz target, and the short pass of `make test`: a count of new
 # inputs, since a fuzz run's clock also covers starting its workers and replaying its corpus (for
 # the API's target, several seconds of starting servers).
@@ -61,7 +66,7 @@ cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build ## the production shap
 
 .PHONY: chaos
 chaos: postgres-binaries haproxy $(CLUSTER_TOOLS) build ## faults under load on make cluster's shape: campaign traffic while a worker, an API replica, history and matching are killed, the frontend frozen 10 s and PostgreSQL restarted in immediate mode; prints a table, fails on any loss (about 10 minutes)
-	$(GO) run ./internal/tools/chaos
+	$(call bench-tool,chaos)
 
 .PHONY: build
 build: ## build bin/checkout
@@ -70,6 +75,7 @@ build: ## build bin/checkout
 .PHONY: test
 test: postgres-binaries haproxy $(TEMPORAL_CLI) $(CLUSTER_TOOLS) test-rules ## the Prometheus rules' tests, run every test against real PostgreSQL and the Temporal dev server (and two against `make cluster`'s shape, one of them `make chaos`'s short form), then every fuzz target for TEST_FUZZTIME (1000 inputs)
 	$(GO) test $(TEST_FLAGS) ./...
+	$(GO) -C bench test $(TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
 # Go fuzzes one target per run: the packages are those whose tests declare a Fuzz function, the
@@ -114,6 +120,8 @@ lint: $(STATICCHECK) $(WORKFLOWCHECK) ## gofmt, go vet, staticcheck and Temporal
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
 	$(WORKFLOWCHECK) ./...
+	$(GO) -C bench vet ./...
+	cd bench && $(STATICCHECK) ./...
 
 .PHONY: sqlc
 sqlc: $(SQLC) ## regenerate db/ from db/queries and migrations
@@ -125,7 +133,7 @@ sqlc-check: $(SQLC) ## fail when the generated code in db/ is stale
 
 .PHONY: bench
 bench: postgres-binaries ## reserve path (combining off and on) vs pgbench, hot and spread rows at 8, 50 and 200 clients; writes docs/benchmarks.md
-	$(GO) run ./internal/tools/benchreserve
+	$(call bench-tool,benchreserve)
 
 .PHONY: screenshots
 screenshots: postgres-binaries $(TEMPORAL_CLI) build ## real screenshots of the Temporal UI for docs/runbook.md, from a private stack, into docs/screenshots/
@@ -143,27 +151,27 @@ screenshots: postgres-binaries $(TEMPORAL_CLI) build ## real screenshots of the 
 
 .PHONY: bench-orders
 bench-orders: postgres-binaries $(TEMPORAL_CLI) build ## POST /orders latency at 1 and 20 shoppers beside the Temporal floor; writes docs/benchmarks.md
-	$(GO) run ./internal/tools/benchorders
+	$(call bench-tool,benchorders)
 
 .PHONY: bench-campaign
 bench-campaign: postgres-binaries $(TEMPORAL_CLI) build ## campaign traffic at 10, 50, 200 shoppers beside the Temporal floor and a plain checkout; writes docs/benchmarks.md and docs/bench-campaign.png
-	$(GO) run ./internal/tools/benchcampaign
+	$(call bench-tool,benchcampaign)
 
 .PHONY: bench-admission
 bench-admission: postgres-binaries $(TEMPORAL_CLI) build ## campaign traffic past the knee (200 shoppers, 30 s) with admission control off and on, each audited; writes docs/benchmarks.md (a few minutes)
-	$(GO) run ./internal/tools/benchcampaign -admission
+	$(call bench-tool,benchcampaign) -admission
 
 .PHONY: bench-promotions
 bench-promotions: postgres-binaries $(TEMPORAL_CLI) build ## the campaign mix with and without a coupon on half the orders and a hot-SKU campaign, three runs each in turns at 30 shoppers, audited; writes docs/benchmarks.md (about 6 minutes)
-	$(GO) run ./internal/tools/benchcampaign -promotions
+	$(call bench-tool,benchcampaign) -promotions
 
 .PHONY: bench-cluster
 bench-cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build ## campaign traffic at 50 and 200 shoppers through make cluster's shape beside its own Temporal floor; writes docs/benchmarks.md and docs/bench-cluster.json
-	$(GO) run ./internal/tools/benchcampaign -stack cluster
+	$(call bench-tool,benchcampaign) -stack cluster
 
 .PHONY: bench-cost
 bench-cost: postgres-binaries $(TEMPORAL_CLI) build ## Temporal persistence calls and visibility writes per order, scenario by scenario, beside an empty workflow; writes docs/benchmarks.md (BASELINE=path of another build to measure beside it)
-	$(GO) run ./internal/tools/benchcost $(if $(BASELINE),-baseline $(BASELINE))
+	$(call bench-tool,benchcost) $(if $(BASELINE),-baseline $(BASELINE))
 
 .PHONY: loadtest
 loadtest: build ## 60-second campaign load against `make run`'s stack (start it first), then the invariant auditor; fails on any violation

@@ -13,8 +13,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/marketplace/checkout/activities"
-	"github.com/marketplace/checkout/internal/demo"
-	"github.com/marketplace/checkout/internal/testenv"
+	"github.com/marketplace/checkout/internal/dev/demo"
+	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/inventory"
 )
 

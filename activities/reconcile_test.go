@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/marketplace/checkout/activities"
-	"github.com/marketplace/checkout/internal/testenv"
+	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment"
 )

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/marketplace/checkout/activities"
-	"github.com/marketplace/checkout/internal/demo"
-	"github.com/marketplace/checkout/internal/testenv"
+	"github.com/marketplace/checkout/internal/dev/demo"
+	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/pricing"
 )
 

@@ -20,9 +20,9 @@ import (
 	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/db"
-	"github.com/marketplace/checkout/internal/demo"
+	"github.com/marketplace/checkout/internal/dev/demo"
+	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/internal/metrics"
-	"github.com/marketplace/checkout/internal/testenv"
 	"github.com/marketplace/checkout/internal/wiring"
 	"github.com/marketplace/checkout/inventory"
 )

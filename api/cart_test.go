@@ -20,7 +20,7 @@ import (
 	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/availability"
 	"github.com/marketplace/checkout/internal/auth"
-	"github.com/marketplace/checkout/internal/demo"
+	"github.com/marketplace/checkout/internal/dev/demo"
 	"github.com/marketplace/checkout/inventory"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/features"
 	"github.com/marketplace/checkout/internal/auth"
-	"github.com/marketplace/checkout/internal/demo"
+	"github.com/marketplace/checkout/internal/dev/demo"
 	"github.com/marketplace/checkout/internal/money"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/payment"

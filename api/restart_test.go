@@ -17,7 +17,7 @@ import (
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/auth"
-	"github.com/marketplace/checkout/internal/pgserver"
+	"github.com/marketplace/checkout/internal/dev/pgserver"
 	"github.com/marketplace/checkout/migrations"
 )
 

@@ -17,8 +17,8 @@ import (
 
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/audit"
-	"github.com/marketplace/checkout/internal/demo"
-	"github.com/marketplace/checkout/internal/testenv"
+	"github.com/marketplace/checkout/internal/dev/demo"
+	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment/paysim"

@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/marketplace/checkout/availability"
-	"github.com/marketplace/checkout/internal/demo"
+	"github.com/marketplace/checkout/internal/dev/demo"
+	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/internal/metrics"
-	"github.com/marketplace/checkout/internal/testenv"
 	"github.com/marketplace/checkout/inventory"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/marketplace/checkout/availability"
-	"github.com/marketplace/checkout/internal/testenv"
+	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/inventory"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/marketplace/checkout/internal/chaos"
+	"github.com/marketplace/checkout/internal/dev/chaos"
 )
 
 // TestChaos_Short_FaultsUnderLoadLoseNothing is `make chaos`'s short form on `make cluster`'s

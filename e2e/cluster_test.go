@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/marketplace/checkout/internal/cluster"
 	"github.com/marketplace/checkout/internal/config"
-	"github.com/marketplace/checkout/internal/testenv"
+	"github.com/marketplace/checkout/internal/dev/cluster"
+	"github.com/marketplace/checkout/internal/dev/testenv"
 )
 
 // runningCluster is one `checkout cluster` process and what it said.

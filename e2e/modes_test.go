@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/marketplace/checkout/internal/pgserver"
-	"github.com/marketplace/checkout/internal/testenv"
+	"github.com/marketplace/checkout/internal/dev/pgserver"
+	"github.com/marketplace/checkout/internal/dev/testenv"
 )
 
 // TestModes_APIAndWorkerRefuseToStartWithoutSecretsOfTheirOwn: outside dev, a missing secret, the

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/marketplace/checkout/features"
-	"github.com/marketplace/checkout/internal/testenv"
+	"github.com/marketplace/checkout/internal/dev/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

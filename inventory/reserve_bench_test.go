@@ -13,8 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/marketplace/checkout/internal/benchdata"
-	"github.com/marketplace/checkout/internal/testenv"
+	"github.com/marketplace/checkout/internal/dev/benchdata"
+	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/inventory"
 )
 

@@ -180,7 +180,7 @@ type Config struct {
 
 	// OrderURL, when set, is where orders are posted instead of BaseURL's /api/v1/orders (an
 	// absolute URL on this machine), with the same headers and body: for benchmarks that put
-	// another order path under the same shoppers (internal/tools/benchcampaign). Everything else
+	// another order path under the same shoppers (bench/benchcampaign). Everything else
 	// still goes to BaseURL.
 	OrderURL string
 	// RetryFor, when above 0, makes every shopper (and the seller) a client that rides out a fault:
@@ -191,7 +191,7 @@ type Config struct {
 	// order up to five times on a 503, as before).
 	RetryFor time.Duration
 	// Observe, when set, is told of every measured request as its answer (or failure) arrives: for
-	// tools that set the answers on a timeline (internal/chaos). It must be safe for concurrent use
+	// tools that set the answers on a timeline (internal/dev/chaos). It must be safe for concurrent use
 	// and return quickly.
 	Observe func(Observation)
 	// KeepOrders lists every order placed in Report.Placed: its shopper and key, and each order

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/internal/metrics"
-	"github.com/marketplace/checkout/internal/testenv"
 	"github.com/marketplace/checkout/outbox"
 )
 

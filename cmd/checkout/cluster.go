@@ -20,10 +20,10 @@ import (
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/auth"
-	"github.com/marketplace/checkout/internal/cluster"
 	"github.com/marketplace/checkout/internal/config"
-	"github.com/marketplace/checkout/internal/demo"
-	"github.com/marketplace/checkout/internal/pgserver"
+	"github.com/marketplace/checkout/internal/dev/cluster"
+	"github.com/marketplace/checkout/internal/dev/demo"
+	"github.com/marketplace/checkout/internal/dev/pgserver"
 	"github.com/marketplace/checkout/worker"
 )
 

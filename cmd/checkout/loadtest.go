@@ -20,7 +20,7 @@ import (
 	"github.com/marketplace/checkout/audit"
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/config"
-	"github.com/marketplace/checkout/internal/pgserver"
+	"github.com/marketplace/checkout/internal/dev/pgserver"
 	"github.com/marketplace/checkout/loadgen"
 )
 

@@ -24,12 +24,12 @@ var layers = [][]string{
 	// Foundations: the database's generated queries and migrations, money, tokens, the codec,
 	// metrics, the payment provider's interface, the dev PostgreSQL and child processes.
 	{"db", "migrations", "internal/money", "internal/auth", "internal/codec", "internal/metrics", "payment",
-		"internal/pgserver", "internal/childproc", "deploy"},
+		"internal/dev/pgserver", "internal/dev/childproc", "deploy"},
 	// The business rules, each on its own tables.
-	{"inventory", "pricing", "availability", "outbox", "payment/paysim", "internal/config", "internal/demo",
-		"internal/devtemporal", "internal/devprometheus", "features"},
+	{"inventory", "pricing", "availability", "outbox", "payment/paysim", "internal/config", "internal/dev/demo",
+		"internal/dev/devtemporal", "internal/dev/devprometheus", "features"},
 	// The order's lifecycle, over the stock and prices it is made of.
-	{"cart", "internal/cluster", "order"},
+	{"cart", "internal/dev/cluster", "order"},
 	// The saga's steps.
 	{"activities"},
 	// The saga and its frozen earlier releases.
@@ -43,8 +43,8 @@ var layers = [][]string{
 }
 
 // tools are for tests and benchmarks only: nothing in layers may import them.
-var tools = []string{"internal/testenv", "internal/benchkit", "internal/benchdata", "internal/chaos", "internal/tools/chaos", "internal/tools/benchcampaign",
-	"internal/tools/benchcost", "internal/tools/benchorders", "internal/tools/benchreserve", "internal/architecture", "e2e"}
+var tools = []string{"internal/dev/testenv", "internal/dev/benchkit", "internal/dev/benchdata", "internal/dev/chaos", "bench/chaos", "bench/benchcampaign",
+	"bench/benchcost", "bench/benchorders", "bench/benchreserve", "internal/architecture", "e2e"}
 
 func TestImports_FollowTheLayers(t *testing.T) {
 	layerOf := map[string]int{}

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/marketplace/checkout/internal/testenv"
+	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/payment"
 	"github.com/marketplace/checkout/payment/paysim"
 )

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strings"
+	"time"
+)
+
+// The section of `-stack cluster` in docs/benchmarks.md.
+const (
+	clusterStartMarker = "<!-- cluster-bench:start -->"
+	clusterEndMarker   = "<!-- cluster-bench:end -->"
+)
+
+// devFigures is the dev stack's run of what at n shoppers, from docs/bench-campaign.json (the
+// campaign section's figures), to set beside the cluster's.
+func devFigures(what string, n int) (Run, time.Time, bool) {
+	raw, err := os.ReadFile("docs/bench-campaign.json")
+	if err != nil {
+		return Run{}, time.Time{}, false
+	}
+	var dev Results
+	if json.Unmarshal(raw, &dev) != nil || dev.Stack == stackCluster {
+		return Run{}, time.Time{}, false
+	}
+	r, ok := dev.find(what, n)
+	return r, dev.StartedAt, ok
+}
+
+// renderCluster writes the cluster's section of docs/benchmarks.md.
+func renderCluster(res Results, window time.Duration) string {
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	counts := res.counts()
+	w("%s\n## Campaign traffic through `make cluster`'s shape, beside its own floor\n\n", clusterStartMarker)
+	w("Written by `make bench-cluster` (bench/benchcampaign with `-stack cluster`); running it again replaces this section.\n\n")
+	w("%s", commandAndMachine(res, window, "make bench-cluster", "-stack cluster ",
+		"The cluster's processes, the load generator and the floor's worker"))
+	w("- Stack: `bin/checkout cluster` as `make cluster` starts it, on ports of its own: one private PostgreSQL " +
+		"cluster (durable commits) with the product's database and Temporal's two; the Temporal server 1.29.1 as four " +
+		"processes (frontend, history, matching, worker) with 16 history shards, the product's dynamic config and the " +
+		"server's defaults otherwise (four partitions per task queue); two workers and two API replicas, HAProxy in " +
+		"front of them. The shoppers reach the API through HAProxy.\n")
+	w("- The runs are those of the campaign section above: **saga, campaign mix** and **saga, all tok_ok** are " +
+		"`checkout loadgen` shoppers; the **floor** is empty workflows started as the API starts an order " +
+		"(Update-with-Start, waiting for the update's answer) against the cluster's frontend, their worker in this tool.\n\n")
+
+	w("| run | shoppers | per second | POST /orders (floor: update answer) p50 / p99 ms | ÷ floor, per second | answers |\n")
+	w("|---|---:|---:|---:|---:|---|\n")
+	for _, n := range counts {
+		f, _ := res.find(runFloor, n)
+		for _, s := range series {
+			r, ok := res.find(s.what, n)
+			if !ok {
+				continue
+			}
+			w("| %s | %d | %.1f | %.0f / %.0f | %s | %s |\n", s.label, n, r.PerSecond, r.P50Ms, r.P99Ms,
+				ratio(r.PerSecond, f.PerSecond), answers(r))
+		}
+		for _, what := range []string{runFloor, runCampaign} {
+			if r, at, ok := devFigures(what, n); ok {
+				w("| dev stack (`make run`), %s, measured %s | %d | %.1f | %.0f / %.0f | | |\n", labelOf(what),
+					at.Format("2006-01-02"), n, r.PerSecond, r.P50Ms, r.P99Ms)
+			}
+		}
+	}
+
+	w("\nWhere the time went, per run (CPU in %% of one CPU, the machine has %d × 100 %%; PostgreSQL: mean client "+
+		"backends running a statement, of them waiting on a heavyweight lock, and inside a transaction waiting for "+
+		"their client; Temporal persistence: the four services' calls to PostgreSQL per second, their mean latency and "+
+		"how many were under way on average, and the operation that took most of their time):\n\n", res.CPUs)
+	w("| run | shoppers | checkout (API replicas and workers) %% | Temporal (four services, UI) %% | HAProxy %% | PostgreSQL %% | this tool %% | other %% | idle %% | PG active / lock / idle in tx | Temporal persistence calls/s, mean ms, in flight | its heaviest operation |\n")
+	w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	writeWindows(&b, res, func(c CPU) []float64 {
+		return []float64{c.Checkout, c.Temporal, c.Balancer, c.Postgres, c.Driver, c.OtherPct, c.IdlePct}
+	})
+	w("\n%s\n\n", clusterReading(res))
+	if p := clusterProjection(res); p != "" {
+		w("%s\n\n", p)
+	}
+	writeOutcome(&b, res, "")
+	w("%s\n", clusterEndMarker)
+	return b.String()
+}
+
+func labelOf(what string) string {
+	for _, s := range series {
+		if s.what == what {
+			return s.label
+		}
+	}
+	return what
+}
+
+// clusterReading says, from the figures, where the campaign run at the highest count spent its
+// CPU and what an order cost Temporal's persistence beside an empty workflow.
+func clusterReading(res Results) string {
+	n, c, ok := res.highestCampaign()
+	if !ok {
+		return ""
+	}
+	cpu := c.Window.CPU
+	parts := []struct {
+		name string
+		pct  float64
+	}{{"the checkout's API replicas and workers", cpu.Checkout}, {"the Temporal server", cpu.Temporal},
+		{"PostgreSQL", cpu.Postgres}, {"the load generator", cpu.Driver}, {"HAProxy", cpu.Balancer}}
+	sort.Slice(parts, func(i, j int) bool { return parts[i].pct > parts[j].pct })
+	var b strings.Builder
+	saturated := "not saturated"
+	if cpu.IdlePct < 10*float64(res.CPUs) {
+		saturated = "saturated"
+	}
+	fmt.Fprintf(&b, "Read from the campaign run at %d shoppers: the CPUs were %s (%.0f %% idle of %d × 100 %%); ", n,
+		saturated, cpu.IdlePct, res.CPUs)
+	fmt.Fprintf(&b, "the largest share went to %s (%.0f %%), then %s (%.0f %%) and %s (%.0f %%); HAProxy took %.0f %%. ",
+		parts[0].name, parts[0].pct, parts[1].name, parts[1].pct, parts[2].name, parts[2].pct, cpu.Balancer)
+	if f, ok := res.find(runFloor, n); ok {
+		cp, fp := c.Window.Persistence, f.Window.Persistence
+		if cp != nil && fp != nil && c.Placed > 0 && f.Created > 0 {
+			fmt.Fprintf(&b, "Per order placed the Temporal server made %.0f persistence calls to PostgreSQL, against %.0f "+
+				"per empty workflow of the floor. ", cp.PerSecond*c.Seconds/float64(c.Placed), fp.PerSecond*f.Seconds/float64(f.Created))
+		}
+	}
+	pg := c.Window.PG
+	fmt.Fprintf(&b, "PostgreSQL, which here serves both the checkout and Temporal, had %.2f backends running a statement "+
+		"and %.2f waiting on a lock on average.", pg.Active, pg.Lock)
+	if cpu.Other > 0.15 {
+		fmt.Fprintf(&b, " Processes outside the benchmark took %.0f %% of the machine during this run (the load average "+
+			"went from %.1f to %.1f): the figures are what the cluster kept for itself on a shared machine, below what it "+
+			"does on a quiet one, and the dev stack's figures beside them were measured at another time.",
+			100*cpu.Other, res.LoadBefore, res.LoadAfter)
+	}
+	return b.String()
+}
+
+// clusterProjection says, from the CPU each part spent per order in the campaign run at the
+// highest count, what more hosts would change. It is a projection, and says so: it assumes each
+// part's CPU per order stays what it was here when the part gets machines of its own.
+func clusterProjection(res Results) string {
+	n, c, ok := res.highestCampaign()
+	if !ok || c.PerSecond <= 0 {
+		return ""
+	}
+	cpu := c.Window.CPU
+	perOrder := func(pct float64) float64 { return 10 * pct / c.PerSecond } // ms of CPU per order
+	checkout, temporal, pg := perOrder(cpu.Checkout), perOrder(cpu.Temporal), perOrder(cpu.Postgres)
+	if checkout <= 0 || temporal <= 0 || pg <= 0 {
+		return ""
+	}
+	const cores = 8.0 // a host of the projection
+	var b strings.Builder
+	fmt.Fprintf(&b, "**Projection, not a measurement.** In the campaign run at %d shoppers each order cost %.0f ms of CPU "+
+		"in the checkout's API replicas and workers, %.0f ms in the Temporal server and %.0f ms in PostgreSQL (which "+
+		"served both). On this machine all of them share 2 CPUs, so adding history hosts, shards or workers here only "+
+		"adds processes competing for the same CPUs. Given hosts of their own, and if those costs per order held, ", n,
+		checkout, temporal, pg)
+	fmt.Fprintf(&b, "each %.0f-core host would carry about %.0f orders/s of checkout work (API replicas and workers scale out "+
+		"behind HAProxy: add them until Temporal or PostgreSQL is the limit), about %.0f orders/s of Temporal work (history "+
+		"hosts with the shards spread over them: more shards than hosts, so that a shard's writes are not the queue; the "+
+		"shard count is fixed when the cluster is created), and a %.0f-core PostgreSQL about %.0f orders/s; the design's "+
+		"~1,000 orders/s at a campaign peak would take on that reading about %.0f checkout hosts, %.0f history hosts and "+
+		"%.0f cores of PostgreSQL, split between the checkout's database and Temporal's. Costs per order fall on a machine that is not "+
+		"saturated (less waiting and context switching), so these are cautious figures.", cores,
+		cores*1000/checkout, cores*1000/temporal, 2*cores, 2*cores*1000/pg,
+		math.Ceil(1000*checkout/(cores*1000)), math.Ceil(1000*temporal/(cores*1000)), math.Ceil(pg))
+	return b.String()
+}

@@ -1,0 +1,522 @@
+// Command benchcampaign is `make bench-campaign`: the whole checkout under campaign traffic
+// (internal `checkout loadgen` shoppers against `checkout dev`, as `make run` starts it) at 10, 50
+// and 200 shoppers, beside two baselines measured on the same stack in the same run:
+//
+//   - the Temporal dev server's floor: empty workflows started the way the API starts an order
+//     (Update-with-Start, waiting for the update's answer), at the same concurrency;
+//   - a plain checkout endpoint without Temporal (plain.go), one PostgreSQL transaction per order,
+//     driven by the same shoppers as the saga with the same payment-free mix: the cost of
+//     durability as a ratio.
+//
+// With -promotions it measures what coupons and campaigns cost instead (promotions.go).
+//
+// During each run it reads where the CPU went (checkout dev, the Temporal dev server, PostgreSQL,
+// this tool), what PostgreSQL's backends waited on, and what the dev server's SQLite persistence
+// did. It ends with the invariant audit, writes its section of docs/benchmarks.md and plots
+// throughput and p99 against shoppers into docs/bench-campaign.png.
+//
+// With -stack cluster it measures `checkout cluster` instead (as `make cluster` starts it: HAProxy,
+// API replicas and workers, the Temporal server as four processes on PostgreSQL): the floor against
+// the cluster's frontend and the saga's runs, at 50 and 200 shoppers, into a section of its own
+// (cluster.go).
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/marketplace/checkout/audit"
+	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/internal/config"
+	"github.com/marketplace/checkout/internal/dev/benchkit"
+	"github.com/marketplace/checkout/loadgen"
+)
+
+const (
+	startMarker = "<!-- campaign-bench:start -->"
+	endMarker   = "<!-- campaign-bench:end -->"
+)
+
+// The runs of one shopper count.
+const (
+	runFloor    = "floor"    // empty workflows, Update-with-Start
+	runCampaign = "campaign" // the saga, campaign payment mix
+	runSagaOK   = "saga-ok"  // the saga, every order tok_ok
+	runPlainOK  = "plain-ok" // the plain endpoint, the same shoppers and mix
+	// runPromo is the saga with the campaign mix as runCampaign, half of the orders with a coupon
+	// and a campaign price on the hot SKUs: what coupons and campaigns cost beside it.
+	runPromo = "campaign-promo"
+)
+
+// The promotions of runPromo.
+const (
+	promoCouponShare = 0.5
+	promoCampaignHot = loadgen.DefaultCampaignHot
+)
+
+// withPromotions puts runPromo's coupon and campaign on a load run.
+func withPromotions(c *loadgen.Config) {
+	c.CouponShare, c.CampaignHot = promoCouponShare, promoCampaignHot
+}
+
+// okMix sends every order with tok_ok: the mix the saga and the plain endpoint are compared on
+// (the plain endpoint has no payment step).
+var okMix = loadgen.Mix{loadgen.ScenarioOK: 1}
+
+func main() {
+	shoppers := flag.String("shoppers", "10,50,200", "shopper counts (concurrent clients), comma-separated")
+	window := flag.Duration("window", 20*time.Second, "load phase of each run")
+	out := flag.String("out", "docs/benchmarks.md", "the document to write the section into")
+	plot := flag.String("plot", "docs/bench-campaign.png", "the plot of throughput and p99 against shoppers")
+	from := flag.String("from", "", "write the section and the plot from the JSON of an earlier run, without measuring")
+	jsonOut := flag.String("json", "docs/bench-campaign.json", "every figure as JSON, for scripts (empty: none)")
+	admission := flag.Bool("admission", false, "measure the admission control section instead: one shopper count past the knee "+
+		"(-shoppers, default 200) for -window (default 30s), on a stack with admission control off and on one with it on; "+
+		"-json defaults to docs/bench-admission.json")
+	promotions := flag.Bool("promotions", false, "measure the coupons and campaigns section instead: the campaign mix "+
+		"with and without a coupon and a hot-SKU campaign, in turns on one stack, at one shopper count (-shoppers, default 30, below the knee of the campaign section); "+
+		"-json defaults to docs/bench-promotions.json")
+	stack := flag.String("stack", stackDev, "the stack measured: dev (bin/checkout dev, as make run starts it) or cluster "+
+		"(bin/checkout cluster, as make cluster starts it: the floor and the saga's runs, at 50 and 200 shoppers unless -shoppers says "+
+		"otherwise, into a section of its own and docs/bench-cluster.json, no plot)")
+	flag.Parse()
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *admission {
+		if !set["shoppers"] {
+			*shoppers = "200"
+		}
+		if !set["window"] {
+			*window = 30 * time.Second
+		}
+		if !set["json"] {
+			*jsonOut = "docs/bench-admission.json"
+		}
+	}
+	if *promotions {
+		if !set["shoppers"] {
+			*shoppers = "30"
+		}
+		if !set["json"] {
+			*jsonOut = "docs/bench-promotions.json"
+		}
+	}
+	switch *stack {
+	case stackDev:
+	case stackCluster:
+		if !set["shoppers"] {
+			*shoppers = "50,200"
+		}
+		if !set["json"] {
+			*jsonOut = "docs/bench-cluster.json"
+		}
+	default:
+		log.Fatalf("--stack %q: dev or cluster", *stack)
+	}
+	log.SetFlags(0)
+	log.SetPrefix("benchcampaign: ")
+	var counts []int
+	for _, f := range strings.Split(*shoppers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > loadgen.MaxShoppers {
+			log.Fatalf("--shoppers: %q is not a count between 1 and %d", f, loadgen.MaxShoppers)
+		}
+		counts = append(counts, n)
+	}
+	if *window < 5*time.Second || *window > 10*time.Minute {
+		log.Fatal("--window: between 5s and 10m")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if *admission {
+		if len(counts) != 1 {
+			log.Fatal("-admission: one shopper count")
+		}
+		if err := mainAdmission(ctx, counts[0], *window, *from, *jsonOut, *out); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	if *promotions {
+		if len(counts) != 1 {
+			log.Fatal("-promotions: one shopper count")
+		}
+		if err := mainPromotions(ctx, counts[0], *window, *from, *jsonOut, *out); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	var res Results
+	var err error
+	if *from != "" {
+		// Only the writing: the figures of an earlier run.
+		raw, err := os.ReadFile(*from)
+		if err == nil {
+			err = json.Unmarshal(raw, &res)
+		}
+		if err != nil {
+			log.Fatalf("--from: %v", err)
+		}
+		*window = time.Duration(res.WindowSeconds * float64(time.Second))
+	} else if res, err = run(ctx, counts, *window, *stack); err != nil {
+		log.Fatal(err)
+	}
+	if *jsonOut != "" && *from == "" {
+		b, _ := json.MarshalIndent(res, "", "  ")
+		if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
+			log.Fatal(err)
+		}
+	}
+	var section string
+	if res.Stack == stackCluster {
+		section = renderCluster(res, *window)
+		err = benchkit.WriteSection(*out, clusterStartMarker, clusterEndMarker, section)
+	} else {
+		if err := drawPlot(*plot, res); err != nil {
+			log.Fatal(err)
+		}
+		section = render(res, *window, *plot, *out)
+		err = benchkit.WriteSection(*out, startMarker, endMarker, section)
+	}
+	fmt.Print(section)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if !res.Audit.OK() {
+		log.Fatalf("the audit found %d violations (listed in the section)", len(res.Audit.Violations))
+	}
+}
+
+// Window is what the machine did during one measured load phase.
+type Window struct {
+	CPU         CPU          `json:"cpu"`
+	PG          PGWaits      `json:"postgres"`
+	Persistence *Persistence `json:"temporalPersistence,omitempty"`
+}
+
+// Run is one measured run: for the floor, workflows; otherwise orders placed through POST /orders.
+type Run struct {
+	What     string  `json:"what"`
+	Shoppers int     `json:"shoppers"`
+	Seconds  float64 `json:"seconds"`
+	// Created is how many orders were answered 201 (the floor: workflows that answered), and
+	// PerSecond that over the load phase; Placed counts every POST /orders, whatever its answer.
+	Created   int64   `json:"created"`
+	PerSecond float64 `json:"createdPerSecond"`
+	Placed    int64   `json:"placed"`
+	P50Ms     float64 `json:"p50Ms"`
+	P95Ms     float64 `json:"p95Ms"`
+	P99Ms     float64 `json:"p99Ms"`
+	// Errors are answers of 5xx or none at all; Unexpected, orders that ended otherwise than their
+	// scenario says; Mismatches, repeated keys whose answers differed.
+	Errors     int64           `json:"errors"`
+	Unexpected int64           `json:"unexpected"`
+	Mismatches int             `json:"mismatches"`
+	Answers    []loadgen.Count `json:"answers,omitempty"`
+	Window     Window          `json:"window"`
+	// Refusals are POST /orders' error answers by code, every try counted (BUSY among them).
+	Refusals []loadgen.ErrorCount `json:"refusals,omitempty"`
+	// CouponOrders are the orders placed with the run's coupon, and Coupons what the previews
+	// with it said of it (runPromo only).
+	CouponOrders int64           `json:"couponOrders,omitempty"`
+	Coupons      []loadgen.Count `json:"coupons,omitempty"`
+}
+
+// The stacks measured (-stack).
+const (
+	stackDev     = "dev"
+	stackCluster = "cluster"
+)
+
+// Results are everything one invocation measured.
+type Results struct {
+	// Stack is the stack measured: dev (also for figures from before there was a choice) or cluster.
+	Stack         string       `json:"stack,omitempty"`
+	StartedAt     time.Time    `json:"startedAt"`
+	WindowSeconds float64      `json:"windowSeconds"`
+	CPUs          int          `json:"cpus"`
+	CPUModel      string       `json:"cpuModel"`
+	LoadBefore    float64      `json:"loadAverageBefore"`
+	LoadAfter     float64      `json:"loadAverageAfter"`
+	Runs          []Run        `json:"runs"`
+	Audit         audit.Report `json:"audit"`
+	PlainSettle   int          `json:"plainOrdersSettled"`
+}
+
+// find returns the run of what at shoppers.
+func (r Results) find(what string, shoppers int) (Run, bool) {
+	for _, x := range r.Runs {
+		if x.What == what && x.Shoppers == shoppers {
+			return x, true
+		}
+	}
+	return Run{}, false
+}
+
+// bench is what the runs share.
+type bench struct {
+	stack   *benchkit.Stack
+	procs   procs
+	pg      *pgSampler
+	metrics []string // the Temporal server's /metrics (the cluster: one per service)
+	floor   *benchkit.Floor
+	plain   *plain
+}
+
+func run(ctx context.Context, counts []int, window time.Duration, stack string) (Results, error) {
+	res := Results{Stack: stack, StartedAt: time.Now().UTC(), WindowSeconds: window.Seconds(), CPUs: benchkit.OnlineCPUs(),
+		CPUModel: benchkit.CPUModel(), LoadBefore: benchkit.LoadAverage()}
+	onCluster := stack == stackCluster
+	var s *benchkit.Stack
+	var err error
+	if onCluster {
+		log.Printf("starting the cluster: the Temporal server as four processes, two workers, two API replicas behind HAProxy")
+		s, err = benchkit.StartCluster(ctx, "checkout-bench-cluster-", "--apis", "2", "--workers", "2")
+	} else {
+		log.Printf("starting the dev stack")
+		s, err = benchkit.StartStack(ctx, "checkout-bench-campaign-", admissionOff...)
+	}
+	if err != nil {
+		return res, err
+	}
+	defer s.Stop()
+	b := &bench{stack: s}
+	if onCluster {
+		b.procs, err = findClusterProcs(s.Dir)
+		b.metrics = s.TemporalServiceMetrics
+	} else {
+		b.procs, err = findProcs(s.Cmd.Process.Pid, s.Dir)
+		b.metrics = []string{s.TemporalMetrics}
+	}
+	if err != nil {
+		return res, err
+	}
+	if b.pg, err = startPGSampler(ctx, s.DatabaseURL, 100*time.Millisecond); err != nil {
+		return res, err
+	}
+	defer b.pg.close()
+	if b.floor, err = benchkit.StartFloor(s); err != nil {
+		return res, err
+	}
+	defer b.floor.Close()
+	cfg, err := config.Load(func(string) string { return "" })
+	if err != nil {
+		return res, err
+	}
+	// The plain endpoint is the same on either stack: it is measured beside the dev stack only.
+	if !onCluster {
+		if b.plain, err = startPlain(ctx, s.DatabaseURL, cfg.DBMaxConns, []byte(s.Secret), cfg.HoldTTL); err != nil {
+			return res, err
+		}
+		defer b.plain.close()
+	}
+
+	log.Printf("warming up")
+	if _, err := b.loadRun(ctx, "warm-up", 10, 5*time.Second, loadgen.CampaignMix, ""); err != nil {
+		return res, err
+	}
+	for _, n := range counts {
+		// The runs of a count take turns going first from one count to the next.
+		steps := []func() (Run, error){
+			func() (Run, error) { return b.floorRun(ctx, n, window) },
+			func() (Run, error) { return b.loadRun(ctx, runCampaign, n, window, loadgen.CampaignMix, "") },
+			func() (Run, error) { return b.loadRun(ctx, runSagaOK, n, window, okMix, "") },
+		}
+		if !onCluster {
+			steps = append(steps, func() (Run, error) { return b.loadRun(ctx, runPlainOK, n, window, okMix, b.plain.URL) })
+		}
+		for i := range steps {
+			r, err := steps[(i+slices.Index(counts, n))%len(steps)]()
+			if err != nil {
+				return res, err
+			}
+			log.Printf("%s at %d shoppers: %.1f/s, p99 %.0f ms, CPU checkout %.0f%% temporal %.0f%% postgres %.0f%% tool %.0f%% other %.0f%%",
+				r.What, n, r.PerSecond, r.P99Ms, r.Window.CPU.Checkout, r.Window.CPU.Temporal, r.Window.CPU.Postgres,
+				r.Window.CPU.Driver, r.Window.CPU.OtherPct)
+			res.Runs = append(res.Runs, r)
+		}
+	}
+
+	// The plain endpoint's orders never pay and no hold of the product knows them: cancel them and
+	// give their stock back, then audit everything the runs left.
+	pool, err := db.Connect(ctx, s.DatabaseURL, 8)
+	if err != nil {
+		return res, err
+	}
+	defer pool.Close()
+	if res.PlainSettle, err = settlePlain(ctx, pool); err != nil {
+		return res, fmt.Errorf("settling the plain orders: %w", err)
+	}
+	log.Printf("auditing")
+	res.Audit, err = audit.Run(ctx, pool, audit.Options{HoldTTL: cfg.HoldTTL, SweeperPeriod: time.Minute,
+		Visibility: b.floor.Client(), TaskQueue: cfg.TaskQueue})
+	if err != nil {
+		return res, fmt.Errorf("audit: %w", err)
+	}
+	res.LoadAfter = benchkit.LoadAverage()
+	return res, nil
+}
+
+// quiet waits (up to a minute) until the stack has settled from the previous run: its processes
+// together below a fifth of one CPU.
+func (b *bench) quiet() {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		if b.procs.stackBusy(time.Second) < 20 {
+			return
+		}
+	}
+}
+
+// sampler takes the readings of one load phase.
+type sampler struct {
+	b        *bench
+	from, to time.Time
+	cpu      [2]cpuSnap
+	persist  [2]persistence
+	err      error
+}
+
+func (s *sampler) mark(i int) {
+	snap, err := s.b.procs.snap()
+	s.err = cmp.Or(s.err, err)
+	s.cpu[i] = snap
+	if len(s.b.metrics) > 0 {
+		if p, err := scrapePersistence(context.Background(), s.b.metrics); err == nil {
+			s.persist[i] = p
+		}
+	}
+	if i == 0 {
+		s.from = time.Now()
+	} else {
+		s.to = time.Now()
+	}
+}
+
+func (s *sampler) window() Window {
+	return Window{CPU: cpuBetween(s.cpu[0], s.cpu[1], s.b.procs.cpus), PG: s.b.pg.between(s.from, s.to),
+		Persistence: persistenceBetween(s.persist[0], s.persist[1])}
+}
+
+// floorRun starts empty workflows from n clients, one after another each, for d.
+func (b *bench) floorRun(ctx context.Context, n int, d time.Duration) (Run, error) {
+	b.quiet()
+	log.Printf("%s at %d clients", runFloor, n)
+	tag := strconv.FormatInt(time.Now().UnixNano(), 36)
+	sm := &sampler{b: b}
+	var mu sync.Mutex
+	var lat []time.Duration
+	var errs int64
+	var firstErr error
+	var wg sync.WaitGroup
+	sm.mark(0)
+	stopAt := time.Now().Add(d)
+	for c := range n {
+		wg.Go(func() {
+			for i := 0; time.Now().Before(stopAt) && ctx.Err() == nil; i++ {
+				t := time.Now()
+				err := b.floor.Run(ctx, fmt.Sprintf("floor-%s-%d-%d", tag, c, i))
+				el := time.Since(t)
+				mu.Lock()
+				if err != nil {
+					errs++
+					firstErr = cmp.Or(firstErr, err)
+				} else {
+					lat = append(lat, el)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	sm.mark(1)
+	if err := cmp.Or(ctx.Err(), sm.err); err != nil {
+		return Run{}, err
+	}
+	if errs > 0 {
+		log.Printf("floor: %d errors, the first: %v", errs, firstErr)
+	}
+	secs := sm.to.Sub(sm.from).Seconds()
+	slices.Sort(lat)
+	return Run{What: runFloor, Shoppers: n, Seconds: secs, Created: int64(len(lat)), Placed: int64(len(lat)) + errs,
+		PerSecond: float64(len(lat)) / secs, P50Ms: benchkit.QuantileMs(lat, 0.50), P95Ms: benchkit.QuantileMs(lat, 0.95), P99Ms: benchkit.QuantileMs(lat, 0.99),
+		Errors: errs, Window: sm.window()}, nil
+}
+
+// loadRun is one run of the load generator with n shoppers for d; orderURL, when set, sends the
+// orders to the plain endpoint; with changes the load generator's configuration further.
+func (b *bench) loadRun(ctx context.Context, what string, n int, d time.Duration, mix loadgen.Mix, orderURL string,
+	with ...func(*loadgen.Config)) (Run, error) {
+	r, _, err := b.loadReport(ctx, what, n, d, mix, orderURL, with...)
+	return r, err
+}
+
+// loadReport is loadRun with the load generator's whole report.
+func (b *bench) loadReport(ctx context.Context, what string, n int, d time.Duration, mix loadgen.Mix, orderURL string,
+	with ...func(*loadgen.Config)) (Run, loadgen.Report, error) {
+	b.quiet()
+	log.Printf("%s at %d shoppers", what, n)
+	sm := &sampler{b: b}
+	cfg := loadgen.Config{BaseURL: b.stack.Base, MetricsURL: b.stack.Metrics, JWTSecret: b.stack.Secret, Shoppers: n, Duration: d, Mix: mix,
+		OrderURL: orderURL, Settle: 30 * time.Second,
+		OnPhase: func(phase string) {
+			if phase == loadgen.PhaseLoad {
+				sm.mark(0)
+			} else {
+				sm.mark(1)
+			}
+		}}
+	for _, f := range with {
+		f(&cfg)
+	}
+	if orderURL != "" {
+		// The plain endpoint's orders stay PENDING_PAYMENT: read each once, do not wait for them.
+		cfg.Settle = time.Millisecond
+	}
+	rep, err := loadgen.Run(ctx, cfg)
+	if err != nil {
+		return Run{}, rep, fmt.Errorf("%s at %d shoppers: %w", what, n, err)
+	}
+	if sm.err != nil {
+		return Run{}, rep, sm.err
+	}
+	r := Run{What: what, Shoppers: n, Seconds: rep.LoadSeconds, Placed: rep.Orders, Answers: rep.Answers,
+		Mismatches: len(rep.Mismatches), Window: sm.window(), CouponOrders: rep.CouponOrders, Coupons: rep.Coupons}
+	if orderURL == "" {
+		r.Unexpected = rep.Unexpected()
+	}
+	for _, a := range rep.Answers {
+		if a.Outcome == "CREATED" {
+			r.Created = a.Orders
+		}
+	}
+	r.PerSecond = float64(r.Created) / rep.LoadSeconds
+	for _, e := range rep.Endpoints {
+		if e.Endpoint == loadgen.EndpointOrder {
+			r.P50Ms, r.P95Ms, r.P99Ms = e.P50Ms, e.P95Ms, e.P99Ms
+		}
+	}
+	for _, e := range rep.Errors {
+		if (e.Status == 0 || e.Status >= 500) && !e.Expected { // BUSY is a refusal, as it should be
+			r.Errors += e.Count
+		}
+		if e.Endpoint == loadgen.EndpointOrder || strings.HasPrefix(e.Endpoint, loadgen.EndpointOrder+" (") {
+			r.Refusals = append(r.Refusals, e)
+		}
+	}
+	if r.Created == 0 {
+		return r, rep, errors.New(what + ": no order was created")
+	}
+	return r, rep, nil
+}

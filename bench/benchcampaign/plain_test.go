@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/internal/dev/demo"
+	"github.com/marketplace/checkout/internal/dev/testenv"
+	"github.com/marketplace/checkout/pricing"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// TestPlainCheckout_OneOrderPerKey_SettleGivesItsStockBack: the plain endpoint's transaction makes
+// one order per key with its stock reserved and no payment row, answers a repeat with the same
+// order, refuses the key with another body, and settlePlain cancels the order and gives its stock
+// back.
+func TestPlainCheckout_OneOrderPerKey_SettleGivesItsStockBack(t *testing.T) {
+	t.Parallel()
+	pool := testenv.Pool(t)
+	ctx := context.Background()
+	require.NoError(t, demo.Load(ctx, pool))
+	_, err := pool.Exec(ctx, `INSERT INTO carts (id, user_id, doc) VALUES ('u:7', 7, '{"items":[{"skuId":71,"sellerId":42,"quantity":2}]}')`)
+	require.NoError(t, err)
+	quote, err := pricing.Compute(ctx, db.New(pool), []pricing.Line{{SKUID: 71, Quantity: 2}})
+	require.NoError(t, err)
+	reserved := func() (n int) {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT sum(reserved) FROM inventory WHERE sku_id = 71`).Scan(&n))
+		return n
+	}
+	before := reserved()
+	p := &plain{pool: pool, hold: time.Minute}
+	req := plainRequest{PriceVersion: quote.PriceVersion, AddressID: 1, PaymentMethodToken: "tok_ok"}
+
+	first, err := p.checkout(ctx, 7, "k1", "h1", req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, first.status, "%v", first.body)
+	again, err := p.checkout(ctx, 7, "k1", "h1", req)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusCreated, again.status)
+	assert.Equal(t, first.body["orderId"], again.body["orderId"], "the same key, the same order")
+	reused, err := p.checkout(ctx, 7, "k1", "other", req)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusUnprocessableEntity, reused.status)
+	assert.Equal(t, before+2, reserved(), "reserved once")
+	var orders, placed, payments int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), (SELECT count(*) FROM outbox WHERE event_type = 'order.placed'),
+		(SELECT count(*) FROM payments) FROM orders`).Scan(&orders, &placed, &payments))
+	assert.Equal(t, 1, orders)
+	assert.Equal(t, 1, placed, "a repeat writes nothing")
+	assert.Zero(t, payments, "the plain checkout has no payment step")
+
+	n, err := settlePlain(ctx, pool)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	var status string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT status FROM orders WHERE id = $1`, first.body["orderId"]).Scan(&status))
+	assert.Equal(t, "CANCELLED", status)
+	assert.Equal(t, before, reserved(), "its stock is back")
+}

@@ -1,0 +1,461 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/marketplace/checkout/internal/dev/benchkit"
+)
+
+// procs are the processes of the stack under test: its checkout processes (`checkout dev`, API
+// and worker in one; or the cluster's API replicas and workers), its Temporal server (the dev
+// server, or the cluster's four services and UI), HAProxy (the cluster's) and its PostgreSQL
+// cluster (the postmaster and its children).
+type procs struct {
+	checkout, temporal, balancer []int
+	postmaster                   int
+	cpus                         int
+}
+
+// findProcs finds the dev server and the postmaster among the children of `checkout dev`.
+func findProcs(checkoutPID int, dataDir string) (procs, error) {
+	p := procs{checkout: []int{checkoutPID}, cpus: benchkit.OnlineCPUs()}
+	var err error
+	if p.postmaster, err = benchkit.PostmasterPID(filepath.Join(dataDir, "pg")); err != nil {
+		return p, fmt.Errorf("postmaster.pid: %w", err)
+	}
+	for _, pid := range benchkit.PIDs() {
+		if st, err := benchkit.ProcTimes(pid); err == nil && st.PPID == checkoutPID && st.Comm == "temporal" {
+			p.temporal = append(p.temporal, pid)
+		}
+	}
+	if len(p.temporal) == 0 {
+		return p, fmt.Errorf("no temporal process under `checkout dev` (pid %d)", checkoutPID)
+	}
+	return p, nil
+}
+
+// findClusterProcs reads the processes of `checkout cluster` from its processes.json.
+func findClusterProcs(dataDir string) (procs, error) {
+	p := procs{cpus: benchkit.OnlineCPUs()}
+	var err error
+	if p.postmaster, err = benchkit.PostmasterPID(filepath.Join(dataDir, "pg")); err != nil {
+		return p, fmt.Errorf("postmaster.pid: %w", err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dataDir, "processes.json"))
+	if err != nil {
+		return p, err
+	}
+	var state map[string]struct {
+		Pid     int    `json:"pid"`
+		Service string `json:"service"`
+	}
+	if err := json.Unmarshal(raw, &state); err != nil {
+		return p, fmt.Errorf("processes.json: %w", err)
+	}
+	for _, x := range state {
+		switch {
+		case x.Service == "api" || x.Service == "worker":
+			p.checkout = append(p.checkout, x.Pid)
+		case strings.HasPrefix(x.Service, "temporal-"):
+			p.temporal = append(p.temporal, x.Pid)
+		case x.Service == "haproxy":
+			p.balancer = append(p.balancer, x.Pid)
+		}
+	}
+	if len(p.checkout) == 0 || len(p.temporal) == 0 || len(p.balancer) == 0 {
+		return p, errors.New("processes.json: no checkout, Temporal or HAProxy process")
+	}
+	return p, nil
+}
+
+// cpuSnap is one reading of the machine's CPU counters and of each party's share, in jiffies.
+type cpuSnap struct {
+	at                                             time.Time
+	busy, total                                    float64 // the whole machine; busy counts time stolen by the hypervisor
+	checkout, temporal, balancer, postgres, driver float64
+}
+
+// jiffies is the CPU time of pids.
+func jiffies(pids []int) float64 {
+	var sum float64
+	for _, pid := range pids {
+		if st, err := benchkit.ProcTimes(pid); err == nil {
+			sum += st.UTime + st.STime
+		}
+	}
+	return sum
+}
+
+func (p procs) snap() (cpuSnap, error) {
+	s := cpuSnap{at: time.Now()}
+	var err error
+	if s.busy, s.total, err = benchkit.MachineJiffies(); err != nil {
+		return s, err
+	}
+	s.checkout, s.temporal, s.balancer = jiffies(p.checkout), jiffies(p.temporal), jiffies(p.balancer)
+	if j, err := benchkit.TreeJiffies(p.postmaster); err == nil {
+		s.postgres = j
+	}
+	s.driver = benchkit.SelfJiffies()
+	return s, nil
+}
+
+// CPU is what each party took during a measured window, in percent of one CPU (the machine has
+// CPUs × 100 %), and Other, the share of the whole machine that went to processes outside the
+// benchmark: the figure that says whether the window was disturbed.
+type CPU struct {
+	Checkout float64 `json:"checkoutDevPct"`
+	Temporal float64 `json:"temporalPct"`
+	Balancer float64 `json:"haproxyPct,omitempty"`
+	Postgres float64 `json:"postgresPct"`
+	Driver   float64 `json:"driverPct"`
+	OtherPct float64 `json:"otherPct"`
+	IdlePct  float64 `json:"idlePct"`
+	// Other is the share (0–1) of the machine's CPU time taken by other processes.
+	Other   float64 `json:"otherShare"`
+	Seconds float64 `json:"seconds"`
+}
+
+func cpuBetween(a, b cpuSnap, cpus int) CPU {
+	total := b.total - a.total
+	if total <= 0 {
+		return CPU{}
+	}
+	perCPU := total / float64(cpus) // jiffies of one CPU over the window
+	pct := func(x float64) float64 { return 100 * x / perCPU }
+	ours := (b.checkout - a.checkout) + (b.temporal - a.temporal) + (b.balancer - a.balancer) + (b.postgres - a.postgres) +
+		(b.driver - a.driver)
+	other := max((b.busy-a.busy)-ours, 0)
+	return CPU{Checkout: pct(b.checkout - a.checkout), Temporal: pct(b.temporal - a.temporal), Balancer: pct(b.balancer - a.balancer),
+		Postgres: pct(b.postgres - a.postgres), Driver: pct(b.driver - a.driver), OtherPct: pct(other),
+		IdlePct: pct(total - (b.busy - a.busy)), Other: other / total, Seconds: b.at.Sub(a.at).Seconds()}
+}
+
+// stackBusy is the stack's CPU (checkout, Temporal, HAProxy, PostgreSQL) over d, in percent of one CPU.
+func (p procs) stackBusy(d time.Duration) float64 {
+	a, err := p.snap()
+	if err != nil {
+		return 0
+	}
+	time.Sleep(d)
+	b, err := p.snap()
+	if err != nil {
+		return 0
+	}
+	c := cpuBetween(a, b, p.cpus)
+	return c.Checkout + c.Temporal + c.Balancer + c.Postgres
+}
+
+// PGWaits summarise pg_stat_activity samples of the stack's database: the mean number of client
+// backends in each state over the window, and which waits on heavyweight locks were seen most.
+type PGWaits struct {
+	Samples int `json:"samples"`
+	// Active is the mean number of backends running a statement; OnCPU those of them not waiting
+	// on anything; Lock waiting on a heavyweight lock (row, transaction id, tuple, relation,
+	// advisory); LWLock, IO and IPC the other waits; IdleInTx the backends inside a transaction
+	// waiting for their client's next statement (they hold their locks meanwhile).
+	Active   float64 `json:"active"`
+	OnCPU    float64 `json:"onCpu"`
+	Lock     float64 `json:"lock"`
+	LWLock   float64 `json:"lwlock"`
+	IO       float64 `json:"io"`
+	IPC      float64 `json:"ipc"`
+	IdleInTx float64 `json:"idleInTx"`
+	// LockSamples is the share of samples with at least one backend waiting on a lock.
+	LockSamples float64     `json:"lockSampleShare"`
+	TopLocks    []WaitCount `json:"topLocks"`
+	TopOther    []WaitCount `json:"topOtherWaits"`
+}
+
+// WaitCount is how many backend-samples waited on Event, running the statement named Query.
+type WaitCount struct {
+	Event string  `json:"event"`
+	Query string  `json:"query"`
+	Mean  float64 `json:"mean"`
+}
+
+type pgSample struct {
+	at                                           time.Time
+	active, cpu, lock, lwlock, io, ipc, idleInTx int
+	locks, other                                 map[string]int // "event\x00query" → backends
+}
+
+// pgSampler reads pg_stat_activity of the stack's database every interval.
+type pgSampler struct {
+	mu      sync.Mutex
+	samples []pgSample
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+var sqlcName = regexp.MustCompile(`-- name: (\w+)`)
+
+// queryName names a statement by its sqlc name, or by its first words.
+func queryName(q string) string {
+	if m := sqlcName.FindStringSubmatch(q); m != nil {
+		return m[1]
+	}
+	q = strings.Join(strings.Fields(q), " ")
+	if len(q) > 48 {
+		q = q[:48] + "…"
+	}
+	return q
+}
+
+func startPGSampler(ctx context.Context, url string, every time.Duration) (*pgSampler, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	s := &pgSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		defer conn.Close(context.Background())
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			smp, err := readActivity(ctx, conn)
+			if err != nil {
+				continue
+			}
+			s.mu.Lock()
+			s.samples = append(s.samples, smp)
+			s.mu.Unlock()
+		}
+	}()
+	return s, nil
+}
+
+func readActivity(ctx context.Context, conn *pgx.Conn) (pgSample, error) {
+	smp := pgSample{at: time.Now(), locks: map[string]int{}, other: map[string]int{}}
+	rows, err := conn.Query(ctx, `SELECT coalesce(wait_event_type, ''), coalesce(wait_event, ''), state, left(query, 300)
+		FROM pg_stat_activity
+		WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() AND datname = current_database()
+		  AND state IN ('active', 'idle in transaction')`)
+	if err != nil {
+		return smp, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var typ, event, state, query string
+		if err := rows.Scan(&typ, &event, &state, &query); err != nil {
+			return smp, err
+		}
+		if state != "active" {
+			smp.idleInTx++
+			continue
+		}
+		smp.active++
+		key := event + "\x00" + queryName(query)
+		switch typ {
+		case "":
+			smp.cpu++
+		case "Lock":
+			smp.lock++
+			smp.locks[key]++
+		case "LWLock":
+			smp.lwlock++
+			smp.other[typ+":"+key]++
+		case "IO":
+			smp.io++
+			smp.other[typ+":"+key]++
+		case "IPC":
+			smp.ipc++
+			smp.other[typ+":"+key]++
+		default:
+			smp.other[typ+":"+key]++
+		}
+	}
+	return smp, rows.Err()
+}
+
+// close stops the sampler.
+func (s *pgSampler) close() {
+	close(s.stop)
+	<-s.done
+}
+
+// between summarises the samples taken in [from, to].
+func (s *pgSampler) between(from, to time.Time) PGWaits {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var w PGWaits
+	locks, other := map[string]int{}, map[string]int{}
+	withLock := 0
+	for _, smp := range s.samples {
+		if smp.at.Before(from) || smp.at.After(to) {
+			continue
+		}
+		w.Samples++
+		w.Active += float64(smp.active)
+		w.OnCPU += float64(smp.cpu)
+		w.Lock += float64(smp.lock)
+		w.LWLock += float64(smp.lwlock)
+		w.IO += float64(smp.io)
+		w.IPC += float64(smp.ipc)
+		w.IdleInTx += float64(smp.idleInTx)
+		if smp.lock > 0 {
+			withLock++
+		}
+		for k, n := range smp.locks {
+			locks[k] += n
+		}
+		for k, n := range smp.other {
+			other[k] += n
+		}
+	}
+	if w.Samples == 0 {
+		return w
+	}
+	n := float64(w.Samples)
+	for _, v := range []*float64{&w.Active, &w.OnCPU, &w.Lock, &w.LWLock, &w.IO, &w.IPC, &w.IdleInTx} {
+		*v /= n
+	}
+	w.LockSamples = float64(withLock) / n
+	w.TopLocks, w.TopOther = top(locks, n, 3), top(other, n, 3)
+	return w
+}
+
+func top(m map[string]int, samples float64, k int) []WaitCount {
+	out := make([]WaitCount, 0, len(m))
+	for key, c := range m {
+		event, query, _ := strings.Cut(key, "\x00")
+		out = append(out, WaitCount{Event: event, Query: query, Mean: float64(c) / samples})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Mean != out[j].Mean {
+			return out[i].Mean > out[j].Mean
+		}
+		return out[i].Event+out[i].Query < out[j].Event+out[j].Query
+	})
+	return out[:min(k, len(out))]
+}
+
+// persistence is the dev server's persistence_latency histogram at one moment: per operation and
+// over all of them.
+type persistence struct {
+	at      time.Time
+	count   map[string]float64 // "service operation" → calls
+	sum     map[string]float64 // seconds
+	buckets map[float64]float64
+}
+
+// scrapePersistence reads the persistence metrics of the Temporal server, summed over its
+// processes' /metrics (the dev server has one, the cluster one per service).
+func scrapePersistence(ctx context.Context, urls []string) (persistence, error) {
+	p := persistence{at: time.Now(), count: map[string]float64{}, sum: map[string]float64{}, buckets: map[float64]float64{}}
+	var errs []error
+	for _, url := range urls {
+		errs = append(errs, scrapeInto(ctx, url, &p))
+	}
+	return p, errors.Join(errs...)
+}
+
+func scrapeInto(ctx context.Context, url string, p *persistence) error {
+	return benchkit.ScrapeMetrics(ctx, url, func(name string, l map[string]string, v float64) {
+		op := l["service_name"] + " " + l["operation"]
+		switch name {
+		case "persistence_latency_count":
+			p.count[op] += v
+		case "persistence_latency_sum":
+			p.sum[op] += v
+		case "persistence_latency_bucket":
+			le, err := strconv.ParseFloat(l["le"], 64)
+			if l["le"] == "+Inf" {
+				le, err = math.Inf(1), nil
+			}
+			if err == nil {
+				p.buckets[le] += v
+			}
+		}
+	})
+}
+
+// Persistence is what the Temporal server's persistence layer (the dev server's SQLite, the
+// cluster's PostgreSQL) did during a window.
+type Persistence struct {
+	PerSecond float64 `json:"callsPerSecond"`
+	MeanMs    float64 `json:"meanMs"`
+	P99Ms     float64 `json:"p99Ms"`
+	// InFlight is the mean number of persistence calls under way (total latency ÷ window): the
+	// dev server's SQLite store runs one write at a time, so above about 1 calls wait for each other.
+	InFlight float64     `json:"inFlight"`
+	TopOps   []OpLatency `json:"topOperations"`
+}
+
+// OpLatency is one persistence operation's rate and mean latency.
+type OpLatency struct {
+	Op        string  `json:"operation"`
+	PerSecond float64 `json:"perSecond"`
+	MeanMs    float64 `json:"meanMs"`
+	Share     float64 `json:"timeShare"`
+}
+
+func persistenceBetween(a, b persistence) *Persistence {
+	secs := b.at.Sub(a.at).Seconds()
+	if secs <= 0 || b.count == nil || a.count == nil {
+		return nil
+	}
+	var calls, total float64
+	var ops []OpLatency
+	for op, c := range b.count {
+		dc, ds := c-a.count[op], b.sum[op]-a.sum[op]
+		if dc <= 0 {
+			continue
+		}
+		calls += dc
+		total += ds
+		ops = append(ops, OpLatency{Op: op, PerSecond: dc / secs, MeanMs: 1000 * ds / dc, Share: ds})
+	}
+	if calls == 0 {
+		return &Persistence{}
+	}
+	for i := range ops {
+		ops[i].Share /= total
+	}
+	sort.Slice(ops, func(i, j int) bool { return ops[i].Share > ops[j].Share })
+	out := &Persistence{PerSecond: calls / secs, MeanMs: 1000 * total / calls, InFlight: total / secs,
+		TopOps: ops[:min(3, len(ops))]}
+	// p99 from the bucket deltas, linear within the bucket.
+	les := make([]float64, 0, len(b.buckets))
+	for le := range b.buckets {
+		les = append(les, le)
+	}
+	sort.Float64s(les)
+	want, prevLE, prevN := 0.99*calls, 0.0, 0.0
+	for _, le := range les {
+		n := b.buckets[le] - a.buckets[le]
+		if n >= want {
+			if math.IsInf(le, 1) {
+				out.P99Ms = 1000 * prevLE
+			} else if n > prevN {
+				out.P99Ms = 1000 * (prevLE + (le-prevLE)*(want-prevN)/(n-prevN))
+			} else {
+				out.P99Ms = 1000 * le
+			}
+			break
+		}
+		prevLE, prevN = le, n
+	}
+	return out
+}

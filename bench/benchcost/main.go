@@ -1,0 +1,328 @@
+// Command benchcost measures what one order costs the Temporal dev server, scenario by scenario:
+// persistence calls (history, matching, frontend) and visibility writes per order, beside an empty
+// Update-with-Start workflow measured on the same server. It writes the "Temporal cost of an
+// order" section of docs/benchmarks.md.
+//
+// Each configuration is its own `checkout dev` stack: this build with the dev server as `dev`
+// starts it, this build with the CLI's own search-attribute setting put back, and, when -baseline
+// names another build of the binary, that build. Orders run one scenario at a time, two shoppers,
+// each scenario's orders left to finish (abandoned holds to expire) before the next; the server's
+// idle rate, measured first, is taken off.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"math"
+	"os"
+	"os/signal"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/marketplace/checkout/internal/dev/benchkit"
+	"github.com/marketplace/checkout/loadgen"
+)
+
+const (
+	startMarker = "<!-- cost-bench:start -->"
+	endMarker   = "<!-- cost-bench:end -->"
+	holdTTL     = 15 * time.Second
+)
+
+// scenarios in the order they run; the campaign mix weighs them.
+var scenarios = []string{loadgen.ScenarioOK, loadgen.ScenarioDecline, loadgen.ScenarioTimeout, loadgen.Scenario3DSApprove,
+	loadgen.Scenario3DSDecline, loadgen.ScenarioCancel, loadgen.ScenarioAbandon}
+
+type config struct {
+	label, binary string
+	env           []string
+}
+
+// cost is what one order (or one empty workflow) cost, on average.
+type cost struct {
+	calls, visibility float64
+	byOp              map[string]float64
+}
+
+type result struct {
+	cfg       config
+	floor     cost
+	scenarios map[string]cost
+}
+
+func main() {
+	orders := flag.Int("orders", 20, "orders per scenario (and empty workflows for the floor)")
+	baseline := flag.String("baseline", "", "another build of bin/checkout to measure beside this one (a path)")
+	baselineLabel := flag.String("baseline-label", "baseline", "what to call the baseline build")
+	out := flag.String("out", "docs/benchmarks.md", "the document to write the section into")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	root, err := benchkit.ModuleRoot()
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := os.Chdir(root); err != nil {
+		log.Fatal(err)
+	}
+
+	var cfgs []config
+	if *baseline != "" {
+		cfgs = append(cfgs, config{label: *baselineLabel, binary: *baseline})
+	}
+	cfgs = append(cfgs,
+		config{label: "this build, dev server with the CLI's search-attribute setting", binary: "bin/checkout",
+			env: []string{"TEMPORAL_DEV_DYNAMIC_CONFIG=system.forceSearchAttributesCacheRefreshOnRead=true"}},
+		config{label: "this build", binary: "bin/checkout"})
+	started := time.Now().UTC()
+	var results []result
+	for _, c := range cfgs {
+		log.Printf("measuring %s", c.label)
+		r, err := measure(ctx, c, *orders)
+		if err != nil {
+			log.Fatalf("%s: %v", c.label, err)
+		}
+		results = append(results, r)
+	}
+	section := render(results, *orders, started)
+	fmt.Print(section)
+	if *out != "" {
+		if err := benchkit.WriteSection(*out, startMarker, endMarker, section); err != nil {
+			log.Fatal(err)
+		}
+	}
+}
+
+func measure(ctx context.Context, c config, n int) (result, error) {
+	env := append([]string{"HOLD_TTL=" + holdTTL.String(), "PAYMENT_RECONCILER_EVERY=1h", "SWEEPER_EVERY=1h",
+		"RECONCILER_EVERY=1h"}, c.env...)
+	st, err := benchkit.StartStackOf(ctx, c.binary, "benchcost-", env...)
+	if err != nil {
+		return result{}, err
+	}
+	defer st.Stop()
+	res := result{cfg: c, scenarios: map[string]cost{}}
+	time.Sleep(5 * time.Second) // start-up work (schedules, namespace) settles
+	idleFrom, err := scrape(ctx, st.TemporalMetrics)
+	if err != nil {
+		return res, err
+	}
+	idleStart := time.Now()
+	time.Sleep(15 * time.Second)
+	idleTo, err := scrape(ctx, st.TemporalMetrics)
+	if err != nil {
+		return res, err
+	}
+	idle := idleTo.minus(idleFrom).per(time.Since(idleStart).Seconds())
+
+	floor, err := benchkit.StartFloor(st)
+	if err != nil {
+		return res, err
+	}
+	a, err := scrape(ctx, st.TemporalMetrics)
+	if err != nil {
+		return res, err
+	}
+	t0 := time.Now()
+	for i := range n {
+		if err := floor.Run(ctx, fmt.Sprintf("floor-%d-%d", time.Now().UnixNano(), i)); err != nil {
+			return res, err
+		}
+	}
+	time.Sleep(2 * time.Second)
+	b, err := scrape(ctx, st.TemporalMetrics)
+	if err != nil {
+		return res, err
+	}
+	floor.Close()
+	res.floor = b.minus(a).less(idle, time.Since(t0).Seconds()).per(float64(n)).cost()
+
+	for _, sc := range scenarios {
+		cfg := loadgen.Defaults()
+		cfg.BaseURL, cfg.MetricsURL, cfg.JWTSecret = st.Base, st.Metrics, st.Secret
+		cfg.Shoppers, cfg.Orders, cfg.Duration = 2, n, 10*time.Minute
+		cfg.Mix = loadgen.Mix{sc: 1}
+		cfg.RepeatShare, cfg.HotShare = 0, 0
+		cfg.HoldTTL, cfg.WaitAbandoned, cfg.Settle = holdTTL, true, time.Minute
+		var from snapshot
+		var start time.Time
+		var scrapeErr error
+		cfg.OnPhase = func(p string) {
+			if p == loadgen.PhaseLoad {
+				from, scrapeErr = scrape(ctx, st.TemporalMetrics)
+				start = time.Now()
+			}
+		}
+		rep, err := loadgen.Run(ctx, cfg)
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", sc, err)
+		}
+		if scrapeErr != nil {
+			return res, scrapeErr
+		}
+		// What the orders left to do (holds asked to end, abandoned holds expiring) is theirs too.
+		time.Sleep(holdTTL + 5*time.Second)
+		to, err := scrape(ctx, st.TemporalMetrics)
+		if err != nil {
+			return res, err
+		}
+		placed := float64(rep.Orders)
+		if placed == 0 {
+			return res, fmt.Errorf("%s: no order placed", sc)
+		}
+		res.scenarios[sc] = to.minus(from).less(idle, time.Since(start).Seconds()).per(placed).cost()
+		log.Printf("  %-12s %.1f calls, %.1f visibility writes per order", sc, res.scenarios[sc].calls, res.scenarios[sc].visibility)
+	}
+	return res, nil
+}
+
+// snapshot is the dev server's persistence counters: "service operation" → calls, and the
+// visibility store's writes under "visibility operation".
+type snapshot map[string]float64
+
+func scrape(ctx context.Context, url string) (snapshot, error) {
+	s := snapshot{}
+	err := benchkit.ScrapeMetrics(ctx, url, func(name string, l map[string]string, v float64) {
+		switch {
+		case name == "persistence_requests":
+			s[l["service_name"]+" "+l["operation"]] += v
+		case name == "visibility_persistence_requests" && isVisibilityWrite(l["operation"]):
+			s["visibility "+l["operation"]] += v
+		}
+	})
+	return s, err
+}
+
+func isVisibilityWrite(op string) bool {
+	return strings.HasPrefix(op, "Record") || strings.HasPrefix(op, "Upsert") || strings.HasPrefix(op, "Delete")
+}
+
+func (s snapshot) minus(o snapshot) snapshot {
+	d := snapshot{}
+	for k, v := range s {
+		d[k] = v - o[k]
+	}
+	return d
+}
+
+// less takes off what the idle server does in secs (idle is per second).
+func (s snapshot) less(idle snapshot, secs float64) snapshot {
+	d := snapshot{}
+	for k, v := range s {
+		d[k] = v - idle[k]*secs
+	}
+	return d
+}
+
+func (s snapshot) per(n float64) snapshot {
+	d := snapshot{}
+	for k, v := range s {
+		d[k] = v / n
+	}
+	return d
+}
+
+func (s snapshot) cost() cost {
+	c := cost{byOp: map[string]float64{}}
+	for k, v := range s {
+		if strings.HasPrefix(k, "visibility ") {
+			c.visibility += v
+			continue
+		}
+		c.calls += v
+		c.byOp[k] = v
+	}
+	return c
+}
+
+// campaign weighs the scenarios as the campaign mix does.
+func (r result) campaign() cost {
+	var c cost
+	total := 0.0
+	for sc, w := range loadgen.CampaignMix {
+		x := r.scenarios[sc]
+		c.calls += w * x.calls
+		c.visibility += w * x.visibility
+		total += w
+	}
+	c.calls /= total
+	c.visibility /= total
+	return c
+}
+
+func render(results []result, n int, started time.Time) string {
+	var b strings.Builder
+	b.WriteString(startMarker + "\n## Temporal cost of an order, scenario by scenario\n\n")
+	b.WriteString("Written by `make bench-cost` (bench/benchcost); running it again replaces this section.\n\n")
+	fmt.Fprintf(&b, "- Command: `make bench-cost`, measured %s UTC on %d CPUs (%s), %s.\n", started.Format("2006-01-02 15:04"),
+		runtime.NumCPU(), benchkit.CPUModel(), runtime.Version())
+	fmt.Fprintf(&b, "- Each configuration is its own `checkout dev` stack (the Temporal dev server with SQLite). "+
+		"%d orders per scenario, two shoppers at a time, through the REST API as `checkout loadgen` places them; "+
+		"each scenario's orders are left to finish (3-D Secure answered, abandoned holds of %s expired, holds ended) "+
+		"before its counters are read, and the server's idle rate, measured first, is taken off. The floor is %d "+
+		"empty workflows started the way the API starts an order (Update-with-Start).\n", n, holdTTL, n)
+	b.WriteString("- Figures per order: persistence calls of the dev server's history, matching and frontend services " +
+		"(`persistence_requests`), then writes to its visibility store (`visibility_persistence_requests`), all of them " +
+		"in the same SQLite file. The campaign row weighs the scenarios as the campaign mix does " +
+		"(ok 35, 3ds-approve 25, 3ds-decline 5, abandon 10, decline 8, cancel 7, timeout 10).\n\n")
+	b.WriteString("| scenario |")
+	for _, r := range results {
+		fmt.Fprintf(&b, " %s: calls / visibility writes |", r.cfg.label)
+	}
+	b.WriteString("\n|---|")
+	for range results {
+		b.WriteString("---:|")
+	}
+	b.WriteString("\n")
+	row := func(name string, get func(result) cost) {
+		fmt.Fprintf(&b, "| %s |", name)
+		for _, r := range results {
+			c := get(r)
+			fmt.Fprintf(&b, " %s / %s |", num(c.calls), num(c.visibility))
+		}
+		b.WriteString("\n")
+	}
+	row("empty workflow (floor)", func(r result) cost { return r.floor })
+	for _, sc := range scenarios {
+		row(sc, func(r result) cost { return r.scenarios[sc] })
+	}
+	row("**campaign mix**", func(r result) cost { return r.campaign() })
+	b.WriteString("\n")
+	last := results[len(results)-1]
+	fmt.Fprintf(&b, "Where the calls of one order go in the last configuration (%s), for the scenarios that wait "+
+		"for the shopper (3ds-approve) and that do not (ok): %s; %s.\n", last.cfg.label,
+		topOps(last.scenarios[loadgen.Scenario3DSApprove], "3ds-approve"), topOps(last.scenarios[loadgen.ScenarioOK], "ok"))
+	b.WriteString(endMarker + "\n")
+	return b.String()
+}
+
+func topOps(c cost, name string) string {
+	type kv struct {
+		op string
+		v  float64
+	}
+	var ops []kv
+	for k, v := range c.byOp {
+		if v >= 0.5 {
+			ops = append(ops, kv{k, v})
+		}
+	}
+	sort.Slice(ops, func(i, j int) bool { return ops[i].v > ops[j].v })
+	parts := make([]string, len(ops))
+	for i, o := range ops {
+		parts[i] = fmt.Sprintf("%s %s", o.op, num(o.v))
+	}
+	return name + ": " + strings.Join(parts, ", ")
+}
+
+func num(v float64) string {
+	if math.Abs(v) < 0.05 {
+		v = 0
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64)
+}

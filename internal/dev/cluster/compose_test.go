@@ -1,0 +1,127 @@
+package cluster_test
+
+import (
+	"maps"
+	"os"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/marketplace/checkout/deploy"
+	"github.com/marketplace/checkout/internal/dev/cluster"
+)
+
+type composeService struct {
+	Image       string            `yaml:"image"`
+	Entrypoint  []string          `yaml:"entrypoint"`
+	Command     []string          `yaml:"command"`
+	Environment map[string]string `yaml:"environment"`
+	Volumes     []string          `yaml:"volumes"`
+	Ports       []string          `yaml:"ports"`
+}
+
+func readCompose(t *testing.T) map[string]composeService {
+	t.Helper()
+	raw, err := os.ReadFile("../../../deploy/docker-compose.yml")
+	require.NoError(t, err)
+	var doc struct {
+		Services map[string]composeService `yaml:"services"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &doc))
+	return doc.Services
+}
+
+// TestCompose_TheClustersServicesWithTheSameSettings: deploy/docker-compose.yml, which cannot run
+// here, describes what `make cluster` runs: the same services, each given the same settings by
+// name; the Temporal services run deploy/temporal-server.yaml with the cluster's arguments; the
+// schema job runs the cluster's temporal-sql-tool steps; HAProxy runs deploy/haproxy.cfg.
+func TestCompose_TheClustersServicesWithTheSameSettings(t *testing.T) {
+	t.Parallel()
+	services := readCompose(t)
+	plan := cluster.NewPlan(options(t.TempDir(), 2, 2))
+
+	settings := map[string][]string{} // service → the names of its settings
+	for _, p := range plan.All() {
+		keys := envKeys(p.Env)
+		if seen, ok := settings[p.Service]; ok {
+			assert.Equal(t, seen, keys, "every process of %s has the same settings", p.Service)
+		}
+		settings[p.Service] = keys
+	}
+	// PostgreSQL: internal/dev/pgserver. Prometheus and Grafana: compose only; on this machine
+	// `make run PROMETHEUS=1` runs Prometheus with the same rules.
+	want := append(slices.Collect(maps.Keys(settings)), "postgres", "prometheus", "grafana")
+	assert.ElementsMatch(t, want, slices.Collect(maps.Keys(services)), "the same services")
+	for svc, keys := range settings {
+		got := slices.Sorted(maps.Keys(services[svc].Environment))
+		assert.Equal(t, keys, got, "%s: the same settings by name", svc)
+	}
+
+	script := strings.Join(services["temporal-schema"].Entrypoint, "\n")
+	for _, step := range cluster.SchemaSteps() {
+		assert.Contains(t, script, "temporal-sql-tool "+strings.Join(step, " "))
+	}
+
+	for _, p := range plan.Temporal {
+		s := services[p.Service]
+		run := strings.Join(s.Entrypoint, " ")
+		at := slices.Index(p.Args, "--env")
+		require.GreaterOrEqual(t, at, 0)
+		assert.Contains(t, run, "temporal-server --root /etc/temporal --config config/checkout "+strings.Join(p.Args[at:], " "), p.Service)
+		assert.Contains(t, s.Volumes, "./temporal-server.yaml:"+path.Join("/etc/temporal/config/checkout", cluster.TemporalEnv+".yaml")+":ro")
+		assert.Contains(t, s.Volumes, "./temporal-dynamicconfig.yaml:"+s.Environment["DYNAMIC_CONFIG_FILE_PATH"]+":ro")
+	}
+	assert.Contains(t, services["haproxy"].Volumes, "./haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro")
+	assert.Contains(t, services["haproxy"].Volumes, "./"+deploy.HAProxyUnavailable+":"+services["haproxy"].Environment["HAPROXY_UNAVAILABLE"]+":ro")
+	assert.Equal(t, []string{"migrate"}, services["migrate"].Command)
+	assert.Equal(t, []string{"api"}, services["api"].Command)
+	assert.Equal(t, []string{"worker"}, services["worker"].Command)
+}
+
+// TestCompose_ImagesAsTheMakefileBuilds_PortsOnLoopback: the server and UI images are the versions
+// make cluster builds, the schema job is temporal-sql-tool's image (never auto-setup), and only
+// HAProxy's port is published beyond this host's loopback.
+func TestCompose_ImagesAsTheMakefileBuilds_PortsOnLoopback(t *testing.T) {
+	t.Parallel()
+	services := readCompose(t)
+	makefile, err := os.ReadFile("../../../Makefile")
+	require.NoError(t, err)
+	version := func(name string) string {
+		m := regexp.MustCompile(`(?m)^` + name + `\s*:= v(\S+)$`).FindStringSubmatch(string(makefile))
+		require.NotNil(t, m, name)
+		return m[1]
+	}
+	server, ui := version("TEMPORAL_SERVER_VERSION"), version("TEMPORAL_UI_VERSION")
+	for _, svc := range cluster.TemporalServices {
+		assert.Equal(t, "temporalio/server:"+server, services["temporal-"+svc].Image)
+	}
+	assert.Equal(t, "temporalio/ui:"+ui, services["temporal-ui"].Image)
+	minor := server[:strings.LastIndex(server, ".")]
+	assert.Equal(t, "temporalio/admin-tools:"+minor, services["temporal-schema"].Image, "admin-tools is tagged by minor version")
+	for name, s := range services {
+		assert.NotContains(t, s.Image, "auto-setup", name)
+		for _, p := range s.Ports {
+			if name == "haproxy" && p == "8080:8080" {
+				continue
+			}
+			assert.True(t, strings.HasPrefix(p, "127.0.0.1:"), "%s publishes %s beyond loopback", name, p)
+		}
+	}
+}
+
+// TestCompose_UISettingsAsTheCluster: the UI's codec message is the cluster's, one its YAML
+// template can carry.
+func TestCompose_UISettingsAsTheCluster(t *testing.T) {
+	t.Parallel()
+	services := readCompose(t)
+	ui := services["temporal-ui"].Environment
+	assert.Equal(t, cluster.CodecErrorMessage, ui["TEMPORAL_CODEC_DEFAULT_ERROR_MESSAGE"])
+	assert.NotContains(t, cluster.CodecErrorMessage, ": ")
+	assert.Equal(t, "true", ui["TEMPORAL_CODEC_INCLUDE_CREDENTIALS"])
+}

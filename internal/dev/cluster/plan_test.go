@@ -1,0 +1,193 @@
+package cluster_test
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/marketplace/checkout/deploy"
+	"github.com/marketplace/checkout/internal/config"
+	"github.com/marketplace/checkout/internal/dev/cluster"
+)
+
+func options(dir string, apis, workers int) cluster.Options {
+	return cluster.Options{Dir: dir, Checkout: "/bin/checkout", TemporalServer: "/bin/temporal-server",
+		SQLTool: "/bin/temporal-sql-tool", UIServer: "/bin/temporal-ui-server", HAProxy: "/usr/sbin/haproxy",
+		APIs: apis, Workers: workers, HistoryShards: 16, Ports: cluster.DefaultPorts(), Namespace: "default",
+		Secrets:       config.Secrets{JWT: "j", Webhook: "w", CodecKey: "k", CodecKeyID: "cluster-1"},
+		PublicBaseURL: "http://localhost:8080", SetCurrent: "always"}
+}
+
+// envKeys are the names of the settings a process is given.
+func envKeys(env []string) []string {
+	var keys []string
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// TestPlan_EveryListenerOnLoopback_NoPortTwice: with the standard ports and with consecutive ones,
+// at the most replicas, every process listens on 127.0.0.1 and no two on one port.
+func TestPlan_EveryListenerOnLoopback_NoPortTwice(t *testing.T) {
+	t.Parallel()
+	for name, ports := range map[string]cluster.Ports{"standard": cluster.DefaultPorts(), "from 20000": cluster.PortsFrom(20000)} {
+		o := options(t.TempDir(), cluster.MaxReplicas, cluster.MaxReplicas)
+		o.Ports = ports
+		seen := map[string]string{"127.0.0.1:" + strconv.Itoa(ports.Postgres): "postgres"}
+		for _, p := range cluster.NewPlan(o).All() {
+			for _, addr := range p.Listens {
+				host, port, err := net.SplitHostPort(addr)
+				require.NoError(t, err)
+				assert.Equal(t, "127.0.0.1", host, "%s: %s %s", name, p.Name, addr)
+				n, _ := strconv.Atoi(port)
+				if name != "standard" {
+					assert.Less(t, n, 20000+cluster.PortsSpan, "%s within the span", p.Name)
+				}
+				assert.NotContains(t, seen, addr, "%s: %s and %s", name, seen[addr], p.Name)
+				seen[addr] = p.Name
+			}
+		}
+	}
+}
+
+// TestHAProxyConfig_EveryReplica_CheckedOnReadyz: the rendered configuration names each replica
+// once, checks each on /readyz, and is one HAProxy accepts.
+func TestHAProxyConfig_EveryReplica_CheckedOnReadyz(t *testing.T) {
+	t.Parallel()
+	plan := cluster.NewPlan(options(t.TempDir(), 3, 1))
+	cfg, err := cluster.HAProxyConfig(plan.APIs)
+	require.NoError(t, err)
+	for _, p := range plan.APIs {
+		assert.Equal(t, 1, strings.Count(cfg, "server "+p.Name+" "+p.Listens[0]+" check\n"), p.Name)
+	}
+	assert.NotRegexp(t, `(?m)^\s*server-template`, cfg)
+	assert.Contains(t, cfg, "option httpchk GET /readyz")
+	assert.Contains(t, cfg, "option forwardfor")
+	for _, status := range []string{"502", "503", "504"} {
+		assert.Contains(t, cfg, "errorfile "+status+` "${HAPROXY_UNAVAILABLE}"`)
+	}
+
+	haproxy, err := exec.LookPath("haproxy")
+	if err != nil {
+		t.Skip("haproxy is not installed (make test installs it): the configuration was not checked by HAProxy itself")
+	}
+	plan.HAProxy.Env = writeHAProxyFiles(t, plan, cfg)
+	check := exec.Command(haproxy, "-c", "-f", plan.HAProxy.Args[len(plan.HAProxy.Args)-1])
+	check.Env = append(os.Environ(), plan.HAProxy.Env...)
+	out, err := check.CombinedOutput()
+	require.NoError(t, err, string(out))
+}
+
+// writeHAProxyFiles writes cfg and the 503 page where plan's HAProxy reads them, and returns its
+// settings with the page's path.
+func writeHAProxyFiles(t *testing.T, plan cluster.Plan, cfg string) []string {
+	t.Helper()
+	dir := t.TempDir()
+	plan.HAProxy.Args[len(plan.HAProxy.Args)-1] = filepath.Join(dir, "haproxy.cfg")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "haproxy.cfg"), []byte(cfg), 0o644))
+	page, err := deploy.Files.ReadFile(deploy.HAProxyUnavailable)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "unavailable.http"), page, 0o644))
+	var env []string
+	for _, kv := range plan.HAProxy.Env {
+		if strings.HasPrefix(kv, "HAPROXY_UNAVAILABLE=") {
+			kv = "HAPROXY_UNAVAILABLE=" + filepath.Join(dir, "unavailable.http")
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// TestHAProxy_NoReplicaAnswers_503UnavailableWithRetryAfter: HAProxy in front of a replica that
+// drops every request (a 502 of its own) and then of none it counts up (its 503) answers the API's
+// 503 UNAVAILABLE with Retry-After each time, as a dependency that is down does, never its HTML
+// page.
+func TestHAProxy_NoReplicaAnswers_503UnavailableWithRetryAfter(t *testing.T) {
+	t.Parallel()
+	haproxy, err := exec.LookPath("haproxy")
+	if err != nil {
+		t.Skip("haproxy is not installed (make test installs it): HAProxy's answers were NOT checked")
+	}
+	first, err := cluster.FreeRange()
+	require.NoError(t, err)
+	o := options(t.TempDir(), 1, 1)
+	o.Ports = cluster.PortsFrom(first)
+	plan := cluster.NewPlan(o)
+	// The replica accepts each connection and closes it unanswered, as one killed mid-request.
+	replica, err := net.Listen("tcp", plan.APIs[0].Listens[0])
+	require.NoError(t, err)
+	t.Cleanup(func() { replica.Close() })
+	go func() {
+		for {
+			c, err := replica.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	cfg, err := cluster.HAProxyConfig(plan.APIs)
+	require.NoError(t, err)
+	env := writeHAProxyFiles(t, plan, cfg)
+	// Without -W (the master process): one process, stopped with the test.
+	cmd := exec.Command(haproxy, "-db", "-f", plan.HAProxy.Args[len(plan.HAProxy.Args)-1])
+	cmd.Env = append(os.Environ(), env...)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+
+	lb := "http://" + plan.HAProxy.Listens[0] + "/api/v1/cart"
+	seen := 0
+	for deadline := time.Now().Add(4 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		resp, err := http.Get(lb)
+		if err != nil {
+			continue // HAProxy still starting
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		seen++
+		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, string(body))
+		assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+		assert.Equal(t, "2", resp.Header.Get("Retry-After"))
+		var e struct{ Code, Message string }
+		if assert.NoError(t, json.Unmarshal(body, &e), string(body)) {
+			assert.Equal(t, "UNAVAILABLE", e.Code)
+			assert.NotEmpty(t, e.Message)
+		}
+	}
+	assert.Greater(t, seen, 10, "HAProxy answered")
+}
+
+func TestCheckShards_FixedWhenFirstSetUp(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	require.NoError(t, cluster.CheckShards(dir, 16))
+	require.NoError(t, cluster.CheckShards(dir, 16), "the same count again")
+	err := cluster.CheckShards(dir, 32)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "set up with 16 history shards, not 32")
+}
+
+func TestCheckFree_NamesTheAddressInUse(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	err = cluster.CheckFree([]cluster.Process{{Name: "api-1", Listens: []string{l.Addr().String()}}})
+	require.Error(t, err)
+	assert.Equal(t, l.Addr().String()+" (api-1) is in use: stop what listens there, or move the cluster's ports with --ports-from", err.Error())
+}

@@ -1,0 +1,197 @@
+// Package testenv gives tests real servers: a private PostgreSQL cluster and the pinned Temporal
+// dev server, each started once per test binary on free ports, and a fresh migrated database per
+// test so that tests can run in parallel.
+//
+// TEST_PG_URL points the tests at an existing server instead (any database on it; the tests
+// create their own databases next to it).
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/internal/config"
+	"github.com/marketplace/checkout/internal/dev/devtemporal"
+	"github.com/marketplace/checkout/internal/dev/pgserver"
+	"github.com/marketplace/checkout/migrations"
+	"github.com/marketplace/checkout/worker"
+)
+
+var (
+	pgOnce     sync.Once
+	pgServer   *pgserver.Server
+	pgDir      string
+	pgAdminURL string
+	pgTemplate string
+	pgErr      error
+	dbCounter  atomic.Int64
+
+	tOnce   sync.Once
+	tServer *devtemporal.Server
+	tErr    error
+)
+
+// Main runs the tests of a package and stops the servers they started.
+func Main(m *testing.M) {
+	code := m.Run()
+	if tServer != nil {
+		tServer.Stop()
+	}
+	if pgServer != nil {
+		pgServer.Stop()
+		os.RemoveAll(pgDir)
+	}
+	os.Exit(code)
+}
+
+func startPG() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if u := os.Getenv("TEST_PG_URL"); u != "" {
+		pgAdminURL = u
+	} else {
+		pgDir, pgErr = os.MkdirTemp("", "checkout-test-pg-")
+		if pgErr != nil {
+			return
+		}
+		pgServer, pgErr = pgserver.Start(ctx, pgserver.Options{Dir: filepath.Join(pgDir, "data"), Fast: true})
+		if pgErr != nil {
+			return
+		}
+		pgAdminURL = pgServer.URL("postgres")
+	}
+	if pgTemplate = os.Getenv(sharedTemplate); pgTemplate != "" {
+		return
+	}
+	pgTemplate = fmt.Sprintf("tmpl_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6)
+	if pgErr = adminExec(ctx, "CREATE DATABASE "+pgTemplate); pgErr != nil {
+		return
+	}
+	if _, pgErr = migrations.Up(ctx, withDatabase(pgAdminURL, pgTemplate)); pgErr != nil {
+		return
+	}
+	// The processes this one starts (the workers of a fuzz run) use this server and template.
+	pgErr = errors.Join(os.Setenv("TEST_PG_URL", pgAdminURL), os.Setenv(sharedTemplate, pgTemplate))
+}
+
+// sharedTemplate names the migrated template database of the test binary that started this one.
+const sharedTemplate = "TESTENV_PG_TEMPLATE"
+
+// DatabaseURL creates a fresh database with every migration applied and returns its URL. The
+// database is dropped when the test ends.
+func DatabaseURL(t testing.TB) string {
+	t.Helper()
+	pgOnce.Do(startPG)
+	if pgErr != nil {
+		t.Fatalf("test PostgreSQL: %v", pgErr)
+	}
+	name := fmt.Sprintf("%s_p%d_t%d", pgTemplate, os.Getpid(), dbCounter.Add(1))
+	ctx := context.Background()
+	if err := adminExec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, pgTemplate)); err != nil {
+		t.Fatalf("create test database: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = adminExec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	})
+	return withDatabase(pgAdminURL, name)
+}
+
+// Pool returns a pool on a fresh migrated database, closed when the test ends.
+func Pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	return PoolOn(t, DatabaseURL(t), 60)
+}
+
+// PoolOn opens a pool of up to maxConns connections on url, closed when the test ends.
+func PoolOn(t testing.TB, url string, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	pool, err := db.Connect(context.Background(), url, maxConns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func adminExec(ctx context.Context, sql string) error {
+	conn, err := pgx.Connect(ctx, pgAdminURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+func withDatabase(raw, name string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	u.Path = "/" + strings.TrimPrefix(name, "/")
+	return u.String()
+}
+
+// TemporalAddress returns the address of the test binary's Temporal dev server, started on first
+// use with the search attributes the product registers.
+func TemporalAddress(t testing.TB) string {
+	t.Helper()
+	tOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		tServer, tErr = devtemporal.Start(ctx, devtemporal.Options{CLI: os.Getenv("TEMPORAL_CLI"),
+			SearchAttributes: worker.SearchAttributeTypes()})
+	})
+	if tErr != nil {
+		t.Fatalf("test Temporal dev server: %v", tErr)
+	}
+	return tServer.Address
+}
+
+// Secret is a secret for a test's configuration, long enough for CheckSecrets.
+const Secret = "test-secret-0123456789abcdef0123456789abcdef"
+
+// CodecKey and CodecKeyID are the tests' key of the payload codec (base64 of 32 bytes).
+const (
+	CodecKey   = "dGVzdC1jb2RlYy1rZXktb2YtdGhpcnR5LXR3by1ieXQ="
+	CodecKeyID = "test-1"
+)
+
+// Config loads the configuration from env, with test secrets, the test codec key and the payment
+// simulator where env sets none.
+func Config(t testing.TB, env map[string]string) config.Config {
+	t.Helper()
+	cfg, err := config.Load(func(k string) string {
+		if v, ok := env[k]; ok {
+			return v
+		}
+		switch k {
+		case "AUTH_JWT_SECRET", "PAYMENT_WEBHOOK_SECRET":
+			return Secret
+		case "PAYMENT_PROVIDER":
+			return config.ProviderPaysim
+		case "TEMPORAL_CODEC_KEY":
+			return CodecKey
+		case "TEMPORAL_CODEC_KID":
+			return CodecKeyID
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatalf("configuration: %v", err)
+	}
+	return cfg
+}
