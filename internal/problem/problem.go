@@ -1,0 +1,179 @@
+// Package problem is the product's one error vocabulary. A refusal or a failure that a client,
+// support or the saga acts on carries a Code (UPPER_SNAKE, as the API answers it), a message for
+// people, details for programs and the error it comes from: the rule that decides it returns it, an
+// activity raises it as its application error's type, the saga answers it, and the API maps its
+// code to an HTTP status in one table (api/errors.go).
+package problem
+
+import (
+	"errors"
+	"maps"
+)
+
+// Code names a refusal or a failure. Codes never change: clients, stored answers and recorded
+// workflow histories hold them.
+type Code string
+
+// The codes. Each is answered by the API with the status of its row in api/errors.go, and named in
+// api/openapi.yaml.
+const (
+	// The request itself.
+	InvalidJSON         Code = "INVALID_JSON"
+	ValidationFailed    Code = "VALIDATION_FAILED"
+	PayloadTooLarge     Code = "PAYLOAD_TOO_LARGE"
+	MethodNotAllowed    Code = "METHOD_NOT_ALLOWED"
+	BatchTooLarge       Code = "BATCH_TOO_LARGE"
+	PayloadNotDecodable Code = "PAYLOAD_NOT_DECODABLE"
+
+	// Who asks.
+	Unauthorized      Code = "UNAUTHORIZED"
+	Forbidden         Code = "FORBIDDEN"
+	InvalidSignature  Code = "INVALID_SIGNATURE"
+	InvalidGuestToken Code = "INVALID_GUEST_TOKEN"
+
+	// What is asked for does not exist (another user's resource is NOT_FOUND too, so that ids cannot
+	// be probed).
+	NotFound     Code = "NOT_FOUND"
+	SKUNotFound  Code = "SKU_NOT_FOUND"
+	LineNotFound Code = "LINE_NOT_FOUND"
+
+	// Limits and load. BUSY refuses an order at once while the checkout is past what it answers
+	// promptly: nothing was done, and the same request may be sent again with the same key.
+	LimitReached      Code = "LIMIT_REACHED"
+	RateLimited       Code = "RATE_LIMITED"
+	TooManyOpenOrders Code = "TOO_MANY_OPEN_ORDERS"
+	Busy              Code = "BUSY"
+	// Unavailable: PostgreSQL, Temporal or the payment provider cannot be reached now; the request
+	// may be repeated.
+	Unavailable Code = "UNAVAILABLE"
+	// Internal: a fault of ours; its cause is logged, never answered.
+	Internal Code = "INTERNAL"
+
+	// The cart and its checkout.
+	CartConflict  Code = "CART_CONFLICT"
+	CartMerged    Code = "CART_MERGED"
+	CartLimit     Code = "CART_LIMIT"
+	CartEmpty     Code = "CART_EMPTY"
+	CartInvalid   Code = "CART_INVALID"
+	MixedCurrency Code = "MIXED_CURRENCY"
+	PriceChanged  Code = "PRICE_CHANGED"
+
+	// Why a coupon does not apply; the preview says it, and an order with the coupon is refused
+	// with it.
+	CouponNotFound      Code = "COUPON_NOT_FOUND"
+	CouponNotStarted    Code = "COUPON_NOT_STARTED"
+	CouponExpired       Code = "COUPON_EXPIRED"
+	CouponUsedUp        Code = "COUPON_USED_UP"
+	CouponAlreadyUsed   Code = "COUPON_ALREADY_USED"
+	CouponNotApplicable Code = "COUPON_NOT_APPLICABLE"
+	CouponMinBasket     Code = "COUPON_MIN_BASKET"
+	CouponExists        Code = "COUPON_EXISTS"
+
+	// Placing an order.
+	IdempotencyKeyReused Code = "IDEMPOTENCY_KEY_REUSED"
+	OutOfStock           Code = "OUT_OF_STOCK"
+	PaymentDeclined      Code = "PAYMENT_DECLINED"
+	PaymentUnavailable   Code = "PAYMENT_UNAVAILABLE"
+	OrderFailed          Code = "ORDER_FAILED"
+
+	// An order after it was placed.
+	OrderNotCancellable Code = "ORDER_NOT_CANCELLABLE"
+	// Why the hold of an order is not extended. HOLD_NOT_EXTENDABLE: the order runs on a build
+	// that has no extension (placed before it).
+	OrderNotPendingPayment Code = "ORDER_NOT_PENDING_PAYMENT"
+	HoldExtensionUsed      Code = "HOLD_EXTENSION_USED"
+	HoldExtensionTooEarly  Code = "HOLD_EXTENSION_TOO_EARLY"
+	HoldExpired            Code = "HOLD_EXPIRED"
+	HoldNotExtendable      Code = "HOLD_NOT_EXTENDABLE"
+	// Why units of a line are not cancelled (ops).
+	OrderNotConfirmed Code = "ORDER_NOT_CONFIRMED"
+	UnitsExceedLine   Code = "UNITS_EXCEED_LINE"
+)
+
+// codes are all of them, for Known and the API's tests.
+var codes = []Code{InvalidJSON, ValidationFailed, PayloadTooLarge, MethodNotAllowed,
+	BatchTooLarge, PayloadNotDecodable, Unauthorized, Forbidden, InvalidSignature, InvalidGuestToken, NotFound,
+	SKUNotFound, LineNotFound, LimitReached, RateLimited, TooManyOpenOrders, Busy, Unavailable, Internal,
+	CartConflict, CartMerged, CartLimit, CartEmpty, CartInvalid, MixedCurrency, PriceChanged, CouponNotFound,
+	CouponNotStarted, CouponExpired, CouponUsedUp, CouponAlreadyUsed, CouponNotApplicable, CouponMinBasket,
+	CouponExists, IdempotencyKeyReused, OutOfStock, PaymentDeclined, PaymentUnavailable, OrderFailed,
+	OrderNotCancellable, OrderNotPendingPayment, HoldExtensionUsed, HoldExtensionTooEarly, HoldExpired,
+	HoldNotExtendable, OrderNotConfirmed, UnitsExceedLine}
+
+// Codes are every code of the vocabulary.
+func Codes() []Code { return append([]Code(nil), codes...) }
+
+// Known: c is a code of the vocabulary (an activity's error type that is not one is a failure of
+// its own, such as a driver's error, not a refusal).
+func (c Code) Known() bool {
+	for _, k := range codes {
+		if k == c {
+			return true
+		}
+	}
+	return false
+}
+
+// Error is a coded refusal or failure. errors.Is matches two of them by code; errors.As finds one
+// anywhere in a chain wrapped with %w.
+type Error struct {
+	Code Code
+	// Message is for people: the client reads it, so it never holds an internal error's text.
+	Message string
+	// Details are for programs, answered beside code and message (the SKUs named, the price
+	// version to confirm, the fields that are invalid, …).
+	Details map[string]any
+	// Err is what it comes from, for logs and errors.Is; never answered.
+	Err error
+}
+
+// New is a coded error.
+func New(code Code, message string) *Error { return &Error{Code: code, Message: message} }
+
+// Wrap is a coded error that comes from err.
+func Wrap(err error, code Code, message string) *Error {
+	return &Error{Code: code, Message: message, Err: err}
+}
+
+// With is e with one more detail (a copy: e itself, which may be a shared sentinel, is unchanged).
+func (e *Error) With(key string, value any) *Error {
+	out := *e
+	out.Details = maps.Clone(e.Details)
+	if out.Details == nil {
+		out.Details = map[string]any{}
+	}
+	out.Details[key] = value
+	return &out
+}
+
+func (e *Error) Error() string {
+	s := string(e.Code) + ": " + e.Message
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap is the error e comes from.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is: target is a coded error of the same code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// As finds the coded error in err's chain.
+func As(err error) (*Error, bool) {
+	var e *Error
+	ok := errors.As(err, &e)
+	return e, ok
+}
+
+// CodeOf is the code of the coded error in err's chain ("" when there is none).
+func CodeOf(err error) Code {
+	if e, ok := As(err); ok {
+		return e.Code
+	}
+	return ""
+}
