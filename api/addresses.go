@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/internal/problem"
 )
 
 // MaxAddressesPerUser bounds a shopper's address book, in PostgreSQL (CreateAddress): it holds
@@ -75,7 +76,7 @@ func (s *Server) createAddress(c echo.Context) error {
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return NewError(http.StatusUnprocessableEntity, CodeLimitReached, "address book is full").
+		return problem.New(problem.LimitReached, "address book is full").
 			With("limit", MaxAddressesPerUser)
 	}
 	if err != nil {

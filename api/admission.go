@@ -2,12 +2,12 @@ package api
 
 import (
 	"log/slog"
-	"net/http"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/marketplace/checkout/internal/problem"
 )
 
 // Admission control of POST /orders. Past the knee, every order let in makes every other one
@@ -191,7 +191,7 @@ func (s *Server) busy(c echo.Context, reason string, wait time.Duration) error {
 	s.Log.LogAttrs(c.Request().Context(), slog.LevelDebug, "order refused: busy",
 		slog.String("request_id", requestID(c)), slog.String("reason", reason))
 	secs := setRetryAfter(c, wait)
-	return NewError(http.StatusServiceUnavailable, CodeBusy, "the checkout is busy and did nothing with this order; "+
+	return problem.New(problem.Busy, "the checkout is busy and did nothing with this order; "+
 		"send the same request again, with the same Idempotency-Key, in "+secs+" s")
 }
 

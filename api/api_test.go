@@ -28,6 +28,7 @@ import (
 	"github.com/marketplace/checkout/internal/dev/demo"
 	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/internal/metrics"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/internal/wiring"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/payment/paysim"
@@ -130,27 +131,27 @@ func TestErrors_OneModelForEveryFailure(t *testing.T) {
 	cases := []struct {
 		name, method, path, token, body string
 		status                          int
-		code                            string
+		code                            problem.Code
 	}{
-		{"unknown route", http.MethodGet, "/api/v1/nothing-here", shopper, "", 404, api.CodeNotFound},
-		{"no token", http.MethodGet, "/api/v1/addresses", "", "", 401, api.CodeUnauthorized},
-		{"garbage token", http.MethodGet, "/api/v1/addresses", "abc.def.ghi", "", 401, api.CodeUnauthorized},
-		{"expired token", http.MethodGet, "/api/v1/addresses", expired, "", 401, api.CodeUnauthorized},
-		{"seller on shopper route", http.MethodGet, "/api/v1/addresses", h.seller(42), "", 403, api.CodeForbidden},
-		{"shopper on seller route", http.MethodPut, "/seller-api/v1/stocks", shopper, "[]", 403, api.CodeForbidden},
-		{"malformed JSON", http.MethodPost, "/api/v1/addresses", shopper, `{"city":`, 400, api.CodeInvalidJSON},
-		{"text after the JSON value", http.MethodPost, "/api/v1/addresses", shopper, `{"city":"Izmir"}}`, 400, api.CodeInvalidJSON},
-		{"NUL in text", http.MethodPost, "/api/v1/addresses", shopper, `{"city":"a\u0000","line1":"b","lat":0,"lon":0}`, 400, api.CodeValidationFailed},
-		{"empty body", http.MethodPost, "/api/v1/addresses", shopper, ``, 400, api.CodeInvalidJSON},
-		{"wrong type", http.MethodPost, "/api/v1/addresses", shopper, `{"city": 5}`, 400, api.CodeValidationFailed},
+		{"unknown route", http.MethodGet, "/api/v1/nothing-here", shopper, "", 404, problem.NotFound},
+		{"no token", http.MethodGet, "/api/v1/addresses", "", "", 401, problem.Unauthorized},
+		{"garbage token", http.MethodGet, "/api/v1/addresses", "abc.def.ghi", "", 401, problem.Unauthorized},
+		{"expired token", http.MethodGet, "/api/v1/addresses", expired, "", 401, problem.Unauthorized},
+		{"seller on shopper route", http.MethodGet, "/api/v1/addresses", h.seller(42), "", 403, problem.Forbidden},
+		{"shopper on seller route", http.MethodPut, "/seller-api/v1/stocks", shopper, "[]", 403, problem.Forbidden},
+		{"malformed JSON", http.MethodPost, "/api/v1/addresses", shopper, `{"city":`, 400, problem.InvalidJSON},
+		{"text after the JSON value", http.MethodPost, "/api/v1/addresses", shopper, `{"city":"Izmir"}}`, 400, problem.InvalidJSON},
+		{"NUL in text", http.MethodPost, "/api/v1/addresses", shopper, `{"city":"a\u0000","line1":"b","lat":0,"lon":0}`, 400, problem.ValidationFailed},
+		{"empty body", http.MethodPost, "/api/v1/addresses", shopper, ``, 400, problem.InvalidJSON},
+		{"wrong type", http.MethodPost, "/api/v1/addresses", shopper, `{"city": 5}`, 400, problem.ValidationFailed},
 		{"body over 1 MiB", http.MethodPost, "/api/v1/addresses", shopper,
-			`{"city": "` + strings.Repeat("x", 1<<20) + `"}`, 413, api.CodePayloadTooLarge},
+			`{"city": "` + strings.Repeat("x", 1<<20) + `"}`, 413, problem.PayloadTooLarge},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			a := h.do(c.method, c.path, c.token, c.body)
 			assert.Equal(t, c.status, a.status, a.raw)
-			assert.Equal(t, c.code, a.body["code"], a.raw)
+			assert.EqualValues(t, c.code, a.body["code"], a.raw)
 			assert.NotEmpty(t, a.body["message"])
 		})
 	}
@@ -171,7 +172,7 @@ func TestAddresses_OwnOnlyAndValidated(t *testing.T) {
 
 	bad := h.do(http.MethodPost, "/api/v1/addresses", h.shopper(501), `{"city":"","line1":"x","lat":91,"lon":0}`)
 	assert.Equal(t, http.StatusBadRequest, bad.status)
-	assert.Equal(t, api.CodeValidationFailed, bad.body["code"])
+	assert.EqualValues(t, problem.ValidationFailed, bad.body["code"])
 	var fields []string
 	for _, f := range bad.body["fields"].([]any) {
 		fields = append(fields, f.(map[string]any)["field"].(string))
@@ -206,7 +207,7 @@ func TestAddresses_ConcurrentPostsNeverPassTheLimit(t *testing.T) {
 	for _, a := range answers {
 		statuses[a.status]++
 		if a.status == http.StatusUnprocessableEntity {
-			assert.Equal(t, api.CodeLimitReached, a.body["code"], a.raw)
+			assert.EqualValues(t, problem.LimitReached, a.body["code"], a.raw)
 		}
 	}
 	assert.Equal(t, map[int]int{http.StatusCreated: 5, http.StatusUnprocessableEntity: 15}, statuses)
@@ -280,26 +281,26 @@ func TestSellerStocks_BadInput_DocumentedErrorAndNothingWritten(t *testing.T) {
 	cases := []struct {
 		name, body string
 		status     int
-		code       string
+		code       problem.Code
 	}{
-		{"malformed JSON", `[` + good, 400, api.CodeInvalidJSON},
-		{"not an array", good, 400, api.CodeValidationFailed},
-		{"empty batch", `[]`, 400, api.CodeValidationFailed},
-		{"negative quantity", `[` + good + `,{"sku":"S-84","warehouseId":3,"quantity":-1,"sourceUpdatedAt":"2026-11-01T10:00:00Z"}]`, 400, api.CodeValidationFailed},
-		{"fractional quantity", `[{"sku":"S-84","warehouseId":3,"quantity":1.5,"sourceUpdatedAt":"2026-11-01T10:00:00Z"}]`, 400, api.CodeValidationFailed},
-		{"missing timestamp", `[{"sku":"S-84","warehouseId":3,"quantity":1}]`, 400, api.CodeValidationFailed},
-		{"timestamp far in the future", `[{"sku":"S-84","warehouseId":3,"quantity":1,"sourceUpdatedAt":"2099-01-01T00:00:00Z"}]`, 400, api.CodeValidationFailed},
-		{"unknown warehouse", `[` + good + `,{"sku":"S-84","warehouseId":99,"quantity":1,"sourceUpdatedAt":"2026-11-01T10:00:00Z"}]`, 400, api.CodeValidationFailed},
-		{"unknown SKU code", `[` + good + `,{"sku":"NOPE","warehouseId":1,"quantity":1,"sourceUpdatedAt":"2026-11-01T10:00:00Z"}]`, 404, api.CodeSKUNotFound},
-		{"another seller's SKU code", `[` + good + `,{"sku":"S-71","warehouseId":1,"quantity":1,"sourceUpdatedAt":"2026-11-01T10:00:00Z"}]`, 404, api.CodeSKUNotFound},
-		{"another seller's SKU id", `[` + good + `,{"skuId":71,"warehouseId":1,"quantity":1,"sourceUpdatedAt":"2026-11-01T10:00:00Z"}]`, 403, api.CodeForbidden},
-		{"oversized batch", huge.String(), 422, api.CodeBatchTooLarge},
+		{"malformed JSON", `[` + good, 400, problem.InvalidJSON},
+		{"not an array", good, 400, problem.ValidationFailed},
+		{"empty batch", `[]`, 400, problem.ValidationFailed},
+		{"negative quantity", `[` + good + `,{"sku":"S-84","warehouseId":3,"quantity":-1,"sourceUpdatedAt":"2026-11-01T10:00:00Z"}]`, 400, problem.ValidationFailed},
+		{"fractional quantity", `[{"sku":"S-84","warehouseId":3,"quantity":1.5,"sourceUpdatedAt":"2026-11-01T10:00:00Z"}]`, 400, problem.ValidationFailed},
+		{"missing timestamp", `[{"sku":"S-84","warehouseId":3,"quantity":1}]`, 400, problem.ValidationFailed},
+		{"timestamp far in the future", `[{"sku":"S-84","warehouseId":3,"quantity":1,"sourceUpdatedAt":"2099-01-01T00:00:00Z"}]`, 400, problem.ValidationFailed},
+		{"unknown warehouse", `[` + good + `,{"sku":"S-84","warehouseId":99,"quantity":1,"sourceUpdatedAt":"2026-11-01T10:00:00Z"}]`, 400, problem.ValidationFailed},
+		{"unknown SKU code", `[` + good + `,{"sku":"NOPE","warehouseId":1,"quantity":1,"sourceUpdatedAt":"2026-11-01T10:00:00Z"}]`, 404, problem.SKUNotFound},
+		{"another seller's SKU code", `[` + good + `,{"sku":"S-71","warehouseId":1,"quantity":1,"sourceUpdatedAt":"2026-11-01T10:00:00Z"}]`, 404, problem.SKUNotFound},
+		{"another seller's SKU id", `[` + good + `,{"skuId":71,"warehouseId":1,"quantity":1,"sourceUpdatedAt":"2026-11-01T10:00:00Z"}]`, 403, problem.Forbidden},
+		{"oversized batch", huge.String(), 422, problem.BatchTooLarge},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			a := h.do(http.MethodPut, "/seller-api/v1/stocks", h.seller(43), c.body)
 			assert.Equal(t, c.status, a.status, a.raw)
-			assert.Equal(t, c.code, a.body["code"], a.raw)
+			assert.EqualValues(t, c.code, a.body["code"], a.raw)
 		})
 	}
 	assert.EqualValues(t, 30, h.scalar(`SELECT on_hand FROM inventory WHERE sku_id = 83 AND warehouse_id = 1`),
@@ -339,7 +340,7 @@ func TestMetrics_NotOnThePublicAPI(t *testing.T) {
 	h := newHarness(t, nil)
 	a := h.do(http.MethodGet, "/metrics", "", "")
 	assert.Equal(t, http.StatusNotFound, a.status, a.raw)
-	assert.Equal(t, api.CodeNotFound, a.body["code"])
+	assert.EqualValues(t, problem.NotFound, a.body["code"])
 	assert.NotContains(t, a.raw, "checkout_")
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/marketplace/checkout/features"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/money"
+	"github.com/marketplace/checkout/internal/problem"
 )
 
 // GuestTokenHeader carries a guest's cart token, both ways: the server issues one when a cart call
@@ -74,7 +75,7 @@ func (s *Server) cartOwner(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			token = s.guests.Issue()
 		} else if !s.guests.Valid(token) {
-			return NewError(http.StatusUnauthorized, CodeInvalidGuestToken, "this guest token was not issued by "+
+			return problem.New(problem.InvalidGuestToken, "this guest token was not issued by "+
 				"this server; send the request without "+GuestTokenHeader+" to start a new guest cart")
 		}
 		c.Response().Header().Set(GuestTokenHeader, token)
@@ -249,7 +250,7 @@ func (h *cartHandlers) merge(c echo.Context) error {
 	}
 	req.GuestCartToken = strings.TrimSpace(req.GuestCartToken)
 	if !h.guests.Valid(req.GuestCartToken) {
-		return NewError(http.StatusBadRequest, CodeValidationFailed, "some fields are invalid").
+		return problem.New(problem.ValidationFailed, "some fields are invalid").
 			With("fields", []FieldError{{Field: "guestCartToken", Message: "required, the X-Guest-Token this server issued for the guest cart"}})
 	}
 	ctx := c.Request().Context()
@@ -298,18 +299,18 @@ func cartError(err error, sku int64) error {
 	var limit *cart.LimitError
 	switch {
 	case errors.As(err, &conflict):
-		return NewError(http.StatusConflict, CodeCartConflict, "the cart changed since the version in If-Match; read it again").
+		return problem.New(problem.CartConflict, "the cart changed since the version in If-Match; read it again").
 			With("currentVersion", conflict.Current)
 	case errors.Is(err, cart.ErrMerged):
-		return NewError(http.StatusConflict, CodeCartMerged,
+		return problem.New(problem.CartMerged,
 			"this guest cart was merged into a member cart; sign in, or start a new guest cart without X-Guest-Token")
 	case errors.Is(err, cart.ErrUnknownSKU):
-		return NewError(http.StatusNotFound, CodeSKUNotFound, "no such SKU").With("skuId", sku)
+		return problem.New(problem.SKUNotFound, "no such SKU").With("skuId", sku)
 	case errors.As(err, &seller):
-		return NewError(http.StatusBadRequest, CodeValidationFailed, "some fields are invalid").
+		return problem.New(problem.ValidationFailed, "some fields are invalid").
 			With("fields", []FieldError{{Field: "sellerId", Message: seller.Error()}})
 	case errors.As(err, &limit):
-		return NewError(http.StatusUnprocessableEntity, CodeCartLimit, limitMessage(limit)).
+		return problem.New(problem.CartLimit, limitMessage(limit)).
 			With("limit", limit.Limit).With("max", limit.Max)
 	}
 	return err

@@ -21,6 +21,7 @@ import (
 	"github.com/marketplace/checkout/availability"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/dev/demo"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/inventory"
 )
 
@@ -165,7 +166,7 @@ func TestCart_MadeUpGuestToken_Refused(t *testing.T) {
 			h.send(http.MethodDelete, "/api/v1/cart/items/72", "", "", api.GuestTokenHeader, bad),
 		} {
 			assert.Equal(t, http.StatusUnauthorized, r.status, "%s: %s", name, r.raw)
-			assert.Equal(t, api.CodeInvalidGuestToken, r.body["code"], name)
+			assert.EqualValues(t, problem.InvalidGuestToken, r.body["code"], name)
 			assert.Empty(t, r.header.Get(api.GuestTokenHeader), "no token handed back")
 		}
 	}
@@ -216,7 +217,7 @@ func TestCart_StaleIfMatch_Conflict(t *testing.T) {
 	path3, body3 := putItem(73, 42, 1)
 	b := h.send(http.MethodPut, path3, token, body3, "If-Match", etag)
 	assert.Equal(t, http.StatusConflict, b.status, b.raw)
-	assert.Equal(t, api.CodeCartConflict, b.body["code"])
+	assert.EqualValues(t, problem.CartConflict, b.body["code"])
 	assert.EqualValues(t, 2, b.body["currentVersion"])
 	del := h.send(http.MethodDelete, path, token, "", "If-Match", etag)
 	assert.Equal(t, http.StatusConflict, del.status, del.raw)
@@ -248,25 +249,25 @@ func TestCart_LimitsAndValidation_DocumentedErrors(t *testing.T) {
 		name, method, path, body string
 		headers                  []string
 		status                   int
-		code                     string
+		code                     problem.Code
 		detail                   map[string]any
 	}{
-		{"unknown SKU", http.MethodPut, "/api/v1/cart/items/99999", `{"sellerId":42,"quantity":1}`, nil, 404, api.CodeSKUNotFound, nil},
-		{"another seller's SKU", http.MethodPut, "/api/v1/cart/items/73", `{"sellerId":43,"quantity":1}`, nil, 400, api.CodeValidationFailed, nil},
-		{"negative quantity", http.MethodPut, "/api/v1/cart/items/73", `{"sellerId":42,"quantity":-1}`, nil, 400, api.CodeValidationFailed, nil},
-		{"fractional quantity", http.MethodPut, "/api/v1/cart/items/73", `{"sellerId":42,"quantity":1.5}`, nil, 400, api.CodeValidationFailed, nil},
-		{"absurd quantity", http.MethodPut, "/api/v1/cart/items/73", `{"sellerId":42,"quantity":1000000}`, nil, 400, api.CodeValidationFailed, nil},
-		{"missing quantity", http.MethodPut, "/api/v1/cart/items/73", `{"sellerId":42}`, nil, 400, api.CodeValidationFailed, nil},
-		{"missing seller", http.MethodPut, "/api/v1/cart/items/73", `{"quantity":1}`, nil, 400, api.CodeValidationFailed, nil},
-		{"not a SKU id", http.MethodPut, "/api/v1/cart/items/abc", `{"sellerId":42,"quantity":1}`, nil, 400, api.CodeValidationFailed, nil},
-		{"malformed JSON", http.MethodPut, "/api/v1/cart/items/73", `{"sellerId":`, nil, 400, api.CodeInvalidJSON, nil},
-		{"bad If-Match", http.MethodPut, "/api/v1/cart/items/73", `{"sellerId":42,"quantity":1}`, []string{"If-Match", `"x"`}, 400, api.CodeValidationFailed, nil},
-		{"over the SKU's maxPerOrder", http.MethodPut, "/api/v1/cart/items/71", `{"sellerId":42,"quantity":6}`, nil, 422, api.CodeCartLimit,
+		{"unknown SKU", http.MethodPut, "/api/v1/cart/items/99999", `{"sellerId":42,"quantity":1}`, nil, 404, problem.SKUNotFound, nil},
+		{"another seller's SKU", http.MethodPut, "/api/v1/cart/items/73", `{"sellerId":43,"quantity":1}`, nil, 400, problem.ValidationFailed, nil},
+		{"negative quantity", http.MethodPut, "/api/v1/cart/items/73", `{"sellerId":42,"quantity":-1}`, nil, 400, problem.ValidationFailed, nil},
+		{"fractional quantity", http.MethodPut, "/api/v1/cart/items/73", `{"sellerId":42,"quantity":1.5}`, nil, 400, problem.ValidationFailed, nil},
+		{"absurd quantity", http.MethodPut, "/api/v1/cart/items/73", `{"sellerId":42,"quantity":1000000}`, nil, 400, problem.ValidationFailed, nil},
+		{"missing quantity", http.MethodPut, "/api/v1/cart/items/73", `{"sellerId":42}`, nil, 400, problem.ValidationFailed, nil},
+		{"missing seller", http.MethodPut, "/api/v1/cart/items/73", `{"quantity":1}`, nil, 400, problem.ValidationFailed, nil},
+		{"not a SKU id", http.MethodPut, "/api/v1/cart/items/abc", `{"sellerId":42,"quantity":1}`, nil, 400, problem.ValidationFailed, nil},
+		{"malformed JSON", http.MethodPut, "/api/v1/cart/items/73", `{"sellerId":`, nil, 400, problem.InvalidJSON, nil},
+		{"bad If-Match", http.MethodPut, "/api/v1/cart/items/73", `{"sellerId":42,"quantity":1}`, []string{"If-Match", `"x"`}, 400, problem.ValidationFailed, nil},
+		{"over the SKU's maxPerOrder", http.MethodPut, "/api/v1/cart/items/71", `{"sellerId":42,"quantity":6}`, nil, 422, problem.CartLimit,
 			map[string]any{"limit": "maxPerOrder", "max": 5.0}},
-		{"over the per-line cap", http.MethodPut, fmt.Sprintf("/api/v1/cart/items/%d", bulk), `{"sellerId":43,"quantity":100}`, nil, 422, api.CodeCartLimit,
+		{"over the per-line cap", http.MethodPut, fmt.Sprintf("/api/v1/cart/items/%d", bulk), `{"sellerId":43,"quantity":100}`, nil, 422, problem.CartLimit,
 			map[string]any{"limit": "unitsPerLine", "max": 99.0}},
 		{"third line fits", http.MethodPut, "/api/v1/cart/items/73", `{"sellerId":42,"quantity":1}`, []string{}, 0, "", nil}, // third line fits
-		{"fourth line", http.MethodPut, "/api/v1/cart/items/74", `{"sellerId":42,"quantity":1}`, nil, 422, api.CodeCartLimit,
+		{"fourth line", http.MethodPut, "/api/v1/cart/items/74", `{"sellerId":42,"quantity":1}`, nil, 422, problem.CartLimit,
 			map[string]any{"limit": "linesPerCart", "max": 3.0}},
 	}
 	for _, c := range cases {
@@ -276,7 +277,7 @@ func TestCart_LimitsAndValidation_DocumentedErrors(t *testing.T) {
 			continue
 		}
 		assert.Equal(t, c.status, a.status, "%s: %s", c.name, a.raw)
-		assert.Equal(t, c.code, a.body["code"], "%s: %s", c.name, a.raw)
+		assert.EqualValues(t, c.code, a.body["code"], "%s: %s", c.name, a.raw)
 		for k, v := range c.detail {
 			assert.Equal(t, v, a.body[k], "%s: %s", c.name, a.raw)
 		}
@@ -310,7 +311,7 @@ func TestCart_OwnCartOnly(t *testing.T) {
 	assert.Equal(t, []int64{72}, keys(lines(t, guestView.body)), "a guest token reads its own cart only")
 	forged := h.send(http.MethodGet, "/api/v1/cart", "", "", api.GuestTokenHeader, "u:7")
 	assert.Equal(t, http.StatusUnauthorized, forged.status, "a guest token cannot name a member cart")
-	assert.Equal(t, api.CodeInvalidGuestToken, forged.body["code"])
+	assert.EqualValues(t, problem.InvalidGuestToken, forged.body["code"])
 	bad := h.send(http.MethodGet, "/api/v1/cart", "not-a-jwt", "", api.GuestTokenHeader, guestToken)
 	assert.Equal(t, http.StatusUnauthorized, bad.status, "a bad bearer token never falls back to the guest cart")
 	seller := h.send(http.MethodGet, "/api/v1/cart", h.seller(42), "")
@@ -384,7 +385,7 @@ func TestCartMerge_Twice_SumsOnceAndClipsToMaxPerOrder(t *testing.T) {
 
 	late := h.send(http.MethodPut, "/api/v1/cart/items/75", "", `{"sellerId":42,"quantity":1}`, api.GuestTokenHeader, token)
 	assert.Equal(t, http.StatusConflict, late.status, late.raw)
-	assert.Equal(t, api.CodeCartMerged, late.body["code"])
+	assert.EqualValues(t, problem.CartMerged, late.body["code"])
 
 	unused := h.send(http.MethodGet, "/api/v1/cart", "", "").header.Get(api.GuestTokenHeader) // issued, never written
 	none := h.send(http.MethodPost, "/api/v1/cart/merge", member, fmt.Sprintf(`{"guestCartToken": %q}`, unused))
@@ -392,7 +393,7 @@ func TestCartMerge_Twice_SumsOnceAndClipsToMaxPerOrder(t *testing.T) {
 	assert.Equal(t, "NO_GUEST_CART", none.body["merge"].(map[string]any)["outcome"])
 	madeUp := h.send(http.MethodPost, "/api/v1/cart/merge", member, fmt.Sprintf(`{"guestCartToken": %q}`, strings.Repeat("Z", 43)))
 	assert.Equal(t, http.StatusBadRequest, madeUp.status, "a token this server did not issue: %s", madeUp.raw)
-	assert.Equal(t, api.CodeValidationFailed, madeUp.body["code"])
+	assert.EqualValues(t, problem.ValidationFailed, madeUp.body["code"])
 	bad := h.send(http.MethodPost, "/api/v1/cart/merge", member, `{"guestCartToken": ""}`)
 	assert.Equal(t, http.StatusBadRequest, bad.status)
 	guest := h.send(http.MethodPost, "/api/v1/cart/merge", "", merge, api.GuestTokenHeader, token)

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/marketplace/checkout/internal/auth"
+	"github.com/marketplace/checkout/internal/problem"
 )
 
 // The codec endpoint: the Temporal UI (and `temporal --codec-endpoint`) sends it the encrypted
@@ -25,8 +26,6 @@ const (
 	codecPath = "/codec"
 	// CodecSessionCookie holds a support or ops token for the codec endpoint, and only for it.
 	CodecSessionCookie = "checkout_codec_session"
-	// CodeUndecodable: a payload names a key this process does not have, or was altered.
-	CodeUndecodable = "PAYLOAD_NOT_DECODABLE"
 )
 
 // codecRoles may read orders' payloads.
@@ -116,11 +115,11 @@ func (s *Server) runCodec(c echo.Context, run func([]*commonpb.Payload) ([]*comm
 	}
 	var in commonpb.Payloads
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(body, &in); err != nil {
-		return NewError(http.StatusBadRequest, CodeInvalidJSON, `want {"payloads": [{"metadata": {...}, "data": "..."}]}`)
+		return problem.New(problem.InvalidJSON, `want {"payloads": [{"metadata": {...}, "data": "..."}]}`)
 	}
 	out, err := run(in.GetPayloads())
 	if err != nil {
-		return NewError(http.StatusUnprocessableEntity, CodeUndecodable, err.Error())
+		return problem.New(problem.PayloadNotDecodable, err.Error())
 	}
 	raw, err := protojson.Marshal(&commonpb.Payloads{Payloads: out})
 	if err != nil {
@@ -148,18 +147,18 @@ func (s *Server) codecSignIn(c echo.Context) error {
 		token = strings.TrimSpace(t)
 	}
 	if token == "" {
-		return s.codecSessionAnswer(c, form, http.StatusUnauthorized, unauthorized("missing token"), time.Time{})
+		return s.codecSessionAnswer(c, form, unauthorized("missing token"), time.Time{})
 	}
 	p, exp, err := s.Options.AuthKeys.VerifyUntil(token)
 	if err != nil {
-		return s.codecSessionAnswer(c, form, http.StatusUnauthorized, unauthorized("invalid or expired token"), time.Time{})
+		return s.codecSessionAnswer(c, form, unauthorized("invalid or expired token"), time.Time{})
 	}
 	if !slices.Contains(codecRoles, p.Role) {
-		return s.codecSessionAnswer(c, form, http.StatusForbidden, forbidden("decoding is for the support and ops roles"), time.Time{})
+		return s.codecSessionAnswer(c, form, forbidden("decoding is for the support and ops roles"), time.Time{})
 	}
 	c.SetCookie(s.codecCookie(token, exp))
 	s.Log.Info("support session for decoding", "user_id", p.UserID, "until", exp, "request_id", requestID(c))
-	return s.codecSessionAnswer(c, form, http.StatusOK, nil, exp)
+	return s.codecSessionAnswer(c, form, nil, exp)
 }
 
 // codecSignOut ends this browser's session.
@@ -188,16 +187,17 @@ type codecPageData struct {
 
 // codecSessionAnswer answers a sign-in: the page for a browser's form, the error model or
 // {"expiresAt"} for a program.
-func (s *Server) codecSessionAnswer(c echo.Context, form bool, status int, apiErr *Error, exp time.Time) error {
+func (s *Server) codecSessionAnswer(c echo.Context, form bool, refusal *problem.Error, exp time.Time) error {
 	if !form {
-		if apiErr != nil {
-			return apiErr
+		if refusal != nil {
+			return refusal
 		}
-		return c.JSON(status, map[string]any{"expiresAt": exp.UTC()})
+		return c.JSON(http.StatusOK, map[string]any{"expiresAt": exp.UTC()})
 	}
 	d := s.codecPage()
-	if apiErr != nil {
-		d.Error = apiErr.Message
+	status := http.StatusOK
+	if refusal != nil {
+		d.Error, status = refusal.Message, StatusOf(refusal.Code)
 	} else {
 		d.Until = exp.UTC().Format("2006-01-02 15:04 MST")
 	}

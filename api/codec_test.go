@@ -16,6 +16,7 @@ import (
 
 	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/internal/auth"
+	"github.com/marketplace/checkout/internal/problem"
 )
 
 const uiOrigin = "http://localhost:8233"
@@ -100,17 +101,17 @@ func TestCodecDecode_SupportAndOpsOnly_InTheErrorModel(t *testing.T) {
 	for name, tc := range map[string]struct {
 		token  string
 		status int
-		code   string
+		code   problem.Code
 	}{
-		"no token":      {"", http.StatusUnauthorized, api.CodeUnauthorized},
-		"invalid token": {"not-a-token", http.StatusUnauthorized, api.CodeUnauthorized},
-		"shopper":       {h.shopper(7), http.StatusForbidden, api.CodeForbidden},
-		"seller":        {h.seller(42), http.StatusForbidden, api.CodeForbidden},
+		"no token":      {"", http.StatusUnauthorized, problem.Unauthorized},
+		"invalid token": {"not-a-token", http.StatusUnauthorized, problem.Unauthorized},
+		"shopper":       {h.shopper(7), http.StatusForbidden, problem.Forbidden},
+		"seller":        {h.seller(42), http.StatusForbidden, problem.Forbidden},
 	} {
 		for _, path := range []string{"/codec/decode", "/codec/encode"} {
 			rec := h.codecCall(codecRequest{path: path, token: tc.token, body: body})
 			assert.Equal(t, tc.status, rec.Code, "%s %s", name, path)
-			assert.Contains(t, rec.Body.String(), `"code":"`+tc.code+`"`, "%s %s: %s", name, path, rec.Body.String())
+			assert.Contains(t, rec.Body.String(), `"code":"`+string(tc.code)+`"`, "%s %s: %s", name, path, rec.Body.String())
 			assert.NotContains(t, rec.Body.String(), "tok_3ds", name)
 		}
 	}
@@ -141,11 +142,11 @@ func TestCodecEncode_ThenDecode_RoundTrip_AndRefusals(t *testing.T) {
 	require.NoError(t, err)
 	tampered := h.codecCall(codecRequest{path: "/codec/decode", token: support, body: string(raw)})
 	assert.Equal(t, http.StatusUnprocessableEntity, tampered.Code)
-	assert.Contains(t, tampered.Body.String(), api.CodeUndecodable)
+	assert.Contains(t, tampered.Body.String(), string(problem.PayloadNotDecodable))
 
 	bad := h.codecCall(codecRequest{path: "/codec/decode", token: support, body: `{"payloads": 3}`})
 	assert.Equal(t, http.StatusBadRequest, bad.Code)
-	assert.Contains(t, bad.Body.String(), api.CodeInvalidJSON)
+	assert.Contains(t, bad.Body.String(), string(problem.InvalidJSON))
 }
 
 // TestCodecSession_CookieForSupport_SentByTheUI: support signs in on the page; the cookie is

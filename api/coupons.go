@@ -11,11 +11,9 @@ import (
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/money"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/pricing"
 )
-
-// CodeCouponExists: a coupon with this code exists already.
-const CodeCouponExists = "COUPON_EXISTS"
 
 type couponBody struct {
 	Code string `json:"code"`
@@ -125,7 +123,7 @@ func (s *Server) createCoupon(c echo.Context) error {
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == "23505":
-		return NewError(http.StatusConflict, CodeCouponExists, "a coupon with this code exists already")
+		return problem.New(problem.CouponExists, "a coupon with this code exists already")
 	case errors.As(err, &pgErr) && pgErr.Code == "23503":
 		return validation{{Field: "sellerId", Message: "no such seller"}}.err()
 	case err != nil:

@@ -12,74 +12,80 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/labstack/echo/v4"
 	"go.temporal.io/api/serviceerror"
+
+	"github.com/marketplace/checkout/internal/problem"
 )
 
-// Error codes of the API's error model. Every error answer is
-// {"code": "<CODE>", "message": "...", ...details}. BUSY (503, with Retry-After) refuses an order
-// at once while the checkout is past what it answers promptly (admission control): nothing was
-// done, it is no failure of ours to log, and the same request may be sent again with the same key.
-const (
-	CodeInvalidJSON          = "INVALID_JSON"
-	CodeValidationFailed     = "VALIDATION_FAILED"
-	CodeUnauthorized         = "UNAUTHORIZED"
-	CodeForbidden            = "FORBIDDEN"
-	CodeNotFound             = "NOT_FOUND"
-	CodeMethodNotAllowed     = "METHOD_NOT_ALLOWED"
-	CodePayloadTooLarge      = "PAYLOAD_TOO_LARGE"
-	CodeUnsupportedMedia     = "UNSUPPORTED_MEDIA_TYPE"
-	CodeSKUNotFound          = "SKU_NOT_FOUND"
-	CodeBatchTooLarge        = "BATCH_TOO_LARGE"
-	CodeLimitReached         = "LIMIT_REACHED"
-	CodeBusy                 = "BUSY"
-	CodeUnavailable          = "UNAVAILABLE"
-	CodeInternal             = "INTERNAL"
-	CodeOutOfStock           = "OUT_OF_STOCK"
-	CodePriceChanged         = "PRICE_CHANGED"
-	CodePaymentDeclined      = "PAYMENT_DECLINED"
-	CodeIdempotencyKeyReused = "IDEMPOTENCY_KEY_REUSED"
-	CodeOrderNotCancellable  = "ORDER_NOT_CANCELLABLE"
-	CodeOrderFailed          = "ORDER_FAILED"
-	CodeCartConflict         = "CART_CONFLICT"
-	CodeCartLimit            = "CART_LIMIT"
-	CodeCartInvalid          = "CART_INVALID"
-	CodePaymentUnavailable   = "PAYMENT_UNAVAILABLE"
-	CodeCartEmpty            = "CART_EMPTY"
-	CodeCartMerged           = "CART_MERGED"
-	CodeMixedCurrency        = "MIXED_CURRENCY"
-	CodeInvalidSignature     = "INVALID_SIGNATURE"
-	CodeTooManyOpenOrders    = "TOO_MANY_OPEN_ORDERS"
-	CodeInvalidGuestToken    = "INVALID_GUEST_TOKEN"
-	// CodeOrderDelayed is a parked order's attention as its shopper sees it.
-	CodeOrderDelayed = "ORDER_DELAYED"
-	// Refusals of a line cancellation (ops).
-	CodeOrderNotConfirmed = "ORDER_NOT_CONFIRMED"
-	CodeUnitsExceedLine   = "UNITS_EXCEED_LINE"
-	CodeLineNotFound      = "LINE_NOT_FOUND"
-)
+// statusOf is the HTTP status of every code (internal/problem): the one place a code becomes a
+// status. Handlers return coded errors and errorHandler answers them with their row's status.
+var statusOf = map[problem.Code]int{
+	problem.InvalidJSON:      http.StatusBadRequest,
+	problem.ValidationFailed: http.StatusBadRequest,
 
-// Error is the one error model of the API: a status, a code, a message for people and details
-// for programs. Handlers return it; errorHandler writes it.
-type Error struct {
-	Status  int
-	Code    string
-	Message string
-	Details map[string]any
+	problem.Unauthorized:      http.StatusUnauthorized,
+	problem.InvalidSignature:  http.StatusUnauthorized,
+	problem.InvalidGuestToken: http.StatusUnauthorized,
+	problem.PaymentDeclined:   http.StatusPaymentRequired,
+	problem.Forbidden:         http.StatusForbidden,
+
+	problem.NotFound:     http.StatusNotFound,
+	problem.SKUNotFound:  http.StatusNotFound,
+	problem.LineNotFound: http.StatusNotFound,
+
+	problem.MethodNotAllowed: http.StatusMethodNotAllowed,
+
+	// The state of the cart, an order or the catalog refuses the request; another request may do.
+	problem.CartConflict:           http.StatusConflict,
+	problem.CartMerged:             http.StatusConflict,
+	problem.PriceChanged:           http.StatusConflict,
+	problem.OutOfStock:             http.StatusConflict,
+	problem.OrderFailed:            http.StatusConflict,
+	problem.OrderNotCancellable:    http.StatusConflict,
+	problem.OrderNotPendingPayment: http.StatusConflict,
+	problem.HoldExtensionUsed:      http.StatusConflict,
+	problem.HoldExtensionTooEarly:  http.StatusConflict,
+	problem.HoldExpired:            http.StatusConflict,
+	problem.HoldNotExtendable:      http.StatusConflict,
+	problem.OrderNotConfirmed:      http.StatusConflict,
+	problem.UnitsExceedLine:        http.StatusConflict,
+	problem.CouponExists:           http.StatusConflict,
+	// A coupon refusal: nothing was reserved or charged; the order may be placed without it.
+	problem.CouponNotFound:      http.StatusConflict,
+	problem.CouponNotStarted:    http.StatusConflict,
+	problem.CouponExpired:       http.StatusConflict,
+	problem.CouponUsedUp:        http.StatusConflict,
+	problem.CouponAlreadyUsed:   http.StatusConflict,
+	problem.CouponNotApplicable: http.StatusConflict,
+	problem.CouponMinBasket:     http.StatusConflict,
+
+	problem.PayloadTooLarge: http.StatusRequestEntityTooLarge,
+
+	// Well-formed, but not something the checkout does as it stands.
+	problem.IdempotencyKeyReused: http.StatusUnprocessableEntity,
+	problem.CartEmpty:            http.StatusUnprocessableEntity,
+	problem.CartInvalid:          http.StatusUnprocessableEntity,
+	problem.MixedCurrency:        http.StatusUnprocessableEntity,
+	problem.CartLimit:            http.StatusUnprocessableEntity,
+	problem.LimitReached:         http.StatusUnprocessableEntity,
+	problem.BatchTooLarge:        http.StatusUnprocessableEntity,
+	problem.PayloadNotDecodable:  http.StatusUnprocessableEntity,
+
+	problem.RateLimited:       http.StatusTooManyRequests,
+	problem.TooManyOpenOrders: http.StatusTooManyRequests,
+
+	problem.Internal: http.StatusInternalServerError,
+	// A dependency is down or the checkout is full: answered with Retry-After.
+	problem.Unavailable:        http.StatusServiceUnavailable,
+	problem.PaymentUnavailable: http.StatusServiceUnavailable,
+	problem.Busy:               http.StatusServiceUnavailable,
 }
 
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
-
-// NewError builds an *Error.
-func NewError(status int, code, message string) *Error {
-	return &Error{Status: status, Code: code, Message: message}
-}
-
-// With adds a detail field to the answer.
-func (e *Error) With(key string, value any) *Error {
-	if e.Details == nil {
-		e.Details = map[string]any{}
+// StatusOf is the HTTP status the API answers a code with (500 for a code it has no row for).
+func StatusOf(code problem.Code) int {
+	if status, ok := statusOf[code]; ok {
+		return status
 	}
-	e.Details[key] = value
-	return e
+	return http.StatusInternalServerError
 }
 
 // FieldError names one invalid field of a request.
@@ -97,10 +103,11 @@ func (v validation) err() error {
 	if len(v) == 0 {
 		return nil
 	}
-	return NewError(http.StatusBadRequest, CodeValidationFailed, "some fields are invalid").With("fields", []FieldError(v))
+	return problem.New(problem.ValidationFailed, "some fields are invalid").With("fields", []FieldError(v))
 }
 
-func (e *Error) body() map[string]any {
+// body is the answer's JSON: the details, then code and message.
+func body(e *problem.Error) map[string]any {
 	out := make(map[string]any, len(e.Details)+2)
 	for k, v := range e.Details {
 		out[k] = v
@@ -110,39 +117,26 @@ func (e *Error) body() map[string]any {
 	return out
 }
 
-// errorHandler maps every error to the error model in one place. Anything that is not an *Error
-// is a 5xx: logged with the request id, never shown to the client.
+// errorHandler maps every error to the error model in one place: a coded error (internal/problem)
+// anywhere in its chain is answered with its code's status (statusOf). Anything else is a 5xx:
+// logged with the request id, never shown to the client.
 func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
 			return
 		}
-		var apiErr *Error
-		var httpErr *echo.HTTPError
-		switch {
-		case errors.As(err, &apiErr):
-		case errors.As(err, &httpErr):
-			apiErr = fromEchoError(httpErr)
-		case errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil:
-			// The client went away; nobody reads the answer.
-			apiErr = NewError(499, CodeUnavailable, "request cancelled")
-		case dependencyDown(err):
-			apiErr = NewError(http.StatusServiceUnavailable, CodeUnavailable,
-				"a service the checkout depends on is unavailable; try again shortly")
-		default:
-			apiErr = NewError(http.StatusInternalServerError, CodeInternal, "internal error")
-		}
-		if apiErr.Status == http.StatusServiceUnavailable && c.Response().Header().Get("Retry-After") == "" {
+		status, answer := answerOf(err, c)
+		if status == http.StatusServiceUnavailable && c.Response().Header().Get("Retry-After") == "" {
 			c.Response().Header().Set("Retry-After", retryAfterSeconds)
 		}
-		if apiErr.Status >= 500 && apiErr.Code != CodeBusy {
+		if status >= 500 && answer.Code != problem.Busy {
 			log.Error("request failed", "error", err, "request_id", requestID(c),
 				"method", c.Request().Method, "path", c.Path())
 		}
 		if c.Request().Method == http.MethodHead {
-			err = c.NoContent(apiErr.Status)
+			err = c.NoContent(status)
 		} else {
-			err = c.JSON(apiErr.Status, apiErr.body())
+			err = c.JSON(status, body(answer))
 		}
 		if err != nil {
 			log.Error("write error answer", "error", err, "request_id", requestID(c))
@@ -150,35 +144,63 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 	}
 }
 
-func fromEchoError(he *echo.HTTPError) *Error {
-	switch he.Code {
-	case http.StatusNotFound:
-		return NewError(he.Code, CodeNotFound, "no such resource")
-	case http.StatusMethodNotAllowed:
-		return NewError(he.Code, CodeMethodNotAllowed, "method not allowed on this resource")
-	case http.StatusRequestEntityTooLarge:
-		return NewError(he.Code, CodePayloadTooLarge, "request body is larger than 1 MiB")
-	case http.StatusUnsupportedMediaType:
-		return NewError(he.Code, CodeUnsupportedMedia, "send application/json")
-	case http.StatusUnauthorized:
-		return NewError(he.Code, CodeUnauthorized, "missing or invalid token")
-	case http.StatusBadRequest:
-		return NewError(he.Code, CodeValidationFailed, "bad request")
+// answerOf is the status and the coded answer of an error.
+func answerOf(err error, c echo.Context) (int, *problem.Error) {
+	var httpErr *echo.HTTPError
+	if p, ok := problem.As(err); ok {
+		if status, answered := statusOf[p.Code]; answered {
+			return status, p
+		}
+		// A code without a status is a fault of ours: its text is logged, not answered.
+		return http.StatusInternalServerError, problem.New(problem.Internal, "internal error")
 	}
-	if he.Code >= 500 {
-		return NewError(http.StatusInternalServerError, CodeInternal, "internal error")
+	switch {
+	case errors.As(err, &httpErr):
+		return fromEchoError(httpErr)
+	case errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil:
+		// The client went away; nobody reads the answer.
+		return 499, problem.New(problem.Unavailable, "request cancelled")
+	case dependencyDown(err):
+		return http.StatusServiceUnavailable, problem.New(problem.Unavailable,
+			"a service the checkout depends on is unavailable; try again shortly")
 	}
-	text := http.StatusText(he.Code)
-	return NewError(he.Code, strings.ToUpper(strings.NewReplacer(" ", "_", "-", "_", "'", "").Replace(text)), text)
+	return http.StatusInternalServerError, problem.New(problem.Internal, "internal error")
 }
 
-func unauthorized(msg string) *Error { return NewError(http.StatusUnauthorized, CodeUnauthorized, msg) }
+// fromEchoError answers Echo's own errors (no route, a body over the limit, …); one of a status
+// the API has no code for is answered with that status, coded after its name.
+func fromEchoError(he *echo.HTTPError) (int, *problem.Error) {
+	var p *problem.Error
+	switch he.Code {
+	case http.StatusNotFound:
+		p = problem.New(problem.NotFound, "no such resource")
+	case http.StatusMethodNotAllowed:
+		p = problem.New(problem.MethodNotAllowed, "method not allowed on this resource")
+	case http.StatusRequestEntityTooLarge:
+		p = problem.New(problem.PayloadTooLarge, "request body is larger than 1 MiB")
+	case http.StatusUnauthorized:
+		p = problem.New(problem.Unauthorized, "missing or invalid token")
+	case http.StatusBadRequest:
+		p = problem.New(problem.ValidationFailed, "bad request")
+	}
+	if p != nil {
+		return StatusOf(p.Code), p
+	}
+	if he.Code >= 500 {
+		return http.StatusInternalServerError, problem.New(problem.Internal, "internal error")
+	}
+	text := http.StatusText(he.Code)
+	code := strings.ToUpper(strings.NewReplacer(" ", "_", "-", "_", "'", "").Replace(text))
+	return he.Code, problem.New(problem.Code(code), text)
+}
+
+func unauthorized(msg string) *problem.Error { return problem.New(problem.Unauthorized, msg) }
 
 // notFound answers 404; it is also the answer for another user's resource, so that ids cannot be
 // probed.
-func notFound() *Error { return NewError(http.StatusNotFound, CodeNotFound, "no such resource") }
+func notFound() *problem.Error { return problem.New(problem.NotFound, "no such resource") }
 
-func forbidden(msg string) *Error { return NewError(http.StatusForbidden, CodeForbidden, msg) }
+func forbidden(msg string) *problem.Error { return problem.New(problem.Forbidden, msg) }
 
 // retryAfterSeconds is the Retry-After of a 503: a dependency that is briefly down (a database
 // failover, a Temporal frontend restarting) is usually back within seconds.

@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/internal/auth"
+	"github.com/marketplace/checkout/internal/problem"
 )
 
 // TestFeatures_OpsOnly_ValidatedAndRecorded: only the ops role reads and sets the switches; a body
@@ -28,7 +28,7 @@ func TestFeatures_OpsOnly_ValidatedAndRecorded(t *testing.T) {
 		`{"cart_stock_hints":false,"free_shipping":false}`} {
 		a := h.do(http.MethodPut, "/api/v1/ops/features", ops, body)
 		assert.Equal(t, http.StatusBadRequest, a.status, "%s: %s", body, a.raw)
-		assert.Equal(t, api.CodeValidationFailed, a.body["code"], body)
+		assert.EqualValues(t, problem.ValidationFailed, a.body["code"], body)
 	}
 	assert.Zero(t, h.scalar(`SELECT count(*) FROM feature_switches`), "a refused body changes nothing")
 

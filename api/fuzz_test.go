@@ -19,6 +19,7 @@ import (
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/dev/demo"
 	"github.com/marketplace/checkout/internal/money"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/payment"
 )
@@ -71,7 +72,7 @@ func FuzzRequestBody(f *testing.F) {
 		}
 		code, _ := a.body["code"].(string)
 		msg, _ := a.body["message"].(string)
-		if !slices.Contains(codes, code) || msg == "" {
+		if !slices.Contains(codes, problem.Code(code)) || msg == "" {
 			t.Fatalf("%s refused with %d outside the error model (codes %v): %s", r.name, a.status, codes, a.raw)
 		}
 	})
@@ -93,12 +94,12 @@ type bodyRoute struct {
 }
 
 // refusalCodes are the statuses a route answers to a bad body, each with its error codes.
-type refusalCodes map[int][]string
+type refusalCodes map[int][]problem.Code
 
 func bodyRefusals(more refusalCodes) refusalCodes {
 	r := refusalCodes{
-		http.StatusBadRequest:            {api.CodeInvalidJSON, api.CodeValidationFailed},
-		http.StatusRequestEntityTooLarge: {api.CodePayloadTooLarge},
+		http.StatusBadRequest:            {problem.InvalidJSON, problem.ValidationFailed},
+		http.StatusRequestEntityTooLarge: {problem.PayloadTooLarge},
 	}
 	for status, codes := range more {
 		r[status] = append(r[status], codes...)
@@ -204,7 +205,7 @@ func cartItemRoute(h *harness) bodyRoute {
 	}
 	return bodyRoute{name: "PUT /api/v1/cart/items/71", method: http.MethodPut, path: "/api/v1/cart/items/71",
 		token: h.newShopper, accepts: status(http.StatusOK),
-		refused: bodyRefusals(refusalCodes{http.StatusUnprocessableEntity: {api.CodeCartLimit}}),
+		refused: bodyRefusals(refusalCodes{http.StatusUnprocessableEntity: {problem.CartLimit}}),
 		check: func(t *testing.T, body []byte, a reply) {
 			var req struct {
 				SellerID *int64 `json:"sellerId"`
@@ -350,7 +351,7 @@ func sellerSKUsRoute(f *testing.F, h *harness) bodyRoute {
 	return bodyRoute{name: "PUT /seller-api/v1/skus", method: http.MethodPut, path: "/seller-api/v1/skus",
 		token:   h.as(auth.Principal{UserID: 1000 + seller, Role: auth.RoleSeller, SellerID: seller}),
 		accepts: status(http.StatusOK),
-		refused: bodyRefusals(refusalCodes{http.StatusUnprocessableEntity: {api.CodeBatchTooLarge}}),
+		refused: bodyRefusals(refusalCodes{http.StatusUnprocessableEntity: {problem.BatchTooLarge}}),
 		check: func(t *testing.T, body []byte, a reply) {
 			var rows []struct {
 				SKU         string `json:"sku"`
@@ -402,9 +403,9 @@ func sellerStocksRoute(h *harness) bodyRoute {
 		token:   h.as(auth.Principal{UserID: 1043, Role: auth.RoleSeller, SellerID: 43}),
 		accepts: status(http.StatusOK),
 		refused: bodyRefusals(refusalCodes{
-			http.StatusUnprocessableEntity: {api.CodeBatchTooLarge},
-			http.StatusNotFound:            {api.CodeSKUNotFound},
-			http.StatusForbidden:           {api.CodeForbidden},
+			http.StatusUnprocessableEntity: {problem.BatchTooLarge},
+			http.StatusNotFound:            {problem.SKUNotFound},
+			http.StatusForbidden:           {problem.Forbidden},
 		}),
 		check: func(t *testing.T, body []byte, a reply) {
 			var rows []struct {
@@ -515,7 +516,9 @@ func lineCancelRoute(h *harness) bodyRoute {
 		path:    "/api/v1/ops/orders/999999999999/lines/71/cancel",
 		token:   h.as(auth.Principal{UserID: 950, Role: auth.RoleOps}),
 		headers: func([]byte) []string { return []string{"Idempotency-Key", "fuzz-line-cancel"} },
-		accepts: func(a reply) bool { return a.status == http.StatusNotFound && a.body["code"] == api.CodeNotFound },
+		accepts: func(a reply) bool {
+			return a.status == http.StatusNotFound && a.body["code"] == string(problem.NotFound)
+		},
 		refused: bodyRefusals(nil),
 		check: func(t *testing.T, body []byte, _ reply) {
 			var req struct {
@@ -542,7 +545,7 @@ func webhookRoute(h *harness, signed bool) bodyRoute {
 		`"intent":{"id":"pi_1","idempotencyKey":"order-1","orderId":1,"status":"AUTHORIZED","amountMinor":100}}`
 	r := bodyRoute{name: "POST /api/v1/payments/webhook unsigned", method: http.MethodPost, path: "/api/v1/payments/webhook",
 		accepts: func(reply) bool { return false },
-		refused: refusalCodes{http.StatusUnauthorized: {api.CodeInvalidSignature}},
+		refused: refusalCodes{http.StatusUnauthorized: {problem.InvalidSignature}},
 		seeds:   []string{event}}
 	if !signed {
 		return r
@@ -553,7 +556,7 @@ func webhookRoute(h *harness, signed bool) bodyRoute {
 		return []string{payment.SignatureHeader, payment.Sign(secret, body, time.Now())}
 	}
 	r.accepts = status(http.StatusOK)
-	r.refused = refusalCodes{http.StatusBadRequest: {api.CodeInvalidJSON}, http.StatusRequestEntityTooLarge: {api.CodePayloadTooLarge}}
+	r.refused = refusalCodes{http.StatusBadRequest: {problem.InvalidJSON}, http.StatusRequestEntityTooLarge: {problem.PayloadTooLarge}}
 	r.check = func(t *testing.T, body []byte, a reply) {
 		var ev struct {
 			ID     string `json:"id"`

@@ -16,18 +16,9 @@ import (
 
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/workflows"
-)
-
-// Why an extension of the hold is refused (409; activities.HoldRefusal's reasons).
-const (
-	CodeOrderNotPendingPayment = activities.HoldNotPending
-	CodeHoldExtensionUsed      = activities.HoldExtensionUsed
-	CodeHoldExtensionTooEarly  = activities.HoldNotEndingYet
-	CodeHoldExpired            = activities.HoldLapsed
-	// CodeHoldNotExtendable: the order runs on a build that has no extension (placed before it).
-	CodeHoldNotExtendable = "HOLD_NOT_EXTENDABLE"
 )
 
 // extendHold is the shopper's extension of the order's hold while it waits for payment (the
@@ -68,7 +59,7 @@ func (s *Server) extendHold(c echo.Context) error {
 		}
 		return holdNotExtendable(refusal)
 	case errors.As(err, &appErr) && strings.HasPrefix(appErr.Message(), "unknown update"):
-		return NewError(http.StatusConflict, CodeHoldNotExtendable,
+		return problem.New(problem.HoldNotExtendable,
 			"this order was placed before holds could be extended; its hold ends at holdExpiresAt").
 			With("holdExpiresAt", o.HoldExpiresAt)
 	case errors.As(err, &nf):
@@ -81,8 +72,7 @@ func (s *Server) extendHold(c echo.Context) error {
 	case errors.As(err, &appErr), errors.As(err, new(*temporal.ActivityError)), errors.As(err, new(*temporal.TimeoutError)):
 		// The extension could not be made now (the database did not answer); the hold is as it
 		// was, or moved in full, which its timer finds from the reservations.
-		return NewError(http.StatusServiceUnavailable, CodeUnavailable,
-			"the hold could not be extended now; try again shortly")
+		return problem.New(problem.Unavailable, "the hold could not be extended now; try again shortly")
 	case err != nil:
 		return err
 	}
@@ -90,20 +80,20 @@ func (s *Server) extendHold(c echo.Context) error {
 		"extensionsLeft": res.ExtensionsLeft})
 }
 
-func holdNotExtendable(r activities.HoldRefusal) *Error {
-	var e *Error
+func holdNotExtendable(r activities.HoldRefusal) *problem.Error {
+	var e *problem.Error
 	switch r.Reason {
 	case activities.HoldExtensionUsed:
-		e = NewError(http.StatusConflict, CodeHoldExtensionUsed, "the hold has already been extended as many times as allowed")
+		e = problem.New(problem.HoldExtensionUsed, "the hold has already been extended as many times as allowed")
 	case activities.HoldNotEndingYet:
-		e = NewError(http.StatusConflict, CodeHoldExtensionTooEarly, "the hold can be extended only in its last minutes")
+		e = problem.New(problem.HoldExtensionTooEarly, "the hold can be extended only in its last minutes")
 		if r.ExtendableFrom != nil {
 			e = e.With("extendableFrom", r.ExtendableFrom)
 		}
 	case activities.HoldLapsed:
-		e = NewError(http.StatusConflict, CodeHoldExpired, "the hold has already expired; the stock was given back")
+		e = problem.New(problem.HoldExpired, "the hold has already expired; the stock was given back")
 	default:
-		e = NewError(http.StatusConflict, CodeOrderNotPendingPayment, "the order is "+
+		e = problem.New(problem.OrderNotPendingPayment, "the order is "+
 			strings.ToLower(strings.ReplaceAll(r.Status, "_", " "))+", not waiting for its payment")
 	}
 	if r.Status != "" {

@@ -19,6 +19,7 @@ import (
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/money"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/workflows"
@@ -150,23 +151,23 @@ func lineCancelRefusal(err error) error {
 	case activities.ErrTypeKeyReused:
 		return keyReused()
 	case workflows.ErrTypeInvalidLineCancel:
-		return NewError(http.StatusBadRequest, CodeValidationFailed, appErr.Message())
+		return problem.New(problem.ValidationFailed, appErr.Message())
 	}
 	return nil
 }
 
-func orderNotConfirmed(status string) *Error {
-	return NewError(http.StatusConflict, CodeOrderNotConfirmed, "the order is "+strings.ToLower(status)+
+func orderNotConfirmed(status string) *problem.Error {
+	return problem.New(problem.OrderNotConfirmed, "the order is "+strings.ToLower(status)+
 		": only a confirmed order's lines are cancelled this way").With("status", status)
 }
 
-func unitsExceedLine(remaining int32) *Error {
-	return NewError(http.StatusConflict, CodeUnitsExceedLine, "more units than are left on the line").
+func unitsExceedLine(remaining int32) *problem.Error {
+	return problem.New(problem.UnitsExceedLine, "more units than are left on the line").
 		With("remaining", remaining)
 }
 
-func lineNotFound() *Error {
-	return NewError(http.StatusNotFound, CodeLineNotFound, "the order has no line of this SKU")
+func lineNotFound() *problem.Error {
+	return problem.New(problem.LineNotFound, "the order has no line of this SKU")
 }
 
 // lineView is one line of an order with what was cancelled of it.
@@ -260,7 +261,7 @@ func (s *Server) lineAnswer(c echo.Context, orderID, skuID int64, key string) er
 	if !found {
 		// Not recorded yet: its workflow has not reached the first step (Temporal or PostgreSQL
 		// is slow). The same request, repeated, finds it.
-		return NewError(http.StatusServiceUnavailable, CodeUnavailable, "the cancellation is being recorded; repeat the request")
+		return problem.New(problem.Unavailable, "the cancellation is being recorded; repeat the request")
 	}
 	status := http.StatusOK
 	if v.Cancellation.Status != workflows.LineCancelDone {

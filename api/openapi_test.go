@@ -3,10 +3,14 @@ package api_test
 import (
 	"os"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/marketplace/checkout/api"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
@@ -44,4 +48,54 @@ func TestOpenAPI_DescribesEveryRoute(t *testing.T) {
 	sort.Strings(documented)
 	sort.Strings(served)
 	assert.Equal(t, served, documented)
+}
+
+// TestOpenAPI_NamesEveryCodeWithItsStatus: every code the API answers (internal/problem, with its
+// status from api/errors.go) is named in api/openapi.yaml by a response of that status, a shared
+// response of it, or the document's description ("413 `PAYLOAD_TOO_LARGE`").
+func TestOpenAPI_NamesEveryCodeWithItsStatus(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("openapi.yaml")
+	require.NoError(t, err)
+	type response struct {
+		Description string `yaml:"description"`
+		Ref         string `yaml:"$ref"`
+	}
+	var doc struct {
+		Info struct {
+			Description string `yaml:"description"`
+		} `yaml:"info"`
+		Paths      map[string]map[string]yaml.Node `yaml:"paths"`
+		Components struct {
+			Responses map[string]response `yaml:"responses"`
+		} `yaml:"components"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &doc))
+	// said holds, per status, the descriptions that answer with it.
+	said := map[string][]string{}
+	for _, ops := range doc.Paths {
+		for _, node := range ops {
+			var op struct {
+				Responses map[string]response `yaml:"responses"`
+			}
+			if node.Decode(&op) != nil {
+				continue // a path's parameters, not an operation
+			}
+			for status, r := range op.Responses {
+				if name, ok := strings.CutPrefix(r.Ref, "#/components/responses/"); ok {
+					r = doc.Components.Responses[name]
+				}
+				said[status] = append(said[status], r.Description)
+			}
+		}
+	}
+	for _, m := range regexp.MustCompile("([0-9]{3}) `([A-Z_]+)`").FindAllStringSubmatch(doc.Info.Description, -1) {
+		said[m[1]] = append(said[m[1]], m[2])
+	}
+	for _, code := range problem.Codes() {
+		status := strconv.Itoa(api.StatusOf(code))
+		named := regexp.MustCompile(`\b` + string(code) + `\b`)
+		assert.True(t, slices.ContainsFunc(said[status], named.MatchString),
+			"openapi.yaml names %s nowhere with status %s", code, status)
+	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/money"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/pricing"
@@ -78,7 +79,7 @@ func idempotencyKey(c echo.Context) (string, error) {
 		}
 	}
 	if !ok {
-		return "", NewError(http.StatusBadRequest, CodeValidationFailed, "an Idempotency-Key header is required").
+		return "", problem.New(problem.ValidationFailed, "an Idempotency-Key header is required").
 			With("fields", []FieldError{{Field: "Idempotency-Key", Message: "required header: 1 to 255 visible ASCII characters"}})
 	}
 	return key, nil
@@ -150,7 +151,7 @@ func (s *Server) createOrder(c echo.Context) error {
 		// Temporal did not answer in time, or the run was interrupted (a worker died mid-update).
 		// The request is idempotent: the same key attaches to the same order.
 		s.Log.Warn("placing an order did not finish", "error", err, "workflow_id", wfID, "request_id", requestID(c))
-		return NewError(http.StatusServiceUnavailable, CodeUnavailable,
+		return problem.New(problem.Unavailable,
 			"the order is taking longer than usual; repeat the request with the same Idempotency-Key")
 	}
 	if res.Outcome == workflows.OutcomeReplay {
@@ -220,7 +221,7 @@ func (s *Server) renderExisting(c echo.Context, orderID int64) error {
 		case order.FailPaymentDeclined:
 			return renderOutcome(c, workflows.PlaceOrderResult{Outcome: workflows.OutcomePaymentDeclined, OrderID: o.ID})
 		}
-		return NewError(http.StatusConflict, CodeOrderFailed, "this request's order ended as "+strings.ToLower(o.Status)+
+		return problem.New(problem.OrderFailed, "this request's order ended as "+strings.ToLower(o.Status)+
 			"; place the order again with a new Idempotency-Key").With("orderId", o.ID).With("failureCode", code)
 	}
 	view := &workflows.PaymentView{Status: "PENDING"}
@@ -255,8 +256,8 @@ func (s *Server) replay(c echo.Context, userID int64, key, hash string) (bool, e
 	return true, renderOutcome(c, res)
 }
 
-func keyReused() *Error {
-	return NewError(http.StatusUnprocessableEntity, CodeIdempotencyKeyReused,
+func keyReused() *problem.Error {
+	return problem.New(problem.IdempotencyKeyReused,
 		"this Idempotency-Key was already used with a different request body")
 }
 
@@ -267,25 +268,25 @@ func renderOutcome(c echo.Context, r workflows.PlaceOrderResult) error {
 		return c.JSON(http.StatusCreated, map[string]any{"orderId": r.OrderID, "status": r.Status,
 			"payment": r.Payment, "holdExpiresAt": r.HoldExpiresAt})
 	case workflows.OutcomePriceChanged:
-		return NewError(http.StatusConflict, CodePriceChanged, "prices changed since the preview; review the cart and confirm again").
+		return problem.New(problem.PriceChanged, "prices changed since the preview; review the cart and confirm again").
 			With("priceVersion", r.PriceVersion)
 	case workflows.OutcomeOutOfStock:
 		items := r.Short
 		if items == nil {
 			items = []inventory.ShortLine{}
 		}
-		return NewError(http.StatusConflict, CodeOutOfStock, "some items are not available in the quantity requested").
+		return problem.New(problem.OutOfStock, "some items are not available in the quantity requested").
 			With("items", items).With("orderId", r.OrderID)
 	case workflows.OutcomePaymentDeclined:
-		return NewError(http.StatusPaymentRequired, CodePaymentDeclined, "the payment was declined; the items were released").
+		return problem.New(problem.PaymentDeclined, "the payment was declined; the items were released").
 			With("orderId", r.OrderID)
 	case workflows.OutcomePaymentUnavailable:
-		return NewError(http.StatusServiceUnavailable, CodePaymentUnavailable, "the payment provider is unavailable; the items were released").
+		return problem.New(problem.PaymentUnavailable, "the payment provider is unavailable; the items were released").
 			With("orderId", r.OrderID)
 	case workflows.OutcomeRejected:
 		switch r.RejectCode {
 		case "CART_EMPTY":
-			return NewError(http.StatusUnprocessableEntity, CodeCartEmpty, r.Message)
+			return problem.New(problem.CartEmpty, r.Message)
 		case "ADDRESS_NOT_FOUND":
 			return validation{{Field: "addressId", Message: "not one of your addresses"}}.err()
 		case "IDEMPOTENCY_KEY_REUSED":
@@ -295,17 +296,17 @@ func renderOutcome(c echo.Context, r workflows.PlaceOrderResult) error {
 		}
 		if strings.HasPrefix(r.RejectCode, "COUPON_") {
 			// Nothing was reserved or charged; the order may be placed again without the coupon.
-			return NewError(http.StatusConflict, r.RejectCode, r.Message)
+			return problem.New(problem.Code(r.RejectCode), r.Message)
 		}
-		return NewError(http.StatusUnprocessableEntity, CodeCartInvalid, r.Message)
+		return problem.New(problem.CartInvalid, r.Message)
 	}
 	if r.OrderID > 0 {
 		// The order row exists and has failed, its stock given back: this key is spent.
-		return NewError(http.StatusServiceUnavailable, CodeUnavailable,
+		return problem.New(problem.Unavailable,
 			"the order could not be placed now and was given up; place it again with a new Idempotency-Key").
 			With("orderId", r.OrderID)
 	}
-	return NewError(http.StatusServiceUnavailable, CodeUnavailable, "the order could not be placed now; try again")
+	return problem.New(problem.Unavailable, "the order could not be placed now; try again")
 }
 
 // tooManyOpenOrders answers an order over the open-order cap: 429, with Retry-After until the
@@ -317,7 +318,7 @@ func tooManyOpenOrders(c echo.Context, r workflows.PlaceOrderResult) error {
 		wait = max(time.Until(*r.NextHoldEnd), time.Second)
 	}
 	setRetryAfter(c, wait)
-	return NewError(http.StatusTooManyRequests, CodeTooManyOpenOrders, fmt.Sprintf("at most %d of your orders may "+
+	return problem.New(problem.TooManyOpenOrders, fmt.Sprintf("at most %d of your orders may "+
 		"wait for payment at once; pay or cancel one of them, or wait until its hold ends, then send this request again",
 		r.OpenOrderLimit)).With("limit", r.OpenOrderLimit)
 }
@@ -473,6 +474,10 @@ func (s *Server) getOrder(c echo.Context) error {
 	return c.JSON(http.StatusOK, v)
 }
 
+// CodeOrderDelayed is a parked order's attention as its shopper sees it (no error answer: the code
+// of the order's attention).
+const CodeOrderDelayed = "ORDER_DELAYED"
+
 // shopperAttention is a parked order's attention as its shopper sees it: the step, a code and a
 // message of ours, not the failing dependency's error.
 func shopperAttention(raw json.RawMessage) json.RawMessage {
@@ -581,8 +586,8 @@ func cancelSettled(err error) bool {
 	return errors.As(err, &appErr) || errors.As(err, &nf)
 }
 
-func notCancellable(status order.Status) *Error {
-	return NewError(http.StatusConflict, CodeOrderNotCancellable, "the order is "+strings.ToLower(string(status))+
+func notCancellable(status order.Status) *problem.Error {
+	return problem.New(problem.OrderNotCancellable, "the order is "+strings.ToLower(string(status))+
 		" and can no longer be cancelled").With("status", status)
 }
 

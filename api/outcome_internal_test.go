@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/workflows"
 )
 
@@ -17,19 +18,19 @@ import (
 // exists asks for the same key again; once the order row exists and was given up, the answer names
 // it and asks for a new key (the same key would only find the failed order).
 func TestRenderOutcome_Unavailable_SaysWhetherTheKeyIsSpent(t *testing.T) {
-	render := func(r workflows.PlaceOrderResult) *Error {
+	render := func(r workflows.PlaceOrderResult) *problem.Error {
 		c := echo.New().NewContext(httptest.NewRequest(http.MethodPost, "/api/v1/orders", nil), httptest.NewRecorder())
-		var e *Error
+		var e *problem.Error
 		require.True(t, errors.As(renderOutcome(c, r), &e))
 		return e
 	}
 	before := render(workflows.PlaceOrderResult{Outcome: workflows.OutcomeUnavailable})
-	assert.Equal(t, http.StatusServiceUnavailable, before.Status)
+	assert.Equal(t, problem.Unavailable, before.Code)
 	assert.NotContains(t, before.Details, "orderId")
 	assert.Contains(t, before.Message, "try again")
 
 	given := render(workflows.PlaceOrderResult{Outcome: workflows.OutcomeUnavailable, OrderID: 42})
-	assert.Equal(t, http.StatusServiceUnavailable, given.Status)
+	assert.Equal(t, problem.Unavailable, given.Code)
 	assert.Equal(t, int64(42), given.Details["orderId"])
 	assert.Contains(t, given.Message, "new Idempotency-Key")
 }

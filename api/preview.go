@@ -12,6 +12,7 @@ import (
 	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/features"
 	"github.com/marketplace/checkout/internal/money"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/pricing"
 )
 
@@ -115,12 +116,12 @@ func (h *cartHandlers) preview(c echo.Context) error {
 	var unknown *pricing.UnknownSKUError
 	switch {
 	case errors.Is(err, pricing.ErrEmpty):
-		return NewError(http.StatusUnprocessableEntity, CodeCartEmpty, "the cart is empty")
+		return problem.New(problem.CartEmpty, "the cart is empty")
 	case errors.As(err, &unknown):
-		return NewError(http.StatusNotFound, CodeSKUNotFound, "some SKUs of the cart are no longer sold; remove them").
+		return problem.New(problem.SKUNotFound, "some SKUs of the cart are no longer sold; remove them").
 			With("skuIds", unknown.SKUIDs)
 	case errors.Is(err, pricing.ErrMixedCurrency):
-		return NewError(http.StatusUnprocessableEntity, CodeMixedCurrency,
+		return problem.New(problem.MixedCurrency,
 			"the cart holds items priced in more than one currency; order them separately")
 	case err != nil:
 		return err

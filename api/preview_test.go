@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/pricing"
 )
 
@@ -107,21 +107,21 @@ func TestPreview_EmptyCartAndAccess(t *testing.T) {
 	cases := []struct {
 		name, token string
 		status      int
-		code        string
+		code        problem.Code
 	}{
-		{"no cart at all", h.shopper(605), 422, api.CodeCartEmpty},
-		{"guest", "", 401, api.CodeUnauthorized},
-		{"seller", h.seller(42), 403, api.CodeForbidden},
+		{"no cart at all", h.shopper(605), 422, problem.CartEmpty},
+		{"guest", "", 401, problem.Unauthorized},
+		{"seller", h.seller(42), 403, problem.Forbidden},
 	}
 	for _, c := range cases {
 		a := h.do(http.MethodPost, "/api/v1/checkout/preview", c.token, "")
 		assert.Equal(t, c.status, a.status, "%s: %s", c.name, a.raw)
-		assert.Equal(t, c.code, a.body["code"], c.name)
+		assert.EqualValues(t, c.code, a.body["code"], c.name)
 	}
 	emptied := h.shopper(606)
 	require.Equal(t, http.StatusOK, h.send(http.MethodPut, "/api/v1/cart/items/71", emptied, `{"sellerId":42,"quantity":1}`).status)
 	require.Equal(t, http.StatusOK, h.send(http.MethodDelete, "/api/v1/cart/items/71", emptied, "").status)
 	a := h.do(http.MethodPost, "/api/v1/checkout/preview", emptied, "")
 	assert.Equal(t, http.StatusUnprocessableEntity, a.status, a.raw)
-	assert.Equal(t, api.CodeCartEmpty, a.body["code"])
+	assert.EqualValues(t, problem.CartEmpty, a.body["code"])
 }

@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -13,10 +12,8 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/marketplace/checkout/internal/config"
+	"github.com/marketplace/checkout/internal/problem"
 )
-
-// CodeRateLimited answers a request over a rate limit.
-const CodeRateLimited = "RATE_LIMITED"
 
 // Route groups of the rate limits: the group label of checkout_rate_limited_total.
 const (
@@ -175,7 +172,7 @@ func (s *Server) rateLimited(c echo.Context, group, by string, wait time.Duratio
 	}
 	s.Log.LogAttrs(c.Request().Context(), slog.LevelInfo, "rate limited", attrs...)
 	secs := setRetryAfter(c, max(wait, time.Second))
-	return NewError(http.StatusTooManyRequests, CodeRateLimited, "too many requests; try again in "+secs+" s")
+	return problem.New(problem.RateLimited, "too many requests; try again in "+secs+" s")
 }
 
 // clientKey is the client's address as the limits count it: an IPv4 address, or an IPv6 address's

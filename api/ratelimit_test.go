@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/marketplace/checkout/api"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/payment"
 )
 
@@ -22,7 +23,7 @@ func limited(t *testing.T, r reply, least, most int, msg string) {
 	if !assert.Equal(t, http.StatusTooManyRequests, r.status, "%s: %s", msg, r.raw) {
 		return
 	}
-	assert.Equal(t, api.CodeRateLimited, r.body["code"], msg)
+	assert.EqualValues(t, problem.RateLimited, r.body["code"], msg)
 	assert.NotEmpty(t, r.body["message"], msg)
 	n, err := strconv.Atoi(r.header.Get("Retry-After"))
 	require.NoError(t, err, "%s: Retry-After %q", msg, r.header.Get("Retry-After"))
@@ -176,7 +177,7 @@ func TestRateLimits_WebhookBadSignatures(t *testing.T) {
 	for i := range 3 {
 		r := h.from(attacker, http.MethodPost, "/api/v1/payments/webhook", "", body, payment.SignatureHeader, bad)
 		require.Equal(t, http.StatusUnauthorized, r.status, "bad signature %d: %s", i+1, r.raw)
-		assert.Equal(t, api.CodeInvalidSignature, r.body["code"])
+		assert.EqualValues(t, problem.InvalidSignature, r.body["code"])
 	}
 	limited(t, h.from(attacker, http.MethodPost, "/api/v1/payments/webhook", "", body, payment.SignatureHeader, bad),
 		1100, 1200, "a fourth bad signature")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/money"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/inventory"
 )
 
@@ -37,12 +38,12 @@ type skuResult struct {
 
 func checkBatch(n int) error {
 	if n == 0 {
-		return NewError(http.StatusBadRequest, CodeValidationFailed, "the batch is empty").
+		return problem.New(problem.ValidationFailed, "the batch is empty").
 			With("fields", []FieldError{{Field: "body", Message: "at least one row"}})
 	}
 	if n > MaxSellerBatch {
-		return NewError(http.StatusUnprocessableEntity, CodeBatchTooLarge,
-			fmt.Sprintf("at most %d rows per call", MaxSellerBatch)).With("limit", MaxSellerBatch)
+		return problem.New(problem.BatchTooLarge, fmt.Sprintf("at most %d rows per call", MaxSellerBatch)).
+			With("limit", MaxSellerBatch)
 	}
 	return nil
 }
@@ -276,7 +277,7 @@ func (s *Server) resolveSellerSKUs(c echo.Context, seller int64, rows []stockRow
 		return nil, forbidden("some SKUs belong to another seller").With("rows", foreign)
 	}
 	if len(missing) > 0 {
-		return nil, NewError(http.StatusNotFound, CodeSKUNotFound, "some SKUs are not in your catalog").With("rows", missing)
+		return nil, problem.New(problem.SKUNotFound, "some SKUs are not in your catalog").With("rows", missing)
 	}
 	return out, nil
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/marketplace/checkout/features"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/metrics"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/payment"
 )
@@ -240,7 +241,7 @@ func (s *Server) readyz(c echo.Context) error {
 		checks["temporal"], ready = "unreachable", false
 	}
 	if !ready {
-		return c.JSON(http.StatusServiceUnavailable, map[string]any{"code": CodeUnavailable,
+		return c.JSON(http.StatusServiceUnavailable, map[string]any{"code": problem.Unavailable,
 			"message": "a dependency is unreachable", "checks": checks})
 	}
 	return c.JSON(http.StatusOK, map[string]any{"status": "ready", "checks": checks})
@@ -268,7 +269,7 @@ func bind(c echo.Context, v any) error {
 	dec.UseNumber()
 	if err := dec.Decode(v); err != nil {
 		if errors.Is(err, io.EOF) {
-			return NewError(http.StatusBadRequest, CodeInvalidJSON, "request body is empty")
+			return problem.New(problem.InvalidJSON, "request body is empty")
 		}
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
@@ -276,16 +277,16 @@ func bind(c echo.Context, v any) error {
 			if field == "" {
 				field = "body"
 			}
-			return NewError(http.StatusBadRequest, CodeValidationFailed, "some fields are invalid").
+			return problem.New(problem.ValidationFailed, "some fields are invalid").
 				With("fields", []FieldError{{Field: field, Message: "must be " + jsonType(typeErr.Type.Kind().String())}})
 		}
-		return NewError(http.StatusBadRequest, CodeInvalidJSON, "request body is not valid JSON")
+		return problem.New(problem.InvalidJSON, "request body is not valid JSON")
 	}
 	if len(bytes.Trim(body[dec.InputOffset():], " \t\r\n")) > 0 {
-		return NewError(http.StatusBadRequest, CodeInvalidJSON, "request body holds more than one JSON value")
+		return problem.New(problem.InvalidJSON, "request body holds more than one JSON value")
 	}
 	if holdsNUL(body) {
-		return NewError(http.StatusBadRequest, CodeValidationFailed, "some fields are invalid").
+		return problem.New(problem.ValidationFailed, "some fields are invalid").
 			With("fields", []FieldError{{Field: "body", Message: `no text may hold the NUL character \u0000`}})
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment"
 	"github.com/marketplace/checkout/workflows"
@@ -46,11 +47,11 @@ func (s *Server) paymentWebhook(c echo.Context) error {
 		if err := s.admit(c, s.limits.webhookFailures); err != nil {
 			return err
 		}
-		return NewError(http.StatusUnauthorized, CodeInvalidSignature, "invalid webhook signature")
+		return problem.New(problem.InvalidSignature, "invalid webhook signature")
 	}
 	var ev payment.WebhookEvent
 	if err := json.Unmarshal(body, &ev); err != nil || ev.ID == "" || ev.Intent.ID == "" || holdsNUL(body) {
-		return NewError(http.StatusBadRequest, CodeInvalidJSON, "not a payment event")
+		return problem.New(problem.InvalidJSON, "not a payment event")
 	}
 	ctx := c.Request().Context()
 	duplicate, unknown := false, false
@@ -131,12 +132,12 @@ func (s *Server) providerIntent(ctx context.Context, ev payment.WebhookEvent, or
 	return intent, intent.ID == ev.Intent.ID && intent.OrderID == orderID, nil
 }
 
-var errNoProvider = NewError(http.StatusServiceUnavailable, CodeUnavailable, "no payment provider is configured")
+var errNoProvider = problem.New(problem.Unavailable, "no payment provider is configured")
 
 // providerUnavailable: the provider could not be asked; the event is delivered again later.
 func (s *Server) providerUnavailable(err error) error {
 	s.Log.Warn("payment provider cannot be asked about a webhook's intent", "error", err)
-	return NewError(http.StatusServiceUnavailable, CodeUnavailable, "the payment provider cannot be asked now")
+	return problem.New(problem.Unavailable, "the payment provider cannot be asked now")
 }
 
 // paymentForClosedOrder handles an event for an order whose workflow has ended. Its compensation

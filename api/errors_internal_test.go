@@ -1,0 +1,62 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/marketplace/checkout/internal/problem"
+)
+
+// answer runs errorHandler on err and returns the status, the Retry-After header and the body.
+func answer(t *testing.T, err error) (int, string, map[string]any) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	c := echo.New().NewContext(httptest.NewRequest(http.MethodPost, "/api/v1/orders", nil), rec)
+	errorHandler(slog.New(slog.NewTextHandler(io.Discard, nil)))(err, c)
+	var body map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body), rec.Body.String())
+	return rec.Code, rec.Header().Get("Retry-After"), body
+}
+
+// TestErrorHandler_AnswersEachCodeWithItsStatus: every code has a row in the table, and a coded
+// error, however wrapped, is answered with that row's status, its code, its message and its
+// details.
+func TestErrorHandler_AnswersEachCodeWithItsStatus(t *testing.T) {
+	t.Parallel()
+	for _, code := range problem.Codes() {
+		status, ok := statusOf[code]
+		require.True(t, ok, "%s has no status in statusOf", code)
+		got, retryAfter, body := answer(t, fmt.Errorf("handler: %w",
+			problem.Wrap(errors.New("secret cause"), code, "what the client reads").With("skuIds", []int64{7})))
+		assert.Equal(t, status, got, code)
+		assert.Equal(t, string(code), body["code"])
+		assert.Equal(t, "what the client reads", body["message"], "the cause is not answered")
+		assert.Equal(t, []any{float64(7)}, body["skuIds"], "%s: the details are answered", code)
+		if status == http.StatusServiceUnavailable {
+			assert.NotEmpty(t, retryAfter, "%s: a 503 says when to come back", code)
+		}
+	}
+	assert.Len(t, statusOf, len(problem.Codes()), "a row for a code that is not in the vocabulary")
+}
+
+// TestErrorHandler_NoRowOrNoCodeIsInternal: a code the table has no row for, and an error with no
+// code, are faults of ours: 500 INTERNAL, their text never answered.
+func TestErrorHandler_NoRowOrNoCodeIsInternal(t *testing.T) {
+	t.Parallel()
+	for _, err := range []error{problem.New("MADE_UP", "secret"), errors.New("secret")} {
+		status, _, body := answer(t, err)
+		assert.Equal(t, http.StatusInternalServerError, status)
+		assert.Equal(t, string(problem.Internal), body["code"])
+		assert.NotContains(t, body["message"], "secret")
+	}
+}
