@@ -2,10 +2,8 @@ package activities
 
 import (
 	"context"
-	"errors"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/marketplace/checkout/db"
@@ -67,7 +65,7 @@ func (a *Orders) ExtendHold(ctx context.Context, orderID int64) (ExtendedHold, e
 	moved, err := q.ExtendOrderHold(ctx, db.ExtendOrderHoldParams{OrderID: orderID, BySeconds: ext.By.Seconds(),
 		WindowSeconds: ext.Window.Seconds(), MaxExtensions: int32(ext.Max)})
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case db.NotFound(err):
 		return ExtendedHold{}, a.holdRefusal(ctx, q, orderID)
 	case err != nil:
 		return ExtendedHold{}, err
@@ -98,7 +96,7 @@ func activeCount(rows []db.LockReservationsOfOrderRow) int {
 // holdRefusal explains a refused extension from the order's hold as it stands.
 func (a *Orders) holdRefusal(ctx context.Context, q *db.Queries, orderID int64) error {
 	st, err := q.OrderHoldState(ctx, orderID)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.NotFound(err) {
 		return temporal.NewNonRetryableApplicationError("order not found", ErrTypeOrderNotFound, err)
 	}
 	if err != nil {

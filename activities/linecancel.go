@@ -3,7 +3,6 @@ package activities
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -77,9 +76,9 @@ func (a *Orders) RecordLineCancel(ctx context.Context, in LineCancelRequest) (Li
 		}
 		id, err := q.InsertLineCancellation(ctx, db.InsertLineCancellationParams{RequestID: in.RequestID,
 			Reason: in.Reason, RequestedBy: in.RequestedBy, OrderID: in.OrderID, SkuID: in.SKUID, Units: in.Units})
-		if errors.Is(err, pgx.ErrNoRows) {
+		if db.NotFound(err) {
 			prior, err := q.LineCancellationByRequest(ctx, in.OrderID, in.RequestID)
-			if errors.Is(err, pgx.ErrNoRows) {
+			if db.NotFound(err) {
 				return lineRefusal(ctx, q, in)
 			}
 			if err != nil {
@@ -96,7 +95,7 @@ func (a *Orders) RecordLineCancel(ctx context.Context, in LineCancelRequest) (Li
 		if err != nil {
 			return err
 		}
-		if _, err := q.CancelLineUnits(ctx, in.Units, in.OrderID, in.SKUID); errors.Is(err, pgx.ErrNoRows) {
+		if _, err := q.CancelLineUnits(ctx, in.Units, in.OrderID, in.SKUID); db.NotFound(err) {
 			return lineRefusal(ctx, q, in)
 		} else if err != nil {
 			return err
@@ -127,7 +126,7 @@ func (a *Orders) RecordLineCancel(ctx context.Context, in LineCancelRequest) (Li
 func lineRefusal(ctx context.Context, q *db.Queries, in LineCancelRequest) error {
 	l, err := q.LineOfOrder(ctx, in.SKUID, in.OrderID)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case db.NotFound(err):
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no order %d", in.OrderID), ErrTypeOrderNotFound, nil)
 	case err != nil:
 		return err
@@ -214,7 +213,7 @@ func (a *Orders) AnnounceLineCancel(ctx context.Context, cancellationID int64) (
 	err := pgx.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
 		q := db.New(tx)
 		r, err := q.AnnounceLineCancellation(ctx, cancellationID)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		if err != nil && !db.NotFound(err) {
 			return err
 		}
 		if err == nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sqlc-dev/pqtype"
 	"go.temporal.io/sdk/activity"
@@ -58,7 +57,7 @@ type PaymentResult struct {
 func (a *Payments) Authorize(ctx context.Context, in AuthorizeInput) (PaymentResult, error) {
 	if in.Token == "" {
 		token, err := db.New(a.Pool).PaymentMethodToken(ctx, in.OrderID)
-		if errors.Is(err, pgx.ErrNoRows) {
+		if db.NotFound(err) {
 			// The token is forgotten once the provider answered: this is a repeat of a call whose
 			// answer was recorded but lost on its way back (the worker died). The provider's
 			// intent under the order's key is that answer.

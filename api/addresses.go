@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"math"
 	"net/http"
 	"strings"
@@ -75,7 +74,7 @@ func (s *Server) createAddress(c echo.Context) error {
 			Line1: req.Line1, Lat: *req.Lat, Lon: *req.Lon, MaxAddresses: MaxAddressesPerUser})
 		return err
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.NotFound(err) {
 		return problem.New(problem.LimitReached, "address book is full").
 			With("limit", MaxAddressesPerUser)
 	}

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -9,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/labstack/echo/v4"
 
@@ -208,7 +206,7 @@ func (s *Server) endCampaign(c echo.Context) error {
 		return notFound()
 	}
 	row, err := s.q.EndCampaign(c.Request().Context(), id, sellerScope(mustPrincipal(c)))
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.NotFound(err) {
 		return notFound()
 	}
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
@@ -72,7 +71,7 @@ func (s *Server) cancelLine(c echo.Context) error {
 		if prior.SkuID != skuID || prior.Units != b.Units || prior.Reason != b.Reason {
 			return keyReused()
 		}
-	case errors.Is(err, pgx.ErrNoRows):
+	case db.NotFound(err):
 		if err := s.lineCancellable(ctx, in); err != nil {
 			return err
 		}
@@ -115,7 +114,7 @@ func (s *Server) cancelLine(c echo.Context) error {
 func (s *Server) lineCancellable(ctx context.Context, in workflows.LineCancelInput) error {
 	l, err := s.q.LineOfOrder(ctx, in.SKUID, in.OrderID)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case db.NotFound(err):
 		return notFound()
 	case err != nil:
 		return err

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -239,7 +238,7 @@ func (s *Server) renderExisting(c echo.Context, orderID int64) error {
 // reused key is never recorded as the key's answer: see InsertIdempotencyRecord.)
 func (s *Server) replay(c echo.Context, userID int64, key, hash string) (bool, error) {
 	rec, err := s.q.GetIdempotencyRecord(c.Request().Context(), userID, key)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.NotFound(err) {
 		return false, nil
 	}
 	if err != nil {
@@ -397,7 +396,7 @@ func (s *Server) loadOrder(c echo.Context) (db.Order, error) {
 		return db.Order{}, notFound()
 	}
 	o, err := s.q.GetOrder(c.Request().Context(), id)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.NotFound(err) {
 		return db.Order{}, notFound()
 	}
 	if err != nil {

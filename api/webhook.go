@@ -99,11 +99,11 @@ func (s *Server) paymentWebhook(c echo.Context) error {
 // the provider confirmed is returned when it was asked (nil otherwise).
 func (s *Server) routeEvent(ctx context.Context, q *db.Queries, ev payment.WebhookEvent) (db.PaymentByIntentRow, *payment.Intent, bool, error) {
 	order, err := q.PaymentByIntent(ctx, &ev.Intent.ID)
-	if err == nil || !errors.Is(err, pgx.ErrNoRows) {
+	if err == nil || !db.NotFound(err) {
 		return order, nil, err == nil, err
 	}
 	byKey, err := q.PaymentByKey(ctx, ev.Intent.IdempotencyKey)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.NotFound(err) {
 		return order, nil, false, nil
 	}
 	if err != nil {

@@ -7,7 +7,6 @@ package availability
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -112,14 +111,14 @@ func (r *Relay) Step(ctx context.Context) (BatchResult, error) {
 	}
 	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
 		q := r.q.WithTx(tx)
-		if _, err := q.LockRelayCursor(ctx); errors.Is(err, pgx.ErrNoRows) {
+		if _, err := q.LockRelayCursor(ctx); db.NotFound(err) {
 			res.Busy = true
 			return nil
 		} else if err != nil {
 			return err
 		}
 		row, err := q.ApplyInventoryChanges(ctx, r.batchSize())
-		if errors.Is(err, pgx.ErrNoRows) {
+		if db.NotFound(err) {
 			return nil // another relay applied them between the probe and the lock
 		}
 		if err != nil {

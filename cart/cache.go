@@ -2,7 +2,6 @@ package cart
 
 import (
 	"context"
-	"errors"
 	"hash/maphash"
 	"log/slog"
 	"sync"
@@ -172,7 +171,7 @@ func (c *Cache) Read(ctx context.Context, q *db.Queries, id string) (Entry, erro
 
 func readEntry(ctx context.Context, q *db.Queries, id string) (Entry, error) {
 	row, err := q.CartDoc(ctx, id)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.NotFound(err) {
 		return Entry{Snapshot: Snapshot{ID: id}}, nil
 	}
 	if err != nil {

@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/pricing"
 )
@@ -55,7 +53,7 @@ var ErrNotFound = errors.New("cart not found")
 // Load reads a cart.
 func Load(ctx context.Context, q *db.Queries, id string) (Snapshot, error) {
 	row, err := q.GetCart(ctx, id)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.NotFound(err) {
 		return Snapshot{ID: id}, ErrNotFound
 	}
 	if err != nil {

@@ -60,7 +60,7 @@ func (s *Store) merge(ctx context.Context, userID int64, guestToken string) (Mer
 		q := s.q.WithTx(tx)
 		guest, err := q.LockCart(ctx, guestID)
 		switch {
-		case errors.Is(err, pgx.ErrNoRows):
+		case db.NotFound(err):
 			res.Outcome = MergeNoGuestCart
 		case err != nil:
 			return err

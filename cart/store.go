@@ -315,7 +315,7 @@ func (s *Store) locked(ctx context.Context, o Owner, ifMatch *int64, edit editFu
 // ErrMerged.
 func (s *Store) load(ctx context.Context, id string) (Snapshot, bool, error) {
 	row, err := s.q.CartDoc(ctx, id)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.NotFound(err) {
 		return Snapshot{ID: id}, false, nil
 	}
 	if err != nil {

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/marketplace/checkout/db"
 )
 
@@ -88,7 +86,7 @@ func (e *Engine) RestockCancelled(ctx context.Context, id int64) (int32, error) 
 	var put int32
 	err := e.inTx(ctx, func(q *db.Queries) error {
 		c, err := q.ClaimLineCancellationRestock(ctx, id)
-		if errors.Is(err, pgx.ErrNoRows) {
+		if db.NotFound(err) {
 			return nil // already put back, or no such cancellation
 		}
 		if err != nil {

@@ -3,12 +3,9 @@ package inventory
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/marketplace/checkout/db"
 )
@@ -230,7 +227,7 @@ func (e *Engine) repairRow(ctx context.Context, skuID int64, warehouseID int32) 
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit this is a no-op
 	q := e.q.WithTx(tx)
 	row, err := q.LockInventoryRow(ctx, skuID, warehouseID)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.NotFound(err) {
 		return d, false, nil
 	}
 	if err != nil {

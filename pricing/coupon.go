@@ -2,12 +2,9 @@ package pricing
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/money"
@@ -67,7 +64,7 @@ func Unavailable(c db.CouponByCodeRow) *CouponRefusal {
 // (RedeemCoupon); this answer is what the shopper sees before.
 func WithCoupon(ctx context.Context, q *db.Queries, quote Quote, code string, userID int64) (Quote, *CouponRefusal, error) {
 	c, err := q.CouponByCode(ctx, userID, NormalCode(code))
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.NotFound(err) {
 		return quote, &CouponRefusal{Code: CouponNotFound, Message: "there is no coupon with this code"}, nil
 	}
 	if err != nil {

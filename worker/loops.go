@@ -6,7 +6,6 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/jackc/pgx/v5"
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/marketplace/checkout/availability"
@@ -69,7 +68,7 @@ func shortfallToWorkflow(d Deps) outbox.Handler {
 			return nil
 		}
 		wfID, err := db.New(d.Pool).OrderWorkflowID(ctx, ev.OrderID)
-		if errors.Is(err, pgx.ErrNoRows) {
+		if db.NotFound(err) {
 			d.Log.Warn("shortfall for an unknown order", "order_id", ev.OrderID)
 			return nil
 		}

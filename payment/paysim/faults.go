@@ -2,14 +2,13 @@ package paysim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/payment"
 )
 
@@ -65,7 +64,7 @@ func (s *Sim) SetFaults(ctx context.Context, f Faults) error {
 // Faults reads the fault switch as stored (without this process's defaults).
 func (s *Sim) Faults(ctx context.Context) (Faults, error) {
 	row, err := s.q.PaysimFaults(ctx)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.NotFound(err) {
 		return Faults{}, nil
 	}
 	if err != nil {

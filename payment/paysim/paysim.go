@@ -174,7 +174,7 @@ func (s *Sim) Authorize(ctx context.Context, req payment.AuthorizeRequest) (paym
 		p.Status, p.DeclineCode = string(payment.StatusDeclined), DeclineInvalidToken
 	}
 	row, err := s.q.PaysimCreateIntent(ctx, p)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.NotFound(err) {
 		// The key is taken: answer with its intent, once we know it is the same request.
 		existing, err := s.q.PaysimIntentByKey(ctx, req.IdempotencyKey)
 		if err != nil {
@@ -240,14 +240,14 @@ func (s *Sim) RefundPart(ctx context.Context, key string, refund payment.Partial
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		q := db.New(tx)
 		_, err := q.PaysimInsertRefund(ctx, refund.IdempotencyKey, refund.AmountMinor, key)
-		if errors.Is(err, pgx.ErrNoRows) {
+		if db.NotFound(err) {
 			return s.refundRepeat(ctx, q, key, refund, &out)
 		}
 		if err != nil {
 			return err
 		}
 		row, err := q.PaysimRefundPart(ctx, refund.AmountMinor, key)
-		if errors.Is(err, pgx.ErrNoRows) {
+		if db.NotFound(err) {
 			intent, err := q.PaysimIntentByKey(ctx, key)
 			if err != nil {
 				return err
@@ -279,7 +279,7 @@ func (s *Sim) RefundPart(ctx context.Context, key string, refund payment.Partial
 func (s *Sim) refundRepeat(ctx context.Context, q *db.Queries, key string, refund payment.PartialRefund,
 	out *payment.Intent) error {
 	prior, err := q.PaysimRefundByKey(ctx, refund.IdempotencyKey)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.NotFound(err) {
 		return fmt.Errorf("paysim: refund part %q: %w", key, payment.ErrNotFound)
 	}
 	if err != nil {
@@ -308,11 +308,11 @@ func (s *Sim) transition(ctx context.Context, op, key string,
 	if err == nil {
 		return toIntent(row), nil
 	}
-	if !errors.Is(err, pgx.ErrNoRows) {
+	if !db.NotFound(err) {
 		return payment.Intent{}, s.dbErr(ctx, op, err, true)
 	}
 	row, err = s.q.PaysimIntentByKey(ctx, key)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.NotFound(err) {
 		return payment.Intent{}, fmt.Errorf("paysim: %s %q: %w", op, key, payment.ErrNotFound)
 	}
 	if err != nil {
@@ -332,7 +332,7 @@ func (s *Sim) Lookup(ctx context.Context, key string) (payment.Intent, error) {
 		return payment.Intent{}, err
 	}
 	row, err := s.q.PaysimIntentByKey(ctx, key)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.NotFound(err) {
 		return payment.Intent{}, fmt.Errorf("paysim: lookup %q: %w", key, payment.ErrNotFound)
 	}
 	if err != nil {

@@ -7,9 +7,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
+	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/money"
 	"github.com/marketplace/checkout/payment"
 )
@@ -36,7 +36,7 @@ type pageData struct {
 func (s *Sim) threeDSPage(c echo.Context) error {
 	id := c.Param("intentId")
 	row, err := s.q.PaysimIntentByID(c.Request().Context(), id)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	if err != nil && !db.NotFound(err) {
 		err = s.dbErr(c.Request().Context(), "3-D Secure page", err, false)
 	}
 	if err != nil {
@@ -88,7 +88,7 @@ func (s *Sim) threeDSAnswer(c echo.Context) error {
 }
 
 func (s *Sim) notFoundOrFail(c echo.Context, err error) error {
-	if errors.Is(err, payment.ErrNotFound) || errors.Is(err, pgx.ErrNoRows) {
+	if errors.Is(err, payment.ErrNotFound) || db.NotFound(err) {
 		return s.page(c, http.StatusNotFound, pageData{Title: "Unknown payment",
 			Message: "There is no payment waiting at this address."})
 	}

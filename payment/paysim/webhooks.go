@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/payment"
 )
@@ -54,10 +52,10 @@ func (s *Sim) authenticate(ctx context.Context, intentID string, to payment.Stat
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	q := s.q.WithTx(tx)
 	row, err := q.PaysimAuthenticate(ctx, string(to), declineCode, intentID)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.NotFound(err) {
 		_ = tx.Rollback(ctx)
 		cur, err := s.q.PaysimIntentByID(ctx, intentID)
-		if errors.Is(err, pgx.ErrNoRows) {
+		if db.NotFound(err) {
 			return payment.Intent{}, fmt.Errorf("paysim: %s %s: %w", op, intentID, payment.ErrNotFound)
 		}
 		if err != nil {
