@@ -112,7 +112,7 @@ func (s Store) Create(ctx context.Context, n New) (Created, error) {
 // no longer be redeemed refuses the order with its *pricing.CouponRefusal.
 func Insert(ctx context.Context, q *db.Queries, n New) (Created, error) {
 	_, err := q.GetAddress(ctx, n.AddressID, n.UserID)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.NotFound(err) {
 		return Created{}, ErrAddressNotFound
 	}
 	if err != nil {
@@ -127,7 +127,7 @@ func Insert(ctx context.Context, q *db.Queries, n New) (Created, error) {
 		RequestHash: n.RequestHash, WorkflowID: n.WorkflowID, RunID: n.RunID, AddressID: n.AddressID,
 		PriceVersion: n.Quote.PriceVersion, TotalMinor: n.Quote.TotalMinor, Currency: n.Quote.Currency,
 		MaxOpen: int32(n.MaxOpen)})
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.NotFound(err) {
 		return existing(ctx, q, n)
 	}
 	if err != nil {
@@ -157,7 +157,7 @@ func Insert(ctx context.Context, q *db.Queries, n New) (Created, error) {
 // refusal when no order holds it.
 func existing(ctx context.Context, q *db.Queries, n New) (Created, error) {
 	o, err := q.OrderByKey(ctx, n.UserID, n.IdempotencyKey)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.NotFound(err) {
 		w, err := waiting(ctx, q, n.UserID)
 		if err != nil {
 			return Created{}, err
@@ -188,7 +188,7 @@ func redeem(ctx context.Context, q *db.Queries, orderID, userID int64, c pricing
 	}
 	_, err := q.RedeemCoupon(ctx, db.RedeemCouponParams{CouponID: c.ID, UserID: userID, OrderID: orderID,
 		DiscountMinor: c.DiscountMinor})
-	if !errors.Is(err, pgx.ErrNoRows) {
+	if !db.NotFound(err) {
 		return err
 	}
 	// Say why, as the preview would now.
@@ -218,7 +218,7 @@ func waiting(ctx context.Context, q *db.Queries, userID int64) (Waiting, error) 
 func (s Store) PricesOf(ctx context.Context, userID int64, idempotencyKey string) (pricing.Quote, bool, error) {
 	q := s.q()
 	o, err := q.OrderByKey(ctx, userID, idempotencyKey)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.NotFound(err) {
 		return pricing.Quote{}, false, nil
 	}
 	if err != nil {
@@ -242,7 +242,7 @@ func (s Store) PricesOf(ctx context.Context, userID int64, idempotencyKey string
 	switch {
 	case err == nil:
 		quote.Coupon = &pricing.AppliedCoupon{ID: c.ID, Code: c.Code, DiscountMinor: c.DiscountMinor}
-	case !errors.Is(err, pgx.ErrNoRows):
+	case !db.NotFound(err):
 		return pricing.Quote{}, false, err
 	}
 	return quote, true, nil
@@ -275,7 +275,7 @@ func (s Store) Transition(ctx context.Context, orderID int64, to Status, code Fa
 		}
 		_, err := q.TransitionOrder(ctx, db.TransitionOrderParams{ToStatus: string(to), FailureCode: failure,
 			ID: orderID, FromStatuses: openStatuses})
-		if errors.Is(err, pgx.ErrNoRows) {
+		if db.NotFound(err) {
 			return nil
 		}
 		if err != nil {
@@ -340,7 +340,7 @@ func (s Store) Park(ctx context.Context, orderID int64, step, cause string) erro
 		q := db.New(tx)
 		detail := map[string]any{"step": step, "error": cause}
 		raw, _ := json.Marshal(detail)
-		if _, err := q.ParkOrder(ctx, nullJSON(raw), orderID); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		if _, err := q.ParkOrder(ctx, nullJSON(raw), orderID); err != nil && !db.NotFound(err) {
 			return err
 		}
 		return Note(ctx, q, orderID, "needs_attention", detail)
@@ -351,7 +351,7 @@ func (s Store) Park(ctx context.Context, orderID int64, step, cause string) erro
 // retries went through); an order not parked is left as it is.
 func (s Store) Resume(ctx context.Context, orderID int64) error {
 	_, err := s.q().ResumeOrder(ctx, orderID)
-	if errors.Is(err, pgx.ErrNoRows) {
+	if db.NotFound(err) {
 		return nil
 	}
 	return err

@@ -3,9 +3,6 @@ package order
 import (
 	"context"
 	"encoding/json"
-	"errors"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/marketplace/checkout/db"
 )
@@ -51,7 +48,7 @@ func (s Store) View(ctx context.Context, o db.Order) (View, error) {
 	switch {
 	case err == nil:
 		v.Payment = &pay
-	case !errors.Is(err, pgx.ErrNoRows):
+	case !db.NotFound(err):
 		return v, err
 	}
 	v.Timeline, err = q.OrderEvents(ctx, o.ID)

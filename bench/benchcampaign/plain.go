@@ -147,7 +147,7 @@ func (p *plain) checkout(ctx context.Context, userID int64, key, hash string, re
 		out = nil
 		q := db.New(tx)
 		addr, err := q.GetAddress(ctx, req.AddressID, userID)
-		if errors.Is(err, pgx.ErrNoRows) {
+		if db.NotFound(err) {
 			out = fail(http.StatusBadRequest, "VALIDATION_FAILED", "addressId: not one of your addresses")
 			return nil
 		} else if err != nil {
