@@ -2,11 +2,11 @@ package activities
 
 import (
 	"context"
+	"fmt"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
-
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 )
@@ -19,25 +19,29 @@ type HoldExtension struct {
 	Max    int
 }
 
-// ErrTypeHoldNotExtendable: the hold cannot be extended now; the details say why
-// (HoldRefusal).
-const ErrTypeHoldNotExtendable = "HoldNotExtendable"
-
-// Why an extension is refused (HoldRefusal.Reason).
-const (
-	HoldNotPending    = "ORDER_NOT_PENDING_PAYMENT"
-	HoldExtensionUsed = "HOLD_EXTENSION_USED"
-	HoldNotEndingYet  = "HOLD_EXTENSION_TOO_EARLY"
-	HoldLapsed        = "HOLD_EXPIRED"
-)
-
-// HoldRefusal travels with a HoldNotExtendable error.
+// HoldRefusal is why the hold cannot be extended now. Reason is the refusal's code:
+// ORDER_NOT_PENDING_PAYMENT, HOLD_EXTENSION_USED, HOLD_EXTENSION_TOO_EARLY or HOLD_EXPIRED.
 type HoldRefusal struct {
-	Reason string `json:"reason"`
-	Status string `json:"status,omitempty"`
+	Reason problem.Code `json:"reason"`
+	Status string       `json:"status,omitempty"`
 	// ExtendableFrom is when the hold enters its last Window (with HOLD_EXTENSION_TOO_EARLY).
 	ExtendableFrom *time.Time `json:"extendableFrom,omitempty"`
 	Max            int        `json:"max,omitempty"`
+}
+
+// Problem is the refusal as a coded error: its reason is the code, the rest its details.
+func (r HoldRefusal) Problem(message string) *problem.Error {
+	p := problem.New(r.Reason, message)
+	if r.Status != "" {
+		p = p.With("status", r.Status)
+	}
+	if r.ExtendableFrom != nil {
+		p = p.With("extendableFrom", r.ExtendableFrom)
+	}
+	if r.Max != 0 {
+		p = p.With("max", r.Max)
+	}
+	return p
 }
 
 // ExtendedHold is the hold after an extension.
@@ -48,7 +52,7 @@ type ExtendedHold struct {
 
 // ExtendHold moves the order's hold by the extension's length: its reservations' expiry and the
 // order's, in one conditional statement under the reservations' row locks, with a timeline entry
-// in the same transaction. A refusal is a non-retryable HoldNotExtendable error with the reason;
+// in the same transaction. A refusal is a coded error (HoldRefusal) whose code is the reason;
 // nothing moves then.
 func (a *Orders) ExtendHold(ctx context.Context, orderID int64) (ExtendedHold, error) {
 	ext := a.HoldExtension
@@ -97,27 +101,27 @@ func activeCount(rows []db.LockReservationsOfOrderRow) int {
 func (a *Orders) holdRefusal(ctx context.Context, q *db.Queries, orderID int64) error {
 	st, err := q.OrderHoldState(ctx, orderID)
 	if db.NotFound(err) {
-		return temporal.NewNonRetryableApplicationError("order not found", ErrTypeOrderNotFound, err)
+		return RefusalError(problem.Wrap(err, problem.NotFound, "order not found"))
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("reading the hold of order %d: %w", orderID, err)
 	}
 	refusal := HoldRefusal{Status: st.Status, Max: a.HoldExtension.Max}
 	var msg string
 	switch {
 	case order.Status(st.Status) != order.StatusPendingPayment:
-		refusal.Reason, msg = HoldNotPending, "the order is not waiting for its payment"
+		refusal.Reason, msg = problem.OrderNotPendingPayment, "the order is not waiting for its payment"
 	case int(st.HoldExtensions) >= a.HoldExtension.Max:
-		refusal.Reason, msg = HoldExtensionUsed, "the hold has been extended as many times as allowed"
+		refusal.Reason, msg = problem.HoldExtensionUsed, "the hold has been extended as many times as allowed"
 	case st.HoldExpiresAt == nil || !st.HoldExpiresAt.After(st.Now) || st.Lapsed:
-		refusal.Reason, msg = HoldLapsed, "the hold has already expired"
+		refusal.Reason, msg = problem.HoldExpired, "the hold has already expired"
 	default:
 		from := st.HoldExpiresAt.Add(-a.HoldExtension.Window)
-		refusal.Reason, msg = HoldNotEndingYet, "the hold can be extended only in its last "+
+		refusal.Reason, msg = problem.HoldExtensionTooEarly, "the hold can be extended only in its last "+
 			a.HoldExtension.Window.String()
 		refusal.ExtendableFrom = &from
 	}
-	return temporal.NewNonRetryableApplicationError(msg, ErrTypeHoldNotExtendable, nil, refusal)
+	return RefusalError(refusal.Problem(msg))
 }
 
 // ReleaseExpired is the hold's expiry: it releases what has expired of the order's stock and says

@@ -15,6 +15,7 @@ import (
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/internal/dev/demo"
 	"github.com/marketplace/checkout/internal/dev/testenv"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/inventory"
 )
 
@@ -31,14 +32,15 @@ func heldOrder(t *testing.T, pool *pgxpool.Pool, engine *inventory.Engine, hold 
 	return id
 }
 
-func refusal(t *testing.T, err error) activities.HoldRefusal {
+// refusal is the coded refusal of an extension, as the saga reads it.
+func refusal(t *testing.T, err error) *problem.Error {
 	t.Helper()
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "%v", err)
-	require.Equal(t, activities.ErrTypeHoldNotExtendable, appErr.Type())
 	require.True(t, appErr.NonRetryable())
-	var r activities.HoldRefusal
-	require.NoError(t, appErr.Details(&r))
+	r := activities.Refusal(err)
+	require.NotNil(t, r, "%v", err)
+	assert.Equal(t, string(r.Code), appErr.Type(), "the refusal's type is its code")
 	return r
 }
 
@@ -73,9 +75,10 @@ func TestExtendHold_OnlyInTheLastMinutes_OnceEveryReservationMoves(t *testing.T)
 	before, _ := expiries(t, pool, early)
 	_, err := a.ExtendHold(ctx, early)
 	r := refusal(t, err)
-	assert.Equal(t, activities.HoldNotEndingYet, r.Reason)
-	require.NotNil(t, r.ExtendableFrom)
-	assert.WithinDuration(t, before.Add(-3*time.Minute), *r.ExtendableFrom, time.Millisecond)
+	assert.Equal(t, problem.HoldExtensionTooEarly, r.Code)
+	from, _ := r.Details["extendableFrom"].(*time.Time)
+	require.NotNil(t, from)
+	assert.WithinDuration(t, before.Add(-3*time.Minute), *from, time.Millisecond)
 	after, _ := expiries(t, pool, early)
 	assert.True(t, before.Equal(after), "a refusal moves nothing")
 
@@ -96,7 +99,7 @@ func TestExtendHold_OnlyInTheLastMinutes_OnceEveryReservationMoves(t *testing.T)
 	assert.Equal(t, 1, n, "on the order's timeline")
 
 	_, err = a.ExtendHold(ctx, id)
-	assert.Equal(t, activities.HoldExtensionUsed, refusal(t, err).Reason)
+	assert.Equal(t, problem.HoldExtensionUsed, refusal(t, err).Code)
 	again, _ := expiries(t, pool, id)
 	assert.True(t, after.Equal(again))
 
@@ -104,8 +107,8 @@ func TestExtendHold_OnlyInTheLastMinutes_OnceEveryReservationMoves(t *testing.T)
 	require.NoError(t, err)
 	_, err = a.ExtendHold(ctx, early)
 	r = refusal(t, err)
-	assert.Equal(t, activities.HoldNotPending, r.Reason)
-	assert.Equal(t, "CONFIRMED", r.Status)
+	assert.Equal(t, problem.OrderNotPendingPayment, r.Code)
+	assert.Equal(t, "CONFIRMED", r.Details["status"])
 }
 
 // TestExtendHold_ExpiredHold_RefusedAndReleased: a hold past its expiry (not yet swept) is not
@@ -124,7 +127,7 @@ func TestExtendHold_ExpiredHold_RefusedAndReleased(t *testing.T) {
 	require.NoError(t, err)
 
 	_, err = a.ExtendHold(ctx, id)
-	assert.Equal(t, activities.HoldLapsed, refusal(t, err).Reason)
+	assert.Equal(t, problem.HoldExpired, refusal(t, err).Code)
 	exp, err := engine.ReleaseExpired(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, inventory.Expiry{Released: 2}, exp)
@@ -171,7 +174,7 @@ func TestExtendHold_RacingTheExpiry_ExactlyOneWins(t *testing.T) {
 				assert.True(t, at.After(until), "order %d: extended reservations end later", id)
 			}
 		} else {
-			outcomes[refusal(t, extErr).Reason]++
+			outcomes[string(refusal(t, extErr).Code)]++
 			if released == 0 {
 				// The expiry ran a moment before the hold ended by the database's clock: it said
 				// until when, and the hold's timer runs it again then.

@@ -6,18 +6,20 @@ package activities
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/inventory"
 )
 
-// Application error types the workflows branch on.
+// Application error types of the inventory's failures that the saga branches on (no shopper's
+// refusal: those are coded, as OUT_OF_STOCK is).
 const (
-	ErrTypeOutOfStock           = "OutOfStock"
 	ErrTypeReservationNotActive = "ReservationNotActive"
 	ErrTypeNoReservation        = "NoReservation"
 	ErrTypeInvalidRequest       = "InvalidRequest"
@@ -42,13 +44,13 @@ type ReserveInput struct {
 	Hold   time.Duration      `json:"hold"`
 }
 
-// Reserve holds every line of the order or none. Out of stock is a non-retryable error of type
-// OutOfStock whose details are the short lines.
+// Reserve holds every line of the order or none. Out of stock is refused with OUT_OF_STOCK, the
+// short lines its details' items.
 func (a *Inventory) Reserve(ctx context.Context, in ReserveInput) (inventory.Reservation, error) {
 	if in.ShipTo == (inventory.Location{}) {
 		to, err := db.New(a.Pool).OrderShipTo(ctx, in.OrderID)
 		if err != nil {
-			return inventory.Reservation{}, err
+			return inventory.Reservation{}, fmt.Errorf("reading where order %d ships to: %w", in.OrderID, err)
 		}
 		in.ShipTo = inventory.Location{Lat: to.Lat, Lon: to.Lon}
 	}
@@ -107,7 +109,7 @@ func asApplicationError(err error) error {
 	var notActive *inventory.NotActiveError
 	switch {
 	case errors.As(err, &oos):
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeOutOfStock, err, oos.Lines)
+		return RefusalError(problem.Wrap(err, problem.OutOfStock, err.Error()).With("items", oos.Lines))
 	case errors.As(err, &notActive):
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeReservationNotActive, err)
 	case errors.Is(err, inventory.ErrNoReservation):

@@ -7,20 +7,13 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/money"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment"
-)
-
-// Refusals of a line cancellation: no retry changes them, and nothing was changed.
-const (
-	ErrTypeOrderNotConfirmed = "OrderNotConfirmed"
-	ErrTypeLineNotFound      = "LineNotFound"
-	ErrTypeUnitsExceedLine   = "UnitsExceedLine"
 )
 
 // EventOrderLineCancelled tells the shopper and the seller that units of a line will not ship
@@ -85,8 +78,8 @@ func (a *Orders) RecordLineCancel(ctx context.Context, in LineCancelRequest) (Li
 				return err
 			}
 			if prior.SkuID != in.SKUID || prior.Units != in.Units || prior.Reason != in.Reason {
-				return temporal.NewNonRetryableApplicationError("this request id was used for another cancellation",
-					ErrTypeKeyReused, nil)
+				return RefusalError(problem.New(problem.IdempotencyKeyReused,
+					"this request id was used for another cancellation"))
 			}
 			out, err = lineCancelOf(ctx, q, prior)
 			out.Repeat = true
@@ -127,19 +120,19 @@ func lineRefusal(ctx context.Context, q *db.Queries, in LineCancelRequest) error
 	l, err := q.LineOfOrder(ctx, in.SKUID, in.OrderID)
 	switch {
 	case db.NotFound(err):
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("no order %d", in.OrderID), ErrTypeOrderNotFound, nil)
+		return RefusalError(problem.New(problem.NotFound, fmt.Sprintf("no order %d", in.OrderID)))
 	case err != nil:
-		return err
+		return fmt.Errorf("reading line %d of order %d: %w", in.SKUID, in.OrderID, err)
 	case order.Status(l.Status) != order.StatusConfirmed:
-		return temporal.NewNonRetryableApplicationError("the order is "+l.Status+": only a CONFIRMED order's lines are cancelled",
-			ErrTypeOrderNotConfirmed, nil, l.Status)
+		return RefusalError(problem.New(problem.OrderNotConfirmed,
+			"the order is "+l.Status+": only a CONFIRMED order's lines are cancelled").With("status", l.Status))
 	case l.Quantity == nil:
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("order %d has no line of SKU %d", in.OrderID, in.SKUID),
-			ErrTypeLineNotFound, nil)
+		return RefusalError(problem.New(problem.LineNotFound,
+			fmt.Sprintf("order %d has no line of SKU %d", in.OrderID, in.SKUID)))
 	}
 	left := *l.Quantity - *l.CancelledQuantity
-	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%d units asked, %d left on the line", in.Units, left),
-		ErrTypeUnitsExceedLine, nil, UnitsExceedLineDetails{Remaining: left})
+	return RefusalError(problem.New(problem.UnitsExceedLine, fmt.Sprintf("%d units asked, %d left on the line", in.Units, left)).
+		With("remaining", left))
 }
 
 func lineCancelByID(ctx context.Context, q *db.Queries, id int64) (LineCancel, error) {

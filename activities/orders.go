@@ -13,31 +13,22 @@ import (
 
 	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/pricing"
 )
 
-// Application error types of the order steps.
+// Application error types of the order steps' failures that are no refusal of the shopper's: the
+// saga acts on them (a payment outcome to ask about) or support reads them on a parked order.
+// The steps' refusals are coded errors (RefusalError).
 const (
-	ErrTypePriceChanged     = "PriceChanged"
-	ErrTypeCartEmpty        = "CartEmpty"
-	ErrTypeCartInvalid      = "CartInvalid"
-	ErrTypeAddressNotFound  = "AddressNotFound"
-	ErrTypeOrderNotFound    = "OrderNotFound"
 	ErrTypeOrderTransition  = "OrderTransitionRefused"
 	ErrTypePaymentUnknown   = "PaymentOutcomeUnknown"
 	ErrTypePaymentRefused   = "PaymentRefused"
 	ErrTypePaymentNotFound  = "PaymentNotFound"
 	ErrTypeProviderDown     = "PaymentProviderUnavailable"
 	ErrTypeIdempotencyStore = "IdempotencyStore"
-	ErrTypeKeyReused        = "IdempotencyKeyReused"
-	// ErrTypeTooManyOpenOrders: the shopper already has as many orders waiting for payment as
-	// the cap allows; nothing was written.
-	ErrTypeTooManyOpenOrders = "TooManyOpenOrders"
-	// ErrTypeCouponRefused: the order's coupon does not apply; its details are the
-	// pricing.CouponRefusal. Nothing was written or reserved.
-	ErrTypeCouponRefused = "CouponRefused"
 )
 
 // Orders are the order's own steps: price check, the order row, its status transitions and the
@@ -77,13 +68,15 @@ type CheckPricesInput struct {
 	CouponCode string `json:"couponCode,omitempty"`
 }
 
-// PriceChangedDetails travel with a PriceChanged error: the version the shopper must see now.
+// PriceChangedDetails are the details of a PRICE_CHANGED refusal: the version the shopper must see
+// now.
 type PriceChangedDetails struct {
 	PriceVersion string `json:"priceVersion"`
 }
 
-// CheckPrices prices the member cart now. A priceVersion other than the current one is a
-// non-retryable PriceChanged error carrying the new version. When the request's order already
+// CheckPrices prices the member cart now. A cart that cannot be ordered is refused with its code
+// (CART_EMPTY, CART_INVALID, MIXED_CURRENCY, the coupon's); a priceVersion other than the current
+// one is refused with PRICE_CHANGED, carrying the new version. When the request's order already
 // exists (this step runs again after a worker crash, or in a run support reset), its prices are
 // the order's own: they were checked when it was made, and the cart may have moved on since.
 func (a *Orders) CheckPrices(ctx context.Context, in CheckPricesInput) (pricing.Quote, error) {
@@ -100,21 +93,15 @@ func (a *Orders) CheckPrices(ctx context.Context, in CheckPricesInput) (pricing.
 		lines = append(lines, pricing.Line{SKUID: it.SKUID, Quantity: it.Quantity})
 	}
 	quote, err := pricing.Compute(ctx, q, lines)
-	var unknown *pricing.UnknownSKUError
-	switch {
-	case errors.Is(err, pricing.ErrEmpty):
-		return quote, temporal.NewNonRetryableApplicationError("the cart is empty", ErrTypeCartEmpty, err)
-	case errors.As(err, &unknown):
-		return quote, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeCartInvalid, err, unknown.SKUIDs)
-	case errors.Is(err, pricing.ErrMixedCurrency):
-		return quote, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeCartInvalid, err)
-	case err != nil:
+	if p, refused := problem.As(err); refused {
+		return quote, RefusalError(p)
+	} else if err != nil {
 		return quote, err
 	}
 	for _, it := range quote.Items {
 		if it.Quantity > it.MaxPerOrder {
-			return quote, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("sku %d: at most %d per order", it.SKUID, it.MaxPerOrder), ErrTypeCartInvalid, nil, []int64{it.SKUID})
+			return quote, RefusalError(problem.New(problem.CartInvalid,
+				fmt.Sprintf("sku %d: at most %d per order", it.SKUID, it.MaxPerOrder)).With("skuIds", []int64{it.SKUID}))
 		}
 	}
 	if in.CouponCode != "" {
@@ -123,18 +110,14 @@ func (a *Orders) CheckPrices(ctx context.Context, in CheckPricesInput) (pricing.
 			return quote, err
 		}
 		if refusal != nil {
-			return quote, couponRefused(refusal)
+			return quote, RefusalError(refusal.Problem())
 		}
 	}
 	if quote.PriceVersion != in.PriceVersion {
-		return quote, temporal.NewNonRetryableApplicationError("prices changed since the preview",
-			ErrTypePriceChanged, nil, PriceChangedDetails{PriceVersion: quote.PriceVersion})
+		return quote, RefusalError(problem.New(problem.PriceChanged, "prices changed since the preview").
+			With("priceVersion", quote.PriceVersion))
 	}
 	return quote, nil
-}
-
-func couponRefused(r *pricing.CouponRefusal) error {
-	return temporal.NewNonRetryableApplicationError(r.Message, ErrTypeCouponRefused, r, *r)
 }
 
 // CreateOrderInput is the order row to write. Provider is the payment provider the sagas of
@@ -167,8 +150,10 @@ type CreatedOrder struct {
 
 // CreateOrder writes the order, its items and its payment row in one transaction, under the
 // unique (user, Idempotency-Key): a second run returns the first order (order.Store.Create). A new
-// order over the shopper's open-order cap (MaxOpenPerShopper) is refused with TooManyOpenOrders
-// before anything is written or reserved.
+// order over the shopper's open-order cap (MaxOpenPerShopper) is refused with TOO_MANY_OPEN_ORDERS
+// before anything is written or reserved; so is an order with an address that is not the
+// shopper's (VALIDATION_FAILED), with another request's body under its key
+// (IDEMPOTENCY_KEY_REUSED) or with a coupon that can no longer be redeemed (its code).
 func (a *Orders) CreateOrder(ctx context.Context, in CreateOrderInput) (CreatedOrder, error) {
 	saga := a.Saga
 	saga.Provider = cmp.Or(saga.Provider, in.Provider)
@@ -179,21 +164,27 @@ func (a *Orders) CreateOrder(ctx context.Context, in CreateOrderInput) (CreatedO
 	var coupon *pricing.CouponRefusal
 	switch {
 	case errors.Is(err, order.ErrAddressNotFound):
-		return CreatedOrder{}, temporal.NewNonRetryableApplicationError("unknown address", ErrTypeAddressNotFound, err)
+		return CreatedOrder{}, RefusalError(addressNotFound())
 	case errors.Is(err, order.ErrKeyReused):
-		return CreatedOrder{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeKeyReused, nil)
+		return CreatedOrder{}, RefusalError(problem.New(problem.IdempotencyKeyReused, err.Error()))
 	case errors.As(err, &tooMany):
-		return CreatedOrder{}, temporal.NewNonRetryableApplicationError(tooMany.Error(), ErrTypeTooManyOpenOrders, nil,
-			TooManyOpenOrdersDetails{Limit: tooMany.Limit, Pending: tooMany.Pending, NextHoldEnd: tooMany.NextHoldEnd})
+		return CreatedOrder{}, RefusalError(problem.New(problem.TooManyOpenOrders, tooMany.Error()).
+			With("limit", tooMany.Limit).With("pending", tooMany.Pending).With("nextHoldEnd", tooMany.NextHoldEnd))
 	case errors.As(err, &coupon):
-		return CreatedOrder{}, couponRefused(coupon)
+		return CreatedOrder{}, RefusalError(coupon.Problem())
 	case err != nil:
-		return CreatedOrder{}, err
+		return CreatedOrder{}, fmt.Errorf("writing the order: %w", err)
 	}
 	return CreatedOrder{OrderID: c.ID, Existing: c.Existing, Saga: &saga}, nil
 }
 
-// TooManyOpenOrdersDetails travel with a TooManyOpenOrders error.
+// addressNotFound refuses an order whose address is not the shopper's, as the API refuses one.
+func addressNotFound() *problem.Error {
+	return problem.New(problem.ValidationFailed, "some fields are invalid").
+		With("fields", []map[string]string{{"field": "addressId", "message": "not one of your addresses"}})
+}
+
+// TooManyOpenOrdersDetails are the details of a TOO_MANY_OPEN_ORDERS refusal.
 type TooManyOpenOrdersDetails struct {
 	Limit   int   `json:"limit"`
 	Pending int64 `json:"pending"`

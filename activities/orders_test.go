@@ -14,6 +14,7 @@ import (
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/internal/dev/demo"
 	"github.com/marketplace/checkout/internal/dev/testenv"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/pricing"
 )
 
@@ -32,11 +33,11 @@ func TestCheckPrices_OrderExists_KeepsTheOrdersPrices(t *testing.T) {
 	first, err := a.CheckPrices(ctx, activities.CheckPricesInput{UserID: 7, IdempotencyKey: "k1"})
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "an empty priceVersion never matches")
-	require.Equal(t, activities.ErrTypePriceChanged, appErr.Type())
-	var d activities.PriceChangedDetails
-	require.NoError(t, appErr.Details(&d))
+	require.Equal(t, string(problem.PriceChanged), appErr.Type())
+	current, _ := activities.Refusal(err).Details["priceVersion"].(string)
+	require.NotEmpty(t, current, "the refusal names the version to confirm")
 
-	quote, err := a.CheckPrices(ctx, activities.CheckPricesInput{UserID: 7, IdempotencyKey: "k1", PriceVersion: d.PriceVersion})
+	quote, err := a.CheckPrices(ctx, activities.CheckPricesInput{UserID: 7, IdempotencyKey: "k1", PriceVersion: current})
 	require.NoError(t, err)
 	assert.Equal(t, first.TotalMinor, quote.TotalMinor)
 	created, err := a.CreateOrder(ctx, activities.CreateOrderInput{UserID: 7, IdempotencyKey: "k1", RequestHash: "h1",
@@ -45,7 +46,7 @@ func TestCheckPrices_OrderExists_KeepsTheOrdersPrices(t *testing.T) {
 
 	_, err = pool.Exec(ctx, `UPDATE skus SET price_minor = price_minor + 10000, price_version = price_version + 1 WHERE id = 71`)
 	require.NoError(t, err)
-	again, err := a.CheckPrices(ctx, activities.CheckPricesInput{UserID: 7, IdempotencyKey: "k1", PriceVersion: d.PriceVersion})
+	again, err := a.CheckPrices(ctx, activities.CheckPricesInput{UserID: 7, IdempotencyKey: "k1", PriceVersion: current})
 	require.NoError(t, err, "the order's prices were checked when it was made")
 	assert.Equal(t, quote.TotalMinor, again.TotalMinor)
 	assert.Equal(t, quote.PriceVersion, again.PriceVersion)
@@ -74,7 +75,7 @@ func TestCheckPrices_OrderExists_KeepsTheOrdersPrices(t *testing.T) {
 	_, err = a.CreateOrder(ctx, activities.CreateOrderInput{UserID: 7, IdempotencyKey: "k1", RequestHash: "other",
 		WorkflowID: "wf", RunID: "run-3", AddressID: 1, Quote: quote, Provider: "paysim"})
 	require.True(t, errors.As(err, &appErr))
-	assert.Equal(t, activities.ErrTypeKeyReused, appErr.Type())
+	assert.Equal(t, string(problem.IdempotencyKeyReused), appErr.Type())
 }
 
 // TestCreateOrder_OpenOrderCap_ConcurrentOrdersNeverPassIt: eight orders of one shopper written at
@@ -113,12 +114,11 @@ func TestCreateOrder_OpenOrderCap_ConcurrentOrdersNeverPassIt(t *testing.T) {
 		case err == nil:
 			created++
 			first = fmt.Sprintf("k%d", i)
-		case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeTooManyOpenOrders:
+		case errors.As(err, &appErr) && appErr.Type() == string(problem.TooManyOpenOrders):
 			refused++
-			var d activities.TooManyOpenOrdersDetails
-			require.NoError(t, appErr.Details(&d))
-			assert.Equal(t, 3, d.Limit)
-			assert.Equal(t, int64(3), d.Pending)
+			d := activities.Refusal(err).Details
+			assert.Equal(t, 3, d["limit"])
+			assert.Equal(t, int64(3), d["pending"])
 		default:
 			t.Fatalf("order %d: %v", i, err)
 		}
@@ -142,7 +142,7 @@ func TestCreateOrder_OpenOrderCap_ConcurrentOrdersNeverPassIt(t *testing.T) {
 	_, err = create("k-one-too-many")
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr))
-	assert.Equal(t, activities.ErrTypeTooManyOpenOrders, appErr.Type())
+	assert.Equal(t, string(problem.TooManyOpenOrders), appErr.Type())
 	assert.True(t, appErr.NonRetryable())
 
 	off := &activities.Orders{Pool: pool}

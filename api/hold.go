@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,7 +41,7 @@ func (s *Server) extendHold(c echo.Context) error {
 		opts.UpdateID = "extend-hold:" + key
 	}
 	if order.Status(o.Status) != order.StatusPendingPayment {
-		return holdNotExtendable(activities.HoldRefusal{Reason: activities.HoldNotPending, Status: o.Status})
+		return holdNotExtendable(problem.New(problem.OrderNotPendingPayment, "").With("status", o.Status))
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), placeTimeout)
 	defer cancel()
@@ -51,12 +52,9 @@ func (s *Server) extendHold(c echo.Context) error {
 	}
 	var appErr *temporal.ApplicationError
 	var nf *serviceerror.NotFound
+	refusal := activities.Refusal(err)
 	switch {
-	case errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeHoldNotExtendable:
-		var refusal activities.HoldRefusal
-		if derr := appErr.Details(&refusal); derr != nil {
-			return derr
-		}
+	case refusal != nil && slices.Contains(holdRefusals, refusal.Code):
 		return holdNotExtendable(refusal)
 	case errors.As(err, &appErr) && strings.HasPrefix(appErr.Message(), "unknown update"):
 		return problem.New(problem.HoldNotExtendable,
@@ -68,7 +66,7 @@ func (s *Server) extendHold(c echo.Context) error {
 		if gerr != nil {
 			return gerr
 		}
-		return holdNotExtendable(activities.HoldRefusal{Reason: activities.HoldNotPending, Status: cur.Status})
+		return holdNotExtendable(problem.New(problem.OrderNotPendingPayment, "").With("status", cur.Status))
 	case errors.As(err, &appErr), errors.As(err, new(*temporal.ActivityError)), errors.As(err, new(*temporal.TimeoutError)):
 		// The extension could not be made now (the database did not answer); the hold is as it
 		// was, or moved in full, which its timer finds from the reservations.
@@ -80,24 +78,31 @@ func (s *Server) extendHold(c echo.Context) error {
 		"extensionsLeft": res.ExtensionsLeft})
 }
 
-func holdNotExtendable(r activities.HoldRefusal) *problem.Error {
+// holdRefusals are the codes of a refused extension (activities.HoldRefusal's reasons).
+var holdRefusals = []problem.Code{problem.OrderNotPendingPayment, problem.HoldExtensionUsed,
+	problem.HoldExtensionTooEarly, problem.HoldExpired}
+
+// holdNotExtendable answers a refused extension for the shopper, with the order's status and, too
+// early, when the hold can be extended.
+func holdNotExtendable(refusal *problem.Error) *problem.Error {
+	status, _ := refusal.Details["status"].(string)
 	var e *problem.Error
-	switch r.Reason {
-	case activities.HoldExtensionUsed:
+	switch refusal.Code {
+	case problem.HoldExtensionUsed:
 		e = problem.New(problem.HoldExtensionUsed, "the hold has already been extended as many times as allowed")
-	case activities.HoldNotEndingYet:
+	case problem.HoldExtensionTooEarly:
 		e = problem.New(problem.HoldExtensionTooEarly, "the hold can be extended only in its last minutes")
-		if r.ExtendableFrom != nil {
-			e = e.With("extendableFrom", r.ExtendableFrom)
+		if from := refusal.Details["extendableFrom"]; from != nil {
+			e = e.With("extendableFrom", from)
 		}
-	case activities.HoldLapsed:
+	case problem.HoldExpired:
 		e = problem.New(problem.HoldExpired, "the hold has already expired; the stock was given back")
 	default:
 		e = problem.New(problem.OrderNotPendingPayment, "the order is "+
-			strings.ToLower(strings.ReplaceAll(r.Status, "_", " "))+", not waiting for its payment")
+			strings.ToLower(strings.ReplaceAll(status, "_", " "))+", not waiting for its payment")
 	}
-	if r.Status != "" {
-		e = e.With("status", r.Status)
+	if status != "" {
+		e = e.With("status", status)
 	}
 	return e
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/labstack/echo/v4"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/db"
@@ -128,29 +127,26 @@ func (s *Server) lineCancellable(ctx context.Context, in workflows.LineCancelInp
 	return nil
 }
 
-// lineCancelRefusal maps the cancellation's refusals to the error model; nil when err is not one.
+// lineCancelRefusal answers the cancellation's refusals; nil when err is not one.
 func lineCancelRefusal(err error) error {
-	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) {
+	refusal := activities.Refusal(err)
+	if refusal == nil {
 		return nil
 	}
-	switch appErr.Type() {
-	case activities.ErrTypeOrderNotConfirmed:
-		var status string
-		_ = appErr.Details(&status)
+	switch refusal.Code {
+	case problem.OrderNotConfirmed:
+		status, _ := refusal.Details["status"].(string)
 		return orderNotConfirmed(status)
-	case activities.ErrTypeUnitsExceedLine:
-		var d activities.UnitsExceedLineDetails
-		_ = appErr.Details(&d)
-		return unitsExceedLine(d.Remaining)
-	case activities.ErrTypeLineNotFound:
+	case problem.UnitsExceedLine:
+		return unitsExceedLine(refusal.Details["remaining"])
+	case problem.LineNotFound:
 		return lineNotFound()
-	case activities.ErrTypeOrderNotFound:
+	case problem.NotFound:
 		return notFound()
-	case activities.ErrTypeKeyReused:
+	case problem.IdempotencyKeyReused:
 		return keyReused()
-	case workflows.ErrTypeInvalidLineCancel:
-		return problem.New(problem.ValidationFailed, appErr.Message())
+	case problem.ValidationFailed:
+		return problem.New(problem.ValidationFailed, refusal.Message)
 	}
 	return nil
 }
@@ -160,7 +156,8 @@ func orderNotConfirmed(status string) *problem.Error {
 		": only a confirmed order's lines are cancelled this way").With("status", status)
 }
 
-func unitsExceedLine(remaining int32) *problem.Error {
+// unitsExceedLine refuses more units than are left on the line (remaining, a number).
+func unitsExceedLine(remaining any) *problem.Error {
 	return problem.New(problem.UnitsExceedLine, "more units than are left on the line").
 		With("remaining", remaining)
 }

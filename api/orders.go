@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/money"
@@ -132,7 +133,7 @@ func (s *Server) createOrder(c echo.Context) error {
 	defer cancel()
 	updateID := "place-" + h[:24]
 	res, err := s.place(pctx, in, wfID, updateID)
-	if err == nil && res.RejectCode == workflows.RejectTooManyOpenOrders && s.placeFree(ctx, p.UserID, res.OpenOrderLimit) {
+	if err == nil && res.RejectCode == problem.TooManyOpenOrders && s.placeFree(ctx, p.UserID, res.OpenOrderLimit) {
 		// The server keeps a closed run's answer to an update id, so this refusal may be an earlier
 		// run's, given before the shopper paid or cancelled another order. With a place free now,
 		// the request is placed afresh under an update id of its own (a run still open answers as
@@ -140,8 +141,7 @@ func (s *Server) createOrder(c echo.Context) error {
 		res, err = s.place(pctx, in, wfID, updateID+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
 	}
 	if err != nil {
-		var appErr *temporal.ApplicationError
-		if errors.As(err, &appErr) && appErr.Type() == workflows.ErrTypeIdempotencyKeyReused {
+		if activities.RefusedWith(err, problem.IdempotencyKeyReused) {
 			return keyReused()
 		}
 		if ctx.Err() != nil {
@@ -160,7 +160,7 @@ func (s *Server) createOrder(c echo.Context) error {
 		// No answer was recorded (the first one was "try again"): answer from the order itself.
 		return s.renderExisting(c, res.OrderID)
 	}
-	if res.RejectCode == workflows.RejectTooManyOpenOrders {
+	if res.RejectCode == problem.TooManyOpenOrders {
 		s.Metrics.OpenOrdersRefused.Inc()
 	}
 	return renderOutcome(c, res)
@@ -283,21 +283,7 @@ func renderOutcome(c echo.Context, r workflows.PlaceOrderResult) error {
 		return problem.New(problem.PaymentUnavailable, "the payment provider is unavailable; the items were released").
 			With("orderId", r.OrderID)
 	case workflows.OutcomeRejected:
-		switch r.RejectCode {
-		case "CART_EMPTY":
-			return problem.New(problem.CartEmpty, r.Message)
-		case "ADDRESS_NOT_FOUND":
-			return validation{{Field: "addressId", Message: "not one of your addresses"}}.err()
-		case "IDEMPOTENCY_KEY_REUSED":
-			return keyReused()
-		case workflows.RejectTooManyOpenOrders:
-			return tooManyOpenOrders(c, r)
-		}
-		if strings.HasPrefix(r.RejectCode, "COUPON_") {
-			// Nothing was reserved or charged; the order may be placed again without the coupon.
-			return problem.New(problem.Code(r.RejectCode), r.Message)
-		}
-		return problem.New(problem.CartInvalid, r.Message)
+		return rejected(c, r)
 	}
 	if r.OrderID > 0 {
 		// The order row exists and has failed, its stock given back: this key is spent.
@@ -306,6 +292,26 @@ func renderOutcome(c echo.Context, r workflows.PlaceOrderResult) error {
 			With("orderId", r.OrderID)
 	}
 	return problem.New(problem.Unavailable, "the order could not be placed now; try again")
+}
+
+// rejected answers an order refused before anything was reserved or charged with the refusal's
+// code, message and details. Answers recorded by earlier releases named an unknown address
+// ADDRESS_NOT_FOUND, and any other refusal of the cart with a reject code of its own: they are
+// answered as they were then.
+func rejected(c echo.Context, r workflows.PlaceOrderResult) error {
+	switch {
+	case r.RejectCode == problem.TooManyOpenOrders:
+		return tooManyOpenOrders(c, r)
+	case r.RejectCode == problem.IdempotencyKeyReused:
+		return keyReused()
+	case r.RejectCode == "ADDRESS_NOT_FOUND":
+		return validation{{Field: "addressId", Message: "not one of your addresses"}}.err()
+	case !r.RejectCode.Known():
+		return problem.New(problem.CartInvalid, r.Message)
+	}
+	p := problem.New(r.RejectCode, r.Message)
+	p.Details = r.Details
+	return p
 }
 
 // tooManyOpenOrders answers an order over the open-order cap: 429, with Retry-After until the
@@ -550,11 +556,9 @@ func (s *Server) cancelOrder(c echo.Context) error {
 			break
 		}
 	}
-	var appErr *temporal.ApplicationError
 	var nf *serviceerror.NotFound
 	switch {
-	case errors.As(err, &appErr) && appErr.Type() == workflows.ErrTypeNotCancellable,
-		errors.As(err, &nf):
+	case activities.RefusedWith(err, problem.OrderNotCancellable), errors.As(err, &nf):
 		cur, gerr := s.q.GetOrder(c.Request().Context(), o.ID)
 		if gerr != nil {
 			return gerr

@@ -70,11 +70,11 @@ type previewRequest struct {
 
 // couponView says whether the coupon applies, and what it takes off or why not.
 type couponView struct {
-	Code     string `json:"code"`
-	Applies  bool   `json:"applies"`
-	Discount string `json:"discount,omitempty"`
-	Reason   string `json:"reason,omitempty"`
-	Message  string `json:"message,omitempty"`
+	Code     string       `json:"code"`
+	Applies  bool         `json:"applies"`
+	Discount string       `json:"discount,omitempty"`
+	Reason   problem.Code `json:"reason,omitempty"`
+	Message  string       `json:"message,omitempty"`
 }
 
 type previewResponse struct {
@@ -113,17 +113,9 @@ func (h *cartHandlers) preview(c echo.Context) error {
 		return err
 	}
 	quote, err := pricing.Compute(ctx, h.q, snap.Doc.Lines())
-	var unknown *pricing.UnknownSKUError
-	switch {
-	case errors.Is(err, pricing.ErrEmpty):
-		return problem.New(problem.CartEmpty, "the cart is empty")
-	case errors.As(err, &unknown):
-		return problem.New(problem.SKUNotFound, "some SKUs of the cart are no longer sold; remove them").
-			With("skuIds", unknown.SKUIDs)
-	case errors.Is(err, pricing.ErrMixedCurrency):
-		return problem.New(problem.MixedCurrency,
-			"the cart holds items priced in more than one currency; order them separately")
-	case err != nil:
+	if p, ok := problem.As(err); ok && errors.Is(err, pricing.ErrUnknownSKUs) {
+		return problem.New(problem.SKUNotFound, p.Message).With("skuIds", p.Details["skuIds"])
+	} else if err != nil {
 		return err
 	}
 	subtotal := quote.TotalMinor

@@ -158,8 +158,7 @@ func (s *Store) setQuantity(ctx context.Context, o Owner, skuID, sellerID int64,
 	if quantity > 0 || sellerID != 0 {
 		// One read: the SKU's seller and limit with its price now, campaigns applied.
 		sku, err := pricing.UnitPrice(ctx, s.q, skuID)
-		var unknown *pricing.UnknownSKUError
-		if errors.As(err, &unknown) {
+		if errors.Is(err, pricing.ErrUnknownSKUs) {
 			return Snapshot{}, ErrUnknownSKU
 		}
 		if err != nil {

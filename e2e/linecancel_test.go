@@ -18,6 +18,7 @@ import (
 
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/audit"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/payment"
 	"github.com/marketplace/checkout/workflows"
 )
@@ -213,15 +214,15 @@ func TestLineCancel_Refusals_NothingChanged(t *testing.T) {
 
 	// From the UI: a pending order's line, and input support typed wrong, fail the workflow
 	// with the reason.
-	for input, typ := range map[string]string{
-		fmt.Sprintf(`{"orderId": %d, "skuId": 78, "units": 1, "reason": "damaged", "requestId": "ui-1"}`, pid): activities.ErrTypeOrderNotConfirmed,
-		fmt.Sprintf(`{"orderId": %d, "skuId": 78, "units": 1, "reason": "dropped", "requestId": "ui-2"}`, cid): workflows.ErrTypeInvalidLineCancel,
-		fmt.Sprintf(`{"order": %d, "skuId": 78, "units": 1, "reason": "lost", "requestId": "ui-3"}`, cid):      workflows.ErrTypeInvalidLineCancel,
+	for input, code := range map[string]problem.Code{
+		fmt.Sprintf(`{"orderId": %d, "skuId": 78, "units": 1, "reason": "damaged", "requestId": "ui-1"}`, pid): problem.OrderNotConfirmed,
+		fmt.Sprintf(`{"orderId": %d, "skuId": 78, "units": 1, "reason": "dropped", "requestId": "ui-2"}`, cid): problem.ValidationFailed,
+		fmt.Sprintf(`{"order": %d, "skuId": 78, "units": 1, "reason": "lost", "requestId": "ui-3"}`, cid):      problem.ValidationFailed,
 	} {
 		err := s.startFromUI("line-cancel-ui-"+randomHex(4), input).Get(s.ctx, nil)
 		var appErr *temporal.ApplicationError
 		require.ErrorAs(t, err, &appErr, input)
-		assert.Equal(t, typ, appErr.Type(), input)
+		assert.Equal(t, string(code), appErr.Type(), input)
 	}
 	assert.Zero(t, s.scalar(`SELECT count(*) FROM line_cancellations`))
 	assert.Zero(t, s.scalar(`SELECT COALESCE(sum(cancelled_quantity), 0) FROM order_items`))

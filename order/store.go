@@ -13,6 +13,7 @@ import (
 	"github.com/sqlc-dev/pqtype"
 
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/pricing"
 )
 
@@ -200,7 +201,7 @@ func redeem(ctx context.Context, q *db.Queries, orderID, userID int64, c pricing
 		return refusal
 	}
 	// A redemption given back since the statement ran: the refusal stands.
-	return &pricing.CouponRefusal{Code: pricing.CouponUsedUp, Message: "the coupon has been used up"}
+	return &pricing.CouponRefusal{Code: problem.CouponUsedUp, Message: "the coupon has been used up"}
 }
 
 // Waiting reads the shopper's orders waiting for payment, which the open-order cap counts.

@@ -8,29 +8,28 @@ import (
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/money"
+	"github.com/marketplace/checkout/internal/problem"
 )
 
-// Why a coupon does not apply (CouponRefusal.Code); the preview says it, and an order with the
-// coupon is refused with it.
-const (
-	CouponNotFound      = "COUPON_NOT_FOUND"
-	CouponNotStarted    = "COUPON_NOT_STARTED"
-	CouponExpired       = "COUPON_EXPIRED"
-	CouponUsedUp        = "COUPON_USED_UP"
-	CouponAlreadyUsed   = "COUPON_ALREADY_USED"
-	CouponNotApplicable = "COUPON_NOT_APPLICABLE"
-	CouponMinBasket     = "COUPON_MIN_BASKET"
-)
-
-// CouponRefusal says why a coupon does not apply to a basket.
+// CouponRefusal says why a coupon does not apply to a basket: one of the problem.Coupon* codes.
+// The preview says it, and an order with the coupon is refused with it (Problem).
 type CouponRefusal struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code    problem.Code `json:"code"`
+	Message string       `json:"message"`
 	// MinBasketMinor is the basket the coupon needs (with COUPON_MIN_BASKET).
 	MinBasketMinor int64 `json:"minBasketMinor,omitempty"`
 }
 
-func (r *CouponRefusal) Error() string { return r.Code + ": " + r.Message }
+func (r *CouponRefusal) Error() string { return string(r.Code) + ": " + r.Message }
+
+// Problem is the refusal as the coded error that refuses an order with the coupon.
+func (r *CouponRefusal) Problem() *problem.Error {
+	p := problem.New(r.Code, r.Message)
+	if r.MinBasketMinor > 0 {
+		p = p.With("minBasketMinor", r.MinBasketMinor)
+	}
+	return p
+}
 
 // AppliedCoupon is the coupon a quote applies and what it takes off the total.
 type AppliedCoupon struct {
@@ -47,13 +46,13 @@ func NormalCode(code string) string { return strings.ToUpper(strings.TrimSpace(c
 func Unavailable(c db.CouponByCodeRow) *CouponRefusal {
 	switch {
 	case c.Now.Before(c.StartsAt):
-		return &CouponRefusal{Code: CouponNotStarted, Message: "the coupon is not valid yet"}
+		return &CouponRefusal{Code: problem.CouponNotStarted, Message: "the coupon is not valid yet"}
 	case !c.Now.Before(c.EndsAt):
-		return &CouponRefusal{Code: CouponExpired, Message: "the coupon has expired"}
+		return &CouponRefusal{Code: problem.CouponExpired, Message: "the coupon has expired"}
 	case c.Redeemed >= c.MaxRedemptions:
-		return &CouponRefusal{Code: CouponUsedUp, Message: "the coupon has been used up"}
+		return &CouponRefusal{Code: problem.CouponUsedUp, Message: "the coupon has been used up"}
 	case c.ShopperRedeemed >= c.MaxPerShopper:
-		return &CouponRefusal{Code: CouponAlreadyUsed, Message: "you have used this coupon as many times as it allows"}
+		return &CouponRefusal{Code: problem.CouponAlreadyUsed, Message: "you have used this coupon as many times as it allows"}
 	}
 	return nil
 }
@@ -65,7 +64,7 @@ func Unavailable(c db.CouponByCodeRow) *CouponRefusal {
 func WithCoupon(ctx context.Context, q *db.Queries, quote Quote, code string, userID int64) (Quote, *CouponRefusal, error) {
 	c, err := q.CouponByCode(ctx, userID, NormalCode(code))
 	if db.NotFound(err) {
-		return quote, &CouponRefusal{Code: CouponNotFound, Message: "there is no coupon with this code"}, nil
+		return quote, &CouponRefusal{Code: problem.CouponNotFound, Message: "there is no coupon with this code"}, nil
 	}
 	if err != nil {
 		return quote, nil, err
@@ -81,10 +80,10 @@ func WithCoupon(ctx context.Context, q *db.Queries, quote Quote, code string, us
 		}
 	}
 	if eligible == 0 {
-		return quote, &CouponRefusal{Code: CouponNotApplicable, Message: "the coupon applies to none of these items"}, nil
+		return quote, &CouponRefusal{Code: problem.CouponNotApplicable, Message: "the coupon applies to none of these items"}, nil
 	}
 	if eligible < c.MinBasketMinor {
-		return quote, &CouponRefusal{Code: CouponMinBasket, MinBasketMinor: c.MinBasketMinor, Message: fmt.Sprintf(
+		return quote, &CouponRefusal{Code: problem.CouponMinBasket, MinBasketMinor: c.MinBasketMinor, Message: fmt.Sprintf(
 			"the coupon needs a basket of %s %s of the items it covers", money.Format(c.MinBasketMinor), c.Currency)}, nil
 	}
 	off := min(c.Value, eligible)
@@ -95,7 +94,7 @@ func WithCoupon(ctx context.Context, q *db.Queries, quote Quote, code string, us
 		}
 	}
 	if off <= 0 {
-		return quote, &CouponRefusal{Code: CouponNotApplicable, Message: "the coupon takes nothing off these items"}, nil
+		return quote, &CouponRefusal{Code: problem.CouponNotApplicable, Message: "the coupon takes nothing off these items"}, nil
 	}
 	quote.Coupon = &AppliedCoupon{ID: c.ID, Code: c.Code, DiscountMinor: off}
 	quote.TotalMinor -= off

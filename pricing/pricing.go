@@ -9,7 +9,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/money"
+	"github.com/marketplace/checkout/internal/problem"
 )
 
 // Line is a SKU and a quantity.
@@ -114,16 +114,14 @@ type Quote struct {
 	Coupon *AppliedCoupon `json:"coupon,omitempty"`
 }
 
-// Errors of a quote.
+// Refusals of a quote, coded as the checkout answers them. ErrUnknownSKUs comes with the SKUs
+// that are not (or no longer) in the catalog (details "skuIds").
 var (
-	ErrEmpty         = errors.New("nothing to price")
-	ErrMixedCurrency = errors.New("items are priced in more than one currency")
+	ErrEmpty         = problem.New(problem.CartEmpty, "the cart is empty")
+	ErrMixedCurrency = problem.New(problem.MixedCurrency,
+		"the cart holds items priced in more than one currency; order them separately")
+	ErrUnknownSKUs = problem.New(problem.CartInvalid, "some SKUs of the cart are no longer sold; remove them")
 )
-
-// UnknownSKUError names SKUs that are not (or no longer) in the catalog.
-type UnknownSKUError struct{ SKUIDs []int64 }
-
-func (e *UnknownSKUError) Error() string { return fmt.Sprintf("unknown SKUs %v", e.SKUIDs) }
 
 // Compute prices lines from the catalog. Lines of the same SKU are summed; items come back in SKU
 // order.
@@ -144,7 +142,7 @@ func Compute(ctx context.Context, q *db.Queries, lines []Line) (Quote, error) {
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	rows, err := q.PricedSKUs(ctx, ids)
 	if err != nil {
-		return Quote{}, err
+		return Quote{}, fmt.Errorf("pricing SKUs %v: %w", ids, err)
 	}
 	found := map[int64]db.PricedSKUsRow{}
 	for _, r := range rows {
@@ -177,7 +175,7 @@ func Compute(ctx context.Context, q *db.Queries, lines []Line) (Quote, error) {
 		quote.TotalMinor += it.LineTotalMinor
 	}
 	if len(missing) > 0 {
-		return Quote{}, &UnknownSKUError{SKUIDs: missing}
+		return Quote{}, ErrUnknownSKUs.With("skuIds", missing)
 	}
 	if quote.TotalMinor > money.MaxMinor {
 		return Quote{}, fmt.Errorf("total %d exceeds the largest amount", quote.TotalMinor)

@@ -11,6 +11,7 @@ import (
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/dev/demo"
 	"github.com/marketplace/checkout/internal/dev/testenv"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/pricing"
 )
 
@@ -122,9 +123,9 @@ func TestWithCoupon_SaysWhyNot(t *testing.T) {
 	require.NoError(t, err)
 	quote, err := pricing.Compute(ctx, q, []pricing.Line{{SKUID: 71, Quantity: 1}})
 	require.NoError(t, err)
-	for code, want := range map[string]string{"nope": pricing.CouponNotFound, "later": pricing.CouponNotStarted,
-		"OLD": pricing.CouponExpired, "GONE": pricing.CouponUsedUp, "MUGS": pricing.CouponNotApplicable,
-		"BIG": pricing.CouponMinBasket, "EURO": pricing.CouponNotApplicable} {
+	for code, want := range map[string]problem.Code{"nope": problem.CouponNotFound, "later": problem.CouponNotStarted,
+		"OLD": problem.CouponExpired, "GONE": problem.CouponUsedUp, "MUGS": problem.CouponNotApplicable,
+		"BIG": problem.CouponMinBasket, "EURO": problem.CouponNotApplicable} {
 		got, refusal, err := pricing.WithCoupon(ctx, q, quote, code, 7)
 		require.NoError(t, err)
 		require.NotNil(t, refusal, code)

@@ -3,12 +3,11 @@ package workflows
 import (
 	"errors"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/marketplace/checkout/activities"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/order"
-	"github.com/marketplace/checkout/pricing"
 )
 
 type compensation struct {
@@ -144,47 +143,30 @@ func (w *orderFlow) failAfterStep(ctx workflow.Context, err error, code order.Fa
 	w.fail(ctx, code, nil)
 }
 
-// refuseBeforeOrder answers a request refused before any order row exists (prices changed, empty
-// cart, unknown address, too many open orders).
+// refuseBeforeOrder answers a request refused before any order row exists (prices changed, an
+// empty or invalid cart, a coupon that does not apply, an unknown address, too many open orders)
+// with the refusal's code, read by activities.Refusal whichever release's step raised it.
 func (w *orderFlow) refuseBeforeOrder(ctx workflow.Context, err error) {
-	res := &PlaceOrderResult{Outcome: OutcomeRejected, Message: errorText(err)}
-	var appErr *temporal.ApplicationError
-	if asAppError(err, &appErr) {
-		switch appErr.Type() {
-		case activities.ErrTypePriceChanged:
-			var d activities.PriceChangedDetails
-			_ = appErr.Details(&d)
-			res = &PlaceOrderResult{Outcome: OutcomePriceChanged, PriceVersion: d.PriceVersion}
-		case activities.ErrTypeCartEmpty:
-			res.RejectCode, res.Message = "CART_EMPTY", "the cart is empty"
-		case activities.ErrTypeCartInvalid:
-			res.RejectCode, res.Message = "CART_INVALID", appErr.Message()
-		case activities.ErrTypeAddressNotFound:
-			res.RejectCode, res.Message = "ADDRESS_NOT_FOUND", "unknown address"
-		case activities.ErrTypeKeyReused:
-			res.RejectCode, res.Message = "IDEMPOTENCY_KEY_REUSED", appErr.Message()
-		case activities.ErrTypeCouponRefused:
-			var r pricing.CouponRefusal
-			_ = appErr.Details(&r)
-			res.RejectCode, res.Message = r.Code, r.Message
-		case activities.ErrTypeTooManyOpenOrders:
-			// Answered, never recorded: the key stays free for this request once the shopper
-			// has fewer open orders (as "try again" below is never recorded).
-			var d activities.TooManyOpenOrdersDetails
-			_ = appErr.Details(&d)
-			w.placed = &PlaceOrderResult{Outcome: OutcomeRejected, RejectCode: RejectTooManyOpenOrders,
-				Message: appErr.Message(), OpenOrderLimit: d.Limit, NextHoldEnd: d.NextHoldEnd}
-			return
-		}
-	}
-	if res.Outcome == OutcomeRejected && res.RejectCode == "" {
+	refusal := activities.Refusal(err)
+	switch {
+	case refusal == nil:
 		// Not a refusal: the database failed and retries ran out. Nothing was written, so no key
 		// is recorded; the shopper may repeat the same request.
 		w.st.Status = order.StatusFailed
 		w.placed = &PlaceOrderResult{Outcome: OutcomeUnavailable, Message: "the order could not be placed now; try again"}
-		return
+	case refusal.Code == problem.PriceChanged:
+		d := convert[activities.PriceChangedDetails](refusal.Details)
+		w.answer(ctx, &PlaceOrderResult{Outcome: OutcomePriceChanged, PriceVersion: d.PriceVersion})
+	case refusal.Code == problem.TooManyOpenOrders:
+		// Answered, never recorded: the key stays free for this request once the shopper has
+		// fewer open orders (as "try again" above is never recorded).
+		d := convert[activities.TooManyOpenOrdersDetails](refusal.Details)
+		w.placed = &PlaceOrderResult{Outcome: OutcomeRejected, RejectCode: refusal.Code, Message: refusal.Message,
+			OpenOrderLimit: d.Limit, NextHoldEnd: d.NextHoldEnd}
+	default:
+		w.answer(ctx, &PlaceOrderResult{Outcome: OutcomeRejected, RejectCode: refusal.Code, Message: refusal.Message,
+			Details: refusal.Details})
 	}
-	w.answer(ctx, res)
 }
 
 // answer releases the place-order update with the shopper's answer and records it under the key.

@@ -7,10 +7,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/marketplace/checkout/activities"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/workflows"
@@ -64,7 +64,7 @@ func TestOrder_HoldExtendedAtMinute14_PaidAfterTheOriginalExpiry_Confirmed(t *te
 	require.NoError(t, first.err)
 	require.NotNil(t, first.res)
 	assert.True(t, start.Add(hold+5*time.Minute).Equal(first.res.HoldExpiresAt))
-	requireAppError(t, second.rejected, activities.ErrTypeHoldNotExtendable)
+	requireAppError(t, second.rejected, string(problem.HoldExtensionUsed))
 	assert.Equal(t, 1, s.calls["ExtendHold"], "the second extension was refused before it reached the database")
 
 	assert.Equal(t, order.StatusConfirmed, st.Status, "paid at minute 17, within the extended hold")
@@ -101,8 +101,8 @@ func TestOrder_HoldExtended_NotPaid_ExpiresAtTheNewTime(t *testing.T) {
 func TestOrder_HoldExtensionRefusedByTheDatabase_OrderWaitsOn(t *testing.T) {
 	s := newSaga(t)
 	s.authorizeReturns("REQUIRES_ACTION")
-	s.on("ExtendHold").Return(activities.ExtendedHold{}, temporal.NewNonRetryableApplicationError("too early",
-		activities.ErrTypeHoldNotExtendable, nil, activities.HoldRefusal{Reason: activities.HoldNotEndingYet})).Once()
+	s.on("ExtendHold").Return(activities.ExtendedHold{}, activities.RefusalError(
+		activities.HoldRefusal{Reason: problem.HoldExtensionTooEarly}.Problem("too early"))).Once()
 	s.on("ExtendHold").Return(activities.ExtendedHold{ExpiresAt: s.env.Now().Add(hold + 5*time.Minute)}, nil)
 	var early, later extendAnswer
 	s.extendAt(2*time.Minute, "x1", &early)
@@ -110,7 +110,7 @@ func TestOrder_HoldExtensionRefusedByTheDatabase_OrderWaitsOn(t *testing.T) {
 	s.signal(16*time.Minute, workflows.SignalPaymentResult, workflows.PaymentSignal{EventID: "evt_1", IntentID: "pi_1", Status: "AUTHORIZED"})
 	st := s.run(input("tok_3ds"))
 
-	requireAppError(t, early.err, activities.ErrTypeHoldNotExtendable)
+	requireAppError(t, early.err, string(problem.HoldExtensionTooEarly))
 	require.NoError(t, later.err)
 	require.NotNil(t, later.res)
 	assert.Equal(t, order.StatusConfirmed, st.Status)
@@ -126,6 +126,6 @@ func TestOrder_HoldExtensionOfAPaidOrder_Refused(t *testing.T) {
 	st := s.run(input("tok_ok"))
 
 	assert.Equal(t, order.StatusConfirmed, st.Status)
-	requireAppError(t, ext.rejected, activities.ErrTypeHoldNotExtendable)
+	requireAppError(t, ext.rejected, string(problem.OrderNotPendingPayment))
 	assert.Zero(t, s.calls["ExtendHold"])
 }

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/marketplace/checkout/activities"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/order"
 )
 
@@ -29,8 +30,8 @@ func (w *orderFlow) registerHandlers(ctx workflow.Context) error {
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, requestHash string) error {
 			if requestHash != w.in.RequestHash {
-				return temporal.NewApplicationError("this Idempotency-Key was used with a different request",
-					ErrTypeIdempotencyKeyReused)
+				return activities.RefusalError(problem.New(problem.IdempotencyKeyReused,
+					"this Idempotency-Key was used with a different request"))
 			}
 			return nil
 		}}); err != nil {
@@ -48,7 +49,8 @@ func (w *orderFlow) registerHandlers(ctx workflow.Context) error {
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context) error {
 			if !w.cancellable() {
-				return temporal.NewApplicationError("the order can no longer be cancelled", ErrTypeNotCancellable, w.st.Status)
+				return activities.RefusalError(problem.New(problem.OrderNotCancellable,
+					"the order can no longer be cancelled").With("status", w.st.Status))
 			}
 			return nil
 		}}); err != nil {
@@ -119,18 +121,17 @@ type ExtendHoldResult struct {
 // extendable accepts an extension only while the order waits for its payment with its stock held;
 // the window and the count are the worker's settings, which ExtendHold applies in PostgreSQL.
 func (w *orderFlow) extendable() error {
-	refuse := func(reason, msg string) error {
-		return temporal.NewApplicationError(msg, activities.ErrTypeHoldNotExtendable,
-			activities.HoldRefusal{Reason: reason, Status: string(w.st.Status)})
+	refuse := func(reason problem.Code, msg string) error {
+		return activities.RefusalError(activities.HoldRefusal{Reason: reason, Status: string(w.st.Status)}.Problem(msg))
 	}
 	switch {
 	case w.placed == nil || w.st.OrderID == 0 || w.phase != phaseWaiting || w.paid || w.declined ||
 		w.cancel != "" || w.shortfall || w.parked != nil:
-		return refuse(activities.HoldNotPending, "the order is not waiting for its payment")
+		return refuse(problem.OrderNotPendingPayment, "the order is not waiting for its payment")
 	case w.expired:
-		return refuse(activities.HoldLapsed, "the hold has already expired")
+		return refuse(problem.HoldExpired, "the hold has already expired")
 	case w.extending || w.extensionsUsed:
-		return refuse(activities.HoldExtensionUsed, "the hold has been extended as many times as allowed")
+		return refuse(problem.HoldExtensionUsed, "the hold has been extended as many times as allowed")
 	}
 	return nil
 }
@@ -144,10 +145,7 @@ func (w *orderFlow) extendHold(ctx workflow.Context) (ExtendHoldResult, error) {
 	err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, placeOptions), ordersA.ExtendHold,
 		w.st.OrderID).Get(ctx, &ext)
 	if err != nil {
-		var appErr *temporal.ApplicationError
-		var refusal activities.HoldRefusal
-		if asAppError(err, &appErr) && appErr.Type() == activities.ErrTypeHoldNotExtendable &&
-			appErr.Details(&refusal) == nil && refusal.Reason == activities.HoldExtensionUsed {
+		if activities.RefusedWith(err, problem.HoldExtensionUsed) {
 			w.extensionsUsed = true
 		}
 		return ExtendHoldResult{}, err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/internal/money"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 )
@@ -54,10 +55,6 @@ type LineCancelState struct {
 	Attention      *Attention          `json:"attention,omitempty"`
 	Timeline       []TimelineEntry     `json:"timeline"`
 }
-
-// ErrTypeInvalidLineCancel: the workflow's input is not a cancellation it can run (bad JSON, an
-// unknown field, a missing id, units not positive, an unknown reason). Nothing was changed.
-const ErrTypeInvalidLineCancel = "InvalidLineCancel"
 
 // Steps of a line cancellation after it is recorded, as support sees them.
 const (
@@ -168,9 +165,12 @@ func readLineCancel(raw json.RawMessage) (LineCancelInput, error) {
 	return in, nil
 }
 
+// invalidLineCancel refuses an input that is not a cancellation the workflow can run (bad JSON, an
+// unknown field, a missing id, units not positive, an unknown reason) with VALIDATION_FAILED.
+// Nothing was changed.
 func invalidLineCancel(msg string) error {
-	return temporal.NewNonRetryableApplicationError("invalid line cancellation: "+msg+"; nothing was changed",
-		ErrTypeInvalidLineCancel, nil)
+	return activities.RefusalError(problem.New(problem.ValidationFailed,
+		"invalid line cancellation: "+msg+"; nothing was changed"))
 }
 
 func (w *lineCancel) recorded(ctx workflow.Context, rec activities.LineCancel) {

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/marketplace/checkout/activities"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/workflows"
 )
@@ -202,12 +203,12 @@ func TestLineCancel_SupportActionWhileNothingWaits_Refused(t *testing.T) {
 
 func TestLineCancel_RecordRefused_FailsWithTheRefusal_NothingElseRuns(t *testing.T) {
 	r := newLineCancelRun(t)
-	r.on("RecordLineCancel").Return(activities.LineCancel{}, temporal.NewNonRetryableApplicationError(
-		"3 units asked, 1 left on the line", activities.ErrTypeUnitsExceedLine, nil, activities.UnitsExceedLineDetails{Remaining: 1}))
+	r.on("RecordLineCancel").Return(activities.LineCancel{}, activities.RefusalError(problem.New(
+		problem.UnitsExceedLine, "3 units asked, 1 left on the line").With("remaining", 1)))
 	r.defaults(inventory.CancelDamaged)
 	_, err := r.run(lineCancelInput(inventory.CancelDamaged))
 
-	requireAppError(t, err, activities.ErrTypeUnitsExceedLine)
+	requireAppError(t, err, string(problem.UnitsExceedLine))
 	assert.Equal(t, []string{"RecordLineCancel"}, r.steps)
 }
 
@@ -225,7 +226,7 @@ func TestLineCancel_Repeat_AlreadyRefundedAndRestocked_OnlyAnnounced(t *testing.
 }
 
 // TestLineCancel_BadInputFromTheUI_FailsClearly_NothingRuns: what support may paste wrong in the
-// UI's start form ends the workflow with InvalidLineCancel before any step.
+// UI's start form ends the workflow with VALIDATION_FAILED before any step.
 func TestLineCancel_BadInputFromTheUI_FailsClearly_NothingRuns(t *testing.T) {
 	cases := map[string]string{
 		"units zero":       `{"orderId": 501, "skuId": 77, "units": 0, "reason": "damaged", "requestId": "r1"}`,
@@ -240,7 +241,7 @@ func TestLineCancel_BadInputFromTheUI_FailsClearly_NothingRuns(t *testing.T) {
 			r := newLineCancelRun(t)
 			r.defaults(inventory.CancelDamaged)
 			_, err := r.run(json.RawMessage(input))
-			requireAppError(t, err, workflows.ErrTypeInvalidLineCancel)
+			requireAppError(t, err, string(problem.ValidationFailed))
 			assert.Empty(t, r.steps)
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/marketplace/checkout/activities"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/pricing"
@@ -46,9 +47,11 @@ type PlaceOrderResult struct {
 	HoldExpiresAt *time.Time            `json:"holdExpiresAt,omitempty"`
 	Short         []inventory.ShortLine `json:"short,omitempty"`
 	PriceVersion  string                `json:"priceVersion,omitempty"`
-	RejectCode    string                `json:"rejectCode,omitempty"`
-	Message       string                `json:"message,omitempty"`
-	// OpenOrderLimit and NextHoldEnd go with RejectTooManyOpenOrders: the shopper's cap, and when
+	// RejectCode, Message and Details are the refusal of a REJECTED order, as its step raised it.
+	RejectCode problem.Code   `json:"rejectCode,omitempty"`
+	Message    string         `json:"message,omitempty"`
+	Details    map[string]any `json:"details,omitempty"`
+	// OpenOrderLimit and NextHoldEnd go with TOO_MANY_OPEN_ORDERS: the shopper's cap, and when
 	// the first of their open orders ends by itself.
 	OpenOrderLimit int        `json:"openOrderLimit,omitempty"`
 	NextHoldEnd    *time.Time `json:"nextHoldEnd,omitempty"`
@@ -295,12 +298,8 @@ func (w *orderFlow) run(ctx workflow.Context) {
 	err = workflow.ExecuteLocalActivity(lctx, stockA.Reserve, activities.ReserveInput{OrderID: created.OrderID,
 		Lines: lines, Hold: w.saga.HoldTTL}).Get(ctx, &res)
 	if err != nil {
-		if isAppError(err, activities.ErrTypeOutOfStock) {
-			var short []inventory.ShortLine
-			var appErr *temporal.ApplicationError
-			if asAppError(err, &appErr) {
-				_ = appErr.Details(&short)
-			}
+		if refusal := activities.Refusal(err); refusal != nil && refusal.Code == problem.OutOfStock {
+			short := convert[[]inventory.ShortLine](refusal.Details["items"])
 			w.fail(ctx, order.FailOutOfStock, &PlaceOrderResult{Outcome: OutcomeOutOfStock, Short: short})
 			return
 		}

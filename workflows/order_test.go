@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/marketplace/checkout/activities"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/pricing"
@@ -410,7 +411,7 @@ func TestOrder_CancelAfterConfirmation_Refused(t *testing.T) {
 	})
 	st := s.run(input("tok_ok"))
 	assert.Equal(t, order.StatusConfirmed, st.Status)
-	requireAppError(t, rejected, workflows.ErrTypeNotCancellable)
+	requireAppError(t, rejected, string(problem.OrderNotCancellable))
 }
 
 func TestOrder_SellerShortfall_PendingOrderFails(t *testing.T) {
@@ -427,8 +428,8 @@ func TestOrder_SellerShortfall_PendingOrderFails(t *testing.T) {
 
 func TestOrder_PriceChanged_NoOrder(t *testing.T) {
 	s := newSaga(t)
-	s.on("CheckPrices").Return(pricing.Quote{}, temporal.NewNonRetryableApplicationError("changed",
-		activities.ErrTypePriceChanged, nil, activities.PriceChangedDetails{PriceVersion: "pv_2"}))
+	s.on("CheckPrices").Return(pricing.Quote{}, activities.RefusalError(problem.New(problem.PriceChanged, "changed").
+		With("priceVersion", "pv_2")))
 	st := s.run(input("tok_ok"))
 
 	assert.Equal(t, workflows.OutcomePriceChanged, s.placed.Outcome)
@@ -441,7 +442,7 @@ func TestOrder_OutOfStock_FailedWithShortLines(t *testing.T) {
 	s := newSaga(t)
 	short := []inventory.ShortLine{{SKUID: 77, Requested: 1, Available: 0}}
 	s.on("Reserve").Return(inventory.Reservation{},
-		temporal.NewNonRetryableApplicationError("out of stock", activities.ErrTypeOutOfStock, nil, short))
+		activities.RefusalError(problem.New(problem.OutOfStock, "out of stock").With("items", short)))
 	st := s.run(input("tok_ok"))
 
 	assert.Equal(t, workflows.OutcomeOutOfStock, s.placed.Outcome)
@@ -456,7 +457,7 @@ func TestOrder_OutOfStock_FailedWithShortLines(t *testing.T) {
 func TestOrder_PaymentEventWhileBeingFailed_Reversed(t *testing.T) {
 	s := newSaga(t)
 	s.on("Reserve").Return(inventory.Reservation{},
-		temporal.NewNonRetryableApplicationError("out of stock", activities.ErrTypeOutOfStock, nil, []inventory.ShortLine{}))
+		activities.RefusalError(problem.New(problem.OutOfStock, "out of stock").With("items", []inventory.ShortLine{})))
 	s.on("Release").After(time.Minute).Return(0, nil)
 	s.signal(10*time.Second, workflows.SignalPaymentResult, workflows.PaymentSignal{EventID: "evt_late", IntentID: "pi_1", Status: "AUTHORIZED"})
 	st := s.run(input("tok_3ds"))
@@ -476,7 +477,7 @@ func TestOrder_SameKeyDifferentBody_Rejected(t *testing.T) {
 			OnAccept: func() {}, OnReject: func(err error) { rejected = err }, OnComplete: func(any, error) {}}, "another-hash")
 	})
 	s.run(input("tok_ok"))
-	requireAppError(t, rejected, workflows.ErrTypeIdempotencyKeyReused)
+	requireAppError(t, rejected, string(problem.IdempotencyKeyReused))
 }
 
 // downFor makes an activity fail as "provider unavailable" until d of workflow time has passed.
@@ -677,7 +678,7 @@ func TestOrder_CancelWhileTheOrderIsBeingFailed_Refused(t *testing.T) {
 
 	assert.Equal(t, workflows.OutcomePaymentDeclined, s.placed.Outcome)
 	assert.Equal(t, order.StatusFailed, st.Status)
-	requireAppError(t, rejected, workflows.ErrTypeNotCancellable)
+	requireAppError(t, rejected, string(problem.OrderNotCancellable))
 }
 
 func requireAppError(t *testing.T, err error, typ string) {
@@ -713,13 +714,13 @@ func TestOrder_AuthorizationArrivesWhileTheOrderIsFailed_ReversedToo(t *testing.
 func TestOrder_OverTheOpenOrderCap_RefusedNothingReservedKeyNotRecorded(t *testing.T) {
 	s := newSaga(t)
 	ends := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
-	s.on("CreateOrder").Return(activities.CreatedOrder{}, temporal.NewNonRetryableApplicationError("3 orders are waiting",
-		activities.ErrTypeTooManyOpenOrders, nil, activities.TooManyOpenOrdersDetails{Limit: 3, Pending: 3, NextHoldEnd: &ends}))
+	s.on("CreateOrder").Return(activities.CreatedOrder{}, activities.RefusalError(problem.New(problem.TooManyOpenOrders,
+		"3 orders are waiting").With("limit", 3).With("pending", 3).With("nextHoldEnd", &ends)))
 	s.run(input("tok_3ds"))
 
 	require.NotNil(t, s.placed)
 	assert.Equal(t, workflows.OutcomeRejected, s.placed.Outcome)
-	assert.Equal(t, workflows.RejectTooManyOpenOrders, s.placed.RejectCode)
+	assert.Equal(t, problem.TooManyOpenOrders, s.placed.RejectCode)
 	assert.Equal(t, 3, s.placed.OpenOrderLimit)
 	require.NotNil(t, s.placed.NextHoldEnd)
 	assert.True(t, ends.Equal(*s.placed.NextHoldEnd))
