@@ -74,50 +74,26 @@ type PriceChangedDetails struct {
 	PriceVersion string `json:"priceVersion"`
 }
 
-// CheckPrices prices the member cart now. A cart that cannot be ordered is refused with its code
-// (CART_EMPTY, CART_INVALID, MIXED_CURRENCY, the coupon's); a priceVersion other than the current
-// one is refused with PRICE_CHANGED, carrying the new version. When the request's order already
-// exists (this step runs again after a worker crash, or in a run support reset), its prices are
-// the order's own: they were checked when it was made, and the cart may have moved on since.
+// CheckPrices prices the member cart now, as the checkout preview does (cart.Price). A cart that
+// cannot be ordered is refused with its code (CART_EMPTY, CART_INVALID, MIXED_CURRENCY, the
+// coupon's); a priceVersion other than the current one is refused with PRICE_CHANGED, carrying the
+// new version (cart.Checkout.Refusal). When the request's order already exists (this step runs
+// again after a worker crash, or in a run support reset), its prices are the order's own: they
+// were checked when it was made, and the cart may have moved on since.
 func (a *Orders) CheckPrices(ctx context.Context, in CheckPricesInput) (pricing.Quote, error) {
 	if quote, made, err := a.store().PricesOf(ctx, in.UserID, in.IdempotencyKey); made || err != nil {
 		return quote, err
 	}
-	q := db.New(a.Pool)
-	c, err := cart.Load(ctx, q, cart.MemberID(in.UserID))
-	if err != nil && !errors.Is(err, cart.ErrNotFound) {
+	c, err := cart.Price(ctx, db.New(a.Pool), in.UserID, in.CouponCode)
+	if p, refused := problem.As(err); refused {
+		return pricing.Quote{}, RefusalError(p)
+	} else if err != nil {
 		return pricing.Quote{}, err
 	}
-	lines := make([]pricing.Line, 0, len(c.Doc.Items))
-	for _, it := range c.Doc.Items {
-		lines = append(lines, pricing.Line{SKUID: it.SKUID, Quantity: it.Quantity})
+	if p := c.Refusal(in.PriceVersion); p != nil {
+		return c.Quote, RefusalError(p)
 	}
-	quote, err := pricing.Compute(ctx, q, lines)
-	if p, refused := problem.As(err); refused {
-		return quote, RefusalError(p)
-	} else if err != nil {
-		return quote, err
-	}
-	for _, it := range quote.Items {
-		if it.Quantity > it.MaxPerOrder {
-			return quote, RefusalError(problem.New(problem.CartInvalid,
-				fmt.Sprintf("sku %d: at most %d per order", it.SKUID, it.MaxPerOrder)).With("skuIds", []int64{it.SKUID}))
-		}
-	}
-	if in.CouponCode != "" {
-		var refusal *pricing.CouponRefusal
-		if quote, refusal, err = pricing.WithCoupon(ctx, q, quote, in.CouponCode, in.UserID); err != nil {
-			return quote, err
-		}
-		if refusal != nil {
-			return quote, RefusalError(refusal.Problem())
-		}
-	}
-	if quote.PriceVersion != in.PriceVersion {
-		return quote, RefusalError(problem.New(problem.PriceChanged, "prices changed since the preview").
-			With("priceVersion", quote.PriceVersion))
-	}
-	return quote, nil
+	return c.Quote, nil
 }
 
 // CreateOrderInput is the order row to write. Provider is the payment provider the sagas of

@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"net/http"
 
@@ -90,10 +89,11 @@ type previewResponse struct {
 	Omitted []string `json:"omitted,omitempty"`
 }
 
-// preview prices the member cart from the catalog now (never from priceAtAdd) and asks the
-// inventory, not the projection, how much is sellable (unless the preview_stock_warnings switch is
-// off: then it reads no stock). Its priceVersion is pricing.Compute's, the one POST /orders
-// compares against.
+// preview prices the member cart as POST /orders does (cart.Price: from the catalog now, never from
+// priceAtAdd), so it refuses the same carts with the same codes and its priceVersion is the one the
+// order compares against; what the order would refuse a priceable cart for, it warns about or says
+// of the coupon. It asks the inventory, not the projection, how much is sellable (unless the
+// preview_stock_warnings switch is off: then it reads no stock).
 func (h *cartHandlers) preview(c echo.Context) error {
 	ctx := c.Request().Context()
 	var req previewRequest
@@ -108,31 +108,21 @@ func (h *cartHandlers) preview(c echo.Context) error {
 			return validation{{Field: "couponCode", Message: "3 to 32 letters, digits, - or _"}}.err()
 		}
 	}
-	snap, err := cart.Load(ctx, h.q, cart.MemberID(mustPrincipal(c).UserID))
-	if err != nil && !errors.Is(err, cart.ErrNotFound) {
+	checkout, err := cart.Price(ctx, h.q, mustPrincipal(c).UserID, pricing.NormalCode(req.CouponCode))
+	if err != nil {
 		return err
 	}
-	quote, err := pricing.Compute(ctx, h.q, snap.Doc.Lines())
-	if p, ok := problem.As(err); ok && errors.Is(err, pricing.ErrUnknownSKUs) {
-		return problem.New(problem.SKUNotFound, p.Message).With("skuIds", p.Details["skuIds"])
-	} else if err != nil {
-		return err
-	}
-	subtotal := quote.TotalMinor
+	quote, snap := checkout.Quote, checkout.Cart
 	var coupon *couponView
 	if req.CouponCode != "" {
-		var refusal *pricing.CouponRefusal
-		if quote, refusal, err = pricing.WithCoupon(ctx, h.q, quote, req.CouponCode, mustPrincipal(c).UserID); err != nil {
-			return err
-		}
-		coupon = &couponView{Code: pricing.NormalCode(req.CouponCode), Applies: refusal == nil}
-		if refusal != nil {
+		coupon = &couponView{Code: pricing.NormalCode(req.CouponCode), Applies: checkout.Coupon == nil}
+		if refusal := checkout.Coupon; refusal != nil {
 			coupon.Reason, coupon.Message = refusal.Code, refusal.Message
 		} else {
 			coupon.Discount = money.Format(quote.Coupon.DiscountMinor)
 		}
 	}
-	out := previewResponse{Items: make([]previewItem, len(quote.Items)), Subtotal: money.Format(subtotal),
+	out := previewResponse{Items: make([]previewItem, len(quote.Items)), Subtotal: money.Format(checkout.SubtotalMinor),
 		Coupon: coupon, Total: money.Format(quote.TotalMinor),
 		Currency: quote.Currency, PriceVersion: quote.PriceVersion, Warnings: []previewWarning{}}
 	var sellable map[int64]int32

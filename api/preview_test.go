@@ -125,3 +125,17 @@ func TestPreview_EmptyCartAndAccess(t *testing.T) {
 	assert.Equal(t, http.StatusUnprocessableEntity, a.status, a.raw)
 	assert.EqualValues(t, problem.CartEmpty, a.body["code"])
 }
+
+// TestPreview_SKUsNoLongerSold_RefusedAsTheOrderIs: a cart holding SKUs the catalog no longer has
+// is refused 422 CART_INVALID naming them, the answer POST /orders gives the same cart.
+func TestPreview_SKUsNoLongerSold_RefusedAsTheOrderIs(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	_, err := h.pool.Exec(context.Background(), `INSERT INTO carts (id, user_id, doc) VALUES ('u:607', 607,
+		'{"items":[{"skuId":71,"sellerId":42,"quantity":1},{"skuId":99998,"sellerId":42,"quantity":1},{"skuId":99999,"sellerId":42,"quantity":2}]}')`)
+	require.NoError(t, err)
+	a := h.do(http.MethodPost, "/api/v1/checkout/preview", h.shopper(607), "")
+	assert.Equal(t, http.StatusUnprocessableEntity, a.status, a.raw)
+	assert.EqualValues(t, problem.CartInvalid, a.body["code"])
+	assert.Equal(t, []any{99998.0, 99999.0}, a.body["skuIds"], "the SKUs no longer sold, and only they")
+}

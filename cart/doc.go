@@ -67,7 +67,7 @@ func Load(ctx context.Context, q *db.Queries, id string) (Snapshot, error) {
 }
 
 // Lines are the cart's SKUs and quantities, as pricing.Compute takes them: the checkout preview and
-// the order both price exactly these, so they agree on the priceVersion.
+// the order both price exactly these (Price), so they agree on the priceVersion.
 func (d Doc) Lines() []pricing.Line {
 	lines := make([]pricing.Line, 0, len(d.Items))
 	for _, it := range d.Items {

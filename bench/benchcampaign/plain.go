@@ -20,11 +20,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 
+	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/auth"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/order"
-	"github.com/marketplace/checkout/pricing"
 )
 
 // plainWorkflowID marks the orders of the plain endpoint (orders.workflow_id is NOT NULL; no
@@ -36,7 +37,7 @@ const plainPath = "/plain/v1/orders"
 
 // plain is the baseline of the saga: a checkout without Temporal, written only for this
 // benchmark. One PostgreSQL transaction per request reads the shopper's address, cart and the
-// catalog's prices exactly as the saga's price check does (cart.Load, pricing.Compute), writes the
+// catalog's prices and refuses what the saga's price check refuses (cart.Price), writes the
 // order as the saga's order step does (order.Insert) but without a payment row, reserves every line with the product's own SQL (reserve_order, the
 // statement Engine.Reserve runs when it does not combine) and appends an outbox event. There is no
 // payment step: the order is a tok_ok order that will be paid later; nothing durable but the
@@ -93,8 +94,13 @@ type answer struct {
 	body   map[string]any
 }
 
-func fail(status int, code, msg string) *answer {
-	return &answer{status: status, body: map[string]any{"code": code, "message": msg}}
+// fail answers a coded refusal as the API does: its code's status, its code, message and details.
+func fail(p *problem.Error) *answer {
+	body := map[string]any{"code": p.Code, "message": p.Message}
+	for k, v := range p.Details {
+		body[k] = v
+	}
+	return &answer{status: api.StatusOf(p.Code), body: body}
 }
 
 func reply(c echo.Context, a *answer) error { return c.JSON(a.status, a.body) }
@@ -109,19 +115,19 @@ func (p *plain) order(c echo.Context) error {
 	tok, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
 	principal, err := auth.Verify(p.secret, tok)
 	if !ok || err != nil || principal.Role != auth.RoleShopper {
-		return reply(c, fail(http.StatusUnauthorized, "UNAUTHORIZED", "a shopper's bearer token is required"))
+		return reply(c, fail(problem.New(problem.Unauthorized, "a shopper's bearer token is required")))
 	}
 	key := c.Request().Header.Get("Idempotency-Key")
 	if key == "" || len(key) > 255 {
-		return reply(c, fail(http.StatusBadRequest, "VALIDATION_FAILED", "Idempotency-Key: 1 to 255 characters"))
+		return reply(c, fail(problem.New(problem.ValidationFailed, "Idempotency-Key: 1 to 255 characters")))
 	}
 	var req plainRequest
 	if err := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 1<<20)).Decode(&req); err != nil {
-		return reply(c, fail(http.StatusBadRequest, "INVALID_JSON", "the body is not JSON"))
+		return reply(c, fail(problem.New(problem.InvalidJSON, "the body is not JSON")))
 	}
 	if req.PaymentMethodToken != "tok_ok" || req.PriceVersion == "" || req.AddressID <= 0 {
-		return reply(c, fail(http.StatusBadRequest, "VALIDATION_FAILED",
-			"priceVersion, addressId and paymentMethodToken tok_ok (the plain checkout has no payment step)"))
+		return reply(c, fail(problem.New(problem.ValidationFailed,
+			"priceVersion, addressId and paymentMethodToken tok_ok (the plain checkout has no payment step)")))
 	}
 	sum := sha256.Sum256([]byte(req.PriceVersion + "|" + strconv.FormatInt(req.AddressID, 10) + "|" + req.PaymentMethodToken))
 	hash := hex.EncodeToString(sum[:])
@@ -133,11 +139,11 @@ func (p *plain) order(c echo.Context) error {
 		}
 		if err != nil {
 			c.Logger().Error(err)
-			return reply(c, fail(http.StatusInternalServerError, "INTERNAL", "the checkout failed"))
+			return reply(c, fail(problem.New(problem.Internal, "the checkout failed")))
 		}
 		return reply(c, a)
 	}
-	return reply(c, fail(http.StatusServiceUnavailable, "UNAVAILABLE", "the stock kept moving; repeat the request"))
+	return reply(c, fail(problem.New(problem.Unavailable, "the stock kept moving; repeat the request")))
 }
 
 // checkout is the one transaction.
@@ -148,44 +154,30 @@ func (p *plain) checkout(ctx context.Context, userID int64, key, hash string, re
 		q := db.New(tx)
 		addr, err := q.GetAddress(ctx, req.AddressID, userID)
 		if db.NotFound(err) {
-			out = fail(http.StatusBadRequest, "VALIDATION_FAILED", "addressId: not one of your addresses")
+			out = fail(problem.New(problem.ValidationFailed, "addressId: not one of your addresses"))
 			return nil
 		} else if err != nil {
 			return err
 		}
-		snap, err := cart.Load(ctx, q, cart.MemberID(userID))
-		if err != nil && !errors.Is(err, cart.ErrNotFound) {
-			return err
-		}
-		lines := make([]pricing.Line, 0, len(snap.Doc.Items))
-		for _, it := range snap.Doc.Items {
-			lines = append(lines, pricing.Line{SKUID: it.SKUID, Quantity: it.Quantity})
-		}
-		quote, err := pricing.Compute(ctx, q, lines)
-		if errors.Is(err, pricing.ErrEmpty) {
-			out = fail(http.StatusUnprocessableEntity, "CART_EMPTY", "the cart is empty")
+		priced, err := cart.Price(ctx, q, userID, "")
+		if refusal, ok := problem.As(err); ok {
+			out = fail(refusal)
 			return nil
 		} else if err != nil {
 			return err
 		}
-		for _, it := range quote.Items {
-			if it.Quantity > it.MaxPerOrder {
-				out = fail(http.StatusUnprocessableEntity, "CART_LIMIT", fmt.Sprintf("sku %d: at most %d per order", it.SKUID, it.MaxPerOrder))
-				return nil
-			}
-		}
-		if quote.PriceVersion != req.PriceVersion {
-			out = &answer{status: http.StatusConflict, body: map[string]any{"code": "PRICE_CHANGED",
-				"message": "prices changed since the preview", "priceVersion": quote.PriceVersion}}
+		if refusal := priced.Refusal(req.PriceVersion); refusal != nil {
+			out = fail(refusal)
 			return nil
 		}
+		quote := priced.Quote
 		// The order as the saga's CreateOrder writes it, but without a payment row: the plain
 		// checkout has no payment step.
 		created, err := order.Insert(ctx, q, order.New{UserID: userID, IdempotencyKey: key, RequestHash: hash,
 			WorkflowID: plainWorkflowID, AddressID: req.AddressID, Quote: quote})
 		switch {
 		case errors.Is(err, order.ErrKeyReused):
-			out = fail(http.StatusUnprocessableEntity, "IDEMPOTENCY_KEY_REUSED", err.Error())
+			out = fail(problem.New(problem.IdempotencyKeyReused, err.Error()))
 			return nil
 		case err != nil:
 			return err
@@ -219,8 +211,7 @@ func (p *plain) checkout(ctx context.Context, userID int64, key, hash string, re
 			expires = r.ExpiresAt
 		}
 		if short != nil {
-			out = &answer{status: http.StatusConflict, body: map[string]any{"code": "OUT_OF_STOCK",
-				"message": "some lines are out of stock", "items": short}}
+			out = fail(problem.New(problem.OutOfStock, "some lines are out of stock").With("items", short))
 			return errOutOfStock // roll back the order row
 		}
 		payload, _ := json.Marshal(map[string]any{"orderId": id, "status": order.StatusPendingPayment, "total": quote.TotalMinor})

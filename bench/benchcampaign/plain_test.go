@@ -12,6 +12,7 @@ import (
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/dev/demo"
 	"github.com/marketplace/checkout/internal/dev/testenv"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/pricing"
 )
 
@@ -63,4 +64,30 @@ func TestPlainCheckout_OneOrderPerKey_SettleGivesItsStockBack(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT status FROM orders WHERE id = $1`, first.body["orderId"]).Scan(&status))
 	assert.Equal(t, "CANCELLED", status)
 	assert.Equal(t, before, reserved(), "its stock is back")
+}
+
+// TestPlainCheckout_RefusesAsTheAPI: the plain endpoint refuses a cart as the saga's price check
+// does, answered with the API's status for the code.
+func TestPlainCheckout_RefusesAsTheAPI(t *testing.T) {
+	t.Parallel()
+	pool := testenv.Pool(t)
+	ctx := context.Background()
+	require.NoError(t, demo.Load(ctx, pool))
+	_, err := pool.Exec(ctx, `INSERT INTO carts (id, user_id, doc) VALUES ('u:7', 7, '{"items":[{"skuId":71,"sellerId":42,"quantity":2}]}'),
+		('u:8', 8, '{"items":[{"skuId":99999,"sellerId":42,"quantity":1}]}')`)
+	require.NoError(t, err)
+	p := &plain{pool: pool, hold: time.Minute}
+
+	changed, err := p.checkout(ctx, 7, "k1", "h1", plainRequest{PriceVersion: "pv_old", AddressID: 1, PaymentMethodToken: "tok_ok"})
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusConflict, changed.status)
+	assert.Equal(t, problem.PriceChanged, changed.body["code"])
+	assert.NotEmpty(t, changed.body["priceVersion"])
+	var address int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT min(id) FROM addresses WHERE user_id = 8`).Scan(&address))
+	gone, err := p.checkout(ctx, 8, "k1", "h1", plainRequest{PriceVersion: "pv_old", AddressID: address, PaymentMethodToken: "tok_ok"})
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusUnprocessableEntity, gone.status)
+	assert.Equal(t, problem.CartInvalid, gone.body["code"])
+	assert.Equal(t, []int64{99999}, gone.body["skuIds"])
 }

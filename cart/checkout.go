@@ -1,0 +1,67 @@
+package cart
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/internal/problem"
+	"github.com/marketplace/checkout/pricing"
+)
+
+// Checkout is a shopper's member cart priced now, as the checkout preview shows it and the order
+// is placed with it: both price it through Price, so they agree on its priceVersion and refuse the
+// same things the same way.
+type Checkout struct {
+	Cart  Snapshot
+	Quote pricing.Quote
+	// SubtotalMinor is the total before the coupon.
+	SubtotalMinor int64
+	// Coupon is why the coupon asked for does not apply (nil: it applies, or none was asked for).
+	Coupon *pricing.CouponRefusal
+}
+
+// Price prices the member cart of userID from the catalog and the campaigns in force now (never
+// from priceAtAdd), then applies the coupon (empty: none). A cart that cannot be priced is refused
+// with the coded error of pricing.Compute: CART_EMPTY (also when there is no cart), CART_INVALID
+// (SKUs no longer sold, skuIds named) or MIXED_CURRENCY.
+func Price(ctx context.Context, q *db.Queries, userID int64, coupon string) (Checkout, error) {
+	snap, err := Load(ctx, q, MemberID(userID))
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return Checkout{}, fmt.Errorf("reading the cart: %w", err)
+	}
+	quote, err := pricing.Compute(ctx, q, snap.Doc.Lines())
+	if err != nil {
+		return Checkout{}, fmt.Errorf("pricing the cart: %w", err)
+	}
+	c := Checkout{Cart: snap, Quote: quote, SubtotalMinor: quote.TotalMinor}
+	if coupon != "" {
+		if c.Quote, c.Coupon, err = pricing.WithCoupon(ctx, q, quote, coupon, userID); err != nil {
+			return Checkout{}, fmt.Errorf("applying the coupon: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// Refusal is why an order of this checkout, placed with the priceVersion the shopper confirmed,
+// is refused before anything is written (nil: none), in the order they are checked: a line over
+// its SKU's maxPerOrder (CART_INVALID, skuIds named; the preview warns QUANTITY_LIMIT), the
+// coupon's refusal (its COUPON_* code, as the preview names it), prices other than those confirmed
+// (PRICE_CHANGED, with the priceVersion to confirm now).
+func (c Checkout) Refusal(priceVersion string) *problem.Error {
+	for _, it := range c.Quote.Items {
+		if it.Quantity > it.MaxPerOrder {
+			return problem.New(problem.CartInvalid, fmt.Sprintf("sku %d: at most %d per order", it.SKUID, it.MaxPerOrder)).
+				With("skuIds", []int64{it.SKUID})
+		}
+	}
+	if c.Coupon != nil {
+		return c.Coupon.Problem()
+	}
+	if c.Quote.PriceVersion != priceVersion {
+		return problem.New(problem.PriceChanged, "prices changed since the preview").
+			With("priceVersion", c.Quote.PriceVersion)
+	}
+	return nil
+}
