@@ -2,7 +2,6 @@ package activities
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/marketplace/checkout/db"
@@ -55,6 +54,11 @@ type ExtendedHold struct {
 // in the same transaction. A refusal is a coded error (HoldRefusal) whose code is the reason;
 // nothing moves then.
 func (a *Orders) ExtendHold(ctx context.Context, orderID int64) (ExtendedHold, error) {
+	moved, err := a.extendHold(ctx, orderID)
+	return moved, failed(err, "extending the hold of order %d", orderID)
+}
+
+func (a *Orders) extendHold(ctx context.Context, orderID int64) (ExtendedHold, error) {
 	ext := a.HoldExtension
 	tx, err := a.Pool.Begin(ctx)
 	if err != nil {
@@ -104,7 +108,7 @@ func (a *Orders) holdRefusal(ctx context.Context, q *db.Queries, orderID int64) 
 		return RefusalError(problem.Wrap(err, problem.NotFound, "order not found"))
 	}
 	if err != nil {
-		return fmt.Errorf("reading the hold of order %d: %w", orderID, err)
+		return err
 	}
 	refusal := HoldRefusal{Status: st.Status, Max: a.HoldExtension.Max}
 	var msg string
@@ -128,5 +132,5 @@ func (a *Orders) holdRefusal(ctx context.Context, q *db.Queries, orderID int64) 
 // until when the rest is held, if the shopper extended the hold (inventory.Engine.ReleaseExpired).
 func (a *Inventory) ReleaseExpired(ctx context.Context, orderID int64) (inventory.Expiry, error) {
 	res, err := a.Engine.ReleaseExpired(ctx, orderID)
-	return res, asApplicationError(err)
+	return res, asApplicationError(err, "releasing the expired stock of order %d", orderID)
 }

@@ -56,19 +56,19 @@ func (a *Inventory) Reserve(ctx context.Context, in ReserveInput) (inventory.Res
 	}
 	res, err := a.Engine.Reserve(ctx, inventory.ReserveRequest{OrderID: in.OrderID, Lines: in.Lines,
 		ShipTo: in.ShipTo, Hold: in.Hold})
-	return res, asApplicationError(err)
+	return res, asApplicationError(err, "reserving the stock of order %d", in.OrderID)
 }
 
 // Confirm moves the order's reservations to CONFIRMED; ReservationNotActive when any was released.
 func (a *Inventory) Confirm(ctx context.Context, orderID int64) (inventory.ConfirmResult, error) {
 	res, err := a.Engine.Confirm(ctx, orderID)
-	return res, asApplicationError(err)
+	return res, asApplicationError(err, "confirming the stock of order %d", orderID)
 }
 
 // Release gives back whatever the order still holds; it is safe to run any number of times.
 func (a *Inventory) Release(ctx context.Context, orderID int64) (int, error) {
 	n, err := a.Engine.Release(ctx, orderID)
-	return n, asApplicationError(err)
+	return n, asApplicationError(err, "releasing the stock of order %d", orderID)
 }
 
 // SweepInput sizes one sweep.
@@ -89,7 +89,7 @@ func (a *Inventory) Sweep(ctx context.Context, in SweepInput) (inventory.SweepRe
 	if a.Jobs != nil {
 		a.Jobs.SweepDone(res.Released, time.Duration(res.OldestAgeSeconds*float64(time.Second)), err)
 	}
-	return res, err
+	return res, failed(err, "sweeping expired reservations")
 }
 
 // Reconcile repairs rows whose reserved differs from their ACTIVE reservations.
@@ -98,10 +98,12 @@ func (a *Inventory) Reconcile(ctx context.Context) ([]inventory.Drift, error) {
 	if a.Jobs != nil {
 		a.Jobs.ReconcileDone(len(drifts), err)
 	}
-	return drifts, err
+	return drifts, failed(err, "reconciling reserved stock")
 }
 
-func asApplicationError(err error) error {
+// asApplicationError raises the inventory's refusals as application errors and says what the step
+// was doing when any other failure stopped it.
+func asApplicationError(err error, doing string, args ...any) error {
 	if err == nil {
 		return nil
 	}
@@ -117,11 +119,11 @@ func asApplicationError(err error) error {
 	case errors.Is(err, inventory.ErrInvalidRequest):
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidRequest, err)
 	}
-	return err
+	return failed(err, doing, args...)
 }
 
 // Restock puts a confirmed order's units back (its cancellation after confirm).
 func (a *Inventory) Restock(ctx context.Context, orderID int64) (int, error) {
 	n, err := a.Engine.Restock(ctx, orderID)
-	return n, asApplicationError(err)
+	return n, asApplicationError(err, "restocking order %d", orderID)
 }

@@ -95,7 +95,7 @@ func (a *Orders) RecordLineCancel(ctx context.Context, in LineCancelRequest) (Li
 		}
 		at, err := inventory.CancelConfirmedUnits(ctx, q, in.OrderID, in.SKUID, in.Units)
 		if err != nil {
-			return asApplicationError(err)
+			return asApplicationError(err, "taking the units off their reservations")
 		}
 		raw, err := json.Marshal(at)
 		if err != nil {
@@ -111,7 +111,7 @@ func (a *Orders) RecordLineCancel(ctx context.Context, in LineCancelRequest) (Li
 		out, err = lineCancelByID(ctx, q, id)
 		return err
 	})
-	return out, err
+	return out, failed(err, "recording the cancellation of %d units of SKU %d of order %d", in.Units, in.SKUID, in.OrderID)
 }
 
 // lineRefusal says why a cancellation cannot be recorded: no such order or line, an order that is
@@ -173,7 +173,7 @@ func (a *Payments) RefundLineCancel(ctx context.Context, cancellationID int64) (
 	q := db.New(a.Pool)
 	c, err := q.GetLineCancellation(ctx, cancellationID)
 	if err != nil {
-		return PaymentResult{}, err
+		return PaymentResult{}, fmt.Errorf("reading line cancellation %d: %w", cancellationID, err)
 	}
 	res := PaymentResult{}
 	if c.RefundedAt == nil && c.AmountMinor > 0 {
@@ -187,7 +187,7 @@ func (a *Payments) RefundLineCancel(ctx context.Context, cancellationID int64) (
 		}
 	}
 	if _, err := q.MarkLineCancellationRefunded(ctx, c.ID); err != nil {
-		return PaymentResult{}, err
+		return PaymentResult{}, fmt.Errorf("marking line cancellation %d refunded: %w", c.ID, err)
 	}
 	return res, nil
 }
@@ -196,7 +196,7 @@ func (a *Payments) RefundLineCancel(ctx context.Context, cancellationID int64) (
 // never left it; once.
 func (a *Inventory) RestockLineCancel(ctx context.Context, cancellationID int64) (int32, error) {
 	n, err := a.Engine.RestockCancelled(ctx, cancellationID)
-	return n, asApplicationError(err)
+	return n, asApplicationError(err, "restocking line cancellation %d", cancellationID)
 }
 
 // AnnounceLineCancel finishes a refunded cancellation once: its timeline entry and the outbox
@@ -231,7 +231,7 @@ func (a *Orders) AnnounceLineCancel(ctx context.Context, cancellationID int64) (
 		out, err = lineCancelByID(ctx, q, cancellationID)
 		return err
 	})
-	return out, err
+	return out, failed(err, "announcing line cancellation %d", cancellationID)
 }
 
 // LineCancelAttentionInput says which step of a cancellation waits for support, and why; an
@@ -253,5 +253,6 @@ func (a *Orders) LineCancelAttention(ctx context.Context, in LineCancelAttention
 			return err
 		}
 	}
-	return db.New(a.Pool).SetLineCancellationAttention(ctx, nullJSON(raw), in.CancellationID)
+	err := db.New(a.Pool).SetLineCancellationAttention(ctx, nullJSON(raw), in.CancellationID)
+	return failed(err, "keeping the attention of line cancellation %d", in.CancellationID)
 }

@@ -82,13 +82,13 @@ type PriceChangedDetails struct {
 // were checked when it was made, and the cart may have moved on since.
 func (a *Orders) CheckPrices(ctx context.Context, in CheckPricesInput) (pricing.Quote, error) {
 	if quote, made, err := a.store().PricesOf(ctx, in.UserID, in.IdempotencyKey); made || err != nil {
-		return quote, err
+		return quote, failed(err, "reading the prices of the request's order")
 	}
 	c, err := cart.Price(ctx, db.New(a.Pool), in.UserID, in.CouponCode)
 	if p, refused := problem.As(err); refused {
 		return pricing.Quote{}, RefusalError(p)
 	} else if err != nil {
-		return pricing.Quote{}, err
+		return pricing.Quote{}, fmt.Errorf("checking the prices of user %d's cart: %w", in.UserID, err)
 	}
 	if p := c.Refusal(in.PriceVersion); p != nil {
 		return c.Quote, RefusalError(p)
@@ -177,7 +177,7 @@ type SetHoldInput struct {
 
 // SetHold records the hold's expiry on the order, for people reading it.
 func (a *Orders) SetHold(ctx context.Context, in SetHoldInput) error {
-	return a.store().SetHold(ctx, in.OrderID, in.ExpiresAt)
+	return failed(a.store().SetHold(ctx, in.OrderID, in.ExpiresAt), "recording the hold of order %d", in.OrderID)
 }
 
 // TransitionInput moves an order to a final status. To is an order.Status and Code an
@@ -202,7 +202,7 @@ func transitionRefused(err error, in TransitionInput) error {
 	if errors.Is(err, order.ErrNotFinal) {
 		return temporal.NewNonRetryableApplicationError("unknown final status "+in.To, ErrTypeOrderTransition, nil)
 	}
-	return err
+	return failed(err, "ending order %d %s", in.OrderID, in.To)
 }
 
 // Finished is what Finish did, and where the order stands after it.
@@ -225,12 +225,12 @@ type ParkInput struct {
 
 // Park moves an open order to NEEDS_ATTENTION with the failing step and error.
 func (a *Orders) Park(ctx context.Context, in ParkInput) error {
-	return a.store().Park(ctx, in.OrderID, in.Step, in.Error)
+	return failed(a.store().Park(ctx, in.OrderID, in.Step, in.Error), "parking order %d", in.OrderID)
 }
 
 // Resume takes a parked order back to PENDING_PAYMENT (support chose retry).
 func (a *Orders) Resume(ctx context.Context, orderID int64) error {
-	return a.store().Resume(ctx, orderID)
+	return failed(a.store().Resume(ctx, orderID), "resuming order %d", orderID)
 }
 
 // TimelineInput is one entry of the order's timeline.
@@ -242,7 +242,7 @@ type TimelineInput struct {
 
 // Timeline appends an entry (support actions with their reason, payment events).
 func (a *Orders) Timeline(ctx context.Context, in TimelineInput) error {
-	return a.store().Note(ctx, in.OrderID, in.Kind, in.Detail)
+	return failed(a.store().Note(ctx, in.OrderID, in.Kind, in.Detail), "noting %q on order %d", in.Kind, in.OrderID)
 }
 
 // RecordOutcomeInput is the answer to one (user, Idempotency-Key).
@@ -262,5 +262,6 @@ func (a *Orders) RecordOutcome(ctx context.Context, in RecordOutcomeInput) error
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError("outcome is not JSON", ErrTypeIdempotencyStore, err)
 	}
-	return a.store().RecordOutcome(ctx, in.UserID, in.IdempotencyKey, in.RequestHash, in.OrderID, raw)
+	err = a.store().RecordOutcome(ctx, in.UserID, in.IdempotencyKey, in.RequestHash, in.OrderID, raw)
+	return failed(err, "recording the answer to user %d's key", in.UserID)
 }

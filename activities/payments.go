@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sqlc-dev/pqtype"
@@ -64,7 +65,7 @@ func (a *Payments) Authorize(ctx context.Context, in AuthorizeInput) (PaymentRes
 			return a.answered(ctx, in.OrderID)
 		}
 		if err != nil {
-			return PaymentResult{}, err
+			return PaymentResult{}, fmt.Errorf("reading the payment method of order %d: %w", in.OrderID, err)
 		}
 		in.Token = token
 	}
@@ -246,7 +247,10 @@ func (a *Payments) record(ctx context.Context, orderID int64, intent payment.Int
 	if intent.RedirectURL != "" {
 		p.RedirectUrl = &intent.RedirectURL
 	}
-	return db.New(a.Pool).RecordPayment(ctx, p)
+	if err := db.New(a.Pool).RecordPayment(ctx, p); err != nil {
+		return fmt.Errorf("recording the payment of order %d: %w", orderID, err)
+	}
+	return nil
 }
 
 // providerError keeps "the provider is down" retryable and makes the provider's refusals
@@ -260,7 +264,7 @@ func providerError(err error) error {
 	case errors.Is(err, payment.ErrNotFound):
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePaymentNotFound, err)
 	}
-	return err
+	return fmt.Errorf("asking the payment provider: %w", err)
 }
 
 func nullJSON(raw []byte) pqtype.NullRawMessage {

@@ -139,7 +139,7 @@ func (a *PaymentReconciler) ReconcilePayments(ctx context.Context, in ReconcileP
 			PendingSeconds: in.PendingAfter.Seconds(), OrphanAfterSeconds: in.OrphanAfter.Seconds(),
 			LateSeconds: in.LateWindow.Seconds(), BatchSize: in.BatchSize})
 		if err != nil {
-			return res, err
+			return res, fmt.Errorf("listing the payments to reconcile: %w", err)
 		}
 		for _, r := range rows {
 			after = r.OrderID
@@ -158,7 +158,7 @@ func (a *PaymentReconciler) ReconcilePayments(ctx context.Context, in ReconcileP
 	if in.OrderID == 0 {
 		n, err := q.ForgetStalePaymentMethodTokens(ctx, PaymentMethodTokenTTL.Seconds())
 		if err != nil {
-			return res, err
+			return res, fmt.Errorf("forgetting stale payment method tokens: %w", err)
 		}
 		res.TokensForgotten = int(n)
 	}

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"errors"
+	"fmt"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -130,4 +131,16 @@ func Refusal(err error) *problem.Error {
 func RefusedWith(err error, code problem.Code) bool {
 	p := Refusal(err)
 	return p != nil && p.Code == code
+}
+
+// failed says what a step was doing when a failure that is no refusal stopped it (wrapped with %w:
+// the cause stays in the chain for the logs, errors.Is and the API's reading of a database that is
+// down). A refusal goes up as it is: Temporal converts only an application error returned as such,
+// and the saga reads its type.
+func failed(err error, doing string, args ...any) error {
+	var appErr *temporal.ApplicationError
+	if err == nil || errors.As(err, &appErr) {
+		return err
+	}
+	return fmt.Errorf(doing+": %w", append(args, err)...)
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"math"
 	"net/http"
 	"strings"
@@ -79,7 +80,7 @@ func (s *Server) createAddress(c echo.Context) error {
 			With("limit", MaxAddressesPerUser)
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("adding an address: %w", err)
 	}
 	return c.JSON(http.StatusCreated, addressResponse{AddressID: row.ID, City: req.City, Line1: req.Line1,
 		Lat: *req.Lat, Lon: *req.Lon, CreatedAt: row.CreatedAt})
@@ -88,7 +89,7 @@ func (s *Server) createAddress(c echo.Context) error {
 func (s *Server) listAddresses(c echo.Context) error {
 	rows, err := s.q.ListAddresses(c.Request().Context(), mustPrincipal(c).UserID)
 	if err != nil {
-		return err
+		return fmt.Errorf("listing addresses: %w", err)
 	}
 	out := make([]addressResponse, len(rows))
 	for i, r := range rows {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -169,7 +170,7 @@ func (h *cartHandlers) render(c echo.Context, v cart.View) cartView {
 func (h *cartHandlers) respond(c echo.Context, snap cart.Snapshot) error {
 	v, err := h.viewer.Of(c.Request().Context(), snap)
 	if err != nil {
-		return err
+		return fmt.Errorf("viewing cart %s: %w", snap.ID, err)
 	}
 	return c.JSON(http.StatusOK, h.render(c, v))
 }
@@ -180,7 +181,7 @@ func (h *cartHandlers) respond(c echo.Context, snap cart.Snapshot) error {
 func (h *cartHandlers) getCart(c echo.Context) error {
 	v, err := h.viewer.View(c.Request().Context(), ownerOf(c).CartID)
 	if err != nil {
-		return err
+		return fmt.Errorf("viewing the cart: %w", err)
 	}
 	return c.JSON(http.StatusOK, h.render(c, v))
 }
@@ -256,11 +257,11 @@ func (h *cartHandlers) merge(c echo.Context) error {
 	ctx := c.Request().Context()
 	res, err := h.store.Merge(ctx, mustPrincipal(c).UserID, req.GuestCartToken)
 	if err != nil {
-		return err
+		return fmt.Errorf("merging the guest cart: %w", err)
 	}
 	v, err := h.viewer.Of(ctx, res.Cart)
 	if err != nil {
-		return err
+		return fmt.Errorf("viewing the merged cart: %w", err)
 	}
 	out := mergeView{cartView: h.render(c, v)}
 	out.Merge.Outcome, out.Merge.Adjustments = res.Outcome, res.Adjustments
@@ -312,8 +313,10 @@ func cartError(err error, sku int64) error {
 	case errors.As(err, &limit):
 		return problem.New(problem.CartLimit, limitMessage(limit)).
 			With("limit", limit.Limit).With("max", limit.Max)
+	case err != nil:
+		return fmt.Errorf("writing the cart: %w", err)
 	}
-	return err
+	return nil
 }
 
 func limitMessage(l *cart.LimitError) string {

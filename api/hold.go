@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -64,15 +65,15 @@ func (s *Server) extendHold(c echo.Context) error {
 		// The order's workflow has ended since the order was read.
 		cur, gerr := s.q.GetOrder(c.Request().Context(), o.ID)
 		if gerr != nil {
-			return gerr
+			return fmt.Errorf("reading order %d after its workflow ended: %w", o.ID, gerr)
 		}
 		return holdNotExtendable(problem.New(problem.OrderNotPendingPayment, "").With("status", cur.Status))
 	case errors.As(err, &appErr), errors.As(err, new(*temporal.ActivityError)), errors.As(err, new(*temporal.TimeoutError)):
 		// The extension could not be made now (the database did not answer); the hold is as it
 		// was, or moved in full, which its timer finds from the reservations.
-		return problem.New(problem.Unavailable, "the hold could not be extended now; try again shortly")
+		return problem.Wrap(err, problem.Unavailable, "the hold could not be extended now; try again shortly")
 	case err != nil:
-		return err
+		return fmt.Errorf("extending the hold of order %d: %w", o.ID, err)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"orderId": o.ID, "holdExpiresAt": res.HoldExpiresAt,
 		"extensionsLeft": res.ExtensionsLeft})

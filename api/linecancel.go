@@ -75,7 +75,7 @@ func (s *Server) cancelLine(c echo.Context) error {
 			return err
 		}
 	default:
-		return err
+		return fmt.Errorf("reading the cancellation under the key: %w", err)
 	}
 
 	run, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
@@ -86,7 +86,7 @@ func (s *Server) cancelLine(c echo.Context) error {
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 	}, workflows.LineCancelWorkflowName, in)
 	if err != nil {
-		return err
+		return fmt.Errorf("starting the line cancellation: %w", err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, lineCancelWait)
 	defer cancel()
@@ -103,7 +103,7 @@ func (s *Server) cancelLine(c echo.Context) error {
 		if refusal := lineCancelRefusal(err); refusal != nil {
 			return refusal
 		}
-		return err
+		return fmt.Errorf("cancelling units of line %d of order %d: %w", skuID, orderID, err)
 	}
 	return s.lineAnswer(c, orderID, skuID, key)
 }
@@ -116,7 +116,7 @@ func (s *Server) lineCancellable(ctx context.Context, in workflows.LineCancelInp
 	case db.NotFound(err):
 		return notFound()
 	case err != nil:
-		return err
+		return fmt.Errorf("reading line %d of order %d: %w", in.SKUID, in.OrderID, err)
 	case order.Status(l.Status) != order.StatusConfirmed:
 		return orderNotConfirmed(l.Status)
 	case l.Quantity == nil:
@@ -230,11 +230,11 @@ func (s *Server) lineAnswer(c echo.Context, orderID, skuID int64, key string) er
 	ctx := c.Request().Context()
 	items, err := s.q.OrderItems(ctx, orderID)
 	if err != nil {
-		return err
+		return fmt.Errorf("reading the lines of order %d: %w", orderID, err)
 	}
 	all, err := s.q.LineCancellationsOfOrder(ctx, orderID)
 	if err != nil {
-		return err
+		return fmt.Errorf("reading the cancellations of order %d: %w", orderID, err)
 	}
 	v := lineView{OrderID: orderID, SKUID: skuID, Cancellations: []lineCancellationView{}}
 	for _, it := range items {

@@ -118,7 +118,7 @@ func (s *Server) createOrder(c echo.Context) error {
 	addressOK, err := s.q.SavePaymentMethodToken(ctx, db.SavePaymentMethodTokenParams{AddressID: req.AddressID,
 		UserID: p.UserID, IdempotencyKey: key, RequestHash: h, Token: req.PaymentMethodToken})
 	if err != nil {
-		return err
+		return fmt.Errorf("keeping the payment method of the order: %w", err)
 	}
 	if !addressOK {
 		return validation{{Field: "addressId", Message: "not one of your addresses"}}.err()
@@ -206,7 +206,7 @@ func (s *Server) renderExisting(c echo.Context, orderID int64) error {
 	ctx := c.Request().Context()
 	o, err := s.q.GetOrder(ctx, orderID)
 	if err != nil {
-		return err
+		return fmt.Errorf("reading order %d: %w", orderID, err)
 	}
 	code := order.FailureCode("")
 	if o.FailureCode != nil {
@@ -242,14 +242,14 @@ func (s *Server) replay(c echo.Context, userID int64, key, hash string) (bool, e
 		return false, nil
 	}
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("reading the answer recorded under the key: %w", err)
 	}
 	if rec.RequestHash != hash {
 		return true, keyReused()
 	}
 	var res workflows.PlaceOrderResult
 	if err := json.Unmarshal(rec.Outcome, &res); err != nil {
-		return true, err
+		return true, fmt.Errorf("reading the answer recorded under the key: %w", err)
 	}
 	c.Response().Header().Set("Idempotent-Replayed", "true")
 	return true, renderOutcome(c, res)
@@ -406,7 +406,7 @@ func (s *Server) loadOrder(c echo.Context) (db.Order, error) {
 		return db.Order{}, notFound()
 	}
 	if err != nil {
-		return db.Order{}, err
+		return db.Order{}, fmt.Errorf("reading order %d: %w", id, err)
 	}
 	p := mustPrincipal(c)
 	if o.UserID != p.UserID && p.Role != auth.RoleSupport {
@@ -422,7 +422,7 @@ func (s *Server) getOrder(c echo.Context) error {
 	}
 	ov, err := order.Store{Pool: s.Pool}.View(c.Request().Context(), o)
 	if err != nil {
-		return err
+		return fmt.Errorf("reading order %d as its shopper sees it: %w", o.ID, err)
 	}
 	v := orderView{OrderID: o.ID, Status: o.Status, FailureCode: o.FailureCode, Total: money.Format(o.TotalMinor),
 		Currency: o.Currency, HoldExpiresAt: o.HoldExpiresAt, HoldExtensions: int(o.HoldExtensions),
@@ -515,7 +515,7 @@ func (s *Server) listOrders(c echo.Context) error {
 	}
 	rows, err := s.q.ListOrdersOfUser(c.Request().Context(), mustPrincipal(c).UserID, before, limit)
 	if err != nil {
-		return err
+		return fmt.Errorf("listing the caller's orders: %w", err)
 	}
 	out := make([]map[string]any, len(rows))
 	for i, r := range rows {
@@ -561,11 +561,11 @@ func (s *Server) cancelOrder(c echo.Context) error {
 	case activities.RefusedWith(err, problem.OrderNotCancellable), errors.As(err, &nf):
 		cur, gerr := s.q.GetOrder(c.Request().Context(), o.ID)
 		if gerr != nil {
-			return gerr
+			return fmt.Errorf("reading order %d after its cancel: %w", o.ID, gerr)
 		}
 		return s.cancelAnswer(c, o.ID, order.Status(cur.Status), cur.FailureCode)
 	case err != nil:
-		return err
+		return fmt.Errorf("cancelling order %d: %w", o.ID, err)
 	}
 	if res.Status != order.StatusCancelled {
 		return notCancellable(res.Status)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 
@@ -133,7 +134,7 @@ func (h *cartHandlers) preview(c echo.Context) error {
 			ids[i] = it.SKUID
 		}
 		if sellable, err = availability.Sellable(ctx, h.q, ids); err != nil {
-			return err
+			return fmt.Errorf("reading the sellable stock of the cart: %w", err)
 		}
 	} else {
 		out.Omitted = []string{string(features.PreviewStockWarnings)}

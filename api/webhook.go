@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -83,7 +84,7 @@ func (s *Server) paymentWebhook(c echo.Context) error {
 		return err
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("routing payment event %s: %w", ev.ID, err)
 	}
 	if unknown {
 		// Acknowledged, so the provider does not deliver it again; nothing else happens.
