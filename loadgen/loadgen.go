@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/marketplace/checkout/internal/auth"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/order"
 )
 
@@ -400,7 +401,7 @@ func (g *gen) shop(ctx context.Context, rnd *rand.Rand, zipf *rand.Zipf, n int64
 	g.mu.Unlock()
 
 	switch p.answer {
-	case "OUT_OF_STOCK":
+	case string(problem.OutOfStock):
 		p.final = ended(order.StatusFailed, order.FailOutOfStock)
 		for _, it := range oa.Items {
 			if s := g.cat.byID[it.SKUID]; s != nil {
@@ -408,7 +409,7 @@ func (g *gen) shop(ctx context.Context, rnd *rand.Rand, zipf *rand.Zipf, n int64
 			}
 		}
 		return
-	case "PAYMENT_DECLINED":
+	case string(problem.PaymentDeclined):
 		p.final = ended(order.StatusFailed, order.FailPaymentDeclined)
 		return
 	case "CREATED":

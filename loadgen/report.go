@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/order"
 )
 
@@ -150,7 +151,7 @@ func (g *gen) report(start time.Time, seconds float64, shortfalls int) Report {
 		switch {
 		case final == expectedFinal(p.scenario):
 			s.AsExpected++
-		case p.answer == "OUT_OF_STOCK":
+		case p.answer == string(problem.OutOfStock):
 			s.OutOfStock++
 		case p.answer == codeBusy:
 			s.Busy++

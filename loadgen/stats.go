@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/marketplace/checkout/internal/problem"
 )
 
 // EndpointOrder names POST /orders in Report.Endpoints (also when Config.OrderURL sends the
@@ -25,7 +27,7 @@ const EndpointOrderRepeat = "POST /api/v1/orders (same key again)"
 const EndpointThreeDS = "POST /paysim/3ds/{intentId}"
 
 // codeBusy is the API's answer to an order refused by admission control.
-const codeBusy = "BUSY"
+const codeBusy = string(problem.Busy)
 
 // Endpoints, by the route as the API names it.
 const (
@@ -150,7 +152,7 @@ func expectedError(k errKey) bool {
 	case k.endpoint == EndpointOrderBusy:
 		return true // the checkout shedding load, as it should past its knee
 	case k.endpoint == epOrder || k.endpoint == epRepeat:
-		return k.code == "OUT_OF_STOCK" || k.code == "PAYMENT_DECLINED" || isCouponRefusal(k.code)
+		return k.code == string(problem.OutOfStock) || k.code == string(problem.PaymentDeclined) || isCouponRefusal(k.code)
 	case k.endpoint == epCancel:
 		return k.code == "ORDER_NOT_CANCELLABLE"
 	}
