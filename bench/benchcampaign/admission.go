@@ -73,30 +73,9 @@ type AdmissionResults struct {
 // mainAdmission measures (or, with from, reads an earlier run's JSON), writes the JSON and the
 // section.
 func mainAdmission(ctx context.Context, shoppers int, window time.Duration, from, jsonOut, doc string) error {
-	var res AdmissionResults
-	if from != "" {
-		raw, err := os.ReadFile(from)
-		if err == nil {
-			err = json.Unmarshal(raw, &res)
-		}
-		if err != nil {
-			return fmt.Errorf("-from: %w", err)
-		}
-	} else {
-		var err error
-		if res, err = runAdmission(ctx, shoppers, window); err != nil {
-			return err
-		}
-		if jsonOut != "" {
-			raw, _ := json.MarshalIndent(res, "", "  ")
-			if err := os.WriteFile(jsonOut, raw, 0o644); err != nil {
-				return err
-			}
-		}
-	}
-	section := renderAdmission(res)
-	fmt.Print(section)
-	if err := benchkit.WriteSection(doc, admissionStart, admissionEnd, section); err != nil {
+	res, err := measureSection(from, jsonOut, doc, admissionStart, admissionEnd,
+		func() (AdmissionResults, error) { return runAdmission(ctx, shoppers, window) }, renderAdmission)
+	if err != nil {
 		return err
 	}
 	for _, r := range res.Runs {
@@ -353,4 +332,34 @@ func auditLine(r audit.Report) string {
 	}
 	return fmt.Sprintf("**%d violations**, the first: %s: %s: %s", len(r.Violations), r.Violations[0].Invariant,
 		r.Violations[0].Subject, r.Violations[0].Detail)
+}
+
+// measureSection measures with run (or, with from, reads an earlier run's JSON instead), writes
+// the figures to jsonOut (when measured and set), and writes the section render gives them
+// between its markers in doc, printing it too.
+func measureSection[T any](from, jsonOut, doc, start, end string, run func() (T, error), render func(T) string) (T, error) {
+	var res T
+	if from != "" {
+		raw, err := os.ReadFile(from)
+		if err == nil {
+			err = json.Unmarshal(raw, &res)
+		}
+		if err != nil {
+			return res, fmt.Errorf("-from: %w", err)
+		}
+	} else {
+		var err error
+		if res, err = run(); err != nil {
+			return res, err
+		}
+		if jsonOut != "" {
+			raw, _ := json.MarshalIndent(res, "", "  ")
+			if err := os.WriteFile(jsonOut, raw, 0o644); err != nil {
+				return res, err
+			}
+		}
+	}
+	section := render(res)
+	fmt.Print(section)
+	return res, benchkit.WriteSection(doc, start, end, section)
 }

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log"
 	"math"
-	"os"
 	"strings"
 	"time"
 
@@ -43,30 +41,9 @@ type PromotionResults struct {
 // mainPromotions measures (or, with from, reads an earlier run's JSON), writes the JSON and the
 // section.
 func mainPromotions(ctx context.Context, shoppers int, window time.Duration, from, jsonOut, doc string) error {
-	var res PromotionResults
-	if from != "" {
-		raw, err := os.ReadFile(from)
-		if err == nil {
-			err = json.Unmarshal(raw, &res)
-		}
-		if err != nil {
-			return fmt.Errorf("-from: %w", err)
-		}
-	} else {
-		var err error
-		if res, err = runPromotions(ctx, shoppers, window); err != nil {
-			return err
-		}
-		if jsonOut != "" {
-			raw, _ := json.MarshalIndent(res, "", "  ")
-			if err := os.WriteFile(jsonOut, raw, 0o644); err != nil {
-				return err
-			}
-		}
-	}
-	section := renderPromotions(res)
-	fmt.Print(section)
-	if err := benchkit.WriteSection(doc, promotionsStart, promotionsEnd, section); err != nil {
+	res, err := measureSection(from, jsonOut, doc, promotionsStart, promotionsEnd,
+		func() (PromotionResults, error) { return runPromotions(ctx, shoppers, window) }, renderPromotions)
+	if err != nil {
 		return err
 	}
 	if !res.Audit.OK() {
