@@ -166,7 +166,7 @@ bench-promotions: postgres-binaries $(TEMPORAL_CLI) build ## the campaign mix wi
 	$(call bench-tool,benchcampaign) -promotions
 
 .PHONY: bench-cluster
-bench-cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build ## campaign traffic at 50 and 200 shoppers through make cluster's shape beside its own Temporal floor; writes docs/benchmarks.md and docs/bench-cluster.json
+bench-cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build ## campaign traffic at 50 and 200 shoppers through make cluster's shape beside its own Temporal floor, then the dev stack's floor and campaign at the same counts; writes docs/benchmarks.md and docs/bench-cluster.json
 	$(call bench-tool,benchcampaign) -stack cluster
 
 .PHONY: bench-cost

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -15,21 +13,6 @@ const (
 	clusterStartMarker = "<!-- cluster-bench:start -->"
 	clusterEndMarker   = "<!-- cluster-bench:end -->"
 )
-
-// devFigures is the dev stack's run of what at n shoppers, from docs/bench-campaign.json (the
-// campaign section's figures), to set beside the cluster's.
-func devFigures(what string, n int) (Run, time.Time, bool) {
-	raw, err := os.ReadFile("docs/bench-campaign.json")
-	if err != nil {
-		return Run{}, time.Time{}, false
-	}
-	var dev Results
-	if json.Unmarshal(raw, &dev) != nil || dev.Stack == stackCluster {
-		return Run{}, time.Time{}, false
-	}
-	r, ok := dev.find(what, n)
-	return r, dev.StartedAt, ok
-}
 
 // renderCluster writes the cluster's section of docs/benchmarks.md.
 func renderCluster(res Results, window time.Duration) string {
@@ -47,7 +30,14 @@ func renderCluster(res Results, window time.Duration) string {
 		"front of them. The shoppers reach the API through HAProxy.\n")
 	w("- The runs are those of the campaign section above: **saga, campaign mix** and **saga, all tok_ok** are " +
 		"`checkout loadgen` shoppers; the **floor** is empty workflows started as the API starts an order " +
-		"(Update-with-Start, waiting for the update's answer) against the cluster's frontend, their worker in this tool.\n\n")
+		"(Update-with-Start, waiting for the update's answer) against the cluster's frontend, their worker in this tool.\n")
+	if res.Dev != nil {
+		w("- Then, in the same invocation once the cluster has stopped, the **dev stack** (`make run`): `bin/checkout dev` " +
+			"with the Temporal dev server on SQLite, admission control off as in the campaign section, measured the same " +
+			"way at the same counts (its floor and the campaign mix), so that the two stacks are compared on the same " +
+			"machine within minutes of each other.\n")
+	}
+	w("\n")
 
 	w("| run | shoppers | per second | POST /orders (floor: update answer) p50 / p99 ms | ÷ floor, per second | answers |\n")
 	w("|---|---:|---:|---:|---:|---|\n")
@@ -61,10 +51,14 @@ func renderCluster(res Results, window time.Duration) string {
 			w("| %s | %d | %.1f | %.0f / %.0f | %s | %s |\n", s.label, n, r.PerSecond, r.P50Ms, r.P99Ms,
 				ratio(r.PerSecond, f.PerSecond), answers(r))
 		}
+		if res.Dev == nil {
+			continue
+		}
+		df, _ := res.Dev.find(runFloor, n)
 		for _, what := range []string{runFloor, runCampaign} {
-			if r, at, ok := devFigures(what, n); ok {
-				w("| dev stack (`make run`), %s, measured %s | %d | %.1f | %.0f / %.0f | | |\n", labelOf(what),
-					at.Format("2006-01-02"), n, r.PerSecond, r.P50Ms, r.P99Ms)
+			if r, ok := res.Dev.find(what, n); ok {
+				w("| dev stack (`make run`), %s | %d | %.1f | %.0f / %.0f | %s | %s |\n", labelOf(what), n, r.PerSecond,
+					r.P50Ms, r.P99Ms, ratio(r.PerSecond, df.PerSecond), answers(r))
 			}
 		}
 	}
@@ -78,11 +72,27 @@ func renderCluster(res Results, window time.Duration) string {
 	writeWindows(&b, res, func(c CPU) []float64 {
 		return []float64{c.Checkout, c.Temporal, c.Balancer, c.Postgres, c.Driver, c.OtherPct, c.IdlePct}
 	})
+	if res.Dev != nil {
+		w("\nThe dev stack's runs of this invocation (columns as in the campaign section: `checkout dev` is the API and " +
+			"worker in one process, Temporal the dev server, its persistence SQLite):\n\n")
+		w("| run | shoppers | checkout dev %% | Temporal %% | PostgreSQL %% | this tool %% | other %% | idle %% | PG active / lock / idle in tx | SQLite calls/s, mean ms, in flight | SQLite's heaviest operation |\n")
+		w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		writeWindows(&b, *res.Dev, func(c CPU) []float64 {
+			return []float64{c.Checkout, c.Temporal, c.Postgres, c.Driver, c.OtherPct, c.IdlePct}
+		})
+	}
 	w("\n%s\n\n", clusterReading(res))
+	if c := clusterAgainstDev(res); c != "" {
+		w("%s\n\n", c)
+	}
 	if p := clusterProjection(res); p != "" {
 		w("%s\n\n", p)
 	}
-	writeOutcome(&b, res, "")
+	writeOutcome(&b, res, " on the cluster")
+	if res.Dev != nil {
+		w("\n")
+		writeOutcome(&b, *res.Dev, " on the dev stack")
+	}
 	w("%s\n", clusterEndMarker)
 	return b.String()
 }
@@ -132,10 +142,44 @@ func clusterReading(res Results) string {
 	if cpu.Other > 0.15 {
 		fmt.Fprintf(&b, " Processes outside the benchmark took %.0f %% of the machine during this run (the load average "+
 			"went from %.1f to %.1f): the figures are what the cluster kept for itself on a shared machine, below what it "+
-			"does on a quiet one, and the dev stack's figures beside them were measured at another time.",
+			"does on a quiet one.",
 			100*cpu.Other, res.LoadBefore, res.LoadAfter)
 	}
 	return b.String()
+}
+
+// clusterAgainstDev says, count by count, how the cluster's campaign compared with the dev
+// stack's of the same invocation, and what each did beside its own floor.
+func clusterAgainstDev(res Results) string {
+	if res.Dev == nil {
+		return ""
+	}
+	var parts []string
+	for _, n := range res.counts() {
+		c, ok := res.find(runCampaign, n)
+		d, dok := res.Dev.find(runCampaign, n)
+		if !ok || !dok || d.PerSecond <= 0 {
+			continue
+		}
+		word := "slower than"
+		switch r := c.PerSecond / d.PerSecond; {
+		case r > 1.05:
+			word = "faster than"
+		case r >= 0.95:
+			word = "as fast as"
+		}
+		parts = append(parts, fmt.Sprintf("at %d shoppers the cluster placed %.1f orders/s, %s the dev stack's %.1f "+
+			"(%.2f×; POST /orders p50 %.0f ms against %.0f)", n, c.PerSecond, word, d.PerSecond, c.PerSecond/d.PerSecond,
+			c.P50Ms, d.P50Ms))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "Beside the dev stack, measured in this invocation: " + strings.Join(parts, "; ") + ". On 2 CPUs the cluster " +
+		"runs nine processes where the dev stack runs two (four Temporal services, two API replicas, two workers and " +
+		"HAProxy against `checkout dev` and the dev server) and puts Temporal's persistence on the same PostgreSQL as the checkout, where the dev " +
+		"server keeps it in SQLite in its own process; what the cluster buys is the shape that scales out, which the " +
+		"projection below reads."
 }
 
 // clusterProjection says, from the CPU each part spent per order in the campaign run at the

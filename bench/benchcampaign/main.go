@@ -17,7 +17,8 @@
 //
 // With -stack cluster it measures `checkout cluster` instead (as `make cluster` starts it: HAProxy,
 // API replicas and workers, the Temporal server as four processes on PostgreSQL): the floor against
-// the cluster's frontend and the saga's runs, at 50 and 200 shoppers, into a section of its own
+// the cluster's frontend and the saga's runs, at 50 and 200 shoppers, then, once the cluster has
+// stopped, the dev stack's floor and campaign at the same counts, into a section of its own
 // (cluster.go).
 package main
 
@@ -197,6 +198,9 @@ func main() {
 	if !res.Audit.OK() {
 		log.Fatalf("the audit found %d violations (listed in the section)", len(res.Audit.Violations))
 	}
+	if res.Dev != nil && !res.Dev.Audit.OK() {
+		log.Fatalf("the audit of the dev stack found %d violations (listed in the section)", len(res.Dev.Audit.Violations))
+	}
 }
 
 // Window is what the machine did during one measured load phase.
@@ -253,6 +257,9 @@ type Results struct {
 	Runs          []Run        `json:"runs"`
 	Audit         audit.Report `json:"audit"`
 	PlainSettle   int          `json:"plainOrdersSettled"`
+	// Dev is, for the cluster, the dev stack's floor and campaign at the same counts, measured in
+	// the same invocation after the cluster's runs.
+	Dev *Results `json:"devStack,omitempty"`
 }
 
 // find returns the run of what at shoppers.
@@ -278,7 +285,30 @@ type bench struct {
 func run(ctx context.Context, counts []int, window time.Duration, stack string) (Results, error) {
 	res := Results{Stack: stack, StartedAt: time.Now().UTC(), WindowSeconds: window.Seconds(), CPUs: benchkit.OnlineCPUs(),
 		CPUModel: benchkit.CPUModel(), LoadBefore: benchkit.LoadAverage()}
-	onCluster := stack == stackCluster
+	if stack == stackCluster {
+		if err := measure(ctx, &res, counts, window, []string{runFloor, runCampaign, runSagaOK}); err != nil {
+			return res, err
+		}
+		// The dev stack's floor and campaign at the same counts, in this invocation, once the
+		// cluster has stopped: the figures the cluster's are set beside.
+		dev := Results{Stack: stackDev, StartedAt: time.Now().UTC(), WindowSeconds: res.WindowSeconds, CPUs: res.CPUs,
+			CPUModel: res.CPUModel, LoadBefore: benchkit.LoadAverage()}
+		if err := measure(ctx, &dev, counts, window, []string{runFloor, runCampaign}); err != nil {
+			return res, fmt.Errorf("the dev stack: %w", err)
+		}
+		dev.LoadAfter = benchkit.LoadAverage()
+		res.Dev = &dev
+	} else if err := measure(ctx, &res, counts, window, []string{runFloor, runCampaign, runSagaOK, runPlainOK}); err != nil {
+		return res, err
+	}
+	res.LoadAfter = benchkit.LoadAverage()
+	return res, nil
+}
+
+// measure starts res.Stack, runs each of whats at each count, the runs of a count taking turns
+// going first from one count to the next, then audits what they left, and stops the stack.
+func measure(ctx context.Context, res *Results, counts []int, window time.Duration, whats []string) error {
+	onCluster := res.Stack == stackCluster
 	var s *benchkit.Stack
 	var err error
 	if onCluster {
@@ -289,7 +319,7 @@ func run(ctx context.Context, counts []int, window time.Duration, stack string) 
 		s, err = benchkit.StartStack(ctx, "checkout-bench-campaign-", admissionOff...)
 	}
 	if err != nil {
-		return res, err
+		return err
 	}
 	defer s.Stop()
 	b := &bench{stack: s}
@@ -301,46 +331,51 @@ func run(ctx context.Context, counts []int, window time.Duration, stack string) 
 		b.metrics = []string{s.TemporalMetrics}
 	}
 	if err != nil {
-		return res, err
+		return err
 	}
 	if b.pg, err = startPGSampler(ctx, s.DatabaseURL, 100*time.Millisecond); err != nil {
-		return res, err
+		return err
 	}
 	defer b.pg.close()
 	if b.floor, err = benchkit.StartFloor(s); err != nil {
-		return res, err
+		return err
 	}
 	defer b.floor.Close()
 	cfg, err := config.Load(func(string) string { return "" })
 	if err != nil {
-		return res, err
+		return err
 	}
-	// The plain endpoint is the same on either stack: it is measured beside the dev stack only.
-	if !onCluster {
+	if slices.Contains(whats, runPlainOK) {
 		if b.plain, err = startPlain(ctx, s.DatabaseURL, cfg.DBMaxConns, []byte(s.Secret), cfg.HoldTTL); err != nil {
-			return res, err
+			return err
 		}
 		defer b.plain.close()
 	}
 
 	log.Printf("warming up")
 	if _, err := b.loadRun(ctx, "warm-up", 10, 5*time.Second, loadgen.CampaignMix, ""); err != nil {
-		return res, err
+		return err
 	}
 	for _, n := range counts {
-		// The runs of a count take turns going first from one count to the next.
-		steps := []func() (Run, error){
-			func() (Run, error) { return b.floorRun(ctx, n, window) },
-			func() (Run, error) { return b.loadRun(ctx, runCampaign, n, window, loadgen.CampaignMix, "") },
-			func() (Run, error) { return b.loadRun(ctx, runSagaOK, n, window, okMix, "") },
-		}
-		if !onCluster {
-			steps = append(steps, func() (Run, error) { return b.loadRun(ctx, runPlainOK, n, window, okMix, b.plain.URL) })
+		steps := make([]func() (Run, error), len(whats))
+		for i, what := range whats {
+			steps[i] = func() (Run, error) {
+				switch what {
+				case runFloor:
+					return b.floorRun(ctx, n, window)
+				case runCampaign:
+					return b.loadRun(ctx, runCampaign, n, window, loadgen.CampaignMix, "")
+				case runSagaOK:
+					return b.loadRun(ctx, runSagaOK, n, window, okMix, "")
+				default:
+					return b.loadRun(ctx, runPlainOK, n, window, okMix, b.plain.URL)
+				}
+			}
 		}
 		for i := range steps {
 			r, err := steps[(i+slices.Index(counts, n))%len(steps)]()
 			if err != nil {
-				return res, err
+				return err
 			}
 			log.Printf("%s at %d shoppers: %.1f/s, p99 %.0f ms, CPU checkout %.0f%% temporal %.0f%% postgres %.0f%% tool %.0f%% other %.0f%%",
 				r.What, n, r.PerSecond, r.P99Ms, r.Window.CPU.Checkout, r.Window.CPU.Temporal, r.Window.CPU.Postgres,
@@ -349,24 +384,25 @@ func run(ctx context.Context, counts []int, window time.Duration, stack string) 
 		}
 	}
 
-	// The plain endpoint's orders never pay and no hold of the product knows them: cancel them and
-	// give their stock back, then audit everything the runs left.
 	pool, err := db.Connect(ctx, s.DatabaseURL, 8)
 	if err != nil {
-		return res, err
+		return err
 	}
 	defer pool.Close()
-	if res.PlainSettle, err = settlePlain(ctx, pool); err != nil {
-		return res, fmt.Errorf("settling the plain orders: %w", err)
+	if b.plain != nil {
+		// The plain endpoint's orders never pay and no hold of the product knows them: cancel
+		// them and give their stock back before the audit.
+		if res.PlainSettle, err = settlePlain(ctx, pool); err != nil {
+			return fmt.Errorf("settling the plain orders: %w", err)
+		}
 	}
 	log.Printf("auditing")
 	res.Audit, err = audit.Run(ctx, pool, audit.Options{HoldTTL: cfg.HoldTTL, SweeperPeriod: time.Minute,
 		Visibility: b.floor.Client(), TaskQueue: cfg.TaskQueue})
 	if err != nil {
-		return res, fmt.Errorf("audit: %w", err)
+		return fmt.Errorf("audit: %w", err)
 	}
-	res.LoadAfter = benchkit.LoadAverage()
-	return res, nil
+	return nil
 }
 
 // quiet waits (up to a minute) until the stack has settled from the previous run: its processes
