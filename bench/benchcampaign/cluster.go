@@ -161,6 +161,12 @@ func clusterAgainstDev(res Results) string {
 		if !ok || !dok || d.PerSecond <= 0 {
 			continue
 		}
+		if c.Errors > 0 || d.Errors > 0 {
+			parts = append(parts, fmt.Sprintf("at %d shoppers the cluster placed %.1f orders/s and the dev stack %.1f, "+
+				"but requests went unanswered or were answered 5xx (%d on the cluster, %d on the dev stack): a stack that "+
+				"stalls is measured there, not compared", n, c.PerSecond, d.PerSecond, c.Errors, d.Errors))
+			continue
+		}
 		word := "slower than"
 		switch r := c.PerSecond / d.PerSecond; {
 		case r > 1.05:
