@@ -12,8 +12,9 @@ import (
 	"github.com/marketplace/checkout/loadgen"
 )
 
-// TestLoad_ShortCampaign_AuditorFindsNothing drives the whole product with the load generator for
-// 15 seconds — a few hundred orders from new shoppers, a hot SKU that runs out between the
+// TestLoad_ShortCampaign_AuditorFindsNothing drives the whole product with the load generator until
+// it has placed 200 orders (90 seconds at most, so that a machine shared with other work still
+// places them) — orders from new shoppers, a hot SKU that runs out between the
 // seller's deliveries, 3-D Secure approvals and declines, declined cards, cancels, provider
 // timeouts, keys sent twice, and holds left to expire (HOLD_TTL 5s), a campaign price on the hot
 // SKU and a coupon on a third of the orders — waits for the abandoned holds to expire, checks that
@@ -24,14 +25,14 @@ func TestLoad_ShortCampaign_AuditorFindsNothing(t *testing.T) {
 	hold := 5 * time.Second
 	s := startStack(t, stackOptions{hold: hold})
 	rep, err := loadgen.Run(s.ctx, loadgen.Config{BaseURL: s.base, MetricsURL: s.metrics, JWTSecret: s.cfg.JWTSecret,
-		Shoppers: 12, Duration: 15 * time.Second, Orders: 600,
+		Shoppers: 12, Duration: 90 * time.Second, Orders: 200,
 		CatalogSize: 40, Stock: 200, HotSKUs: []string{"LG-HOT-1"}, HotShare: 0.3, HotStock: 20,
 		CampaignHot: 20, CouponShare: 0.3, RepeatShare: 0.1, RestockLead: time.Second, HoldTTL: hold, WaitAbandoned: true, Settle: 10 * time.Second})
 	require.NoError(t, err)
 	var out strings.Builder
 	require.NoError(t, rep.WriteText(&out))
 	t.Log("\n" + out.String())
-	require.GreaterOrEqual(t, rep.Orders, int64(100), "a few hundred orders")
+	require.GreaterOrEqual(t, rep.Orders, int64(100), "the run placed its orders")
 	require.Positive(t, rep.HotOrders, "hot SKUs ordered")
 	require.Empty(t, rep.Mismatches, "a repeated key answers the same")
 	require.Positive(t, rep.CouponOrders, "orders placed with the coupon")
