@@ -78,6 +78,23 @@ var statusOf = map[problem.Code]int{
 	problem.Unavailable:        http.StatusServiceUnavailable,
 	problem.PaymentUnavailable: http.StatusServiceUnavailable,
 	problem.Busy:               http.StatusServiceUnavailable,
+
+	// The saga's own failures (internal codes), never answered as they are: a request that meets
+	// one is answered UNAVAILABLE when a dependency is down or has not answered (503, Retry-After),
+	// INTERNAL when it is a fault of ours (500; the failure is logged).
+	problem.PaymentProviderUnavailable: http.StatusServiceUnavailable,
+	problem.PaymentOutcomeUnknown:      http.StatusServiceUnavailable,
+	problem.PaymentStillUnknown:        http.StatusServiceUnavailable,
+	problem.ReservationNotActive:       http.StatusInternalServerError,
+	problem.NoReservation:              http.StatusInternalServerError,
+	problem.InvalidInventoryRequest:    http.StatusInternalServerError,
+	problem.OrderTransitionRefused:     http.StatusInternalServerError,
+	problem.OutcomeNotRecordable:       http.StatusInternalServerError,
+	problem.PaymentRefused:             http.StatusInternalServerError,
+	problem.PaymentNotFound:            http.StatusInternalServerError,
+	problem.PaymentMethodGone:          http.StatusInternalServerError,
+	problem.PaymentEventRefused:        http.StatusInternalServerError,
+	problem.InvalidSupportAction:       http.StatusInternalServerError,
 }
 
 // StatusOf is the HTTP status the API answers a code with (500 for a code it has no row for).
@@ -148,11 +165,15 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 func answerOf(err error, c echo.Context) (int, *problem.Error) {
 	var httpErr *echo.HTTPError
 	if p, ok := problem.As(err); ok {
-		if status, answered := statusOf[p.Code]; answered {
-			return status, p
+		status, answered := statusOf[p.Code]
+		switch {
+		case !answered:
+			// A code without a status is a fault of ours: its text is logged, not answered.
+			return http.StatusInternalServerError, internalAnswer(http.StatusInternalServerError)
+		case p.Code.Internal():
+			return status, internalAnswer(status)
 		}
-		// A code without a status is a fault of ours: its text is logged, not answered.
-		return http.StatusInternalServerError, problem.New(problem.Internal, "internal error")
+		return status, p
 	}
 	switch {
 	case errors.As(err, &httpErr):
@@ -161,10 +182,18 @@ func answerOf(err error, c echo.Context) (int, *problem.Error) {
 		// The client went away; nobody reads the answer.
 		return 499, problem.New(problem.Unavailable, "request cancelled")
 	case dependencyDown(err):
-		return http.StatusServiceUnavailable, problem.New(problem.Unavailable,
-			"a service the checkout depends on is unavailable; try again shortly")
+		return http.StatusServiceUnavailable, internalAnswer(http.StatusServiceUnavailable)
 	}
-	return http.StatusInternalServerError, problem.New(problem.Internal, "internal error")
+	return http.StatusInternalServerError, internalAnswer(http.StatusInternalServerError)
+}
+
+// internalAnswer is what a client reads of a failure of ours at a status: a dependency down (503)
+// or a fault (500), never the failure itself.
+func internalAnswer(status int) *problem.Error {
+	if status == http.StatusServiceUnavailable {
+		return problem.New(problem.Unavailable, "a service the checkout depends on is unavailable; try again shortly")
+	}
+	return problem.New(problem.Internal, "internal error")
 }
 
 // fromEchoError answers Echo's own errors (no route, a body over the limit, …); one of a status

@@ -39,14 +39,47 @@ func TestErrorHandler_AnswersEachCodeWithItsStatus(t *testing.T) {
 		got, retryAfter, body := answer(t, fmt.Errorf("handler: %w",
 			problem.Wrap(errors.New("secret cause"), code, "what the client reads").With("skuIds", []int64{7})))
 		assert.Equal(t, status, got, code)
-		assert.Equal(t, string(code), body["code"])
-		assert.Equal(t, "what the client reads", body["message"], "the cause is not answered")
-		assert.Equal(t, []any{float64(7)}, body["skuIds"], "%s: the details are answered", code)
 		if status == http.StatusServiceUnavailable {
 			assert.NotEmpty(t, retryAfter, "%s: a 503 says when to come back", code)
 		}
+		if code.Internal() {
+			continue // TestErrorHandler_InternalCodesAnsweredAsOurFailures
+		}
+		assert.Equal(t, string(code), body["code"])
+		assert.Equal(t, "what the client reads", body["message"], "the cause is not answered")
+		assert.Equal(t, []any{float64(7)}, body["skuIds"], "%s: the details are answered", code)
 	}
 	assert.Len(t, statusOf, len(problem.Codes()), "a row for a code that is not in the vocabulary")
+}
+
+// TestErrorHandler_InternalCodesAnsweredAsOurFailures: a failure of the saga's own (an internal
+// code) that reaches a client is answered as a dependency down (503 UNAVAILABLE, Retry-After) or a
+// fault of ours (500 INTERNAL), without its code, message or details.
+func TestErrorHandler_InternalCodesAnsweredAsOurFailures(t *testing.T) {
+	t.Parallel()
+	down := map[problem.Code]bool{problem.PaymentProviderUnavailable: true, problem.PaymentOutcomeUnknown: true,
+		problem.PaymentStillUnknown: true}
+	internal := 0
+	for _, code := range problem.Codes() {
+		if !code.Internal() {
+			continue
+		}
+		internal++
+		status, retryAfter, body := answer(t, fmt.Errorf("handler: %w",
+			problem.Wrap(errors.New("secret cause"), code, "secret message").With("secret", true)))
+		want := problem.Internal
+		if down[code] {
+			want = problem.Unavailable
+			assert.Equal(t, http.StatusServiceUnavailable, status, code)
+			assert.NotEmpty(t, retryAfter, "%s: a 503 says when to come back", code)
+		} else {
+			assert.Equal(t, http.StatusInternalServerError, status, code)
+		}
+		assert.Equal(t, string(want), body["code"], code)
+		assert.NotContains(t, body["message"], "secret", code)
+		assert.NotContains(t, body, "secret", "%s: its details are not answered", code)
+	}
+	assert.NotZero(t, internal)
 }
 
 // TestErrorHandler_NoRowOrNoCodeIsInternal: a code the table has no row for, and an error with no

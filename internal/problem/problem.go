@@ -8,14 +8,15 @@ package problem
 import (
 	"errors"
 	"maps"
+	"slices"
 )
 
 // Code names a refusal or a failure. Codes never change: clients, stored answers and recorded
 // workflow histories hold them.
 type Code string
 
-// The codes. Each is answered by the API with the status of its row in api/errors.go, and named in
-// api/openapi.yaml.
+// The codes a client may be answered with. Each is answered by the API with the status of its row
+// in api/errors.go, and named in api/openapi.yaml.
 const (
 	// The request itself.
 	InvalidJSON         Code = "INVALID_JSON"
@@ -90,6 +91,43 @@ const (
 	UnitsExceedLine   Code = "UNITS_EXCEED_LINE"
 )
 
+// The failures of the saga's steps and handlers that are no refusal of a client's request: the
+// saga takes another path on them or waits them out, and support reads them on a parked order or
+// in the Temporal UI. No client is answered with them (they are Internal); should one reach the
+// API, it answers with its row's status as UNAVAILABLE (503, a dependency down or not answering)
+// or INTERNAL (500, a fault of ours).
+const (
+	// The inventory: a reservation released meanwhile (expired, swept, taken by a seller's lower
+	// count), an order that holds none, a request the saga should never have built.
+	ReservationNotActive    Code = "RESERVATION_NOT_ACTIVE"
+	NoReservation           Code = "NO_RESERVATION"
+	InvalidInventoryRequest Code = "INVALID_INVENTORY_REQUEST"
+
+	// The order's own rows: a transition to a status no order ends in, an answer that cannot be
+	// recorded under its key.
+	OrderTransitionRefused Code = "ORDER_TRANSITION_REFUSED"
+	OutcomeNotRecordable   Code = "OUTCOME_NOT_RECORDABLE"
+
+	// The payment provider. PAYMENT_PROVIDER_UNAVAILABLE: it is down or timed out, retried (unlike
+	// PAYMENT_UNAVAILABLE, an order that failed for it). PAYMENT_OUTCOME_UNKNOWN: an authorization
+	// timed out, so the saga asks the provider before deciding; PAYMENT_STILL_UNKNOWN: the provider
+	// cannot tell yet, asked again. PAYMENT_REFUSED: it refuses the call (the intent's state, a key
+	// reused, a malformed request); PAYMENT_NOT_FOUND: it holds no such intent;
+	// PAYMENT_METHOD_GONE: the order's payment method is no longer on record;
+	// PAYMENT_EVENT_REFUSED: a payment event the provider does not back.
+	PaymentProviderUnavailable Code = "PAYMENT_PROVIDER_UNAVAILABLE"
+	PaymentOutcomeUnknown      Code = "PAYMENT_OUTCOME_UNKNOWN"
+	PaymentStillUnknown        Code = "PAYMENT_STILL_UNKNOWN"
+	PaymentRefused             Code = "PAYMENT_REFUSED"
+	PaymentNotFound            Code = "PAYMENT_NOT_FOUND"
+	PaymentMethodGone          Code = "PAYMENT_METHOD_GONE"
+	PaymentEventRefused        Code = "PAYMENT_EVENT_REFUSED"
+
+	// InvalidSupportAction refuses a support action (from the Temporal UI) the workflow will not
+	// act on, with the reason.
+	InvalidSupportAction Code = "INVALID_SUPPORT_ACTION"
+)
+
 // codes are all of them, for Known and the API's tests.
 var codes = []Code{InvalidJSON, ValidationFailed, PayloadTooLarge, MethodNotAllowed,
 	BatchTooLarge, PayloadNotDecodable, Unauthorized, Forbidden, InvalidSignature, InvalidGuestToken, NotFound,
@@ -98,21 +136,27 @@ var codes = []Code{InvalidJSON, ValidationFailed, PayloadTooLarge, MethodNotAllo
 	CouponNotStarted, CouponExpired, CouponUsedUp, CouponAlreadyUsed, CouponNotApplicable, CouponMinBasket,
 	CouponExists, IdempotencyKeyReused, OutOfStock, PaymentDeclined, PaymentUnavailable, OrderFailed,
 	OrderNotCancellable, OrderNotPendingPayment, HoldExtensionUsed, HoldExtensionTooEarly, HoldExpired,
-	HoldNotExtendable, OrderNotConfirmed, UnitsExceedLine}
+	HoldNotExtendable, OrderNotConfirmed, UnitsExceedLine,
+	ReservationNotActive, NoReservation, InvalidInventoryRequest, OrderTransitionRefused, OutcomeNotRecordable,
+	PaymentProviderUnavailable, PaymentOutcomeUnknown, PaymentStillUnknown, PaymentRefused, PaymentNotFound,
+	PaymentMethodGone, PaymentEventRefused, InvalidSupportAction}
+
+// internal are the codes no client is answered with.
+var internal = []Code{ReservationNotActive, NoReservation, InvalidInventoryRequest, OrderTransitionRefused,
+	OutcomeNotRecordable, PaymentProviderUnavailable, PaymentOutcomeUnknown, PaymentStillUnknown, PaymentRefused,
+	PaymentNotFound, PaymentMethodGone, PaymentEventRefused, InvalidSupportAction}
 
 // Codes are every code of the vocabulary.
 func Codes() []Code { return append([]Code(nil), codes...) }
 
-// Known: c is a code of the vocabulary (an activity's error type that is not one is a failure of
-// its own, such as a driver's error, not a refusal).
-func (c Code) Known() bool {
-	for _, k := range codes {
-		if k == c {
-			return true
-		}
-	}
-	return false
-}
+// Known: c is a code of the vocabulary (an activity's error type that is not one is a driver's or
+// the SDK's, or a name an earlier release raised, which package activities reads as its code).
+func (c Code) Known() bool { return slices.Contains(codes, c) }
+
+// Internal: c names a failure inside the checkout (a step's, or a workflow handler's refusal of
+// support) that the saga and support read and no client is answered with: it is no refusal of a
+// client's request, and api/openapi.yaml does not name it.
+func (c Code) Internal() bool { return slices.Contains(internal, c) }
 
 // Error is a coded refusal or failure. errors.Is matches two of them by code; errors.As finds one
 // anywhere in a chain wrapped with %w.

@@ -49,3 +49,18 @@ func TestCodes_KnownAndDistinct(t *testing.T) {
 	assert.False(t, problem.Code("CartEmpty").Known(), "an activity error type of an earlier release is no code")
 	assert.False(t, problem.Code("wrapError").Known())
 }
+
+// TestCodes_InternalOnesAreNoClientsCode: the steps' failures are codes no client is answered
+// with; the codes clients read are not.
+func TestCodes_InternalOnesAreNoClientsCode(t *testing.T) {
+	t.Parallel()
+	for _, c := range []problem.Code{problem.ReservationNotActive, problem.PaymentProviderUnavailable,
+		problem.PaymentOutcomeUnknown, problem.InvalidSupportAction} {
+		assert.True(t, c.Internal(), c)
+	}
+	for _, c := range []problem.Code{problem.OutOfStock, problem.PaymentUnavailable, problem.Unavailable,
+		problem.Internal, problem.ValidationFailed} {
+		assert.False(t, c.Internal(), c)
+	}
+	assert.False(t, problem.Code("ReservationNotActive").Internal(), "an earlier release's name is no code")
+}
