@@ -17,14 +17,6 @@ import (
 	"github.com/marketplace/checkout/inventory"
 )
 
-// Application error types of the inventory's failures that the saga branches on (no shopper's
-// refusal: those are coded, as OUT_OF_STOCK is).
-const (
-	ErrTypeReservationNotActive = "ReservationNotActive"
-	ErrTypeNoReservation        = "NoReservation"
-	ErrTypeInvalidRequest       = "InvalidRequest"
-)
-
 // Inventory exposes the inventory engine's operations as activities.
 type Inventory struct {
 	Engine *inventory.Engine

@@ -19,18 +19,6 @@ import (
 	"github.com/marketplace/checkout/pricing"
 )
 
-// Application error types of the order steps' failures that are no refusal of the shopper's: the
-// saga acts on them (a payment outcome to ask about) or support reads them on a parked order.
-// The steps' refusals are coded errors (RefusalError).
-const (
-	ErrTypeOrderTransition  = "OrderTransitionRefused"
-	ErrTypePaymentUnknown   = "PaymentOutcomeUnknown"
-	ErrTypePaymentRefused   = "PaymentRefused"
-	ErrTypePaymentNotFound  = "PaymentNotFound"
-	ErrTypeProviderDown     = "PaymentProviderUnavailable"
-	ErrTypeIdempotencyStore = "IdempotencyStore"
-)
-
 // Orders are the order's own steps: price check, the order row, its status transitions and the
 // idempotency record. Every write is conditional, so a retried or reset run changes state once.
 type Orders struct {

@@ -40,10 +40,6 @@ type AuthorizeInput struct {
 	Token string `json:"token,omitempty"`
 }
 
-// ErrTypePaymentMethodGone: the order's payment method token is no longer on record (the order
-// request was never stored, or its token was forgotten after a day). Retrying cannot help.
-const ErrTypePaymentMethodGone = "PaymentMethodGone"
-
 // PaymentResult is the provider's state of the order's payment.
 type PaymentResult struct {
 	Status      string `json:"status"`
@@ -110,10 +106,6 @@ func (a *Payments) ResolvePayment(ctx context.Context, orderID int64) (PaymentRe
 	return a.mirror(ctx, orderID, intent)
 }
 
-// ErrTypePaymentStillUnknown: the provider cannot tell yet what became of the payment (it is down,
-// or timed out again); the caller retries.
-const ErrTypePaymentStillUnknown = "PaymentStillUnknown"
-
 // SettleUnknown finds out what became of an authorization whose outcome is UNKNOWN: it asks the
 // provider by the order's key, and authorizes again with the same key when the provider never saw
 // it. While the provider cannot tell, it fails retryably, so the order's workflow leaves the
@@ -132,10 +124,6 @@ func (a *Payments) SettleUnknown(ctx context.Context, in AuthorizeInput) (Paymen
 	}
 	return res, nil
 }
-
-// ErrTypePaymentEventRefused: a payment event named an intent that is not the order's, or one
-// the provider holds for another amount or currency. The order does not act on it.
-const ErrTypePaymentEventRefused = "PaymentEventRefused"
 
 // VerifyEventInput is a payment event as the order received it, and what the order expects.
 type VerifyEventInput struct {

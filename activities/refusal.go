@@ -3,6 +3,7 @@ package activities
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -13,12 +14,15 @@ import (
 
 // A step refuses with a coded error (internal/problem) raised as a non-retryable application
 // error whose type is the code and whose one detail is the coded error's details (RefusalError);
-// the saga and the API read it back with Refusal.
+// the saga and the API read it back with Refusal. A step's other failures are raised with their
+// codes too (internal ones: RESERVATION_NOT_ACTIVE, PAYMENT_PROVIDER_UNAVAILABLE, …), and the
+// saga branches on them by code (FailureCode, FailedWith), never by a type name.
 //
-// Releases before the vocabulary raised these refusals under types of their own. Recorded
-// histories and the orders of those releases still running hold them, and the frozen sagas
-// (workflows/sagav1, sagav2) compare against them, so they keep their names here and Refusal reads
-// each as its code (legacyTypes).
+// Releases before the vocabulary raised these refusals and failures under types of their own.
+// Recorded histories and the orders of those releases still running hold them, and activity
+// workers of those releases may still answer a step, so they keep their names here and each reads
+// as its code (legacyTypes). A retry policy names both (TypesOf): the server matches types as
+// strings.
 const (
 	ErrTypePriceChanged      = "PriceChanged"
 	ErrTypeCartEmpty         = "CartEmpty"
@@ -33,29 +37,59 @@ const (
 	ErrTypeOrderNotConfirmed = "OrderNotConfirmed"
 	ErrTypeLineNotFound      = "LineNotFound"
 	ErrTypeUnitsExceedLine   = "UnitsExceedLine"
-	// The workflows' own refusals of a shopper's cancel and of a line cancellation's input.
-	ErrTypeOrderNotCancellable = "OrderNotCancellable"
-	ErrTypeInvalidLineCancel   = "InvalidLineCancel"
+	// The workflows' own refusals of a shopper's cancel, of a line cancellation's input and of a
+	// support action.
+	ErrTypeOrderNotCancellable  = "OrderNotCancellable"
+	ErrTypeInvalidLineCancel    = "InvalidLineCancel"
+	ErrTypeInvalidSupportAction = "InvalidSupportAction"
+
+	// The steps' failures that are no refusal.
+	ErrTypeReservationNotActive = "ReservationNotActive"
+	ErrTypeNoReservation        = "NoReservation"
+	ErrTypeInvalidRequest       = "InvalidRequest"
+	ErrTypeOrderTransition      = "OrderTransitionRefused"
+	ErrTypeIdempotencyStore     = "IdempotencyStore"
+	ErrTypePaymentUnknown       = "PaymentOutcomeUnknown"
+	ErrTypePaymentStillUnknown  = "PaymentStillUnknown"
+	ErrTypeProviderDown         = "PaymentProviderUnavailable"
+	ErrTypePaymentRefused       = "PaymentRefused"
+	ErrTypePaymentNotFound      = "PaymentNotFound"
+	ErrTypePaymentMethodGone    = "PaymentMethodGone"
+	ErrTypePaymentEventRefused  = "PaymentEventRefused"
 )
 
-// legacyTypes are the codes of the types above. (IdempotencyKeyReused was also the type of the
-// workflow's refusal of a place-order update with another request's body.)
+// legacyTypes are the codes of the types above: the one mapping from a type an earlier release
+// raised to a code. (IdempotencyKeyReused was also the type of the workflow's refusal of a
+// place-order update with another request's body.)
 var legacyTypes = map[string]problem.Code{
-	ErrTypePriceChanged:        problem.PriceChanged,
-	ErrTypeCartEmpty:           problem.CartEmpty,
-	ErrTypeCartInvalid:         problem.CartInvalid,
-	ErrTypeAddressNotFound:     problem.ValidationFailed,
-	ErrTypeOrderNotFound:       problem.NotFound,
-	ErrTypeKeyReused:           problem.IdempotencyKeyReused,
-	ErrTypeTooManyOpenOrders:   problem.TooManyOpenOrders,
-	ErrTypeCouponRefused:       "", // the code is the refusal's own (its details)
-	ErrTypeOutOfStock:          problem.OutOfStock,
-	ErrTypeHoldNotExtendable:   "", // the code is the refusal's reason (its details)
-	ErrTypeOrderNotConfirmed:   problem.OrderNotConfirmed,
-	ErrTypeLineNotFound:        problem.LineNotFound,
-	ErrTypeUnitsExceedLine:     problem.UnitsExceedLine,
-	ErrTypeOrderNotCancellable: problem.OrderNotCancellable,
-	ErrTypeInvalidLineCancel:   problem.ValidationFailed,
+	ErrTypePriceChanged:         problem.PriceChanged,
+	ErrTypeCartEmpty:            problem.CartEmpty,
+	ErrTypeCartInvalid:          problem.CartInvalid,
+	ErrTypeAddressNotFound:      problem.ValidationFailed,
+	ErrTypeOrderNotFound:        problem.NotFound,
+	ErrTypeKeyReused:            problem.IdempotencyKeyReused,
+	ErrTypeTooManyOpenOrders:    problem.TooManyOpenOrders,
+	ErrTypeCouponRefused:        "", // the code is the refusal's own (its details)
+	ErrTypeOutOfStock:           problem.OutOfStock,
+	ErrTypeHoldNotExtendable:    "", // the code is the refusal's reason (its details)
+	ErrTypeOrderNotConfirmed:    problem.OrderNotConfirmed,
+	ErrTypeLineNotFound:         problem.LineNotFound,
+	ErrTypeUnitsExceedLine:      problem.UnitsExceedLine,
+	ErrTypeOrderNotCancellable:  problem.OrderNotCancellable,
+	ErrTypeInvalidLineCancel:    problem.ValidationFailed,
+	ErrTypeInvalidSupportAction: problem.InvalidSupportAction,
+	ErrTypeReservationNotActive: problem.ReservationNotActive,
+	ErrTypeNoReservation:        problem.NoReservation,
+	ErrTypeInvalidRequest:       problem.InvalidInventoryRequest,
+	ErrTypeOrderTransition:      problem.OrderTransitionRefused,
+	ErrTypeIdempotencyStore:     problem.OutcomeNotRecordable,
+	ErrTypePaymentUnknown:       problem.PaymentOutcomeUnknown,
+	ErrTypePaymentStillUnknown:  problem.PaymentStillUnknown,
+	ErrTypeProviderDown:         problem.PaymentProviderUnavailable,
+	ErrTypePaymentRefused:       problem.PaymentRefused,
+	ErrTypePaymentNotFound:      problem.PaymentNotFound,
+	ErrTypePaymentMethodGone:    problem.PaymentMethodGone,
+	ErrTypePaymentEventRefused:  problem.PaymentEventRefused,
 }
 
 // RefusalError raises a coded refusal from a step (or a workflow's handler): no retry changes it.
@@ -67,9 +101,58 @@ func RefusalError(p *problem.Error) error {
 }
 
 // Refusal is the coded refusal err carries, raised by RefusalError or under a type of an earlier
-// release; nil when err is no refusal (a failure: the database down, a timeout). This is the one
-// mapping from a step's error type to a code.
+// release; nil when err is no refusal (a failure: the database down, a timeout, or one of the
+// saga's own, whose code is internal).
 func Refusal(err error) *problem.Error {
+	if p := coded(err); p != nil && !p.Code.Internal() {
+		return p
+	}
+	return nil
+}
+
+// RefusedWith says whether err is a refusal with this code.
+func RefusedWith(err error, code problem.Code) bool {
+	p := Refusal(err)
+	return p != nil && p.Code == code
+}
+
+// FailureCode is the code of the refusal or failure err carries, whichever name its step raised
+// it under ("" when err carries none: a driver's error, a timeout). The saga branches on it.
+func FailureCode(err error) problem.Code {
+	if p := coded(err); p != nil {
+		return p.Code
+	}
+	return ""
+}
+
+// FailedWith says whether err carries this code, under the code or the name an earlier release
+// raised it under.
+func FailedWith(err error, code problem.Code) bool { return FailureCode(err) == code && code != "" }
+
+// TypesOf are the application error types that carry code: the code and the names earlier
+// releases raised it under, in a fixed order. A retry policy's NonRetryableErrorTypes lists them
+// all, since the server compares a failure's type as a string.
+func TypesOf(code problem.Code) []string {
+	return append([]string{string(code)}, earlierNames[code]...)
+}
+
+// earlierNames are legacyTypes by code, each code's names sorted (read in workflow code, which
+// must not iterate a map).
+var earlierNames = func() map[problem.Code][]string {
+	out := map[problem.Code][]string{}
+	for typ, code := range legacyTypes {
+		out[code] = append(out[code], typ)
+	}
+	for _, names := range out {
+		slices.Sort(names)
+	}
+	return out
+}()
+
+// coded is the coded error err carries as an application error, raised under its code or under a
+// type of an earlier release; nil when it carries none. This is the one mapping from a step's error
+// type to a code.
+func coded(err error) *problem.Error {
 	var appErr *temporal.ApplicationError
 	if !errors.As(err, &appErr) {
 		return nil
@@ -125,12 +208,6 @@ func Refusal(err error) *problem.Error {
 		p = p.With("remaining", d.Remaining)
 	}
 	return p
-}
-
-// RefusedWith says whether err is a refusal with this code.
-func RefusedWith(err error, code problem.Code) bool {
-	p := Refusal(err)
-	return p != nil && p.Code == code
 }
 
 // failed says what a step was doing when a failure that is no refusal stopped it (wrapped with %w:

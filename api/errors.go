@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.temporal.io/api/serviceerror"
 
+	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/internal/problem"
 )
 
@@ -135,8 +136,9 @@ func body(e *problem.Error) map[string]any {
 }
 
 // errorHandler maps every error to the error model in one place: a coded error (internal/problem)
-// anywhere in its chain is answered with its code's status (statusOf). Anything else is a 5xx:
-// logged with the request id, never shown to the client.
+// anywhere in its chain is answered with its code's status (statusOf), and so is a workflow's
+// failure that carries an internal code (activities.FailureCode). Anything else is a 5xx: logged
+// with the request id, never shown to the client.
 func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 	return func(err error, c echo.Context) {
 		if c.Response().Committed {
@@ -174,6 +176,10 @@ func answerOf(err error, c echo.Context) (int, *problem.Error) {
 			return status, internalAnswer(status)
 		}
 		return status, p
+	}
+	if code := activities.FailureCode(err); code.Internal() {
+		// One of the saga's own failures, come up with a workflow's or an update's answer.
+		return statusOf[code], internalAnswer(statusOf[code])
 	}
 	switch {
 	case errors.As(err, &httpErr):

@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/marketplace/checkout/internal/problem"
 )
@@ -80,6 +81,34 @@ func TestErrorHandler_InternalCodesAnsweredAsOurFailures(t *testing.T) {
 		assert.NotContains(t, body, "secret", "%s: its details are not answered", code)
 	}
 	assert.NotZero(t, internal)
+}
+
+// TestErrorHandler_WorkflowFailureWithInternalCode_AnsweredByItsRow: a workflow's or an update's
+// failure that carries one of the saga's own codes, under the code or the name an earlier release
+// raised it under, is answered by the code's row: the provider down is 503 UNAVAILABLE with
+// Retry-After, a fault of ours 500 INTERNAL. A refusal's code that a handler did not answer stays a
+// fault of ours.
+func TestErrorHandler_WorkflowFailureWithInternalCode_AnsweredByItsRow(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		typ    string
+		status int
+		code   problem.Code
+	}{
+		{string(problem.PaymentProviderUnavailable), http.StatusServiceUnavailable, problem.Unavailable},
+		{"PaymentProviderUnavailable", http.StatusServiceUnavailable, problem.Unavailable},
+		{string(problem.PaymentRefused), http.StatusInternalServerError, problem.Internal},
+		{"PaymentRefused", http.StatusInternalServerError, problem.Internal},
+		{string(problem.OutOfStock), http.StatusInternalServerError, problem.Internal},
+	}
+	for _, c := range cases {
+		status, retryAfter, body := answer(t, fmt.Errorf("cancelling units of line 7 of order 5: %w",
+			temporal.NewApplicationError("secret message", c.typ)))
+		assert.Equal(t, c.status, status, c.typ)
+		assert.Equal(t, string(c.code), body["code"], c.typ)
+		assert.NotContains(t, body["message"], "secret", c.typ)
+		assert.Equal(t, c.status == http.StatusServiceUnavailable, retryAfter != "", c.typ)
+	}
 }
 
 // TestErrorHandler_NoRowOrNoCodeIsInternal: a code the table has no row for, and an error with no

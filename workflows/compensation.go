@@ -134,7 +134,7 @@ func (w *orderFlow) failAfterStep(ctx workflow.Context, err error, code order.Fa
 		code = order.FailCancelledBySupport
 	case errors.Is(err, errParkedRefund):
 		code = order.FailRefundedBySupport
-	case isAppError(err, activities.ErrTypeReservationNotActive), isAppError(err, activities.ErrTypeNoReservation):
+	case stockGone(err):
 		code = order.FailStockReleased
 		if w.expired {
 			code = order.FailHoldExpired

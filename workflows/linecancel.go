@@ -205,7 +205,7 @@ func (w *lineCancel) untilDone(ctx workflow.Context, step string, activity, resu
 
 func (w *lineCancel) park(ctx workflow.Context, step string, cause error) {
 	w.parked, w.st.NeedsAttention = true, true
-	w.st.Attention = &Attention{Step: step, Error: errorText(cause), Code: errorType(cause), Since: workflow.Now(ctx)}
+	w.st.Attention = &Attention{Step: step, Error: errorText(cause), Code: failureCode(cause), Since: workflow.Now(ctx)}
 	_ = workflow.ExecuteActivity(ctx, ordersA.LineCancelAttention, activities.LineCancelAttentionInput{
 		CancellationID: w.st.CancellationID, Step: step, Error: w.st.Attention.Error, Code: w.st.Attention.Code}).Get(ctx, nil)
 	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrNeedsAttention.ValueSet(true))

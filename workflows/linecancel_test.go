@@ -167,7 +167,7 @@ func TestLineCancel_RefundRefused_NeedsAttentionUntilSupportRetries(t *testing.T
 	assert.True(t, parked.NeedsAttention, "a refusal waits for support, visible in the UI")
 	require.NotNil(t, parked.Attention)
 	assert.Equal(t, "refund", parked.Attention.Step)
-	assert.Equal(t, activities.ErrTypePaymentRefused, parked.Attention.Code)
+	assert.Equal(t, string(problem.PaymentRefused), parked.Attention.Code)
 	assert.Equal(t, workflows.LineCancelRecorded, parked.Status)
 	require.NoError(t, retried)
 	assert.Equal(t, []string{"RecordLineCancel", "RefundLineCancel", "LineCancelAttention", "RefundLineCancel",

@@ -101,7 +101,8 @@ type CancelResult struct {
 type Attention struct {
 	Step  string `json:"step"`
 	Error string `json:"error"`
-	// Code is the refusal's type when no retry can change it (the step is not retried on its own).
+	// Code is the failure's code (internal/problem) when no retry can change it (the step is not
+	// retried on its own), also when a release before the codes raised it under a name of its own.
 	Code  string    `json:"code,omitempty"`
 	Since time.Time `json:"since"`
 }
@@ -385,7 +386,7 @@ func (w *orderFlow) authorize(ctx, lctx workflow.Context) (activities.PaymentRes
 		if err == nil {
 			return pay, nil
 		}
-		if !isAppError(err, activities.ErrTypePaymentUnknown) {
+		if !activities.FailedWith(err, problem.PaymentOutcomeUnknown) {
 			return pay, err
 		}
 		w.st.PaymentStatus = activities.PaymentUnknown
@@ -430,7 +431,7 @@ func (w *orderFlow) verifyEvent(ctx, rctx workflow.Context, ev PaymentSignal) (w
 	in := activities.VerifyEventInput{OrderID: w.st.OrderID, IntentID: ev.IntentID, AmountMinor: w.st.TotalMinor,
 		Currency: w.st.Currency, Claimed: ev.Status}
 	f := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, quickStepOptions), paymentsA.VerifyEvent, in)
-	if err := f.Get(ctx, nil); err != nil && !isAppError(err, activities.ErrTypePaymentEventRefused) {
+	if err := f.Get(ctx, nil); err != nil && !activities.FailedWith(err, problem.PaymentEventRefused) {
 		return workflow.ExecuteActivity(workflow.WithActivityOptions(rctx,
 			unknownOptions(w.st.HoldExpiresAt.Sub(workflow.Now(ctx)))), paymentsA.VerifyEvent, in), source
 	}

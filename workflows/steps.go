@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/marketplace/checkout/activities"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/order"
 )
 
@@ -165,7 +166,7 @@ func (w *orderFlow) park(ctx workflow.Context, step string, must bool, cause err
 	w.st.NeedsAttention = true
 	w.st.Attention = &Attention{Step: step, Error: errorText(cause), Since: workflow.Now(ctx)}
 	if isNonRetryable(cause) {
-		w.st.Attention.Code = errorType(cause)
+		w.st.Attention.Code = failureCode(cause)
 	}
 	_ = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, quickStepOptions), ordersA.Park,
 		activities.ParkInput{OrderID: w.st.OrderID, Step: step, Error: w.st.Attention.Error}).Get(ctx, nil)
@@ -188,8 +189,12 @@ func (w *orderFlow) unpark(ctx workflow.Context) {
 // isBusinessRefusal tells refusals that send the saga another way (a reservation no longer
 // active: the order fails) from failures a step waits out.
 func isBusinessRefusal(err error) bool {
-	return isAppError(err, activities.ErrTypeReservationNotActive) || isAppError(err, activities.ErrTypeNoReservation) ||
-		errors.Is(err, errParkedCancel) || errors.Is(err, errParkedRefund)
+	return stockGone(err) || errors.Is(err, errParkedCancel) || errors.Is(err, errParkedRefund)
+}
+
+// stockGone: the order's reservation was released meanwhile, or it holds none.
+func stockGone(err error) bool {
+	return activities.FailedWith(err, problem.ReservationNotActive) || activities.FailedWith(err, problem.NoReservation)
 }
 
 // isNonRetryable: no retry can change the answer.
@@ -198,14 +203,14 @@ func isNonRetryable(err error) bool {
 	return asAppError(err, &appErr) && appErr.NonRetryable()
 }
 
-func isAppError(err error, typ string) bool {
-	var appErr *temporal.ApplicationError
-	return asAppError(err, &appErr) && appErr.Type() == typ
-}
-
 func asAppError(err error, target **temporal.ApplicationError) bool { return errors.As(err, target) }
 
-func errorType(err error) string {
+// failureCode is the code of a failure no retry changes (internal/problem), whichever name its
+// step raised it under; the type of one that carries no code.
+func failureCode(err error) string {
+	if code := activities.FailureCode(err); code != "" {
+		return string(code)
+	}
 	var appErr *temporal.ApplicationError
 	if asAppError(err, &appErr) {
 		return appErr.Type()
@@ -276,6 +281,6 @@ func unknownOptions(until time.Duration) workflow.ActivityOptions {
 		StartToCloseTimeout:    10 * time.Second,
 		ScheduleToCloseTimeout: max(until, 10*time.Second),
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2,
-			MaximumInterval: time.Minute, NonRetryableErrorTypes: []string{activities.ErrTypePaymentRefused}},
+			MaximumInterval: time.Minute, NonRetryableErrorTypes: activities.TypesOf(problem.PaymentRefused)},
 	}
 }

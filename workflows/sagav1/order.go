@@ -12,6 +12,7 @@ import (
 
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/internal/money"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/pricing"
 )
@@ -447,7 +448,7 @@ func (w *orderFlow) authorize(ctx, lctx workflow.Context) (activities.PaymentRes
 		if err == nil {
 			return pay, nil
 		}
-		if !isAppError(err, activities.ErrTypePaymentUnknown) {
+		if !activities.FailedWith(err, problem.PaymentOutcomeUnknown) {
 			return pay, err
 		}
 		w.st.PaymentStatus = activities.PaymentUnknown
@@ -598,7 +599,7 @@ func (w *orderFlow) failAfterStep(ctx workflow.Context, err error, code string) 
 		code = FailCancelledBySupport
 	case errors.Is(err, errParkedRefund):
 		code = FailRefundedBySupport
-	case isAppError(err, activities.ErrTypeReservationNotActive):
+	case activities.FailedWith(err, problem.ReservationNotActive):
 		code = FailStockReleased
 		if w.expired {
 			code = FailHoldExpired
@@ -840,23 +841,11 @@ func appendTimeline(tl []TimelineEntry, e TimelineEntry) []TimelineEntry {
 	return tl
 }
 
-func isAppError(err error, typ string) bool {
-	var appErr *temporal.ApplicationError
-	return errors.As(err, &appErr) && appErr.Type() == typ
-}
-
 // isBusinessRefusal tells refusals (retrying cannot help, the order must take another path) from
 // failures (retrying later may help: park and ask support).
 func isBusinessRefusal(err error) bool {
-	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) {
-		return false
-	}
-	switch appErr.Type() {
-	case activities.ErrTypeReservationNotActive, activities.ErrTypeNoReservation:
-		return true
-	}
-	return errors.Is(err, errParkedCancel) || errors.Is(err, errParkedRefund)
+	return activities.FailedWith(err, problem.ReservationNotActive) || activities.FailedWith(err, problem.NoReservation) ||
+		errors.Is(err, errParkedCancel) || errors.Is(err, errParkedRefund)
 }
 
 func errorText(err error) string {
