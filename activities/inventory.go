@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/problem"
@@ -51,7 +50,7 @@ func (a *Inventory) Reserve(ctx context.Context, in ReserveInput) (inventory.Res
 	return res, asApplicationError(err, "reserving the stock of order %d", in.OrderID)
 }
 
-// Confirm moves the order's reservations to CONFIRMED; ReservationNotActive when any was released.
+// Confirm moves the order's reservations to CONFIRMED; RESERVATION_NOT_ACTIVE when any was released.
 func (a *Inventory) Confirm(ctx context.Context, orderID int64) (inventory.ConfirmResult, error) {
 	res, err := a.Engine.Confirm(ctx, orderID)
 	return res, asApplicationError(err, "confirming the stock of order %d", orderID)
@@ -93,8 +92,9 @@ func (a *Inventory) Reconcile(ctx context.Context) ([]inventory.Drift, error) {
 	return drifts, failed(err, "reconciling reserved stock")
 }
 
-// asApplicationError raises the inventory's refusals as application errors and says what the step
-// was doing when any other failure stopped it.
+// asApplicationError raises the inventory's refusals and the failures the saga acts on
+// (RESERVATION_NOT_ACTIVE, NO_RESERVATION, INVALID_INVENTORY_REQUEST) as application errors of their
+// codes, and says what the step was doing when any other failure stopped it.
 func asApplicationError(err error, doing string, args ...any) error {
 	if err == nil {
 		return nil
@@ -105,11 +105,11 @@ func asApplicationError(err error, doing string, args ...any) error {
 	case errors.As(err, &oos):
 		return RefusalError(problem.Wrap(err, problem.OutOfStock, err.Error()).With("items", oos.Lines))
 	case errors.As(err, &notActive):
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeReservationNotActive, err)
+		return failure(problem.ReservationNotActive, err.Error(), err)
 	case errors.Is(err, inventory.ErrNoReservation):
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeNoReservation, err)
+		return failure(problem.NoReservation, err.Error(), err)
 	case errors.Is(err, inventory.ErrInvalidRequest):
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidRequest, err)
+		return failure(problem.InvalidInventoryRequest, err.Error(), err)
 	}
 	return failed(err, doing, args...)
 }

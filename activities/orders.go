@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/db"
@@ -185,10 +184,11 @@ func (a *Orders) Transition(ctx context.Context, in TransitionInput) (bool, erro
 	return changed, transitionRefused(err, in)
 }
 
-// transitionRefused makes a transition to a status no order ends in non-retryable.
+// transitionRefused makes a transition to a status no order ends in non-retryable
+// (ORDER_TRANSITION_REFUSED).
 func transitionRefused(err error, in TransitionInput) error {
 	if errors.Is(err, order.ErrNotFinal) {
-		return temporal.NewNonRetryableApplicationError("unknown final status "+in.To, ErrTypeOrderTransition, nil)
+		return failure(problem.OrderTransitionRefused, "unknown final status "+in.To, nil)
 	}
 	return failed(err, "ending order %d %s", in.OrderID, in.To)
 }
@@ -248,7 +248,7 @@ type RecordOutcomeInput struct {
 func (a *Orders) RecordOutcome(ctx context.Context, in RecordOutcomeInput) error {
 	raw, err := json.Marshal(in.Outcome)
 	if err != nil {
-		return temporal.NewNonRetryableApplicationError("outcome is not JSON", ErrTypeIdempotencyStore, err)
+		return failure(problem.OutcomeNotRecordable, "outcome is not JSON", err)
 	}
 	err = a.store().RecordOutcome(ctx, in.UserID, in.IdempotencyKey, in.RequestHash, in.OrderID, raw)
 	return failed(err, "recording the answer to user %d's key", in.UserID)

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment"
 )
@@ -49,8 +50,8 @@ type PaymentResult struct {
 }
 
 // Authorize asks the provider to authorize the order's total. A timeout leaves the outcome
-// UNKNOWN: the row says so and a non-retryable PaymentOutcomeUnknown error tells the workflow to
-// ask the provider (ResolvePayment) before deciding anything.
+// UNKNOWN: the row says so and a non-retryable PAYMENT_OUTCOME_UNKNOWN tells the workflow to ask
+// the provider (ResolvePayment) before deciding anything.
 func (a *Payments) Authorize(ctx context.Context, in AuthorizeInput) (PaymentResult, error) {
 	if in.Token == "" {
 		token, err := db.New(a.Pool).PaymentMethodToken(ctx, in.OrderID)
@@ -71,8 +72,8 @@ func (a *Payments) Authorize(ctx context.Context, in AuthorizeInput) (PaymentRes
 		if rerr := a.record(ctx, in.OrderID, payment.Intent{Status: PaymentUnknown}); rerr != nil {
 			return PaymentResult{}, rerr
 		}
-		return PaymentResult{Status: PaymentUnknown}, temporal.NewNonRetryableApplicationError(
-			"payment provider timed out: outcome unknown", ErrTypePaymentUnknown, err)
+		return PaymentResult{Status: PaymentUnknown}, failure(problem.PaymentOutcomeUnknown,
+			"payment provider timed out: outcome unknown", err)
 	}
 	if err != nil {
 		return PaymentResult{}, providerError(err)
@@ -81,12 +82,13 @@ func (a *Payments) Authorize(ctx context.Context, in AuthorizeInput) (PaymentRes
 }
 
 // answered returns the provider's intent for an order whose authorization it already answered;
-// PaymentMethodGone when it holds none (the token was forgotten without an answer).
+// PAYMENT_METHOD_GONE when it holds none: the order's payment method token is no longer on record
+// (the order request was never stored, or its token was forgotten after a day), and no retry can
+// help.
 func (a *Payments) answered(ctx context.Context, orderID int64) (PaymentResult, error) {
 	intent, err := a.Gateway.Lookup(ctx, order.PaymentKey(orderID))
 	if errors.Is(err, payment.ErrNotFound) {
-		return PaymentResult{}, temporal.NewNonRetryableApplicationError(
-			"the order's payment method is no longer on record", ErrTypePaymentMethodGone, err)
+		return PaymentResult{}, failure(problem.PaymentMethodGone, "the order's payment method is no longer on record", err)
 	}
 	if err != nil {
 		return PaymentResult{}, providerError(err)
@@ -108,8 +110,9 @@ func (a *Payments) ResolvePayment(ctx context.Context, orderID int64) (PaymentRe
 
 // SettleUnknown finds out what became of an authorization whose outcome is UNKNOWN: it asks the
 // provider by the order's key, and authorizes again with the same key when the provider never saw
-// it. While the provider cannot tell, it fails retryably, so the order's workflow leaves the
-// retries to the server (with backoff) and its history does not grow while it waits.
+// it. While the provider cannot tell (it is down, or timed out again), it fails retryably with
+// PAYMENT_STILL_UNKNOWN, so the order's workflow leaves the retries to the server (with backoff) and
+// its history does not grow while it waits.
 func (a *Payments) SettleUnknown(ctx context.Context, in AuthorizeInput) (PaymentResult, error) {
 	res, err := a.ResolvePayment(ctx, in.OrderID)
 	if err == nil && res.Status == PaymentNotFound {
@@ -120,7 +123,7 @@ func (a *Payments) SettleUnknown(ctx context.Context, in AuthorizeInput) (Paymen
 		if err != nil {
 			msg += ": " + err.Error()
 		}
-		return PaymentResult{}, temporal.NewApplicationError(msg, ErrTypePaymentStillUnknown)
+		return PaymentResult{}, temporal.NewApplicationError(msg, string(problem.PaymentStillUnknown))
 	}
 	return res, nil
 }
@@ -137,20 +140,21 @@ type VerifyEventInput struct {
 
 // VerifyEvent asks the provider for the order's intent before the order acts on an event about
 // it: the intent must be the one the provider holds under the order's own key, for this order,
-// amount and currency. The provider's status, not the event's, is returned and mirrored. A
-// mismatch is a non-retryable PaymentEventRefused; a provider that cannot be asked is retried.
+// amount and currency. The provider's status, not the event's, is returned and mirrored. An
+// intent that is not the order's, or one the provider holds for another amount or currency, is a
+// non-retryable PAYMENT_EVENT_REFUSED, and the order does not act on the event; a provider that
+// cannot be asked is retried.
 func (a *Payments) VerifyEvent(ctx context.Context, in VerifyEventInput) (PaymentResult, error) {
 	intent, err := a.Gateway.Lookup(ctx, order.PaymentKey(in.OrderID))
 	if errors.Is(err, payment.ErrNotFound) {
-		return PaymentResult{}, temporal.NewNonRetryableApplicationError(
-			"the provider holds no intent for this order", ErrTypePaymentEventRefused, err)
+		return PaymentResult{}, failure(problem.PaymentEventRefused, "the provider holds no intent for this order", err)
 	}
 	if err != nil {
 		return PaymentResult{}, providerError(err)
 	}
 	if msg := eventMismatch(in, intent); msg != "" {
 		activity.GetLogger(ctx).Warn("payment event refused", "order_id", in.OrderID, "intent_id", in.IntentID, "reason", msg)
-		return PaymentResult{}, temporal.NewNonRetryableApplicationError(msg, ErrTypePaymentEventRefused, nil)
+		return PaymentResult{}, failure(problem.PaymentEventRefused, msg, nil)
 	}
 	if in.Claimed != "" && in.Claimed != string(intent.Status) {
 		activity.GetLogger(ctx).Warn("payment event disagrees with the provider", "order_id", in.OrderID,
@@ -241,16 +245,17 @@ func (a *Payments) record(ctx context.Context, orderID int64, intent payment.Int
 	return nil
 }
 
-// providerError keeps "the provider is down" retryable and makes the provider's refusals
-// (invalid state, key reused) non-retryable: retrying cannot change them.
+// providerError keeps "the provider is down" retryable (PAYMENT_PROVIDER_UNAVAILABLE) and makes
+// the provider's refusals (invalid state, key reused: PAYMENT_REFUSED; no such intent:
+// PAYMENT_NOT_FOUND) non-retryable: retrying cannot change them.
 func providerError(err error) error {
 	switch {
 	case errors.Is(err, payment.ErrUnavailable), errors.Is(err, payment.ErrTimeout):
-		return temporal.NewApplicationError(err.Error(), ErrTypeProviderDown, err)
+		return temporal.NewApplicationError(err.Error(), string(problem.PaymentProviderUnavailable), err)
 	case errors.Is(err, payment.ErrInvalidState), errors.Is(err, payment.ErrKeyReused), errors.Is(err, payment.ErrInvalidRequest):
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePaymentRefused, err)
+		return failure(problem.PaymentRefused, err.Error(), err)
 	case errors.Is(err, payment.ErrNotFound):
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePaymentNotFound, err)
+		return failure(problem.PaymentNotFound, err.Error(), err)
 	}
 	return fmt.Errorf("asking the payment provider: %w", err)
 }

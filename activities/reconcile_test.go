@@ -16,6 +16,7 @@ import (
 
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/internal/dev/testenv"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment"
 )
@@ -448,5 +449,5 @@ func TestAuthorize_RepeatedAfterItsAnswerWasLost_ProviderAnswersWithoutTheToken(
 	_, err = pays.Authorize(ctx, activities.AuthorizeInput{OrderID: other, AmountMinor: 1000, Currency: "TRY"})
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
-	assert.Equal(t, activities.ErrTypePaymentMethodGone, appErr.Type(), "no token and no intent: nothing to authorize with")
+	assert.Equal(t, string(problem.PaymentMethodGone), appErr.Type(), "no token and no intent: nothing to authorize with")
 }

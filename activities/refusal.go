@@ -110,6 +110,11 @@ func Refusal(err error) *problem.Error {
 	return nil
 }
 
+// failure raises a step's failure that no retry changes, with its code (an internal one).
+func failure(code problem.Code, msg string, cause error) error {
+	return temporal.NewNonRetryableApplicationError(msg, string(code), cause)
+}
+
 // RefusedWith says whether err is a refusal with this code.
 func RefusedWith(err error, code problem.Code) bool {
 	p := Refusal(err)

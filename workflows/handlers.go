@@ -168,7 +168,7 @@ func (w *orderFlow) extendHold(ctx workflow.Context) (ExtendHoldResult, error) {
 // validSupport accepts a support action only where the order will act on it.
 func (w *orderFlow) validSupport(req SupportRequest) error {
 	refuse := func(msg string) error {
-		return temporal.NewApplicationError(msg, ErrTypeInvalidSupportAction, w.st.Status)
+		return temporal.NewApplicationError(msg, string(problem.InvalidSupportAction), w.st.Status)
 	}
 	switch req.Action {
 	case ActionRetry, ActionCancel, ActionRefund:

@@ -73,7 +73,7 @@ const (
 // support (NeedsAttention) instead of being dropped.
 //
 // The input is read strictly (unknown fields refused), since support types it in the UI; bad input
-// fails the workflow with InvalidLineCancel before anything is changed.
+// fails the workflow with VALIDATION_FAILED before anything is changed.
 func LineCancelWorkflow(ctx workflow.Context, raw json.RawMessage) (LineCancelState, error) {
 	w := &lineCancel{}
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (LineCancelState, error) { return w.st, nil }); err != nil {
@@ -229,7 +229,7 @@ func (w *lineCancel) unpark(ctx workflow.Context) {
 func (w *lineCancel) registerSupport(ctx workflow.Context) error {
 	valid := func(req SupportRequest) error {
 		refuse := func(msg string) error {
-			return temporal.NewApplicationError(msg, ErrTypeInvalidSupportAction, w.st.Status)
+			return temporal.NewApplicationError(msg, string(problem.InvalidSupportAction), w.st.Status)
 		}
 		switch {
 		case req.Action != ActionRetry:

@@ -119,7 +119,7 @@ func TestLineCancel_ProviderDown_RefundRetriedUntilDone_NoAttention(t *testing.T
 	calls := 0
 	r.on("RefundLineCancel").Return(func(ctx context.Context, id int64) (activities.PaymentResult, error) {
 		if calls++; calls < 4 {
-			return activities.PaymentResult{}, temporal.NewApplicationError("provider unavailable", activities.ErrTypeProviderDown)
+			return activities.PaymentResult{}, temporal.NewApplicationError("provider unavailable", string(problem.PaymentProviderUnavailable))
 		}
 		return activities.PaymentResult{Status: "CAPTURED"}, nil
 	})
@@ -138,7 +138,7 @@ func TestLineCancel_RefundRefused_NeedsAttentionUntilSupportRetries(t *testing.T
 	r.on("RefundLineCancel").Return(func(ctx context.Context, id int64) (activities.PaymentResult, error) {
 		if refused {
 			return activities.PaymentResult{}, temporal.NewNonRetryableApplicationError("intent is VOIDED",
-				activities.ErrTypePaymentRefused, nil)
+				string(problem.PaymentRefused), nil)
 		}
 		return activities.PaymentResult{Status: "CAPTURED"}, nil
 	})
@@ -197,7 +197,7 @@ func TestLineCancel_SupportActionWhileNothingWaits_Refused(t *testing.T) {
 	}
 	st, err := r.run(lineCancelInput(inventory.CancelDamaged))
 	require.NoError(t, err)
-	requireAppError(t, rejected, workflows.ErrTypeInvalidSupportAction)
+	requireAppError(t, rejected, string(problem.InvalidSupportAction))
 	assert.Equal(t, workflows.LineCancelDone, st.Status)
 }
 

@@ -62,14 +62,13 @@ const (
 	OutcomeReplay = "REPLAY"
 )
 
-// ErrTypeInvalidSupportAction is the type of the refusal of a support action the order will not
-// act on (support reads it in the UI). The handlers' other refusals are coded: a place-order with
-// another request's body under its key (IDEMPOTENCY_KEY_REUSED), a cancel too late
-// (ORDER_NOT_CANCELLABLE), an extension of the hold (HoldRefusal's reason). An order refused by the
-// open-order cap (TOO_MANY_OPEN_ORDERS), unlike the other refusals, is never recorded under the
-// key: once the shopper pays or cancels another order, the same request may be sent again and
-// placed.
-const ErrTypeInvalidSupportAction = "InvalidSupportAction"
+// The handlers refuse with codes: a place-order with another request's body under its key
+// (IDEMPOTENCY_KEY_REUSED), a cancel too late (ORDER_NOT_CANCELLABLE), an extension of the hold
+// (HoldRefusal's reason), and a support action the order will not act on (INVALID_SUPPORT_ACTION,
+// which support reads in the UI; releases before the codes named it InvalidSupportAction). An order
+// refused by the open-order cap (TOO_MANY_OPEN_ORDERS), unlike the other refusals, is never recorded
+// under the key: once the shopper pays or cancels another order, the same request may be sent again
+// and placed.
 
 // Search attributes support staff filter on in the UI; registered by the worker at start-up. No
 // codec encrypts search attributes (the server indexes them), so they hold ids, statuses and flags

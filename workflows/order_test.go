@@ -169,7 +169,7 @@ func input(token string) workflows.OrderInput {
 		AddressID: 5, PaymentMethodToken: token, HoldTTL: hold, Provider: "paysim"}
 }
 
-var down = temporal.NewApplicationError("provider unavailable", activities.ErrTypeProviderDown)
+var down = temporal.NewApplicationError("provider unavailable", string(problem.PaymentProviderUnavailable))
 
 func TestOrder_ImmediateAuthorization_ConfirmedInOneTaskWithoutHold(t *testing.T) {
 	s := newSaga(t)
@@ -220,7 +220,7 @@ func TestOrder_EventTheProviderDoesNotBack_NotActedOn(t *testing.T) {
 	s := newSaga(t)
 	s.authorizeReturns("REQUIRES_ACTION")
 	s.on("VerifyEvent").Return(activities.PaymentResult{}, temporal.NewNonRetryableApplicationError(
-		"the event names intent pi_forged, the order's is pi_1", activities.ErrTypePaymentEventRefused, nil))
+		"the event names intent pi_forged, the order's is pi_1", string(problem.PaymentEventRefused), nil))
 	s.signal(time.Minute, workflows.SignalPaymentResult, workflows.PaymentSignal{EventID: "evt_forged", IntentID: "pi_forged", Status: "AUTHORIZED"})
 	st := s.run(input("tok_3ds"))
 
@@ -307,7 +307,7 @@ func TestOrder_ConfirmFindsReservationReleased_VoidedAndFailed(t *testing.T) {
 	s := newSaga(t)
 	s.authorizeReturns("AUTHORIZED")
 	s.on("Confirm").Return(inventory.ConfirmResult{},
-		temporal.NewNonRetryableApplicationError("released", activities.ErrTypeReservationNotActive, nil))
+		temporal.NewNonRetryableApplicationError("released", string(problem.ReservationNotActive), nil))
 	st := s.run(input("tok_ok"))
 
 	assert.Equal(t, order.StatusFailed, st.Status)
@@ -345,7 +345,7 @@ func TestOrder_ConfirmRetriesPastItsQuickTry_HoldChildStartsFirst(t *testing.T) 
 func TestOrder_PaymentUnknown_ResolvedInTheSameTask_NoHoldChild(t *testing.T) {
 	s := newSaga(t)
 	s.on("Authorize").Return(activities.PaymentResult{Status: activities.PaymentUnknown},
-		temporal.NewNonRetryableApplicationError("timeout", activities.ErrTypePaymentUnknown, nil))
+		temporal.NewNonRetryableApplicationError("timeout", string(problem.PaymentOutcomeUnknown), nil))
 	s.on("ResolvePayment").Return(activities.PaymentResult{Status: "AUTHORIZED", IntentID: "pi_1"}, nil)
 	st := s.run(input("tok_timeout"))
 
@@ -359,7 +359,7 @@ func TestOrder_PaymentUnknown_ResolvedInTheSameTask_NoHoldChild(t *testing.T) {
 func TestOrder_PaymentUnknown_ProviderNeverSawIt_AuthorizedAgainThenDeclined(t *testing.T) {
 	s := newSaga(t)
 	s.on("Authorize").Return(activities.PaymentResult{Status: activities.PaymentUnknown},
-		temporal.NewNonRetryableApplicationError("timeout", activities.ErrTypePaymentUnknown, nil)).Once()
+		temporal.NewNonRetryableApplicationError("timeout", string(problem.PaymentOutcomeUnknown), nil)).Once()
 	s.on("Authorize").Return(activities.PaymentResult{Status: "DECLINED"}, nil)
 	s.on("ResolvePayment").Return(activities.PaymentResult{Status: activities.PaymentNotFound}, nil)
 	st := s.run(input("tok_timeout"))
@@ -373,11 +373,11 @@ func TestOrder_PaymentUnknown_ProviderNeverSawIt_AuthorizedAgainThenDeclined(t *
 func TestOrder_PaymentStillUnknown_SettledByServerRetriesNotPolling(t *testing.T) {
 	s := newSaga(t)
 	s.on("Authorize").Return(activities.PaymentResult{Status: activities.PaymentUnknown},
-		temporal.NewNonRetryableApplicationError("timeout", activities.ErrTypePaymentUnknown, nil))
+		temporal.NewNonRetryableApplicationError("timeout", string(problem.PaymentOutcomeUnknown), nil))
 	s.on("ResolvePayment").Return(activities.PaymentResult{}, down)
 	// The provider cannot tell for five attempts; the server retries with backoff.
 	s.on("SettleUnknown").Return(activities.PaymentResult{},
-		temporal.NewApplicationError("still unknown", activities.ErrTypePaymentStillUnknown)).Times(5)
+		temporal.NewApplicationError("still unknown", string(problem.PaymentStillUnknown))).Times(5)
 	s.on("SettleUnknown").Return(activities.PaymentResult{Status: "AUTHORIZED", IntentID: "pi_1"}, nil)
 	st := s.run(input("tok_timeout"))
 
@@ -557,7 +557,7 @@ func TestOrder_CaptureRefused_ParkedOnceWithItsCodeAndNotRetried(t *testing.T) {
 	s := newSaga(t)
 	s.authorizeReturns("AUTHORIZED")
 	s.on("Capture").Return(activities.PaymentResult{},
-		temporal.NewNonRetryableApplicationError("intent cannot be captured", activities.ErrTypePaymentRefused, nil))
+		temporal.NewNonRetryableApplicationError("intent cannot be captured", string(problem.PaymentRefused), nil))
 	var parked workflows.OrderState
 	s.at(6*time.Hour, func() { parked = s.query() })
 	s.support(6*time.Hour+time.Minute, "refund", nil)
@@ -597,7 +597,7 @@ func TestOrder_SupportActionWhileConfirming_RefusedWithTheReason(t *testing.T) {
 	s.support(time.Second, "cancel", &rejected)
 	st := s.run(input("tok_ok"))
 
-	requireAppError(t, rejected, workflows.ErrTypeInvalidSupportAction)
+	requireAppError(t, rejected, string(problem.InvalidSupportAction))
 	assert.Contains(t, rejected.Error(), "being confirmed")
 	assert.Equal(t, order.StatusConfirmed, st.Status, "a refused action changed nothing")
 }
@@ -610,7 +610,7 @@ func TestOrder_SupportRetryWhileNotParked_Refused(t *testing.T) {
 	s.signal(2*time.Minute, workflows.SignalPaymentResult, workflows.PaymentSignal{Status: "AUTHORIZED"})
 	st := s.run(input("tok_3ds"))
 
-	requireAppError(t, rejected, workflows.ErrTypeInvalidSupportAction)
+	requireAppError(t, rejected, string(problem.InvalidSupportAction))
 	assert.Equal(t, order.StatusConfirmed, st.Status)
 }
 
@@ -668,7 +668,7 @@ func TestOrder_CompensationParked_SupportCancelIsRefused_RetryGivesItBack(t *tes
 	s.support(30*time.Minute, "cancel", &rejected)
 	st := s.run(input("tok_decline"))
 
-	requireAppError(t, rejected, workflows.ErrTypeInvalidSupportAction)
+	requireAppError(t, rejected, string(problem.InvalidSupportAction))
 	assert.Equal(t, order.StatusFailed, st.Status)
 	assert.Equal(t, 1, s.calls["Park"])
 }
@@ -771,7 +771,7 @@ func TestOrder_CompensatedAfterConfirm_RestockThenMoney(t *testing.T) {
 	}{
 		{"capture refused, support refunds", func(s *saga) {
 			s.on("Capture").Return(activities.PaymentResult{},
-				temporal.NewNonRetryableApplicationError("intent cannot be captured", activities.ErrTypePaymentRefused, nil))
+				temporal.NewNonRetryableApplicationError("intent cannot be captured", string(problem.PaymentRefused), nil))
 			s.support(time.Hour, "refund", nil)
 		}, []string{"answer", "confirm", "capture", "restock", "release", "reverse", "finish"}},
 		{"the order ended meanwhile", func(s *saga) {

@@ -130,7 +130,8 @@ func TestRefusal_ReadsEveryEarlierType(t *testing.T) {
 		activities.HoldRefusal{Reason: problem.HoldExpired, Status: "PENDING_PAYMENT"}))
 	assert.Equal(t, problem.HoldExpired, hold.Code, "a hold's refusal is coded by its reason")
 	assert.Equal(t, "PENDING_PAYMENT", hold.Details["status"])
-	for _, typ := range []string{"wrapError", "ConnectError", activities.ErrTypeReservationNotActive, ""} {
+	for _, typ := range []string{"wrapError", "ConnectError", activities.ErrTypeReservationNotActive,
+		string(problem.ReservationNotActive), ""} {
 		assert.Nil(t, activities.Refusal(temporal.NewApplicationError("failed", typ)), typ)
 	}
 	assert.Nil(t, activities.Refusal(errors.New("plain")))
