@@ -1,8 +1,9 @@
 // Package audit checks the product's invariants on a running or finished system: no oversell, no
 // stock stranded, no money kept without goods, no order left open past its hold. It reads
-// PostgreSQL in one snapshot and Temporal's visibility store, changes nothing, and names every
-// violation with the row or order and the numbers. `checkout audit` runs it, and so does every
-// load run and the end-to-end load test.
+// PostgreSQL in one snapshot, Temporal's visibility store and the payment provider's record of the
+// money (a Provider, never the provider's tables), changes nothing, and names every violation with
+// the row or order and the numbers. `checkout audit` runs it, and so does every load run and the
+// end-to-end load test.
 //
 // The stock checks rest on inventory_ledger (migrations/00007_stock_ledger.sql): a trigger
 // appends every change of on_hand in the same transaction, classified as a seller's SUPPLY or a
@@ -29,6 +30,7 @@ import (
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/money"
 	"github.com/marketplace/checkout/order"
+	"github.com/marketplace/checkout/payment"
 	"github.com/marketplace/checkout/workflows"
 )
 
@@ -86,6 +88,10 @@ type Options struct {
 	// Visibility, when set, is asked for the open order and hold workflows of TaskQueue.
 	Visibility Visibility
 	TaskQueue  string
+	// Provider, when set, gives the payment provider's record of the orders' money, which the
+	// money invariants hold against the payments rows. Without it only the payments rows are
+	// judged, and the report says the provider's side was not checked.
+	Provider Provider
 }
 
 // DefaultSlack is Options.Slack when zero: the order's own grace after its hold (30 s), a step's
@@ -122,16 +128,20 @@ type Report struct {
 	Orders             map[string]int64 `json:"orders"`
 	// OpenWorkflows is how many open order and hold workflows Temporal listed; -1 when Temporal
 	// was not asked.
-	OpenWorkflows int         `json:"openWorkflows"`
-	Checks        []Check     `json:"checks"`
-	Violations    []Violation `json:"violations"`
+	OpenWorkflows int `json:"openWorkflows"`
+	// ProviderChecked says whether the payment provider's record was read (Options.Provider):
+	// when false, the money invariants judged the payments rows alone.
+	ProviderChecked bool        `json:"providerChecked"`
+	Checks          []Check     `json:"checks"`
+	Violations      []Violation `json:"violations"`
 }
 
 // OK reports whether no invariant is broken.
 func (r Report) OK() bool { return len(r.Violations) == 0 }
 
-// Run audits the database behind pool (and Temporal, when o.Visibility is set). A broken
-// invariant is a Violation in the report, not an error; an error means the audit could not run.
+// Run audits the database behind pool (and Temporal, when o.Visibility is set; the payment
+// provider's record, when o.Provider is). A broken invariant is a Violation in the report, not an
+// error; an error means the audit could not run.
 func Run(ctx context.Context, pool *pgxpool.Pool, o Options) (Report, error) {
 	if o.Slack <= 0 {
 		o.Slack = DefaultSlack
@@ -140,7 +150,7 @@ func Run(ctx context.Context, pool *pgxpool.Pool, o Options) (Report, error) {
 		o.HoldTTL = 15 * time.Minute
 	}
 	a := &auditor{o: o, seen: map[string]int{}}
-	rep := Report{Orders: map[string]int64{}, OpenWorkflows: -1}
+	rep := Report{Orders: map[string]int64{}, OpenWorkflows: -1, ProviderChecked: o.Provider != nil}
 
 	// Temporal first: a workflow that closes between this listing and the snapshot below is
 	// judged with the snapshot's order row, under the slack.
@@ -169,6 +179,7 @@ func Run(ctx context.Context, pool *pgxpool.Pool, o Options) (Report, error) {
 			for _, s := range byStatus {
 				rep.Orders[s.Status] = s.Orders
 			}
+			a.tx = tx
 			for _, step := range []func(context.Context, *db.Queries) error{
 				a.stock, a.settledOrders, a.coupons, a.staleReservations, a.openOrders,
 			} {
@@ -192,7 +203,10 @@ func Run(ctx context.Context, pool *pgxpool.Pool, o Options) (Report, error) {
 }
 
 type auditor struct {
-	o          Options
+	o Options
+	// tx is the snapshot the audit reads, which a provider whose record is in the same database
+	// reads too.
+	tx         pgx.Tx
 	violations []Violation
 	seen       map[string]int // invariant + subject → index, so one subject is reported once per invariant
 	count      map[string]int
@@ -258,49 +272,75 @@ func (a *auditor) stock(ctx context.Context, q *db.Queries) error {
 	return nil
 }
 
-// settledOrders checks stock and money of every order that reached a final status.
+// settledBatch is how many settled orders the audit judges at a time: the provider is asked for
+// their intents together.
+const settledBatch = 1000
+
+// settledOrders checks stock and money of every order that reached a final status, a batch at a
+// time: the stock and the payments row from the snapshot, the provider's intents from o.Provider.
 func (a *auditor) settledOrders(ctx context.Context, q *db.Queries) error {
-	rows, err := q.AuditSettledOrders(ctx, a.o.Since, a.o.Slack.Seconds())
-	if err != nil {
-		return err
+	p := db.AuditSettledOrdersParams{Since: a.o.Since, SettleSeconds: a.o.Slack.Seconds(), BatchSize: settledBatch}
+	for {
+		rows, err := q.AuditSettledOrders(ctx, p)
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		ids := make([]int64, len(rows))
+		for i, r := range rows {
+			ids[i] = r.ID
+		}
+		intents, err := a.providerIntents(ctx, ids)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			a.settledOrder(r, intents)
+		}
+		if len(rows) < settledBatch {
+			return nil
+		}
+		p.After = rows[len(rows)-1].ID
 	}
-	for _, r := range rows {
-		s := orderSubject(r.ID)
-		status := r.Status
-		if r.FailureCode != "" {
-			status += " (" + r.FailureCode + ")"
-		}
-		if r.Unfulfilled {
-			a.add(ConfirmedOrderFulfilled, s, "CONFIRMED with %d reservations (%d CONFIRMED, %d ACTIVE), %d ordered lines not covered exactly by CONFIRMED stock, items add up to %s, order total %s",
-				r.Reservations, r.ConfirmedN, r.ActiveN, r.UnmatchedLines, money.Format(r.ItemsTotal), money.Format(r.TotalMinor))
-		}
-		if r.NotPaidOnce {
-			a.add(ConfirmedOrderPaidOnce, s, "order total %s; provider: %d intents (%s), %d captured, captured %s, refunded %s, amount %s; payments row: %s, intent %q, amount %s, captured %s, refunded %s",
-				money.Format(r.TotalMinor), r.Intents, orNone(r.IntentList), r.IntentsCaptured, money.Format(r.ProviderCaptured),
-				money.Format(r.ProviderRefunded), amountRange(r.IntentAmountMin, r.IntentAmountMax), orNone(r.PaymentStatus),
-				r.PaymentIntentID, money.Format(r.PaymentAmount), money.Format(r.PaymentCaptured), money.Format(r.PaymentRefunded))
-		}
-		if r.MoneyOffKept {
-			a.add(MoneyMatchesKeptUnits, s, "units kept are worth %s (order total %s); provider captured %s and refunded %s (keeps %s); payments row captured %s and refunded %s (keeps %s)",
-				money.Format(r.KeptTotal), money.Format(r.TotalMinor), money.Format(r.ProviderCaptured),
-				money.Format(r.ProviderRefunded), money.Format(r.ProviderCaptured-r.ProviderRefunded),
-				money.Format(r.PaymentCaptured), money.Format(r.PaymentRefunded),
-				money.Format(r.PaymentCaptured-r.PaymentRefunded))
-		}
-		if r.StockKept {
-			a.add(FailedOrderStockReleased, s, "%s still holds %d ACTIVE reservations (%d units) and %d CONFIRMED (%d units)",
-				status, r.ActiveN, r.ActiveUnits, r.ConfirmedN, r.ConfirmedUnits)
-		}
-		if r.MoneyKept {
-			a.add(FailedOrderNoMoneyKept, s, "%s: provider captured %s and refunded %s; payments row captured %s and refunded %s",
-				status, money.Format(r.ProviderCaptured), money.Format(r.ProviderRefunded),
-				money.Format(r.PaymentCaptured), money.Format(r.PaymentRefunded))
-		}
-		if r.AuthOpen {
-			a.add(FailedOrderAuthVoided, s, "%s: %d provider intents still open (%s)", status, r.IntentsOpen, r.IntentList)
-		}
+}
+
+// settledOrder judges one settled order, naming each broken invariant in the order the report
+// has always listed them.
+func (a *auditor) settledOrder(r db.AuditSettledOrdersRow, intents map[int64][]payment.Intent) {
+	s := orderSubject(r.ID)
+	status := r.Status
+	if r.FailureCode != "" {
+		status += " (" + r.FailureCode + ")"
 	}
-	return nil
+	p := providerSideOf(a.o.Provider != nil, intents[r.ID])
+	confirmed := order.Status(r.Status) == order.StatusConfirmed
+	rowCaptured := payment.Status(r.PaymentStatus) == payment.StatusCaptured || payment.Status(r.PaymentStatus) == payment.StatusRefunded
+	if r.Unfulfilled {
+		a.add(ConfirmedOrderFulfilled, s, "CONFIRMED with %d reservations (%d CONFIRMED, %d ACTIVE), %d ordered lines not covered exactly by CONFIRMED stock, items add up to %s, order total %s",
+			r.Reservations, r.ConfirmedN, r.ActiveN, r.UnmatchedLines, money.Format(r.ItemsTotal), money.Format(r.TotalMinor))
+	}
+	if confirmed && !(p.paidOnce(r.TotalMinor, r.PaymentIntentID) && rowCaptured &&
+		r.PaymentAmount == r.TotalMinor && r.PaymentCaptured == r.TotalMinor) {
+		a.add(ConfirmedOrderPaidOnce, s, "order total %s; provider: %s; payments row: %s, intent %q, amount %s, captured %s, refunded %s",
+			money.Format(r.TotalMinor), p.intentsDetail(), orNone(r.PaymentStatus),
+			r.PaymentIntentID, money.Format(r.PaymentAmount), money.Format(r.PaymentCaptured), money.Format(r.PaymentRefunded))
+	}
+	if confirmed && r.RefundsUnderWay == 0 && (!p.keeps(r.KeptTotal) || r.PaymentCaptured-r.PaymentRefunded != r.KeptTotal) {
+		a.add(MoneyMatchesKeptUnits, s, "units kept are worth %s (order total %s); %s; payments row captured %s and refunded %s (keeps %s)",
+			money.Format(r.KeptTotal), money.Format(r.TotalMinor), p.keptDetail(),
+			money.Format(r.PaymentCaptured), money.Format(r.PaymentRefunded),
+			money.Format(r.PaymentCaptured-r.PaymentRefunded))
+	}
+	if r.StockKept {
+		a.add(FailedOrderStockReleased, s, "%s still holds %d ACTIVE reservations (%d units) and %d CONFIRMED (%d units)",
+			status, r.ActiveN, r.ActiveUnits, r.ConfirmedN, r.ConfirmedUnits)
+	}
+	if !confirmed && (!p.keeps(0) || r.PaymentCaptured != r.PaymentRefunded) {
+		a.add(FailedOrderNoMoneyKept, s, "%s: %s; payments row captured %s and refunded %s",
+			status, p.movedDetail(), money.Format(r.PaymentCaptured), money.Format(r.PaymentRefunded))
+	}
+	if !confirmed && p.open > 0 {
+		a.add(FailedOrderAuthVoided, s, "%s: %d provider intents still open (%s)", status, p.open, p.list)
+	}
 }
 
 func orNone(s string) string {

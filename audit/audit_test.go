@@ -3,6 +3,7 @@ package audit_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/marketplace/checkout/audit"
 	"github.com/marketplace/checkout/internal/dev/demo"
 	"github.com/marketplace/checkout/internal/dev/testenv"
+	"github.com/marketplace/checkout/internal/money"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment/paysim"
@@ -210,7 +212,7 @@ func (w *world) audit(extra ...*workflowpb.WorkflowExecutionInfo) audit.Report {
 		openExecution(w.t, workflows.HoldWorkflowID(w.pending), workflows.HoldWorkflowName, "", time.Now()),
 	}, extra...)}
 	rep, err := audit.Run(w.ctx, w.pool, audit.Options{HoldTTL: 15 * time.Minute, SweeperPeriod: time.Minute,
-		Slack: time.Minute, Visibility: v, TaskQueue: "checkout"})
+		Slack: time.Minute, Visibility: v, TaskQueue: "checkout", Provider: paysim.NewRecords(w.pool)})
 	require.NoError(w.t, err)
 	return rep
 }
@@ -424,4 +426,100 @@ func TestAudit_OrdersMidWay_NotFlagged(t *testing.T) {
 		found = append(found, v.Invariant)
 	}
 	assert.NotContains(t, found, audit.MoneyMatchesKeptUnits)
+}
+
+// TestAudit_MoneyViolations_NameBothRecords: a money violation names the numbers of both records
+// of the money, the provider's intents and the payments row, word for word.
+func TestAudit_MoneyViolations_NameBothRecords(t *testing.T) {
+	t.Parallel()
+	details := func(w *world, orderID int64) map[string]string {
+		t.Helper()
+		out := map[string]string{}
+		for _, v := range w.audit().Violations {
+			if v.Subject == fmt.Sprintf("order %d", orderID) {
+				out[v.Invariant] = v.Detail
+			}
+		}
+		return out
+	}
+	total := func(w *world, orderID int64) string {
+		return money.Format(w.id(`SELECT total_minor FROM orders WHERE id = $1`, orderID))
+	}
+
+	t.Run("a second intent captured", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		w.exec(`INSERT INTO paysim_intents (id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, created_at)
+			SELECT 'pi_twice', 'another-key', order_id, amount_minor, currency, token, 'CAPTURED', amount_minor, now() + interval '1 second'
+			FROM paysim_intents WHERE order_id = $1`, w.confirmed)
+		tot, twice := total(w, w.confirmed), money.Format(2*w.id(`SELECT total_minor FROM orders WHERE id = $1`, w.confirmed))
+		assert.Equal(t, map[string]string{
+			audit.ConfirmedOrderPaidOnce: fmt.Sprintf("order total %s; provider: 2 intents (pi_%d CAPTURED, pi_twice CAPTURED), 2 captured, captured %s, refunded 0.00, amount %s; payments row: CAPTURED, intent \"pi_%d\", amount %s, captured %s, refunded 0.00",
+				tot, w.confirmed, twice, tot, w.confirmed, tot, tot),
+			audit.MoneyMatchesKeptUnits: fmt.Sprintf("units kept are worth %s (order total %s); provider captured %s and refunded 0.00 (keeps %s); payments row captured %s and refunded 0.00 (keeps %s)",
+				tot, tot, twice, twice, tot, tot),
+		}, details(w, w.confirmed))
+	})
+	t.Run("no intent at all", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		w.exec(`DELETE FROM paysim_intents WHERE order_id = $1`, w.confirmed)
+		tot := total(w, w.confirmed)
+		assert.Equal(t, map[string]string{
+			audit.ConfirmedOrderPaidOnce: fmt.Sprintf("order total %s; provider: 0 intents (none), 0 captured, captured 0.00, refunded 0.00, amount 0.00; payments row: CAPTURED, intent \"pi_%d\", amount %s, captured %s, refunded 0.00",
+				tot, w.confirmed, tot, tot),
+			audit.MoneyMatchesKeptUnits: fmt.Sprintf("units kept are worth %s (order total %s); provider captured 0.00 and refunded 0.00 (keeps 0.00); payments row captured %s and refunded 0.00 (keeps %s)",
+				tot, tot, tot, tot),
+		}, details(w, w.confirmed))
+	})
+	t.Run("money kept for a failed order", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		w.exec(`UPDATE paysim_intents SET status = 'CAPTURED', captured_minor = amount_minor WHERE order_id = $1`, w.expired)
+		assert.Equal(t, map[string]string{
+			audit.FailedOrderNoMoneyKept: fmt.Sprintf("FAILED (%s): provider captured %s and refunded 0.00; payments row captured 0.00 and refunded 0.00",
+				order.FailHoldExpired, total(w, w.expired)),
+		}, details(w, w.expired))
+	})
+	t.Run("authorization left open", func(t *testing.T) {
+		t.Parallel()
+		w := newWorld(t)
+		w.exec(`UPDATE paysim_intents SET status = 'AUTHORIZED' WHERE order_id = $1`, w.declined)
+		assert.Equal(t, map[string]string{
+			audit.FailedOrderAuthVoided: fmt.Sprintf("FAILED (%s): 1 provider intents still open (pi_%d AUTHORIZED)", order.FailPaymentDeclined, w.declined),
+		}, details(w, w.declined))
+	})
+}
+
+// TestAudit_NoProvider_SaysItsSideWasNotChecked: asked without the provider's record, the audit
+// judges the money by the payments rows alone and says that the provider's side was not checked;
+// a fault only the provider's record shows goes unseen.
+func TestAudit_NoProvider_SaysItsSideWasNotChecked(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.exec(`UPDATE paysim_intents SET status = 'AUTHORIZED' WHERE order_id = $1`, w.declined)
+	w.exec(`UPDATE payments SET captured_minor = amount_minor WHERE order_id = $1`, w.expired)
+
+	rep, err := audit.Run(w.ctx, w.pool, audit.Options{HoldTTL: 15 * time.Minute, SweeperPeriod: time.Minute, Slack: time.Minute})
+	require.NoError(t, err)
+	assert.False(t, rep.ProviderChecked)
+	var text strings.Builder
+	require.NoError(t, rep.WriteText(&text, 0))
+	assert.Contains(t, text.String(), "payment provider not asked: its side of the money not checked")
+	var total int64
+	require.NoError(t, w.pool.QueryRow(w.ctx, `SELECT total_minor FROM orders WHERE id = $1`, w.expired).Scan(&total))
+	assert.Equal(t, []audit.Violation{{Invariant: audit.FailedOrderNoMoneyKept, Subject: fmt.Sprintf("order %d", w.expired),
+		Detail: fmt.Sprintf("FAILED (%s): provider not checked; payments row captured %s and refunded 0.00",
+			order.FailHoldExpired, money.Format(total))}}, rep.Violations)
+
+	rep = w.audit()
+	assert.True(t, rep.ProviderChecked)
+	var found []string
+	for _, v := range rep.Violations {
+		found = append(found, v.Invariant)
+	}
+	assert.Contains(t, found, audit.FailedOrderAuthVoided, "with the provider's record")
+	text.Reset()
+	require.NoError(t, rep.WriteText(&text, 0))
+	assert.NotContains(t, text.String(), "payment provider not asked")
 }

@@ -22,6 +22,9 @@ func (r Report) WriteText(w io.Writer, perInvariant int) error {
 	} else {
 		fmt.Fprintf(b, "  Temporal not asked: open workflows not checked\n")
 	}
+	if !r.ProviderChecked {
+		fmt.Fprintf(b, "  payment provider not asked: its side of the money not checked, only the payments rows\n")
+	}
 	b.WriteString("\n")
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  invariant\tresult\trule")

@@ -285,6 +285,48 @@ func (q *Queries) PaysimIntentByKey(ctx context.Context, idempotencyKey string) 
 	return i, err
 }
 
+const paysimIntentsOfOrders = `-- name: PaysimIntentsOfOrders :many
+SELECT id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, refunded_minor, redirect_url, decline_code, created_at, updated_at FROM paysim_intents
+WHERE order_id = ANY ($1::bigint[])
+ORDER BY order_id, created_at, id
+`
+
+// Every intent of the orders, under any key, oldest first: the provider's record of their money
+// that the auditor holds against the product's.
+func (q *Queries) PaysimIntentsOfOrders(ctx context.Context, orderIds []int64) ([]PaysimIntent, error) {
+	rows, err := q.db.Query(ctx, paysimIntentsOfOrders, orderIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []PaysimIntent{}
+	for rows.Next() {
+		var i PaysimIntent
+		if err := rows.Scan(
+			&i.ID,
+			&i.IdempotencyKey,
+			&i.OrderID,
+			&i.AmountMinor,
+			&i.Currency,
+			&i.Token,
+			&i.Status,
+			&i.CapturedMinor,
+			&i.RefundedMinor,
+			&i.RedirectUrl,
+			&i.DeclineCode,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const paysimRefund = `-- name: PaysimRefund :one
 UPDATE paysim_intents
    SET status = 'REFUNDED', refunded_minor = captured_minor, updated_at = now()

@@ -20,6 +20,7 @@ import (
 	"github.com/marketplace/checkout/audit"
 	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/payment"
+	"github.com/marketplace/checkout/payment/paysim"
 	"github.com/marketplace/checkout/workflows"
 )
 
@@ -54,7 +55,7 @@ func (s *stack) startFromUI(workflowID, input string) client.WorkflowRun {
 func (s *stack) auditClean() {
 	s.t.Helper()
 	rep, err := audit.Run(s.ctx, s.pool, audit.Options{HoldTTL: s.cfg.HoldTTL, Slack: 10 * time.Second,
-		Visibility: s.temporal, TaskQueue: s.cfg.TaskQueue})
+		Visibility: s.temporal, TaskQueue: s.cfg.TaskQueue, Provider: paysim.NewRecords(s.pool)})
 	require.NoError(s.t, err)
 	var out strings.Builder
 	require.NoError(s.t, rep.WriteText(&out, 20))

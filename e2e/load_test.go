@@ -10,6 +10,7 @@ import (
 
 	"github.com/marketplace/checkout/audit"
 	"github.com/marketplace/checkout/loadgen"
+	"github.com/marketplace/checkout/payment/paysim"
 )
 
 // TestLoad_ShortCampaign_AuditorFindsNothing drives the whole product with the load generator until
@@ -56,7 +57,7 @@ func TestLoad_ShortCampaign_AuditorFindsNothing(t *testing.T) {
 	assert.Zero(t, resold, "rows where the shelf and the sales exceed what the seller delivered")
 
 	res, err := audit.Run(s.ctx, s.pool, audit.Options{HoldTTL: hold, Slack: 10 * time.Second,
-		Visibility: s.temporal, TaskQueue: s.cfg.TaskQueue})
+		Visibility: s.temporal, TaskQueue: s.cfg.TaskQueue, Provider: paysim.NewRecords(s.pool)})
 	require.NoError(t, err)
 	out.Reset()
 	require.NoError(t, res.WriteText(&out, 20))

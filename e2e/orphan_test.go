@@ -19,6 +19,7 @@ import (
 	"github.com/marketplace/checkout/audit"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment"
+	"github.com/marketplace/checkout/payment/paysim"
 	"github.com/marketplace/checkout/workflows"
 )
 
@@ -139,7 +140,7 @@ func TestPaymentReconciler_OrderTerminatedBeforeItsHold_EndedAndEverythingGivenB
 	_, err = s.temporal.DescribeWorkflow(s.ctx, workflows.HoldWorkflowID(id), "")
 	require.ErrorAs(t, err, &nf, "no hold child was ever started")
 	rep, err := audit.Run(s.ctx, s.pool, audit.Options{HoldTTL: s.cfg.HoldTTL, Slack: 10 * time.Second,
-		Visibility: s.temporal, TaskQueue: s.cfg.TaskQueue})
+		Visibility: s.temporal, TaskQueue: s.cfg.TaskQueue, Provider: paysim.NewRecords(s.pool)})
 	require.NoError(t, err)
 	assert.Empty(t, rep.Violations)
 }
@@ -155,7 +156,7 @@ func TestAudit_WorkflowOpenPastItsHold_Reported(t *testing.T) {
 	_, err := s.pool.Exec(s.ctx, `UPDATE orders SET hold_expires_at = now() - interval '10 minutes' WHERE id = $1`, id)
 	require.NoError(t, err)
 
-	opts := audit.Options{HoldTTL: s.cfg.HoldTTL, Slack: time.Minute}
+	opts := audit.Options{HoldTTL: s.cfg.HoldTTL, Slack: time.Minute, Provider: paysim.NewRecords(s.pool)}
 	detail := func(rep audit.Report) string {
 		for _, v := range rep.Violations {
 			if v.Invariant == audit.NoOpenOrderPastHold && v.Subject == fmt.Sprintf("order %d", id) {

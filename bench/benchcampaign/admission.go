@@ -19,6 +19,7 @@ import (
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/dev/benchkit"
 	"github.com/marketplace/checkout/loadgen"
+	"github.com/marketplace/checkout/payment/paysim"
 )
 
 // The admission control section (-admission): the campaign past its knee, on a stack with
@@ -185,7 +186,7 @@ func auditDev(ctx context.Context, s *benchkit.Stack) (audit.Report, error) {
 	}
 	defer tc.Close()
 	rep, err := audit.Run(ctx, pool, audit.Options{HoldTTL: cfg.HoldTTL, SweeperPeriod: time.Minute,
-		Visibility: tc, TaskQueue: cfg.TaskQueue})
+		Visibility: tc, TaskQueue: cfg.TaskQueue, Provider: paysim.NewRecords(pool)})
 	if err != nil {
 		return rep, fmt.Errorf("audit: %w", err)
 	}

@@ -43,6 +43,7 @@ import (
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/dev/benchkit"
 	"github.com/marketplace/checkout/loadgen"
+	"github.com/marketplace/checkout/payment/paysim"
 )
 
 const (
@@ -398,7 +399,7 @@ func measure(ctx context.Context, res *Results, counts []int, window time.Durati
 	}
 	log.Printf("auditing")
 	res.Audit, err = audit.Run(ctx, pool, audit.Options{HoldTTL: cfg.HoldTTL, SweeperPeriod: time.Minute,
-		Visibility: b.floor.Client(), TaskQueue: cfg.TaskQueue})
+		Visibility: b.floor.Client(), TaskQueue: cfg.TaskQueue, Provider: paysim.NewRecords(pool)})
 	if err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}

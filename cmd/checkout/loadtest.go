@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	sdklog "go.temporal.io/sdk/log"
@@ -22,6 +23,7 @@ import (
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/dev/pgserver"
 	"github.com/marketplace/checkout/loadgen"
+	"github.com/marketplace/checkout/payment/paysim"
 )
 
 // auditFlags are the auditor's settings, shared by `audit` and `loadgen`.
@@ -41,9 +43,13 @@ func (f *auditFlags) register(fs *flag.FlagSet, cfg config.Config) {
 	fs.BoolVar(&f.noTemporal, "no-temporal", false, "do not ask Temporal for open workflows")
 }
 
-// devDefaults points an unset DATABASE_URL and TEMPORAL_ADDRESS at `make run`'s stack, and takes
-// that stack's codec key when TEMPORAL_CODEC_KEY is unset (reading it, never making one).
+// devDefaults points an unset DATABASE_URL and TEMPORAL_ADDRESS at `make run`'s stack, takes
+// that stack's codec key when TEMPORAL_CODEC_KEY is unset (reading it, never making one), and its
+// payment provider, the simulator, when PAYMENT_PROVIDER is unset.
 func devDefaults(cfg config.Config) config.Config {
+	if cfg.PaymentProvider == "" {
+		cfg.PaymentProvider = config.ProviderPaysim
+	}
 	if len(cfg.CodecKey.Secret) == 0 {
 		if s, err := config.ReadDevSecrets(cfg.Dev.DataDir); err == nil {
 			if k, err := s.Codec(); err == nil {
@@ -125,7 +131,8 @@ func auditOnce(ctx context.Context, cfg config.Config, af auditFlags, since time
 			redact(cfg.DatabaseURL), err)
 	}
 	defer pool.Close()
-	o := audit.Options{HoldTTL: af.holdTTL, SweeperPeriod: af.sweeper, Slack: af.slack, Since: since, TaskQueue: cfg.TaskQueue}
+	o := audit.Options{HoldTTL: af.holdTTL, SweeperPeriod: af.sweeper, Slack: af.slack, Since: since, TaskQueue: cfg.TaskQueue,
+		Provider: auditProvider(cfg, pool)}
 	if !af.noTemporal {
 		quiet := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -140,6 +147,18 @@ func auditOnce(ctx context.Context, cfg config.Config, af auditFlags, since time
 		o.Visibility = tc
 	}
 	return audit.Run(ctx, pool, o)
+}
+
+// The simulator's record of the money is read in the audit's own snapshot.
+var _ audit.SnapshotProvider = (*paysim.Records)(nil)
+
+// auditProvider is the payment provider's record of the money: the simulator's, in the audited
+// database, when it is the provider. Any other provider is not asked, and the report says so.
+func auditProvider(cfg config.Config, pool *pgxpool.Pool) audit.Provider {
+	if cfg.PaymentProvider == config.ProviderPaysim {
+		return paysim.NewRecords(pool)
+	}
+	return nil
 }
 
 // auditDataConverter is the product's codec when the audit has the key. The audit reads only the

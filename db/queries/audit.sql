@@ -60,18 +60,23 @@ WHERE over_reserved OR reserved_drift OR ledger_off OR sales_off OR oversold
 ORDER BY sku_id, warehouse_id;
 
 -- name: AuditSettledOrders :many
--- Orders created since @since that reached a final status, when their stock or money disagree
--- with that status. Intents are the provider's own record (paysim_intents), joined by order id,
--- so a second intent under any key counts. An order that failed or was cancelled less than
--- @settle_seconds ago is not judged yet: the hold child and the payment reconciler end an order
--- first and then give its stock and money back. A CONFIRMED order's money is judged against the
--- units it keeps (ordered less cancelled after payment), unless a line cancellation's refund is
--- still under way (recorded less than @settle_seconds ago) or waits for support (attention).
+-- Orders created since @since that reached a final status, a batch at a time (ids after @after,
+-- at most @batch_size), with their stock and the product's record of their money: the payments
+-- row. The provider's record (its intents) is not in this database; the auditor asks the provider
+-- for it and judges the money in Go. unfulfilled and stock_kept judge the product's rows alone. An
+-- order that failed or was cancelled less than @settle_seconds ago is not judged yet: the hold
+-- child and the payment reconciler end an order first and then give its stock and money back. A
+-- CONFIRMED order's money is judged against the units it keeps (ordered less cancelled after
+-- payment), unless a line cancellation's refund is still under way (recorded less than
+-- @settle_seconds ago) or waits for support (attention).
 WITH scope AS (
     SELECT id, status, failure_code, total_minor, currency
     FROM orders
     WHERE status IN ('CONFIRMED', 'FAILED', 'CANCELLED') AND created_at >= @since::timestamptz
       AND (status = 'CONFIRMED' OR updated_at < now() - make_interval(secs => @settle_seconds::float8))
+      AND id > @after::bigint
+    ORDER BY id
+    LIMIT @batch_size::int
 ), res AS (
     SELECT r.order_id, count(*)::bigint AS n,
            count(*) FILTER (WHERE r.status = 'ACTIVE')::bigint AS active_n,
@@ -107,16 +112,6 @@ WITH scope AS (
     WHERE lc.refunded_at IS NULL
       AND (lc.attention IS NOT NULL OR lc.created_at > now() - make_interval(secs => @settle_seconds::float8))
     GROUP BY lc.order_id
-), intents AS (
-    SELECT pi.order_id, count(*)::bigint AS n,
-           count(*) FILTER (WHERE pi.captured_minor > 0)::bigint AS captured_n,
-           count(*) FILTER (WHERE pi.status IN ('AUTHORIZED', 'REQUIRES_ACTION'))::bigint AS open_n,
-           coalesce(sum(pi.captured_minor), 0)::bigint AS captured,
-           coalesce(sum(pi.refunded_minor), 0)::bigint AS refunded,
-           min(pi.amount_minor)::bigint AS amount_min, max(pi.amount_minor)::bigint AS amount_max,
-           min(pi.id)::text AS first_id, string_agg(pi.id || ' ' || pi.status, ', ' ORDER BY pi.created_at)::text AS list
-    FROM paysim_intents pi JOIN scope s ON s.id = pi.order_id
-    GROUP BY pi.order_id
 ), joined AS (
     SELECT s.id, s.status, coalesce(s.failure_code, '')::text AS failure_code, s.total_minor,
            -- what the items add up to, less the order's spent coupon; what the units kept are
@@ -128,11 +123,6 @@ WITH scope AS (
            coalesce(r.n, 0)::bigint AS reservations, coalesce(r.active_n, 0)::bigint AS active_n,
            coalesce(r.confirmed_n, 0)::bigint AS confirmed_n, coalesce(r.active_units, 0)::bigint AS active_units,
            coalesce(r.confirmed_units, 0)::bigint AS confirmed_units, coalesce(u.lines, 0)::bigint AS unmatched_lines,
-           coalesce(pi.n, 0)::bigint AS intents, coalesce(pi.captured_n, 0)::bigint AS intents_captured,
-           coalesce(pi.open_n, 0)::bigint AS intents_open, coalesce(pi.captured, 0)::bigint AS provider_captured,
-           coalesce(pi.refunded, 0)::bigint AS provider_refunded, coalesce(pi.amount_min, 0)::bigint AS intent_amount_min,
-           coalesce(pi.amount_max, 0)::bigint AS intent_amount_max, coalesce(pi.first_id, '')::text AS intent_id,
-           coalesce(pi.list, '')::text AS intent_list,
            coalesce(p.status, '')::text AS payment_status, coalesce(p.intent_id, '')::text AS payment_intent_id,
            coalesce(p.amount_minor, 0)::bigint AS payment_amount, coalesce(p.captured_minor, 0)::bigint AS payment_captured,
            coalesce(p.refunded_minor, 0)::bigint AS payment_refunded
@@ -141,35 +131,17 @@ WITH scope AS (
     LEFT JOIN items i ON i.order_id = s.id
     LEFT JOIN unmatched u ON u.order_id = s.id
     LEFT JOIN refunding rf ON rf.order_id = s.id
-    LEFT JOIN intents pi ON pi.order_id = s.id
     LEFT JOIN payments p ON p.order_id = s.id
     LEFT JOIN coupon_redemptions cr ON cr.order_id = s.id AND cr.status = 'CONFIRMED'
-), flagged AS (
-    SELECT joined.*,
-           (status = 'CONFIRMED' AND (reservations = 0 OR confirmed_n <> reservations OR unmatched_lines > 0
-                                      OR items_total <> total_minor))::bool AS unfulfilled,
-           (status = 'CONFIRMED' AND NOT (intents = 1 AND intents_captured = 1 AND provider_captured = total_minor
-                                          AND intent_amount_min = total_minor
-                                          AND payment_status IN ('CAPTURED', 'REFUNDED') AND payment_intent_id = intent_id
-                                          AND payment_amount = total_minor AND payment_captured = total_minor))::bool
-               AS not_paid_once,
-           (status = 'CONFIRMED' AND refunds_under_way = 0
-            AND (provider_captured - provider_refunded <> kept_total
-                 OR payment_captured - payment_refunded <> kept_total))::bool AS money_off_kept,
-           (status <> 'CONFIRMED' AND active_n + confirmed_n > 0)::bool AS stock_kept,
-           (status <> 'CONFIRMED' AND (provider_captured <> provider_refunded
-                                       OR payment_captured <> payment_refunded))::bool AS money_kept,
-           (status <> 'CONFIRMED' AND intents_open > 0)::bool AS auth_open
-    FROM joined
 )
 SELECT id, status::text AS status, failure_code, total_minor, items_total, kept_total, refunds_under_way,
        reservations, active_n, confirmed_n,
-       active_units, confirmed_units, unmatched_lines, intents, intents_captured, intents_open,
-       provider_captured, provider_refunded, intent_amount_min, intent_amount_max, intent_id, intent_list,
+       active_units, confirmed_units, unmatched_lines,
        payment_status, payment_intent_id, payment_amount, payment_captured, payment_refunded,
-       unfulfilled, not_paid_once, money_off_kept, stock_kept, money_kept, auth_open
-FROM flagged
-WHERE unfulfilled OR not_paid_once OR money_off_kept OR stock_kept OR money_kept OR auth_open
+       (status = 'CONFIRMED' AND (reservations = 0 OR confirmed_n <> reservations OR unmatched_lines > 0
+                                  OR items_total <> total_minor))::bool AS unfulfilled,
+       (status <> 'CONFIRMED' AND active_n + confirmed_n > 0)::bool AS stock_kept
+FROM joined
 ORDER BY id;
 
 -- name: AuditStaleReservations :many

@@ -116,3 +116,10 @@ UPDATE paysim_intents
  WHERE idempotency_key = @idempotency_key AND status = 'CAPTURED'
    AND refunded_minor + @amount_minor::bigint <= captured_minor
 RETURNING *;
+
+-- name: PaysimIntentsOfOrders :many
+-- Every intent of the orders, under any key, oldest first: the provider's record of their money
+-- that the auditor holds against the product's.
+SELECT * FROM paysim_intents
+WHERE order_id = ANY (@order_ids::bigint[])
+ORDER BY order_id, created_at, id;

@@ -29,6 +29,7 @@ import (
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/dev/benchkit"
 	"github.com/marketplace/checkout/loadgen"
+	"github.com/marketplace/checkout/payment/paysim"
 )
 
 // Options are one run.
@@ -375,7 +376,8 @@ func (d *driver) judge(ctx context.Context, t0 time.Time, res *Result) error {
 		}
 	}
 
-	o := audit.Options{HoldTTL: d.opts.HoldTTL, Slack: 30 * time.Second, Visibility: d.temporal, TaskQueue: config.DefaultTaskQueue}
+	o := audit.Options{HoldTTL: d.opts.HoldTTL, Slack: 30 * time.Second, Visibility: d.temporal, TaskQueue: config.DefaultTaskQueue,
+		Provider: paysim.NewRecords(pool)}
 	res.Audit, err = audit.Run(ctx, pool, o)
 	if err != nil {
 		return fmt.Errorf("audit: %w", err)
