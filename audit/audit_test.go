@@ -156,7 +156,7 @@ func (w *world) order(status order.Status, code order.FailureCode, lines map[int
 		captured, refunded = total, total
 	}
 	intent := fmt.Sprintf("pi_%d", id)
-	w.exec(`INSERT INTO paysim_intents (id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, refunded_minor)
+	w.exec(`INSERT INTO paysim.intents (id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, refunded_minor)
 		VALUES ($1, $2, $3, $4, 'TRY', $5, $6, $7, $8)`, intent, fmt.Sprintf("order-%d", id), id, total, token, payStatus, captured, refunded)
 	w.exec(`INSERT INTO payments (order_id, idempotency_key, provider, intent_id, status, amount_minor, currency, captured_minor, refunded_minor)
 		VALUES ($1, $2, 'paysim', $3, $4, $5, 'TRY', $6, $7)`, id, fmt.Sprintf("order-%d", id), intent, payStatus, total, captured, refunded)
@@ -263,12 +263,12 @@ func TestAudit_InjectedViolation_IsReported(t *testing.T) {
 		}},
 		{audit.MoneyMatchesKeptUnits, func(w *world) []*workflowpb.WorkflowExecutionInfo {
 			// Money given back for a unit that still ships: refunded with no cancellation.
-			w.exec(`UPDATE paysim_intents SET refunded_minor = 100 WHERE order_id = $1`, w.confirmed)
+			w.exec(`UPDATE paysim.intents SET refunded_minor = 100 WHERE order_id = $1`, w.confirmed)
 			return nil
 		}},
 		{audit.MoneyMatchesKeptUnits + " (cancelled, not refunded)", func(w *world) []*workflowpb.WorkflowExecutionInfo {
 			// A unit cancelled long ago whose money was never given back.
-			w.exec(`UPDATE paysim_intents SET refunded_minor = 0, status = 'CAPTURED' WHERE order_id = $1`, w.lineCancelled)
+			w.exec(`UPDATE paysim.intents SET refunded_minor = 0, status = 'CAPTURED' WHERE order_id = $1`, w.lineCancelled)
 			return nil
 		}},
 		{audit.ConfirmedOrderFulfilled + " (cancelled units)", func(w *world) []*workflowpb.WorkflowExecutionInfo {
@@ -282,9 +282,9 @@ func TestAudit_InjectedViolation_IsReported(t *testing.T) {
 			return nil
 		}},
 		{audit.ConfirmedOrderPaidOnce, func(w *world) []*workflowpb.WorkflowExecutionInfo {
-			w.exec(`INSERT INTO paysim_intents (id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor)
+			w.exec(`INSERT INTO paysim.intents (id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor)
 				SELECT 'pi_twice', 'another-key', order_id, amount_minor, currency, token, 'CAPTURED', amount_minor
-				FROM paysim_intents WHERE order_id = $1`, w.confirmed)
+				FROM paysim.intents WHERE order_id = $1`, w.confirmed)
 			return nil
 		}},
 		{audit.FailedOrderStockReleased, func(w *world) []*workflowpb.WorkflowExecutionInfo {
@@ -292,11 +292,11 @@ func TestAudit_InjectedViolation_IsReported(t *testing.T) {
 			return nil
 		}},
 		{audit.FailedOrderNoMoneyKept, func(w *world) []*workflowpb.WorkflowExecutionInfo {
-			w.exec(`UPDATE paysim_intents SET status = 'CAPTURED', captured_minor = amount_minor WHERE order_id = $1`, w.expired)
+			w.exec(`UPDATE paysim.intents SET status = 'CAPTURED', captured_minor = amount_minor WHERE order_id = $1`, w.expired)
 			return nil
 		}},
 		{audit.FailedOrderAuthVoided, func(w *world) []*workflowpb.WorkflowExecutionInfo {
-			w.exec(`UPDATE paysim_intents SET status = 'AUTHORIZED' WHERE order_id = $1`, w.declined)
+			w.exec(`UPDATE paysim.intents SET status = 'AUTHORIZED' WHERE order_id = $1`, w.declined)
 			return nil
 		}},
 		{audit.NoStaleReservation, func(w *world) []*workflowpb.WorkflowExecutionInfo {
@@ -394,7 +394,7 @@ func TestAudit_OrdersMidWay_NotFlagged(t *testing.T) {
 	w := newWorld(t)
 	// Failed just now by its hold (which fails the order first, then reverses the payment).
 	w.exec(`UPDATE orders SET updated_at = now() WHERE id = $1`, w.expired)
-	w.exec(`UPDATE paysim_intents SET status = 'AUTHORIZED' WHERE order_id = $1`, w.expired)
+	w.exec(`UPDATE paysim.intents SET status = 'AUTHORIZED' WHERE order_id = $1`, w.expired)
 	// Parked a minute ago, now past its hold, its step being retried with the order open.
 	retrying := w.order(order.StatusPendingPayment, "", map[int64]int32{75: 1}, "tok_ok", "AUTHORIZED")
 	w.exec(`UPDATE orders SET hold_expires_at = now() - interval '20 minutes' WHERE id = $1`, retrying)
@@ -449,9 +449,9 @@ func TestAudit_MoneyViolations_NameBothRecords(t *testing.T) {
 	t.Run("a second intent captured", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t)
-		w.exec(`INSERT INTO paysim_intents (id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, created_at)
+		w.exec(`INSERT INTO paysim.intents (id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, created_at)
 			SELECT 'pi_twice', 'another-key', order_id, amount_minor, currency, token, 'CAPTURED', amount_minor, now() + interval '1 second'
-			FROM paysim_intents WHERE order_id = $1`, w.confirmed)
+			FROM paysim.intents WHERE order_id = $1`, w.confirmed)
 		tot, twice := total(w, w.confirmed), money.Format(2*w.id(`SELECT total_minor FROM orders WHERE id = $1`, w.confirmed))
 		assert.Equal(t, map[string]string{
 			audit.ConfirmedOrderPaidOnce: fmt.Sprintf("order total %s; provider: 2 intents (pi_%d CAPTURED, pi_twice CAPTURED), 2 captured, captured %s, refunded 0.00, amount %s; payments row: CAPTURED, intent \"pi_%d\", amount %s, captured %s, refunded 0.00",
@@ -463,7 +463,7 @@ func TestAudit_MoneyViolations_NameBothRecords(t *testing.T) {
 	t.Run("no intent at all", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t)
-		w.exec(`DELETE FROM paysim_intents WHERE order_id = $1`, w.confirmed)
+		w.exec(`DELETE FROM paysim.intents WHERE order_id = $1`, w.confirmed)
 		tot := total(w, w.confirmed)
 		assert.Equal(t, map[string]string{
 			audit.ConfirmedOrderPaidOnce: fmt.Sprintf("order total %s; provider: 0 intents (none), 0 captured, captured 0.00, refunded 0.00, amount 0.00; payments row: CAPTURED, intent \"pi_%d\", amount %s, captured %s, refunded 0.00",
@@ -475,7 +475,7 @@ func TestAudit_MoneyViolations_NameBothRecords(t *testing.T) {
 	t.Run("money kept for a failed order", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t)
-		w.exec(`UPDATE paysim_intents SET status = 'CAPTURED', captured_minor = amount_minor WHERE order_id = $1`, w.expired)
+		w.exec(`UPDATE paysim.intents SET status = 'CAPTURED', captured_minor = amount_minor WHERE order_id = $1`, w.expired)
 		assert.Equal(t, map[string]string{
 			audit.FailedOrderNoMoneyKept: fmt.Sprintf("FAILED (%s): provider captured %s and refunded 0.00; payments row captured 0.00 and refunded 0.00",
 				order.FailHoldExpired, total(w, w.expired)),
@@ -484,7 +484,7 @@ func TestAudit_MoneyViolations_NameBothRecords(t *testing.T) {
 	t.Run("authorization left open", func(t *testing.T) {
 		t.Parallel()
 		w := newWorld(t)
-		w.exec(`UPDATE paysim_intents SET status = 'AUTHORIZED' WHERE order_id = $1`, w.declined)
+		w.exec(`UPDATE paysim.intents SET status = 'AUTHORIZED' WHERE order_id = $1`, w.declined)
 		assert.Equal(t, map[string]string{
 			audit.FailedOrderAuthVoided: fmt.Sprintf("FAILED (%s): 1 provider intents still open (pi_%d AUTHORIZED)", order.FailPaymentDeclined, w.declined),
 		}, details(w, w.declined))
@@ -497,7 +497,7 @@ func TestAudit_MoneyViolations_NameBothRecords(t *testing.T) {
 func TestAudit_NoProvider_SaysItsSideWasNotChecked(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	w.exec(`UPDATE paysim_intents SET status = 'AUTHORIZED' WHERE order_id = $1`, w.declined)
+	w.exec(`UPDATE paysim.intents SET status = 'AUTHORIZED' WHERE order_id = $1`, w.declined)
 	w.exec(`UPDATE payments SET captured_minor = amount_minor WHERE order_id = $1`, w.expired)
 
 	rep, err := audit.Run(w.ctx, w.pool, audit.Options{HoldTTL: 15 * time.Minute, SweeperPeriod: time.Minute, Slack: time.Minute})

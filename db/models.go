@@ -246,50 +246,6 @@ type PaymentWebhookEvent struct {
 	ReceivedAt time.Time
 }
 
-type PaysimFault struct {
-	ID          bool
-	DownUntil   *time.Time
-	LatencyMs   *int32
-	FailureRate pgtype.Float8
-	UpdatedAt   time.Time
-}
-
-type PaysimIntent struct {
-	ID             string
-	IdempotencyKey string
-	OrderID        int64
-	AmountMinor    int64
-	Currency       string
-	Token          string
-	Status         string
-	CapturedMinor  int64
-	RefundedMinor  int64
-	RedirectUrl    string
-	DeclineCode    string
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-}
-
-type PaysimRefund struct {
-	RefundKey   string
-	IntentID    string
-	AmountMinor int64
-	CreatedAt   time.Time
-}
-
-type PaysimWebhookEvent struct {
-	ID            string
-	IntentID      string
-	Type          string
-	Payload       json.RawMessage
-	Attempts      int32
-	NextAttemptAt time.Time
-	LastError     *string
-	DeliveredAt   *time.Time
-	GaveUpAt      *time.Time
-	CreatedAt     time.Time
-}
-
 type Seller struct {
 	ID        int64
 	Name      string

@@ -185,8 +185,8 @@ func TestCoupon_LinesCancelledAfterPayment_RefundsAddUpToTheCapture(t *testing.T
 	second := s.cancelLine(id, 88, "lc-"+randomHex(6), 2, "lost")
 	require.Equal(t, http.StatusOK, second.status, second.raw)
 	assert.Equal(t, "833.13", second.str("cancellation", "refund"), "what the kept units were charged")
-	assert.Equal(t, s.scalar(`SELECT captured_minor FROM paysim_intents WHERE order_id = $1`, id),
-		s.scalar(`SELECT refunded_minor FROM paysim_intents WHERE order_id = $1`, id), "everything captured, refunded")
+	assert.Equal(t, s.scalar(`SELECT captured_minor FROM paysim.intents WHERE order_id = $1`, id),
+		s.scalar(`SELECT refunded_minor FROM paysim.intents WHERE order_id = $1`, id), "everything captured, refunded")
 	assert.Equal(t, "CONFIRMED", s.scalarText(`SELECT status FROM coupon_redemptions WHERE order_id = $1`, id),
 		"the coupon stays spent")
 	s.auditClean()

@@ -65,7 +65,7 @@ func TestOrder_OpenOrderCap_FourthRefusedConcurrentNeverPassCancelFreesAPlace(t 
 	assert.Equal(t, int64(3), s.scalar(`SELECT count(*) FROM orders WHERE user_id = $1`, sh.id), "a refused order has no row")
 	assert.Equal(t, int64(3), s.scalar(`SELECT COALESCE(sum(reserved), 0) FROM inventory WHERE sku_id = $1`, sku),
 		"nothing reserved for the refused ones")
-	assert.Equal(t, int64(3), s.scalar(`SELECT count(*) FROM paysim_intents i JOIN orders o ON o.id = i.order_id
+	assert.Equal(t, int64(3), s.scalar(`SELECT count(*) FROM paysim.intents i JOIN orders o ON o.id = i.order_id
 		WHERE o.user_id = $1`, sh.id), "nothing authorized for them")
 	assert.Zero(t, s.scalar(`SELECT count(*) FROM idempotency_records WHERE user_id = $1 AND idempotency_key = $2`,
 		sh.id, refusedKey), "the refusal is not the key's answer")

@@ -81,7 +81,7 @@ func TestLineCancel_DamagedUnit_PartialRefund_NotRestocked_RepeatChangesNothing(
 	assert.Equal(t, "DONE", r.str("cancellation", "status"))
 	assert.Equal(t, "1899.00", r.str("cancellation", "refund"), "exactly one unit's price")
 
-	assert.Equal(t, int64(1899_00), s.scalar(`SELECT refunded_minor FROM paysim_intents WHERE order_id = $1`, id))
+	assert.Equal(t, int64(1899_00), s.scalar(`SELECT refunded_minor FROM paysim.intents WHERE order_id = $1`, id))
 	assert.Equal(t, int64(1899_00), s.scalar(`SELECT refunded_minor FROM payments WHERE order_id = $1`, id))
 	assert.Equal(t, stock, s.onHand(76, 1), "a damaged unit is not put back on the shelf")
 	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM outbox WHERE event_type = $1 AND (payload->>'orderId')::bigint = $2
@@ -115,8 +115,8 @@ func TestLineCancel_DamagedUnit_PartialRefund_NotRestocked_RepeatChangesNothing(
 	require.NoError(t, s.startFromUI(wf,
 		fmt.Sprintf(`{"orderId": %d, "skuId": 76, "units": 1, "reason": "damaged", "requestId": %q}`, id, key)).Get(s.ctx, &st))
 	assert.Equal(t, workflows.LineCancelDone, st.Status)
-	assert.Equal(t, int64(1899_00), s.scalar(`SELECT refunded_minor FROM paysim_intents WHERE order_id = $1`, id))
-	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM paysim_refunds`))
+	assert.Equal(t, int64(1899_00), s.scalar(`SELECT refunded_minor FROM paysim.intents WHERE order_id = $1`, id))
+	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM paysim.refunds`))
 	assert.Equal(t, int64(1), s.scalar(`SELECT cancelled_quantity FROM order_items WHERE order_id = $1`, id))
 	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM outbox WHERE event_type = $1`, activities.EventOrderLineCancelled))
 	assert.Equal(t, stock, s.onHand(76, 1))
@@ -160,7 +160,7 @@ func TestLineCancel_ConcurrentRequests_NeverMoreThanTheLineHas(t *testing.T) {
 	assert.Equal(t, 2, refused)
 	assert.Equal(t, int64(2), s.scalar(`SELECT cancelled_quantity FROM order_items WHERE order_id = $1`, id))
 	assert.Equal(t, int64(2), s.scalar(`SELECT sum(cancelled_quantity) FROM stock_reservations WHERE order_id = $1`, id))
-	assert.Equal(t, int64(2*1249_90), s.scalar(`SELECT refunded_minor FROM paysim_intents WHERE order_id = $1`, id))
+	assert.Equal(t, int64(2*1249_90), s.scalar(`SELECT refunded_minor FROM paysim.intents WHERE order_id = $1`, id))
 	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM line_cancellations WHERE order_id = $1`, id),
 		"a refused request leaves no record")
 
@@ -168,7 +168,7 @@ func TestLineCancel_ConcurrentRequests_NeverMoreThanTheLineHas(t *testing.T) {
 	last := s.cancelLine(id, 71, "lc-last-"+randomHex(4), 1, "lost")
 	require.Equal(t, http.StatusOK, last.status, last.raw)
 	assert.Equal(t, int64(0), last.int("remaining"))
-	assert.Equal(t, "REFUNDED", s.scalarText(`SELECT status FROM paysim_intents WHERE order_id = $1`, id),
+	assert.Equal(t, "REFUNDED", s.scalarText(`SELECT status FROM paysim.intents WHERE order_id = $1`, id),
 		"every unit cancelled: the whole capture given back")
 	s.auditClean()
 }
@@ -227,7 +227,7 @@ func TestLineCancel_Refusals_NothingChanged(t *testing.T) {
 	}
 	assert.Zero(t, s.scalar(`SELECT count(*) FROM line_cancellations`))
 	assert.Zero(t, s.scalar(`SELECT COALESCE(sum(cancelled_quantity), 0) FROM order_items`))
-	assert.Zero(t, s.scalar(`SELECT COALESCE(sum(refunded_minor), 0) FROM paysim_intents`))
+	assert.Zero(t, s.scalar(`SELECT COALESCE(sum(refunded_minor), 0) FROM paysim.intents`))
 }
 
 func TestLineCancel_SellerCannotShip_FromTheUI_PutBackOnTheShelf(t *testing.T) {
@@ -246,7 +246,7 @@ func TestLineCancel_SellerCannotShip_FromTheUI_PutBackOnTheShelf(t *testing.T) {
 	assert.Equal(t, stock+1, s.onHand(73, 1), "the unit never left the seller's shelf: sellable again")
 	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM inventory_ledger WHERE sku_id = 73 AND warehouse_id = 1
 		AND kind = 'RESTOCK' AND delta = 1`))
-	assert.Equal(t, int64(899_90), s.scalar(`SELECT refunded_minor FROM paysim_intents WHERE order_id = $1`, id))
+	assert.Equal(t, int64(899_90), s.scalar(`SELECT refunded_minor FROM paysim.intents WHERE order_id = $1`, id))
 	o := s.call(http.MethodGet, fmt.Sprintf("/api/v1/orders/%d", id), s.support(), nil, nil)
 	require.Equal(t, http.StatusOK, o.status, o.raw)
 	c := o.body["cancellations"].([]any)[0].(map[string]any)
@@ -304,7 +304,7 @@ func TestLineCancel_RefundRefused_NeedsAttention_SupportRetries(t *testing.T) {
 	o := s.call(http.MethodGet, fmt.Sprintf("/api/v1/orders/%d", id), s.support(), nil, nil)
 	require.Equal(t, http.StatusOK, o.status, o.raw)
 	assert.Equal(t, "NEEDS_ATTENTION", o.body["cancellations"].([]any)[0].(map[string]any)["status"])
-	assert.Zero(t, s.scalar(`SELECT refunded_minor FROM paysim_intents WHERE order_id = $1`, id), "nothing refunded yet")
+	assert.Zero(t, s.scalar(`SELECT refunded_minor FROM paysim.intents WHERE order_id = $1`, id), "nothing refunded yet")
 	assert.Error(t, s.supportAction(wf, workflows.ActionCancel, "skip it"), "only retry: the money must go back")
 
 	refuse.Store(false) // the provider's side fixed
@@ -313,7 +313,7 @@ func TestLineCancel_RefundRefused_NeedsAttention_SupportRetries(t *testing.T) {
 	require.NoError(t, run.Get(s.ctx, &st))
 	assert.Equal(t, workflows.LineCancelDone, st.Status)
 	assert.False(t, st.NeedsAttention)
-	assert.Equal(t, int64(549_90), s.scalar(`SELECT refunded_minor FROM paysim_intents WHERE order_id = $1`, id))
+	assert.Equal(t, int64(549_90), s.scalar(`SELECT refunded_minor FROM paysim.intents WHERE order_id = $1`, id))
 	assert.Zero(t, s.scalar(`SELECT count(*) FROM line_cancellations WHERE attention IS NOT NULL`))
 	s.auditClean()
 	s.recordHistory("line-cancel-refund-refused", wf)

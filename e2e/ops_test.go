@@ -295,7 +295,7 @@ func TestPaymentReconcilerSchedule_LostWebhookUnknownRow_OrderSignalledAndConfir
 
 	// The provider authorized the payment but its webhook never came, and our row says UNKNOWN (a
 	// call timed out): the order would wait for its hold to expire and void a good payment.
-	_, err := s.pool.Exec(s.ctx, `UPDATE paysim_intents SET status = 'AUTHORIZED' WHERE idempotency_key = $1`,
+	_, err := s.pool.Exec(s.ctx, `UPDATE paysim.intents SET status = 'AUTHORIZED' WHERE idempotency_key = $1`,
 		order.PaymentKey(id))
 	require.NoError(t, err)
 	_, err = s.pool.Exec(s.ctx, `UPDATE payments SET status = 'UNKNOWN' WHERE order_id = $1`, id)

@@ -126,7 +126,7 @@ func TestOrder_Idempotency(t *testing.T) {
 	id := replies[0].int("orderId")
 	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM orders WHERE user_id = $1`, sh.id))
 	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM stock_reservations WHERE order_id = $1`, id), "one reservation set")
-	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM paysim_intents WHERE order_id = $1`, id), "one authorization")
+	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM paysim.intents WHERE order_id = $1`, id), "one authorization")
 
 	other := sh.order(key, pv, "tok_ok")
 	assert.Equal(t, http.StatusUnprocessableEntity, other.status, other.raw)
@@ -183,7 +183,7 @@ func TestOrder_PriceChangedAndOutOfStock_NothingReservedNothingCharged(t *testin
 	require.Equal(t, http.StatusConflict, oos.status, oos.raw)
 	assert.Equal(t, "OUT_OF_STOCK", oos.str("code"))
 	assert.Equal(t, []any{map[string]any{"skuId": float64(81), "requested": float64(1), "available": float64(0)}}, oos.body["items"])
-	assert.Zero(t, s.scalar(`SELECT count(*) FROM paysim_intents WHERE order_id = $1`, oos.int("orderId")), "nothing charged")
+	assert.Zero(t, s.scalar(`SELECT count(*) FROM paysim.intents WHERE order_id = $1`, oos.int("orderId")), "nothing charged")
 	assert.Equal(t, int64(1), s.scalar(`SELECT COALESCE(sum(reserved), 0) FROM inventory`), "only the first buyer's unit is held")
 	s.recordHistory("out-of-stock", sh.workflowOf(okey))
 }
@@ -273,7 +273,7 @@ func TestWebhook_BadSignatureRefusedAndReplayHasNoSecondEffect(t *testing.T) {
 	require.Equal(t, "CONFIRMED", final.str("status"))
 	var evtID string
 	var evtBody []byte
-	require.NoError(t, s.pool.QueryRow(s.ctx, `SELECT id, payload FROM paysim_webhook_events WHERE intent_id = $1`, intent).Scan(&evtID, &evtBody))
+	require.NoError(t, s.pool.QueryRow(s.ctx, `SELECT id, payload FROM paysim.webhook_events WHERE intent_id = $1`, intent).Scan(&evtID, &evtBody))
 	body = evtBody
 	replayed := s.webhook(body, s.cfg.PaymentWebhookSecret)
 	assert.Equal(t, http.StatusOK, replayed.status, replayed.raw)

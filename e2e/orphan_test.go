@@ -112,7 +112,7 @@ func TestPaymentReconciler_OrderTerminatedBeforeItsHold_EndedAndEverythingGivenB
 		return s.scalar(`SELECT count(*) FROM payments WHERE order_id = $1 AND status = 'REQUIRES_ACTION'`, id) == 1
 	}, 30*time.Second, 100*time.Millisecond, "the provider asked for 3-D Secure")
 	// The shopper approves; the provider's webhook is lost.
-	_, err = s.pool.Exec(s.ctx, `UPDATE paysim_intents SET status = 'AUTHORIZED' WHERE idempotency_key = $1`,
+	_, err = s.pool.Exec(s.ctx, `UPDATE paysim.intents SET status = 'AUTHORIZED' WHERE idempotency_key = $1`,
 		order.PaymentKey(id))
 	require.NoError(t, err)
 	d, err := s.temporal.DescribeWorkflow(s.ctx, sh.workflowOf(key), "")
@@ -133,7 +133,7 @@ func TestPaymentReconciler_OrderTerminatedBeforeItsHold_EndedAndEverythingGivenB
 	assert.Equal(t, "FAILED", final.str("status"), final.raw)
 	assert.Equal(t, string(order.FailOrphaned), final.str("failureCode"))
 	assert.Equal(t, "VOIDED", final.str("payment", "status"), "the authorization is given back")
-	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM paysim_intents WHERE idempotency_key = $1 AND status = 'VOIDED'`,
+	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM paysim.intents WHERE idempotency_key = $1 AND status = 'VOIDED'`,
 		order.PaymentKey(id)), "at the provider too")
 	assert.Equal(t, reservedBefore, s.scalar(`SELECT sum(reserved) FROM inventory WHERE sku_id = 76`), "the stock is back")
 	assert.Zero(t, s.scalar(`SELECT count(*) FROM stock_reservations WHERE order_id = $1 AND status <> 'RELEASED'`, id))

@@ -117,11 +117,11 @@ func TestSeedProof3_70Paid30Expired(t *testing.T) {
 	assert.Zero(t, s.scalar(`SELECT reserved FROM inventory WHERE sku_id = $1`, sku))
 	assert.Equal(t, int64(70), s.scalar(`SELECT count(*) FROM stock_reservations WHERE sku_id = $1 AND status = 'CONFIRMED'`, sku))
 	assert.Equal(t, int64(30), s.scalar(`SELECT count(*) FROM stock_reservations WHERE sku_id = $1 AND status = 'RELEASED'`, sku))
-	assert.Zero(t, s.scalar(`SELECT count(*) FROM paysim_intents i JOIN orders o ON o.id = i.order_id
+	assert.Zero(t, s.scalar(`SELECT count(*) FROM paysim.intents i JOIN orders o ON o.id = i.order_id
 		WHERE i.status = 'CAPTURED' AND o.status <> 'CONFIRMED'`), "every captured payment belongs to a CONFIRMED order")
-	assert.Equal(t, int64(70), s.scalar(`SELECT count(*) FROM paysim_intents i JOIN orders o ON o.id = i.order_id
+	assert.Equal(t, int64(70), s.scalar(`SELECT count(*) FROM paysim.intents i JOIN orders o ON o.id = i.order_id
 		WHERE i.status = 'CAPTURED' AND i.captured_minor = o.total_minor`))
-	assert.Equal(t, int64(30), s.scalar(`SELECT count(*) FROM paysim_intents WHERE status = 'VOIDED'`))
+	assert.Equal(t, int64(30), s.scalar(`SELECT count(*) FROM paysim.intents WHERE status = 'VOIDED'`))
 
 	// A late payment for an expired order: the page refuses it, and a valid late webhook is
 	// acknowledged but changes nothing.
@@ -177,7 +177,7 @@ func TestWorkerKilledMidBatch_EveryOrderEndsAndStockIsExact(t *testing.T) {
 	assert.Equal(t, int64(40), s.scalar(`SELECT count(*) FROM orders`), "no order lost, none doubled")
 	assert.Equal(t, int64(60), s.scalar(`SELECT on_hand FROM inventory WHERE sku_id = $1`, sku))
 	assert.Zero(t, s.scalar(`SELECT reserved FROM inventory WHERE sku_id = $1`, sku))
-	assert.Equal(t, int64(40), s.scalar(`SELECT count(*) FROM paysim_intents WHERE status = 'CAPTURED'`), "each captured once")
+	assert.Equal(t, int64(40), s.scalar(`SELECT count(*) FROM paysim.intents WHERE status = 'CAPTURED'`), "each captured once")
 	assert.Equal(t, int64(40), s.scalar(`SELECT count(*) FROM stock_reservations WHERE status = 'CONFIRMED'`))
 }
 

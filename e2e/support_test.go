@@ -198,7 +198,7 @@ func TestSupport_ResetConfirmedOrderBeforeCapture_CapturesOnce(t *testing.T) {
 	assert.GreaterOrEqual(t, markersAfterSignal, 3, "confirm, capture and complete ran again in the new run")
 	var amount, captured int64
 	var intents int
-	require.NoError(t, s.pool.QueryRow(s.ctx, `SELECT count(*), sum(amount_minor), sum(captured_minor) FROM paysim_intents WHERE order_id = $1`, id).
+	require.NoError(t, s.pool.QueryRow(s.ctx, `SELECT count(*), sum(amount_minor), sum(captured_minor) FROM paysim.intents WHERE order_id = $1`, id).
 		Scan(&intents, &amount, &captured))
 	assert.Equal(t, 1, intents, "one authorization")
 	assert.Equal(t, amount, captured, "captured exactly once")

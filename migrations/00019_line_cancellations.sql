@@ -46,17 +46,12 @@ CREATE TABLE line_cancellations (
 );
 CREATE INDEX line_cancellations_unfinished_idx ON line_cancellations (order_id) WHERE announced_at IS NULL;
 
--- The provider simulator's partial refunds, one per refund idempotency key: a repeat answers
--- the same refund and moves no more money.
-CREATE TABLE paysim_refunds (
-    refund_key   TEXT        PRIMARY KEY,
-    intent_id    TEXT        NOT NULL REFERENCES paysim_intents (id),
-    amount_minor BIGINT      NOT NULL CHECK (amount_minor > 0),
-    created_at   TIMESTAMPTZ NOT NULL DEFAULT now()
-);
+-- The provider simulator's partial refunds are not the product's: the simulator's own migrations
+-- (payment/paysim/migrations) create them in its schema. A database that applied this file in
+-- releases before keeps its table until the simulator's first migration moves it there.
 
 -- +goose Down
-DROP TABLE paysim_refunds, line_cancellations;
+DROP TABLE line_cancellations;
 ALTER TABLE stock_reservations DROP CONSTRAINT stock_reservations_cancelled_valid,
     DROP COLUMN restocked_quantity, DROP COLUMN cancelled_quantity;
 ALTER TABLE order_items DROP CONSTRAINT order_items_cancelled_valid, DROP COLUMN cancelled_quantity;

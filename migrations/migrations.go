@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
+	"io/fs"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx", which goose runs on
 	"github.com/pressly/goose/v3"
@@ -19,6 +20,13 @@ var files embed.FS
 // Up applies every migration not yet applied. Concurrent callers (an api and a worker starting at
 // once) wait for each other on a session advisory lock.
 func Up(ctx context.Context, databaseURL string) (applied []string, err error) {
+	return Apply(ctx, databaseURL, files, goose.DefaultTablename)
+}
+
+// Apply applies the goose migrations of fsys that versionTable does not record yet. A part that
+// keeps a schema of its own (the payment simulator) applies its files with a version table of its
+// own; every caller waits for the others on the same session advisory lock.
+func Apply(ctx context.Context, databaseURL string, fsys fs.FS, versionTable string) (applied []string, err error) {
 	db, err := sql.Open("pgx", databaseURL)
 	if err != nil {
 		return nil, err
@@ -28,7 +36,8 @@ func Up(ctx context.Context, databaseURL string) (applied []string, err error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, files, goose.WithSessionLocker(locker))
+	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys, goose.WithTableName(versionTable),
+		goose.WithSessionLocker(locker))
 	if err != nil {
 		return nil, err
 	}

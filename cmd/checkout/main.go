@@ -18,6 +18,7 @@ import (
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/migrations"
+	"github.com/marketplace/checkout/payment/paysim"
 )
 
 const usage = `checkout: marketplace checkout backend
@@ -32,7 +33,7 @@ commands:
             runs): cluster [--apis 2] [--workers 2] [--history-shards 16] [--ports-from N]
   api       run the REST API
   worker    run the Temporal worker
-  migrate   apply database migrations
+  migrate   apply database migrations (and the payment simulator's, when PAYMENT_PROVIDER=paysim)
   token     mint a JWT with AUTH_JWT_SECRET (or the local stack's development secret):
             token --user 7 --role shopper [--seller 42] [--ttl 24h]
   loadgen   drive a local stack's API as shoppers and sellers do, then audit: loadgen --duration 60s
@@ -109,6 +110,14 @@ func runMigrate(ctx context.Context, cfg config.Config) error {
 		return err
 	}
 	slog.Info("migrations applied", "count", len(applied), "files", applied)
+	if cfg.PaymentProvider != config.ProviderPaysim {
+		return nil
+	}
+	// The simulator is the provider: its own schema too, before the processes that run it.
+	if applied, err = paysim.Migrate(ctx, cfg.DatabaseURL); err != nil {
+		return fmt.Errorf("payment simulator: %w", err)
+	}
+	slog.Info("payment simulator's migrations applied", "count", len(applied), "files", applied)
 	return nil
 }
 

@@ -100,6 +100,13 @@ func connect(ctx context.Context, cfg config.Config) (*app, error) {
 	a.metrics.RegisterInventoryGauges(a.inv)
 	a.features = features.New(a.pool, features.Options{TTL: cfg.FeaturesCacheTTL, Log: a.log})
 	a.metrics.RegisterFeatures(a.features.Snapshot)
+	// The simulator's own schema, wherever it runs: applied once, however many processes start
+	// at once (they wait for each other).
+	if _, err := paysim.Migrate(ctx, cfg.DatabaseURL); err != nil {
+		a.temporal.Close()
+		a.pool.Close()
+		return nil, fmt.Errorf("payment simulator: %w", err)
+	}
 	a.paysim = paysim.New(a.pool, paysim.Options{PublicBaseURL: cfg.PublicBaseURL, WebhookURL: cfg.PaymentWebhookURL,
 		WebhookSecret: []byte(cfg.PaymentWebhookSecret), Log: a.log, Latency: cfg.PaysimFaults.Latency,
 		FailureRate: cfg.PaysimFaults.FailureRate, HoldUntil: api.HoldUntil(a.pool)})

@@ -21,11 +21,11 @@ const module = "github.com/marketplace/checkout/"
 // layers lists every package of the product, lowest first. A package may import packages of lower
 // layers; none of its own layer or above. A new package must be placed here (and in the document).
 var layers = [][]string{
-	// Foundations: the database's generated queries and migrations, the error vocabulary, money,
-	// tokens, the codec, metrics, the payment provider's interface, the dev PostgreSQL and child
-	// processes.
-	{"db", "migrations", "internal/problem", "internal/money", "internal/auth", "internal/codec", "internal/metrics", "payment",
-		"internal/dev/pgserver", "internal/dev/childproc", "deploy"},
+	// Foundations: the database's generated queries and migrations (the product's, and the payment
+	// simulator's own queries), the error vocabulary, money, tokens, the codec, metrics, the
+	// payment provider's interface, the dev PostgreSQL and child processes.
+	{"db", "migrations", "payment/paysim/simdb", "internal/problem", "internal/money", "internal/auth", "internal/codec",
+		"internal/metrics", "payment", "internal/dev/pgserver", "internal/dev/childproc", "deploy"},
 	// The business rules, each on its own tables.
 	{"inventory", "pricing", "availability", "outbox", "payment/paysim", "internal/config", "internal/dev/demo",
 		"internal/dev/devtemporal", "internal/dev/devprometheus", "features"},

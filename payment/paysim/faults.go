@@ -12,7 +12,7 @@ import (
 	"github.com/marketplace/checkout/payment"
 )
 
-// Faults is the provider's fault switch, one row in paysim_faults shared by every process. A zero
+// Faults is the provider's fault switch, one row in paysim.faults shared by every process. A zero
 // field is unset: it leaves the process's Options default in force.
 type Faults struct {
 	// DownUntil: until then every Gateway call answers ErrUnavailable and changes nothing.
@@ -54,7 +54,7 @@ func (s *Sim) SetFaults(ctx context.Context, f Faults) error {
 	if f.FailureRate > 0 {
 		rate = pgtype.Float8{Float64: f.FailureRate, Valid: true}
 	}
-	if err := s.q.PaysimSetFaults(ctx, down, latency, rate); err != nil {
+	if err := s.q.SetFaults(ctx, down, latency, rate); err != nil {
 		return fmt.Errorf("paysim: set faults: %w", err)
 	}
 	s.faults.Store(nil)
@@ -63,7 +63,7 @@ func (s *Sim) SetFaults(ctx context.Context, f Faults) error {
 
 // Faults reads the fault switch as stored (without this process's defaults).
 func (s *Sim) Faults(ctx context.Context) (Faults, error) {
-	row, err := s.q.PaysimFaults(ctx)
+	row, err := s.q.Faults(ctx)
 	if db.NotFound(err) {
 		return Faults{}, nil
 	}

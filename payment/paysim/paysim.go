@@ -2,9 +2,11 @@
 // behaves like Stripe PaymentIntents (idempotency keys, 3-D Secure, signed webhooks) behind
 // payment.Gateway, so the saga cannot tell it from a real provider's adapter.
 //
-// Its state is in PostgreSQL (tables paysim_*), not in memory, so that the API process (which
-// serves the 3-D Secure page and delivers webhooks) and the worker (which authorizes, captures,
-// voids and refunds) share one provider, and it survives restarts. Every status change is a
+// Its state is in PostgreSQL, not in memory, so that the API process (which serves the 3-D Secure
+// page and delivers webhooks) and the worker (which authorizes, captures, voids and refunds) share
+// one provider, and it survives restarts. It is the simulator's own: a schema of its own (paysim),
+// created by its own migrations (Migrate) and read by its own queries (simdb), which the product
+// never reads, as it could never read a real provider's tables. Every status change is a
 // conditional UPDATE on the status it leaves, so two racing callers have one winner.
 package paysim
 
@@ -28,6 +30,7 @@ import (
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/payment"
+	"github.com/marketplace/checkout/payment/paysim/simdb"
 )
 
 // Payment method tokens the simulator understands; any other token is declined "invalid_token".
@@ -65,7 +68,7 @@ type Options struct {
 	// (nil: not held, or unknown), so the shopper sees the hold, extended or not, while paying.
 	HoldUntil func(ctx context.Context, orderID int64) *time.Time
 
-	// Latency and FailureRate are this process's fault defaults; the paysim_faults row overrides
+	// Latency and FailureRate are this process's fault defaults; the paysim.faults row overrides
 	// them where it sets a value (see SetFaults).
 	Latency     time.Duration
 	FailureRate float64
@@ -89,7 +92,7 @@ type Options struct {
 // Sim is the simulator. It is safe for concurrent use; one per process.
 type Sim struct {
 	pool *pgxpool.Pool
-	q    *db.Queries
+	q    *simdb.Queries
 	opts Options
 	log  *slog.Logger
 
@@ -107,7 +110,7 @@ type Sim struct {
 
 var _ payment.Gateway = (*Sim)(nil)
 
-// New returns a simulator on pool, whose database has the paysim_* tables.
+// New returns a simulator on pool, whose database has the simulator's schema (Migrate).
 func New(pool *pgxpool.Pool, opts Options) *Sim {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
@@ -127,7 +130,7 @@ func New(pool *pgxpool.Pool, opts Options) *Sim {
 	setDefault(&opts.GiveUpAfter, 24*time.Hour)
 	setDefault(&opts.PollInterval, time.Second)
 	return &Sim{
-		pool: pool, q: db.New(pool), opts: opts, log: opts.Log.With("component", "paysim"),
+		pool: pool, q: simdb.New(pool), opts: opts, log: opts.Log.With("component", "paysim"),
 		wake: make(chan struct{}, 1),
 	}
 }
@@ -158,7 +161,7 @@ func (s *Sim) Authorize(ctx context.Context, req payment.AuthorizeRequest) (paym
 		return payment.Intent{}, err
 	}
 	id := newID("pi_")
-	p := db.PaysimCreateIntentParams{
+	p := simdb.CreateIntentParams{
 		ID: id, IdempotencyKey: req.IdempotencyKey, OrderID: req.OrderID, AmountMinor: req.AmountMinor,
 		Currency: req.Currency, Token: req.PaymentMethodToken,
 	}
@@ -173,10 +176,10 @@ func (s *Sim) Authorize(ctx context.Context, req payment.AuthorizeRequest) (paym
 	default:
 		p.Status, p.DeclineCode = string(payment.StatusDeclined), DeclineInvalidToken
 	}
-	row, err := s.q.PaysimCreateIntent(ctx, p)
+	row, err := s.q.CreateIntent(ctx, p)
 	if db.NotFound(err) {
 		// The key is taken: answer with its intent, once we know it is the same request.
-		existing, err := s.q.PaysimIntentByKey(ctx, req.IdempotencyKey)
+		existing, err := s.q.IntentByKey(ctx, req.IdempotencyKey)
 		if err != nil {
 			return payment.Intent{}, s.dbErr(ctx, "authorize", err, false)
 		}
@@ -210,17 +213,17 @@ func validate(req payment.AuthorizeRequest) error {
 
 // Capture implements payment.Gateway.
 func (s *Sim) Capture(ctx context.Context, key string) (payment.Intent, error) {
-	return s.transition(ctx, "capture", key, s.q.PaysimCapture, payment.StatusCaptured)
+	return s.transition(ctx, "capture", key, s.q.Capture, payment.StatusCaptured)
 }
 
 // Void implements payment.Gateway.
 func (s *Sim) Void(ctx context.Context, key string) (payment.Intent, error) {
-	return s.transition(ctx, "void", key, s.q.PaysimVoid, payment.StatusVoided, payment.StatusDeclined)
+	return s.transition(ctx, "void", key, s.q.Void, payment.StatusVoided, payment.StatusDeclined)
 }
 
 // Refund implements payment.Gateway.
 func (s *Sim) Refund(ctx context.Context, key string) (payment.Intent, error) {
-	return s.transition(ctx, "refund", key, s.q.PaysimRefund, payment.StatusRefunded)
+	return s.transition(ctx, "refund", key, s.q.Refund, payment.StatusRefunded)
 }
 
 // RefundPart implements payment.Gateway. The refund row and the intent's refunded amount are
@@ -238,17 +241,17 @@ func (s *Sim) RefundPart(ctx context.Context, key string, refund payment.Partial
 	}
 	var out payment.Intent
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		q := db.New(tx)
-		_, err := q.PaysimInsertRefund(ctx, refund.IdempotencyKey, refund.AmountMinor, key)
+		q := simdb.New(tx)
+		_, err := q.InsertRefund(ctx, refund.IdempotencyKey, refund.AmountMinor, key)
 		if db.NotFound(err) {
 			return s.refundRepeat(ctx, q, key, refund, &out)
 		}
 		if err != nil {
 			return err
 		}
-		row, err := q.PaysimRefundPart(ctx, refund.AmountMinor, key)
+		row, err := q.RefundPart(ctx, refund.AmountMinor, key)
 		if db.NotFound(err) {
-			intent, err := q.PaysimIntentByKey(ctx, key)
+			intent, err := q.IntentByKey(ctx, key)
 			if err != nil {
 				return err
 			}
@@ -276,9 +279,9 @@ func (s *Sim) RefundPart(ctx context.Context, key string, refund payment.Partial
 
 // refundRepeat answers a refund key already taken: the same refund gets the intent as it stands;
 // another amount or intent under the key is refused. No refund row and no intent: ErrNotFound.
-func (s *Sim) refundRepeat(ctx context.Context, q *db.Queries, key string, refund payment.PartialRefund,
+func (s *Sim) refundRepeat(ctx context.Context, q *simdb.Queries, key string, refund payment.PartialRefund,
 	out *payment.Intent) error {
-	prior, err := q.PaysimRefundByKey(ctx, refund.IdempotencyKey)
+	prior, err := q.RefundByKey(ctx, refund.IdempotencyKey)
 	if db.NotFound(err) {
 		return fmt.Errorf("paysim: refund part %q: %w", key, payment.ErrNotFound)
 	}
@@ -288,7 +291,7 @@ func (s *Sim) refundRepeat(ctx context.Context, q *db.Queries, key string, refun
 	if prior.IntentKey != key || prior.AmountMinor != refund.AmountMinor {
 		return fmt.Errorf("paysim: refund %q: %w", refund.IdempotencyKey, payment.ErrKeyReused)
 	}
-	row, err := q.PaysimIntentByKey(ctx, key)
+	row, err := q.IntentByKey(ctx, key)
 	if err != nil {
 		return err
 	}
@@ -300,7 +303,7 @@ func (s *Sim) refundRepeat(ctx context.Context, q *db.Queries, key string, refun
 // intent (ErrNotFound), an intent already where the call leads (done, answered unchanged), or
 // anything else (ErrInvalidState).
 func (s *Sim) transition(ctx context.Context, op, key string,
-	update func(context.Context, string) (db.PaysimIntent, error), done ...payment.Status) (payment.Intent, error) {
+	update func(context.Context, string) (simdb.PaysimIntent, error), done ...payment.Status) (payment.Intent, error) {
 	if err := s.gate(ctx, op, true); err != nil {
 		return payment.Intent{}, err
 	}
@@ -311,7 +314,7 @@ func (s *Sim) transition(ctx context.Context, op, key string,
 	if !db.NotFound(err) {
 		return payment.Intent{}, s.dbErr(ctx, op, err, true)
 	}
-	row, err = s.q.PaysimIntentByKey(ctx, key)
+	row, err = s.q.IntentByKey(ctx, key)
 	if db.NotFound(err) {
 		return payment.Intent{}, fmt.Errorf("paysim: %s %q: %w", op, key, payment.ErrNotFound)
 	}
@@ -331,7 +334,7 @@ func (s *Sim) Lookup(ctx context.Context, key string) (payment.Intent, error) {
 	if err := s.gate(ctx, "lookup", false); err != nil {
 		return payment.Intent{}, err
 	}
-	row, err := s.q.PaysimIntentByKey(ctx, key)
+	row, err := s.q.IntentByKey(ctx, key)
 	if db.NotFound(err) {
 		return payment.Intent{}, fmt.Errorf("paysim: lookup %q: %w", key, payment.ErrNotFound)
 	}
@@ -351,7 +354,7 @@ func (s *Sim) dbErr(ctx context.Context, op string, err error, wrote bool) error
 	return fmt.Errorf("paysim: %s: %w: %w", op, payment.ErrUnavailable, err)
 }
 
-func toIntent(r db.PaysimIntent) payment.Intent {
+func toIntent(r simdb.PaysimIntent) payment.Intent {
 	return payment.Intent{
 		ID: r.ID, IdempotencyKey: r.IdempotencyKey, OrderID: r.OrderID, Status: payment.Status(r.Status),
 		AmountMinor: r.AmountMinor, CapturedMinor: r.CapturedMinor, RefundedMinor: r.RefundedMinor,

@@ -74,7 +74,7 @@ func (f *fixture) count(sql string, args ...any) int {
 func (f *fixture) status(key string) payment.Status {
 	f.t.Helper()
 	var st string
-	require.NoError(f.t, f.pool.QueryRow(f.ctx, `SELECT status FROM paysim_intents WHERE idempotency_key = $1`, key).Scan(&st))
+	require.NoError(f.t, f.pool.QueryRow(f.ctx, `SELECT status FROM paysim.intents WHERE idempotency_key = $1`, key).Scan(&st))
 	return payment.Status(st)
 }
 
@@ -125,7 +125,7 @@ func TestAuthorizeSameKeyAgainReturnsTheSameIntent(t *testing.T) {
 	again, err := f.sim.Authorize(f.ctx, req)
 	require.NoError(t, err)
 	assert.Equal(t, first, again)
-	assert.Equal(t, 1, f.count(`SELECT count(*) FROM paysim_intents`))
+	assert.Equal(t, 1, f.count(`SELECT count(*) FROM paysim.intents`))
 }
 
 func TestAuthorizeSameKeyConcurrentlyMakesOneAuthorization(t *testing.T) {
@@ -144,7 +144,7 @@ func TestAuthorizeSameKeyConcurrentlyMakesOneAuthorization(t *testing.T) {
 	for _, id := range ids {
 		assert.Equal(t, ids[0], id)
 	}
-	assert.Equal(t, 1, f.count(`SELECT count(*) FROM paysim_intents`))
+	assert.Equal(t, 1, f.count(`SELECT count(*) FROM paysim.intents`))
 }
 
 func TestAuthorizeSameKeyWithOtherParametersIsKeyReused(t *testing.T) {
@@ -192,7 +192,7 @@ func TestAuthorizeRejectsMalformedRequests(t *testing.T) {
 			assert.ErrorIs(t, err, payment.ErrInvalidRequest)
 		})
 	}
-	assert.Zero(t, f.count(`SELECT count(*) FROM paysim_intents`))
+	assert.Zero(t, f.count(`SELECT count(*) FROM paysim.intents`))
 }
 
 func TestTimeoutTokenAuthorizesButTheCallerOnlySeesTimeout(t *testing.T) {
@@ -209,7 +209,7 @@ func TestTimeoutTokenAuthorizesButTheCallerOnlySeesTimeout(t *testing.T) {
 	again, err := f.sim.Authorize(f.ctx, req)
 	require.NoError(t, err, "asking again with the key answers")
 	assert.Equal(t, looked, again)
-	assert.Equal(t, 1, f.count(`SELECT count(*) FROM paysim_intents`))
+	assert.Equal(t, 1, f.count(`SELECT count(*) FROM paysim.intents`))
 }
 
 func TestLookupOfAnUnknownKeyIsNotFound(t *testing.T) {
@@ -283,7 +283,7 @@ func TestRefundPart_ConcurrentSameKey_OneRefund(t *testing.T) {
 	after, err := f.sim.Lookup(f.ctx, in.IdempotencyKey)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1000), after.RefundedMinor)
-	assert.Equal(t, 1, f.count(`SELECT count(*) FROM paysim_refunds WHERE refund_key = 'r-concurrent'`))
+	assert.Equal(t, 1, f.count(`SELECT count(*) FROM paysim.refunds WHERE refund_key = 'r-concurrent'`))
 }
 
 func TestRefundPart_ReachingTheCapture_Refunded_BeyondIt_Refused(t *testing.T) {
@@ -302,7 +302,7 @@ func TestRefundPart_ReachingTheCapture_Refunded_BeyondIt_Refused(t *testing.T) {
 	assert.Equal(t, last.CapturedMinor, last.RefundedMinor)
 	_, err = f.sim.RefundPart(f.ctx, in.IdempotencyKey, payment.PartialRefund{IdempotencyKey: "d", AmountMinor: 1})
 	assert.ErrorIs(t, err, payment.ErrInvalidState, "nothing captured is left")
-	assert.Equal(t, 2, f.count(`SELECT count(*) FROM paysim_refunds WHERE intent_id = $1`, in.ID), "refused refunds leave no row")
+	assert.Equal(t, 2, f.count(`SELECT count(*) FROM paysim.refunds WHERE intent_id = $1`, in.ID), "refused refunds leave no row")
 }
 
 func TestRefundPart_NotCaptured_Refused(t *testing.T) {
@@ -475,7 +475,7 @@ func TestVoidRacingApproveHasOneWinner(t *testing.T) {
 		assert.Equal(t, int32(10), approved.Load()+refused.Load())
 		assert.Zero(t, voidErrs.Load())
 		assert.Equal(t, payment.StatusVoided, f.status(in.IdempotencyKey))
-		assert.Equal(t, int(approved.Load()), f.count(`SELECT count(*) FROM paysim_webhook_events WHERE intent_id = $1`, in.ID),
+		assert.Equal(t, int(approved.Load()), f.count(`SELECT count(*) FROM paysim.webhook_events WHERE intent_id = $1`, in.ID),
 			"a webhook only for a winning approval")
 	}
 }
@@ -506,7 +506,7 @@ func TestApproveRacingDeclineHasOneWinner(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, int32(1), won.Load())
 	assert.Equal(t, winner.Load(), f.status(in.IdempotencyKey))
-	assert.Equal(t, 1, f.count(`SELECT count(*) FROM paysim_webhook_events WHERE intent_id = $1`, in.ID))
+	assert.Equal(t, 1, f.count(`SELECT count(*) FROM paysim.webhook_events WHERE intent_id = $1`, in.ID))
 }
 
 func TestProviderDownRefusesEveryCallAndChangesNothing(t *testing.T) {
@@ -516,7 +516,7 @@ func TestProviderDownRefusesEveryCallAndChangesNothing(t *testing.T) {
 	snapshot := func() string {
 		var s string
 		require.NoError(t, f.pool.QueryRow(f.ctx,
-			`SELECT coalesce(string_agg(id || ':' || status || ':' || captured_minor, ',' ORDER BY id), '') FROM paysim_intents`).Scan(&s))
+			`SELECT coalesce(string_agg(id || ':' || status || ':' || captured_minor, ',' ORDER BY id), '') FROM paysim.intents`).Scan(&s))
 		return s
 	}
 	before := snapshot()
@@ -578,7 +578,7 @@ func TestInjectedFailureRateRefusesBeforeDoingAnything(t *testing.T) {
 	assert.ErrorIs(t, err, payment.ErrUnavailable)
 	_, err = f.sim.Lookup(f.ctx, req.IdempotencyKey)
 	assert.ErrorIs(t, err, payment.ErrUnavailable)
-	assert.Zero(t, f.count(`SELECT count(*) FROM paysim_intents`))
+	assert.Zero(t, f.count(`SELECT count(*) FROM paysim.intents`))
 
 	roll.Store(0.9)
 	_, err = f.sim.Authorize(f.ctx, req)

@@ -6,19 +6,19 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/payment"
+	"github.com/marketplace/checkout/payment/paysim/simdb"
 )
 
 // Records is the simulator's record of the money, as a real provider's dashboard or reporting API
 // gives it: every intent it holds per order. The invariant auditor holds it against the product's
 // own record (the payments rows).
 type Records struct {
-	db db.DBTX
+	db simdb.DBTX
 }
 
 // NewRecords reads the simulator's record from the database behind d.
-func NewRecords(d db.DBTX) *Records { return &Records{db: d} }
+func NewRecords(d simdb.DBTX) *Records { return &Records{db: d} }
 
 // OrderIntents returns the intents of each of orderIDs that has any, under any key, oldest first.
 func (r *Records) OrderIntents(ctx context.Context, orderIDs []int64) (map[int64][]payment.Intent, error) {
@@ -31,8 +31,8 @@ func (r *Records) OrderIntentsIn(ctx context.Context, tx pgx.Tx, orderIDs []int6
 	return orderIntents(ctx, tx, orderIDs)
 }
 
-func orderIntents(ctx context.Context, d db.DBTX, orderIDs []int64) (map[int64][]payment.Intent, error) {
-	rows, err := db.New(d).PaysimIntentsOfOrders(ctx, orderIDs)
+func orderIntents(ctx context.Context, d simdb.DBTX, orderIDs []int64) (map[int64][]payment.Intent, error) {
+	rows, err := simdb.New(d).IntentsOfOrders(ctx, orderIDs)
 	if err != nil {
 		return nil, fmt.Errorf("paysim: intents of %d orders: %w", len(orderIDs), err)
 	}

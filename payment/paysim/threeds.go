@@ -35,7 +35,7 @@ type pageData struct {
 
 func (s *Sim) threeDSPage(c echo.Context) error {
 	id := c.Param("intentId")
-	row, err := s.q.PaysimIntentByID(c.Request().Context(), id)
+	row, err := s.q.IntentByID(c.Request().Context(), id)
 	if err != nil && !db.NotFound(err) {
 		err = s.dbErr(c.Request().Context(), "3-D Secure page", err, false)
 	}

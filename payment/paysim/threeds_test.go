@@ -118,7 +118,7 @@ func TestThreeDSApproveAuthorizesAndSendsASignedWebhook(t *testing.T) {
 	assert.WithinDuration(t, time.Now(), ev.Created, time.Minute)
 	assert.Zero(t, r.bad.Load(), "every request carried a valid signature")
 	require.Eventually(t, func() bool {
-		return f.count(`SELECT count(*) FROM paysim_webhook_events WHERE id = $1 AND delivered_at IS NOT NULL AND attempts = 1`, ev.ID) == 1
+		return f.count(`SELECT count(*) FROM paysim.webhook_events WHERE id = $1 AND delivered_at IS NOT NULL AND attempts = 1`, ev.ID) == 1
 	}, 5*time.Second, 10*time.Millisecond, "the delivery is recorded")
 }
 
@@ -154,7 +154,7 @@ func TestThreeDSApproveAfterVoidIs409AndSendsNothing(t *testing.T) {
 	assert.Contains(t, rec.Header().Get("Content-Type"), "text/html")
 	assert.Contains(t, rec.Body.String(), "can no longer be approved")
 	assert.Equal(t, payment.StatusVoided, f.status(in.IdempotencyKey))
-	assert.Zero(t, f.count(`SELECT count(*) FROM paysim_webhook_events`))
+	assert.Zero(t, f.count(`SELECT count(*) FROM paysim.webhook_events`))
 	time.Sleep(100 * time.Millisecond)
 	assert.Zero(t, r.calls.Load())
 }
@@ -169,7 +169,7 @@ func TestThreeDSSecondAnswerIs409(t *testing.T) {
 	assert.Equal(t, http.StatusConflict, rec.Code)
 	assert.Contains(t, rec.Body.String(), "already approved")
 	assert.Equal(t, payment.StatusAuthorized, f.status(in.IdempotencyKey))
-	assert.Equal(t, 1, f.count(`SELECT count(*) FROM paysim_webhook_events`))
+	assert.Equal(t, 1, f.count(`SELECT count(*) FROM paysim.webhook_events`))
 }
 
 func TestDelivererRetriesUntilTheReceiverAccepts(t *testing.T) {
@@ -188,13 +188,13 @@ func TestDelivererRetriesUntilTheReceiverAccepts(t *testing.T) {
 	require.NoError(t, err)
 
 	require.Eventually(t, func() bool {
-		return f.count(`SELECT count(*) FROM paysim_webhook_events WHERE delivered_at IS NOT NULL`) == 1
+		return f.count(`SELECT count(*) FROM paysim.webhook_events WHERE delivered_at IS NOT NULL`) == 1
 	}, 10*time.Second, 10*time.Millisecond)
 	assert.Equal(t, int32(3), r.calls.Load())
 	assert.Zero(t, r.bad.Load())
 	require.Len(t, r.received(), 1)
 	assert.Equal(t, in.ID, r.received()[0].Intent.ID)
-	assert.Equal(t, 3, f.count(`SELECT attempts FROM paysim_webhook_events`))
+	assert.Equal(t, 3, f.count(`SELECT attempts FROM paysim.webhook_events`))
 }
 
 func TestDeliverersOnSeveralReplicasSendEachEventOnce(t *testing.T) {
@@ -213,7 +213,7 @@ func TestDeliverersOnSeveralReplicasSendEachEventOnce(t *testing.T) {
 			PollInterval: 10 * time.Millisecond}))
 	}
 	require.Eventually(t, func() bool {
-		return f.count(`SELECT count(*) FROM paysim_webhook_events WHERE delivered_at IS NOT NULL`) == n
+		return f.count(`SELECT count(*) FROM paysim.webhook_events WHERE delivered_at IS NOT NULL`) == n
 	}, 10*time.Second, 10*time.Millisecond)
 	seen := map[string]int{}
 	for _, ev := range r.received() {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/payment"
+	"github.com/marketplace/checkout/payment/paysim/simdb"
 )
 
 // deliverBatch is how many due events one deliverer round claims; they are sent in parallel, so
@@ -51,10 +52,10 @@ func (s *Sim) authenticate(ctx context.Context, intentID string, to payment.Stat
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	q := s.q.WithTx(tx)
-	row, err := q.PaysimAuthenticate(ctx, string(to), declineCode, intentID)
+	row, err := q.Authenticate(ctx, string(to), declineCode, intentID)
 	if db.NotFound(err) {
 		_ = tx.Rollback(ctx)
-		cur, err := s.q.PaysimIntentByID(ctx, intentID)
+		cur, err := s.q.IntentByID(ctx, intentID)
 		if db.NotFound(err) {
 			return payment.Intent{}, fmt.Errorf("paysim: %s %s: %w", op, intentID, payment.ErrNotFound)
 		}
@@ -76,7 +77,7 @@ func (s *Sim) authenticate(ctx context.Context, intentID string, to payment.Stat
 	if deliverNow {
 		claim = s.lease().Seconds()
 	}
-	if err := q.PaysimEnqueueWebhook(ctx, db.PaysimEnqueueWebhookParams{
+	if err := q.EnqueueWebhook(ctx, simdb.EnqueueWebhookParams{
 		ID: ev.ID, IntentID: intent.ID, Type: ev.Type, Payload: body, ClaimSeconds: claim,
 	}); err != nil {
 		return payment.Intent{}, s.dbErr(ctx, op, err, true)
@@ -154,7 +155,7 @@ func (s *Sim) RunDeliverer(ctx context.Context) error {
 // deliverDue claims one batch of due events and sends them in parallel. Deliveries in flight
 // finish even when ctx ends, so that their outcome is recorded.
 func (s *Sim) deliverDue(ctx context.Context) (int, error) {
-	rows, err := s.q.PaysimClaimDueWebhooks(ctx, s.lease().Seconds(), deliverBatch)
+	rows, err := s.q.ClaimDueWebhooks(ctx, s.lease().Seconds(), deliverBatch)
 	if err != nil {
 		return 0, err
 	}
@@ -172,14 +173,14 @@ func (s *Sim) deliver(ctx context.Context, id string, body []byte, attempts int3
 	dbCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if sendErr == nil {
-		if err := s.q.PaysimWebhookDelivered(dbCtx, id); err != nil {
+		if err := s.q.WebhookDelivered(dbCtx, id); err != nil {
 			// The receiver has it; a retry later is a harmless duplicate.
 			s.log.Warn("webhook delivered but not recorded", "event_id", id, "error", err)
 		}
 		return
 	}
 	msg := sendErr.Error()
-	res, err := s.q.PaysimWebhookFailed(dbCtx, db.PaysimWebhookFailedParams{
+	res, err := s.q.WebhookFailed(dbCtx, simdb.WebhookFailedParams{
 		ID: id, LastError: &msg, RetrySeconds: s.backoff(attempts + 1).Seconds(),
 		GiveUpSeconds: s.opts.GiveUpAfter.Seconds(),
 	})

@@ -107,7 +107,7 @@ type Plan struct {
 	Temporal []Process
 	// UI is the Temporal Web UI.
 	UI Process
-	// Migrate applies the product's migrations (a job).
+	// Migrate applies the product's migrations and the payment simulator's (a job).
 	Migrate Process
 	// Workers and APIs are the product's processes; HAProxy balances over the APIs.
 	Workers, APIs []Process

@@ -27,6 +27,7 @@ import (
 	"github.com/marketplace/checkout/internal/dev/devtemporal"
 	"github.com/marketplace/checkout/internal/dev/pgserver"
 	"github.com/marketplace/checkout/migrations"
+	"github.com/marketplace/checkout/payment/paysim"
 	"github.com/marketplace/checkout/worker"
 )
 
@@ -83,6 +84,10 @@ func startPG() {
 	if _, pgErr = migrations.Up(ctx, withDatabase(pgAdminURL, pgTemplate)); pgErr != nil {
 		return
 	}
+	// The payment simulator's own schema, which the tests' stacks run.
+	if _, pgErr = paysim.Migrate(ctx, withDatabase(pgAdminURL, pgTemplate)); pgErr != nil {
+		return
+	}
 	// The processes this one starts (the workers of a fuzz run) use this server and template.
 	pgErr = errors.Join(os.Setenv("TEST_PG_URL", pgAdminURL), os.Setenv(sharedTemplate, pgTemplate))
 }
@@ -90,17 +95,33 @@ func startPG() {
 // sharedTemplate names the migrated template database of the test binary that started this one.
 const sharedTemplate = "TESTENV_PG_TEMPLATE"
 
-// DatabaseURL creates a fresh database with every migration applied and returns its URL. The
-// database is dropped when the test ends.
+// DatabaseURL creates a fresh database with every migration applied (the product's and the
+// payment simulator's) and returns its URL. The database is dropped when the test ends.
 func DatabaseURL(t testing.TB) string {
+	t.Helper()
+	return newDatabase(t, true)
+}
+
+// EmptyDatabaseURL creates a fresh database with no migration applied, for the tests of the
+// migrations themselves, and returns its URL. The database is dropped when the test ends.
+func EmptyDatabaseURL(t testing.TB) string {
+	t.Helper()
+	return newDatabase(t, false)
+}
+
+func newDatabase(t testing.TB, migrated bool) string {
 	t.Helper()
 	pgOnce.Do(startPG)
 	if pgErr != nil {
 		t.Fatalf("test PostgreSQL: %v", pgErr)
 	}
 	name := fmt.Sprintf("%s_p%d_t%d", pgTemplate, os.Getpid(), dbCounter.Add(1))
+	stmt := "CREATE DATABASE " + name
+	if migrated {
+		stmt += " TEMPLATE " + pgTemplate
+	}
 	ctx := context.Background()
-	if err := adminExec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, pgTemplate)); err != nil {
+	if err := adminExec(ctx, stmt); err != nil {
 		t.Fatalf("create test database: %v", err)
 	}
 	t.Cleanup(func() {
