@@ -124,11 +124,11 @@ lint: $(STATICCHECK) $(WORKFLOWCHECK) ## gofmt, go vet, staticcheck and Temporal
 	cd bench && $(STATICCHECK) ./...
 
 .PHONY: sqlc
-sqlc: $(SQLC) ## regenerate db/ from db/queries and migrations
+sqlc: $(SQLC) ## regenerate db/ from db/queries and migrations, and payment/paysim/simdb from the simulator's own
 	$(SQLC) generate
 
 .PHONY: sqlc-check
-sqlc-check: $(SQLC) ## fail when the generated code in db/ is stale
+sqlc-check: $(SQLC) ## fail when the generated code in db/ or payment/paysim/simdb is stale
 	$(SQLC) diff
 
 .PHONY: bench
