@@ -15,7 +15,7 @@ import (
 // BuildID names this build's workflow code as a worker deployment version. Workers run every
 // workflow pinned to the build that started it, so a change to workflow code that older runs could
 // not replay needs a new BuildID (and histories recorded for it: make histories).
-const BuildID = "saga-5"
+const BuildID = "saga-6"
 
 // Workflow, update, signal and query names.
 const (
