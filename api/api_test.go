@@ -356,9 +356,18 @@ func TestPaymentFaults_OpsOnlyAndValidated(t *testing.T) {
 	require.Equal(t, http.StatusOK, a.status, a.raw)
 	assert.NotNil(t, a.body["downUntil"])
 	assert.EqualValues(t, 5, a.body["latencyMs"])
+	assert.Nil(t, a.body["moneyDownUntil"])
+	a = h.do(http.MethodPut, "/api/v1/ops/payment-faults", ops, `{"moneyDownForSeconds": 60}`)
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+	assert.NotNil(t, a.body["moneyDownUntil"])
+	assert.Nil(t, a.body["downUntil"], "omitted, so cleared")
+	bad = h.do(http.MethodPut, "/api/v1/ops/payment-faults", ops, `{"moneyDownForSeconds": 86401}`)
+	assert.Equal(t, http.StatusBadRequest, bad.status, bad.raw)
+	assert.Contains(t, bad.raw, "moneyDownForSeconds")
 	a = h.do(http.MethodPut, "/api/v1/ops/payment-faults", ops, `{}`)
 	require.Equal(t, http.StatusOK, a.status, a.raw)
 	assert.Nil(t, a.body["downUntil"], "an empty body brings the provider back")
+	assert.Nil(t, a.body["moneyDownUntil"])
 }
 
 // bareAPI is the API over pool alone, without Temporal or a payment provider: for the answers

@@ -454,13 +454,15 @@ func paymentFaultsRoute(h *harness) bodyRoute {
 		accepts: status(http.StatusOK), refused: bodyRefusals(nil),
 		check: func(t *testing.T, body []byte, a reply) {
 			var req struct {
-				DownForSeconds *float64 `json:"downForSeconds"`
-				LatencyMs      *float64 `json:"latencyMs"`
-				FailureRate    *float64 `json:"failureRate"`
+				DownForSeconds      *float64 `json:"downForSeconds"`
+				MoneyDownForSeconds *float64 `json:"moneyDownForSeconds"`
+				LatencyMs           *float64 `json:"latencyMs"`
+				FailureRate         *float64 `json:"failureRate"`
 			}
 			readAccepted(t, body, &req)
 			within := func(v *float64, hi float64) bool { return v == nil || (*v >= 0 && *v <= hi) }
-			if !within(req.DownForSeconds, 86400) || !within(req.LatencyMs, 60000) || !within(req.FailureRate, 1) {
+			if !within(req.DownForSeconds, 86400) || !within(req.MoneyDownForSeconds, 86400) || !within(req.LatencyMs, 60000) ||
+				!within(req.FailureRate, 1) {
 				t.Fatalf("accepted %q", body)
 			}
 			latency, _ := a.body["latencyMs"].(float64)
@@ -474,6 +476,7 @@ func paymentFaultsRoute(h *harness) bodyRoute {
 			`{"downForSeconds":86400}`, `{"downForSeconds":86401}`, `{"latencyMs":60000}`, `{"latencyMs":-0}`,
 			`{"latencyMs":0.0001}`, `{"downForSeconds":1e-300}`, `{"failureRate":null}`, `{"latencyMs":"5"}`,
 			`{"downForSeconds":-1,"latencyMs":60001,"failureRate":-0.1}`, `null`, ``,
+			`{"moneyDownForSeconds":600}`, `{"moneyDownForSeconds":-1}`, `{"moneyDownForSeconds":86400.5}`,
 		}}
 }
 

@@ -23,14 +23,18 @@ var _ PaymentFaults = (*paysim.Sim)(nil)
 type faultsBody struct {
 	// DownForSeconds takes the provider down from now on, for that long (0: up).
 	DownForSeconds *float64 `json:"downForSeconds"`
-	LatencyMs      *float64 `json:"latencyMs"`
-	FailureRate    *float64 `json:"failureRate"`
+	// MoneyDownForSeconds stops the provider moving money from now on, for that long, while it
+	// still answers lookups (0: it moves money).
+	MoneyDownForSeconds *float64 `json:"moneyDownForSeconds"`
+	LatencyMs           *float64 `json:"latencyMs"`
+	FailureRate         *float64 `json:"failureRate"`
 }
 
 type faultsView struct {
-	DownUntil   *time.Time `json:"downUntil"`
-	LatencyMs   float64    `json:"latencyMs"`
-	FailureRate float64    `json:"failureRate"`
+	DownUntil      *time.Time `json:"downUntil"`
+	MoneyDownUntil *time.Time `json:"moneyDownUntil"`
+	LatencyMs      float64    `json:"latencyMs"`
+	FailureRate    float64    `json:"failureRate"`
 }
 
 func (s *Server) putPaymentFaults(c echo.Context) error {
@@ -40,13 +44,8 @@ func (s *Server) putPaymentFaults(c echo.Context) error {
 	}
 	var v validation
 	f := paysim.Faults{}
-	if b.DownForSeconds != nil {
-		if *b.DownForSeconds < 0 || *b.DownForSeconds > 86400 || math.IsNaN(*b.DownForSeconds) {
-			v.add("downForSeconds", "between 0 and 86400")
-		} else if *b.DownForSeconds > 0 {
-			f.DownUntil = time.Now().Add(time.Duration(*b.DownForSeconds * float64(time.Second)))
-		}
-	}
+	f.DownUntil = v.until("downForSeconds", b.DownForSeconds)
+	f.MoneyDownUntil = v.until("moneyDownForSeconds", b.MoneyDownForSeconds)
 	if b.LatencyMs != nil {
 		if *b.LatencyMs < 0 || *b.LatencyMs > 60000 || math.IsNaN(*b.LatencyMs) {
 			v.add("latencyMs", "between 0 and 60000")
@@ -68,7 +67,7 @@ func (s *Server) putPaymentFaults(c echo.Context) error {
 		return err
 	}
 	s.Log.Warn("payment simulator faults changed", "user_id", mustPrincipal(c).UserID, "down_until", f.DownUntil,
-		"latency", f.Latency, "failure_rate", f.FailureRate)
+		"money_down_until", f.MoneyDownUntil, "latency", f.Latency, "failure_rate", f.FailureRate)
 	return s.getPaymentFaults(c)
 }
 
@@ -78,8 +77,24 @@ func (s *Server) getPaymentFaults(c echo.Context) error {
 		return err
 	}
 	out := faultsView{LatencyMs: float64(f.Latency) / float64(time.Millisecond), FailureRate: f.FailureRate}
-	if !f.DownUntil.IsZero() && f.DownUntil.After(time.Now()) {
+	if f.DownUntil.After(time.Now()) {
 		out.DownUntil = &f.DownUntil
 	}
+	if f.MoneyDownUntil.After(time.Now()) {
+		out.MoneyDownUntil = &f.MoneyDownUntil
+	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// until is the time seconds from now, for a fault that lasts that long (zero when seconds is
+// absent or 0); it records field as invalid outside 0 to a day.
+func (v *validation) until(field string, seconds *float64) time.Time {
+	if seconds == nil || *seconds == 0 {
+		return time.Time{}
+	}
+	if *seconds < 0 || *seconds > 86400 || math.IsNaN(*seconds) {
+		v.add(field, "between 0 and 86400")
+		return time.Time{}
+	}
+	return time.Now().Add(time.Duration(*seconds * float64(time.Second)))
 }

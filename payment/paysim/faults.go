@@ -10,6 +10,7 @@ import (
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/payment"
+	"github.com/marketplace/checkout/payment/paysim/simdb"
 )
 
 // Faults is the provider's fault switch, one row in paysim.faults shared by every process. A zero
@@ -17,6 +18,9 @@ import (
 type Faults struct {
 	// DownUntil: until then every Gateway call answers ErrUnavailable and changes nothing.
 	DownUntil time.Time
+	// MoneyDownUntil: until then every call that moves money (authorize, capture, reverse,
+	// refund) answers ErrUnavailable and changes nothing, while lookups still answer.
+	MoneyDownUntil time.Time
 	// Latency is added to every Gateway call.
 	Latency time.Duration
 	// FailureRate in [0, 1] is the share of Gateway calls that answer ErrUnavailable before
@@ -40,12 +44,15 @@ func (s *Sim) SetFaults(ctx context.Context, f Faults) error {
 		return fmt.Errorf("paysim: faults: latency must be >= 0 and failure rate in [0, 1]")
 	}
 	var (
-		down    *time.Time
-		latency *int32
-		rate    pgtype.Float8
+		down, moneyDown *time.Time
+		latency         *int32
+		rate            pgtype.Float8
 	)
 	if !f.DownUntil.IsZero() {
 		down = &f.DownUntil
+	}
+	if !f.MoneyDownUntil.IsZero() {
+		moneyDown = &f.MoneyDownUntil
 	}
 	if f.Latency > 0 {
 		ms := int32(min(f.Latency.Milliseconds(), math.MaxInt32))
@@ -54,7 +61,8 @@ func (s *Sim) SetFaults(ctx context.Context, f Faults) error {
 	if f.FailureRate > 0 {
 		rate = pgtype.Float8{Float64: f.FailureRate, Valid: true}
 	}
-	if err := s.q.SetFaults(ctx, down, latency, rate); err != nil {
+	if err := s.q.SetFaults(ctx, simdb.SetFaultsParams{DownUntil: down, MoneyDownUntil: moneyDown, LatencyMs: latency,
+		FailureRate: rate}); err != nil {
 		return fmt.Errorf("paysim: set faults: %w", err)
 	}
 	s.faults.Store(nil)
@@ -73,6 +81,9 @@ func (s *Sim) Faults(ctx context.Context) (Faults, error) {
 	var f Faults
 	if row.DownUntil != nil {
 		f.DownUntil = *row.DownUntil
+	}
+	if row.MoneyDownUntil != nil {
+		f.MoneyDownUntil = *row.MoneyDownUntil
 	}
 	if row.LatencyMs != nil {
 		f.Latency = time.Duration(*row.LatencyMs) * time.Millisecond
@@ -118,6 +129,10 @@ func (s *Sim) gate(ctx context.Context, op string, mutating bool) error {
 	}
 	if time.Now().Before(f.DownUntil) {
 		return fmt.Errorf("paysim: %s: provider down until %s: %w", op, f.DownUntil.Format(time.RFC3339), payment.ErrUnavailable)
+	}
+	if mutating && time.Now().Before(f.MoneyDownUntil) {
+		return fmt.Errorf("paysim: %s: provider cannot move money until %s: %w", op, f.MoneyDownUntil.Format(time.RFC3339),
+			payment.ErrUnavailable)
 	}
 	if f.Latency > 0 {
 		t := time.NewTimer(f.Latency)

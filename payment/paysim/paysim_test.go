@@ -547,6 +547,41 @@ func TestProviderDownRefusesEveryCallAndChangesNothing(t *testing.T) {
 	assert.NoError(t, err)
 }
 
+// TestMoneyDown_LookupsAnswerMovesRefused: while the provider cannot move money it still tells
+// what an intent is, and every call that would move money is refused and moves nothing.
+func TestMoneyDown_LookupsAnswerMovesRefused(t *testing.T) {
+	f := newFixture(t, paysim.Options{})
+	authorized := f.authorize(paysim.TokenOK)
+	captured := f.authorize(paysim.TokenOK)
+	_, err := f.sim.Capture(f.ctx, captured.IdempotencyKey)
+	require.NoError(t, err)
+	require.NoError(t, f.sim.SetFaults(f.ctx, paysim.Faults{MoneyDownUntil: time.Now().Add(time.Hour)}))
+	read, err := f.sim.Faults(f.ctx)
+	require.NoError(t, err)
+	assert.False(t, read.MoneyDownUntil.IsZero(), "the switch reads back")
+	assert.True(t, read.DownUntil.IsZero())
+
+	got, err := f.sim.Lookup(f.ctx, authorized.IdempotencyKey)
+	require.NoError(t, err, "lookups still answer")
+	assert.Equal(t, payment.StatusAuthorized, got.Status)
+	intents := f.count(`SELECT count(*) FROM paysim.intents`)
+	_, err = f.sim.Authorize(f.ctx, request(paysim.TokenOK))
+	assert.ErrorIs(t, err, payment.ErrUnavailable)
+	_, err = f.sim.Capture(f.ctx, authorized.IdempotencyKey)
+	assert.ErrorIs(t, err, payment.ErrUnavailable)
+	_, err = f.sim.Void(f.ctx, authorized.IdempotencyKey)
+	assert.ErrorIs(t, err, payment.ErrUnavailable)
+	_, err = f.sim.Refund(f.ctx, captured.IdempotencyKey)
+	assert.ErrorIs(t, err, payment.ErrUnavailable)
+	assert.Equal(t, intents, f.count(`SELECT count(*) FROM paysim.intents`), "no intent made")
+	assert.Equal(t, payment.StatusAuthorized, f.status(authorized.IdempotencyKey), "nothing moved")
+	assert.Equal(t, payment.StatusCaptured, f.status(captured.IdempotencyKey))
+
+	require.NoError(t, f.sim.SetFaults(f.ctx, paysim.Faults{}))
+	_, err = f.sim.Capture(f.ctx, authorized.IdempotencyKey)
+	assert.NoError(t, err, "moves money again once cleared")
+}
+
 func TestFaultRowIsSharedBetweenProcesses(t *testing.T) {
 	f := newFixture(t, paysim.Options{})
 	other := paysim.New(f.pool, paysim.Options{}) // the worker's Sim, beside the API's

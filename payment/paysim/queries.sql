@@ -83,14 +83,14 @@ UPDATE paysim.webhook_events
 RETURNING attempts, gave_up_at;
 
 -- name: Faults :one
-SELECT down_until, latency_ms, failure_rate FROM paysim.faults WHERE id;
+SELECT down_until, money_down_until, latency_ms, failure_rate FROM paysim.faults WHERE id;
 
 -- name: SetFaults :exec
-INSERT INTO paysim.faults (id, down_until, latency_ms, failure_rate, updated_at)
-VALUES (true, sqlc.narg(down_until), sqlc.narg(latency_ms), sqlc.narg(failure_rate), now())
+INSERT INTO paysim.faults (id, down_until, money_down_until, latency_ms, failure_rate, updated_at)
+VALUES (true, sqlc.narg(down_until), sqlc.narg(money_down_until), sqlc.narg(latency_ms), sqlc.narg(failure_rate), now())
 ON CONFLICT (id) DO UPDATE
-   SET down_until = EXCLUDED.down_until, latency_ms = EXCLUDED.latency_ms,
-       failure_rate = EXCLUDED.failure_rate, updated_at = now();
+   SET down_until = EXCLUDED.down_until, money_down_until = EXCLUDED.money_down_until,
+       latency_ms = EXCLUDED.latency_ms, failure_rate = EXCLUDED.failure_rate, updated_at = now();
 
 -- name: InsertRefund :one
 -- A partial refund of the intent under intent_key, named by its own key; no row when the refund

@@ -12,11 +12,12 @@ import (
 )
 
 type PaysimFault struct {
-	ID          bool
-	DownUntil   *time.Time
-	LatencyMs   *int32
-	FailureRate pgtype.Float8
-	UpdatedAt   time.Time
+	ID             bool
+	DownUntil      *time.Time
+	LatencyMs      *int32
+	FailureRate    pgtype.Float8
+	UpdatedAt      time.Time
+	MoneyDownUntil *time.Time
 }
 
 type PaysimIntent struct {

@@ -203,19 +203,25 @@ func (q *Queries) EnqueueWebhook(ctx context.Context, arg EnqueueWebhookParams) 
 }
 
 const faults = `-- name: Faults :one
-SELECT down_until, latency_ms, failure_rate FROM paysim.faults WHERE id
+SELECT down_until, money_down_until, latency_ms, failure_rate FROM paysim.faults WHERE id
 `
 
 type FaultsRow struct {
-	DownUntil   *time.Time
-	LatencyMs   *int32
-	FailureRate pgtype.Float8
+	DownUntil      *time.Time
+	MoneyDownUntil *time.Time
+	LatencyMs      *int32
+	FailureRate    pgtype.Float8
 }
 
 func (q *Queries) Faults(ctx context.Context) (FaultsRow, error) {
 	row := q.db.QueryRow(ctx, faults)
 	var i FaultsRow
-	err := row.Scan(&i.DownUntil, &i.LatencyMs, &i.FailureRate)
+	err := row.Scan(
+		&i.DownUntil,
+		&i.MoneyDownUntil,
+		&i.LatencyMs,
+		&i.FailureRate,
+	)
 	return i, err
 }
 
@@ -410,15 +416,27 @@ func (q *Queries) RefundPart(ctx context.Context, amountMinor int64, idempotency
 }
 
 const setFaults = `-- name: SetFaults :exec
-INSERT INTO paysim.faults (id, down_until, latency_ms, failure_rate, updated_at)
-VALUES (true, $1, $2, $3, now())
+INSERT INTO paysim.faults (id, down_until, money_down_until, latency_ms, failure_rate, updated_at)
+VALUES (true, $1, $2, $3, $4, now())
 ON CONFLICT (id) DO UPDATE
-   SET down_until = EXCLUDED.down_until, latency_ms = EXCLUDED.latency_ms,
-       failure_rate = EXCLUDED.failure_rate, updated_at = now()
+   SET down_until = EXCLUDED.down_until, money_down_until = EXCLUDED.money_down_until,
+       latency_ms = EXCLUDED.latency_ms, failure_rate = EXCLUDED.failure_rate, updated_at = now()
 `
 
-func (q *Queries) SetFaults(ctx context.Context, downUntil *time.Time, latencyMs *int32, failureRate pgtype.Float8) error {
-	_, err := q.db.Exec(ctx, setFaults, downUntil, latencyMs, failureRate)
+type SetFaultsParams struct {
+	DownUntil      *time.Time
+	MoneyDownUntil *time.Time
+	LatencyMs      *int32
+	FailureRate    pgtype.Float8
+}
+
+func (q *Queries) SetFaults(ctx context.Context, arg SetFaultsParams) error {
+	_, err := q.db.Exec(ctx, setFaults,
+		arg.DownUntil,
+		arg.MoneyDownUntil,
+		arg.LatencyMs,
+		arg.FailureRate,
+	)
 	return err
 }
 
