@@ -1,5 +1,5 @@
-// Makes real orders through the checkout API, parks two in NEEDS_ATTENTION by taking the payment
-// provider down, and photographs the Temporal Web UI for docs/runbook.md: first an order's
+// Makes real orders through the checkout API, parks two in NEEDS_ATTENTION by stopping the payment
+// provider moving money (it still confirms the approvals), and photographs the Temporal Web UI for docs/runbook.md: first an order's
 // encrypted payloads as anyone without a support session sees them, then support signing in for
 // decoding and setting up the UI's codec once, the same order decoded; then sends support-action
 // from the UI to a parked order and checks that it becomes CONFIRMED. run.sh starts the private
@@ -79,11 +79,13 @@ await waitStatus(pending, 'PENDING_PAYMENT');
 
 const parked = await placeOrder(7, { 73: 1, 75: 2 }, 'tok_3ds');
 const alsoParked = await placeOrder(8, { 74: 1 }, 'tok_3ds'); // stays parked: the list shows two
-await call('PUT', '/api/v1/ops/payment-faults', ops, { downForSeconds: 600 });
+// The order checks an approval with the provider before acting on it, so the provider keeps
+// answering lookups; only the capture after the approval fails.
+await call('PUT', '/api/v1/ops/payment-faults', ops, { moneyDownForSeconds: 600 });
 for (const order of [alsoParked, parked]) {
-  await approve(order); // the 3-D Secure page itself ignores the faults; the capture after it fails
+  await approve(order);
   const { attention } = await waitStatus(order, 'NEEDS_ATTENTION');
-  console.log(`order ${order.orderId} parked: step ${attention.step}: ${attention.error}`);
+  console.log(`order ${order.orderId} parked: step ${attention.step}: ${attention.code}`);
 }
 
 // --- the Temporal UI ---
@@ -149,7 +151,7 @@ try {
 
   // 4. The same order, decoded for support: its input and its result.
   await page.goto(orderPage(confirmed));
-  await page.getByText('"paymentMethodToken"').first().waitFor();
+  await page.getByText('"priceVersion"').first().waitFor();
   await page.getByText('"CAPTURED"').first().waitFor();
   await page.mouse.move(700, 700);
   await shot('codec-decoded.png');
