@@ -27,7 +27,8 @@ func renderCluster(res Results, window time.Duration) string {
 		"cluster (durable commits) with the product's database and Temporal's two; the Temporal server 1.29.1 as four " +
 		"processes (frontend, history, matching, worker) with 16 history shards, the product's dynamic config and the " +
 		"server's defaults otherwise (four partitions per task queue); two workers and two API replicas, HAProxy in " +
-		"front of them. The shoppers reach the API through HAProxy.\n")
+		"front of them, the checkout's settings at their defaults (admission control on, as in production: its refusals " +
+		"are the BUSY answers in the table). The shoppers reach the API through HAProxy.\n")
 	w("- The runs are those of the campaign section above: **saga, campaign mix** and **saga, all tok_ok** are " +
 		"`checkout loadgen` shoppers; the **floor** is empty workflows started as the API starts an order " +
 		"(Update-with-Start, waiting for the update's answer) against the cluster's frontend, their worker in this tool.\n")
