@@ -23,12 +23,13 @@ func renderCluster(res Results, window time.Duration) string {
 	w("Written by `make bench-cluster` (bench/benchcampaign with `-stack cluster`); running it again replaces this section.\n\n")
 	w("%s", commandAndMachine(res, window, "make bench-cluster", "-stack cluster ",
 		"The cluster's processes, the load generator and the floor's worker"))
-	w("- Stack: `bin/checkout cluster` as `make cluster` starts it, on ports of its own: one private PostgreSQL " +
-		"cluster (durable commits) with the product's database and Temporal's two; the Temporal server 1.29.1 as four " +
-		"processes (frontend, history, matching, worker) with 16 history shards, the product's dynamic config and the " +
-		"server's defaults otherwise (four partitions per task queue); two workers and two API replicas, HAProxy in " +
-		"front of them, the checkout's settings at their defaults (admission control on, as in production: its refusals " +
-		"are the BUSY answers in the table). The shoppers reach the API through HAProxy.\n")
+	w("%s", "- Stack: `bin/checkout cluster` as `make cluster` starts it, on ports of its own: one private PostgreSQL "+
+		"cluster (durable commits) with the product's database and Temporal's two; the Temporal server 1.29.1 as four "+
+		"processes (frontend, history, matching, worker) with 16 history shards, the product's dynamic config and the "+
+		"server's defaults otherwise (four partitions per task queue); two workers and two API replicas, HAProxy in "+
+		"front of them, the checkout's settings at their defaults but admission control off, as on the dev stack (`"+
+		strings.Join(admissionOff, " ")+"`: with it on, its BUSY refusals make shoppers wait, and runs measured "+
+		"that way varied with how many it refused). The shoppers reach the API through HAProxy.\n")
 	w("- The runs are those of the campaign section above: **saga, campaign mix** and **saga, all tok_ok** are " +
 		"`checkout loadgen` shoppers; the **floor** is empty workflows started as the API starts an order " +
 		"(Update-with-Start, waiting for the update's answer) against the cluster's frontend, their worker in this tool.\n")

@@ -314,7 +314,10 @@ func measure(ctx context.Context, res *Results, counts []int, window time.Durati
 	var err error
 	if onCluster {
 		log.Printf("starting the cluster: the Temporal server as four processes, two workers, two API replicas behind HAProxy")
-		s, err = benchkit.StartCluster(ctx, "checkout-bench-cluster-", "--apis", "2", "--workers", "2")
+		// Admission control off, as on the dev stack: these runs look for what the stack carries,
+		// and BUSY refusals would make shoppers wait instead.
+		s, err = benchkit.StartClusterWith(ctx, benchkit.ClusterSpec{Prefix: "checkout-bench-cluster-",
+			Env: append(os.Environ(), admissionOff...), Args: []string{"--apis", "2", "--workers", "2"}})
 	} else {
 		log.Printf("starting the dev stack")
 		s, err = benchkit.StartStack(ctx, "checkout-bench-campaign-", admissionOff...)
