@@ -100,13 +100,6 @@ func connect(ctx context.Context, cfg config.Config) (*app, error) {
 	a.metrics.RegisterInventoryGauges(a.inv)
 	a.features = features.New(a.pool, features.Options{TTL: cfg.FeaturesCacheTTL, Log: a.log})
 	a.metrics.RegisterFeatures(a.features.Snapshot)
-	// The simulator's own schema, wherever it runs: applied once, however many processes start
-	// at once (they wait for each other).
-	if _, err := paysim.Migrate(ctx, cfg.DatabaseURL); err != nil {
-		a.temporal.Close()
-		a.pool.Close()
-		return nil, fmt.Errorf("payment simulator: %w", err)
-	}
 	a.paysim = paysim.New(a.pool, paysim.Options{PublicBaseURL: cfg.PublicBaseURL, WebhookURL: cfg.PaymentWebhookURL,
 		WebhookSecret: []byte(cfg.PaymentWebhookSecret), Log: a.log, Latency: cfg.PaysimFaults.Latency,
 		FailureRate: cfg.PaysimFaults.FailureRate, HoldUntil: api.HoldUntil(a.pool)})
@@ -287,6 +280,10 @@ func runDev(ctx context.Context, cfg config.Config) error {
 	}
 	if _, err := migrations.Up(ctx, cfg.DatabaseURL); err != nil {
 		return err
+	}
+	// The simulator is the local stack's provider: its own schema too, as `migrate` applies it.
+	if _, err := paysim.Migrate(ctx, cfg.DatabaseURL); err != nil {
+		return fmt.Errorf("payment simulator: %w", err)
 	}
 	// One worker: its build takes the new orders (a new build's worker takes over at once, and
 	// orders begun on the previous build stay pinned to it).
