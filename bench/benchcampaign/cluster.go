@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"math"
-	"sort"
 	"strings"
 	"time"
 )
@@ -116,19 +115,11 @@ func clusterReading(res Results) string {
 		return ""
 	}
 	cpu := c.Window.CPU
-	parts := []struct {
-		name string
-		pct  float64
-	}{{"the checkout's API replicas and workers", cpu.Checkout}, {"the Temporal server", cpu.Temporal},
-		{"PostgreSQL", cpu.Postgres}, {"the load generator", cpu.Driver}, {"HAProxy", cpu.Balancer}}
-	sort.Slice(parts, func(i, j int) bool { return parts[i].pct > parts[j].pct })
+	parts := largestFirst(share{"the checkout's API replicas and workers", cpu.Checkout}, share{"the Temporal server", cpu.Temporal},
+		share{"PostgreSQL", cpu.Postgres}, share{"the load generator", cpu.Driver}, share{"HAProxy", cpu.Balancer})
 	var b strings.Builder
-	saturated := "not saturated"
-	if cpu.IdlePct < 10*float64(res.CPUs) {
-		saturated = "saturated"
-	}
 	fmt.Fprintf(&b, "Read from the campaign run at %d shoppers: the CPUs were %s (%.0f %% idle of %d × 100 %%); ", n,
-		saturated, cpu.IdlePct, res.CPUs)
+		saturation(cpu, res.CPUs), cpu.IdlePct, res.CPUs)
 	fmt.Fprintf(&b, "the largest share went to %s (%.0f %%), then %s (%.0f %%) and %s (%.0f %%); HAProxy took %.0f %%. ",
 		parts[0].name, parts[0].pct, parts[1].name, parts[1].pct, parts[2].name, parts[2].pct, cpu.Balancer)
 	if f, ok := res.find(runFloor, n); ok {

@@ -305,6 +305,26 @@ func (r Results) highestCampaign() (int, Run, bool) {
 	return n, c, ok
 }
 
+// share is a process's share of the machine's CPU, in % of one CPU.
+type share struct {
+	name string
+	pct  float64
+}
+
+// largestFirst orders shares from the largest.
+func largestFirst(shares ...share) []share {
+	sort.Slice(shares, func(i, j int) bool { return shares[i].pct > shares[j].pct })
+	return shares
+}
+
+// saturation says whether a run left the machine's CPUs saturated (less than 10 % of each idle).
+func saturation(cpu CPU, cpus int) string {
+	if cpu.IdlePct < 10*float64(cpus) {
+		return "saturated"
+	}
+	return "not saturated"
+}
+
 // ceiling says, from the figures, where the campaign run at the highest count met its limit.
 func ceiling(res Results) string {
 	n, c, ok := res.highestCampaign()
@@ -312,19 +332,11 @@ func ceiling(res Results) string {
 		return ""
 	}
 	cpu := c.Window.CPU
-	parts := []struct {
-		name string
-		pct  float64
-	}{{"checkout dev (API and worker)", cpu.Checkout}, {"the Temporal dev server", cpu.Temporal},
-		{"PostgreSQL", cpu.Postgres}, {"the load generator", cpu.Driver}}
-	sort.Slice(parts, func(i, j int) bool { return parts[i].pct > parts[j].pct })
+	parts := largestFirst(share{"checkout dev (API and worker)", cpu.Checkout}, share{"the Temporal dev server", cpu.Temporal},
+		share{"PostgreSQL", cpu.Postgres}, share{"the load generator", cpu.Driver})
 	var b strings.Builder
 	fmt.Fprintf(&b, "Where the ceiling is, read from the campaign run at %d shoppers: ", n)
-	if cpu.IdlePct < 10*float64(res.CPUs) {
-		fmt.Fprintf(&b, "the CPUs were saturated (%.0f %% idle of %d × 100 %%), and ", cpu.IdlePct, res.CPUs)
-	} else {
-		fmt.Fprintf(&b, "the CPUs were not saturated (%.0f %% idle of %d × 100 %%), and ", cpu.IdlePct, res.CPUs)
-	}
+	fmt.Fprintf(&b, "the CPUs were %s (%.0f %% idle of %d × 100 %%), and ", saturation(cpu, res.CPUs), cpu.IdlePct, res.CPUs)
 	fmt.Fprintf(&b, "the largest share went to %s (%.0f %%), then %s (%.0f %%), %s (%.0f %%) and %s (%.0f %%). ",
 		parts[0].name, parts[0].pct, parts[1].name, parts[1].pct, parts[2].name, parts[2].pct, parts[3].name, parts[3].pct)
 	if p := c.Window.Persistence; p != nil {
