@@ -153,7 +153,8 @@ func render(res Results, window time.Duration, plotPath, docPath string) string 
 	w("- **saga, all tok_ok** and **plain transaction, all tok_ok**: the same shoppers and steps, every order paid with " +
 		"`tok_ok`; the plain run posts its orders to a checkout endpoint written only for this benchmark " +
 		"(bench/benchcampaign/plain.go): one PostgreSQL transaction that reads the address, cart and prices " +
-		"as the saga's price check does, writes the order row and items, reserves with the product's `reserve_order` " +
+		"as the saga's price check does, writes the order row and items (with the product's `order.Insert`, which also " +
+		"writes the order's first timeline entry), reserves with the product's `reserve_order` " +
 		"and appends an outbox event, with no payment step and no Temporal. Their ratio is the cost of durability " +
 		"(and of authorizing and capturing the payment, which the plain transaction does not do).\n\n")
 
