@@ -32,7 +32,6 @@ import (
 	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/internal/wiring"
 	"github.com/marketplace/checkout/inventory"
-	"github.com/marketplace/checkout/migrations"
 	"github.com/marketplace/checkout/payment/paysim"
 	"github.com/marketplace/checkout/worker"
 )
@@ -278,12 +277,10 @@ func runDev(ctx context.Context, cfg config.Config) error {
 		defer prom.Stop()
 		log.Info("prometheus started", "url", prom.URL, "data", filepath.Join(cfg.Dev.DataDir, "prometheus"))
 	}
-	if _, err := migrations.Up(ctx, cfg.DatabaseURL); err != nil {
+	// As `migrate` applies them: the product's migrations, then the simulator's (the local stack's
+	// provider).
+	if err := runMigrate(ctx, cfg); err != nil {
 		return err
-	}
-	// The simulator is the local stack's provider: its own schema too, as `migrate` applies it.
-	if _, err := paysim.Migrate(ctx, cfg.DatabaseURL); err != nil {
-		return fmt.Errorf("payment simulator: %w", err)
 	}
 	// One worker: its build takes the new orders (a new build's worker takes over at once, and
 	// orders begun on the previous build stay pinned to it).
