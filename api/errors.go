@@ -222,7 +222,7 @@ func fromEchoError(he *echo.HTTPError) (int, *problem.Error) {
 		return StatusOf(p.Code), p
 	}
 	if he.Code >= 500 {
-		return http.StatusInternalServerError, problem.New(problem.Internal, "internal error")
+		return http.StatusInternalServerError, internalAnswer(http.StatusInternalServerError)
 	}
 	text := http.StatusText(he.Code)
 	code := strings.ToUpper(strings.NewReplacer(" ", "_", "-", "_", "'", "").Replace(text))
