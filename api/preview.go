@@ -123,7 +123,7 @@ func (h *cartHandlers) preview(c echo.Context) error {
 			coupon.Discount = money.Format(quote.Coupon.DiscountMinor)
 		}
 	}
-	out := previewResponse{Items: make([]previewItem, len(quote.Items)), Subtotal: money.Format(checkout.SubtotalMinor),
+	out := previewResponse{Items: make([]previewItem, len(quote.Items)), Subtotal: money.Format(checkout.SubtotalMinor()),
 		Coupon: coupon, Total: money.Format(quote.TotalMinor),
 		Currency: quote.Currency, PriceVersion: quote.PriceVersion, Warnings: []previewWarning{}}
 	var sellable map[int64]int32

@@ -16,8 +16,6 @@ import (
 type Checkout struct {
 	Cart  Snapshot
 	Quote pricing.Quote
-	// SubtotalMinor is the total before the coupon.
-	SubtotalMinor int64
 	// Coupon is why the coupon asked for does not apply (nil: it applies, or none was asked for).
 	Coupon *pricing.CouponRefusal
 }
@@ -35,13 +33,21 @@ func Price(ctx context.Context, q *db.Queries, userID int64, coupon string) (Che
 	if err != nil {
 		return Checkout{}, fmt.Errorf("pricing the cart: %w", err)
 	}
-	c := Checkout{Cart: snap, Quote: quote, SubtotalMinor: quote.TotalMinor}
+	c := Checkout{Cart: snap, Quote: quote}
 	if coupon != "" {
 		if c.Quote, c.Coupon, err = pricing.WithCoupon(ctx, q, quote, coupon, userID); err != nil {
 			return Checkout{}, fmt.Errorf("applying the coupon: %w", err)
 		}
 	}
 	return c, nil
+}
+
+// SubtotalMinor is the total before the coupon.
+func (c Checkout) SubtotalMinor() int64 {
+	if c.Quote.Coupon == nil {
+		return c.Quote.TotalMinor
+	}
+	return c.Quote.TotalMinor + c.Quote.Coupon.DiscountMinor
 }
 
 // Refusal is why an order of this checkout, placed with the priceVersion the shopper confirmed,
