@@ -131,8 +131,8 @@ func (a *Orders) CreateOrder(ctx context.Context, in CreateOrderInput) (CreatedO
 	case errors.Is(err, order.ErrKeyReused):
 		return CreatedOrder{}, RefusalError(problem.New(problem.IdempotencyKeyReused, err.Error()))
 	case errors.As(err, &tooMany):
-		return CreatedOrder{}, RefusalError(problem.New(problem.TooManyOpenOrders, tooMany.Error()).
-			With("limit", tooMany.Limit).With("pending", tooMany.Pending).With("nextHoldEnd", tooMany.NextHoldEnd))
+		return CreatedOrder{}, RefusalError(TooManyOpenOrdersDetails{Limit: tooMany.Limit, Pending: tooMany.Pending,
+			NextHoldEnd: tooMany.NextHoldEnd}.Problem(tooMany.Error()))
 	case errors.As(err, &coupon):
 		return CreatedOrder{}, RefusalError(coupon.Problem())
 	case err != nil:
@@ -154,6 +154,12 @@ type TooManyOpenOrdersDetails struct {
 	// NextHoldEnd is when the first of the shopper's open orders ends by itself if nobody pays
 	// it (nil while none has its hold recorded yet).
 	NextHoldEnd *time.Time `json:"nextHoldEnd,omitempty"`
+}
+
+// Problem is the TOO_MANY_OPEN_ORDERS refusal with these details.
+func (d TooManyOpenOrdersDetails) Problem(msg string) *problem.Error {
+	return problem.New(problem.TooManyOpenOrders, msg).With("limit", d.Limit).With("pending", d.Pending).
+		With("nextHoldEnd", d.NextHoldEnd)
 }
 
 // SetHoldInput records when the order's reservation expires.

@@ -190,7 +190,7 @@ func coded(err error) *problem.Error {
 	case ErrTypeTooManyOpenOrders:
 		var d TooManyOpenOrdersDetails
 		_ = appErr.Details(&d)
-		p = p.With("limit", d.Limit).With("pending", d.Pending).With("nextHoldEnd", d.NextHoldEnd)
+		p = d.Problem(appErr.Message())
 	case ErrTypeCouponRefused:
 		var r pricing.CouponRefusal
 		_ = appErr.Details(&r)
