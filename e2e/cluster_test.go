@@ -20,6 +20,7 @@ import (
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/dev/cluster"
 	"github.com/marketplace/checkout/internal/dev/testenv"
+	"github.com/marketplace/checkout/workflows"
 )
 
 // runningCluster is one `checkout cluster` process and what it said.
@@ -55,7 +56,8 @@ func startCluster(t *testing.T, bin, dir string, first int, args ...string) *run
 	require.NoError(t, err)
 	defer out.Close()
 	c := &runningCluster{dir: dir, tools: tools, ports: cluster.PortsFrom(first), out: out.Name(), done: make(chan error, 1)}
-	c.cmd = exec.Command(bin, append([]string{"cluster", "--ports-from", strconv.Itoa(first), "--dir", dir, "--bin", tools}, args...)...)
+	c.cmd = exec.Command(bin, append([]string{"cluster", "--ports-from", strconv.Itoa(first), "--dir", dir, "--bin", tools,
+		"--builds", filepath.Join(dir, "builds")}, args...)...)
 	c.cmd.Env = append(cleanEnv(), "LOG_LEVEL=warn")
 	c.cmd.Stdout, c.cmd.Stderr = out, out
 	// The cluster stops its processes when it is told to, or when this test binary dies.
@@ -137,7 +139,7 @@ func TestCluster_OrdersThroughHAProxy_AReplicaThatDiesLeavesTheRotation(t *testi
 
 	pids := c.pids(t)
 	for _, name := range []string{"temporal-frontend", "temporal-history", "temporal-matching", "temporal-worker",
-		"temporal-ui", "worker-1", "api-1", "api-2", "haproxy"} {
+		"temporal-ui", cluster.WorkerName(workflows.BuildID, 1), "api-1", "api-2", "haproxy"} {
 		require.NotZero(t, pids[name], "%s runs as a process of its own", name)
 	}
 	ui, err := fetch(fmt.Sprintf("http://127.0.0.1:%d/", c.ports.UI))

@@ -55,6 +55,11 @@ func Loops(d Deps) []Loop {
 	}
 	loops = append(loops, Loop{Name: "outbox relay", Run: out.Run})
 
+	if d.Temporal != nil && d.Metrics != nil {
+		runs, checkError := d.Metrics.RegisterRetiredBuildRuns()
+		loops = append(loops, retiredWatch(d.Temporal, d.Config.DeploymentName, d.Log, runs, checkError))
+	}
+
 	return loops
 }
 

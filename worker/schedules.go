@@ -12,7 +12,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/cart"
@@ -146,14 +145,9 @@ func (s signaler) Running(ctx context.Context, workflowID string) (bool, error) 
 	return d.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
 }
 
-// registerJobs registers the scheduled jobs' workflows, under the names their schedules start,
-// and the activities the inventory does not already provide.
+// registerJobs registers the activities of the scheduled jobs that the inventory does not
+// already provide (their workflows are registerWorkflows').
 func registerJobs(w sdkworker.Worker, c client.Client, d Deps) {
-	w.RegisterWorkflowWithOptions(workflows.SweeperWorkflow, workflow.RegisterOptions{Name: workflows.SweeperWorkflowName})
-	w.RegisterWorkflowWithOptions(workflows.ReconcilerWorkflow, workflow.RegisterOptions{Name: workflows.ReconcilerWorkflowName})
-	w.RegisterWorkflowWithOptions(workflows.CartJanitorWorkflow, workflow.RegisterOptions{Name: workflows.CartJanitorWorkflowName})
-	w.RegisterWorkflowWithOptions(workflows.PaymentReconcilerWorkflow,
-		workflow.RegisterOptions{Name: workflows.PaymentReconcilerWorkflowName})
 	var carts cart.Observer
 	if d.Metrics != nil && d.Metrics.Jobs != nil {
 		carts = d.Metrics.Jobs

@@ -47,13 +47,7 @@ func New(c client.Client, d Deps) sdkworker.Worker {
 	w := sdkworker.New(c, d.Config.TaskQueue, sdkworker.Options{DeploymentOptions: sdkworker.DeploymentOptions{
 		UseVersioning: true, Version: Version(d.Config, d.BuildID),
 		DefaultVersioningBehavior: workflow.VersioningBehaviorPinned}})
-	order := workflows.OrderWorkflow
-	if d.OrderWorkflow != nil {
-		order = d.OrderWorkflow
-	}
-	w.RegisterWorkflowWithOptions(order, workflow.RegisterOptions{Name: workflows.OrderWorkflowName})
-	w.RegisterWorkflow(workflows.HoldWorkflow)
-	w.RegisterWorkflowWithOptions(workflows.LineCancelWorkflow, workflow.RegisterOptions{Name: workflows.LineCancelWorkflowName})
+	registerWorkflows(w, d.OrderWorkflow)
 	w.RegisterActivity(&activities.Inventory{Engine: d.Inventory, Pool: d.Pool, Jobs: jobObserver(d)})
 	w.RegisterActivity(&activities.Orders{Pool: d.Pool, MaxOpenPerShopper: d.Config.OrdersMaxOpenPerShopper,
 		HoldExtension: activities.HoldExtension{By: d.Config.HoldExtendBy, Window: d.Config.HoldExtendWindow,
@@ -63,6 +57,28 @@ func New(c client.Client, d Deps) sdkworker.Worker {
 	w.RegisterActivity(&activities.Payments{Pool: d.Pool, Gateway: d.Gateway})
 	registerJobs(w, c, d)
 	return w
+}
+
+// workflowRegistry is where workflows are registered: a worker, or a replayer that checks a
+// history against them.
+type workflowRegistry interface {
+	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
+}
+
+// registerWorkflows registers every workflow of this build under its name: the order saga (order,
+// when not nil, in its place), its hold child, the line cancellation and the scheduled jobs.
+func registerWorkflows(r workflowRegistry, order func(workflow.Context, workflows.OrderInput) (workflows.OrderState, error)) {
+	if order == nil {
+		order = workflows.OrderWorkflow
+	}
+	r.RegisterWorkflowWithOptions(order, workflow.RegisterOptions{Name: workflows.OrderWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.HoldWorkflow, workflow.RegisterOptions{Name: workflows.HoldWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.LineCancelWorkflow, workflow.RegisterOptions{Name: workflows.LineCancelWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.SweeperWorkflow, workflow.RegisterOptions{Name: workflows.SweeperWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.ReconcilerWorkflow, workflow.RegisterOptions{Name: workflows.ReconcilerWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.CartJanitorWorkflow, workflow.RegisterOptions{Name: workflows.CartJanitorWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.PaymentReconcilerWorkflow,
+		workflow.RegisterOptions{Name: workflows.PaymentReconcilerWorkflowName})
 }
 
 // searchAttributes are the order attributes support staff search by in the UI.

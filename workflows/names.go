@@ -128,3 +128,8 @@ const (
 	CartJanitorWorkflowName       = "CartJanitorWorkflow"
 	PaymentReconcilerWorkflowName = "PaymentReconcilerWorkflow"
 )
+
+// RetiredBuilds are the builds of the workflow code that no longer run anywhere: their code is
+// gone and their recorded histories are kept (testdata/histories/MANIFEST marks them retired). A
+// run of one found open is an incident: no worker can run it.
+var RetiredBuilds []string

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -16,50 +17,67 @@ import (
 
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
-	sdkworker "go.temporal.io/sdk/worker"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/config"
+	"github.com/marketplace/checkout/internal/dev/builds"
 	"github.com/marketplace/checkout/internal/dev/cluster"
 	"github.com/marketplace/checkout/internal/dev/demo"
 	"github.com/marketplace/checkout/internal/dev/pgserver"
-	"github.com/marketplace/checkout/worker"
+	"github.com/marketplace/checkout/workflows"
 )
 
 // clusterFlags are `checkout cluster`'s settings.
 type clusterFlags struct {
-	apis, workers, shards, portsFrom int
-	dir, bin                         string
-	demo                             bool
+	apis, workers, shards, portsFrom  int
+	dir, bin, builds, binary, buildID string
+	demo                              bool
 }
 
 func (f *clusterFlags) parse(cfg config.Config, args []string) error {
 	fs := flag.NewFlagSet("cluster", flag.ContinueOnError)
 	fs.IntVar(&f.apis, "apis", 2, "API replicas behind HAProxy")
-	fs.IntVar(&f.workers, "workers", 2, "workers")
+	fs.IntVar(&f.workers, "workers", 2, "workers of each build")
 	fs.IntVar(&f.shards, "history-shards", 16, "Temporal history shards (fixed when the cluster's data folder is first set up)")
 	fs.IntVar(&f.portsFrom, "ports-from", 0, fmt.Sprintf("put every listener on %d consecutive ports from this one (0: the standard ports, the API on 8080)", cluster.PortsSpan))
 	fs.StringVar(&f.dir, "dir", filepath.Join(cfg.Dev.DataDir, "cluster"), "data folder: PostgreSQL, secrets, configuration, logs")
 	fs.StringVar(&f.bin, "bin", "", "folder of temporal-server, temporal-sql-tool and temporal-ui-server (default: this binary's folder)")
+	fs.StringVar(&f.builds, "builds", "", "folder of the kept binaries, one per build (default: builds/ in the --bin folder)")
+	fs.StringVar(&f.binary, "binary", "", "the checkout binary the cluster runs (default: this one); a binary of another build is a release")
+	fs.StringVar(&f.buildID, "build-id", "", "the build of --binary (default: what it says; a binary from before `checkout version` needs it)")
 	fs.BoolVar(&f.demo, "demo", true, "load the demo data (as make run does)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	switch {
-	case f.apis < 1 || f.apis > cluster.MaxReplicas || f.workers < 1 || f.workers > cluster.MaxReplicas:
-		return fmt.Errorf("--apis %d, --workers %d: between 1 and %d each", f.apis, f.workers, cluster.MaxReplicas)
+	case f.apis < 1 || f.apis > cluster.MaxReplicas || f.workers < 1 || f.workers > cluster.MaxReplicas/2:
+		return fmt.Errorf("--apis %d, --workers %d: between 1 and %d API replicas, 1 and %d workers", f.apis, f.workers,
+			cluster.MaxReplicas, cluster.MaxReplicas/2)
 	case f.shards < 1 || f.shards > 16384:
 		return fmt.Errorf("--history-shards %d: between 1 and 16384", f.shards)
 	case f.portsFrom < 0 || f.portsFrom+cluster.PortsSpan > 65535:
 		return fmt.Errorf("--ports-from %d: 1 to %d", f.portsFrom, 65535-cluster.PortsSpan)
 	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
 	if f.bin == "" {
-		exe, err := os.Executable()
-		if err != nil {
+		f.bin = filepath.Dir(exe)
+	}
+	if f.builds == "" {
+		f.builds = filepath.Join(f.bin, "builds")
+	}
+	if f.binary == "" {
+		f.binary = exe
+		f.buildID = cmp.Or(f.buildID, workflows.BuildID)
+	}
+	for _, p := range []*string{&f.builds, &f.binary} {
+		if *p, err = filepath.Abs(*p); err != nil {
 			return err
 		}
-		f.bin = filepath.Dir(exe)
 	}
 	return nil
 }
@@ -77,6 +95,18 @@ func runCluster(ctx context.Context, cfg config.Config, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The binary the cluster runs is kept as its build's: a later release, or a restart after a
+	// code change, still finds it while that build's runs drain.
+	store := builds.Store{Dir: f.builds, Out: os.Stdout}
+	if f.buildID == "" {
+		if f.buildID, err = builds.IDOf(ctx, f.binary); err != nil {
+			return err
+		}
+	}
+	if o.Checkout, err = store.Keep(f.buildID, f.binary); err != nil {
+		return err
+	}
+	o.BuildID = f.buildID
 	plan := cluster.NewPlan(o)
 	if err := cluster.CheckFree(append(plan.All(), cluster.Process{Name: "postgres",
 		Listens: []string{"127.0.0.1:" + strconv.Itoa(o.Ports.Postgres)}})); err != nil {
@@ -90,8 +120,9 @@ func runCluster(ctx context.Context, cfg config.Config, args []string) error {
 	}
 	step := func(format string, a ...any) { fmt.Printf("cluster: "+format+"\n", a...) }
 
-	// Temporal's connections (four services, 30 each) and the product's, with room for tools.
-	maxConns := 4*30 + (f.apis+f.workers)*(int(cfg.DBMaxConns)+2) + 40
+	// Temporal's connections (four services, 30 each) and the product's, with room for tools and
+	// for the workers of a build draining beside the current one.
+	maxConns := 4*30 + (f.apis+2*f.workers)*(int(cfg.DBMaxConns)+2) + 40
 	pgOpts := pgserver.Options{Dir: filepath.Join(o.Dir, "pg"), Port: o.Ports.Postgres,
 		Database: "checkout", Settings: map[string]string{"max_connections": strconv.Itoa(maxConns)},
 		Log: openLog(filepath.Join(o.Dir, "logs"), "postgres.log")}
@@ -122,7 +153,7 @@ func runCluster(ctx context.Context, cfg config.Config, args []string) error {
 	if err := sup.Run(ctx, plan.Migrate); err != nil {
 		return err
 	}
-	step("migrations applied")
+	step("migrations applied (build %s)", f.buildID)
 	if f.demo {
 		if err := loadDemo(ctx, cluster.DatabaseURL(o.Ports.Postgres, "checkout")); err != nil {
 			return err
@@ -130,36 +161,79 @@ func runCluster(ctx context.Context, cfg config.Config, args []string) error {
 		step("demo data loaded")
 	}
 
-	// The first worker alone: it registers the search attributes and the schedules and makes its
-	// version current before the others start and any order comes in.
 	tc, err := client.DialContext(ctx, client.Options{HostPort: frontend, Namespace: o.Namespace,
 		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	if err != nil {
 		return fmt.Errorf("temporal at %s: %w", frontend, err)
 	}
 	defer tc.Close()
-	plan.Workers[0].Ready = workerVersionReady(tc, worker.Version(cfg, ""), o.SetCurrent)
-	if err := sup.Start(ctx, plan.Workers[0]); err != nil {
+	r, err := startBuilds(ctx, cfg, f, plan, sup, tc, store, step)
+	if err != nil {
 		return err
 	}
-	if err := sup.Start(ctx, slices.Concat(plan.Workers[1:], plan.APIs, []cluster.Process{plan.UI})...); err != nil {
+	if err := sup.Start(ctx, slices.Concat(plan.APIs, []cluster.Process{plan.UI})...); err != nil {
 		return err
 	}
-	step("workers (%d), API replicas (%d) and the Temporal UI up", f.workers, f.apis)
+	step("API replicas (%d) and the Temporal UI up", f.apis)
 	if err := sup.Start(ctx, plan.HAProxy); err != nil {
 		return err
 	}
 	if err := writeCheckoutEnv(o, plan); err != nil {
 		return err
 	}
-	printClusterBanner(cfg, o, plan)
+	printClusterBanner(cfg, o, plan, r)
 
-	err = keepPostgres(ctx, &pg, pgOpts, filepath.Join(o.Dir, "logs", "postgres.log"))
+	bg, bgCtx := errgroup.WithContext(ctx)
+	bg.Go(func() error { return r.fleet.Run(bgCtx, 15*time.Second) })
+	bg.Go(func() error { return r.serveControl(bgCtx, o.Dir) })
+	bg.Go(func() error { return keepPostgres(bgCtx, &pg, pgOpts, filepath.Join(o.Dir, "logs", "postgres.log")) })
+	err = bg.Wait()
 	fmt.Println("\ncluster: stopping")
 	sup.Stop()
 	pg.Stop()
 	fmt.Println("cluster: stopped")
 	return err
+}
+
+// startBuilds starts the workers: first those of every earlier build Temporal still routes runs
+// to (a restart after a code change finds the build that was current, and any still draining),
+// then this build's; this build becomes current once they poll. It is a release when the
+// deployment's current build was another: the scheduled jobs move to this build as it becomes
+// current, and the earlier build drains under the fleet.
+func startBuilds(ctx context.Context, cfg config.Config, f clusterFlags, plan cluster.Plan, sup *cluster.Supervisor,
+	tc client.Client, store builds.Store, step func(string, ...any)) (*clusterRun, error) {
+	r := &clusterRun{plan: plan, sup: sup, tc: tc, store: store, deployment: cfg.DeploymentName, workers: f.workers,
+		build: f.buildID, bin: plan.Migrate.Path}
+	r.fleet = &builds.Fleet{Store: store, Sup: sup, Temporal: tc, Deployment: r.deployment, Workers: f.workers,
+		Worker: r.workerProcess, QueryWindow: cfg.Dev.BuildsQueryWindow, Out: os.Stdout}
+	r.fleet.SetCurrent(f.buildID)
+	current, err := currentBuild(ctx, tc, r.deployment)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.fleet.Reconcile(ctx); err != nil {
+		return nil, err
+	}
+	if running := r.fleet.Running(); len(running) > 0 {
+		step("workers of the earlier builds %v run beside this one until each drains (checkout builds)", running)
+	}
+	// A fresh deployment, or this build already current: its workers keep the schedules at once.
+	schedules := current == "" || current == f.buildID
+	if r.current, err = r.startBuild(ctx, f.buildID, r.bin, schedules); err != nil {
+		return nil, err
+	}
+	if current != f.buildID {
+		if err := r.setCurrent(ctx, f.buildID, nil, 0, step); err != nil {
+			return nil, err
+		}
+		if !schedules {
+			if err := r.takeSchedules(ctx, r.current); err != nil {
+				return nil, err
+			}
+		}
+	}
+	step("workers of build %s (%d) up; %s is current", f.buildID, f.workers, f.buildID)
+	return r, nil
 }
 
 // keepPostgres waits until ctx ends, starting PostgreSQL again on its folder and port whenever it
@@ -207,22 +281,13 @@ func clusterOptions(cfg config.Config, f clusterFlags) (cluster.Options, error) 
 	o := cluster.Options{Dir: dir, APIs: f.apis, Workers: f.workers, HistoryShards: f.shards,
 		Namespace: cfg.TemporalNamespace, CodecKeys: os.Getenv("TEMPORAL_CODEC_KEYS"), Ports: cluster.DefaultPorts(),
 		TemporalLogLevel: os.Getenv("TEMPORAL_LOG_LEVEL"),
-		UIConfig:         filepath.Join(f.bin, "temporal-ui-config"),
-		// Every worker runs this build, started from this tree: its version takes the new orders,
-		// as in make run (a deployment that rolls builds out keeps the default, auto).
-		SetCurrent: worker.SetCurrentAlways}
+		UIConfig:         filepath.Join(f.bin, "temporal-ui-config")}
 	if f.portsFrom > 0 {
 		o.Ports = cluster.PortsFrom(f.portsFrom)
-	}
-	if v := os.Getenv("TEMPORAL_SET_CURRENT"); v != "" {
-		o.SetCurrent = cfg.SetCurrent
 	}
 	o.PublicBaseURL = "http://localhost:" + strconv.Itoa(o.Ports.LB)
 	if v := os.Getenv("PUBLIC_BASE_URL"); v != "" {
 		o.PublicBaseURL = cfg.PublicBaseURL
-	}
-	if o.Checkout, err = os.Executable(); err != nil {
-		return o, err
 	}
 	for _, p := range []struct {
 		path *string
@@ -277,29 +342,6 @@ func loadDemo(ctx context.Context, url string) error {
 	return nil
 }
 
-// workerVersionReady is ready once a worker of this build polls (so it has registered the search
-// attributes and the schedules) and, when workers make their version current, it is current.
-func workerVersionReady(c client.Client, v sdkworker.WorkerDeploymentVersion, setCurrent string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		d, err := c.WorkerDeploymentClient().GetHandle(v.DeploymentName).Describe(ctx, client.WorkerDeploymentDescribeOptions{})
-		if err != nil {
-			return err
-		}
-		if setCurrent == worker.SetCurrentAlways {
-			if cur := d.Info.RoutingConfig.CurrentVersion; cur == nil || cur.BuildID != v.BuildID {
-				return fmt.Errorf("build %s is not current yet", v.BuildID)
-			}
-			return nil
-		}
-		for _, s := range d.Info.VersionSummaries {
-			if s.Version.BuildID == v.BuildID {
-				return nil
-			}
-		}
-		return fmt.Errorf("no worker of build %s polls yet", v.BuildID)
-	}
-}
-
 // writeCheckoutEnv writes checkout.env: the settings of the cluster's checkout processes (the
 // first worker's), with which `checkout token`, `loadgen` and `audit` reach this cluster, and a
 // worker started by hand joins it (with a METRICS_ADDR of its own):
@@ -307,7 +349,10 @@ func workerVersionReady(c client.Client, v sdkworker.WorkerDeploymentVersion, se
 func writeCheckoutEnv(o cluster.Options, plan cluster.Plan) error {
 	var b strings.Builder
 	b.WriteString("# Written by `checkout cluster` at each start: the settings of its checkout processes.\n")
-	for _, kv := range plan.Workers[0].Env {
+	b.WriteString("# A worker started by hand with them only finishes runs: it never becomes current (the\n")
+	b.WriteString("# release makes a build current), leaves the schedules and runs no loops; give it a\n")
+	b.WriteString("# METRICS_ADDR of its own.\n")
+	for _, kv := range append(slices.Clone(plan.CheckoutEnv), builds.DrainingEnv...) {
 		b.WriteString(kv + "\n")
 	}
 	return os.WriteFile(checkoutEnvFile(o), []byte(b.String()), 0o600)
@@ -315,7 +360,7 @@ func writeCheckoutEnv(o cluster.Options, plan cluster.Plan) error {
 
 func checkoutEnvFile(o cluster.Options) string { return filepath.Join(o.Dir, "checkout.env") }
 
-func printClusterBanner(cfg config.Config, o cluster.Options, plan cluster.Plan) {
+func printClusterBanner(cfg config.Config, o cluster.Options, plan cluster.Plan, r *clusterRun) {
 	cfg.JWTSecret = o.Secrets.JWT
 	token, err := cfg.AuthKeys().Mint(auth.Principal{UserID: 7, Role: auth.RoleShopper}, cfg.JWTMaxLifetime)
 	if err != nil {
@@ -328,6 +373,7 @@ checkout cluster is running (Ctrl-C stops everything)
   API (HAProxy)   %s          stats http://127.0.0.1:%d/
   API replicas    %s
   workers         %s
+  builds          %s current; draining beside it: %s   (bin/checkout builds; make release)
   Temporal UI     http://localhost:%d
   Temporal        127.0.0.1:%d (frontend; history :%d, matching :%d, worker :%d)   namespace %s
   PostgreSQL      %s
@@ -336,7 +382,7 @@ checkout cluster is running (Ctrl-C stops everything)
   shopper 7       export TOKEN=%s
   other tokens    set -a; . %s; set +a; bin/checkout token --user 8 --role shopper
 
-`, o.PublicBaseURL, pt.Stats, listens(plan.APIs), listens(plan.Workers), pt.UI, pt.Frontend, pt.History, pt.Matching,
+`, o.PublicBaseURL, pt.Stats, listens(plan.APIs), strings.Join(r.current, ", "), r.build, cmp.Or(strings.Join(r.fleet.Running(), ", "), "none"), pt.UI, pt.Frontend, pt.History, pt.Matching,
 		pt.Worker, o.Namespace, cluster.DatabaseURL(pt.Postgres, "checkout"), o.Dir, token, checkoutEnvFile(o))
 }
 

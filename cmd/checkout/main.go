@@ -31,6 +31,8 @@ commands:
   cluster   run the production shape on this machine: PostgreSQL, the Temporal server as four
             processes and its UI, workers and API replicas behind HAProxy (what make cluster
             runs): cluster [--apis 2] [--workers 2] [--history-shards 16] [--ports-from N]
+  release   release a binary into the running cluster: its workers beside the running ones, made
+            current once they poll, the earlier build drained: release [--binary PATH] [--ramp 10,50]
   api       run the REST API
   worker    run the Temporal worker
   migrate   apply database migrations (and the payment simulator's, when PAYMENT_PROVIDER=paysim)
@@ -38,6 +40,9 @@ commands:
             token --user 7 --role shopper [--seller 42] [--ttl 24h]
   loadgen   drive a local stack's API as shoppers and sellers do, then audit: loadgen --duration 60s
             (loadgen -h lists the mix, hot SKUs and bounds)
+  version   the build of the workflow code this binary runs, and its commit: version [--json]
+  builds    the builds of the workflow code in the worker deployment and their open runs; move
+            long-waiting runs to this build; make a build current or ramp it (builds help)
   audit     check the invariants (no oversell, no stranded stock or money, no order open past
             its hold) against DATABASE_URL and TEMPORAL_ADDRESS; exit 1 on any violation
 
@@ -71,6 +76,12 @@ func main() {
 		err = withConfig(func(cfg config.Config) error { return runLoadgen(ctx, cfg, args) })
 	case "audit":
 		err = withConfig(func(cfg config.Config) error { return runAudit(ctx, cfg, args) })
+	case "release":
+		err = withConfig(func(cfg config.Config) error { return runRelease(ctx, cfg, args) })
+	case "version":
+		err = runVersion(args)
+	case "builds":
+		err = withConfig(func(cfg config.Config) error { return runBuilds(ctx, cfg, args) })
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return

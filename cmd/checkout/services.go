@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,6 +26,8 @@ import (
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/codec"
 	"github.com/marketplace/checkout/internal/config"
+	"github.com/marketplace/checkout/internal/dev/builds"
+	"github.com/marketplace/checkout/internal/dev/cluster"
 	"github.com/marketplace/checkout/internal/dev/demo"
 	"github.com/marketplace/checkout/internal/dev/devprometheus"
 	"github.com/marketplace/checkout/internal/dev/devtemporal"
@@ -34,6 +37,7 @@ import (
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/payment/paysim"
 	"github.com/marketplace/checkout/worker"
+	"github.com/marketplace/checkout/workflows"
 )
 
 // The metrics receive the inventory engine's reserve outcomes, combined batch sizes and failures.
@@ -183,7 +187,11 @@ func (a *app) runWorker(ctx context.Context) error {
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { <-ctx.Done(); return nil })
-	for _, l := range worker.Loops(deps) {
+	var loops []worker.Loop
+	if a.cfg.WorkerLoops {
+		loops = worker.Loops(deps)
+	}
+	for _, l := range loops {
 		g.Go(func() error {
 			if err := l.Run(ctx); err != nil && ctx.Err() == nil {
 				return fmt.Errorf("%s: %w", l.Name, err)
@@ -294,10 +302,68 @@ func runDev(ctx context.Context, cfg config.Config) error {
 		return fmt.Errorf("demo data: %w", err)
 	}
 
+	// A release too: this build's binary is kept, and the workers of every earlier build that
+	// Temporal still routes runs to run beside this one (from their kept binaries, or built from
+	// the repository's history) until each has drained.
+	fleet, stopFleet, err := devFleet(cfg, a.temporal)
+	if err != nil {
+		return err
+	}
+	defer stopFleet()
+
 	printBanner(cfg)
-	err = a.runWithMetrics(ctx, a.runWorker, a.serveAPI)
+	err = a.runWithMetrics(ctx, a.runWorker, a.serveAPI, func(ctx context.Context) error { return fleet.Run(ctx, 5*time.Second) })
 	fmt.Println("\nstopped.")
 	return err
+}
+
+// devFleet keeps this binary under DATA_DIR/builds as its build's and returns the fleet that runs
+// the workers of earlier builds beside it, one each, logging to DATA_DIR/builds/logs.
+func devFleet(cfg config.Config, tc client.Client) (*builds.Fleet, func(), error) {
+	store := builds.Store{Dir: filepath.Join(cfg.Dev.DataDir, "builds"), Out: os.Stdout}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := store.Keep(workflows.BuildID, exe); err != nil {
+		return nil, nil, fmt.Errorf("keep this build's binary: %w", err)
+	}
+	sup := &cluster.Supervisor{Dir: store.Dir, Out: os.Stdout}
+	f := &builds.Fleet{Store: store, Sup: sup, Temporal: tc, Deployment: cfg.DeploymentName, Workers: 1,
+		Worker: func(build string, _ int, bin string) cluster.Process {
+			return cluster.Process{Name: "worker-" + build, Service: "worker", Path: bin, Args: []string{"worker"}, Env: workerEnv(cfg)}
+		},
+		QueryWindow: cfg.Dev.BuildsQueryWindow, Out: os.Stdout}
+	f.SetCurrent(workflows.BuildID)
+	return f, sup.Stop, nil
+}
+
+// workerEnv is the environment a worker process of this stack runs with: where the database and
+// Temporal are, the secrets, the saga's settings; /metrics on a loopback port of its own.
+func workerEnv(cfg config.Config) []string {
+	env := []string{
+		"DATABASE_URL=" + cfg.DatabaseURL,
+		"TEMPORAL_ADDRESS=" + cfg.TemporalAddress,
+		"TEMPORAL_NAMESPACE=" + cfg.TemporalNamespace,
+		"TEMPORAL_TASK_QUEUE=" + cfg.TaskQueue,
+		"TEMPORAL_DEPLOYMENT_NAME=" + cfg.DeploymentName,
+		"AUTH_JWT_SECRET=" + cfg.JWTSecret,
+		"PAYMENT_WEBHOOK_SECRET=" + cfg.PaymentWebhookSecret,
+		"TEMPORAL_CODEC_KEY=" + base64.StdEncoding.EncodeToString(cfg.CodecKey.Secret),
+		"TEMPORAL_CODEC_KID=" + cfg.CodecKey.ID,
+		"PAYMENT_PROVIDER=" + cfg.PaymentProvider,
+		"PUBLIC_BASE_URL=" + cfg.PublicBaseURL,
+		"PAYMENT_WEBHOOK_URL=" + cfg.PaymentWebhookURL,
+		"HOLD_TTL=" + cfg.HoldTTL.String(),
+		"STEP_RETRY_WINDOW=" + cfg.StepRetryWindow.String(),
+		"METRICS_ADDR=127.0.0.1:0",
+		"LOG_LEVEL=" + cfg.LogLevel,
+	}
+	var older []string
+	for _, k := range cfg.CodecKeys {
+		older = append(older, k.ID+"="+base64.StdEncoding.EncodeToString(k.Secret))
+	}
+	return append(env, "TEMPORAL_CODEC_KEYS="+strings.Join(older, ","))
 }
 
 // startPrometheus runs the distribution's Prometheus on loopback with the product's rules, scraping

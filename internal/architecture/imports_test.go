@@ -39,7 +39,7 @@ var layers = [][]string{
 	// The edges: HTTP, the worker, the auditor.
 	{"api", "worker", "audit"},
 	// The binary, the load generator it runs, and the wiring that hands each part its options.
-	{"loadgen", "internal/wiring"},
+	{"loadgen", "internal/wiring", "internal/dev/builds"},
 	{"cmd/checkout"},
 }
 

@@ -125,7 +125,11 @@ type Config struct {
 
 	// Scheduled jobs: whether the worker creates or updates their Temporal Schedules at start-up,
 	// a prefix of the schedule ids (several deployments in one namespace; tests), and when each runs.
-	SchedulesEnabled       bool
+	SchedulesEnabled bool
+	// WorkerLoops runs the worker's loops (the outbox and availability relays, the checks) beside
+	// its Temporal worker. The workers of an earlier build kept running while its runs drain do not:
+	// they only finish the runs pinned to them.
+	WorkerLoops            bool
 	ScheduleIDPrefix       string
 	SweeperEvery           Every
 	ReconcilerEvery        Every
@@ -149,6 +153,10 @@ type DevStack struct {
 	// PrometheusPort, when above 0, makes dev start the distribution's Prometheus on that loopback
 	// port, scraping the stack with the product's rules (`make run PROMETHEUS=1`).
 	PrometheusPort int
+	// BuildsQueryWindow is how long `dev` and `cluster` keep the workers of an earlier build once
+	// Temporal reports it drained: its closed runs are still queried (the UI's `status`) by their
+	// own build's workers.
+	BuildsQueryWindow time.Duration
 }
 
 // PaysimFaults are the simulator's fault defaults of one process: latency added to every provider
@@ -231,6 +239,7 @@ func Load(getenv func(string) string) (Config, error) {
 			TemporalMetricsPort: p.int("TEMPORAL_METRICS_PORT", 0),
 			TemporalDevConfig:   p.list("TEMPORAL_DEV_DYNAMIC_CONFIG"),
 			PrometheusPort:      p.int("PROMETHEUS_PORT", 0),
+			BuildsQueryWindow:   p.duration("BUILDS_QUERY_WINDOW", 10*time.Minute),
 		},
 		PaysimFaults: PaysimFaults{Latency: p.duration("PAYSIM_LATENCY", 0), FailureRate: p.float("PAYSIM_FAILURE_RATE", 0)},
 
@@ -249,6 +258,7 @@ func Load(getenv func(string) string) (Config, error) {
 		ReserveCombiningInFlight: p.int("RESERVE_COMBINING_IN_FLIGHT", 0),
 
 		SchedulesEnabled:       p.bool("SCHEDULES_ENABLED", true),
+		WorkerLoops:            p.bool("WORKER_LOOPS", true),
 		ScheduleIDPrefix:       p.str("SCHEDULE_ID_PREFIX", ""),
 		SweeperEvery:           p.every("SWEEPER_EVERY", time.Minute),
 		ReconcilerEvery:        p.every("RECONCILER_EVERY", 15*time.Minute),

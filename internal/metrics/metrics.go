@@ -254,3 +254,19 @@ func (c *backlogCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, lag.Seconds())
 	ch <- prometheus.MustNewConstMetric(c.failed, prometheus.GaugeValue, 0)
 }
+
+// RegisterRetiredBuildRuns adds checkout_runs_of_retired_build{build}: the open runs of each build
+// whose code is gone, as the worker last counted them, and checkout_retired_builds_check_error.
+// Any above zero is an incident: no worker can run them.
+func (m *Metrics) RegisterRetiredBuildRuns() (runs *prometheus.GaugeVec, checkError prometheus.Gauge) {
+	runs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "checkout_runs_of_retired_build",
+		Help: "Open workflow runs of a retired build (one whose code is gone), as the worker last counted them: any is an incident.",
+	}, []string{"build"})
+	checkError = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "checkout_retired_builds_check_error",
+		Help: "1 when the worker's last count of the retired builds' open runs failed.",
+	})
+	m.Registry.MustRegister(runs, checkError)
+	return runs, checkError
+}

@@ -180,8 +180,9 @@ func StartClusterWith(ctx context.Context, spec ClusterSpec) (*Stack, error) {
 	for _, port := range []int{pt.FrontendMetrics, pt.HistoryMetrics, pt.MatchingMetrics, pt.WorkerServiceMetrics} {
 		s.TemporalServiceMetrics = append(s.TemporalServiceMetrics, "http://"+loop(port)+"/metrics")
 	}
+	// Its kept binaries in its own folder: the repository's bin/builds is make cluster's.
 	s.Cmd = exec.CommandContext(ctx, binary, append([]string{"cluster", "--ports-from", strconv.Itoa(first),
-		"--dir", dir}, args...)...)
+		"--dir", dir, "--builds", filepath.Join(dir, "builds")}, args...)...)
 	s.Cmd.Env = append(env, "LOG_LEVEL=warn")
 	out := filepath.Join(dir, "cluster.out")
 	s.Output = out

@@ -16,6 +16,7 @@ import (
 
 	"github.com/marketplace/checkout/internal/dev/cluster"
 	"github.com/marketplace/checkout/internal/dev/pgserver"
+	"github.com/marketplace/checkout/workflows"
 )
 
 // The faults, by the names -faults takes, in the order a full run injects them.
@@ -45,11 +46,16 @@ func (d *driver) faultOf(name string) (fault, error) {
 	loop := func(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
 	switch name {
 	case FaultWorker:
-		// The last worker: the first is the one that registered the schedules, any would do.
-		n := d.opts.Workers
-		proc := fmt.Sprintf("worker-%d", n)
-		return d.killed(name, proc, "the supervisor starts it again",
-			cluster.HTTPOK("http://"+loop(pt.WorkerMetrics+n-1)+"/metrics")), nil
+		// The last worker of the build the cluster runs: the first is the one that registered the
+		// schedules, any would do.
+		proc := cluster.WorkerName(workflows.BuildID, d.opts.Workers)
+		return d.killed(name, proc, "the supervisor starts it again", func(ctx context.Context) error {
+			addr, err := d.listens(proc)
+			if err != nil {
+				return err
+			}
+			return cluster.HTTPOK("http://" + addr + "/metrics")(ctx)
+		}), nil
 	case FaultAPI:
 		return d.killed(name, "api-1", "the supervisor starts it again; HAProxy takes it out, then back",
 			func(ctx context.Context) error { return d.replicaUp(ctx, "api-1") }), nil
@@ -130,6 +136,22 @@ func (d *driver) killed(name, proc, after string, ready func(context.Context) er
 			}
 			return ready(ctx)
 		}}
+}
+
+// listens is the first address the cluster's process name listens on, as its processes.json says.
+func (d *driver) listens(name string) (string, error) {
+	raw, err := os.ReadFile(filepath.Join(d.stack.Dir, "processes.json"))
+	if err != nil {
+		return "", err
+	}
+	var state map[string]struct{ Listens []string }
+	if err := json.Unmarshal(raw, &state); err != nil {
+		return "", err
+	}
+	if len(state[name].Listens) == 0 {
+		return "", fmt.Errorf("the cluster runs no %s", name)
+	}
+	return state[name].Listens[0], nil
 }
 
 // pid is the cluster's process name's pid, as its processes.json says.

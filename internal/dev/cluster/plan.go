@@ -92,8 +92,8 @@ type Options struct {
 	CodecKeys string
 	// PublicBaseURL is how browsers reach the API: through the load balancer.
 	PublicBaseURL string
-	// SetCurrent is the workers' TEMPORAL_SET_CURRENT.
-	SetCurrent string
+	// BuildID is the build of the workflow code Checkout runs: its workers are worker-<build>-<i>.
+	BuildID string
 	// TemporalLogLevel is the Temporal services' (default warn).
 	TemporalLogLevel string
 }
@@ -112,7 +112,26 @@ type Plan struct {
 	// Workers and APIs are the product's processes; HAProxy balances over the APIs.
 	Workers, APIs []Process
 	HAProxy       Process
+	// CheckoutEnv is every checkout process's environment (the workers' and APIs' own listeners
+	// aside).
+	CheckoutEnv []string
+	ports       Ports
 }
+
+// WorkerName names worker i (from 1) of a build.
+func WorkerName(build string, i int) string { return fmt.Sprintf("worker-%s-%d", build, i) }
+
+// Worker is worker i (from 1) of a build running bin, serving /metrics in the given slot of the
+// workers' metrics ports (0 to MaxReplicas-1: workers of every build running at once share them).
+// It never makes its build current: the cluster does, once its workers poll.
+func (p Plan) Worker(build string, i int, bin string, slot int) Process {
+	metrics := "127.0.0.1:" + strconv.Itoa(p.ports.WorkerMetrics+slot)
+	return Process{Name: WorkerName(build, i), Service: "worker", Path: bin, Args: []string{"worker"},
+		Env: append(clone(p.CheckoutEnv), "METRICS_ADDR="+metrics), Listens: []string{metrics}}
+}
+
+// WorkerSlots is how many workers of all builds may run at once (each its /metrics port).
+const WorkerSlots = MaxReplicas
 
 // All is every process of the plan in start order.
 func (p Plan) All() []Process {
@@ -235,15 +254,14 @@ func NewPlan(o Options) Plan {
 		"PAYMENT_WEBHOOK_URL=" + public + "/api/v1/payments/webhook",
 		// The API counts a request as coming from the client HAProxy names, never from HAProxy.
 		"TRUSTED_PROXIES=127.0.0.1",
-		"TEMPORAL_SET_CURRENT=" + o.SetCurrent,
+		// The cluster makes a build current once its workers poll (a release), never a worker.
+		"TEMPORAL_SET_CURRENT=never",
 	}
+	plan.CheckoutEnv, plan.ports = checkoutEnv, pt
 	plan.Migrate = Process{Name: "migrate", Service: "migrate", Path: o.Checkout, Args: []string{"migrate"},
 		Env: checkoutEnv, Job: true}
 	for i := range o.Workers {
-		metrics := loop(pt.WorkerMetrics + i)
-		plan.Workers = append(plan.Workers, Process{Name: fmt.Sprintf("worker-%d", i+1), Service: "worker",
-			Path: o.Checkout, Args: []string{"worker"}, Env: append(clone(checkoutEnv), "METRICS_ADDR="+metrics),
-			Listens: []string{metrics}})
+		plan.Workers = append(plan.Workers, plan.Worker(o.BuildID, i+1, o.Checkout, i))
 	}
 	for i := range o.APIs {
 		addr, metrics := loop(pt.API+i), loop(pt.APIMetrics+i)

@@ -27,7 +27,7 @@ func options(dir string, apis, workers int) cluster.Options {
 		SQLTool: "/bin/temporal-sql-tool", UIServer: "/bin/temporal-ui-server", HAProxy: "/usr/sbin/haproxy",
 		APIs: apis, Workers: workers, HistoryShards: 16, Ports: cluster.DefaultPorts(), Namespace: "default",
 		Secrets:       config.Secrets{JWT: "j", Webhook: "w", CodecKey: "k", CodecKeyID: "cluster-1"},
-		PublicBaseURL: "http://localhost:8080", SetCurrent: "always"}
+		PublicBaseURL: "http://localhost:8080", BuildID: "saga-x"}
 }
 
 // envKeys are the names of the settings a process is given.

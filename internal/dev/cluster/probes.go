@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
@@ -134,3 +135,21 @@ func EnsureNamespace(ctx context.Context, addr, namespace string) error {
 
 // quietLogger keeps the SDK's dial retries out of the output while the server starts.
 var quietLogger = sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
+
+// Alive is ready once the process has run for d without exiting: for a process with nothing to
+// probe, so that one that exits at once (a setting it refuses) fails its start with its last line.
+func Alive(d time.Duration) func(context.Context) error {
+	var first time.Time
+	var mu sync.Mutex
+	return func(context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if first.IsZero() {
+			first = time.Now()
+		}
+		if left := d - time.Since(first); left > 0 {
+			return fmt.Errorf("running for %s, not yet %s", time.Since(first).Round(time.Millisecond), d)
+		}
+		return nil
+	}
+}

@@ -65,6 +65,8 @@ type proc struct {
 	exited  chan error
 	settled chan struct{}
 	ready   bool
+	// removed: Remove stopped it for good; its watcher does not start it again.
+	removed bool
 }
 
 // CheckFree reports the first address of ps that something already listens on.
@@ -283,7 +285,7 @@ func (p *proc) start() error {
 	// stopped by it, or not started at all.
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.sup.isStopping() {
+	if p.sup.isStopping() || p.removed {
 		return errStopping
 	}
 	cmd := p.sup.command(p.Process, log)
@@ -316,7 +318,10 @@ func (p *proc) watch(quit <-chan struct{}) {
 			}
 			starting = false
 		}
-		if p.sup.isStopping() {
+		p.mu.Lock()
+		removed := p.removed
+		p.mu.Unlock()
+		if p.sup.isStopping() || removed {
 			return
 		}
 		if time.Since(began) > time.Minute {
@@ -394,4 +399,76 @@ func (p *proc) stop() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-p.done
 	}
+}
+
+// Remove stops the named processes (SIGTERM, then SIGKILL after 20 s) and forgets them: they are
+// not started again. Names not running are ignored.
+func (s *Supervisor) Remove(names ...string) {
+	var gone []*proc
+	s.mu.Lock()
+	for gi, g := range s.groups {
+		kept := g[:0:0]
+		for _, p := range g {
+			if slices.Contains(names, p.Name) {
+				gone = append(gone, p)
+				continue
+			}
+			kept = append(kept, p)
+		}
+		s.groups[gi] = kept
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, p := range gone {
+		wg.Go(func() {
+			p.mu.Lock()
+			p.removed = true
+			p.mu.Unlock()
+			p.stop()
+		})
+	}
+	wg.Wait()
+	s.writeState()
+}
+
+// SetEnv changes the environment the named process is started with from its next start on (a
+// restart after it dies, or Restart).
+func (s *Supervisor) SetEnv(name string, env []string) bool {
+	p := s.find(name)
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.Env = slices.Clone(env)
+	return true
+}
+
+// Running lists the processes the supervisor runs (jobs excluded), in start order.
+func (s *Supervisor) Running() []Process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Process
+	for _, g := range s.groups {
+		for _, p := range g {
+			p.mu.Lock()
+			out = append(out, p.Process)
+			p.mu.Unlock()
+		}
+	}
+	return out
+}
+
+// Restart stops the named process and starts it again at once (with the environment SetEnv last
+// gave it), waiting until it is ready.
+func (s *Supervisor) Restart(ctx context.Context, name string) error {
+	p := s.find(name)
+	if p == nil {
+		return fmt.Errorf("%s is not running", name)
+	}
+	p.mu.Lock()
+	proc := p.Process
+	p.mu.Unlock()
+	s.Remove(name)
+	return s.Start(ctx, proc)
 }
