@@ -146,6 +146,8 @@ func TestCluster_OrdersThroughHAProxy_AReplicaThatDiesLeavesTheRotation(t *testi
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, ui.status, "the Temporal UI answers")
 
+	c.frontendRequiresACertificate(t)
+
 	secrets, err := config.ClusterSecretsOf(dir)
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(secrets.CodecKeyID, "cluster-"), "the cluster's own codec key")
@@ -193,6 +195,29 @@ func TestCluster_OrdersThroughHAProxy_AReplicaThatDiesLeavesTheRotation(t *testi
 	require.Error(t, err)
 	assert.Equal(t, "checkout cluster: this cluster was set up with 4 history shards, not 8: Temporal cannot change them (use the same count, or another data folder)",
 		strings.TrimSpace(string(out)))
+}
+
+// frontendRequiresACertificate: the Temporal CLI without a client certificate is refused by the
+// frontend; with the tools' certificate of the cluster's CA it lists workflows.
+func (c *runningCluster) frontendRequiresACertificate(t *testing.T) {
+	t.Helper()
+	temporal := func(args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, filepath.Join(c.tools, "temporal"), append([]string{"workflow", "list",
+			"--address", fmt.Sprintf("127.0.0.1:%d", c.ports.Frontend), "--limit", "1"}, args...)...)
+		cmd.Env = cleanEnv()
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := temporal()
+	assert.Error(t, err, "no TLS: refused\n%s", out)
+	pki := cluster.Options{Dir: c.dir}.PKI()
+	out, err = temporal("--tls-ca-path", pki.CAFile(), "--tls-server-name", cluster.FrontendServerName)
+	assert.Error(t, err, "TLS without a client certificate: refused\n%s", out)
+	out, err = temporal("--tls-ca-path", pki.CAFile(), "--tls-server-name", cluster.FrontendServerName,
+		"--tls-cert-path", pki.CertFile(cluster.IdentityTools), "--tls-key-path", pki.KeyFile(cluster.IdentityTools))
+	assert.NoError(t, err, "the tools' certificate: served\n%s", out)
 }
 
 // clusterStack is the test's client of a running cluster: HTTP through HAProxy, the cluster's

@@ -25,7 +25,8 @@ import (
 
 // TestModes_APIAndWorkerRefuseToStartWithoutSecretsOfTheirOwn: outside dev, a missing secret, the
 // development values once published in the repository, a short secret, a codec key that is
-// missing, unnamed, not base64 or not AES-256, no payment provider named, or an admission limit
+// missing, unnamed, not base64 or not AES-256, no TLS to Temporal (nor its explicit opt-out), no
+// payment provider named, or an admission limit
 // that is not one stop the service before it listens or polls, with one line that names the
 // setting.
 func TestModes_APIAndWorkerRefuseToStartWithoutSecretsOfTheirOwn(t *testing.T) {
@@ -34,6 +35,7 @@ func TestModes_APIAndWorkerRefuseToStartWithoutSecretsOfTheirOwn(t *testing.T) {
 	good := strings.Repeat("s", 40)
 	secrets := []string{"AUTH_JWT_SECRET=" + good, "PAYMENT_WEBHOOK_SECRET=" + good}
 	codec := []string{"TEMPORAL_CODEC_KEY=" + testenv.CodecKey, "TEMPORAL_CODEC_KID=k1"}
+	plaintext := []string{"TEMPORAL_ALLOW_PLAINTEXT=true"}
 	with := func(lists ...[]string) []string { return slices.Concat(lists...) }
 	for name, tc := range map[string]struct {
 		env  []string
@@ -48,7 +50,8 @@ func TestModes_APIAndWorkerRefuseToStartWithoutSecretsOfTheirOwn(t *testing.T) {
 		"codec key of 16 bytes": {with(secrets, []string{"TEMPORAL_CODEC_KEY=c2l4dGVlbi1ieXRlLWtleQ==", "TEMPORAL_CODEC_KID=k1"}),
 			"TEMPORAL_CODEC_KEY is 16 bytes"},
 		"older codec key short":        {with(secrets, codec, []string{"TEMPORAL_CODEC_KEYS=k0=c2hvcnQ="}), "TEMPORAL_CODEC_KEYS k0 is 5 bytes"},
-		"no payment provider":          {with(secrets, codec), "PAYMENT_PROVIDER is not set"},
+		"no TLS to Temporal":           {with(secrets, codec), "TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY and TEMPORAL_TLS_CA are not set"},
+		"no payment provider":          {with(secrets, codec, plaintext), "PAYMENT_PROVIDER is not set"},
 		"in-flight bound not a number": {[]string{"ORDERS_MAX_IN_FLIGHT=lots"}, `ORDERS_MAX_IN_FLIGHT="lots": not an integer`},
 		"admission latency too short":  {[]string{"ORDERS_ADMIT_MAX_LATENCY=1ms"}, "ORDERS_ADMIT_MAX_LATENCY 1ms: between 10ms and 30s"},
 	} {
@@ -95,7 +98,7 @@ func TestModes_MetricsOnlyOnTheirInternalPort(t *testing.T) {
 				"TEMPORAL_TASK_QUEUE=e2e-"+randomHex(6), "SCHEDULES_ENABLED=false", "DATA_DIR="+t.TempDir(),
 				"AUTH_JWT_SECRET="+testenv.Secret, "PAYMENT_WEBHOOK_SECRET="+testenv.Secret, "PAYMENT_PROVIDER=paysim",
 				"TEMPORAL_CODEC_KEY="+testenv.CodecKey, "TEMPORAL_CODEC_KID=k1",
-				"HTTP_ADDR="+public, "METRICS_ADDR="+internal, "LOG_LEVEL=warn")
+				"HTTP_ADDR="+public, "METRICS_ADDR="+internal, "LOG_LEVEL=warn", "TEMPORAL_ALLOW_PLAINTEXT=true")
 			var logs bytes.Buffer
 			c.Stderr = &logs
 			if os.Getenv("E2E_LOG") != "" {

@@ -226,6 +226,8 @@ func (s *stack) workerProcess(bin string, env ...string) *exec.Cmd {
 		"METRICS_ADDR=127.0.0.1:0",
 		"LOG_LEVEL=warn",
 		"SCHEDULES_ENABLED=false",
+		// The test's dev server speaks plaintext on loopback.
+		"TEMPORAL_ALLOW_PLAINTEXT=true",
 	)
 	cmd.Env = append(cmd.Env, env...)
 	if os.Getenv("E2E_LOG") != "" {

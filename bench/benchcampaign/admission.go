@@ -180,7 +180,8 @@ func auditDev(ctx context.Context, s *benchkit.Stack) (audit.Report, error) {
 	}
 	defer pool.Close()
 	tc, err := client.Dial(client.Options{HostPort: s.Temporal, DataConverter: s.DataConverter,
-		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+		ConnectionOptions: client.ConnectionOptions{TLS: s.TemporalTLS},
+		Logger:            sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	if err != nil {
 		return audit.Report{}, err
 	}

@@ -115,10 +115,19 @@ func runCluster(ctx context.Context, cfg config.Config, args []string) error {
 	if err := cluster.CheckShards(o.Dir, o.HistoryShards); err != nil {
 		return err
 	}
+	step := func(format string, a ...any) { fmt.Printf("cluster: "+format+"\n", a...) }
+	pki, err := cluster.EnsurePKI(o.Dir)
+	if err != nil {
+		return fmt.Errorf("the cluster's certificates: %w", err)
+	}
+	toolsTLS, err := pki.ClientTLS(cluster.IdentityTools)
+	if err != nil {
+		return fmt.Errorf("the cluster's certificates: %w", err)
+	}
+	step("certificates in %s (the cluster's own CA; the frontend requires a client certificate)", pki.Dir)
 	if err := cluster.WriteConfig(o, plan); err != nil {
 		return err
 	}
-	step := func(format string, a ...any) { fmt.Printf("cluster: "+format+"\n", a...) }
 
 	// Temporal's connections (four services, 30 each) and the product's, with room for tools and
 	// for the workers of a build draining beside the current one.
@@ -146,7 +155,7 @@ func runCluster(ctx context.Context, cfg config.Config, args []string) error {
 		return err
 	}
 	frontend := "127.0.0.1:" + strconv.Itoa(o.Ports.Frontend)
-	if err := cluster.EnsureNamespace(ctx, frontend, o.Namespace); err != nil {
+	if err := cluster.EnsureNamespace(ctx, frontend, o.Namespace, toolsTLS); err != nil {
 		return err
 	}
 	step("temporal frontend, history, matching and worker up (%d history shards); namespace %s", o.HistoryShards, o.Namespace)
@@ -162,7 +171,8 @@ func runCluster(ctx context.Context, cfg config.Config, args []string) error {
 	}
 
 	tc, err := client.DialContext(ctx, client.Options{HostPort: frontend, Namespace: o.Namespace,
-		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+		Logger:            sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+		ConnectionOptions: client.ConnectionOptions{TLS: toolsTLS}})
 	if err != nil {
 		return fmt.Errorf("temporal at %s: %w", frontend, err)
 	}
@@ -319,6 +329,29 @@ func clusterOptions(cfg config.Config, f clusterFlags) (cluster.Options, error) 
 	return o, nil
 }
 
+// runCerts is `checkout certs`: the cluster's CA and certificates in a folder of a deployment's
+// own (docker-compose.yml's certs job), as `checkout cluster` makes them in its data folder.
+func runCerts(args []string) error {
+	fs := flag.NewFlagSet("certs", flag.ContinueOnError)
+	dir := fs.String("dir", "", "the folder: ca.pem and <identity>.pem, <identity>-key.pem")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return errors.New("--dir is required")
+	}
+	// EnsurePKI writes into <parent>/tls, as in a cluster's data folder.
+	if filepath.Base(filepath.Clean(*dir)) != cluster.TLSDir {
+		return fmt.Errorf("--dir %s: the folder must be named %s", *dir, cluster.TLSDir)
+	}
+	pki, err := cluster.EnsurePKI(filepath.Dir(filepath.Clean(*dir)))
+	if err != nil {
+		return err
+	}
+	fmt.Println("certificates in", pki.Dir)
+	return nil
+}
+
 // findHAProxy is the distribution's haproxy (the Makefile installs it).
 func findHAProxy() (string, error) {
 	if p, err := exec.LookPath("haproxy"); err == nil {
@@ -343,16 +376,16 @@ func loadDemo(ctx context.Context, url string) error {
 }
 
 // writeCheckoutEnv writes checkout.env: the settings of the cluster's checkout processes (the
-// first worker's), with which `checkout token`, `loadgen` and `audit` reach this cluster, and a
-// worker started by hand joins it (with a METRICS_ADDR of its own):
-// `set -a; . .data/cluster/checkout.env; set +a`. It holds the secrets: readable by its owner only.
+// first worker's, with the tools' certificate in place of the worker's), with which `checkout
+// token`, `loadgen` and `audit` reach this cluster: `set -a; . .data/cluster/checkout.env; set +a`.
+// It holds the secrets: readable by its owner only.
 func writeCheckoutEnv(o cluster.Options, plan cluster.Plan) error {
 	var b strings.Builder
 	b.WriteString("# Written by `checkout cluster` at each start: the settings of its checkout processes.\n")
 	b.WriteString("# A worker started by hand with them only finishes runs: it never becomes current (the\n")
 	b.WriteString("# release makes a build current), leaves the schedules and runs no loops; give it a\n")
-	b.WriteString("# METRICS_ADDR of its own.\n")
-	for _, kv := range append(slices.Clone(plan.CheckoutEnv), builds.DrainingEnv...) {
+	b.WriteString("# METRICS_ADDR of its own. They carry the tools' certificate, not a worker's.\n")
+	for _, kv := range slices.Concat(plan.CheckoutEnv, o.PKI().ClientEnv(cluster.IdentityTools), builds.DrainingEnv) {
 		b.WriteString(kv + "\n")
 	}
 	return os.WriteFile(checkoutEnvFile(o), []byte(b.String()), 0o600)
@@ -375,14 +408,16 @@ checkout cluster is running (Ctrl-C stops everything)
   workers         %s
   builds          %s current; draining beside it: %s   (bin/checkout builds; make release)
   Temporal UI     http://localhost:%d
-  Temporal        127.0.0.1:%d (frontend; history :%d, matching :%d, worker :%d)   namespace %s
+  Temporal        127.0.0.1:%d (frontend, mutual TLS: a client certificate of %s/tls is required;
+                  history :%d, matching :%d, worker :%d)   namespace %s
   PostgreSQL      %s
   data and logs   %s (processes.json: what runs where; logs/<process>.log)
 
   shopper 7       export TOKEN=%s
   other tokens    set -a; . %s; set +a; bin/checkout token --user 8 --role shopper
 
-`, o.PublicBaseURL, pt.Stats, listens(plan.APIs), strings.Join(r.current, ", "), r.build, cmp.Or(strings.Join(r.fleet.Running(), ", "), "none"), pt.UI, pt.Frontend, pt.History, pt.Matching,
+`, o.PublicBaseURL, pt.Stats, listens(plan.APIs), strings.Join(r.current, ", "), r.build,
+		cmp.Or(strings.Join(r.fleet.Running(), ", "), "none"), pt.UI, pt.Frontend, o.Dir, pt.History, pt.Matching,
 		pt.Worker, o.Namespace, cluster.DatabaseURL(pt.Postgres, "checkout"), o.Dir, token, checkoutEnvFile(o))
 }
 

@@ -135,9 +135,14 @@ func auditOnce(ctx context.Context, cfg config.Config, af auditFlags, since time
 		Provider: auditProvider(cfg, pool)}
 	if !af.noTemporal {
 		quiet := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		tlsCfg, err := cfg.TemporalTLSConfig()
+		if err != nil {
+			return audit.Report{}, err
+		}
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		tc, err := client.DialContext(dctx, client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
-			Logger: sdklog.NewStructuredLogger(quiet), DataConverter: auditDataConverter(cfg)})
+			Logger: sdklog.NewStructuredLogger(quiet), DataConverter: auditDataConverter(cfg),
+			ConnectionOptions: client.ConnectionOptions{TLS: tlsCfg}})
 		cancel()
 		if err != nil {
 			return audit.Report{}, fmt.Errorf("cannot reach Temporal at %s (set TEMPORAL_ADDRESS, or --no-temporal): %w",

@@ -33,6 +33,8 @@ commands:
             runs): cluster [--apis 2] [--workers 2] [--history-shards 16] [--ports-from N]
   release   release a binary into the running cluster: its workers beside the running ones, made
             current once they poll, the earlier build drained: release [--binary PATH] [--ramp 10,50]
+  certs     make a cluster's certificate authority and certificates in a folder, once (renewing
+            those near their end): certs --dir /tls (what make cluster does in its folder)
   api       run the REST API
   worker    run the Temporal worker
   migrate   apply database migrations (and the payment simulator's, when PAYMENT_PROVIDER=paysim)
@@ -64,6 +66,8 @@ func main() {
 		err = withConfig(func(cfg config.Config) error { return runDev(ctx, cfg) })
 	case "cluster":
 		err = withConfig(func(cfg config.Config) error { return runCluster(ctx, cfg, args) })
+	case "certs":
+		err = runCerts(args)
 	case "api":
 		err = withConfig(func(cfg config.Config) error { return runAPI(ctx, cfg) })
 	case "worker":

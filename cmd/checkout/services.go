@@ -76,7 +76,7 @@ func connect(ctx context.Context, cfg config.Config) (*app, error) {
 	}
 	a := &app{cfg: cfg, log: slog.Default(), metrics: metrics.New()}
 	var err error
-	if a.codec, err = cfg.PayloadCodec(); err != nil {
+	if a.codec, err = cfg.ServeCodec(); err != nil {
 		return nil, err
 	}
 	if a.pool, err = db.Connect(ctx, cfg.DatabaseURL, cfg.DBMaxConns); err != nil {
@@ -86,8 +86,17 @@ func connect(ctx context.Context, cfg config.Config) (*app, error) {
 		a.pool.Close()
 		return nil, fmt.Errorf("database: %w", err)
 	}
+	tlsCfg, err := cfg.TemporalTLSConfig()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.TemporalTLS.AllowPlaintext {
+		a.log.Warn("TEMPORAL_ALLOW_PLAINTEXT is set: this process reaches Temporal WITHOUT TLS and without a client certificate; only a local proxy that speaks mutual TLS to the frontend makes that safe",
+			"temporal_address", cfg.TemporalAddress)
+	}
 	a.temporal, err = client.DialContext(ctx, client.Options{HostPort: cfg.TemporalAddress,
-		Namespace: cfg.TemporalNamespace, Logger: sdklog.NewStructuredLogger(a.log), DataConverter: a.codec.DataConverter()})
+		Namespace: cfg.TemporalNamespace, Logger: sdklog.NewStructuredLogger(a.log), DataConverter: a.codec.DataConverter(),
+		ConnectionOptions: client.ConnectionOptions{TLS: tlsCfg}})
 	if err != nil {
 		a.pool.Close()
 		return nil, fmt.Errorf("temporal at %s: %w", cfg.TemporalAddress, err)
@@ -211,7 +220,7 @@ func runAPI(ctx context.Context, cfg config.Config) error {
 		return err
 	}
 	defer a.close()
-	a.log.Info("api listening", "addr", cfg.HTTPAddr, "metrics", cfg.MetricsAddr)
+	a.log.Info("api listening", "addr", cfg.HTTPAddr, "metrics", cfg.MetricsAddr, "temporal", cfg.TemporalTransport())
 	return a.runWithMetrics(ctx, a.serveAPI)
 }
 
@@ -224,7 +233,7 @@ func runWorker(ctx context.Context, cfg config.Config) error {
 		return err
 	}
 	defer a.close()
-	a.log.Info("worker started", "task_queue", cfg.TaskQueue, "metrics", cfg.MetricsAddr)
+	a.log.Info("worker started", "task_queue", cfg.TaskQueue, "metrics", cfg.MetricsAddr, "temporal", cfg.TemporalTransport())
 	return a.runWithMetrics(ctx, a.runWorker)
 }
 
@@ -247,6 +256,9 @@ func runDev(ctx context.Context, cfg config.Config) error {
 	if cfg.PaymentProvider == "" {
 		cfg.PaymentProvider = config.ProviderPaysim
 	}
+	// The dev server takes any client on loopback; its worker reads payloads in clear too, so that
+	// the bare CLI can drive orders on a laptop.
+	cfg.CodecAcceptPlaintext = true
 	if cfg.DatabaseURL == "" {
 		pg, err := pgserver.Start(ctx, pgserver.Options{Dir: filepath.Join(cfg.Dev.DataDir, "pg"), Port: cfg.Dev.PGPort,
 			Database: "checkout", Log: openLog(cfg.Dev.DataDir, "postgres.log")})
@@ -427,7 +439,7 @@ checkout is running (Ctrl-C stops everything)
   metrics       %s
   Prometheus    %s
   Temporal UI   %s
-  Temporal      %s   namespace %s
+  Temporal      %s   namespace %s   (plaintext, no authentication: this machine only)
   PostgreSQL    %s
 
   shopper 7     export TOKEN=%s

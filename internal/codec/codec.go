@@ -4,7 +4,9 @@
 // no personal data in clear. Each encrypted payload names its key, so keys can be rotated:
 // payloads are encrypted with the primary key and decrypted with whichever key they name.
 // Payloads that are not encrypted pass through, so histories written before encryption was on
-// still decode.
+// still decode, unless the codec is strict (Strict): then a payload that no holder of the key
+// encrypted is refused, so that an input written by a client without the key (a signal sent with
+// the bare CLI, a workflow started past the codec) fails instead of being obeyed.
 package codec
 
 import (
@@ -43,6 +45,8 @@ var (
 	// ErrUndecryptable: the payload does not open with the key it names (altered, truncated, or
 	// a different key under the same id).
 	ErrUndecryptable = errors.New("payload does not decrypt")
+	// ErrPlaintext: a strict codec was given a payload that is not encrypted.
+	ErrPlaintext = errors.New("payload not encrypted by the checkout's codec")
 )
 
 // Key is one AES-256 key and the id payloads name it by.
@@ -57,6 +61,8 @@ type Codec struct {
 	aeads   map[string]cipher.AEAD
 	// decodeOnly: Encode leaves payloads in clear (see DecodeOnly).
 	decodeOnly bool
+	// strict: Decode refuses payloads that are not encrypted (see Strict).
+	strict bool
 }
 
 var _ converter.PayloadCodec = (*Codec)(nil)
@@ -108,6 +114,23 @@ func (c *Codec) DecodeOnly() *Codec {
 	return &d
 }
 
+// Strict returns the codec that refuses to decode a payload that is not encrypted (ErrPlaintext):
+// what api and worker run on outside `checkout dev`, so that nothing reaches the saga that a
+// holder of the key did not write. Null payloads (no value at all) still pass.
+func (c *Codec) Strict() *Codec {
+	d := *c
+	d.strict = true
+	return &d
+}
+
+// Lenient returns the codec that passes payloads in clear through: for showing a history to
+// support as it is, plaintext included, never for acting on it.
+func (c *Codec) Lenient() *Codec {
+	d := *c
+	d.strict = false
+	return &d
+}
+
 // PrimaryKeyID is the id of the key new payloads are encrypted with.
 func (c *Codec) PrimaryKeyID() string { return c.primary }
 
@@ -144,7 +167,14 @@ func (c *Codec) Encode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error) {
 	out := make([]*commonpb.Payload, len(payloads))
 	for i, p := range payloads {
-		if p == nil || !encrypted(p) {
+		if p == nil {
+			continue
+		}
+		if !encrypted(p) {
+			if c.strict {
+				return payloads, fmt.Errorf("%w: refused (encoding %q); send it through the codec endpoint or a client with the key",
+					ErrPlaintext, p.GetMetadata()[converter.MetadataEncoding])
+			}
 			out[i] = p
 			continue
 		}

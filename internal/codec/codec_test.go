@@ -137,6 +137,32 @@ func TestCodec_PlainPayload_PassesThroughUnchanged(t *testing.T) {
 	assert.Same(t, sealed, again[0], "encoding an encrypted payload changes nothing")
 }
 
+// TestCodec_Strict_RefusesPlaintextDecodesWhatTheKeySealed: a strict codec decodes what a holder of
+// the key encrypted and null values, and refuses a payload in clear, such as a signal sent with the
+// bare CLI; its lenient view shows that payload as it is.
+func TestCodec_Strict_RefusesPlaintextDecodesWhatTheKeySealed(t *testing.T) {
+	t.Parallel()
+	c := mustCodec(t, key("k1", 1))
+	strict := c.Strict()
+	plain, err := converter.GetDefaultDataConverter().ToPayload(map[string]string{"action": "refund"})
+	require.NoError(t, err)
+	_, err = strict.Decode([]*commonpb.Payload{encode(t, c, order{AddressID: 1}), plain})
+	require.ErrorIs(t, err, codec.ErrPlaintext)
+	var v map[string]string
+	require.ErrorIs(t, strict.DataConverter().FromPayload(plain, &v), codec.ErrPlaintext, "the worker's converter refuses it")
+
+	var o order
+	require.NoError(t, strict.DataConverter().FromPayload(encode(t, c, order{AddressID: 4}), &o))
+	assert.Equal(t, int64(4), o.AddressID)
+	out, err := strict.Decode([]*commonpb.Payload{nil})
+	require.NoError(t, err)
+	assert.Nil(t, out[0])
+
+	shown, err := strict.Lenient().Decode([]*commonpb.Payload{plain})
+	require.NoError(t, err)
+	assert.Same(t, plain, shown[0])
+}
+
 func TestNew_RefusesBadKeys(t *testing.T) {
 	t.Parallel()
 	for name, keys := range map[string][]codec.Key{

@@ -23,7 +23,9 @@ type Config struct {
 	DBMaxConns  int32
 
 	// TemporalAddress points at the Temporal frontend. Empty in `dev` means: start the dev server.
-	TemporalAddress   string
+	TemporalAddress string
+	// TemporalTLS is the client certificate every dial to Temporal presents (mutual TLS).
+	TemporalTLS       TemporalTLS
 	TemporalNamespace string
 	TaskQueue         string
 	// DeploymentName is the worker deployment the worker's versions belong to (default: the task
@@ -77,6 +79,10 @@ type Config struct {
 	// CodecEncrypt false writes payloads in clear while still reading encrypted ones: the first
 	// phase of introducing the codec while workers of a release without it still run.
 	CodecEncrypt bool
+	// CodecAcceptPlaintext lets the process decode payloads that are not encrypted: `checkout dev`
+	// (and the transition from a release without the codec) only. Otherwise api and worker refuse
+	// them, so an input that no holder of the key wrote fails instead of being obeyed.
+	CodecAcceptPlaintext bool
 	// TemporalUIOrigins are the Temporal UI's origins (scheme://host:port), which may call the
 	// API's codec endpoint from a browser with support's session cookie.
 	TemporalUIOrigins []string
@@ -254,6 +260,7 @@ func Load(getenv func(string) string) (Config, error) {
 		AvailabilityPollInterval: p.duration("AVAILABILITY_POLL_INTERVAL", 200*time.Millisecond),
 
 		CodecEncrypt:             p.bool("TEMPORAL_CODEC_ENCRYPT", true),
+		CodecAcceptPlaintext:     p.bool("TEMPORAL_CODEC_ACCEPT_PLAINTEXT", false),
 		ReserveCombining:         p.bool("RESERVE_COMBINING", true),
 		ReserveCombiningInFlight: p.int("RESERVE_COMBINING_IN_FLIGHT", 0),
 
@@ -266,6 +273,7 @@ func Load(getenv func(string) string) (Config, error) {
 		PaymentReconcilerEvery: p.every("PAYMENT_RECONCILER_EVERY", 5*time.Minute),
 	}
 	c.RateLimits, c.TrustedProxies = p.rateLimits(), p.trustedProxies()
+	c.TemporalTLS = p.temporalTLS()
 	if keys, err := parseKeys(p.getenv("AUTH_JWT_KEYS")); err != nil {
 		p.errs = append(p.errs, err)
 	} else {

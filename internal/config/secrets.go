@@ -24,11 +24,17 @@ const MinSecretBytes = 32
 // refused everywhere but in tests of this refusal.
 var developmentSecrets = []string{"dev-only-jwt-secret-change-me", "dev-only-webhook-secret-change-me"}
 
-// CheckServe is what api and worker ask before they start: their secrets (CheckSecrets), and a
-// payment provider chosen, never assumed.
+// CheckServe is what api and worker ask before they start: their secrets (CheckSecrets), mutual
+// TLS to Temporal (CheckTemporalTLS), and a payment provider chosen, never assumed.
 func (c Config) CheckServe() error {
 	if err := c.CheckSecrets(); err != nil {
 		return err
+	}
+	if err := c.CheckTemporalTLS(); err != nil {
+		return err
+	}
+	if !c.CodecEncrypt && !c.CodecAcceptPlaintext {
+		return errors.New("TEMPORAL_CODEC_ENCRYPT=false writes payloads in clear, which api and worker refuse to read: also set TEMPORAL_CODEC_ACCEPT_PLAINTEXT=true while it lasts")
 	}
 	if c.PaymentProvider == "" {
 		return fmt.Errorf("PAYMENT_PROVIDER is not set: name the payment provider (this build has only the simulator, %s, with which no money moves)", ProviderPaysim)
@@ -115,7 +121,8 @@ func (c Config) AuthKeys() auth.Keys {
 
 // PayloadCodec is the codec of every Temporal client and worker of the product: it encrypts with
 // TEMPORAL_CODEC_KEY (unless TEMPORAL_CODEC_ENCRYPT is false) and decrypts with it and the older
-// TEMPORAL_CODEC_KEYS.
+// TEMPORAL_CODEC_KEYS. It reads payloads in clear too; api and worker run on its Strict form
+// unless TEMPORAL_CODEC_ACCEPT_PLAINTEXT (ServeCodec).
 func (c Config) PayloadCodec() (*codec.Codec, error) {
 	if len(c.CodecKey.Secret) == 0 {
 		return nil, errors.New("TEMPORAL_CODEC_KEY is not set (or use `checkout dev`)")
@@ -128,6 +135,16 @@ func (c Config) PayloadCodec() (*codec.Codec, error) {
 		pc = pc.DecodeOnly()
 	}
 	return pc, nil
+}
+
+// ServeCodec is the codec of api and worker processes: PayloadCodec, strict (refusing payloads
+// in clear) unless TEMPORAL_CODEC_ACCEPT_PLAINTEXT is set, as `checkout dev` sets it.
+func (c Config) ServeCodec() (*codec.Codec, error) {
+	pc, err := c.PayloadCodec()
+	if err != nil || c.CodecAcceptPlaintext {
+		return pc, err
+	}
+	return pc.Strict(), nil
 }
 
 // parseCodecKeys reads TEMPORAL_CODEC_KEYS: kid=base64 pairs, comma-separated.

@@ -203,7 +203,7 @@ func TestClusterSecrets_MadeOnceInItsFolder_NotTheDevOnes(t *testing.T) {
 
 	c := load(t, map[string]string{"AUTH_JWT_SECRET": first.JWT, "PAYMENT_WEBHOOK_SECRET": first.Webhook,
 		"TEMPORAL_CODEC_KEY": first.CodecKey, "TEMPORAL_CODEC_KID": first.CodecKeyID, "PAYMENT_PROVIDER": "paysim"})
-	require.NoError(t, c.CheckServe(), "as api and worker require")
+	require.NoError(t, c.CheckSecrets(), "as api and worker require")
 
 	dev, err := load(t, map[string]string{"DATA_DIR": data}).WithDevSecrets()
 	require.NoError(t, err)

@@ -3,6 +3,7 @@ package benchkit
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -42,6 +43,9 @@ type Stack struct {
 	// DataConverter is the stack's codec over the SDK's converter: the floor's workflows pay for
 	// encryption as the orders do (the default converter for a build from before the codec).
 	DataConverter converter.DataConverter
+	// TemporalTLS is how the tools dial Temporal: the cluster's tools certificate (nil: the dev
+	// server, plaintext).
+	TemporalTLS *tls.Config
 	// Cluster is set for `checkout cluster`: Metrics is then its first worker's /metrics,
 	// TemporalMetrics its frontend's, and TemporalServiceMetrics those of each Temporal service.
 	Cluster                bool
@@ -211,6 +215,9 @@ func StartClusterWith(ctx context.Context, spec ClusterSpec) (*Stack, error) {
 	}
 	secrets, err := config.ClusterSecretsOf(dir)
 	if err == nil {
+		s.TemporalTLS, err = cluster.Options{Dir: dir}.PKI().ClientTLS(cluster.IdentityTools)
+	}
+	if err == nil {
 		s.Secret = secrets.JWT
 		var key codec.Key
 		if key, err = secrets.Codec(); err == nil {
@@ -281,7 +288,8 @@ type Floor struct {
 // worker.
 func StartFloor(s *Stack) (*Floor, error) {
 	c, err := client.Dial(client.Options{HostPort: s.Temporal, DataConverter: s.DataConverter,
-		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+		Logger:            sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+		ConnectionOptions: client.ConnectionOptions{TLS: s.TemporalTLS}})
 	if err != nil {
 		return nil, err
 	}

@@ -144,7 +144,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	defer s.Stop()
 	tc, err := client.DialContext(ctx, client.Options{HostPort: s.Temporal, DataConverter: s.DataConverter,
-		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+		Logger:            sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+		ConnectionOptions: client.ConnectionOptions{TLS: s.TemporalTLS}})
 	if err != nil {
 		return Result{}, fmt.Errorf("temporal at %s: %w", s.Temporal, err)
 	}

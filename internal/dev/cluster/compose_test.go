@@ -55,8 +55,9 @@ func TestCompose_TheClustersServicesWithTheSameSettings(t *testing.T) {
 		settings[p.Service] = keys
 	}
 	// PostgreSQL: internal/dev/pgserver. Prometheus and Grafana: compose only; on this machine
-	// `make run PROMETHEUS=1` runs Prometheus with the same rules.
-	want := append(slices.Collect(maps.Keys(settings)), "postgres", "prometheus", "grafana")
+	// `make run PROMETHEUS=1` runs Prometheus with the same rules. certs: what the cluster does
+	// in its own process (EnsurePKI), as `checkout certs`.
+	want := append(slices.Collect(maps.Keys(settings)), "postgres", "prometheus", "grafana", "certs")
 	assert.ElementsMatch(t, want, slices.Collect(maps.Keys(services)), "the same services")
 	for svc, keys := range settings {
 		got := slices.Sorted(maps.Keys(services[svc].Environment))
@@ -79,6 +80,7 @@ func TestCompose_TheClustersServicesWithTheSameSettings(t *testing.T) {
 	}
 	assert.Contains(t, services["haproxy"].Volumes, "./haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro")
 	assert.Contains(t, services["haproxy"].Volumes, "./"+deploy.HAProxyUnavailable+":"+services["haproxy"].Environment["HAPROXY_UNAVAILABLE"]+":ro")
+	assert.Equal(t, []string{"certs", "--dir", "/tls"}, services["certs"].Command)
 	assert.Equal(t, []string{"migrate"}, services["migrate"].Command)
 	assert.Equal(t, []string{"api"}, services["api"].Command)
 	assert.Equal(t, []string{"worker"}, services["worker"].Command)

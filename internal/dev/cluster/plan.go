@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -116,6 +117,7 @@ type Plan struct {
 	// aside).
 	CheckoutEnv []string
 	ports       Ports
+	pki         PKI
 }
 
 // WorkerName names worker i (from 1) of a build.
@@ -127,7 +129,8 @@ func WorkerName(build string, i int) string { return fmt.Sprintf("worker-%s-%d",
 func (p Plan) Worker(build string, i int, bin string, slot int) Process {
 	metrics := "127.0.0.1:" + strconv.Itoa(p.ports.WorkerMetrics+slot)
 	return Process{Name: WorkerName(build, i), Service: "worker", Path: bin, Args: []string{"worker"},
-		Env: append(clone(p.CheckoutEnv), "METRICS_ADDR="+metrics), Listens: []string{metrics}}
+		Env:     slices.Concat(p.CheckoutEnv, p.pki.ClientEnv(IdentityWorker), []string{"METRICS_ADDR=" + metrics}),
+		Listens: []string{metrics}}
 }
 
 // WorkerSlots is how many workers of all builds may run at once (each its /metrics port).
@@ -174,9 +177,13 @@ func SchemaSteps() [][]string {
 // TemporalServices are the server's services, each a process.
 var TemporalServices = []string{"history", "matching", "frontend", "worker"}
 
+// PKI is where the cluster keeps its certificate authority and certificates (EnsurePKI makes them).
+func (o Options) PKI() PKI { return PKI{Dir: filepath.Join(o.Dir, TLSDir)} }
+
 // NewPlan plans the processes of o. It starts nothing.
 func NewPlan(o Options) Plan {
 	pt := o.Ports
+	pki := o.PKI()
 	loop := func(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
 	var plan Plan
 
@@ -200,6 +207,7 @@ func NewPlan(o Options) Plan {
 		"TEMPORAL_MATCHING_MEMBERSHIP_PORT="+strconv.Itoa(pt.MatchingMembership),
 		"TEMPORAL_WORKER_MEMBERSHIP_PORT="+strconv.Itoa(pt.WorkerMembership),
 		"TEMPORAL_FRONTEND_ADDRESS="+loop(pt.Frontend),
+		"TEMPORAL_TLS_DIR="+pki.Dir,
 		"DYNAMIC_CONFIG_FILE_PATH="+filepath.Join(o.Dir, temporalConfigDir, "dynamicconfig.yaml"),
 		"TEMPORAL_LOG_LEVEL="+cmp.Or(o.TemporalLogLevel, "warn"))
 	servicePorts := map[string][3]int{ // gRPC, membership, metrics
@@ -210,15 +218,14 @@ func NewPlan(o Options) Plan {
 	for _, svc := range TemporalServices {
 		ports := servicePorts[svc]
 		p := Process{Name: "temporal-" + svc, Service: "temporal-" + svc, Path: o.TemporalServer,
-			Args: []string{"--root", o.Dir, "--config", temporalConfigDir, "--env", TemporalEnv, "--allow-no-auth",
-				"start", "--service", svc},
+			Args:    []string{"--root", o.Dir, "--config", temporalConfigDir, "--env", TemporalEnv, "start", "--service", svc},
 			Env:     append(clone(temporalEnv), "PROMETHEUS_ENDPOINT="+loop(ports[2])),
 			Listens: []string{loop(ports[0]), loop(ports[1]), loop(ports[2])},
 			Ready:   Listening(loop(ports[0]))}
 		switch svc {
 		case "frontend":
 			p.Listens = append(p.Listens, loop(pt.FrontendHTTP))
-			p.Ready = frontendReady(loop(pt.Frontend))
+			p.Ready = frontendReady(loop(pt.Frontend), pki)
 		case "worker":
 			// The internal worker serves no gRPC: it is up once it has joined the membership ring.
 			p.Listens = []string{loop(ports[1]), loop(ports[2])}
@@ -228,14 +235,16 @@ func NewPlan(o Options) Plan {
 	}
 
 	public := strings.TrimRight(o.PublicBaseURL, "/")
+	ui := []string{"TEMPORAL_ADDRESS=" + loop(pt.Frontend), "TEMPORAL_UI_PORT=" + strconv.Itoa(pt.UI),
+		"TEMPORAL_CODEC_ENDPOINT=" + public + "/codec", "TEMPORAL_CODEC_INCLUDE_CREDENTIALS=true",
+		"TEMPORAL_CODEC_DEFAULT_ERROR_MESSAGE=" + CodecErrorMessage,
+		"TEMPORAL_CODEC_DEFAULT_ERROR_LINK=" + public + "/codec/session",
+		// Support starts line cancellations from the UI's start form.
+		"TEMPORAL_START_WORKFLOW_DISABLED=false"}
 	plan.UI = Process{Name: "temporal-ui", Service: "temporal-ui", Path: o.UIServer,
 		Args: []string{"--root", o.Dir, "--config", uiConfigDir, "--env", "docker", "start"},
-		Env: []string{"TEMPORAL_ADDRESS=" + loop(pt.Frontend), "TEMPORAL_UI_PORT=" + strconv.Itoa(pt.UI),
-			"TEMPORAL_CODEC_ENDPOINT=" + public + "/codec", "TEMPORAL_CODEC_INCLUDE_CREDENTIALS=true",
-			"TEMPORAL_CODEC_DEFAULT_ERROR_MESSAGE=" + CodecErrorMessage,
-			"TEMPORAL_CODEC_DEFAULT_ERROR_LINK=" + public + "/codec/session",
-			// Support starts line cancellations from the UI's start form.
-			"TEMPORAL_START_WORKFLOW_DISABLED=false"},
+		// The UI server reaches the frontend with its own certificate, which grants nothing alone.
+		Env:     append(ui, pki.ClientEnv(IdentityUI)...),
 		Listens: []string{loop(pt.UI)},
 		Ready:   HTTPOK("http://" + loop(pt.UI) + "/")}
 
@@ -257,7 +266,7 @@ func NewPlan(o Options) Plan {
 		// The cluster makes a build current once its workers poll (a release), never a worker.
 		"TEMPORAL_SET_CURRENT=never",
 	}
-	plan.CheckoutEnv, plan.ports = checkoutEnv, pt
+	plan.CheckoutEnv, plan.ports, plan.pki = checkoutEnv, pt, pki
 	plan.Migrate = Process{Name: "migrate", Service: "migrate", Path: o.Checkout, Args: []string{"migrate"},
 		Env: checkoutEnv, Job: true}
 	for i := range o.Workers {
@@ -268,7 +277,7 @@ func NewPlan(o Options) Plan {
 		name := fmt.Sprintf("api-%d", i+1)
 		plan.APIs = append(plan.APIs, Process{Name: name, Service: "api",
 			Path: o.Checkout, Args: []string{"api"},
-			Env:     append(clone(checkoutEnv), "HTTP_ADDR="+addr, "METRICS_ADDR="+metrics),
+			Env:     slices.Concat(checkoutEnv, pki.ClientEnv(IdentityAPI), []string{"HTTP_ADDR=" + addr, "METRICS_ADDR=" + metrics}),
 			Listens: []string{addr, metrics}, Ready: HTTPOK("http://" + addr + "/readyz")})
 	}
 	plan.HAProxy = Process{Name: "haproxy", Service: "haproxy", Path: o.HAProxy,

@@ -3,6 +3,7 @@ package cluster
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -86,10 +87,16 @@ func ReplicaStatus(ctx context.Context, stats, name string) (string, error) {
 	return "", fmt.Errorf("HAProxy does not know %s", name)
 }
 
-// frontendReady is ready once the frontend at addr answers its health check.
-func frontendReady(addr string) func(context.Context) error {
+// frontendReady is ready once the frontend at addr answers its health check, asked with the
+// tools' certificate.
+func frontendReady(addr string, pki PKI) func(context.Context) error {
 	return func(ctx context.Context) error {
-		c, err := client.DialContext(ctx, client.Options{HostPort: addr, Logger: quietLogger})
+		tlsCfg, err := pki.ClientTLS(IdentityTools)
+		if err != nil {
+			return err
+		}
+		c, err := client.DialContext(ctx, client.Options{HostPort: addr, Logger: quietLogger,
+			ConnectionOptions: client.ConnectionOptions{TLS: tlsCfg}})
 		if err != nil {
 			return err
 		}
@@ -103,9 +110,11 @@ func frontendReady(addr string) func(context.Context) error {
 const Retention = 72 * time.Hour
 
 // EnsureNamespace registers namespace on the frontend at addr unless it exists, and waits until
-// the frontend serves it (namespaces reach every frontend's cache within seconds).
-func EnsureNamespace(ctx context.Context, addr, namespace string) error {
-	nc, err := client.NewNamespaceClient(client.Options{HostPort: addr, Logger: quietLogger})
+// the frontend serves it (namespaces reach every frontend's cache within seconds). tlsCfg is the
+// client's (nil: plaintext).
+func EnsureNamespace(ctx context.Context, addr, namespace string, tlsCfg *tls.Config) error {
+	nc, err := client.NewNamespaceClient(client.Options{HostPort: addr, Logger: quietLogger,
+		ConnectionOptions: client.ConnectionOptions{TLS: tlsCfg}})
 	if err != nil {
 		return fmt.Errorf("temporal at %s: %w", addr, err)
 	}
