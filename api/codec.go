@@ -1,19 +1,24 @@
 package api
 
 import (
+	"encoding/json"
 	"html/template"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/marketplace/checkout/internal/auth"
+	"github.com/marketplace/checkout/internal/codec"
 	"github.com/marketplace/checkout/internal/problem"
 )
 
@@ -102,9 +107,78 @@ func (s *Server) codecSessionURL() string {
 	return strings.TrimRight(s.Options.PublicBaseURL, "/") + codecPath + "/session"
 }
 
-func (s *Server) codecDecode(c echo.Context) error { return s.runCodec(c, s.Codec.Decode) }
+// codecDecode shows payloads as they are, those in clear too (the process's codec may refuse them
+// for the saga; support must still see what was sent).
+func (s *Server) codecDecode(c echo.Context) error {
+	decode := s.Codec.Decode
+	if l, ok := s.Codec.(interface{ Lenient() *codec.Codec }); ok {
+		decode = l.Lenient().Decode
+	}
+	return s.runCodec(c, decode)
+}
 
-func (s *Server) codecEncode(c echo.Context) error { return s.runCodec(c, s.Codec.Encode) }
+// codecEncode encrypts what the UI (or the CLI) sends: support actions, line cancellations. Every
+// JSON object among them gets the caller's verified identity as its "actor", written over any the
+// caller typed, so the saga records the person who signed in, never a name from the input.
+func (s *Server) codecEncode(c echo.Context) error {
+	actor, err := json.Marshal(staffActor{Sub: strconv.FormatInt(mustPrincipal(c).UserID, 10), Role: mustPrincipal(c).Role,
+		Name: staffName(mustPrincipal(c)), Via: ActorViaTemporalUI, IP: c.RealIP()})
+	if err != nil {
+		return err
+	}
+	return s.runCodec(c, func(ps []*commonpb.Payload) ([]*commonpb.Payload, error) {
+		return s.Codec.Encode(stampActor(ps, actor))
+	})
+}
+
+// Where a staff action came from, as its actor says.
+const (
+	ActorViaTemporalUI = "temporal-ui"
+	ActorViaOpsAPI     = "ops-api"
+)
+
+// staffActor is who sent a staff action, from the verified token: the "actor" of the action's
+// payload, which the saga records.
+type staffActor struct {
+	Sub  string `json:"sub"`
+	Role string `json:"role"`
+	Name string `json:"name"`
+	Via  string `json:"via"`
+	IP   string `json:"ip"`
+}
+
+// staffName is the person's name from the identity provider, else their user id.
+func staffName(p auth.Principal) string {
+	if p.Name != "" {
+		return p.Name
+	}
+	return "user " + strconv.FormatInt(p.UserID, 10)
+}
+
+// stampActor sets "actor" in every payload that is a JSON object in clear (json/plain); the others
+// (encrypted already, other encodings, JSON that is not an object) are left as they are.
+func stampActor(ps []*commonpb.Payload, actor json.RawMessage) []*commonpb.Payload {
+	out := make([]*commonpb.Payload, len(ps))
+	for i, p := range ps {
+		out[i] = p
+		if p == nil || string(p.GetMetadata()[converter.MetadataEncoding]) != converter.MetadataEncodingJSON {
+			continue
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(p.GetData(), &obj); err != nil || obj == nil {
+			continue
+		}
+		obj["actor"] = actor
+		data, err := json.Marshal(obj)
+		if err != nil {
+			continue
+		}
+		stamped := proto.Clone(p).(*commonpb.Payload)
+		stamped.Data = data
+		out[i] = stamped
+	}
+	return out
+}
 
 // runCodec answers {"payloads": [...]} with the payloads run through the codec, in the same order,
 // as the Temporal codec server protocol has it.

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/marketplace/checkout/api"
@@ -131,7 +132,8 @@ func TestCodecEncode_ThenDecode_RoundTrip_AndRefusals(t *testing.T) {
 
 	dec := h.codecCall(codecRequest{path: "/codec/decode", token: support, body: enc.Body.String()})
 	require.Equal(t, http.StatusOK, dec.Code, dec.Body.String())
-	assert.Equal(t, `{"action":"retry"}`, string(payloadsOf(t, dec)[0].Data))
+	assert.JSONEq(t, `{"action":"retry","actor":{"sub":"900","role":"support","name":"user 900","via":"temporal-ui","ip":"192.0.2.1"}}`,
+		string(payloadsOf(t, dec)[0].Data), "encoded with the caller named")
 
 	passed := h.codecCall(codecRequest{path: "/codec/decode", token: support, body: plain})
 	require.Equal(t, http.StatusOK, passed.Code)
@@ -147,6 +149,35 @@ func TestCodecEncode_ThenDecode_RoundTrip_AndRefusals(t *testing.T) {
 	bad := h.codecCall(codecRequest{path: "/codec/decode", token: support, body: `{"payloads": 3}`})
 	assert.Equal(t, http.StatusBadRequest, bad.Code)
 	assert.Contains(t, bad.Body.String(), string(problem.InvalidJSON))
+}
+
+// TestCodecEncode_ActorIsTheVerifiedCaller_NeverTheInput: an actor typed into the input (another
+// person, another role) is replaced by the signed-in caller's; payloads that are not JSON objects
+// are encoded as they are.
+func TestCodecEncode_ActorIsTheVerifiedCaller_NeverTheInput(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ops := h.token(auth.Principal{UserID: 950, Role: auth.RoleOps})
+	forged := map[string]any{"orderId": 98213, "actor": map[string]any{"sub": "1", "role": "ops", "name": "Someone Else"}}
+	plain, err := protojson.Marshal(&commonpb.Payloads{Payloads: []*commonpb.Payload{
+		mustPayload(t, forged), mustPayload(t, "retry"), mustPayload(t, []int{1, 2})}})
+	require.NoError(t, err)
+	enc := h.codecCall(codecRequest{path: "/codec/encode", token: ops, body: string(plain)})
+	require.Equal(t, http.StatusOK, enc.Code, enc.Body.String())
+	dec := h.codecCall(codecRequest{path: "/codec/decode", token: ops, body: enc.Body.String()})
+	require.Equal(t, http.StatusOK, dec.Code, dec.Body.String())
+	ps := payloadsOf(t, dec)
+	require.Len(t, ps, 3)
+	assert.JSONEq(t, `{"orderId":98213,"actor":{"sub":"950","role":"ops","name":"user 950","via":"temporal-ui","ip":"192.0.2.1"}}`, string(ps[0].Data))
+	assert.Equal(t, `"retry"`, string(ps[1].Data))
+	assert.Equal(t, `[1,2]`, string(ps[2].Data))
+}
+
+func mustPayload(t *testing.T, v any) *commonpb.Payload {
+	t.Helper()
+	p, err := converter.GetDefaultDataConverter().ToPayload(v)
+	require.NoError(t, err)
+	return p
 }
 
 // TestCodecSession_CookieForSupport_SentByTheUI: support signs in on the page; the cookie is

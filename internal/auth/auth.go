@@ -35,6 +35,8 @@ type Principal struct {
 	UserID   int64
 	Role     string
 	SellerID int64
+	// Name is the person's name as the identity provider gives it (staff), when it does.
+	Name string
 }
 
 // Key is one HMAC key tokens are signed with; ID is its kid (empty: tokens without a kid).
