@@ -16,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/dev/cluster"
@@ -147,6 +149,7 @@ func TestCluster_OrdersThroughHAProxy_AReplicaThatDiesLeavesTheRotation(t *testi
 	assert.Equal(t, http.StatusOK, ui.status, "the Temporal UI answers")
 
 	c.frontendRequiresACertificate(t)
+	c.legacyWorkersReachTemporalThroughTheSocket(t)
 
 	secrets, err := config.ClusterSecretsOf(dir)
 	require.NoError(t, err)
@@ -218,6 +221,28 @@ func (c *runningCluster) frontendRequiresACertificate(t *testing.T) {
 	out, err = temporal("--tls-ca-path", pki.CAFile(), "--tls-server-name", cluster.FrontendServerName,
 		"--tls-cert-path", pki.CertFile(cluster.IdentityTools), "--tls-key-path", pki.KeyFile(cluster.IdentityTools))
 	assert.NoError(t, err, "the tools' certificate: served\n%s", out)
+}
+
+// legacyWorkersReachTemporalThroughTheSocket: a client as a build without TLS settings dials
+// (plaintext, TEMPORAL_ADDRESS only) reaches the frontend through the legacy proxy's socket,
+// which only the cluster's user may open.
+func (c *runningCluster) legacyWorkersReachTemporalThroughTheSocket(t *testing.T) {
+	t.Helper()
+	o := cluster.Options{Dir: c.dir}
+	env := cluster.LegacyWorkerEnv(o)
+	require.Len(t, env, 1)
+	addr, ok := strings.CutPrefix(env[0], "TEMPORAL_ADDRESS=")
+	require.True(t, ok, env[0])
+	fi, err := os.Stat(o.LegacySocket())
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "the cluster's user only")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tc, err := client.DialContext(ctx, client.Options{HostPort: addr, Namespace: "default"})
+	require.NoError(t, err, "dialled as saga-6's worker dials: %s", addr)
+	defer tc.Close()
+	_, err = tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{PageSize: 1})
+	assert.NoError(t, err, "served through the proxy's mutual TLS")
 }
 
 // clusterStack is the test's client of a running cluster: HTTP through HAProxy, the cluster's

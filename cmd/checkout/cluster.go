@@ -159,6 +159,10 @@ func runCluster(ctx context.Context, cfg config.Config, args []string) error {
 		return err
 	}
 	step("temporal frontend, history, matching and worker up (%d history shards); namespace %s", o.HistoryShards, o.Namespace)
+	if err := sup.Start(ctx, plan.LegacyProxy); err != nil {
+		return err
+	}
+	step("workers of builds without TLS settings reach Temporal at %s", cluster.LegacyWorkerEnv(o)[0])
 	if err := sup.Run(ctx, plan.Migrate); err != nil {
 		return err
 	}

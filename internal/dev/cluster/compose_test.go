@@ -48,6 +48,11 @@ func TestCompose_TheClustersServicesWithTheSameSettings(t *testing.T) {
 
 	settings := map[string][]string{} // service → the names of its settings
 	for _, p := range plan.All() {
+		if p.Service == cluster.LegacyProxyName {
+			// The cluster's loopback way in for workers of builds from before mutual TLS; a
+			// deployment runs such workers with a sidecar of its own.
+			continue
+		}
 		keys := envKeys(p.Env)
 		if seen, ok := settings[p.Service]; ok {
 			assert.Equal(t, seen, keys, "every process of %s has the same settings", p.Service)

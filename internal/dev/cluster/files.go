@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/marketplace/checkout/deploy"
@@ -44,7 +45,11 @@ func WriteConfig(o Options, plan Plan) error {
 	if err != nil {
 		return err
 	}
-	return write(filepath.Join(o.Dir, haproxyConfig), []byte(cfg))
+	if err := write(filepath.Join(o.Dir, haproxyConfig), []byte(cfg)); err != nil {
+		return err
+	}
+	legacy := LegacyProxyConfig(o, "127.0.0.1:"+strconv.Itoa(o.Ports.Frontend))
+	return write(filepath.Join(o.Dir, legacyProxyConfig), []byte(legacy))
 }
 
 // HAProxyConfig is deploy/haproxy.cfg with the replicas apis in place of its server-template line.

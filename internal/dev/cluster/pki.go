@@ -120,7 +120,8 @@ func EnsurePKI(dir string) (PKI, error) {
 			return p, fmt.Errorf("certificate %s: %w", id.Name, err)
 		}
 	}
-	return p, nil
+	// The legacy proxy's client certificate, as HAProxy reads one (legacy.go).
+	return p, p.writeBundle(IdentityWorker)
 }
 
 func (p PKI) caKeyFile() string { return filepath.Join(p.Dir, "ca-key.pem") }

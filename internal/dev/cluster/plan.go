@@ -118,6 +118,8 @@ type Plan struct {
 	CheckoutEnv []string
 	ports       Ports
 	pki         PKI
+	// LegacyProxy lets workers of builds without TLS settings reach the frontend (legacy.go).
+	LegacyProxy Process
 }
 
 // WorkerName names worker i (from 1) of a build.
@@ -140,7 +142,7 @@ const WorkerSlots = MaxReplicas
 func (p Plan) All() []Process {
 	all := append([]Process{}, p.Schema...)
 	all = append(all, p.Temporal...)
-	all = append(all, p.Migrate)
+	all = append(all, p.Migrate, p.LegacyProxy)
 	all = append(all, p.Workers...)
 	all = append(all, p.APIs...)
 	return append(all, p.UI, p.HAProxy)
@@ -286,6 +288,7 @@ func NewPlan(o Options) Plan {
 			"HAPROXY_UNAVAILABLE=" + filepath.Join(o.Dir, haproxyUnavailable)},
 		// Ready once a request through it reaches a replica that is ready.
 		Listens: []string{loop(pt.LB), loop(pt.Stats)}, Ready: HTTPOK("http://" + loop(pt.LB) + "/readyz")}
+	plan.LegacyProxy = legacyProxy(o, o.HAProxy)
 	return plan
 }
 

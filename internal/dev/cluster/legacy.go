@@ -1,0 +1,100 @@
+package cluster
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Workers of earlier builds reach the frontend through the legacy proxy. A build from before
+// mutual TLS (saga-6 and older) cannot present a certificate, and the frontend takes no client
+// without one; yet its workers must keep running until its runs drain. So the cluster runs a second
+// HAProxy, in TCP mode, that listens on a Unix socket only the cluster's own user may open (mode
+// 0600) and dials the frontend over mutual TLS with the worker's certificate: such a worker is
+// known to the server as a worker, nothing more, and no port is opened to anyone.
+
+// LegacyProxyName is the proxy's process.
+const LegacyProxyName = "temporal-legacy-proxy"
+
+const legacyProxyConfig = "legacy-proxy.cfg"
+
+// LegacySocket is the proxy's socket: in the data folder, or, where that path is too long for a
+// socket (108 bytes), in the system's temporary folder under a name of the data folder's own.
+func (o Options) LegacySocket() string {
+	if p := filepath.Join(o.Dir, "temporal-legacy.sock"); len(p) < 100 {
+		return p
+	}
+	sum := sha256.Sum256([]byte(o.Dir))
+	return filepath.Join(os.TempDir(), "checkout-cluster-"+hex.EncodeToString(sum[:6])+".sock")
+}
+
+// LegacyWorkerEnv is what a worker of a build without TLS settings runs with to reach this
+// cluster's Temporal: its TEMPORAL_ADDRESS is the legacy proxy's socket, in place of the
+// frontend's port. Everything else is the settings of today's workers (which such a build
+// ignores where it does not know them).
+func LegacyWorkerEnv(o Options) []string {
+	return []string{"TEMPORAL_ADDRESS=unix://" + o.LegacySocket()}
+}
+
+// legacyProxy plans the proxy: HAProxy on its own configuration (writeLegacyProxyConfig).
+func legacyProxy(o Options, haproxy string) Process {
+	sock := o.LegacySocket()
+	return Process{Name: LegacyProxyName, Service: LegacyProxyName, Path: haproxy,
+		Args: []string{"-W", "-db", "-f", filepath.Join(o.Dir, legacyProxyConfig)},
+		Ready: func(ctx context.Context) error {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, "unix", sock)
+			if err != nil {
+				return err
+			}
+			return c.Close()
+		}}
+}
+
+// LegacyProxyConfig is the proxy's HAProxy configuration: the socket, owner-only, to the
+// frontend at frontend over TLS (ALPN h2, as gRPC requires) with the worker's certificate,
+// checking the frontend's against the cluster's CA.
+func LegacyProxyConfig(o Options, frontend string) string {
+	pki := o.PKI()
+	return strings.Join([]string{
+		"# Written by checkout cluster: workers of builds without TLS settings reach the frontend",
+		"# through this socket, as the worker (internal/dev/cluster/legacy.go).",
+		"global",
+		"    maxconn 1024",
+		"    log stdout format raw local0 notice",
+		"defaults",
+		"    mode tcp",
+		"    log global",
+		"    timeout connect 2s",
+		"    timeout client 10m",
+		"    timeout server 10m",
+		"frontend legacy-workers",
+		fmt.Sprintf("    bind unix@%s mode 600", o.LegacySocket()),
+		"    default_backend temporal-frontend",
+		"backend temporal-frontend",
+		fmt.Sprintf("    server frontend %s ssl crt %s ca-file %s verify required verifyhost %s sni str(%s) alpn h2",
+			frontend, pki.HAProxyBundle(IdentityWorker), pki.CAFile(), FrontendServerName, FrontendServerName),
+		"",
+	}, "\n")
+}
+
+// HAProxyBundle is id's certificate and key in one file, as HAProxy reads a client certificate.
+func (p PKI) HAProxyBundle(id Identity) string { return filepath.Join(p.Dir, id.Name+"-bundle.pem") }
+
+// writeBundle writes id's HAProxy bundle from its certificate and key (owner-only).
+func (p PKI) writeBundle(id Identity) error {
+	cert, err := os.ReadFile(p.CertFile(id))
+	if err != nil {
+		return err
+	}
+	key, err := os.ReadFile(p.KeyFile(id))
+	if err != nil {
+		return err
+	}
+	return writeAtomic(p.HAProxyBundle(id), append(cert, key...), 0o600)
+}
