@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
@@ -157,6 +158,7 @@ func TestCluster_OrdersThroughHAProxy_AReplicaThatDiesLeavesTheRotation(t *testi
 	s := clusterStack(t, c, secrets)
 	sh := s.shopper(7001)
 	orderID := placeConfirmed(t, s, sh)
+	c.onlyStaffSendSupportActions_NoPlaintextObeyed(t, s)
 
 	// One replica killed: every request still answered (HAProxy sends it to the other), the
 	// replica marked DOWN, then started again by the supervisor and back UP.
@@ -243,6 +245,50 @@ func (c *runningCluster) legacyWorkersReachTemporalThroughTheSocket(t *testing.T
 	defer tc.Close()
 	_, err = tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{PageSize: 1})
 	assert.NoError(t, err, "served through the proxy's mutual TLS")
+}
+
+// onlyStaffSendSupportActions_NoPlaintextObeyed: the worker's certificate, without a person's
+// token, may not send a support action (the authorizer refuses it before anything else) but may
+// signal an order otherwise; a support action in clear, sent with the tools' certificate (which may
+// send anything), is refused by the worker's codec and the order stays as it was.
+func (c *runningCluster) onlyStaffSendSupportActions_NoPlaintextObeyed(t *testing.T, s *stack) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pki := cluster.Options{Dir: c.dir}.PKI()
+	dial := func(id cluster.Identity) client.Client {
+		tlsCfg, err := pki.ClientTLS(id)
+		require.NoError(t, err)
+		tc, err := client.DialContext(ctx, client.Options{HostPort: fmt.Sprintf("127.0.0.1:%d", c.ports.Frontend),
+			Namespace: "default", ConnectionOptions: client.ConnectionOptions{TLS: tlsCfg}})
+		require.NoError(t, err)
+		t.Cleanup(tc.Close)
+		return tc
+	}
+	worker := dial(cluster.IdentityWorker)
+	err := worker.SignalWorkflow(ctx, "order-u1-none", "", workflows.SupportAction, map[string]string{"action": "refund"})
+	var denied *serviceerror.PermissionDenied
+	assert.ErrorAs(t, err, &denied, "the worker's certificate sends no support action")
+	err = worker.SignalWorkflow(ctx, "order-u1-none", "", "another-signal", nil)
+	var notFound *serviceerror.NotFound
+	assert.ErrorAs(t, err, &notFound, "other signals pass the authorizer (and find no such order)")
+
+	sh := s.shopper(7003)
+	sh.fill(map[int64]int32{71: 1})
+	key := "cluster-plain-" + randomHex(4)
+	r := sh.order(key, sh.preview(), "tok_3ds")
+	require.Equal(t, http.StatusCreated, r.status, r.raw)
+	tools := dial(cluster.IdentityTools)
+	h, err := tools.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: workflows.OrderWorkflowID(sh.id, key),
+		UpdateName: workflows.SupportAction, WaitForStage: client.WorkflowUpdateStageCompleted,
+		Args: []any{map[string]string{"action": "cancel", "reason": "plaintext"}}})
+	if err == nil {
+		err = h.Get(ctx, nil)
+	}
+	require.Error(t, err, "a support action in clear is not obeyed")
+	assert.Contains(t, err.Error(), "not encrypted")
+	got := s.call(http.MethodGet, fmt.Sprintf("/api/v1/orders/%d", r.int("orderId")), sh.token, nil, nil)
+	assert.Equal(t, "PENDING_PAYMENT", got.str("status"), got.raw)
 }
 
 // clusterStack is the test's client of a running cluster: HTTP through HAProxy, the cluster's

@@ -210,6 +210,8 @@ func NewPlan(o Options) Plan {
 		"TEMPORAL_WORKER_MEMBERSHIP_PORT="+strconv.Itoa(pt.WorkerMembership),
 		"TEMPORAL_FRONTEND_ADDRESS="+loop(pt.Frontend),
 		"TEMPORAL_TLS_DIR="+pki.Dir,
+		// The authorizer's namespace (tools/temporal-server).
+		"CHECKOUT_NAMESPACE="+o.Namespace,
 		"DYNAMIC_CONFIG_FILE_PATH="+filepath.Join(o.Dir, temporalConfigDir, "dynamicconfig.yaml"),
 		"TEMPORAL_LOG_LEVEL="+cmp.Or(o.TemporalLogLevel, "warn"))
 	servicePorts := map[string][3]int{ // gRPC, membership, metrics
