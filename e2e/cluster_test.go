@@ -231,11 +231,11 @@ func (c *runningCluster) frontendRequiresACertificate(t *testing.T) {
 func (c *runningCluster) legacyWorkersReachTemporalThroughTheSocket(t *testing.T) {
 	t.Helper()
 	o := cluster.Options{Dir: c.dir}
-	env := cluster.LegacyWorkerEnv(o)
+	env := cluster.LegacyEnv(o, cluster.IdentityWorker)
 	require.Len(t, env, 1)
 	addr, ok := strings.CutPrefix(env[0], "TEMPORAL_ADDRESS=")
 	require.True(t, ok, env[0])
-	fi, err := os.Stat(o.LegacySocket())
+	fi, err := os.Stat(o.LegacySocket(cluster.IdentityWorker))
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "the cluster's user only")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

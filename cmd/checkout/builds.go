@@ -32,10 +32,13 @@ type versionInfo struct {
 	Commit   string `json:"commit,omitempty"`
 	Modified bool   `json:"modified,omitempty"`
 	Go       string `json:"go"`
+	// TemporalTLS: its processes reach Temporal over mutual TLS (TEMPORAL_TLS_*). A cluster runs
+	// a build without it through its legacy proxy.
+	TemporalTLS bool `json:"temporalTLS"`
 }
 
 func thisVersion() versionInfo {
-	v := versionInfo{BuildID: workflows.BuildID, Go: runtime.Version()}
+	v := versionInfo{BuildID: workflows.BuildID, Go: runtime.Version(), TemporalTLS: true}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
 			switch s.Key {

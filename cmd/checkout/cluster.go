@@ -33,6 +33,7 @@ import (
 type clusterFlags struct {
 	apis, workers, shards, portsFrom  int
 	dir, bin, builds, binary, buildID string
+	dynamicConfig                     []string
 	demo                              bool
 }
 
@@ -48,6 +49,8 @@ func (f *clusterFlags) parse(cfg config.Config, args []string) error {
 	fs.StringVar(&f.binary, "binary", "", "the checkout binary the cluster runs (default: this one); a binary of another build is a release")
 	fs.StringVar(&f.buildID, "build-id", "", "the build of --binary (default: what it says; a binary from before `checkout version` needs it)")
 	fs.BoolVar(&f.demo, "demo", true, "load the demo data (as make run does)")
+	fs.Func("dynamic-config", "a dynamic config value of the Temporal server, key=value (repeatable), over deploy/temporal-dynamicconfig.yaml's",
+		func(kv string) error { f.dynamicConfig = append(f.dynamicConfig, kv); return nil })
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -98,15 +101,19 @@ func runCluster(ctx context.Context, cfg config.Config, args []string) error {
 	// The binary the cluster runs is kept as its build's: a later release, or a restart after a
 	// code change, still finds it while that build's runs drain.
 	store := builds.Store{Dir: f.builds, Out: os.Stdout}
-	if f.buildID == "" {
-		if f.buildID, err = builds.IDOf(ctx, f.binary); err != nil {
-			return err
-		}
+	info, err := builds.Describe(ctx, f.binary)
+	switch {
+	case errors.Is(err, builds.ErrNoVersion) && f.buildID != "":
+		// A release before `checkout version`, and before TLS to Temporal.
+	case err != nil:
+		return err
+	case f.buildID == "":
+		f.buildID = info.BuildID
 	}
 	if o.Checkout, err = store.Keep(f.buildID, f.binary); err != nil {
 		return err
 	}
-	o.BuildID = f.buildID
+	o.BuildID, o.Legacy = f.buildID, !info.TemporalTLS
 	plan := cluster.NewPlan(o)
 	if err := cluster.CheckFree(append(plan.All(), cluster.Process{Name: "postgres",
 		Listens: []string{"127.0.0.1:" + strconv.Itoa(o.Ports.Postgres)}})); err != nil {
@@ -162,7 +169,8 @@ func runCluster(ctx context.Context, cfg config.Config, args []string) error {
 	if err := sup.Start(ctx, plan.LegacyProxy); err != nil {
 		return err
 	}
-	step("workers of builds without TLS settings reach Temporal at %s", cluster.LegacyWorkerEnv(o)[0])
+	step("processes of builds without TLS settings reach Temporal through %s and %s", o.LegacySocket(cluster.IdentityWorker),
+		o.LegacySocket(cluster.IdentityAPI))
 	if err := sup.Run(ctx, plan.Migrate); err != nil {
 		return err
 	}
@@ -295,7 +303,7 @@ func clusterOptions(cfg config.Config, f clusterFlags) (cluster.Options, error) 
 	o := cluster.Options{Dir: dir, APIs: f.apis, Workers: f.workers, HistoryShards: f.shards,
 		Namespace: cfg.TemporalNamespace, CodecKeys: os.Getenv("TEMPORAL_CODEC_KEYS"), Ports: cluster.DefaultPorts(),
 		TemporalLogLevel: os.Getenv("TEMPORAL_LOG_LEVEL"),
-		UIConfig:         filepath.Join(f.bin, "temporal-ui-config")}
+		UIConfig:         filepath.Join(f.bin, "temporal-ui-config"), DynamicConfig: f.dynamicConfig}
 	if f.portsFrom > 0 {
 		o.Ports = cluster.PortsFrom(f.portsFrom)
 	}

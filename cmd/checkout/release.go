@@ -44,6 +44,27 @@ type clusterRun struct {
 	bin     string     // its kept binary
 	current []string   // its workers' names
 	slots   map[string]int
+	legacy  map[string]bool // by binary: it has no TLS settings
+}
+
+// isLegacy says whether bin has no TLS settings (a release before them): its processes reach
+// Temporal through the cluster's legacy proxy.
+func (r *clusterRun) isLegacy(ctx context.Context, bin string) bool {
+	r.mu.Lock()
+	legacy, known := r.legacy[bin]
+	r.mu.Unlock()
+	if known {
+		return legacy
+	}
+	info, err := builds.Describe(ctx, bin)
+	legacy = err != nil || !info.TemporalTLS
+	r.mu.Lock()
+	if r.legacy == nil {
+		r.legacy = map[string]bool{}
+	}
+	r.legacy[bin] = legacy
+	r.mu.Unlock()
+	return legacy
 }
 
 // currentBuild is the deployment's current build ("" when no worker of it ever polled).
@@ -64,12 +85,13 @@ func currentBuild(ctx context.Context, tc client.Client, deployment string) (str
 
 // workerProcess is worker i of a build, in a free metrics slot.
 func (r *clusterRun) workerProcess(build string, i int, bin string) cluster.Process {
+	legacy := r.isLegacy(context.Background(), bin)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.workerProcessLocked(build, i, bin)
+	return r.workerProcessLocked(build, i, bin, legacy)
 }
 
-func (r *clusterRun) workerProcessLocked(build string, i int, bin string) cluster.Process {
+func (r *clusterRun) workerProcessLocked(build string, i int, bin string, legacy bool) cluster.Process {
 	if r.slots == nil {
 		r.slots = map[string]int{}
 	}
@@ -91,7 +113,7 @@ func (r *clusterRun) workerProcessLocked(build string, i int, bin string) cluste
 		slot++
 	}
 	r.slots[name] = slot
-	return r.plan.Worker(build, i, bin, slot)
+	return r.plan.Worker(build, i, bin, slot, legacy)
 }
 
 // startBuild starts the workers of build from bin and waits until each polls as that build's
@@ -100,9 +122,10 @@ func (r *clusterRun) workerProcessLocked(build string, i int, bin string) cluste
 func (r *clusterRun) startBuild(ctx context.Context, build, bin string, schedules bool) ([]string, error) {
 	var ps []cluster.Process
 	var names []string
+	legacy := r.isLegacy(ctx, bin)
 	r.mu.Lock()
 	for i := 1; i <= r.workers; i++ {
-		p := r.workerProcessLocked(build, i, bin)
+		p := r.workerProcessLocked(build, i, bin, legacy)
 		p.Env = append(p.Env, "SCHEDULES_ENABLED="+strconv.FormatBool(schedules))
 		p.Ready = versionPolls(r.tc, r.deployment, build)
 		ps = append(ps, p)
@@ -168,13 +191,17 @@ func (r *clusterRun) takeSchedules(ctx context.Context, names []string) error {
 // rollAPIs replaces the API replicas, one at a time, with replicas running bin: HAProxy sends
 // requests to the others while one restarts.
 func (r *clusterRun) rollAPIs(ctx context.Context, bin string, say func(string, ...any)) error {
+	legacy := r.isLegacy(ctx, bin)
 	for _, p := range r.sup.Running() {
-		if p.Service != "api" || p.Path == bin {
+		if p.Service != "api" {
 			continue
 		}
+		var i int
+		if _, err := fmt.Sscanf(p.Name, "api-%d", &i); err != nil {
+			return fmt.Errorf("API replica %q: %w", p.Name, err)
+		}
 		r.sup.Remove(p.Name)
-		p.Path = bin
-		if err := r.sup.Start(ctx, p); err != nil {
+		if err := r.sup.Start(ctx, r.plan.API(i, bin, legacy)); err != nil {
 			return err
 		}
 		say("%s runs the new binary", p.Name)
@@ -237,15 +264,15 @@ func (r *clusterRun) release(ctx context.Context, req releaseRequest, out io.Wri
 
 	if build == build0 {
 		// The same build: its runs stay where they are; its workers take the new binary one by one.
-		for _, name := range current0 {
-			var p cluster.Process
-			for _, rp := range r.sup.Running() {
-				if rp.Name == name {
-					p = rp
-				}
-			}
+		legacy := r.isLegacy(ctx, bin)
+		for i, name := range current0 {
+			r.mu.Lock()
+			slot := r.slots[name]
+			r.mu.Unlock()
+			p := r.plan.Worker(build, i+1, bin, slot, legacy)
+			p.Env = append(p.Env, "SCHEDULES_ENABLED=true")
+			p.Ready = versionPolls(r.tc, r.deployment, build)
 			r.sup.Remove(name)
-			p.Path = bin
 			if err := r.sup.Start(ctx, p); err != nil {
 				return err
 			}

@@ -370,6 +370,10 @@ func workerEnv(cfg config.Config) []string {
 		"STEP_RETRY_WINDOW=" + cfg.StepRetryWindow.String(),
 		"METRICS_ADDR=127.0.0.1:0",
 		"LOG_LEVEL=" + cfg.LogLevel,
+		// The local stack's dev server listens on loopback without TLS and its worker takes what
+		// the open dev server is sent in clear: the workers of earlier builds run as it does.
+		"TEMPORAL_ALLOW_PLAINTEXT=true",
+		"TEMPORAL_CODEC_ACCEPT_PLAINTEXT=true",
 	}
 	var older []string
 	for _, k := range cfg.CodecKeys {

@@ -168,6 +168,8 @@ func (f *Fleet) start(ctx context.Context, b worker.Build) {
 		names = append(names, p.Name)
 		ps = append(ps, p)
 	}
+	f.say("builds: build %s is %s with %d open runs: its workers %v run beside today's until it drains",
+		b.BuildID, b.Role, b.Open.Count, names)
 	if err := f.Sup.Start(ctx, ps...); err != nil {
 		f.Sup.Remove(names...)
 		f.failOnce(b.BuildID, fmt.Sprintf("builds: the workers of build %s did not start: %v", b.BuildID, err))
@@ -180,8 +182,6 @@ func (f *Fleet) start(ctx context.Context, b worker.Build) {
 	f.running[b.BuildID] = names
 	delete(f.failed, b.BuildID)
 	f.mu.Unlock()
-	f.say("builds: build %s is %s with %d open runs: its workers run beside today's until it drains (%v)",
-		b.BuildID, b.Role, b.Open.Count, names)
 }
 
 func (f *Fleet) stop(b worker.Build) {

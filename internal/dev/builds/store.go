@@ -258,20 +258,35 @@ func (s Store) git(ctx context.Context, args ...string) (string, error) {
 	return stdout.String(), nil
 }
 
-// IDOf asks a binary for its build id (`checkout version --json`). A binary of a release before
-// that command cannot say: its build id must be given.
-func IDOf(ctx context.Context, binary string) (string, error) {
+// Info is what a binary says of itself (`checkout version --json`).
+type Info struct {
+	BuildID string `json:"buildId"`
+	// TemporalTLS: it reaches Temporal over mutual TLS; without, a cluster gives it its legacy
+	// proxy.
+	TemporalTLS bool `json:"temporalTLS"`
+}
+
+// Describe asks a binary for its build and what it can do. A binary of a release before
+// `checkout version` cannot say: ErrNoVersion, and its build id must be given.
+func Describe(ctx context.Context, binary string) (Info, error) {
 	out, err := exec.CommandContext(ctx, binary, "version", "--json").Output()
 	if err != nil {
-		return "", fmt.Errorf("%s cannot say its build (a release before `checkout version`): give its build id: %w", binary, err)
+		return Info{}, fmt.Errorf("%s: %w (%v)", binary, ErrNoVersion, err)
 	}
-	var v struct {
-		BuildID string `json:"buildId"`
-	}
+	var v Info
 	if err := json.Unmarshal(out, &v); err != nil || v.BuildID == "" {
-		return "", errors.Join(fmt.Errorf("%s version --json: %q", binary, out), err)
+		return Info{}, errors.Join(fmt.Errorf("%s version --json: %q", binary, out), err)
 	}
-	return v.BuildID, nil
+	return v, nil
+}
+
+// ErrNoVersion: the binary is of a release before `checkout version`.
+var ErrNoVersion = errors.New("it cannot say its build (a release before `checkout version`): give its build id")
+
+// IDOf asks a binary for its build id.
+func IDOf(ctx context.Context, binary string) (string, error) {
+	v, err := Describe(ctx, binary)
+	return v.BuildID, err
 }
 
 func fileSHA256(path string) (string, error) {

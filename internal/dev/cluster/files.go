@@ -26,6 +26,16 @@ func WriteConfig(o Options, plan Plan) error {
 		if err != nil {
 			return err
 		}
+		if f.from == deploy.TemporalDynamicConfig && len(o.DynamicConfig) > 0 {
+			raw = append(raw, "# Given to this cluster (checkout cluster --dynamic-config):\n"...)
+			for _, kv := range o.DynamicConfig {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || strings.TrimSpace(k) == "" {
+					return fmt.Errorf("dynamic config %q: key=value", kv)
+				}
+				raw = fmt.Appendf(raw, "%s:\n  - value: %s\n", strings.TrimSpace(k), strings.TrimSpace(v))
+			}
+		}
 		if err := write(filepath.Join(o.Dir, f.to), raw); err != nil {
 			return err
 		}

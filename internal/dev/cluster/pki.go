@@ -121,7 +121,12 @@ func EnsurePKI(dir string) (PKI, error) {
 		}
 	}
 	// The legacy proxy's client certificate, as HAProxy reads one (legacy.go).
-	return p, p.writeBundle(IdentityWorker)
+	for _, id := range legacyIdentities {
+		if err := p.writeBundle(id); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
 }
 
 func (p PKI) caKeyFile() string { return filepath.Join(p.Dir, "ca-key.pem") }

@@ -94,9 +94,15 @@ type Options struct {
 	// PublicBaseURL is how browsers reach the API: through the load balancer.
 	PublicBaseURL string
 	// BuildID is the build of the workflow code Checkout runs: its workers are worker-<build>-<i>.
+	// Legacy says Checkout has no TLS settings: its processes reach Temporal through the legacy
+	// proxy.
 	BuildID string
+	Legacy  bool
 	// TemporalLogLevel is the Temporal services' (default warn).
 	TemporalLogLevel string
+	// DynamicConfig are more dynamic config values of the Temporal server, key=value (a YAML
+	// value), over deploy/temporal-dynamicconfig.yaml's.
+	DynamicConfig []string
 }
 
 // Plan is every process of a cluster, by start-up stage.
@@ -118,7 +124,8 @@ type Plan struct {
 	CheckoutEnv []string
 	ports       Ports
 	pki         PKI
-	// LegacyProxy lets workers of builds without TLS settings reach the frontend (legacy.go).
+	legacy      map[string][]string // LegacyEnv, by identity
+	// LegacyProxy lets processes of builds without TLS settings reach the frontend (legacy.go).
 	LegacyProxy Process
 }
 
@@ -127,12 +134,29 @@ func WorkerName(build string, i int) string { return fmt.Sprintf("worker-%s-%d",
 
 // Worker is worker i (from 1) of a build running bin, serving /metrics in the given slot of the
 // workers' metrics ports (0 to MaxReplicas-1: workers of every build running at once share them).
-// It never makes its build current: the cluster does, once its workers poll.
-func (p Plan) Worker(build string, i int, bin string, slot int) Process {
+// It never makes its build current: the cluster does, once its workers poll. A legacy bin (a
+// build without TLS settings) reaches Temporal through the legacy proxy.
+func (p Plan) Worker(build string, i int, bin string, slot int, legacy bool) Process {
 	metrics := "127.0.0.1:" + strconv.Itoa(p.ports.WorkerMetrics+slot)
-	return Process{Name: WorkerName(build, i), Service: "worker", Path: bin, Args: []string{"worker"},
-		Env:     slices.Concat(p.CheckoutEnv, p.pki.ClientEnv(IdentityWorker), []string{"METRICS_ADDR=" + metrics}),
+	env := slices.Concat(p.CheckoutEnv, p.pki.ClientEnv(IdentityWorker), []string{"METRICS_ADDR=" + metrics})
+	if legacy {
+		env = append(env, p.legacy[IdentityWorker.Name]...)
+	}
+	return Process{Name: WorkerName(build, i), Service: "worker", Path: bin, Args: []string{"worker"}, Env: env,
 		Listens: []string{metrics}}
+}
+
+// API is API replica i (from 1) running bin; a legacy bin reaches Temporal through the legacy
+// proxy.
+func (p Plan) API(i int, bin string, legacy bool) Process {
+	loop := func(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+	addr, metrics := loop(p.ports.API+i-1), loop(p.ports.APIMetrics+i-1)
+	env := slices.Concat(p.CheckoutEnv, p.pki.ClientEnv(IdentityAPI), []string{"HTTP_ADDR=" + addr, "METRICS_ADDR=" + metrics})
+	if legacy {
+		env = append(env, p.legacy[IdentityAPI.Name]...)
+	}
+	return Process{Name: fmt.Sprintf("api-%d", i), Service: "api", Path: bin, Args: []string{"api"}, Env: env,
+		Listens: []string{addr, metrics}, Ready: HTTPOK("http://" + addr + "/readyz")}
 }
 
 // WorkerSlots is how many workers of all builds may run at once (each its /metrics port).
@@ -271,18 +295,17 @@ func NewPlan(o Options) Plan {
 		"TEMPORAL_SET_CURRENT=never",
 	}
 	plan.CheckoutEnv, plan.ports, plan.pki = checkoutEnv, pt, pki
+	plan.legacy = map[string][]string{}
+	for _, id := range legacyIdentities {
+		plan.legacy[id.Name] = LegacyEnv(o, id)
+	}
 	plan.Migrate = Process{Name: "migrate", Service: "migrate", Path: o.Checkout, Args: []string{"migrate"},
 		Env: checkoutEnv, Job: true}
 	for i := range o.Workers {
-		plan.Workers = append(plan.Workers, plan.Worker(o.BuildID, i+1, o.Checkout, i))
+		plan.Workers = append(plan.Workers, plan.Worker(o.BuildID, i+1, o.Checkout, i, o.Legacy))
 	}
 	for i := range o.APIs {
-		addr, metrics := loop(pt.API+i), loop(pt.APIMetrics+i)
-		name := fmt.Sprintf("api-%d", i+1)
-		plan.APIs = append(plan.APIs, Process{Name: name, Service: "api",
-			Path: o.Checkout, Args: []string{"api"},
-			Env:     slices.Concat(checkoutEnv, pki.ClientEnv(IdentityAPI), []string{"HTTP_ADDR=" + addr, "METRICS_ADDR=" + metrics}),
-			Listens: []string{addr, metrics}, Ready: HTTPOK("http://" + addr + "/readyz")})
+		plan.APIs = append(plan.APIs, plan.API(i+1, o.Checkout, o.Legacy))
 	}
 	plan.HAProxy = Process{Name: "haproxy", Service: "haproxy", Path: o.HAProxy,
 		Args: []string{"-W", "-db", "-f", filepath.Join(o.Dir, haproxyConfig)},
