@@ -7,7 +7,8 @@
 -- gone, nobody else will end it; every order the reconciler ended as ORPHANED whose payment is
 -- not reversed yet (a run that stopped between the two); and every order that failed or was
 -- cancelled within late_seconds whose payment may still hold money (its authorization arrived
--- after the order's compensation found nothing to reverse). order_id, when not 0, limits the
+-- after the order's compensation found nothing to reverse), a payment still PENDING included (an
+-- authorization whose answer the order never got before it gave up). order_id, when not 0, limits the
 -- batch to that order (and then a late capture counts too). Keyset-paged by order id, so a
 -- payment the provider never saw is asked about once per run and cannot starve the others.
 SELECT o.id AS order_id, o.status AS order_status, coalesce(o.failure_code, '')::text AS failure_code,
@@ -24,7 +25,7 @@ WHERE o.id > @after_order_id
        OR (o.status = 'FAILED' AND o.failure_code = 'ORPHANED'
            AND p.status IN ('PENDING', 'UNKNOWN', 'REQUIRES_ACTION', 'AUTHORIZED', 'CAPTURED'))
        OR (o.status IN ('FAILED', 'CANCELLED')
-           AND (p.status IN ('UNKNOWN', 'REQUIRES_ACTION', 'AUTHORIZED')
+           AND (p.status IN ('PENDING', 'UNKNOWN', 'REQUIRES_ACTION', 'AUTHORIZED')
                 OR (@order_id::bigint <> 0 AND p.status = 'CAPTURED'))
            AND o.updated_at > now() - make_interval(secs => @late_seconds::float8)))
 ORDER BY o.id
