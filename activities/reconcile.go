@@ -86,6 +86,9 @@ type ReconcilePaymentsResult struct {
 	Orphaned int `json:"orphaned"`
 	// Reversed counts payments of failed or cancelled orders found holding money, and reversed.
 	Reversed int `json:"reversed,omitempty"`
+	// NothingHeld counts payments of orders ended as ORPHANED that the provider never saw, settled
+	// by this run: they leave the list.
+	NothingHeld int `json:"nothingHeld,omitempty"`
 	// TokensForgotten counts payment method tokens of requests that never reached a definite
 	// payment answer, forgotten after PaymentMethodTokenTTL.
 	TokensForgotten int `json:"tokensForgotten,omitempty"`
@@ -144,7 +147,7 @@ func (a *PaymentReconciler) ReconcilePayments(ctx context.Context, in ReconcileP
 		for _, r := range rows {
 			after = r.OrderID
 			res.Checked++
-			if err := a.resolve(ctx, pays, r, &res, byStatus); err != nil {
+			if err := a.resolve(ctx, pays, r, in, &res, byStatus); err != nil {
 				res.Failed++
 				if res.FirstError == "" {
 					res.FirstError = fmt.Sprintf("order %d: %v", r.OrderID, err)
@@ -171,11 +174,12 @@ func (a *PaymentReconciler) ReconcilePayments(ctx context.Context, in ReconcileP
 }
 
 func (a *PaymentReconciler) resolve(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
-	res *ReconcilePaymentsResult, byStatus map[string]int) error {
+	in ReconcilePaymentsInput, res *ReconcilePaymentsResult, byStatus map[string]int) error {
 	switch status := order.Status(r.OrderStatus); {
 	case status == order.StatusFailed && order.FailureCode(r.FailureCode) == order.FailOrphaned:
-		// Ended as ORPHANED by an earlier run that stopped before the payment was reversed.
-		return a.finishOrphan(ctx, pays, r, res)
+		// Ended as ORPHANED by an earlier run that stopped before the payment was reversed, or
+		// whose reversal found nothing at the provider.
+		return a.finishOrphan(ctx, pays, r, in.PendingAfter, res)
 	case status.GaveUp():
 		return a.reverseLate(ctx, pays, r, res)
 	}
@@ -326,13 +330,35 @@ func (a *PaymentReconciler) endOrphanAs(ctx context.Context, pays *Payments, r d
 }
 
 // finishOrphan gives back what an order ended as ORPHANED still holds: its stock, then its
-// payment. Every step is conditional, so a repeat changes nothing.
+// payment. Every step is conditional, so a repeat changes nothing. A payment the provider never
+// saw is settled once the order has been over for longer than pendingAfter (no call of the order
+// can still reach the provider then), so that it leaves the list; until then it is asked about
+// again on the next run.
 func (a *PaymentReconciler) finishOrphan(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
-	res *ReconcilePaymentsResult) error {
+	pendingAfter time.Duration, res *ReconcilePaymentsResult) error {
 	if _, err := a.orders().GiveBack(ctx, r.OrderID); err != nil {
 		return err
 	}
-	return a.reverseOrphan(ctx, pays, r, res)
+	p, err := pays.Reverse(ctx, r.OrderID)
+	if err != nil {
+		return err
+	}
+	if p.Status != PaymentNotFound {
+		countOrphan(r, res)
+		return nil
+	}
+	res.NotFound++
+	n, err := db.New(a.Pool).SettleNothingHeld(ctx, r.OrderID, pendingAfter.Seconds())
+	if err != nil {
+		return fmt.Errorf("settling the payment of order %d: %w", r.OrderID, err)
+	}
+	if n == 1 {
+		res.NothingHeld++
+		if len(res.Payments) < maxListed {
+			res.Payments = append(res.Payments, ResolvedPayment{OrderID: r.OrderID, Was: r.Status, Status: "NOTHING_HELD"})
+		}
+	}
+	return nil
 }
 
 // reverseOrphan reverses the payment of an order ended as ORPHANED, whatever the provider did
@@ -342,9 +368,14 @@ func (a *PaymentReconciler) reverseOrphan(ctx context.Context, pays *Payments, r
 	if _, err := pays.Reverse(ctx, r.OrderID); err != nil {
 		return err
 	}
+	countOrphan(r, res)
+	return nil
+}
+
+// countOrphan counts an orphan whose payment was reversed (or found holding nothing as it was ended).
+func countOrphan(r db.PaymentsToReconcileRow, res *ReconcilePaymentsResult) {
 	res.Orphaned++
 	if len(res.Payments) < maxListed {
 		res.Payments = append(res.Payments, ResolvedPayment{OrderID: r.OrderID, Was: r.Status, Status: "ORPHAN_ENDED"})
 	}
-	return nil
 }

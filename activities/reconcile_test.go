@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -19,6 +21,7 @@ import (
 	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment"
+	"github.com/marketplace/checkout/payment/paysim"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -450,4 +453,57 @@ func TestAuthorize_RepeatedAfterItsAnswerWasLost_ProviderAnswersWithoutTheToken(
 	var appErr *temporal.ApplicationError
 	require.ErrorAs(t, err, &appErr)
 	assert.Equal(t, string(problem.PaymentMethodGone), appErr.Type(), "no token and no intent: nothing to authorize with")
+}
+
+// TestReconcilePayments_OrphanWhosePaymentTheProviderNeverSaw_SettledOnce: orders ended as
+// ORPHANED whose authorization never reached the provider (their workflow was terminated before it
+// authorized), so their payment rows still say PENDING. A run finds nothing held under the key of
+// the one ended long ago and settles its payment: the next run leaves it alone. The one ended a
+// moment ago is asked about again, since a call of its order may still reach the provider, and is
+// settled once that time is over.
+func TestReconcilePayments_OrphanWhosePaymentTheProviderNeverSaw_SettledOnce(t *testing.T) {
+	t.Parallel()
+	pool := testenv.Pool(t)
+	ctx := context.Background()
+	sim := paysim.New(pool, paysim.Options{Log: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	t.Cleanup(sim.Close)
+	long, _ := insertOrder(t, pool, "FAILED", "PENDING", time.Hour)
+	recent, _ := insertOrder(t, pool, "FAILED", "PENDING", time.Hour)
+	_, err := pool.Exec(ctx, `UPDATE orders SET failure_code = $2 WHERE id = ANY($1)`, []int64{long, recent},
+		string(order.FailOrphaned))
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE orders SET updated_at = now() - interval '10 minutes' WHERE id = $1`, long)
+	require.NoError(t, err)
+	rec := &activities.PaymentReconciler{Pool: pool, Gateway: sim}
+	settled := func(id int64) bool {
+		var st string
+		var at *time.Time
+		require.NoError(t, pool.QueryRow(ctx, `SELECT status, nothing_held_at FROM payments WHERE order_id = $1`, id).Scan(&st, &at))
+		assert.Equal(t, "PENDING", st, "the row keeps what the provider last said")
+		return at != nil
+	}
+
+	first, err := rec.ReconcilePayments(ctx, activities.ReconcilePaymentsInput{})
+	require.NoError(t, err)
+	assert.Equal(t, 2, first.Checked, "%+v", first)
+	assert.Equal(t, 2, first.NotFound)
+	assert.Equal(t, 1, first.NothingHeld)
+	assert.Zero(t, first.Orphaned, "nothing to reverse")
+	assert.True(t, settled(long))
+	assert.False(t, settled(recent), "ended a moment ago: a call of the order may still reach the provider")
+
+	second, err := rec.ReconcilePayments(ctx, activities.ReconcilePaymentsInput{})
+	require.NoError(t, err)
+	assert.Equal(t, 1, second.Checked, "settled: only the one ended a moment ago is asked about again: %+v", second)
+	assert.Zero(t, second.NothingHeld)
+
+	_, err = pool.Exec(ctx, `UPDATE orders SET updated_at = now() - interval '2 minutes' WHERE id = $1`, recent)
+	require.NoError(t, err)
+	third, err := rec.ReconcilePayments(ctx, activities.ReconcilePaymentsInput{})
+	require.NoError(t, err)
+	assert.Equal(t, 1, third.NothingHeld, "%+v", third)
+	assert.True(t, settled(recent))
+	last, err := rec.ReconcilePayments(ctx, activities.ReconcilePaymentsInput{})
+	require.NoError(t, err)
+	assert.Zero(t, last.Checked, "both settled: off the list")
 }

@@ -229,6 +229,7 @@ type Payment struct {
 	RefundedMinor  int64
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	NothingHeldAt  *time.Time
 }
 
 type PaymentMethodToken struct {

@@ -236,7 +236,7 @@ func (q *Queries) GetOrder(ctx context.Context, id int64) (Order, error) {
 
 const getPayment = `-- name: GetPayment :one
 SELECT order_id, idempotency_key, provider, intent_id, status, amount_minor, currency, redirect_url,
-       captured_minor, refunded_minor, created_at, updated_at
+       captured_minor, refunded_minor, created_at, updated_at, nothing_held_at
 FROM payments
 WHERE order_id = $1
 `
@@ -257,6 +257,7 @@ func (q *Queries) GetPayment(ctx context.Context, orderID int64) (Payment, error
 		&i.RefundedMinor,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.NothingHeldAt,
 	)
 	return i, err
 }

@@ -137,7 +137,7 @@ ON CONFLICT (order_id) DO NOTHING;
 
 -- name: GetPayment :one
 SELECT order_id, idempotency_key, provider, intent_id, status, amount_minor, currency, redirect_url,
-       captured_minor, refunded_minor, created_at, updated_at
+       captured_minor, refunded_minor, created_at, updated_at, nothing_held_at
 FROM payments
 WHERE order_id = @order_id;
 
