@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
+	"go.temporal.io/sdk/activity"
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/money"
@@ -58,9 +59,15 @@ type UnitsExceedLineDetails struct {
 // UPDATE that only passes while the order is CONFIRMED and the line still has them (so
 // concurrent requests never cancel more than the line has), and off the line's CONFIRMED
 // reservations. A repeat of the request finds its record and changes nothing; the same request
-// id with another line, count or reason is refused.
+// id with another line, count or reason is refused. The record names the workflow that took the
+// request up last, whose being gone the payment reconciler watches for.
 func (a *Orders) RecordLineCancel(ctx context.Context, in LineCancelRequest) (LineCancel, error) {
 	var out LineCancel
+	var workflowID *string
+	if activity.IsActivity(ctx) {
+		id := activity.GetInfo(ctx).WorkflowExecution.ID
+		workflowID = &id
+	}
 	err := pgx.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
 		q := db.New(tx)
 		// One cancellation of the order at a time: each is priced from the units the last one kept.
@@ -68,7 +75,8 @@ func (a *Orders) RecordLineCancel(ctx context.Context, in LineCancelRequest) (Li
 			return err
 		}
 		id, err := q.InsertLineCancellation(ctx, db.InsertLineCancellationParams{RequestID: in.RequestID,
-			Reason: in.Reason, RequestedBy: in.RequestedBy, OrderID: in.OrderID, SkuID: in.SKUID, Units: in.Units})
+			Reason: in.Reason, RequestedBy: in.RequestedBy, WorkflowID: workflowID, OrderID: in.OrderID, SkuID: in.SKUID,
+			Units: in.Units})
 		if db.NotFound(err) {
 			prior, err := q.LineCancellationByRequest(ctx, in.OrderID, in.RequestID)
 			if db.NotFound(err) {
@@ -80,6 +88,11 @@ func (a *Orders) RecordLineCancel(ctx context.Context, in LineCancelRequest) (Li
 			if prior.SkuID != in.SKUID || prior.Units != in.Units || prior.Reason != in.Reason {
 				return RefusalError(problem.New(problem.IdempotencyKeyReused,
 					"this request id was used for another cancellation"))
+			}
+			if workflowID != nil {
+				if err := q.SetLineCancellationWorkflow(ctx, *workflowID, prior.ID); err != nil {
+					return err
+				}
 			}
 			out, err = lineCancelOf(ctx, q, prior)
 			out.Repeat = true

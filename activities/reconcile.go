@@ -10,8 +10,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment"
 )
@@ -21,6 +24,9 @@ type JobObserver interface {
 	SweepDone(released int, oldestAge time.Duration, err error)
 	ReconcileDone(drifts int, err error)
 	PaymentReconcileDone(checked int, resolved map[string]int, err error)
+	// LineCancelsFinished counts the line cancellations a payment reconciliation finished for a
+	// workflow that was gone, and those it could not finish.
+	LineCancelsFinished(finished, failed int)
 }
 
 // Signaler tells an order's workflow what the provider said about its payment. The worker
@@ -38,12 +44,18 @@ var ErrWorkflowGone = errors.New("the order's workflow has ended")
 
 // PaymentReconciler resolves payments whose outcome the checkout does not know. It is the
 // backstop behind the saga, which asks the provider itself while it waits: it covers an order
-// that lost its webhook or its authorize answer, and one whose workflow is gone.
+// that lost its webhook or its authorize answer, and one whose workflow is gone. It is also the
+// backstop of the line cancellations: one whose workflow is gone is finished here.
 type PaymentReconciler struct {
 	Pool     *pgxpool.Pool
 	Gateway  payment.Gateway
 	Signaler Signaler
 	Observer JobObserver
+	// Inventory puts the units of a line cancellation it finishes back on the shelf.
+	Inventory *inventory.Engine
+	// LineCancelWorkflowID names the workflow of a line cancellation recorded without one (by a
+	// release before the record named it): the one its request id derives.
+	LineCancelWorkflowID func(orderID int64, requestID string) string
 }
 
 // ReconcilePaymentsInput sizes a run; zero values mean the defaults.
@@ -53,7 +65,8 @@ type ReconcilePaymentsInput struct {
 	PendingAfter time.Duration `json:"pendingAfter,omitempty"`
 	// OrphanAfter is how long past its hold an open order may stay open before its workflow is
 	// checked for being gone (default two minutes: the order's own grace and its hold child's
-	// work are over by then).
+	// work are over by then); and how long after it was recorded a line cancellation may stay
+	// unfinished before its workflow is.
 	OrphanAfter time.Duration `json:"orphanAfter,omitempty"`
 	// LateWindow is how long after an order failed or was cancelled its payment is still looked
 	// at, for an authorization that arrived after the order gave up (default a day).
@@ -89,6 +102,11 @@ type ReconcilePaymentsResult struct {
 	// NothingHeld counts payments of orders ended as ORPHANED that the provider never saw, settled
 	// by this run: they leave the list.
 	NothingHeld int `json:"nothingHeld,omitempty"`
+	// LineCancelsFinished counts recorded line cancellations whose workflow was gone, finished by
+	// this run (refunded, back on the shelf where the reason says so, announced); LineCancelsFailed
+	// those it could not finish yet (the next run tries again).
+	LineCancelsFinished int `json:"lineCancelsFinished,omitempty"`
+	LineCancelsFailed   int `json:"lineCancelsFailed,omitempty"`
 	// TokensForgotten counts payment method tokens of requests that never reached a definite
 	// payment answer, forgotten after PaymentMethodTokenTTL.
 	TokensForgotten int `json:"tokensForgotten,omitempty"`
@@ -120,6 +138,7 @@ func (a *PaymentReconciler) ReconcilePayments(ctx context.Context, in ReconcileP
 		}
 		if a.Observer != nil {
 			a.Observer.PaymentReconcileDone(res.Checked, byStatus, err)
+			a.Observer.LineCancelsFinished(res.LineCancelsFinished, res.LineCancelsFailed)
 		}
 	}()
 	if in.PendingAfter <= 0 {
@@ -164,6 +183,9 @@ func (a *PaymentReconciler) ReconcilePayments(ctx context.Context, in ReconcileP
 			return res, fmt.Errorf("forgetting stale payment method tokens: %w", err)
 		}
 		res.TokensForgotten = int(n)
+		if err := a.finishLineCancels(ctx, in, &res); err != nil {
+			return res, err
+		}
 	}
 	if res.Failed > 0 && res.Resolved == 0 && res.NotFound == 0 {
 		// Nothing could be asked or told (the provider or Temporal is down): fail the run, so
@@ -378,4 +400,84 @@ func countOrphan(r db.PaymentsToReconcileRow, res *ReconcilePaymentsResult) {
 	if len(res.Payments) < maxListed {
 		res.Payments = append(res.Payments, ResolvedPayment{OrderID: r.OrderID, Was: r.Status, Status: "ORPHAN_ENDED"})
 	}
+}
+
+// finishLineCancels is the backstop of the line cancellations: one recorded more than OrphanAfter
+// ago and not finished, whose workflow no longer runs (terminated by hand, or its run lost), would
+// never pay its refund. It is finished here by the steps its workflow runs, each idempotent: the
+// refund under the cancellation's own key (money never moves twice, even beside a workflow started
+// again for the same request), the units back on the shelf once, the announcement once. One that
+// cannot be finished yet is counted and tried again by the next run; only a failure to list them
+// fails the run.
+func (a *PaymentReconciler) finishLineCancels(ctx context.Context, in ReconcilePaymentsInput, res *ReconcilePaymentsResult) error {
+	q := db.New(a.Pool)
+	var after int64
+	for {
+		rows, err := q.LineCancellationsToFinish(ctx, after, in.OrphanAfter.Seconds(), in.BatchSize)
+		if err != nil {
+			return fmt.Errorf("listing the line cancellations to finish: %w", err)
+		}
+		for _, r := range rows {
+			after = r.ID
+			finished, err := a.finishLineCancel(ctx, r)
+			switch {
+			case err != nil:
+				res.LineCancelsFailed++
+				if res.FirstError == "" {
+					res.FirstError = fmt.Sprintf("line cancellation %d of order %d: %v", r.ID, r.OrderID, err)
+				}
+			case finished:
+				res.LineCancelsFinished++
+			}
+		}
+		if len(rows) < int(in.BatchSize) {
+			return nil
+		}
+	}
+}
+
+// finishLineCancel finishes one recorded line cancellation when its workflow no longer runs, and
+// says whether it did. A refund the provider refuses leaves the cancellation waiting for support
+// (its attention, shown on the order), as its workflow would have; once fixed at the provider,
+// the next run pays it.
+func (a *PaymentReconciler) finishLineCancel(ctx context.Context, r db.LineCancellationsToFinishRow) (bool, error) {
+	wf := r.WorkflowID
+	if wf == "" {
+		if a.LineCancelWorkflowID == nil {
+			return false, errors.New("no workflow recorded for it")
+		}
+		wf = a.LineCancelWorkflowID(r.OrderID, r.RequestID)
+	}
+	if running, err := a.Signaler.Running(ctx, wf); err != nil || running {
+		return false, err
+	}
+	orders := &Orders{Pool: a.Pool}
+	c, err := lineCancelByID(ctx, db.New(a.Pool), r.ID)
+	if err != nil {
+		return false, err
+	}
+	if !c.Refunded {
+		if _, err := (&Payments{Pool: a.Pool, Gateway: a.Gateway}).RefundLineCancel(ctx, r.ID); err != nil {
+			if appErr := (*temporal.ApplicationError)(nil); errors.As(err, &appErr) && appErr.NonRetryable() {
+				if aerr := orders.LineCancelAttention(ctx, LineCancelAttentionInput{CancellationID: r.ID,
+					Step: "refund", Error: appErr.Message(), Code: string(FailureCode(err))}); aerr != nil {
+					return false, errors.Join(err, aerr)
+				}
+			}
+			return false, err
+		}
+	}
+	if c.Restock && !c.Restocked {
+		if _, err := (&Inventory{Engine: a.Inventory}).RestockLineCancel(ctx, r.ID); err != nil {
+			return false, err
+		}
+	}
+	if _, err := orders.AnnounceLineCancel(ctx, r.ID); err != nil {
+		return false, err
+	}
+	if activity.IsActivity(ctx) {
+		activity.GetLogger(ctx).Warn("line cancellation finished for a workflow that was gone", "order_id", r.OrderID,
+			"workflow_id", wf, "cancellation_id", r.ID)
+	}
+	return true, nil
 }

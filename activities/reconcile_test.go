@@ -99,6 +99,7 @@ type jobsRecorder struct {
 
 func (j *jobsRecorder) SweepDone(int, time.Duration, error) {}
 func (j *jobsRecorder) ReconcileDone(int, error)            {}
+func (j *jobsRecorder) LineCancelsFinished(int, int)        {}
 func (j *jobsRecorder) PaymentReconcileDone(checked int, resolved map[string]int, err error) {
 	j.checked, j.resolved, j.err = checked, resolved, err
 }

@@ -9,6 +9,50 @@ import (
 	"context"
 )
 
+const lineCancellationsToFinish = `-- name: LineCancellationsToFinish :many
+SELECT id, order_id, request_id, coalesce(workflow_id, '')::text AS workflow_id
+FROM line_cancellations
+WHERE announced_at IS NULL AND id > $1
+  AND created_at < now() - make_interval(secs => $2::float8)
+ORDER BY id
+LIMIT $3
+`
+
+type LineCancellationsToFinishRow struct {
+	ID         int64
+	OrderID    int64
+	RequestID  string
+	WorkflowID string
+}
+
+// The payment reconciler's line cancellations to look at: recorded more than older_than_seconds
+// ago and not finished (announced), whether their refund is done or not. The reconciler finishes
+// those whose workflow no longer runs. Keyset-paged by id.
+func (q *Queries) LineCancellationsToFinish(ctx context.Context, afterID int64, olderThanSeconds float64, batchSize int32) ([]LineCancellationsToFinishRow, error) {
+	rows, err := q.db.Query(ctx, lineCancellationsToFinish, afterID, olderThanSeconds, batchSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LineCancellationsToFinishRow{}
+	for rows.Next() {
+		var i LineCancellationsToFinishRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.OrderID,
+			&i.RequestID,
+			&i.WorkflowID,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const paymentsToReconcile = `-- name: PaymentsToReconcile :many
 SELECT o.id AS order_id, o.status AS order_status, coalesce(o.failure_code, '')::text AS failure_code,
        coalesce(p.status, 'NONE')::text AS status, o.workflow_id

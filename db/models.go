@@ -160,6 +160,7 @@ type LineCancellation struct {
 	Attention   pqtype.NullRawMessage
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+	WorkflowID  *string
 }
 
 type Order struct {

@@ -172,7 +172,7 @@ func (q *Queries) GetIdempotencyRecord(ctx context.Context, userID int64, idempo
 
 const getLineCancellation = `-- name: GetLineCancellation :one
 SELECT id, order_id, request_id, sku_id, units, reason, requested_by, amount_minor, currency, allocations,
-       refunded_at, restocked_at, announced_at, attention, created_at, updated_at
+       refunded_at, restocked_at, announced_at, attention, created_at, updated_at, workflow_id
 FROM line_cancellations
 WHERE id = $1
 `
@@ -197,6 +197,7 @@ func (q *Queries) GetLineCancellation(ctx context.Context, id int64) (LineCancel
 		&i.Attention,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.WorkflowID,
 	)
 	return i, err
 }
@@ -294,24 +295,25 @@ func (q *Queries) InsertIdempotencyRecord(ctx context.Context, arg InsertIdempot
 }
 
 const insertLineCancellation = `-- name: InsertLineCancellation :one
-WITH req AS (SELECT $6::int AS units),
+WITH req AS (SELECT $7::int AS units),
 totals AS (
     SELECT sum((quantity - cancelled_quantity)::bigint * unit_price_minor)::bigint AS kept,
            greatest(sum(quantity::bigint * unit_price_minor), 1)::bigint AS gross
-    FROM order_items WHERE order_id = $4
+    FROM order_items WHERE order_id = $5
 ),
 coupon AS (
     SELECT coalesce(sum(discount_minor), 0)::bigint AS d
-    FROM coupon_redemptions WHERE order_id = $4 AND status = 'CONFIRMED'
+    FROM coupon_redemptions WHERE order_id = $5 AND status = 'CONFIRMED'
 )
-INSERT INTO line_cancellations (order_id, request_id, sku_id, units, reason, requested_by, amount_minor, currency)
+INSERT INTO line_cancellations (order_id, request_id, sku_id, units, reason, requested_by, amount_minor, currency,
+                                workflow_id)
 SELECT oi.order_id, $1::text, oi.sku_id, req.units, $2::text, $3::text,
        (t.kept - floor(c.d::numeric * t.kept / t.gross))::bigint
      - ((t.kept - req.units * oi.unit_price_minor)
         - floor(c.d::numeric * (t.kept - req.units * oi.unit_price_minor) / t.gross))::bigint,
-       oi.currency
+       oi.currency, $4::text
 FROM order_items oi, req, totals t, coupon c
-WHERE oi.order_id = $4 AND oi.sku_id = $5
+WHERE oi.order_id = $5 AND oi.sku_id = $6
 ON CONFLICT (order_id, request_id) DO NOTHING
 RETURNING id
 `
@@ -320,6 +322,7 @@ type InsertLineCancellationParams struct {
 	RequestID   string
 	Reason      string
 	RequestedBy string
+	WorkflowID  *string
 	OrderID     int64
 	SkuID       int64
 	Units       int32
@@ -336,6 +339,7 @@ func (q *Queries) InsertLineCancellation(ctx context.Context, arg InsertLineCanc
 		arg.RequestID,
 		arg.Reason,
 		arg.RequestedBy,
+		arg.WorkflowID,
 		arg.OrderID,
 		arg.SkuID,
 		arg.Units,
@@ -478,7 +482,7 @@ func (q *Queries) InsertWebhookEvent(ctx context.Context, eventID string, intent
 
 const lineCancellationByRequest = `-- name: LineCancellationByRequest :one
 SELECT id, order_id, request_id, sku_id, units, reason, requested_by, amount_minor, currency, allocations,
-       refunded_at, restocked_at, announced_at, attention, created_at, updated_at
+       refunded_at, restocked_at, announced_at, attention, created_at, updated_at, workflow_id
 FROM line_cancellations
 WHERE order_id = $1 AND request_id = $2
 `
@@ -503,13 +507,14 @@ func (q *Queries) LineCancellationByRequest(ctx context.Context, orderID int64, 
 		&i.Attention,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.WorkflowID,
 	)
 	return i, err
 }
 
 const lineCancellationsOfOrder = `-- name: LineCancellationsOfOrder :many
 SELECT id, order_id, request_id, sku_id, units, reason, requested_by, amount_minor, currency, allocations,
-       refunded_at, restocked_at, announced_at, attention, created_at, updated_at
+       refunded_at, restocked_at, announced_at, attention, created_at, updated_at, workflow_id
 FROM line_cancellations
 WHERE order_id = $1
 ORDER BY id
@@ -541,6 +546,7 @@ func (q *Queries) LineCancellationsOfOrder(ctx context.Context, orderID int64) (
 			&i.Attention,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.WorkflowID,
 		); err != nil {
 			return nil, err
 		}
@@ -1033,6 +1039,19 @@ UPDATE line_cancellations SET attention = $1, updated_at = now() WHERE id = $2
 // A step of the cancellation waits for support (attention set) or goes on (NULL).
 func (q *Queries) SetLineCancellationAttention(ctx context.Context, attention pqtype.NullRawMessage, iD int64) error {
 	_, err := q.db.Exec(ctx, setLineCancellationAttention, attention, iD)
+	return err
+}
+
+const setLineCancellationWorkflow = `-- name: SetLineCancellationWorkflow :exec
+UPDATE line_cancellations
+   SET workflow_id = $1::text, updated_at = now()
+ WHERE id = $2 AND announced_at IS NULL AND workflow_id IS DISTINCT FROM $1::text
+`
+
+// The request repeated by another workflow (support started it again): the unfinished
+// cancellation names the workflow now taking care of it.
+func (q *Queries) SetLineCancellationWorkflow(ctx context.Context, workflowID string, iD int64) error {
+	_, err := q.db.Exec(ctx, setLineCancellationWorkflow, workflowID, iD)
 	return err
 }
 

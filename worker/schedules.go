@@ -154,7 +154,7 @@ func registerJobs(w sdkworker.Worker, c client.Client, d Deps) {
 	}
 	w.RegisterActivity(&cart.Activities{Janitor: &cart.Janitor{Q: db.New(d.Pool)}, Observer: carts, Switches: d.Features})
 	w.RegisterActivity(&activities.PaymentReconciler{Pool: d.Pool, Gateway: d.Gateway, Signaler: signaler{c: c},
-		Observer: jobObserver(d)})
+		Observer: jobObserver(d), Inventory: d.Inventory, LineCancelWorkflowID: workflows.LineCancelWorkflowID})
 }
 
 var (

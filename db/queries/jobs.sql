@@ -46,3 +46,14 @@ UPDATE payments p
    AND o.status = 'FAILED' AND o.failure_code = 'ORPHANED'
    AND o.updated_at < now() - make_interval(secs => @pending_seconds::float8)
    AND p.status IN ('PENDING', 'UNKNOWN') AND p.nothing_held_at IS NULL;
+
+-- name: LineCancellationsToFinish :many
+-- The payment reconciler's line cancellations to look at: recorded more than older_than_seconds
+-- ago and not finished (announced), whether their refund is done or not. The reconciler finishes
+-- those whose workflow no longer runs. Keyset-paged by id.
+SELECT id, order_id, request_id, coalesce(workflow_id, '')::text AS workflow_id
+FROM line_cancellations
+WHERE announced_at IS NULL AND id > @after_id
+  AND created_at < now() - make_interval(secs => @older_than_seconds::float8)
+ORDER BY id
+LIMIT @batch_size;

@@ -262,12 +262,13 @@ coupon AS (
     SELECT coalesce(sum(discount_minor), 0)::bigint AS d
     FROM coupon_redemptions WHERE order_id = @order_id AND status = 'CONFIRMED'
 )
-INSERT INTO line_cancellations (order_id, request_id, sku_id, units, reason, requested_by, amount_minor, currency)
+INSERT INTO line_cancellations (order_id, request_id, sku_id, units, reason, requested_by, amount_minor, currency,
+                                workflow_id)
 SELECT oi.order_id, @request_id::text, oi.sku_id, req.units, @reason::text, @requested_by::text,
        (t.kept - floor(c.d::numeric * t.kept / t.gross))::bigint
      - ((t.kept - req.units * oi.unit_price_minor)
         - floor(c.d::numeric * (t.kept - req.units * oi.unit_price_minor) / t.gross))::bigint,
-       oi.currency
+       oi.currency, sqlc.narg(workflow_id)::text
 FROM order_items oi, req, totals t, coupon c
 WHERE oi.order_id = @order_id AND oi.sku_id = @sku_id
 ON CONFLICT (order_id, request_id) DO NOTHING
@@ -299,19 +300,26 @@ UPDATE line_cancellations SET allocations = @allocations, updated_at = now() WHE
 
 -- name: LineCancellationByRequest :one
 SELECT id, order_id, request_id, sku_id, units, reason, requested_by, amount_minor, currency, allocations,
-       refunded_at, restocked_at, announced_at, attention, created_at, updated_at
+       refunded_at, restocked_at, announced_at, attention, created_at, updated_at, workflow_id
 FROM line_cancellations
 WHERE order_id = @order_id AND request_id = @request_id;
 
+-- name: SetLineCancellationWorkflow :exec
+-- The request repeated by another workflow (support started it again): the unfinished
+-- cancellation names the workflow now taking care of it.
+UPDATE line_cancellations
+   SET workflow_id = @workflow_id::text, updated_at = now()
+ WHERE id = @id AND announced_at IS NULL AND workflow_id IS DISTINCT FROM @workflow_id::text;
+
 -- name: GetLineCancellation :one
 SELECT id, order_id, request_id, sku_id, units, reason, requested_by, amount_minor, currency, allocations,
-       refunded_at, restocked_at, announced_at, attention, created_at, updated_at
+       refunded_at, restocked_at, announced_at, attention, created_at, updated_at, workflow_id
 FROM line_cancellations
 WHERE id = @id;
 
 -- name: LineCancellationsOfOrder :many
 SELECT id, order_id, request_id, sku_id, units, reason, requested_by, amount_minor, currency, allocations,
-       refunded_at, restocked_at, announced_at, attention, created_at, updated_at
+       refunded_at, restocked_at, announced_at, attention, created_at, updated_at, workflow_id
 FROM line_cancellations
 WHERE order_id = @order_id
 ORDER BY id;

@@ -27,6 +27,9 @@ type JobMetrics struct {
 	CartEvents       prometheus.Counter
 	PaymentsChecked  prometheus.Counter
 	PaymentsResolved *prometheus.CounterVec
+	// LineCancels counts the line cancellations the payment reconciler finished for a workflow
+	// that was gone (result "finished"), and those it could not finish yet ("failed").
+	LineCancels *prometheus.CounterVec
 }
 
 func newJobMetrics(reg prometheus.Registerer) *JobMetrics {
@@ -67,9 +70,16 @@ func newJobMetrics(reg prometheus.Registerer) *JobMetrics {
 			Name: "checkout_payment_reconciler_resolved_total",
 			Help: "Payments the payment reconciler resolved, by the provider's status.",
 		}, []string{"status"}),
+		LineCancels: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "checkout_payment_reconciler_line_cancels_total",
+			Help: "Recorded line cancellations whose workflow was gone, by result: finished by the payment reconciler (refunded, restocked, announced), or failed (tried again next run).",
+		}, []string{"result"}),
 	}
 	reg.MustRegister(j.Runs, j.LastSuccess, j.SweeperReleased, j.SweeperOldestAge, j.ReconcilerDrift,
-		j.CartsDeleted, j.CartEvents, j.PaymentsChecked, j.PaymentsResolved)
+		j.CartsDeleted, j.CartEvents, j.PaymentsChecked, j.PaymentsResolved, j.LineCancels)
+	for _, result := range []string{"finished", "failed"} {
+		j.LineCancels.WithLabelValues(result)
+	}
 	return j
 }
 
@@ -104,6 +114,13 @@ func (j *JobMetrics) PaymentReconcileDone(checked int, resolved map[string]int, 
 	for status, n := range resolved {
 		j.PaymentsResolved.WithLabelValues(status).Add(float64(n))
 	}
+}
+
+// LineCancelsFinished counts the line cancellations a payment reconciliation finished for a
+// workflow that was gone, and those it could not finish.
+func (j *JobMetrics) LineCancelsFinished(finished, failed int) {
+	j.LineCancels.WithLabelValues("finished").Add(float64(finished))
+	j.LineCancels.WithLabelValues("failed").Add(float64(failed))
 }
 
 // CartsCleaned counts a cart clean-up.
