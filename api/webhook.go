@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -24,13 +23,21 @@ import (
 
 // paymentWebhook receives the provider's signed events. A bad signature is 401 and changes
 // nothing, and counts against the sender's address (RATE_LIMIT_WEBHOOK_FAILURES_IP): an address
-// that used up its limit gets 429 for everything it sends until the limit refills. An event
-// already seen is acknowledged and changes nothing more. An event is routed only to an intent the
-// product created: one whose id an order recorded, or — for an authorization whose answer the
-// order never got — one the provider confirms it holds under an order's own key. The event goes to
-// the order's workflow as a signal in the same transaction that records it, so a failed signal is
-// retried by the provider rather than lost; the workflow asks the provider before acting on it, so
-// the event's status is never taken on its word.
+// that used up its limit gets 429 for everything it sends until the limit refills. An event is
+// routed only to an intent the product created: one whose id an order recorded, or — for an
+// authorization whose answer the order never got — one the provider confirms it holds under an
+// order's own key; the workflow asks the provider before acting on it, so the event's status is
+// never taken on its word.
+//
+// No database transaction is open while the handler calls the provider or Temporal. Each event is
+// acted on once through its row in payment_webhook_events: the delivery takes the event in hand
+// (a claim that runs out after webhookClaim), acts on it, then marks it done; an event acted on
+// already is acknowledged as a duplicate and changes nothing more; one another delivery has in
+// hand is refused with 503, so that the provider delivers it again. An event not acted on (the
+// provider or Temporal could not be reached) is given back and the webhook fails, so the
+// provider's next delivery acts on it; a delivery that dies holding an event leaves it to the
+// next delivery once its claim runs out. The order takes an event acted on twice (a delivery that
+// died after acting, before marking it done) as a repeat.
 func (s *Server) paymentWebhook(c echo.Context) error {
 	if l := s.limits.webhookFailures.ip; l != nil {
 		// An address whose bad signatures used up its limit is refused before anything is read.
@@ -55,42 +62,70 @@ func (s *Server) paymentWebhook(c echo.Context) error {
 		return problem.New(problem.InvalidJSON, "not a payment event")
 	}
 	ctx := c.Request().Context()
-	duplicate, unknown := false, false
-	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		q := db.New(tx)
-		n, err := q.InsertWebhookEvent(ctx, ev.ID, ev.Intent.ID, ev.Type)
-		if err != nil {
-			return err
+	claim, err := s.q.ClaimWebhookEvent(ctx, db.ClaimWebhookEventParams{EventID: ev.ID, IntentID: ev.Intent.ID,
+		Type: ev.Type, ClaimSeconds: webhookClaim.Seconds()})
+	if db.NotFound(err) {
+		acted, err := s.q.WebhookEventActedOn(ctx, ev.ID)
+		if err != nil && !db.NotFound(err) {
+			return fmt.Errorf("reading payment event %s: %w", ev.ID, err)
 		}
-		if n == 0 {
-			duplicate = true
-			return nil
+		if err != nil || !acted {
+			return problem.New(problem.Unavailable, "this event is being handled by another delivery; send it again shortly")
 		}
-		routed, confirmed, ok, err := s.routeEvent(ctx, q, ev)
-		if err != nil || !ok {
-			unknown = !ok
-			return err
-		}
-		if order.Status(routed.Status).GaveUp() {
-			// The order has given up, and its workflow is closed or closing.
-			return s.paymentForClosedOrder(ctx, q, routed.OrderID, ev, confirmed)
-		}
-		err = s.Temporal.SignalWorkflow(ctx, routed.WorkflowID, "", workflows.SignalPaymentResult,
-			workflows.PaymentSignal{EventID: ev.ID, IntentID: ev.Intent.ID, Status: string(ev.Intent.Status)})
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			return s.paymentForClosedOrder(ctx, q, routed.OrderID, ev, confirmed)
-		}
-		return err
-	})
+		return c.JSON(http.StatusOK, map[string]any{"received": true, "duplicate": true})
+	}
 	if err != nil {
+		return fmt.Errorf("taking payment event %s in hand: %w", ev.ID, err)
+	}
+	// The event's own calls end well before its claim runs out, so no other delivery acts on it
+	// meanwhile.
+	actx, cancel := context.WithTimeout(ctx, webhookActWithin)
+	defer cancel()
+	unknown, err := s.actOnEvent(actx, ev)
+	// Written even when the provider has hung up: what was done is recorded.
+	dbctx := context.WithoutCancel(ctx)
+	if err != nil {
+		if rerr := s.q.ReleaseWebhookEvent(dbctx, ev.ID, claim); rerr != nil {
+			s.Log.Warn("payment event not given back: the next delivery acts on it once its claim runs out",
+				"event_id", ev.ID, "error", rerr)
+		}
 		return fmt.Errorf("routing payment event %s: %w", ev.ID, err)
+	}
+	if err := s.q.WebhookEventDone(dbctx, ev.ID, claim); err != nil {
+		return fmt.Errorf("marking payment event %s done: %w", ev.ID, err)
 	}
 	if unknown {
 		// Acknowledged, so the provider does not deliver it again; nothing else happens.
 		s.Log.Warn("payment event for an intent the checkout did not create", "intent_id", ev.Intent.ID, "event_id", ev.ID)
 	}
-	return c.JSON(http.StatusOK, map[string]any{"received": true, "duplicate": duplicate})
+	return c.JSON(http.StatusOK, map[string]any{"received": true, "duplicate": false})
+}
+
+// A delivery's calls about its event end within webhookActWithin; its claim on the event runs out
+// after webhookClaim, when another delivery may take the event up (the one holding it died).
+const (
+	webhookActWithin = 30 * time.Second
+	webhookClaim     = 2 * webhookActWithin
+)
+
+// actOnEvent routes an event to its order's workflow as a signal, or, when the order has given up
+// (its workflow closed or closing), records money the provider holds for it and starts its
+// reversal. unknown: the event names no intent the checkout created, and nothing was done.
+func (s *Server) actOnEvent(ctx context.Context, ev payment.WebhookEvent) (unknown bool, err error) {
+	routed, confirmed, ok, err := s.routeEvent(ctx, ev)
+	if err != nil || !ok {
+		return err == nil, err
+	}
+	if order.Status(routed.Status).GaveUp() {
+		return false, s.paymentForClosedOrder(ctx, routed.OrderID, ev, confirmed)
+	}
+	err = s.Temporal.SignalWorkflow(ctx, routed.WorkflowID, "", workflows.SignalPaymentResult,
+		workflows.PaymentSignal{EventID: ev.ID, IntentID: ev.Intent.ID, Status: string(ev.Intent.Status)})
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return false, s.paymentForClosedOrder(ctx, routed.OrderID, ev, confirmed)
+	}
+	return false, err
 }
 
 // routeEvent finds the order of an event's intent: by the intent id an order recorded, else by
@@ -98,12 +133,12 @@ func (s *Server) paymentWebhook(c echo.Context) error {
 // for that order.
 // A provider that cannot be asked is an error, so the event is delivered again later. The intent
 // the provider confirmed is returned when it was asked (nil otherwise).
-func (s *Server) routeEvent(ctx context.Context, q *db.Queries, ev payment.WebhookEvent) (db.PaymentByIntentRow, *payment.Intent, bool, error) {
-	order, err := q.PaymentByIntent(ctx, &ev.Intent.ID)
+func (s *Server) routeEvent(ctx context.Context, ev payment.WebhookEvent) (db.PaymentByIntentRow, *payment.Intent, bool, error) {
+	order, err := s.q.PaymentByIntent(ctx, &ev.Intent.ID)
 	if err == nil || !db.NotFound(err) {
 		return order, nil, err == nil, err
 	}
-	byKey, err := q.PaymentByKey(ctx, ev.Intent.IdempotencyKey)
+	byKey, err := s.q.PaymentByKey(ctx, ev.Intent.IdempotencyKey)
 	if db.NotFound(err) {
 		return order, nil, false, nil
 	}
@@ -147,9 +182,9 @@ func (s *Server) providerUnavailable(err error) error {
 // payment reconciler for this order, started here. The provider is asked: the event's status and
 // amounts are not taken on their word. A failure to ask it or to start the run fails the webhook,
 // so the provider delivers it again.
-func (s *Server) paymentForClosedOrder(ctx context.Context, q *db.Queries, orderID int64, ev payment.WebhookEvent,
+func (s *Server) paymentForClosedOrder(ctx context.Context, orderID int64, ev payment.WebhookEvent,
 	confirmed *payment.Intent) error {
-	o, err := q.GetOrder(ctx, orderID)
+	o, err := s.q.GetOrder(ctx, orderID)
 	if err != nil {
 		return err
 	}
@@ -173,7 +208,7 @@ func (s *Server) paymentForClosedOrder(ctx context.Context, q *db.Queries, order
 		return nil
 	}
 	intentID := intent.ID
-	if err := q.RecordPayment(ctx, db.RecordPaymentParams{OrderID: orderID, Status: string(intent.Status),
+	if err := s.q.RecordPayment(ctx, db.RecordPaymentParams{OrderID: orderID, Status: string(intent.Status),
 		IntentID: &intentID, CapturedMinor: intent.CapturedMinor, RefundedMinor: intent.RefundedMinor}); err != nil {
 		return err
 	}

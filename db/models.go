@@ -242,10 +242,11 @@ type PaymentMethodToken struct {
 }
 
 type PaymentWebhookEvent struct {
-	EventID    string
-	IntentID   string
-	Type       string
-	ReceivedAt time.Time
+	EventID      string
+	IntentID     string
+	Type         string
+	ReceivedAt   time.Time
+	ClaimedUntil *time.Time
 }
 
 type Seller struct {

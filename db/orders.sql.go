@@ -82,6 +82,36 @@ func (q *Queries) CancelLineUnits(ctx context.Context, units int32, orderID int6
 	return i, err
 }
 
+const claimWebhookEvent = `-- name: ClaimWebhookEvent :one
+INSERT INTO payment_webhook_events (event_id, intent_id, type, claimed_until)
+VALUES ($1, $2, $3, now() + make_interval(secs => $4::float8))
+ON CONFLICT (event_id) DO UPDATE SET claimed_until = EXCLUDED.claimed_until
+ WHERE payment_webhook_events.claimed_until < now()
+RETURNING claimed_until::timestamptz
+`
+
+type ClaimWebhookEventParams struct {
+	EventID      string
+	IntentID     string
+	Type         string
+	ClaimSeconds float64
+}
+
+// Takes a delivered event in hand, to act on it: a new event, or one a delivery took in hand and
+// neither acted on nor gave back before its claim ran out (its process died). No row when the
+// event was acted on already (a replay has no second effect), or another delivery has it in hand.
+func (q *Queries) ClaimWebhookEvent(ctx context.Context, arg ClaimWebhookEventParams) (time.Time, error) {
+	row := q.db.QueryRow(ctx, claimWebhookEvent,
+		arg.EventID,
+		arg.IntentID,
+		arg.Type,
+		arg.ClaimSeconds,
+	)
+	var claimed_until time.Time
+	err := row.Scan(&claimed_until)
+	return claimed_until, err
+}
+
 const extendOrderHold = `-- name: ExtendOrderHold :one
 WITH o AS (
     UPDATE orders x
@@ -463,21 +493,6 @@ func (q *Queries) InsertPayment(ctx context.Context, arg InsertPaymentParams) er
 		arg.Currency,
 	)
 	return err
-}
-
-const insertWebhookEvent = `-- name: InsertWebhookEvent :execrows
-INSERT INTO payment_webhook_events (event_id, intent_id, type)
-VALUES ($1, $2, $3)
-ON CONFLICT (event_id) DO NOTHING
-`
-
-// A delivery already seen affects no row: a replay has no second effect.
-func (q *Queries) InsertWebhookEvent(ctx context.Context, eventID string, intentID string, type_ string) (int64, error) {
-	result, err := q.db.Exec(ctx, insertWebhookEvent, eventID, intentID, type_)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
 }
 
 const lineCancellationByRequest = `-- name: LineCancellationByRequest :one
@@ -975,6 +990,16 @@ func (q *Queries) RecordPayment(ctx context.Context, arg RecordPaymentParams) er
 	return err
 }
 
+const releaseWebhookEvent = `-- name: ReleaseWebhookEvent :exec
+DELETE FROM payment_webhook_events WHERE event_id = $1 AND claimed_until = $2::timestamptz
+`
+
+// The event was not acted on under this claim: given back, so that the next delivery acts on it.
+func (q *Queries) ReleaseWebhookEvent(ctx context.Context, eventID string, claimedUntil time.Time) error {
+	_, err := q.db.Exec(ctx, releaseWebhookEvent, eventID, claimedUntil)
+	return err
+}
+
 const resumeOrder = `-- name: ResumeOrder :one
 UPDATE orders
    SET status = 'PENDING_PAYMENT', attention = NULL, updated_at = now()
@@ -1156,4 +1181,27 @@ func (q *Queries) WaitingOrders(ctx context.Context) ([]WaitingOrdersRow, error)
 		return nil, err
 	}
 	return items, nil
+}
+
+const webhookEventActedOn = `-- name: WebhookEventActedOn :one
+SELECT (claimed_until IS NULL)::bool AS acted FROM payment_webhook_events WHERE event_id = $1
+`
+
+// Whether an event seen before was acted on (false: a delivery has it in hand now).
+func (q *Queries) WebhookEventActedOn(ctx context.Context, eventID string) (bool, error) {
+	row := q.db.QueryRow(ctx, webhookEventActedOn, eventID)
+	var acted bool
+	err := row.Scan(&acted)
+	return acted, err
+}
+
+const webhookEventDone = `-- name: WebhookEventDone :exec
+UPDATE payment_webhook_events SET claimed_until = NULL
+ WHERE event_id = $1 AND claimed_until = $2::timestamptz
+`
+
+// The event was acted on under this claim: every later delivery of it is a duplicate.
+func (q *Queries) WebhookEventDone(ctx context.Context, eventID string, claimedUntil time.Time) error {
+	_, err := q.db.Exec(ctx, webhookEventDone, eventID, claimedUntil)
+	return err
 }

@@ -109,6 +109,10 @@ type stackOptions struct {
 	noWorker bool
 	// gateway, when set, wraps the payment provider the worker calls.
 	gateway func(payment.Gateway) payment.Gateway
+	// apiTemporal and apiPayments, when set, wrap the Temporal client and the payment provider the
+	// API calls.
+	apiTemporal func(api.TemporalClient) api.TemporalClient
+	apiPayments func(api.PaymentLookup) api.PaymentLookup
 	// env adds settings.
 	env map[string]string
 	// workerEnv adds settings the worker alone is given, over env's (the API keeps env's).
@@ -172,8 +176,17 @@ func startStack(t *testing.T, o stackOptions) *stack {
 		WebhookSecret: []byte(cfg.PaymentWebhookSecret), Log: quietLog(), RetryBase: 100 * time.Millisecond,
 		RetryMax: time.Second, PollInterval: 100 * time.Millisecond, HoldUntil: api.HoldUntil(pool)})
 	carts := cart.NewCache(pool, cart.CacheOptions{Entries: cfg.CartCacheEntries, Log: quietLog()})
-	e := api.New(api.Deps{Options: wiring.API(cfg), Pool: pool, Inventory: inv, Temporal: tc, Metrics: m, Log: quietLog(),
-		Payments: sim, PaymentPages: sim, PaymentFaults: sim, CartCache: carts, Codec: pc, Features: switches})
+	var apiTemporal api.TemporalClient = tc
+	if o.apiTemporal != nil {
+		apiTemporal = o.apiTemporal(tc)
+	}
+	var apiPayments api.PaymentLookup = sim
+	if o.apiPayments != nil {
+		apiPayments = o.apiPayments(sim)
+	}
+	e := api.New(api.Deps{Options: wiring.API(cfg), Pool: pool, Inventory: inv, Temporal: apiTemporal, Metrics: m,
+		Log: quietLog(), Payments: apiPayments, PaymentPages: sim, PaymentFaults: sim, CartCache: carts, Codec: pc,
+		Features: switches})
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	metricsLn, err := net.Listen("tcp", "127.0.0.1:0")

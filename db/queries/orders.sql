@@ -194,11 +194,28 @@ SELECT user_id, idempotency_key, request_hash, order_id, outcome, created_at
 FROM idempotency_records
 WHERE user_id = @user_id AND idempotency_key = @idempotency_key;
 
--- name: InsertWebhookEvent :execrows
--- A delivery already seen affects no row: a replay has no second effect.
-INSERT INTO payment_webhook_events (event_id, intent_id, type)
-VALUES (@event_id, @intent_id, @type)
-ON CONFLICT (event_id) DO NOTHING;
+-- name: ClaimWebhookEvent :one
+-- Takes a delivered event in hand, to act on it: a new event, or one a delivery took in hand and
+-- neither acted on nor gave back before its claim ran out (its process died). No row when the
+-- event was acted on already (a replay has no second effect), or another delivery has it in hand.
+INSERT INTO payment_webhook_events (event_id, intent_id, type, claimed_until)
+VALUES (@event_id, @intent_id, @type, now() + make_interval(secs => @claim_seconds::float8))
+ON CONFLICT (event_id) DO UPDATE SET claimed_until = EXCLUDED.claimed_until
+ WHERE payment_webhook_events.claimed_until < now()
+RETURNING claimed_until::timestamptz;
+
+-- name: WebhookEventActedOn :one
+-- Whether an event seen before was acted on (false: a delivery has it in hand now).
+SELECT (claimed_until IS NULL)::bool AS acted FROM payment_webhook_events WHERE event_id = @event_id;
+
+-- name: WebhookEventDone :exec
+-- The event was acted on under this claim: every later delivery of it is a duplicate.
+UPDATE payment_webhook_events SET claimed_until = NULL
+ WHERE event_id = @event_id AND claimed_until = @claimed_until::timestamptz;
+
+-- name: ReleaseWebhookEvent :exec
+-- The event was not acted on under this claim: given back, so that the next delivery acts on it.
+DELETE FROM payment_webhook_events WHERE event_id = @event_id AND claimed_until = @claimed_until::timestamptz;
 
 -- name: SavePaymentMethodToken :one
 -- Keeps an order request's payment method token for its Authorize step, when the request's
