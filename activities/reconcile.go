@@ -71,6 +71,9 @@ type ReconcilePaymentsInput struct {
 	// LateWindow is how long after an order failed or was cancelled its payment is still looked
 	// at, for an authorization that arrived after the order gave up (default a day).
 	LateWindow time.Duration `json:"lateWindow,omitempty"`
+	// SettleAfter is how long after a failed or cancelled order last changed a payment whose key
+	// the provider never saw is settled, off the list (default DefaultSettleAfter).
+	SettleAfter time.Duration `json:"settleAfter,omitempty"`
 	// OrderID limits the run to one order (0: all).
 	OrderID   int64 `json:"orderId,omitempty"`
 	BatchSize int32 `json:"batchSize,omitempty"`
@@ -99,8 +102,8 @@ type ReconcilePaymentsResult struct {
 	Orphaned int `json:"orphaned"`
 	// Reversed counts payments of failed or cancelled orders found holding money, and reversed.
 	Reversed int `json:"reversed,omitempty"`
-	// NothingHeld counts payments of orders ended as ORPHANED that the provider never saw, settled
-	// by this run: they leave the list.
+	// NothingHeld counts payments of failed or cancelled orders that the provider never saw,
+	// settled by this run once their order had been over for SettleAfter: they leave the list.
 	NothingHeld int `json:"nothingHeld,omitempty"`
 	// LineCancelsFinished counts recorded line cancellations whose workflow was gone, finished by
 	// this run (refunded, back on the shelf where the reason says so, announced); LineCancelsFailed
@@ -149,6 +152,9 @@ func (a *PaymentReconciler) ReconcilePayments(ctx context.Context, in ReconcileP
 	}
 	if in.LateWindow <= 0 {
 		in.LateWindow = DefaultLateWindow
+	}
+	if in.SettleAfter <= 0 {
+		in.SettleAfter = DefaultSettleAfter
 	}
 	if in.BatchSize <= 0 {
 		in.BatchSize = 200
@@ -201,9 +207,9 @@ func (a *PaymentReconciler) resolve(ctx context.Context, pays *Payments, r db.Pa
 	case status == order.StatusFailed && order.FailureCode(r.FailureCode) == order.FailOrphaned:
 		// Ended as ORPHANED by an earlier run that stopped before the payment was reversed, or
 		// whose reversal found nothing at the provider.
-		return a.finishOrphan(ctx, pays, r, in.PendingAfter, res)
+		return a.finishOrphan(ctx, pays, r, in.SettleAfter, res)
 	case status.GaveUp():
-		return a.reverseLate(ctx, pays, r, res)
+		return a.reverseLate(ctx, pays, r, in.SettleAfter, res)
 	}
 	running, err := a.Signaler.Running(ctx, r.WorkflowID)
 	if err != nil {
@@ -302,17 +308,17 @@ func (a *PaymentReconciler) orders() order.Store { return order.Store{Pool: a.Po
 
 // reverseLate reverses the payment of an order that failed or was cancelled when the provider
 // holds money for it after all: an authorization (or its 3-D Secure approval) that arrived after
-// the order's compensation had found nothing to reverse. A payment the provider still does not
-// know is asked about again on later runs, for the late window.
+// the order's compensation had found nothing to reverse. A payment the provider does not know is
+// settled once the order has been over for longer than settleAfter (settleNothingHeld), and
+// asked about again on the next runs until then.
 func (a *PaymentReconciler) reverseLate(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
-	res *ReconcilePaymentsResult) error {
+	settleAfter time.Duration, res *ReconcilePaymentsResult) error {
 	p, err := pays.Reverse(ctx, r.OrderID)
 	if err != nil {
 		return err
 	}
 	if p.Status == PaymentNotFound {
-		res.NotFound++
-		return nil
+		return a.settleNothingHeld(ctx, r, settleAfter, res)
 	}
 	res.Reversed++
 	if len(res.Payments) < maxListed {
@@ -323,6 +329,12 @@ func (a *PaymentReconciler) reverseLate(ctx context.Context, pays *Payments, r d
 
 // DefaultLateWindow is ReconcilePaymentsInput.LateWindow when zero.
 const DefaultLateWindow = 24 * time.Hour
+
+// DefaultSettleAfter is ReconcilePaymentsInput.SettleAfter when zero: far past the time any call of
+// an order (an authorization's attempt takes seconds) can take to reach the provider, and past a
+// few runs that each asked; an order whose giving back waits for support meanwhile has changed
+// since, which starts the time again.
+const DefaultSettleAfter = 15 * time.Minute
 
 // DefaultOrphanAfter is ReconcilePaymentsInput.OrphanAfter when zero.
 const DefaultOrphanAfter = 2 * time.Minute
@@ -353,11 +365,9 @@ func (a *PaymentReconciler) endOrphanAs(ctx context.Context, pays *Payments, r d
 
 // finishOrphan gives back what an order ended as ORPHANED still holds: its stock, then its
 // payment. Every step is conditional, so a repeat changes nothing. A payment the provider never
-// saw is settled once the order has been over for longer than pendingAfter (no call of the order
-// can still reach the provider then), so that it leaves the list; until then it is asked about
-// again on the next run.
+// saw is settled as reverseLate settles it.
 func (a *PaymentReconciler) finishOrphan(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
-	pendingAfter time.Duration, res *ReconcilePaymentsResult) error {
+	settleAfter time.Duration, res *ReconcilePaymentsResult) error {
 	if _, err := a.orders().GiveBack(ctx, r.OrderID); err != nil {
 		return err
 	}
@@ -369,8 +379,19 @@ func (a *PaymentReconciler) finishOrphan(ctx context.Context, pays *Payments, r 
 		countOrphan(r, res)
 		return nil
 	}
+	return a.settleNothingHeld(ctx, r, settleAfter, res)
+}
+
+// settleNothingHeld settles the payment of a closed order that the provider never saw, once the
+// order has been over for longer than settleAfter: no call of the order can still reach the
+// provider then, so the payment leaves the list instead of being asked about at every run for the
+// late window (an order refused out of stock never authorized at all). A call that lands later
+// after all records its answer on the payment row (the order's own step, or the provider's
+// webhook), which puts it back on the list.
+func (a *PaymentReconciler) settleNothingHeld(ctx context.Context, r db.PaymentsToReconcileRow,
+	settleAfter time.Duration, res *ReconcilePaymentsResult) error {
 	res.NotFound++
-	n, err := db.New(a.Pool).SettleNothingHeld(ctx, r.OrderID, pendingAfter.Seconds())
+	n, err := db.New(a.Pool).SettleNothingHeld(ctx, r.OrderID, settleAfter.Seconds())
 	if err != nil {
 		return fmt.Errorf("settling the payment of order %d: %w", r.OrderID, err)
 	}

@@ -456,55 +456,82 @@ func TestAuthorize_RepeatedAfterItsAnswerWasLost_ProviderAnswersWithoutTheToken(
 	assert.Equal(t, string(problem.PaymentMethodGone), appErr.Type(), "no token and no intent: nothing to authorize with")
 }
 
-// TestReconcilePayments_OrphanWhosePaymentTheProviderNeverSaw_SettledOnce: orders ended as
-// ORPHANED whose authorization never reached the provider (their workflow was terminated before it
-// authorized), so their payment rows still say PENDING. A run finds nothing held under the key of
-// the one ended long ago and settles its payment: the next run leaves it alone. The one ended a
-// moment ago is asked about again, since a call of its order may still reach the provider, and is
-// settled once that time is over.
-func TestReconcilePayments_OrphanWhosePaymentTheProviderNeverSaw_SettledOnce(t *testing.T) {
+// TestReconcilePayments_ClosedOrderWhosePaymentTheProviderNeverSaw_SettledOnce: orders that
+// failed or were cancelled before their authorization reached the provider — ended as ORPHANED
+// (their workflow terminated before it authorized), refused out of stock, cancelled — so their
+// payment rows still say PENDING (or UNKNOWN). A run finds nothing held under the key of each one
+// ended long ago and settles its payment: the next run leaves it alone. Those ended a moment ago
+// are asked about again, since a call of their order may still reach the provider, and are
+// settled once that time (DefaultSettleAfter) is over.
+func TestReconcilePayments_ClosedOrderWhosePaymentTheProviderNeverSaw_SettledOnce(t *testing.T) {
 	t.Parallel()
 	pool := testenv.Pool(t)
 	ctx := context.Background()
 	sim := paysim.New(pool, paysim.Options{Log: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	t.Cleanup(sim.Close)
-	long, _ := insertOrder(t, pool, "FAILED", "PENDING", time.Hour)
-	recent, _ := insertOrder(t, pool, "FAILED", "PENDING", time.Hour)
-	_, err := pool.Exec(ctx, `UPDATE orders SET failure_code = $2 WHERE id = ANY($1)`, []int64{long, recent},
-		string(order.FailOrphaned))
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `UPDATE orders SET updated_at = now() - interval '10 minutes' WHERE id = $1`, long)
+	kinds := []struct{ status, payment, code string }{
+		{"FAILED", "PENDING", string(order.FailOrphaned)},
+		{"FAILED", "PENDING", "OUT_OF_STOCK"},
+		{"CANCELLED", "UNKNOWN", ""},
+	}
+	var long, recent []int64
+	for _, k := range kinds {
+		for _, ended := range []*[]int64{&long, &recent} {
+			id, _ := insertOrder(t, pool, k.status, k.payment, time.Hour)
+			_, err := pool.Exec(ctx, `UPDATE orders SET failure_code = NULLIF($2, '') WHERE id = $1`, id, k.code)
+			require.NoError(t, err)
+			*ended = append(*ended, id)
+		}
+	}
+	_, err := pool.Exec(ctx, `UPDATE orders SET updated_at = now() - interval '30 minutes' WHERE id = ANY($1)`, long)
 	require.NoError(t, err)
 	rec := &activities.PaymentReconciler{Pool: pool, Gateway: sim}
 	settled := func(id int64) bool {
-		var st string
 		var at *time.Time
-		require.NoError(t, pool.QueryRow(ctx, `SELECT status, nothing_held_at FROM payments WHERE order_id = $1`, id).Scan(&st, &at))
-		assert.Equal(t, "PENDING", st, "the row keeps what the provider last said")
+		require.NoError(t, pool.QueryRow(ctx, `SELECT nothing_held_at FROM payments WHERE order_id = $1`, id).Scan(&at))
 		return at != nil
 	}
 
 	first, err := rec.ReconcilePayments(ctx, activities.ReconcilePaymentsInput{})
 	require.NoError(t, err)
-	assert.Equal(t, 2, first.Checked, "%+v", first)
-	assert.Equal(t, 2, first.NotFound)
-	assert.Equal(t, 1, first.NothingHeld)
-	assert.Zero(t, first.Orphaned, "nothing to reverse")
-	assert.True(t, settled(long))
-	assert.False(t, settled(recent), "ended a moment ago: a call of the order may still reach the provider")
+	assert.Equal(t, 6, first.Checked, "%+v", first)
+	assert.Equal(t, 6, first.NotFound)
+	assert.Equal(t, 3, first.NothingHeld)
+	assert.Zero(t, first.Orphaned+first.Reversed, "nothing to reverse")
+	for i := range kinds {
+		assert.True(t, settled(long[i]), kinds[i])
+		assert.False(t, settled(recent[i]), "%v ended a moment ago: a call of the order may still reach the provider", kinds[i])
+	}
 
 	second, err := rec.ReconcilePayments(ctx, activities.ReconcilePaymentsInput{})
 	require.NoError(t, err)
-	assert.Equal(t, 1, second.Checked, "settled: only the one ended a moment ago is asked about again: %+v", second)
+	assert.Equal(t, 3, second.Checked, "settled: only those ended a moment ago are asked about again: %+v", second)
 	assert.Zero(t, second.NothingHeld)
 
-	_, err = pool.Exec(ctx, `UPDATE orders SET updated_at = now() - interval '2 minutes' WHERE id = $1`, recent)
+	_, err = pool.Exec(ctx, `UPDATE orders SET updated_at = now() - $2::interval WHERE id = ANY($1)`, recent,
+		activities.DefaultSettleAfter+time.Minute)
 	require.NoError(t, err)
 	third, err := rec.ReconcilePayments(ctx, activities.ReconcilePaymentsInput{})
 	require.NoError(t, err)
-	assert.Equal(t, 1, third.NothingHeld, "%+v", third)
-	assert.True(t, settled(recent))
+	assert.Equal(t, 3, third.NothingHeld, "%+v", third)
 	last, err := rec.ReconcilePayments(ctx, activities.ReconcilePaymentsInput{})
 	require.NoError(t, err)
-	assert.Zero(t, last.Checked, "both settled: off the list")
+	assert.Zero(t, last.Checked, "all settled: off the list")
+	var pending int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM payments WHERE status IN ('PENDING', 'UNKNOWN')`).Scan(&pending))
+	assert.Equal(t, int64(6), pending, "each row keeps what the provider last said")
+
+	// The provider answers one of them after all (its webhook records the authorization): it is
+	// back on the list and reversed.
+	_, err = sim.Authorize(ctx, payment.AuthorizeRequest{IdempotencyKey: order.PaymentKey(long[1]), OrderID: long[1],
+		AmountMinor: 1000, Currency: "TRY", PaymentMethodToken: "tok_ok"})
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE payments SET status = 'AUTHORIZED' WHERE order_id = $1`, long[1])
+	require.NoError(t, err)
+	late, err := rec.ReconcilePayments(ctx, activities.ReconcilePaymentsInput{})
+	require.NoError(t, err)
+	assert.Equal(t, 1, late.Reversed, "%+v", late)
+	i, err := sim.Lookup(ctx, order.PaymentKey(long[1]))
+	require.NoError(t, err)
+	assert.Equal(t, payment.StatusVoided, i.Status)
 }

@@ -100,11 +100,12 @@ type PaymentsToReconcileRow struct {
 // may have been lost while the shopper approved). Also every open order orphan_after_seconds
 // past its hold (or, without one, past its creation), whatever its payment: if its workflow is
 // gone, nobody else will end it; every order the reconciler ended as ORPHANED whose payment is
-// not reversed yet (a run that stopped between the two), unless the provider was found to hold
-// nothing for it (nothing_held_at, SettleNothingHeld); and every order that failed or was
+// not reversed yet (a run that stopped between the two); and every order that failed or was
 // cancelled within late_seconds whose payment may still hold money (its authorization arrived
 // after the order's compensation found nothing to reverse), a payment still PENDING included (an
-// authorization whose answer the order never got before it gave up). order_id, when not 0, limits the
+// authorization whose answer the order never got before it gave up). A closed order's PENDING or
+// UNKNOWN payment the provider was found to hold nothing for is settled (nothing_held_at,
+// SettleNothingHeld) and off the list. order_id, when not 0, limits the
 // batch to that order (and then a late capture counts too). Keyset-paged by order id, so a
 // payment the provider never saw is asked about once per run and cannot starve the others.
 func (q *Queries) PaymentsToReconcile(ctx context.Context, arg PaymentsToReconcileParams) ([]PaymentsToReconcileRow, error) {
@@ -145,17 +146,17 @@ UPDATE payments p
    SET nothing_held_at = now(), updated_at = now()
   FROM orders o
  WHERE p.order_id = $1 AND o.id = p.order_id
-   AND o.status = 'FAILED' AND o.failure_code = 'ORPHANED'
+   AND o.status IN ('FAILED', 'CANCELLED')
    AND o.updated_at < now() - make_interval(secs => $2::float8)
    AND p.status IN ('PENDING', 'UNKNOWN') AND p.nothing_held_at IS NULL
 `
 
-// Settles the payment of an order ended as ORPHANED whose key the provider never saw, once the
-// order has been over for longer than any call of its could still take to reach the provider
-// (pending_seconds): nothing is held, and the payment leaves the reconciler's list. A payment the
+// Settles the payment of a failed or cancelled order whose key the provider never saw, once the
+// order has not changed for longer than any call of its could still take to reach the provider
+// (settle_seconds): nothing is held, and the payment leaves the reconciler's list. A payment the
 // provider has answered since (its status moved on) is not touched.
-func (q *Queries) SettleNothingHeld(ctx context.Context, orderID int64, pendingSeconds float64) (int64, error) {
-	result, err := q.db.Exec(ctx, settleNothingHeld, orderID, pendingSeconds)
+func (q *Queries) SettleNothingHeld(ctx context.Context, orderID int64, settleSeconds float64) (int64, error) {
+	result, err := q.db.Exec(ctx, settleNothingHeld, orderID, settleSeconds)
 	if err != nil {
 		return 0, err
 	}
