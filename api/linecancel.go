@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -97,8 +96,9 @@ func (s *Server) cancelLine(c echo.Context) error {
 		if r := st.Request; r.SKUID != skuID || r.Units != b.Units || r.Reason != b.Reason {
 			return keyReused()
 		}
-	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		// Still under way: answered from the record below.
+	case wctx.Err() != nil && ctx.Err() == nil:
+		// Still under way: answered from the record below. (The wait's end reaches the client as
+		// the call's own deadline, or, over TLS, as the stream the server resets.)
 	default:
 		if refusal := lineCancelRefusal(err); refusal != nil {
 			return refusal
