@@ -69,6 +69,14 @@ cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build ## the production shap
 chaos: postgres-binaries haproxy $(CLUSTER_TOOLS) build ## faults under load on make cluster's shape: campaign traffic while a worker, an API replica, history and matching are killed, the frontend frozen 10 s and PostgreSQL restarted in immediate mode; prints a table, fails on any loss (about 10 minutes)
 	$(call bench-tool,chaos)
 
+.PHONY: release
+release: build ## release bin/checkout into the running make cluster: its workers beside the running ones, current once they poll (RAMP=10,50 ramps first), the earlier build drained; then its API replicas
+	$(BIN)/checkout release $(if $(RAMP),--ramp $(RAMP))
+
+.PHONY: upgrade-drill
+upgrade-drill: postgres-binaries haproxy $(CLUSTER_TOOLS) build ## orders left in every waiting state on make cluster's shape running the previous release, today's build released into it, each order finished; a table, non-zero on any order not ended as its scenario says (a few minutes)
+	$(call bench-tool,upgradedrill)
+
 .PHONY: build
 build: ## build bin/checkout
 	$(GO) build -o $(BIN)/checkout ./cmd/checkout

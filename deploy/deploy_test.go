@@ -55,6 +55,8 @@ func exported(t *testing.T) map[string]bool {
 	m.RegisterOutboxGauges(stubs{})
 	m.RegisterOrderGauges(stubs{})
 	m.RegisterCaches(func() metrics.CacheFigures { return metrics.CacheFigures{CartEnabled: true, TokenEnabled: true} })
+	runs, _ := m.RegisterRetiredBuildRuns()
+	runs.WithLabelValues("v1").Set(0)
 	names := map[string]bool{}
 	add := func(name string, histogram bool) {
 		names[name] = true

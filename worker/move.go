@@ -44,8 +44,9 @@ func (r *Replayer) Replay(h *historypb.History) error {
 // Move is the verdict on one open run of `checkout builds move`.
 type Move struct {
 	Run
-	// Moved: its versioning override now pins it to the target build.
-	Moved bool
+	// Moved: its versioning override now pins it to the target build. Movable: its history
+	// replays on this build (a dry run moves nothing).
+	Moved, Movable bool
 	// Reason says why it stays (its history does not replay here, or the move failed).
 	Reason string
 }
@@ -88,7 +89,7 @@ func MoveRuns(ctx context.Context, c client.Client, rp *Replayer, o MoveOptions)
 			continue
 		}
 		if o.DryRun {
-			m.Reason = "replays here (dry run: not moved)"
+			m.Movable = true
 			out = append(out, m)
 			continue
 		}
@@ -105,7 +106,7 @@ func MoveRuns(ctx context.Context, c client.Client, rp *Replayer, o MoveOptions)
 			out = append(out, m)
 			continue
 		}
-		m.Moved = true
+		m.Moved, m.Movable = true, true
 		out = append(out, m)
 	}
 	return out, nil

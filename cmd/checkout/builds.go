@@ -122,10 +122,15 @@ func dialTemporal(ctx context.Context, cfg config.Config) (client.Client, error)
 	if err != nil {
 		return nil, err
 	}
+	tlsCfg, err := cfg.TemporalTLSConfig()
+	if err != nil {
+		return nil, err
+	}
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	c, err := client.DialContext(dctx, client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
-		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)), DataConverter: cdc.DataConverter()})
+		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)), DataConverter: cdc.DataConverter(),
+		ConnectionOptions: client.ConnectionOptions{TLS: tlsCfg}})
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach Temporal at %s (set TEMPORAL_ADDRESS): %w", cfg.TemporalAddress, err)
 	}
@@ -193,20 +198,29 @@ func moveRuns(ctx context.Context, c client.Client, cfg config.Config, args []st
 	if err != nil {
 		return err
 	}
-	moved := 0
+	moved, movable := 0, 0
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "WORKFLOW\tTYPE\tSTARTED\tRESULT\n")
 	for _, m := range moves {
-		result := "moved to " + workflows.BuildID
-		if !m.Moved {
-			result = "stays on " + *from + ": " + m.Reason
-		} else {
+		var result string
+		switch {
+		case m.Moved:
+			result = "moved to " + workflows.BuildID
 			moved++
+		case m.Movable:
+			result = "replays on " + workflows.BuildID + ": would move"
+			movable++
+		default:
+			result = "stays on " + *from + ": " + m.Reason
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.WorkflowID, m.Type, m.Started.UTC().Format(time.RFC3339), result)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if *dry {
+		fmt.Fprintf(out, "%d of %d open runs of %s would move to %s (dry run: none moved)\n", movable, len(moves), *from, workflows.BuildID)
+		return nil
 	}
 	fmt.Fprintf(out, "%d of %d open runs of %s moved to %s\n", moved, len(moves), *from, workflows.BuildID)
 	return nil

@@ -139,19 +139,36 @@ func (r *clusterRun) startBuild(ctx context.Context, build, bin string, schedule
 	return names, nil
 }
 
-// versionPolls is ready once a worker of build polls the deployment (the version exists).
+// versionPolls is ready once workers of build poll every task queue (workflow and activity
+// tasks) the deployment's current build polls: only then may it become current.
 func versionPolls(tc client.Client, deployment, build string) func(context.Context) error {
 	return func(ctx context.Context) error {
-		d, err := tc.WorkerDeploymentClient().GetHandle(deployment).Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+		h := tc.WorkerDeploymentClient().GetHandle(deployment)
+		v, err := h.DescribeVersion(ctx, client.WorkerDeploymentDescribeVersionOptions{BuildID: build})
+		if err != nil {
+			return fmt.Errorf("no worker of build %s polls yet: %w", build, err)
+		}
+		polled := map[client.WorkerDeploymentTaskQueueInfo]bool{}
+		for _, q := range v.Info.TaskQueuesInfos {
+			polled[q] = true
+		}
+		if len(polled) == 0 {
+			return fmt.Errorf("no worker of build %s polls yet", build)
+		}
+		current, err := currentBuild(ctx, tc, deployment)
+		if err != nil || current == "" || current == build {
+			return err
+		}
+		cv, err := h.DescribeVersion(ctx, client.WorkerDeploymentDescribeVersionOptions{BuildID: current})
 		if err != nil {
 			return err
 		}
-		for _, s := range d.Info.VersionSummaries {
-			if s.Version.BuildID == build {
-				return nil
+		for _, q := range cv.Info.TaskQueuesInfos {
+			if !polled[q] {
+				return fmt.Errorf("build %s does not poll %s (%v) yet, which %s does", build, q.Name, q.Type, current)
 			}
 		}
-		return fmt.Errorf("no worker of build %s polls yet", build)
+		return nil
 	}
 }
 
