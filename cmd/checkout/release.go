@@ -99,15 +99,19 @@ func (r *clusterRun) workerProcessLocked(build string, i int, bin string, legacy
 	for _, p := range r.sup.Running() {
 		running[p.Name] = true
 	}
+	name := cluster.WorkerName(build, i)
+	delete(r.slots, name)
+	// A slot is taken by a running worker, or by another worker of this build: a build's workers
+	// are given their slots one after the other before any of them starts.
+	sameBuild := strings.TrimSuffix(cluster.WorkerName(build, 0), "0")
 	used := map[int]bool{}
-	for name, slot := range r.slots {
-		if running[name] {
+	for n, slot := range r.slots {
+		if running[n] || strings.HasPrefix(n, sameBuild) {
 			used[slot] = true
 		} else {
-			delete(r.slots, name)
+			delete(r.slots, n)
 		}
 	}
-	name := cluster.WorkerName(build, i)
 	slot := 0
 	for used[slot] && slot < cluster.WorkerSlots-1 {
 		slot++
