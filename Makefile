@@ -16,7 +16,10 @@ TEMPORAL_SERVER    := $(BIN)/temporal-server
 TEMPORAL_SQL_TOOL  := $(BIN)/temporal-sql-tool
 TEMPORAL_UI_SERVER := $(BIN)/temporal-ui-server
 TEMPORAL_UI_CONFIG := $(BIN)/temporal-ui-config/docker.yaml
-CLUSTER_TOOLS      := $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) $(TEMPORAL_UI_SERVER) $(TEMPORAL_UI_CONFIG)
+# The staff's sign-in of `make cluster`: an OpenID Connect provider built on zitadel/oidc
+# (tools/oidc-provider, a module of its own).
+OIDC_PROVIDER      := $(BIN)/oidc-provider
+CLUSTER_TOOLS      := $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) $(TEMPORAL_UI_SERVER) $(TEMPORAL_UI_CONFIG) $(OIDC_PROVIDER)
 
 # Pinned tool versions.
 TEMPORAL_CLI_VERSION  := v1.5.1
@@ -86,6 +89,7 @@ test: postgres-binaries haproxy $(TEMPORAL_CLI) $(CLUSTER_TOOLS) test-rules ## t
 	$(GO) test $(TEST_FLAGS) ./...
 	$(GO) -C bench test $(TEST_FLAGS) ./...
 	$(GO) -C tools/temporal-server test $(TEST_FLAGS) ./...
+	$(GO) -C tools/oidc-provider test $(TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
 # Go fuzzes one target per run: the packages are those whose tests declare a Fuzz function, the
@@ -134,6 +138,8 @@ lint: $(STATICCHECK) $(WORKFLOWCHECK) ## gofmt, go vet, staticcheck and Temporal
 	cd bench && $(STATICCHECK) ./...
 	$(GO) -C tools/temporal-server vet ./...
 	cd tools/temporal-server && $(STATICCHECK) ./...
+	$(GO) -C tools/oidc-provider vet ./...
+	cd tools/oidc-provider && $(STATICCHECK) ./...
 
 .PHONY: sqlc
 sqlc: $(SQLC) ## regenerate db/ from db/queries and migrations, and payment/paysim/simdb from the simulator's own
@@ -204,6 +210,10 @@ $(TEMPORAL_CLI):
 $(TEMPORAL_SERVER): tools/temporal-server/go.mod $(wildcard tools/temporal-server/*.go)
 	@echo "building the Temporal server $(TEMPORAL_SERVER_VERSION) with the cluster's authorizer into bin/ (about 4 minutes the first time)"
 	$(GO) -C tools/temporal-server build -o $@ .
+
+# tools/oidc-provider's go.mod pins github.com/zitadel/oidc.
+$(OIDC_PROVIDER): tools/oidc-provider/go.mod $(wildcard tools/oidc-provider/*.go)
+	$(GO) -C tools/oidc-provider build -o $@ .
 
 $(TEMPORAL_SQL_TOOL):
 	GOBIN=$(BIN)/.temporal-sql-tool $(GO) install go.temporal.io/server/cmd/tools/sql@$(TEMPORAL_SERVER_VERSION)

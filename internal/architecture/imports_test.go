@@ -46,7 +46,8 @@ var layers = [][]string{
 // tools are for tests and benchmarks only: nothing in layers may import them.
 var tools = []string{"internal/dev/testenv", "internal/dev/benchkit", "internal/dev/benchdata", "internal/dev/chaos", "bench/chaos", "bench/benchcampaign",
 	"internal/dev/drill", "bench/upgradedrill",
-	"bench/benchcost", "bench/benchorders", "bench/benchreserve", "internal/architecture", "e2e", "tools/temporal-server"}
+	"bench/benchcost", "bench/benchorders", "bench/benchreserve", "internal/architecture", "e2e", "tools/temporal-server",
+	"tools/oidc-provider"}
 
 func TestImports_FollowTheLayers(t *testing.T) {
 	layerOf := map[string]int{}
