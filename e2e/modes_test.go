@@ -72,6 +72,16 @@ func TestModes_APIAndWorkerRefuseToStartWithoutSecretsOfTheirOwn(t *testing.T) {
 			assert.Equal(t, 1, strings.Count(out, "\n")+1, "%s %s: one clear line, got %q", cmd, name, out)
 		}
 	}
+
+	// The API also needs the staff's identity provider: the shared secret never makes staff.
+	c := exec.Command(bin, "api")
+	c.Env = append(cleanEnv(), "DATABASE_URL=postgres://nobody@127.0.0.1:1/none", "TEMPORAL_ADDRESS=127.0.0.1:1",
+		"PAYMENT_PROVIDER=paysim")
+	c.Env = append(c.Env, with(secrets, codec, plaintext)...)
+	out, err := c.CombinedOutput()
+	require.Error(t, err, "api without an identity provider must refuse to start")
+	assert.Equal(t, "checkout api: AUTH_OIDC_ISSUER is not set: outside `checkout dev` staff tokens come from an identity provider (set AUTH_OIDC_ISSUER, AUTH_OIDC_AUDIENCE, AUTH_OIDC_JWKS_URL)",
+		strings.TrimSpace(string(out)))
 }
 
 // TestModes_MetricsOnlyOnTheirInternalPort: every mode serves Prometheus /metrics on METRICS_ADDR
@@ -98,7 +108,8 @@ func TestModes_MetricsOnlyOnTheirInternalPort(t *testing.T) {
 				"TEMPORAL_TASK_QUEUE=e2e-"+randomHex(6), "SCHEDULES_ENABLED=false", "DATA_DIR="+t.TempDir(),
 				"AUTH_JWT_SECRET="+testenv.Secret, "PAYMENT_WEBHOOK_SECRET="+testenv.Secret, "PAYMENT_PROVIDER=paysim",
 				"TEMPORAL_CODEC_KEY="+testenv.CodecKey, "TEMPORAL_CODEC_KID=k1",
-				"HTTP_ADDR="+public, "METRICS_ADDR="+internal, "LOG_LEVEL=warn", "TEMPORAL_ALLOW_PLAINTEXT=true")
+				"HTTP_ADDR="+public, "METRICS_ADDR="+internal, "LOG_LEVEL=warn", "TEMPORAL_ALLOW_PLAINTEXT=true",
+				"AUTH_OIDC_ISSUER=https://id.example", "AUTH_OIDC_AUDIENCE=temporal-ui", "AUTH_OIDC_JWKS_URL=http://127.0.0.1:1/keys")
 			var logs bytes.Buffer
 			c.Stderr = &logs
 			if os.Getenv("E2E_LOG") != "" {

@@ -215,6 +215,9 @@ func runAPI(ctx context.Context, cfg config.Config) error {
 	if err := cfg.CheckServe(); err != nil {
 		return err
 	}
+	if err := cfg.CheckIdentityProvider(); err != nil {
+		return err
+	}
 	a, err := connect(ctx, cfg)
 	if err != nil {
 		return err

@@ -1,5 +1,7 @@
-// Package auth mints and verifies the API's bearer tokens: HS256 JWTs with the user id in sub, a
-// role, and a seller id for sellers.
+// Package auth mints and verifies the API's bearer tokens: JWTs with the user id in sub, a role,
+// and a seller id for sellers; RS256 or ES256 from the identity provider's JWKS (IdentityProvider),
+// HS256 with the shared secret for `checkout dev` and tests, and outside them for the roles
+// HMACRoles names only (shoppers and sellers, never staff).
 package auth
 
 import (
@@ -47,13 +49,17 @@ type Key struct {
 
 // Keys are how tokens are signed and checked: the signing key, older keys still accepted while
 // tokens signed with them live out (a rotation), and, when set, the issuer and audience tokens
-// must name and the longest lifetime a token may have.
+// must name and the longest lifetime a token may have. Provider, when set, verifies the identity
+// provider's asymmetric tokens; HMACRoles, when not nil, are the only roles an HS256 token may
+// carry (outside dev: staff come from the provider alone).
 type Keys struct {
 	Signing     Key
 	Verifying   []Key
 	Issuer      string
 	Audience    string
 	MaxLifetime time.Duration
+	Provider    *IdentityProvider
+	HMACRoles   []string
 
 	now func() time.Time // the clock tokens are minted and checked by; nil: time.Now (tests fix it)
 }
@@ -167,8 +173,20 @@ func (k Keys) key(kid string) ([]byte, bool) {
 	return nil, false
 }
 
-// verify is Verify, also returning the token's expiry.
+// verify is Verify, also returning the token's expiry: the provider's tokens by its keys, HS256
+// ones by ours.
 func (k Keys) verify(token string) (Principal, time.Time, error) {
+	if alg := tokenAlg(token); alg != jwt.SigningMethodHS256.Alg() && k.Provider != nil {
+		return k.Provider.verify(token, k.MaxLifetime, k.clock())
+	}
+	p, exp, err := k.verifyHMAC(token)
+	if err == nil && !k.hmacAllows(p.Role) {
+		return Principal{}, time.Time{}, fmt.Errorf("a %s token must come from the identity provider, not the shared secret", p.Role)
+	}
+	return p, exp, err
+}
+
+func (k Keys) verifyHMAC(token string) (Principal, time.Time, error) {
 	var c claims
 	// Strict base64: a signature whose unused last bits are set decodes to the same bytes, and
 	// would make one token valid under several spellings.

@@ -64,13 +64,18 @@ type Config struct {
 	// JWTSecret signs and checks the bearer tokens; its kid is JWTKeyID (empty: tokens carry none).
 	// JWTKeys are older keys still accepted by kid (a rotation); tokens must name JWTIssuer and
 	// JWTAudience when they are set, and live no longer than JWTMaxLifetime.
-	JWTSecret            string
-	JWTKeyID             string
-	JWTKeys              []auth.Key
-	JWTIssuer            string
-	JWTAudience          string
-	JWTMaxLifetime       time.Duration
-	PaymentWebhookSecret string
+	JWTSecret      string
+	JWTKeyID       string
+	JWTKeys        []auth.Key
+	JWTIssuer      string
+	JWTAudience    string
+	JWTMaxLifetime time.Duration
+	// OIDCIssuer, OIDCAudience and OIDCJWKSURL name the staff's identity provider, whose RS256 or
+	// ES256 tokens the API verifies against the JWKS; with it set, HS256 tokens are accepted only
+	// for JWTRoles (shoppers and sellers), so no holder of the shared secret mints staff tokens.
+	OIDCIssuer, OIDCAudience, OIDCJWKSURL string
+	JWTRoles                              []string
+	PaymentWebhookSecret                  string
 	// CodecKey encrypts every payload the product writes to Temporal (AES-256: 32 bytes, given in
 	// base64), named by its CodecKey.ID in each payload; CodecKeys are older keys, kept to decrypt
 	// what they encrypted until no run needs them (a rotation).
@@ -228,6 +233,9 @@ func Load(getenv func(string) string) (Config, error) {
 		JWTIssuer:               p.str("AUTH_JWT_ISSUER", ""),
 		JWTAudience:             p.str("AUTH_JWT_AUDIENCE", ""),
 		JWTMaxLifetime:          p.duration("AUTH_JWT_MAX_LIFETIME", 24*time.Hour),
+		OIDCIssuer:              p.str("AUTH_OIDC_ISSUER", ""),
+		OIDCAudience:            p.str("AUTH_OIDC_AUDIENCE", ""),
+		OIDCJWKSURL:             p.str("AUTH_OIDC_JWKS_URL", ""),
 		PaymentWebhookSecret:    p.getenv("PAYMENT_WEBHOOK_SECRET"),
 		CodecKey:                codec.Key{ID: p.str("TEMPORAL_CODEC_KID", ""), Secret: p.base64("TEMPORAL_CODEC_KEY")},
 		TemporalUIOrigins:       p.list("TEMPORAL_UI_ORIGIN"),
@@ -278,6 +286,15 @@ func Load(getenv func(string) string) (Config, error) {
 		p.errs = append(p.errs, err)
 	} else {
 		c.JWTKeys = keys
+	}
+	if c.OIDCIssuer != "" {
+		// With an identity provider, the shared secret signs shoppers' and sellers' tokens only.
+		c.JWTRoles = []string{auth.RoleShopper, auth.RoleSeller}
+		if v := strings.TrimSpace(p.getenv("AUTH_JWT_ROLES")); v == "none" {
+			c.JWTRoles = []string{} // every HS256 token refused
+		} else if v != "" {
+			c.JWTRoles = p.list("AUTH_JWT_ROLES")
+		}
 	}
 	if keys, err := parseCodecKeys(p.getenv("TEMPORAL_CODEC_KEYS")); err != nil {
 		p.errs = append(p.errs, err)
@@ -369,6 +386,15 @@ func (c Config) Validate() error {
 	}
 	if c.LowStockThreshold < 0 {
 		errs = append(errs, errors.New("LOW_STOCK_THRESHOLD: must not be negative"))
+	}
+	if c.OIDCIssuer != "" && (c.OIDCAudience == "" || c.OIDCJWKSURL == "") {
+		errs = append(errs, errors.New("AUTH_OIDC_ISSUER is set: also set AUTH_OIDC_AUDIENCE (the tokens' audience) and AUTH_OIDC_JWKS_URL (the provider's keys)"))
+	}
+	for _, r := range c.JWTRoles {
+		if r != auth.RoleShopper && r != auth.RoleSeller {
+			errs = append(errs, fmt.Errorf("AUTH_JWT_ROLES %q: %s, %s or none (staff tokens come from the identity provider only)", r,
+				auth.RoleShopper, auth.RoleSeller))
+		}
 	}
 	for _, o := range c.TemporalUIOrigins {
 		if err := checkOrigin(o); err != nil {

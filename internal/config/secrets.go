@@ -113,10 +113,25 @@ func isDevelopmentSecret(v string) bool {
 	return false
 }
 
-// AuthKeys are the keys and checks of the API's bearer tokens.
+// AuthKeys are the keys and checks of the API's bearer tokens: the shared secret's (HS256, for the
+// roles JWTRoles allows when an identity provider is set) and the provider's.
 func (c Config) AuthKeys() auth.Keys {
-	return auth.Keys{Signing: auth.Key{ID: c.JWTKeyID, Secret: []byte(c.JWTSecret)}, Verifying: c.JWTKeys,
+	k := auth.Keys{Signing: auth.Key{ID: c.JWTKeyID, Secret: []byte(c.JWTSecret)}, Verifying: c.JWTKeys,
 		Issuer: c.JWTIssuer, Audience: c.JWTAudience, MaxLifetime: c.JWTMaxLifetime}
+	if c.OIDCIssuer != "" {
+		k.Provider = auth.NewIdentityProvider(c.OIDCIssuer, c.OIDCAudience, c.OIDCJWKSURL, nil)
+		k.HMACRoles = c.JWTRoles
+	}
+	return k
+}
+
+// CheckIdentityProvider is what the API asks before it starts outside `checkout dev`: staff sign
+// in through an identity provider, whose tokens it verifies; the shared secret never makes staff.
+func (c Config) CheckIdentityProvider() error {
+	if c.OIDCIssuer == "" {
+		return errors.New("AUTH_OIDC_ISSUER is not set: outside `checkout dev` staff tokens come from an identity provider (set AUTH_OIDC_ISSUER, AUTH_OIDC_AUDIENCE, AUTH_OIDC_JWKS_URL)")
+	}
+	return nil
 }
 
 // PayloadCodec is the codec of every Temporal client and worker of the product: it encrypts with

@@ -1,0 +1,150 @@
+package auth
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fakeIdP publishes a JWKS and signs tokens with the keys it holds, as an identity provider does.
+type fakeIdP struct {
+	t       *testing.T
+	srv     *httptest.Server
+	mu      sync.Mutex
+	keys    map[string]*rsa.PrivateKey
+	fetches int
+}
+
+func newFakeIdP(t *testing.T, kids ...string) *fakeIdP {
+	f := &fakeIdP{t: t, keys: map[string]*rsa.PrivateKey{}}
+	for _, kid := range kids {
+		f.addKey(kid)
+	}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.fetches++
+		var set jose.JSONWebKeySet
+		for kid, k := range f.keys {
+			set.Keys = append(set.Keys, jose.JSONWebKey{Key: &k.PublicKey, KeyID: kid, Algorithm: "RS256", Use: "sig"})
+		}
+		_ = json.NewEncoder(w).Encode(set)
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeIdP) addKey(kid string) {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(f.t, err)
+	f.mu.Lock()
+	f.keys[kid] = k
+	f.mu.Unlock()
+}
+
+const testIssuer, testAudience = "https://id.example", "temporal-ui"
+
+func (f *fakeIdP) sign(kid string, claims map[string]any) string {
+	f.mu.Lock()
+	key := f.keys[kid]
+	f.mu.Unlock()
+	if key == nil { // a key the provider never published
+		var err error
+		key, err = rsa.GenerateKey(rand.Reader, 2048)
+		require.NoError(f.t, err)
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: key},
+		(&jose.SignerOptions{}).WithHeader("kid", kid).WithType("JWT"))
+	require.NoError(f.t, err)
+	payload, err := json.Marshal(claims)
+	require.NoError(f.t, err)
+	obj, err := signer.Sign(payload)
+	require.NoError(f.t, err)
+	tok, err := obj.CompactSerialize()
+	require.NoError(f.t, err)
+	return tok
+}
+
+func staffClaims(role string) map[string]any {
+	now := time.Now()
+	return map[string]any{"iss": testIssuer, "aud": []string{testAudience}, "sub": "901", "role": role,
+		"name": "Alice Support", "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}
+}
+
+func providerKeys(f *fakeIdP) Keys {
+	return Keys{Signing: Key{Secret: []byte("a-secret-of-at-least-thirty-two-bytes")}, MaxLifetime: 24 * time.Hour,
+		Provider:  NewIdentityProvider(testIssuer, testAudience, f.srv.URL, nil),
+		HMACRoles: []string{RoleShopper, RoleSeller}}
+}
+
+func TestIdentityProvider_StaffTokenOfItsJWKS_Accepted(t *testing.T) {
+	t.Parallel()
+	f := newFakeIdP(t, "k1")
+	p, err := providerKeys(f).Verify(f.sign("k1", staffClaims("support")))
+	require.NoError(t, err)
+	assert.Equal(t, Principal{UserID: 901, Role: RoleSupport, Name: "Alice Support"}, p)
+}
+
+func TestIdentityProvider_RotatedKey_FetchedWhenATokenNamesIt(t *testing.T) {
+	t.Parallel()
+	f := newFakeIdP(t, "k1")
+	keys := providerKeys(f)
+	_, err := keys.Verify(f.sign("k1", staffClaims("ops")))
+	require.NoError(t, err)
+	f.addKey("k2")
+	p, err := keys.Verify(f.sign("k2", staffClaims("ops")))
+	require.NoError(t, err, "a key published after the first fetch is taken")
+	assert.Equal(t, RoleOps, p.Role)
+	assert.Equal(t, 2, f.fetches, "the JWKS fetched again for the new kid only")
+}
+
+func TestIdentityProvider_Refusals(t *testing.T) {
+	t.Parallel()
+	f := newFakeIdP(t, "k1")
+	keys := providerKeys(f)
+	with := func(k string, v any) map[string]any {
+		c := staffClaims("support")
+		if v == nil {
+			delete(c, k)
+		} else {
+			c[k] = v
+		}
+		return c
+	}
+	hmacSupport, err := Keys{Signing: keys.Signing}.Mint(Principal{UserID: 900, Role: RoleSupport}, time.Hour)
+	require.NoError(t, err)
+	for name, token := range map[string]string{
+		"another issuer":               f.sign("k1", with("iss", "https://other.example")),
+		"another audience":             f.sign("k1", with("aud", []string{"someone-else"})),
+		"no audience":                  f.sign("k1", with("aud", nil)),
+		"expired":                      f.sign("k1", with("exp", time.Now().Add(-time.Hour).Unix())),
+		"no exp":                       f.sign("k1", with("exp", nil)),
+		"lives too long":               f.sign("k1", with("exp", time.Now().Add(48*time.Hour).Unix())),
+		"no role":                      f.sign("k1", with("role", nil)),
+		"a role the checkout lacks":    f.sign("k1", with("role", "admin")),
+		"sub not a user id":            f.sign("k1", with("sub", "alice")),
+		"a key it never published":     f.sign("k9", staffClaims("support")),
+		"support by the shared secret": hmacSupport,
+	} {
+		_, err := keys.Verify(token)
+		assert.Error(t, err, name)
+	}
+	shopper, err := Keys{Signing: keys.Signing}.Mint(Principal{UserID: 7, Role: RoleShopper}, time.Hour)
+	require.NoError(t, err)
+	p, err := keys.Verify(shopper)
+	require.NoError(t, err, "a shopper's HS256 token is still accepted")
+	assert.Equal(t, RoleShopper, p.Role)
+
+	none := Keys{Signing: keys.Signing, Provider: keys.Provider, HMACRoles: []string{}}
+	_, err = none.Verify(shopper)
+	assert.Error(t, err, "AUTH_JWT_ROLES=none: no HS256 token at all")
+}
