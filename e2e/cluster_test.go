@@ -159,6 +159,7 @@ func TestCluster_OrdersThroughHAProxy_AReplicaThatDiesLeavesTheRotation(t *testi
 	sh := s.shopper(7001)
 	orderID := placeConfirmed(t, s, sh)
 	c.onlyStaffSendSupportActions_NoPlaintextObeyed(t, s)
+	c.staffSignInThroughTheProvider(t, s)
 
 	// One replica killed: every request still answered (HAProxy sends it to the other), the
 	// replica marked DOWN, then started again by the supervisor and back UP.

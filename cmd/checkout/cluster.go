@@ -114,6 +114,9 @@ func runCluster(ctx context.Context, cfg config.Config, args []string) error {
 		return err
 	}
 	o.BuildID, o.Legacy = f.buildID, !info.TemporalTLS
+	if o.OIDC, err = cluster.EnsureOIDC(ctx, o); err != nil {
+		return fmt.Errorf("the staff's sign-in: %w", err)
+	}
 	plan := cluster.NewPlan(o)
 	if err := cluster.CheckFree(append(plan.All(), cluster.Process{Name: "postgres",
 		Listens: []string{"127.0.0.1:" + strconv.Itoa(o.Ports.Postgres)}})); err != nil {
@@ -155,6 +158,10 @@ func runCluster(ctx context.Context, cfg config.Config, args []string) error {
 		return err
 	}
 	step("temporal schemas up to date (databases temporal, temporal_visibility)")
+	if err := sup.Start(ctx, plan.OIDC); err != nil {
+		return err
+	}
+	step("staff sign-in (OpenID Connect provider) at %s", o.Issuer())
 	if err := sup.Start(ctx, plan.Temporal[0]); err != nil {
 		return err
 	}
@@ -314,7 +321,8 @@ func clusterOptions(cfg config.Config, f clusterFlags) (cluster.Options, error) 
 	for _, p := range []struct {
 		path *string
 		name string
-	}{{&o.TemporalServer, "temporal-server"}, {&o.SQLTool, "temporal-sql-tool"}, {&o.UIServer, "temporal-ui-server"}} {
+	}{{&o.TemporalServer, "temporal-server"}, {&o.SQLTool, "temporal-sql-tool"}, {&o.UIServer, "temporal-ui-server"},
+		{&o.OIDCProvider, "oidc-provider"}} {
 		*p.path = filepath.Join(f.bin, p.name)
 		if _, err := os.Stat(*p.path); err != nil {
 			return o, fmt.Errorf("%s is missing: `make cluster` builds it (or `make bin/%s`)", *p.path, p.name)
@@ -427,10 +435,14 @@ checkout cluster is running (Ctrl-C stops everything)
 
   shopper 7       export TOKEN=%s
   other tokens    set -a; . %s; set +a; bin/checkout token --user 8 --role shopper
+  staff sign-in   %s   (the UI sends you there)
+                  %s
+                  (passwords kept in %s)
 
 `, o.PublicBaseURL, pt.Stats, listens(plan.APIs), strings.Join(r.current, ", "), r.build,
 		cmp.Or(strings.Join(r.fleet.Running(), ", "), "none"), pt.UI, pt.Frontend, o.Dir, pt.History, pt.Matching,
-		pt.Worker, o.Namespace, cluster.DatabaseURL(pt.Postgres, "checkout"), o.Dir, token, checkoutEnvFile(o))
+		pt.Worker, o.Namespace, cluster.DatabaseURL(pt.Postgres, "checkout"), o.Dir, token, checkoutEnvFile(o),
+		o.Issuer(), staffLines(o), filepath.Join(o.Dir, cluster.OIDCDir, "secrets.json"))
 }
 
 // listens names each process and its first address.
@@ -440,4 +452,13 @@ func listens(ps []cluster.Process) string {
 		out = append(out, p.Name+" "+strings.Join(p.Listens, " "))
 	}
 	return strings.Join(out, ", ")
+}
+
+// staffLines names the demo people of the staff's sign-in and their passwords.
+func staffLines(o cluster.Options) string {
+	var lines []string
+	for _, p := range cluster.DemoPeople {
+		lines = append(lines, fmt.Sprintf("%-6s %-8s password %s", p.Name, p.Role, o.OIDC.Passwords[p.Name]))
+	}
+	return strings.Join(lines, "\n                  ")
 }

@@ -21,7 +21,7 @@ import (
 // Ports are the cluster's listeners, all on 127.0.0.1. API replica i (from 1) listens on
 // API+i-1, with its /metrics on APIMetrics+i-1; worker i serves /metrics on WorkerMetrics+i-1.
 type Ports struct {
-	LB, Stats, UI, Postgres                                                     int
+	LB, Stats, UI, Postgres, OIDC                                               int
 	Frontend, FrontendHTTP, History, Matching, Worker                           int
 	FrontendMembership, HistoryMembership, MatchingMembership, WorkerMembership int
 	FrontendMetrics, HistoryMetrics, MatchingMetrics, WorkerServiceMetrics      int
@@ -32,9 +32,9 @@ type Ports struct {
 const MaxReplicas = 20
 
 // DefaultPorts are the ports of `make cluster`: the API on 8080 and the Temporal UI on 8233 as in
-// `make run`, and Temporal's own conventional ports.
+// `make run`, the staff's sign-in beside the UI on 8234, and Temporal's own conventional ports.
 func DefaultPorts() Ports {
-	return Ports{LB: 8080, Stats: 8404, UI: 8233, Postgres: 55432,
+	return Ports{LB: 8080, Stats: 8404, UI: 8233, Postgres: 55432, OIDC: 8234,
 		Frontend: 7233, FrontendHTTP: 7243, History: 7234, Matching: 7235, Worker: 7239,
 		FrontendMembership: 6933, HistoryMembership: 6934, MatchingMembership: 6935, WorkerMembership: 6939,
 		FrontendMetrics: 8000, HistoryMetrics: 8001, MatchingMetrics: 8002, WorkerServiceMetrics: 8003,
@@ -45,7 +45,7 @@ func DefaultPorts() Ports {
 // each kind: a second cluster beside the first, or a test's.
 func PortsFrom(first int) Ports {
 	next := func(n int) int { p := first; first += n; return p }
-	return Ports{LB: next(1), Stats: next(1), UI: next(1), Postgres: next(1),
+	return Ports{LB: next(1), Stats: next(1), UI: next(1), Postgres: next(1), OIDC: next(1),
 		Frontend: next(1), FrontendHTTP: next(1), History: next(1), Matching: next(1), Worker: next(1),
 		FrontendMembership: next(1), HistoryMembership: next(1), MatchingMembership: next(1), WorkerMembership: next(1),
 		FrontendMetrics: next(1), HistoryMetrics: next(1), MatchingMetrics: next(1), WorkerServiceMetrics: next(1),
@@ -53,7 +53,7 @@ func PortsFrom(first int) Ports {
 }
 
 // PortsSpan is how many consecutive ports PortsFrom takes.
-const PortsSpan = 17 + 3*MaxReplicas
+const PortsSpan = 18 + 3*MaxReplicas
 
 // FreeRange finds PortsSpan consecutive free ports for PortsFrom, below the kernel's ephemeral
 // range (32768 on), where the free ports other programs ask the kernel for come from.
@@ -80,10 +80,10 @@ func FreeRange() (int, error) {
 type Options struct {
 	// Dir is the data folder: PostgreSQL's cluster, secrets, configuration, logs.
 	Dir string
-	// Checkout, TemporalServer, SQLTool, UIServer, UIConfig and HAProxy are the programs (UIConfig:
-	// the folder of the UI server's own docker.yaml).
-	Checkout, TemporalServer, SQLTool, UIServer, UIConfig, HAProxy string
-	APIs, Workers                                                  int
+	// Checkout, TemporalServer, SQLTool, UIServer, UIConfig, HAProxy and OIDCProvider are the
+	// programs (UIConfig: the folder of the UI server's own docker.yaml).
+	Checkout, TemporalServer, SQLTool, UIServer, UIConfig, HAProxy, OIDCProvider string
+	APIs, Workers                                                                int
 	// HistoryShards is fixed when the cluster is first set up.
 	HistoryShards int
 	Ports         Ports
@@ -91,6 +91,8 @@ type Options struct {
 	Secrets       config.Secrets
 	// CodecKeys are older codec keys (TEMPORAL_CODEC_KEYS), passed on as they are.
 	CodecKeys string
+	// OIDC are the staff sign-in's secrets (EnsureOIDC).
+	OIDC OIDCSecrets
 	// PublicBaseURL is how browsers reach the API: through the load balancer.
 	PublicBaseURL string
 	// BuildID is the build of the workflow code Checkout runs: its workers are worker-<build>-<i>.
@@ -114,6 +116,9 @@ type Plan struct {
 	Temporal []Process
 	// UI is the Temporal Web UI.
 	UI Process
+	// OIDC is the staff's sign-in, the OpenID Connect provider; it starts before Temporal, whose
+	// frontend reads its keys as it starts.
+	OIDC Process
 	// Migrate applies the product's migrations and the payment simulator's (a job).
 	Migrate Process
 	// Workers and APIs are the product's processes; HAProxy balances over the APIs.
@@ -165,6 +170,7 @@ const WorkerSlots = MaxReplicas
 // All is every process of the plan in start order.
 func (p Plan) All() []Process {
 	all := append([]Process{}, p.Schema...)
+	all = append(all, p.OIDC)
 	all = append(all, p.Temporal...)
 	all = append(all, p.Migrate, p.LegacyProxy)
 	all = append(all, p.Workers...)
@@ -234,8 +240,12 @@ func NewPlan(o Options) Plan {
 		"TEMPORAL_WORKER_MEMBERSHIP_PORT="+strconv.Itoa(pt.WorkerMembership),
 		"TEMPORAL_FRONTEND_ADDRESS="+loop(pt.Frontend),
 		"TEMPORAL_TLS_DIR="+pki.Dir,
-		// The authorizer's namespace (tools/temporal-server).
+		// The authorizer's namespace and the staff's identity provider (tools/temporal-server;
+		// the JWKS URL goes into global.authorization.jwtKeyProvider).
 		"CHECKOUT_NAMESPACE="+o.Namespace,
+		"CHECKOUT_OIDC_ISSUER="+o.Issuer(),
+		"CHECKOUT_OIDC_AUDIENCE="+OIDCClientID,
+		"CHECKOUT_OIDC_JWKS_URL="+o.JWKSURL(),
 		"DYNAMIC_CONFIG_FILE_PATH="+filepath.Join(o.Dir, temporalConfigDir, "dynamicconfig.yaml"),
 		"TEMPORAL_LOG_LEVEL="+cmp.Or(o.TemporalLogLevel, "warn"))
 	servicePorts := map[string][3]int{ // gRPC, membership, metrics
@@ -267,8 +277,14 @@ func NewPlan(o Options) Plan {
 		"TEMPORAL_CODEC_ENDPOINT=" + public + "/codec", "TEMPORAL_CODEC_INCLUDE_CREDENTIALS=true",
 		"TEMPORAL_CODEC_DEFAULT_ERROR_MESSAGE=" + CodecErrorMessage,
 		"TEMPORAL_CODEC_DEFAULT_ERROR_LINK=" + public + "/codec/session",
-		// Support starts line cancellations from the UI's start form.
-		"TEMPORAL_START_WORKFLOW_DISABLED=false"}
+		// Ops start line cancellations from the UI's start form (the authorizer refuses support).
+		"TEMPORAL_START_WORKFLOW_DISABLED=false",
+		// Staff sign in with the provider; the UI forwards the person's access token to the
+		// frontend (the authorizer) and to the codec endpoint (decoding).
+		"TEMPORAL_AUTH_ENABLED=true", "TEMPORAL_AUTH_PROVIDER_URL=" + o.Issuer(),
+		"TEMPORAL_AUTH_CLIENT_ID=" + OIDCClientID, "TEMPORAL_AUTH_CLIENT_SECRET=" + o.OIDC.ClientSecret,
+		"TEMPORAL_AUTH_CALLBACK_URL=" + o.UICallbackURL(), "TEMPORAL_AUTH_SCOPES=openid,profile,email",
+		"TEMPORAL_CODEC_PASS_ACCESS_TOKEN=true"}
 	plan.UI = Process{Name: "temporal-ui", Service: "temporal-ui", Path: o.UIServer,
 		Args: []string{"--root", o.Dir, "--config", uiConfigDir, "--env", "docker", "start"},
 		// The UI server reaches the frontend with its own certificate, which grants nothing alone.
@@ -286,6 +302,10 @@ func NewPlan(o Options) Plan {
 		"TEMPORAL_CODEC_KID=" + o.Secrets.CodecKeyID,
 		"TEMPORAL_CODEC_KEYS=" + o.CodecKeys,
 		"TEMPORAL_UI_ORIGIN=" + config.UIOrigin(o.PublicBaseURL, pt.UI),
+		// Staff tokens are the provider's, checked against its JWKS.
+		"AUTH_OIDC_ISSUER=" + o.Issuer(),
+		"AUTH_OIDC_AUDIENCE=" + OIDCClientID,
+		"AUTH_OIDC_JWKS_URL=" + o.JWKSURL(),
 		"PAYMENT_PROVIDER=" + config.ProviderPaysim,
 		"PUBLIC_BASE_URL=" + public,
 		"PAYMENT_WEBHOOK_URL=" + public + "/api/v1/payments/webhook",
@@ -314,6 +334,7 @@ func NewPlan(o Options) Plan {
 		// Ready once a request through it reaches a replica that is ready.
 		Listens: []string{loop(pt.LB), loop(pt.Stats)}, Ready: HTTPOK("http://" + loop(pt.LB) + "/readyz")}
 	plan.LegacyProxy = legacyProxy(o, o.HAProxy)
+	plan.OIDC = oidcProcess(o, o.OIDC.ClientSecret)
 	return plan
 }
 

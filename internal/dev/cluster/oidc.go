@@ -1,0 +1,125 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// The cluster's staff sign-in: bin/oidc-provider (tools/oidc-provider, an OpenID Connect provider
+// built on zitadel/oidc) with its keys and people in <dir>/oidc. The Temporal UI is its client;
+// Temporal's claim mapper and the API verify its tokens against its JWKS.
+const (
+	OIDCDir = "oidc"
+	// OIDCClientID is the Temporal UI's client id: the audience of the provider's tokens.
+	OIDCClientID = "temporal-ui"
+	// OIDCRoleClaim is the claim a person's role is in.
+	OIDCRoleClaim = "role"
+)
+
+// Person is one demo person of the provider: the name they sign in with, the checkout's user id
+// their tokens carry (sub), their role and their name as actions record it.
+type Person struct {
+	Name, Sub, Role, Display string
+}
+
+// DemoPeople are the people the cluster makes once: a support agent, an ops engineer, and a
+// shopper who signs in but has no staff role (Temporal and the codec refuse her).
+var DemoPeople = []Person{
+	{Name: "alice", Sub: "901", Role: "support", Display: "Alice Support"},
+	{Name: "oscar", Sub: "902", Role: "ops", Display: "Oscar Ops"},
+	{Name: "sam", Sub: "7", Role: "shopper", Display: "Sam Shopper"},
+}
+
+// OIDCSecrets are the provider's secrets the cluster makes once (<dir>/oidc/secrets.json,
+// owner-only): the UI's client secret and each demo person's password.
+type OIDCSecrets struct {
+	ClientSecret string            `json:"clientSecret"`
+	Passwords    map[string]string `json:"passwords"`
+}
+
+// Issuer is the provider's issuer: the host name browsers use for the API and the UI (cookies
+// stay on one site), the provider's port.
+func (o Options) Issuer() string {
+	return "http://localhost:" + strconv.Itoa(o.Ports.OIDC)
+}
+
+// JWKSURL is where the provider's keys are published, as Temporal and the API fetch them.
+func (o Options) JWKSURL() string { return "http://127.0.0.1:" + strconv.Itoa(o.Ports.OIDC) + "/keys" }
+
+// UICallbackURL is the Temporal UI's redirect URI.
+func (o Options) UICallbackURL() string {
+	return "http://localhost:" + strconv.Itoa(o.Ports.UI) + "/auth/sso/callback"
+}
+
+func (o Options) oidcDir() string { return filepath.Join(o.Dir, OIDCDir) }
+
+// EnsureOIDC makes the provider's secrets and demo people the first time (the provider's own
+// `user` command writes each into its users.json, hashed) and reads the secrets every time after.
+// A person the users file has lost is written again with the kept password.
+func EnsureOIDC(ctx context.Context, o Options) (OIDCSecrets, error) {
+	dir := o.oidcDir()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return OIDCSecrets{}, err
+	}
+	path := filepath.Join(dir, "secrets.json")
+	var s OIDCSecrets
+	raw, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(raw, &s); err != nil || s.ClientSecret == "" {
+			return OIDCSecrets{}, fmt.Errorf("%s: not the secrets checkout cluster writes", path)
+		}
+	case errors.Is(err, os.ErrNotExist):
+		s = OIDCSecrets{ClientSecret: randomHex(32), Passwords: map[string]string{}}
+		for _, p := range DemoPeople {
+			s.Passwords[p.Name] = randomHex(9)
+		}
+		if raw, err = json.MarshalIndent(s, "", "  "); err != nil {
+			return OIDCSecrets{}, err
+		}
+		if err := writeAtomic(path, raw, 0o600); err != nil {
+			return OIDCSecrets{}, err
+		}
+	default:
+		return OIDCSecrets{}, err
+	}
+	users, _ := os.ReadFile(filepath.Join(dir, "users.json"))
+	for _, p := range DemoPeople {
+		if strings.Contains(string(users), `"name": "`+p.Name+`"`) || s.Passwords[p.Name] == "" {
+			continue
+		}
+		cmd := exec.CommandContext(ctx, o.OIDCProvider, "user", "--dir", dir, "--name", p.Name, "--sub", p.Sub,
+			"--role", p.Role, "--display", p.Display)
+		cmd.Stdin = strings.NewReader(s.Passwords[p.Name] + "\n")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return OIDCSecrets{}, fmt.Errorf("oidc-provider user %s: %v: %s", p.Name, err, strings.TrimSpace(string(out)))
+		}
+	}
+	return s, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// oidcProcess is the provider; the client secret comes from the folder's secrets at start.
+func oidcProcess(o Options, clientSecret string) Process {
+	listen := "127.0.0.1:" + strconv.Itoa(o.Ports.OIDC)
+	return Process{Name: "oidc-provider", Service: "oidc-provider", Path: o.OIDCProvider, Args: []string{"serve"},
+		Env: []string{"OIDC_DIR=" + o.oidcDir(), "OIDC_ISSUER=" + o.Issuer(), "OIDC_LISTEN=" + listen,
+			"OIDC_CLIENT_ID=" + OIDCClientID, "OIDC_CLIENT_SECRET=" + clientSecret,
+			"OIDC_REDIRECT_URIS=" + o.UICallbackURL()},
+		Listens: []string{listen},
+		Ready:   HTTPOK("http://" + listen + "/.well-known/openid-configuration")}
+}
