@@ -1,7 +1,11 @@
 package api
 
 import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -10,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	commonpb "go.temporal.io/api/common/v1"
@@ -17,19 +22,23 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/codec"
 	"github.com/marketplace/checkout/internal/problem"
 )
 
 // The codec endpoint: the Temporal UI (and `temporal --codec-endpoint`) sends it the encrypted
-// payloads of a workflow and shows what it answers. Only support and ops may decode. The UI cannot
-// send our bearer token, so a browser signs in once on /codec/session: the API checks the token
-// and keeps it in an HttpOnly cookie scoped to /codec, which the UI sends along (its codec setting
-// "include cross-origin credentials"), from the origins TEMPORAL_UI_ORIGIN names.
+// payloads of a workflow and shows what it answers. Only support and ops may decode. A UI behind
+// the staff's sign-in passes the person's token (the identity provider's) as a bearer token. A UI
+// without sign-in (`make run`'s dev server) cannot, so a browser signs in once on /codec/session:
+// the API checks the token and opens a session in PostgreSQL (codec_sessions, which every replica
+// reads), whose random id is an HttpOnly cookie scoped to /codec, which the UI sends along (its
+// codec setting "include cross-origin credentials") from the origins TEMPORAL_UI_ORIGIN names.
 const (
 	codecPath = "/codec"
-	// CodecSessionCookie holds a support or ops token for the codec endpoint, and only for it.
+	// CodecSessionCookie holds a support or ops session's id for the codec endpoint, and only
+	// for it; never the token.
 	CodecSessionCookie = "checkout_codec_session"
 )
 
@@ -86,10 +95,14 @@ func (s *Server) authenticateCodec(next echo.HandlerFunc) echo.HandlerFunc {
 		if !s.codecOriginAllowed(c.Request().Header.Get(echo.HeaderOrigin)) {
 			return forbidden("the support session is for the Temporal UI (TEMPORAL_UI_ORIGIN) and this API only")
 		}
-		if p, err = s.tokens.Verify(cookie.Value); err != nil {
+		row, err := s.q.CodecSession(c.Request().Context(), sessionHash(cookie.Value))
+		if errors.Is(err, pgx.ErrNoRows) {
 			return unauthorized("the support session has expired: sign in again at " + s.codecSessionURL())
 		}
-		c.Set(principalKey, p)
+		if err != nil {
+			return err
+		}
+		c.Set(principalKey, auth.Principal{UserID: row.UserID, Role: row.Role, Name: row.Name})
 		return next(c)
 	}
 }
@@ -206,10 +219,23 @@ func (s *Server) runCodec(c echo.Context, run func([]*commonpb.Payload) ([]*comm
 	return c.JSONBlob(http.StatusOK, raw)
 }
 
+// sessionHash is what codec_sessions keeps of a session id: the cookie alone opens a session.
+func sessionHash(id string) []byte {
+	sum := sha256.Sum256([]byte(id))
+	return sum[:]
+}
+
 // codecSignIn checks a support or ops token (Authorization: Bearer, or the form's token field)
-// and keeps it in the session cookie until the token expires.
+// and opens a session until the token expires: its id in the cookie, the person in PostgreSQL. A
+// browser's sign-in comes from the API's own page or the UI's (Origin): a page of another site
+// could otherwise sign a browser in as someone else.
 func (s *Server) codecSignIn(c echo.Context) error {
 	form := strings.HasPrefix(c.Request().Header.Get(echo.HeaderContentType), echo.MIMEApplicationForm)
+	origin := c.Request().Header.Get(echo.HeaderOrigin)
+	if (form && origin == "") || !s.codecOriginAllowed(origin) {
+		s.Log.Warn("codec sign-in refused: foreign origin", "origin", origin, "request_id", requestID(c))
+		return s.codecSessionAnswer(c, form, forbidden("sign in from this API's page or the Temporal UI's only"), time.Time{})
+	}
 	token := ""
 	if form {
 		token = strings.TrimSpace(c.FormValue("token"))
@@ -223,30 +249,51 @@ func (s *Server) codecSignIn(c echo.Context) error {
 	if token == "" {
 		return s.codecSessionAnswer(c, form, unauthorized("missing token"), time.Time{})
 	}
-	p, exp, err := s.Options.AuthKeys.VerifyUntil(token)
+	p, exp, err := s.tokens.VerifyUntil(token)
 	if err != nil {
 		return s.codecSessionAnswer(c, form, unauthorized("invalid or expired token"), time.Time{})
 	}
 	if !slices.Contains(codecRoles, p.Role) {
 		return s.codecSessionAnswer(c, form, forbidden("decoding is for the support and ops roles"), time.Time{})
 	}
-	c.SetCookie(s.codecCookie(token, exp))
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return err
+	}
+	id := base64.RawURLEncoding.EncodeToString(raw)
+	ctx := c.Request().Context()
+	if err := s.q.CreateCodecSession(ctx, db.CreateCodecSessionParams{IDHash: sessionHash(id), UserID: p.UserID,
+		Role: p.Role, Name: p.Name, ExpiresAt: exp}); err != nil {
+		return err
+	}
+	if err := s.q.DeleteExpiredCodecSessions(ctx); err != nil {
+		s.Log.Warn("forgetting ended codec sessions", "err", err)
+	}
+	c.SetCookie(s.codecCookie(id, exp))
 	s.Log.Info("support session for decoding", "user_id", p.UserID, "until", exp, "request_id", requestID(c))
 	return s.codecSessionAnswer(c, form, nil, exp)
 }
 
-// codecSignOut ends this browser's session.
+// codecSignOut ends this browser's session, for every replica.
 func (s *Server) codecSignOut(c echo.Context) error {
+	if !s.codecOriginAllowed(c.Request().Header.Get(echo.HeaderOrigin)) {
+		return forbidden("sign out from this API's page or the Temporal UI's only")
+	}
+	if cookie, err := c.Cookie(CodecSessionCookie); err == nil && cookie.Value != "" {
+		if err := s.q.DeleteCodecSession(c.Request().Context(), sessionHash(cookie.Value)); err != nil {
+			return err
+		}
+	}
 	c.SetCookie(s.codecCookie("", time.Unix(0, 0)))
 	return c.NoContent(http.StatusNoContent)
 }
 
 // codecCookie is HttpOnly (no script reads it), SameSite=Strict (no other site's page sends it),
 // scoped to /codec (no other endpoint sees it) and Secure when the API is served over https.
-func (s *Server) codecCookie(token string, exp time.Time) *http.Cookie {
-	ck := &http.Cookie{Name: CodecSessionCookie, Value: token, Path: codecPath, Expires: exp, HttpOnly: true,
+func (s *Server) codecCookie(id string, exp time.Time) *http.Cookie {
+	ck := &http.Cookie{Name: CodecSessionCookie, Value: id, Path: codecPath, Expires: exp, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: strings.HasPrefix(s.Options.PublicBaseURL, "https://")}
-	if token == "" {
+	if id == "" {
 		ck.MaxAge = -1
 	}
 	return ck
@@ -306,7 +353,8 @@ input{width:100%;padding:.5rem;font-family:monospace}button{margin-top:.75rem;pa
 {{if .Until}}<p class="ok" id="session-on">Decoding is on in this browser until {{.Until}}.</p>
 {{else}}{{if .Error}}<p class="err" id="session-error">{{.Error}}</p>{{end}}
 <p>What the checkout writes to Temporal is encrypted. Support and ops staff see it decoded in the
-Temporal UI once this browser holds their session: paste your support or ops token.</p>
+Temporal UI once this browser holds their session: paste your support or ops token. (Staff who
+signed in to a Temporal UI behind the staff's sign-in need no session: the UI passes their token.)</p>
 <form method="post" action="/codec/session">
 <label for="token">Token</label>
 <input id="token" name="token" type="password" autocomplete="off" required>

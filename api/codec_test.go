@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -180,9 +181,11 @@ func mustPayload(t *testing.T, v any) *commonpb.Payload {
 	return p
 }
 
-// TestCodecSession_CookieForSupport_SentByTheUI: support signs in on the page; the cookie is
-// HttpOnly, SameSite=Strict, scoped to /codec and ends with the token; the UI's request with it
-// decodes and may be read by the UI's origin (CORS with credentials), another page's may not.
+// TestCodecSession_CookieForSupport_SentByTheUI: support signs in on the page (from the API's own
+// origin: another site's page, or a form without Origin, is refused); the cookie holds a session's
+// random id kept in PostgreSQL (never the token), is HttpOnly, SameSite=Strict, scoped to /codec
+// and ends with the token; the UI's request with it decodes and may be read by the UI's origin
+// (CORS with credentials), another page's may not; signing out ends the session itself.
 func TestCodecSession_CookieForSupport_SentByTheUI(t *testing.T) {
 	t.Parallel()
 	h := newHarnessOf(t, nil, map[string]string{"TEMPORAL_UI_ORIGIN": uiOrigin})
@@ -191,14 +194,24 @@ func TestCodecSession_CookieForSupport_SentByTheUI(t *testing.T) {
 	assert.Contains(t, page.Body.String(), `name="token"`)
 	assert.Contains(t, page.Body.String(), "Include cross-origin credentials")
 
-	refused := h.codecCall(codecRequest{path: "/codec/session", form: true, body: url.Values{"token": {h.shopper(7)}}.Encode()})
+	base, err := url.Parse(h.cfg.PublicBaseURL)
+	require.NoError(t, err)
+	self := base.Scheme + "://" + base.Host // the API's own page
+	refused := h.codecCall(codecRequest{path: "/codec/session", form: true, origin: self,
+		body: url.Values{"token": {h.shopper(7)}}.Encode()})
 	assert.Equal(t, http.StatusForbidden, refused.Code)
 	assert.Empty(t, refused.Result().Cookies(), "no session for a shopper")
 	assert.Contains(t, refused.Body.String(), "support and ops")
 
 	tok, err := auth.Keys{Signing: auth.Key{Secret: []byte(h.cfg.JWTSecret)}}.Mint(auth.Principal{UserID: 900, Role: auth.RoleSupport}, 2*time.Hour)
 	require.NoError(t, err)
-	in := h.codecCall(codecRequest{path: "/codec/session", form: true, body: url.Values{"token": {tok}}.Encode()})
+	for origin, why := range map[string]string{"https://evil.example": "another site's page", "": "a form without Origin"} {
+		foreign := h.codecCall(codecRequest{path: "/codec/session", form: true, origin: origin,
+			body: url.Values{"token": {tok}}.Encode()})
+		assert.Equal(t, http.StatusForbidden, foreign.Code, why)
+		assert.Empty(t, foreign.Result().Cookies(), why)
+	}
+	in := h.codecCall(codecRequest{path: "/codec/session", form: true, origin: self, body: url.Values{"token": {tok}}.Encode()})
 	require.Equal(t, http.StatusOK, in.Code, in.Body.String())
 	assert.Contains(t, in.Body.String(), "Decoding is on in this browser until")
 	cookies := in.Result().Cookies()
@@ -210,6 +223,11 @@ func TestCodecSession_CookieForSupport_SentByTheUI(t *testing.T) {
 	assert.Equal(t, "/codec", ck.Path)
 	assert.False(t, ck.Secure, "http here; Secure when PUBLIC_BASE_URL is https")
 	assert.WithinDuration(t, time.Now().Add(2*time.Hour), ck.Expires, time.Minute, "ends with the token")
+	assert.NotContains(t, ck.Value, tok, "the cookie holds a session id, not the token")
+	var held int
+	require.NoError(t, h.pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM codec_sessions WHERE user_id = 900 AND role = 'support'`).Scan(&held))
+	assert.Equal(t, 1, held, "the session is in PostgreSQL, for every replica")
 
 	body := h.sealed("tok_3ds")
 	ui := h.codecCall(codecRequest{path: "/codec/decode", cookie: ck, origin: uiOrigin, body: body,
@@ -223,9 +241,9 @@ func TestCodecSession_CookieForSupport_SentByTheUI(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, other.Code, "a cookie sent by another page counts for nothing")
 	assert.Empty(t, other.Header().Get(echo.HeaderAccessControlAllowOrigin))
 
-	shopperCookie := &http.Cookie{Name: api.CodecSessionCookie, Value: h.shopper(7)}
-	assert.Equal(t, http.StatusForbidden, h.codecCall(codecRequest{path: "/codec/decode", cookie: shopperCookie,
-		origin: uiOrigin, body: body}).Code)
+	tokenCookie := &http.Cookie{Name: api.CodecSessionCookie, Value: tok}
+	assert.Equal(t, http.StatusUnauthorized, h.codecCall(codecRequest{path: "/codec/decode", cookie: tokenCookie,
+		origin: uiOrigin, body: body}).Code, "a token in the cookie opens no session")
 	stale := &http.Cookie{Name: api.CodecSessionCookie, Value: "expired.or.forged"}
 	assert.Equal(t, http.StatusUnauthorized, h.codecCall(codecRequest{path: "/codec/decode", cookie: stale,
 		origin: uiOrigin, body: body}).Code)
@@ -234,6 +252,8 @@ func TestCodecSession_CookieForSupport_SentByTheUI(t *testing.T) {
 	assert.Equal(t, http.StatusNoContent, out.Code)
 	require.Len(t, out.Result().Cookies(), 1)
 	assert.Negative(t, out.Result().Cookies()[0].MaxAge, "the cookie is cleared")
+	assert.Equal(t, http.StatusUnauthorized, h.codecCall(codecRequest{path: "/codec/decode", cookie: ck,
+		origin: uiOrigin, body: body}).Code, "and the session itself ends: a copy of the cookie opens nothing")
 
 	// A program signs in with its bearer token and gets the expiry.
 	prog := h.codecCall(codecRequest{path: "/codec/session", token: tok})

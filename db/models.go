@@ -56,6 +56,15 @@ type Cart struct {
 	UpdatedAt  time.Time
 }
 
+type CodecSession struct {
+	IDHash    []byte
+	UserID    int64
+	Role      string
+	Name      string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
 type Coupon struct {
 	ID               int64
 	Code             string

@@ -75,6 +75,11 @@ func (v *Verifier) Verify(token string) (Principal, error) {
 	return p, nil
 }
 
+// VerifyUntil is Keys.VerifyUntil: a token checked in full, with its expiry (a session's end).
+func (v *Verifier) VerifyUntil(token string) (Principal, time.Time, error) {
+	return v.keys.verify(token)
+}
+
 // Stats are how many verifications were answered from memory and how many in full.
 func (v *Verifier) Stats() (hits, misses uint64, held int) {
 	v.mu.RLock()
