@@ -5,10 +5,10 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -31,52 +31,18 @@ import (
 	"github.com/marketplace/checkout/workflows"
 )
 
-// signInToUI signs name in to the cluster's Temporal UI as a browser does: the UI sends it to the
-// identity provider, its sign-in page takes the password, the provider sends the code back to the
-// UI, which exchanges it and hands the browser the person's tokens (its user0 cookie). It answers
-// the access token the UI forwards, or the status of the provider's sign-in page when it refused.
+// signInToUI signs name in to the cluster's Temporal UI through the identity provider, as a
+// browser does (cluster.SignIn): the access token the UI forwards, or the status of the
+// provider's refusal.
 func (c *runningCluster) signInToUI(t *testing.T, name, password string) (string, int) {
 	t.Helper()
-	jar, err := cookiejar.New(nil)
-	require.NoError(t, err)
-	browser := &http.Client{Jar: jar, Timeout: 30 * time.Second}
-	ui := fmt.Sprintf("http://localhost:%d", c.ports.UI)
-	resp, err := browser.Get(ui + "/auth/sso")
-	require.NoError(t, err)
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode, "the provider's sign-in page: %s", page)
-	signInURL := resp.Request.URL
-	require.Equal(t, "/login", signInURL.Path, "the UI sends the browser to the provider")
-	issuer := signInURL.Scheme + "://" + signInURL.Host
-
-	form := url.Values{"authRequestID": {signInURL.Query().Get("authRequestID")}, "username": {name}, "password": {password}}
-	req, err := http.NewRequest(http.MethodPost, issuer+"/login", strings.NewReader(form.Encode()))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Origin", issuer)
-	resp, err = browser.Do(req)
-	require.NoError(t, err)
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.HasPrefix(resp.Request.URL.String(), ui) {
-		return "", resp.StatusCode
+	token, err := cluster.SignIn(context.Background(), fmt.Sprintf("http://localhost:%d", c.ports.UI), name, password)
+	var refused cluster.SignInRefused
+	if errors.As(err, &refused) {
+		return "", refused.Status
 	}
-	require.Equal(t, http.StatusOK, resp.StatusCode, "back in the UI: %s", body)
-	u, err := url.Parse(ui)
 	require.NoError(t, err)
-	for _, ck := range jar.Cookies(u) {
-		if ck.Name != "user0" {
-			continue
-		}
-		raw, err := base64.StdEncoding.DecodeString(ck.Value)
-		require.NoError(t, err)
-		var user struct{ AccessToken, IDToken, Name string }
-		require.NoError(t, json.Unmarshal(raw, &user))
-		return user.AccessToken, http.StatusOK
-	}
-	t.Fatalf("the UI handed %s no tokens", name)
-	return "", 0
+	return token, http.StatusOK
 }
 
 // claimsOf reads a JWT's claims (already verified by whoever gave it).

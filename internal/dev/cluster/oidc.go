@@ -3,15 +3,21 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The cluster's staff sign-in: bin/oidc-provider (tools/oidc-provider, an OpenID Connect provider
@@ -122,4 +128,90 @@ func oidcProcess(o Options, clientSecret string) Process {
 			"OIDC_REDIRECT_URIS=" + o.UICallbackURL()},
 		Listens: []string{listen},
 		Ready:   HTTPOK("http://" + listen + "/.well-known/openid-configuration")}
+}
+
+// SignInRefused is the provider's answer to a sign-in it refused (a wrong name or password: 401).
+type SignInRefused struct{ Status int }
+
+func (e SignInRefused) Error() string { return fmt.Sprintf("the sign-in was refused (%d)", e.Status) }
+
+// SignIn signs a person in to the Temporal UI at uiURL as a browser does: the UI sends it to the
+// identity provider, whose page takes the name and password, the provider sends the code back to
+// the UI, which exchanges it and hands the browser the person's tokens (its user0 cookie). It
+// answers the access token the UI forwards to Temporal and to the codec endpoint.
+func SignIn(ctx context.Context, uiURL, name, password string) (string, error) {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		return "", err
+	}
+	browser := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	get := func(method, url string, body io.Reader, header ...string) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, method, url, body)
+		if err != nil {
+			return nil, err
+		}
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := browser.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp, resp.Body.Close()
+	}
+	resp, err := get(http.MethodGet, uiURL+"/auth/sso", nil)
+	if err != nil {
+		return "", err
+	}
+	page := resp.Request.URL
+	if resp.StatusCode != http.StatusOK || page.Path != "/login" {
+		return "", fmt.Errorf("the UI's sign-in led to %s (%d), not the provider's page", page, resp.StatusCode)
+	}
+	issuer := page.Scheme + "://" + page.Host
+	form := url.Values{"authRequestID": {page.Query().Get("authRequestID")}, "username": {name}, "password": {password}}
+	resp, err = get(http.MethodPost, issuer+"/login", strings.NewReader(form.Encode()),
+		"Content-Type", "application/x-www-form-urlencoded", "Origin", issuer)
+	if err != nil {
+		return "", err
+	}
+	if !strings.HasPrefix(resp.Request.URL.String(), uiURL) {
+		return "", SignInRefused{Status: resp.StatusCode}
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("back in the UI: %d", resp.StatusCode)
+	}
+	u, err := url.Parse(uiURL)
+	if err != nil {
+		return "", err
+	}
+	for _, ck := range jar.Cookies(u) {
+		if ck.Name != "user0" {
+			continue
+		}
+		raw, err := base64.StdEncoding.DecodeString(ck.Value)
+		if err != nil {
+			return "", err
+		}
+		var user struct{ AccessToken string }
+		if err := json.Unmarshal(raw, &user); err != nil || user.AccessToken == "" {
+			return "", fmt.Errorf("the UI's user cookie holds no access token")
+		}
+		return user.AccessToken, nil
+	}
+	return "", errors.New("the UI handed over no tokens")
+}
+
+// StaffToken signs one of the cluster's demo people (DemoPeople) in to its UI with the password
+// the cluster keeps for them in dir: how the harness acts as support or ops.
+func StaffToken(ctx context.Context, dir string, ports Ports, name string) (string, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, OIDCDir, "secrets.json"))
+	if err != nil {
+		return "", err
+	}
+	var s OIDCSecrets
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", err
+	}
+	return SignIn(ctx, "http://localhost:"+strconv.Itoa(ports.UI), name, s.Passwords[name])
 }
