@@ -122,6 +122,9 @@ type Config struct {
 	// JWTSecret is the server's AUTH_JWT_SECRET: the generator mints its shoppers' and sellers'
 	// tokens with it, as `checkout token` does.
 	JWTSecret string
+	// OpsToken is the token of the ops calls (a run's coupon and campaign), where the stack takes
+	// ops only from its identity provider (`make cluster`); empty: minted with JWTSecret.
+	OpsToken string
 
 	// Shoppers is the concurrency: each shopper places one order after another.
 	Shoppers int

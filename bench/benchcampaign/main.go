@@ -508,7 +508,7 @@ func (b *bench) loadReport(ctx context.Context, what string, n int, d time.Durat
 	b.quiet()
 	log.Printf("%s at %d shoppers", what, n)
 	sm := &sampler{b: b}
-	cfg := loadgen.Config{BaseURL: b.stack.Base, MetricsURL: b.stack.Metrics, JWTSecret: b.stack.Secret, Shoppers: n, Duration: d, Mix: mix,
+	cfg := loadgen.Config{BaseURL: b.stack.Base, MetricsURL: b.stack.Metrics, JWTSecret: b.stack.Secret, OpsToken: b.stack.OpsToken, Shoppers: n, Duration: d, Mix: mix,
 		OrderURL: orderURL, Settle: 30 * time.Second,
 		OnPhase: func(phase string) {
 			if phase == loadgen.PhaseLoad {

@@ -144,7 +144,7 @@ func measure(ctx context.Context, c config, n int) (result, error) {
 
 	for _, sc := range scenarios {
 		cfg := loadgen.Defaults()
-		cfg.BaseURL, cfg.MetricsURL, cfg.JWTSecret = st.Base, st.Metrics, st.Secret
+		cfg.BaseURL, cfg.MetricsURL, cfg.JWTSecret, cfg.OpsToken = st.Base, st.Metrics, st.Secret, st.OpsToken
 		cfg.Shoppers, cfg.Orders, cfg.Duration = 2, n, 10*time.Minute
 		cfg.Mix = loadgen.Mix{sc: 1}
 		cfg.RepeatShare, cfg.HotShare = 0, 0

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/marketplace/checkout/audit"
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/config"
+	"github.com/marketplace/checkout/internal/dev/cluster"
 	"github.com/marketplace/checkout/internal/dev/pgserver"
 	"github.com/marketplace/checkout/loadgen"
 	"github.com/marketplace/checkout/payment/paysim"
@@ -199,6 +201,8 @@ func runLoadgen(ctx context.Context, cfg config.Config, args []string) error {
 	var af auditFlags
 	af.register(fs, cfg)
 	base := fs.String("base-url", cfg.PublicBaseURL, "the API (loopback only)")
+	opsToken := fs.String("ops-token", "", "an ops person's token for the run's coupon and campaign (default: minted with "+
+		"AUTH_JWT_SECRET; with make cluster's settings, oscar's, signed in through the cluster's identity provider)")
 	metricsURL := fs.String("metrics-url", cfg.MetricsURL(), "the worker's /metrics, where the availability lag is sampled (loopback only; empty: not sampled)")
 	shoppers := fs.Int("shoppers", d.Shoppers, "concurrent shoppers")
 	duration := fs.Duration("duration", d.Duration, "no order starts after this (at most "+loadgen.MaxDuration.String()+")")
@@ -244,7 +248,13 @@ func runLoadgen(ctx context.Context, cfg config.Config, args []string) error {
 			return fmt.Errorf("--wait-abandoned %q: true, false or auto", *wait)
 		}
 	}
-	lc := loadgen.Config{BaseURL: *base, MetricsURL: *metricsURL, JWTSecret: cfg.JWTSecret, Shoppers: *shoppers, Duration: *duration, Orders: *orders,
+	if *opsToken == "" && cfg.OIDCIssuer != "" && len(cfg.TemporalUIOrigins) > 0 {
+		// make cluster's API takes ops from its identity provider alone.
+		if *opsToken, err = cluster.StaffTokenAt(ctx, filepath.Join(cfg.Dev.DataDir, "cluster"), cfg.TemporalUIOrigins[0], "oscar"); err != nil {
+			return fmt.Errorf("signing in as the cluster's ops person (or give --ops-token): %w", err)
+		}
+	}
+	lc := loadgen.Config{BaseURL: *base, MetricsURL: *metricsURL, JWTSecret: cfg.JWTSecret, OpsToken: *opsToken, Shoppers: *shoppers, Duration: *duration, Orders: *orders,
 		CatalogSize: *catalog, Zipf: *zipf, Stock: *stock, HotSKUs: splitList(*hot), HotShare: *hotShare, HotStock: *hotStock,
 		CampaignHot: campaign, CouponShare: *couponShare, Lines: *lines, Mix: m, RepeatShare: *repeat, LowWater: *lowWater, RestockLead: *lead, HoldTTL: af.holdTTL,
 		WaitAbandoned: waitAbandoned, Settle: *settle, RetryFor: *retryFor, Seed: *seed}

@@ -43,6 +43,9 @@ type Stack struct {
 	// DataConverter is the stack's codec over the SDK's converter: the floor's workflows pay for
 	// encryption as the orders do (the default converter for a build from before the codec).
 	DataConverter converter.DataConverter
+	// OpsToken is an ops person's token from the cluster's identity provider (oscar's), which the
+	// cluster's API takes ops from (empty for the dev stack, which takes minted ones).
+	OpsToken string
 	// TemporalTLS is how the tools dial Temporal: the cluster's tools certificate (nil: the dev
 	// server, plaintext).
 	TemporalTLS *tls.Config
@@ -226,6 +229,9 @@ func StartClusterWith(ctx context.Context, spec ClusterSpec) (*Stack, error) {
 				s.DataConverter = pc.DataConverter()
 			}
 		}
+	}
+	if err == nil {
+		s.OpsToken, err = cluster.StaffToken(ctx, dir, pt, "oscar")
 	}
 	if err != nil {
 		s.Stop()

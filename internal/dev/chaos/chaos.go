@@ -169,7 +169,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			close(stopLoad)
 		}
 	}()
-	cfg := loadgen.Config{BaseURL: s.Base, MetricsURL: s.Metrics, JWTSecret: s.Secret, Shoppers: o.Shoppers,
+	cfg := loadgen.Config{BaseURL: s.Base, MetricsURL: s.Metrics, JWTSecret: s.Secret, OpsToken: s.OpsToken, Shoppers: o.Shoppers,
 		Duration: load, Stop: stopLoad, HotShare: 0.3, CampaignHot: loadgen.DefaultCampaignHot, CouponShare: 0.2, RepeatShare: 0.1,
 		Mix: loadgen.CampaignMix, HoldTTL: o.HoldTTL, WaitAbandoned: true, Settle: 2 * time.Minute,
 		RetryFor: o.RetryFor, Observe: d.tl.add, KeepOrders: true,

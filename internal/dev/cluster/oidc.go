@@ -205,6 +205,11 @@ func SignIn(ctx context.Context, uiURL, name, password string) (string, error) {
 // StaffToken signs one of the cluster's demo people (DemoPeople) in to its UI with the password
 // the cluster keeps for them in dir: how the harness acts as support or ops.
 func StaffToken(ctx context.Context, dir string, ports Ports, name string) (string, error) {
+	return StaffTokenAt(ctx, dir, "http://localhost:"+strconv.Itoa(ports.UI), name)
+}
+
+// StaffTokenAt is StaffToken through the UI at uiURL.
+func StaffTokenAt(ctx context.Context, dir, uiURL, name string) (string, error) {
 	raw, err := os.ReadFile(filepath.Join(dir, OIDCDir, "secrets.json"))
 	if err != nil {
 		return "", err
@@ -213,5 +218,5 @@ func StaffToken(ctx context.Context, dir string, ports Ports, name string) (stri
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return "", err
 	}
-	return SignIn(ctx, "http://localhost:"+strconv.Itoa(ports.UI), name, s.Passwords[name])
+	return SignIn(ctx, uiURL, name, s.Passwords[name])
 }
