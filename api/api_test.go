@@ -44,6 +44,30 @@ type harness struct {
 	carts   *cart.Cache
 	metrics *metrics.Metrics
 	codec   *codec.Codec
+	// logs holds the API's log lines.
+	logs *logBuffer
+}
+
+// logBuffer keeps the last log lines written to it (up to about 1 MiB), for any goroutine.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.buf) > 1<<20 {
+		b.buf = b.buf[:0]
+	}
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
 }
 
 func newHarness(t testing.TB, temporal api.TemporalClient) *harness {
@@ -63,12 +87,13 @@ func newHarnessOf(t testing.TB, temporal api.TemporalClient, env map[string]stri
 	m := metrics.New()
 	inv := inventory.New(pool, m)
 	m.RegisterInventoryGauges(inv)
-	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	logs := &logBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, nil))
 	sim := paysim.New(pool, paysim.Options{PublicBaseURL: "http://localhost:8080", Log: log})
 	carts := runCartCache(t, pool, cart.CacheOptions{Entries: cfg.CartCacheEntries, Log: log})
 	e := api.New(api.Deps{Options: wiring.API(cfg), Pool: pool, Inventory: inv, Temporal: temporal, Metrics: m, Log: log,
 		PaymentPages: sim, PaymentFaults: sim, CartCache: carts, Codec: pc})
-	return &harness{t: t, e: e, pool: pool, cfg: cfg, carts: carts, metrics: m, codec: pc}
+	return &harness{t: t, e: e, pool: pool, cfg: cfg, carts: carts, metrics: m, codec: pc, logs: logs}
 }
 
 // scrape reads the process's /metrics as its internal listener serves it.

@@ -181,15 +181,16 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 			route = "unmatched"
 		}
 		elapsed := time.Since(start)
-		s.Metrics.HTTPRequests.WithLabelValues(route, c.Request().Method, strconv.Itoa(status)).Inc()
-		s.Metrics.HTTPDuration.WithLabelValues(route, c.Request().Method).Observe(elapsed.Seconds())
+		method := knownMethod(c.Request().Method)
+		s.Metrics.HTTPRequests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+		s.Metrics.HTTPDuration.WithLabelValues(route, method).Observe(elapsed.Seconds())
 		if route != "/healthz" {
 			level := slog.LevelInfo
 			if busy, _ := c.Get(busyKey).(bool); status >= 500 && !busy {
 				level = slog.LevelError
 			}
 			attrs := []slog.Attr{
-				slog.String("request_id", requestID(c)), slog.String("method", c.Request().Method),
+				slog.String("request_id", requestID(c)), slog.String("method", method),
 				slog.String("route", route), slog.Int("status", status),
 				slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
 			}
@@ -200,6 +201,18 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		return nil
 	}
+}
+
+// knownMethod is a request's method as the metrics and the log name it: one of HTTP's own, else
+// OTHER. A client chooses the method (any token up to the header limit), so taken as it came it
+// would make a new series, and a new line in every scrape, per request.
+func knownMethod(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete,
+		http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "OTHER"
 }
 
 // cacheFigures are the read caches' figures for /metrics.
