@@ -1,11 +1,15 @@
 package api_test
 
 import (
+	"net"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/marketplace/checkout/api"
 )
 
 // TestObserve_UnknownMethods_OneLabel: a method the client makes up is counted and logged as
@@ -28,4 +32,26 @@ func TestObserve_UnknownMethods_OneLabel(t *testing.T) {
 	assert.True(t, strings.Contains(logs, `"method":"OTHER"`), "logged as OTHER")
 	assert.True(t, strings.Contains(scrape, `method="GET"`), "the methods of HTTP keep their names")
 	assert.True(t, strings.Contains(scrape, `method="DELETE"`))
+}
+
+// TestHTTPServer_HugeHeaders_431: a request whose headers pass MaxHeaderBytes is refused 431 by the
+// listener, before any handler reads it; one just under the bound is served.
+func TestHTTPServer_HugeHeaders_431(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := api.HTTPServer("", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	get := func(header int) int {
+		req, err := http.NewRequest(http.MethodGet, "http://"+ln.Addr().String()+"/", nil)
+		require.NoError(t, err)
+		req.Header.Set("X-Padding", strings.Repeat("a", header))
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	assert.Equal(t, http.StatusNoContent, get(api.MaxHeaderBytes/2))
+	assert.Equal(t, http.StatusRequestHeaderFieldsTooLarge, get(256<<10), "a quarter of a MiB of headers")
 }

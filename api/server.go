@@ -95,6 +95,19 @@ type Server struct {
 // BodyLimit is the largest request body accepted.
 const BodyLimit = "1M"
 
+// MaxHeaderBytes bounds a request's header block (its request line included) on every listener
+// of the product; more is 431 before any handler runs. Go's default is 1 MiB, which every
+// request may make the server read and hold.
+const MaxHeaderBytes = 32 << 10
+
+// HTTPServer is a listener of the product (the API's, and the internal one of /metrics): bounded
+// headers and time limits for every part of a request, so that no client holds a connection or
+// the server's memory for long.
+func HTTPServer(addr string, h http.Handler) *http.Server {
+	return &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: MaxHeaderBytes}
+}
+
 // New builds the Echo server with every route.
 func New(d Deps) *echo.Echo {
 	if d.Log == nil {

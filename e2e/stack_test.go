@@ -187,11 +187,11 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	e := api.New(api.Deps{Options: wiring.API(cfg), Pool: pool, Inventory: inv, Temporal: apiTemporal, Metrics: m,
 		Log: quietLog(), Payments: apiPayments, PaymentPages: sim, PaymentFaults: sim, CartCache: carts, Codec: pc,
 		Features: switches})
-	srv := &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
+	srv := api.HTTPServer("", e)
 	go func() { _ = srv.Serve(ln) }()
 	metricsLn, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	metricsSrv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	metricsSrv := api.HTTPServer("", m.Handler())
 	go func() { _ = metricsSrv.Serve(metricsLn) }()
 	go func() { _ = sim.RunDeliverer(ctx) }()
 	cartsDone := make(chan struct{})

@@ -133,8 +133,7 @@ func (a *app) serveAPI(ctx context.Context) error {
 	e := api.New(api.Deps{Options: wiring.API(a.cfg), Pool: a.pool, Inventory: a.inv, Temporal: a.temporal,
 		Metrics: a.metrics, Log: a.log, Payments: a.paysim, PaymentPages: a.paysim, PaymentFaults: a.paysim, CartCache: carts, Codec: a.codec,
 		Features: a.features})
-	srv := &http.Server{Addr: a.cfg.HTTPAddr, Handler: e, ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second}
+	srv := api.HTTPServer(a.cfg.HTTPAddr, e)
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serve(ctx, srv) })
 	g.Go(func() error { return a.paysim.RunDeliverer(ctx) })
@@ -146,7 +145,7 @@ func (a *app) serveAPI(ctx context.Context) error {
 // process's one internal listener, which serves /metrics of everything in it on METRICS_ADDR; the
 // API's public listener never serves it.
 func (a *app) runWithMetrics(ctx context.Context, parts ...func(context.Context) error) error {
-	srv := &http.Server{Addr: a.cfg.MetricsAddr, Handler: a.metrics.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := api.HTTPServer(a.cfg.MetricsAddr, a.metrics.Handler())
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serve(ctx, srv) })
 	for _, run := range parts {
