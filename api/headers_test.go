@@ -3,6 +3,7 @@ package api_test
 import (
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -54,4 +55,38 @@ func TestHTTPServer_HugeHeaders_431(t *testing.T) {
 	}
 	assert.Equal(t, http.StatusNoContent, get(api.MaxHeaderBytes/2))
 	assert.Equal(t, http.StatusRequestHeaderFieldsTooLarge, get(256<<10), "a quarter of a MiB of headers")
+}
+
+// TestRequestID_OnlyIdsWeCouldHaveMade: a client's X-Request-ID is adopted when it is short and
+// plain; one too long, or with characters outside the id alphabet, is replaced by a new id, in
+// the answer and in the log.
+func TestRequestID_OnlyIdsWeCouldHaveMade(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	idRe := regexp.MustCompile(`^[0-9a-f]{32}$`)
+	cases := []struct {
+		name, sent string
+		adopted    bool
+	}{
+		{"a UUID", "0b9c6a6e-55c2-4b5e-9f0e-3f8f6b1f7c11", true},
+		{"a trace id", "root:1-5759e988.bd862e3f_e1", true},
+		{"none", "", false},
+		{"too long", strings.Repeat("a", api.MaxRequestIDLength+1), false},
+		{"huge", strings.Repeat("b", 16<<10), false},
+		{"a space", "abc def", false},
+		{"a quote", `abc"def`, false},
+		{"markup", "<script>", false},
+		{"non-ASCII", "idé", false},
+	}
+	for _, c := range cases {
+		r := h.send(http.MethodGet, "/healthz", "", "", "X-Request-ID", c.sent)
+		got := r.header.Get("X-Request-ID")
+		if c.adopted {
+			assert.Equal(t, c.sent, got, c.name)
+			continue
+		}
+		assert.Regexp(t, idRe, got, "%s: a new id", c.name)
+	}
+	h.send(http.MethodGet, "/api/v1/cart", "", "", "X-Request-ID", strings.Repeat("z", 4096))
+	assert.False(t, strings.Contains(h.logs.String(), strings.Repeat("z", api.MaxRequestIDLength+1)), "never logged")
 }

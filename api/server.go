@@ -5,6 +5,8 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -126,7 +128,7 @@ func New(d Deps) *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.IPExtractor = ipExtractor(d.Options.TrustedProxies)
 	e.HTTPErrorHandler = errorHandler(d.Log)
-	e.Use(middleware.RequestID())
+	e.Use(requestIDs)
 	e.Use(s.observe)
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisableStackAll: true, LogErrorFunc: s.logPanic}))
 	e.Use(middleware.BodyLimit(BodyLimit))
@@ -246,6 +248,46 @@ func (s *Server) logPanic(c echo.Context, err error, stack []byte) error {
 
 func requestID(c echo.Context) string {
 	return c.Response().Header().Get(echo.HeaderXRequestID)
+}
+
+// MaxRequestIDLength bounds a client's X-Request-ID the API adopts.
+const MaxRequestIDLength = 64
+
+// requestIDs names every request: by the client's X-Request-ID when it is an id this API could
+// have made (1 to MaxRequestIDLength letters, digits, '-', '_', '.', ':'), else by a new one. The
+// id is answered in X-Request-ID and is the request_id of every log line about the request; one
+// the client chose freely would carry anything of any length into both.
+func requestIDs(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id := c.Request().Header.Get(echo.HeaderXRequestID)
+		if !acceptableRequestID(id) {
+			id = newRequestID()
+			c.Request().Header.Set(echo.HeaderXRequestID, id)
+		}
+		c.Response().Header().Set(echo.HeaderXRequestID, id)
+		return next(c)
+	}
+}
+
+func acceptableRequestID(id string) bool {
+	if id == "" || len(id) > MaxRequestIDLength {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		switch b := id[i]; {
+		case b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z', b >= '0' && b <= '9', b == '-', b == '_', b == '.', b == ':':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// newRequestID is 128 random bits in hex.
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 func (s *Server) healthz(c echo.Context) error {
