@@ -2,7 +2,6 @@ package api
 
 import (
 	"log/slog"
-	"math"
 	"net"
 	"strconv"
 	"sync"
@@ -82,16 +81,6 @@ func (l *limiter) reserve(key string, now time.Time) (*rate.Reservation, time.Du
 		return nil, d
 	}
 	return r, 0
-}
-
-// empty says, without taking anything, how long until key's bucket holds a request again (0: it
-// holds one now).
-func (l *limiter) empty(key string, now time.Time) time.Duration {
-	tokens := l.bucket(key, now).TokensAt(now)
-	if tokens >= 1 {
-		return 0
-	}
-	return time.Duration(math.Ceil((1 - tokens) / float64(l.limit) * float64(time.Second)))
 }
 
 // limitGroup is one route group's limits: by user and by client address.

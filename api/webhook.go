@@ -21,11 +21,13 @@ import (
 	"github.com/marketplace/checkout/workflows"
 )
 
-// paymentWebhook receives the provider's signed events. A bad signature is 401 and changes
-// nothing, and counts against the sender's address (RATE_LIMIT_WEBHOOK_FAILURES_IP): an address
-// that used up its limit gets 429 for everything it sends until the limit refills. An event is
-// routed only to an intent the product created: one whose id an order recorded, or — for an
-// authorization whose answer the order never got — one the provider confirms it holds under an
+// paymentWebhook receives the provider's signed events. The signature is checked first, on every
+// request: a valid one is always read, whatever the sender's address sent before, so that no one
+// can lock the provider's events out by sending bad signatures from (or naming) its address. A bad
+// signature is 401 and changes nothing, and counts against the sender's address
+// (RATE_LIMIT_WEBHOOK_FAILURES_IP): past the limit, its bad signatures are 429 until it refills. An
+// event is routed only to an intent the product created: one whose id an order recorded, or — for
+// an authorization whose answer the order never got — one the provider confirms it holds under an
 // order's own key; the workflow asks the provider before acting on it, so the event's status is
 // never taken on its word.
 //
@@ -39,12 +41,6 @@ import (
 // next delivery once its claim runs out. The order takes an event acted on twice (a delivery that
 // died after acting, before marking it done) as a repeat.
 func (s *Server) paymentWebhook(c echo.Context) error {
-	if l := s.limits.webhookFailures.ip; l != nil {
-		// An address whose bad signatures used up its limit is refused before anything is read.
-		if wait := l.empty(clientKey(c), time.Now()); wait > 0 {
-			return s.rateLimited(c, groupWebhook, "ip", wait)
-		}
-	}
 	body, err := readBody(c)
 	if err != nil {
 		return err
