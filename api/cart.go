@@ -47,7 +47,10 @@ func (s *Server) cartRoutes(e *echo.Echo) {
 	e.PUT("/api/v1/cart/items/:skuId", h.putItem, s.cartOwner, writes)
 	e.DELETE("/api/v1/cart/items/:skuId", h.deleteItem, s.cartOwner, writes)
 	e.POST("/api/v1/cart/merge", h.merge, s.authenticate, requireRole(auth.RoleShopper), writes)
-	e.POST("/api/v1/checkout/preview", h.preview, s.authenticate, requireRole(auth.RoleShopper))
+	// The preview prices the cart against the catalog, the campaigns, a coupon and the inventory:
+	// limited as the writes are.
+	e.POST("/api/v1/checkout/preview", h.preview, s.authenticate, requireRole(auth.RoleShopper),
+		s.rateLimit(s.limits.preview))
 }
 
 // cartOwner picks the cart of the request: a valid shopper token means the member cart (a guest

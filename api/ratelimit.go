@@ -18,6 +18,7 @@ import (
 const (
 	groupOrders     = "orders"
 	groupCart       = "cart"
+	groupPreview    = "preview"
 	groupGuestCarts = "guest_carts"
 	groupAddresses  = "addresses"
 	groupSeller     = "seller"
@@ -95,13 +96,14 @@ func newLimitGroup(name string, user, ip config.RateLimit) *limitGroup {
 
 // rateLimits are the API's limits, one group per kind of write.
 type rateLimits struct {
-	orders, cart, guestCarts, addresses, seller, webhookFailures *limitGroup
+	orders, cart, preview, guestCarts, addresses, seller, webhookFailures *limitGroup
 }
 
 func newRateLimits(r config.RateLimits) rateLimits {
 	return rateLimits{
 		orders:          newLimitGroup(groupOrders, r.OrdersUser, r.OrdersIP),
 		cart:            newLimitGroup(groupCart, r.CartUser, r.CartIP),
+		preview:         newLimitGroup(groupPreview, r.PreviewUser, r.PreviewIP),
 		guestCarts:      newLimitGroup(groupGuestCarts, config.RateLimit{}, r.GuestCartsIP),
 		addresses:       newLimitGroup(groupAddresses, r.AddressesUser, r.AddressesIP),
 		seller:          newLimitGroup(groupSeller, r.SellerUser, r.SellerIP),

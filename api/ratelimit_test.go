@@ -42,13 +42,13 @@ func refusals(h *harness, group, by string) int {
 }
 
 // TestRateLimits_PerUser_EachWriteGroup: with each group's user limit at 2 an hour, a user's third
-// write in the group is 429 RATE_LIMITED with Retry-After (about half an hour, when the next one is
+// write in the group (or third checkout preview, which is priced as an order is) is 429 RATE_LIMITED with Retry-After (about half an hour, when the next one is
 // allowed), counted by group; another user is not held back, nor the same user in another group.
 func TestRateLimits_PerUser_EachWriteGroup(t *testing.T) {
 	t.Parallel()
 	h := newHarnessWithEnv(t, map[string]string{
 		"RATE_LIMIT_ORDERS_USER": "2/1h", "RATE_LIMIT_CART_USER": "2/1h", "RATE_LIMIT_ADDRESSES_USER": "2/1h",
-		"RATE_LIMIT_SELLER": "2/1h"})
+		"RATE_LIMIT_SELLER": "2/1h", "RATE_LIMIT_PREVIEW_USER": "2/1h"})
 	address := `{"city":"Izmir","line1":"Kordon 1","lat":38.43,"lon":27.14}`
 	stocks := `[{"sku":"S-83","warehouseId":1,"quantity":7,"sourceUpdatedAt":"2026-11-01T10:00:00Z"}]`
 	cases := []struct {
@@ -58,6 +58,8 @@ func TestRateLimits_PerUser_EachWriteGroup(t *testing.T) {
 		// An order without Idempotency-Key is refused (400) after the limit has counted it.
 		{"orders", http.MethodPost, "/api/v1/orders", `{}`, h.shopper},
 		{"cart", http.MethodPut, "/api/v1/cart/items/71", `{"sellerId":42,"quantity":1}`, h.shopper},
+		// A preview of an empty cart is refused (422) after the limit has counted it.
+		{"preview", http.MethodPost, "/api/v1/checkout/preview", `{"couponCode":"GUESS-1"}`, h.shopper},
 		{"addresses", http.MethodPost, "/api/v1/addresses", address, h.shopper},
 		{"seller", http.MethodPut, "/seller-api/v1/stocks", stocks, func(id int64) string { return h.seller(id - 900) }},
 	}
@@ -84,7 +86,7 @@ func TestRateLimits_PerUser_EachWriteGroup(t *testing.T) {
 // held back. IPv6 clients count by /64.
 func TestRateLimits_PerClientAddress(t *testing.T) {
 	t.Parallel()
-	h := newHarnessWithEnv(t, map[string]string{"RATE_LIMIT_ADDRESSES_IP": "3/1m"})
+	h := newHarnessWithEnv(t, map[string]string{"RATE_LIMIT_ADDRESSES_IP": "3/1m", "RATE_LIMIT_PREVIEW_IP": "2/1m"})
 	address := `{"city":"Izmir","line1":"Kordon 1","lat":38.43,"lon":27.14}`
 	for i, user := range []int64{951, 952, 953} {
 		r := h.from("203.0.113.7:5000", http.MethodPost, "/api/v1/addresses", h.shopper(user), address)
@@ -95,6 +97,14 @@ func TestRateLimits_PerClientAddress(t *testing.T) {
 	assert.Equal(t, http.StatusCreated, h.from("203.0.113.8:5000", http.MethodPost, "/api/v1/addresses",
 		h.shopper(954), address).status, "another address")
 	assert.Equal(t, 1, refusals(h, "addresses", "ip"))
+
+	for _, user := range []int64{955, 956} {
+		r := h.from("203.0.113.9:5000", http.MethodPost, "/api/v1/checkout/preview", h.shopper(user), "")
+		require.NotEqual(t, http.StatusTooManyRequests, r.status, r.raw)
+	}
+	limited(t, h.from("203.0.113.9:5000", http.MethodPost, "/api/v1/checkout/preview", h.shopper(957), ""), 1, 40,
+		"a third shopper's preview from the same address")
+	assert.Equal(t, 1, refusals(h, "preview", "ip"))
 
 	for i := range 3 {
 		peer := fmt.Sprintf("[2001:db8:1:2::%x]:443", i+1)

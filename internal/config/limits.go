@@ -30,6 +30,7 @@ func (r RateLimit) String() string {
 type RateLimits struct {
 	OrdersUser, OrdersIP       RateLimit
 	CartUser, CartIP           RateLimit
+	PreviewUser, PreviewIP     RateLimit
 	GuestCartsIP               RateLimit
 	AddressesUser, AddressesIP RateLimit
 	SellerUser, SellerIP       RateLimit
@@ -47,6 +48,8 @@ var rateLimitSettings = []struct {
 	{"RATE_LIMIT_ORDERS_IP", "300/1s", func(r *RateLimits) *RateLimit { return &r.OrdersIP }},
 	{"RATE_LIMIT_CART_USER", "60/10s", func(r *RateLimits) *RateLimit { return &r.CartUser }},
 	{"RATE_LIMIT_CART_IP", "1000/1s", func(r *RateLimits) *RateLimit { return &r.CartIP }},
+	{"RATE_LIMIT_PREVIEW_USER", "30/1m", func(r *RateLimits) *RateLimit { return &r.PreviewUser }},
+	{"RATE_LIMIT_PREVIEW_IP", "300/1s", func(r *RateLimits) *RateLimit { return &r.PreviewIP }},
 	{"RATE_LIMIT_GUEST_CARTS_IP", "300/1m", func(r *RateLimits) *RateLimit { return &r.GuestCartsIP }},
 	{"RATE_LIMIT_ADDRESSES_USER", "10/1m", func(r *RateLimits) *RateLimit { return &r.AddressesUser }},
 	{"RATE_LIMIT_ADDRESSES_IP", "300/1s", func(r *RateLimits) *RateLimit { return &r.AddressesIP }},
