@@ -50,7 +50,8 @@ var statusOf = map[problem.Code]int{
 	problem.OrderNotConfirmed:      http.StatusConflict,
 	problem.UnitsExceedLine:        http.StatusConflict,
 	problem.CouponExists:           http.StatusConflict,
-	// A coupon refusal: nothing was reserved or charged; the order may be placed without it.
+	// A coupon refusal: nothing was reserved or charged; the order may be placed without it. Every
+	// reason is answered as COUPON_NOT_APPLICABLE (AnsweredAs).
 	problem.CouponNotFound:      http.StatusConflict,
 	problem.CouponNotStarted:    http.StatusConflict,
 	problem.CouponExpired:       http.StatusConflict,

@@ -98,6 +98,9 @@ func TestOpenAPI_NamesEveryCodeWithItsStatus(t *testing.T) {
 			assert.Contains(t, []int{500, 503}, api.StatusOf(code), code)
 			continue
 		}
+		if api.AnsweredAs(code) != code {
+			continue // answered as another code, named with its status
+		}
 		status := strconv.Itoa(api.StatusOf(code))
 		named := regexp.MustCompile(`\b` + string(code) + `\b`)
 		assert.True(t, slices.ContainsFunc(said[status], named.MatchString),

@@ -306,12 +306,35 @@ func rejected(c echo.Context, r workflows.PlaceOrderResult) error {
 		return keyReused()
 	case r.RejectCode == "ADDRESS_NOT_FOUND":
 		return validation{{Field: "addressId", Message: "not one of your addresses"}}.err()
+	case AnsweredAs(r.RejectCode) == problem.CouponNotApplicable:
+		return couponRefused()
 	case !r.RejectCode.Known():
 		return problem.New(problem.CartInvalid, r.Message)
 	}
 	p := problem.New(r.RejectCode, r.Message)
 	p.Details = r.Details
 	return p
+}
+
+// AnsweredAs is the code a client is answered with for a refusal of code: its own, but for the
+// reasons a coupon does not apply (pricing.CouponRefusal's), which are all answered as one
+// (couponRefused).
+func AnsweredAs(code problem.Code) problem.Code {
+	switch code {
+	case problem.CouponNotFound, problem.CouponNotStarted, problem.CouponExpired, problem.CouponUsedUp,
+		problem.CouponAlreadyUsed, problem.CouponMinBasket:
+		return problem.CouponNotApplicable
+	}
+	return code
+}
+
+// couponRefused is the one answer, in the preview and to an order, for a coupon that cannot apply
+// to this shopper's cart now, whatever the reason: that no coupon has the code, that it has not
+// started, has ended, is used up or used by this shopper, or covers none of these items or too
+// small a basket of them. Told apart, the reasons say which codes exist, so a client trying
+// codes would learn the live ones without a cart they apply to.
+func couponRefused() *problem.Error {
+	return problem.New(problem.CouponNotApplicable, "this coupon cannot be used for this cart now")
 }
 
 // tooManyOpenOrders answers an order over the open-order cap: 429, with Retry-After until the

@@ -117,8 +117,9 @@ func (h *cartHandlers) preview(c echo.Context) error {
 	var coupon *couponView
 	if req.CouponCode != "" {
 		coupon = &couponView{Code: pricing.NormalCode(req.CouponCode), Applies: checkout.Coupon == nil}
-		if refusal := checkout.Coupon; refusal != nil {
-			coupon.Reason, coupon.Message = refusal.Code, refusal.Message
+		if checkout.Coupon != nil {
+			refused := couponRefused()
+			coupon.Reason, coupon.Message = refused.Code, refused.Message
 		} else {
 			coupon.Discount = money.Format(quote.Coupon.DiscountMinor)
 		}

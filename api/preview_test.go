@@ -11,6 +11,7 @@ import (
 
 	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/pricing"
 )
@@ -138,4 +139,53 @@ func TestPreview_SKUsNoLongerSold_RefusedAsTheOrderIs(t *testing.T) {
 	assert.Equal(t, http.StatusUnprocessableEntity, a.status, a.raw)
 	assert.EqualValues(t, problem.CartInvalid, a.body["code"])
 	assert.Equal(t, []any{99998.0, 99999.0}, a.body["skuIds"], "the SKUs no longer sold, and only they")
+}
+
+// TestPreview_CouponsThatCannotApply_OneAnswer: a code no coupon has, and coupons that exist but
+// cannot apply to this shopper's cart now (not started, ended, used up, used by this shopper, for
+// other items, a basket too small), are answered alike: one reason, one message, the total and
+// priceVersion of the cart without a coupon. Nothing tells a code that exists from one that does
+// not.
+func TestPreview_CouponsThatCannotApply_OneAnswer(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ops := h.token(auth.Principal{UserID: 900, Role: auth.RoleOps})
+	for _, c := range []string{
+		`{"code":"LATER","kind":"FIXED","value":"10.00","currency":"TRY","maxRedemptions":5,"startsAt":"2099-01-01T00:00:00Z","endsAt":"2099-02-01T00:00:00Z"}`,
+		`{"code":"ENDED","kind":"FIXED","value":"10.00","currency":"TRY","maxRedemptions":5,"endsAt":"2099-01-01T00:00:00Z"}`,
+		`{"code":"GONE","kind":"FIXED","value":"10.00","currency":"TRY","maxRedemptions":1,"endsAt":"2099-01-01T00:00:00Z"}`,
+		`{"code":"ONCE","kind":"FIXED","value":"10.00","currency":"TRY","maxRedemptions":5,"endsAt":"2099-01-01T00:00:00Z"}`,
+		`{"code":"MUGS-ONLY","kind":"FIXED","value":"10.00","currency":"TRY","maxRedemptions":5,"sellerId":43,"endsAt":"2099-01-01T00:00:00Z"}`,
+		`{"code":"BIG-BASKET","kind":"FIXED","value":"10.00","currency":"TRY","maxRedemptions":5,"minBasket":"100000.00","endsAt":"2099-01-01T00:00:00Z"}`,
+		`{"code":"WORKS","kind":"FIXED","value":"10.00","currency":"TRY","maxRedemptions":5,"endsAt":"2099-01-01T00:00:00Z"}`,
+	} {
+		r := h.do(http.MethodPost, "/api/v1/ops/coupons", ops, c)
+		require.Equal(t, http.StatusCreated, r.status, r.raw)
+	}
+	h.scalar(`WITH e AS (UPDATE coupons SET starts_at = now() - interval '2 days', ends_at = now() - interval '1 day'
+		WHERE code = 'ENDED' RETURNING 1), g AS (UPDATE coupons SET redeemed = 1 WHERE code = 'GONE' RETURNING 1)
+		SELECT (SELECT count(*) FROM e) + (SELECT count(*) FROM g)`)
+	shopper := h.shopper(7)
+	path, body := putItem(71, 42, 1)
+	require.Equal(t, http.StatusOK, h.send(http.MethodPut, path, shopper, body).status)
+	h.scalar(`WITH o AS (INSERT INTO orders (user_id, idempotency_key, request_hash, workflow_id, status, address_id,
+			price_version, total_minor, currency)
+		SELECT 7, 'coupon-once', 'h', 'order-u7-coupon-once', 'CONFIRMED', a.id, 'pv', 100, 'TRY'
+		FROM addresses a WHERE a.user_id = 7 LIMIT 1 RETURNING id)
+		INSERT INTO coupon_redemptions (order_id, coupon_id, user_id, discount_minor, status)
+		SELECT o.id, c.id, 7, 1000, 'CONFIRMED' FROM o, coupons c WHERE c.code = 'ONCE' RETURNING 1`)
+
+	plain := h.do(http.MethodPost, "/api/v1/checkout/preview", shopper, "")
+	require.Equal(t, http.StatusOK, plain.status, plain.raw)
+	works := h.do(http.MethodPost, "/api/v1/checkout/preview", shopper, `{"couponCode":"WORKS"}`)
+	require.Equal(t, true, works.body["coupon"].(map[string]any)["applies"], "a coupon that applies: %s", works.raw)
+
+	for _, code := range []string{"NO-SUCH-CODE", "LATER", "ENDED", "GONE", "ONCE", "MUGS-ONLY", "BIG-BASKET"} {
+		r := h.do(http.MethodPost, "/api/v1/checkout/preview", shopper, `{"couponCode":"`+code+`"}`)
+		require.Equal(t, http.StatusOK, r.status, r.raw)
+		assert.Equal(t, map[string]any{"code": code, "applies": false, "reason": string(problem.CouponNotApplicable),
+			"message": "this coupon cannot be used for this cart now"}, r.body["coupon"], code)
+		assert.Equal(t, plain.body["total"], r.body["total"], code)
+		assert.Equal(t, plain.body["priceVersion"], r.body["priceVersion"], code)
+	}
 }

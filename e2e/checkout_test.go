@@ -69,7 +69,8 @@ func TestCheckout_PreviewAndOrderRefuseAlike(t *testing.T) {
 	gone := preview(s.shopper(7302), "")
 	assert.Equal(t, []any{99999.0}, gone.body["skuIds"], "the SKU no longer sold is named: %s", gone.raw)
 
-	// Coupons that do not apply: the preview's reason is the order's refusal.
+	// Coupons that do not apply, and a code no coupon has: one answer for all, in the preview and
+	// to the order, so that no answer tells a code that exists from one that does not.
 	later := time.Now().Add(30 * time.Minute).UTC().Format(time.RFC3339)
 	s.coupon(map[string]any{"code": "LATER", "kind": "FIXED", "value": "10.00", "currency": "TRY", "maxRedemptions": 5,
 		"startsAt": later})
@@ -78,7 +79,7 @@ func TestCheckout_PreviewAndOrderRefuseAlike(t *testing.T) {
 	s.coupon(map[string]any{"code": "MUGS-ONLY", "kind": "FIXED", "value": "10.00", "currency": "TRY", "maxRedemptions": 5,
 		"sellerId": 43})
 	for i, c := range []struct{ coupon, reason string }{
-		{"NO-SUCH", "COUPON_NOT_FOUND"}, {"LATER", "COUPON_NOT_STARTED"}, {"BIG-BASKET", "COUPON_MIN_BASKET"},
+		{"NO-SUCH", "COUPON_NOT_APPLICABLE"}, {"LATER", "COUPON_NOT_APPLICABLE"}, {"BIG-BASKET", "COUPON_NOT_APPLICABLE"},
 		{"MUGS-ONLY", "COUPON_NOT_APPLICABLE"},
 	} {
 		sh := s.shopper(int64(7310 + i))
@@ -91,6 +92,7 @@ func TestCheckout_PreviewAndOrderRefuseAlike(t *testing.T) {
 		assert.Equal(t, http.StatusConflict, o.status, "%s: %s", c.coupon, o.raw)
 		assert.Equal(t, c.reason, o.str("code"), c.coupon)
 		assert.Equal(t, p.str("coupon", "message"), o.str("message"), c.coupon)
+		assert.Equal(t, "this coupon cannot be used for this cart now", o.str("message"), c.coupon)
 		nothingWritten(sh, c.coupon)
 	}
 

@@ -33,7 +33,8 @@ func (sh *shopper) orderWith(key, priceVersion, token, code string) reply {
 
 // TestCoupon_OneRedemption50ShoppersAtOnce_ExactlyOneGetsIt: fifty shoppers, each shown the
 // coupon as applying, order at once with a coupon of one redemption: exactly one order is placed
-// with the discount; every other is refused with COUPON_USED_UP and keeps nothing reserved.
+// with the discount; every other is refused (409 COUPON_NOT_APPLICABLE, the one answer for a coupon
+// that cannot apply) and keeps nothing reserved.
 func TestCoupon_OneRedemption50ShoppersAtOnce_ExactlyOneGetsIt(t *testing.T) {
 	t.Parallel()
 	s := startStack(t, stackOptions{})
@@ -75,7 +76,7 @@ func TestCoupon_OneRedemption50ShoppersAtOnce_ExactlyOneGetsIt(t *testing.T) {
 			t.Errorf("shopper %d: %d %s", a.sh.id, a.res.status, a.res.raw)
 		}
 	}
-	assert.Equal(t, map[string]int{"201": 1, "COUPON_USED_UP": n - 1}, codes)
+	assert.Equal(t, map[string]int{"201": 1, "COUPON_NOT_APPLICABLE": n - 1}, codes)
 	require.NotNil(t, winner)
 	final := s.waitFinal(winner.sh.token, winner.res.int("orderId"), 30*time.Second)
 	assert.Equal(t, "CONFIRMED", final.str("status"), final.raw)
@@ -119,7 +120,7 @@ func TestCoupon_DeclinedAndExpiredOrdersGiveItBack(t *testing.T) {
 	other := s.shopper(7203)
 	other.fill(map[int64]int32{88: 1})
 	meanwhile := other.previewWith("BACK")
-	assert.Equal(t, "COUPON_USED_UP", meanwhile.str("coupon", "reason"), meanwhile.raw)
+	assert.Equal(t, "COUPON_NOT_APPLICABLE", meanwhile.str("coupon", "reason"), meanwhile.raw)
 	assert.Equal(t, "449.90", meanwhile.str("total"), "the preview prices without a coupon that does not apply")
 	final := s.waitFinal(expired.token, r.int("orderId"), 60*time.Second)
 	require.Equal(t, "HOLD_EXPIRED", final.str("failureCode"))
@@ -154,7 +155,7 @@ func TestCoupon_DeclinedAndExpiredOrdersGiveItBack(t *testing.T) {
 			continue
 		}
 		assert.Equal(t, http.StatusConflict, a.status, a.raw)
-		assert.Equal(t, "COUPON_ALREADY_USED", a.str("code"), a.raw)
+		assert.Equal(t, "COUPON_NOT_APPLICABLE", a.str("code"), a.raw)
 	}
 	assert.Equal(t, 1, placed)
 	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM coupon_redemptions r JOIN coupons c ON c.id = r.coupon_id
