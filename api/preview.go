@@ -33,7 +33,10 @@ type previewItem struct {
 	LineTotal  string `json:"lineTotal"`
 	Currency   string `json:"currency"`
 	PriceAtAdd string `json:"priceAtAdd,omitempty"`
-	Available  *int32 `json:"available,omitempty"`
+	// Stock is the line's stock hint as the cart gives it (IN_STOCK, LOW_STOCK, OUT_OF_STOCK), and
+	// Available its sellable units only when they are at or below the low-stock threshold.
+	Stock     string `json:"stock,omitempty"`
+	Available *int32 `json:"available,omitempty"`
 	campaignPrice
 }
 
@@ -94,7 +97,9 @@ type previewResponse struct {
 // priceAtAdd), so it refuses the same carts with the same codes and its priceVersion is the one the
 // order compares against; what the order would refuse a priceable cart for, it warns about or says
 // of the coupon. It asks the inventory, not the projection, how much is sellable (unless the
-// preview_stock_warnings switch is off: then it reads no stock).
+// preview_stock_warnings switch is off: then it reads no stock), and shows it as the cart does:
+// hints, with a count only at or below the low-stock threshold. A count above it would tell anyone
+// with a cart every SKU's exact stock, one preview at a time.
 func (h *cartHandlers) preview(c echo.Context) error {
 	ctx := c.Request().Context()
 	var req previewRequest
@@ -161,14 +166,20 @@ func (h *cartHandlers) preview(c echo.Context) error {
 			continue
 		}
 		avail := max(sellable[it.SKUID], 0)
-		out.Items[i].Available = &avail
+		out.Items[i].Stock = availability.Hint(avail, true, threshold)
+		var shown *int32 // the count, only as low as the cart shows it
+		if avail <= threshold {
+			shown = &avail
+		}
+		out.Items[i].Available = shown
 		switch {
 		case avail == 0:
 			out.Warnings = append(out.Warnings, previewWarning{SKUID: it.SKUID, Code: WarnOutOfStock,
-				Available: &avail, Requested: it.Quantity})
+				Available: shown, Requested: it.Quantity})
 		case avail <= threshold || avail < it.Quantity:
+			// Fewer units than the line asks for: LOW_STOCK, without the count above the threshold.
 			out.Warnings = append(out.Warnings, previewWarning{SKUID: it.SKUID, Code: WarnLowStock,
-				Available: &avail, Requested: it.Quantity})
+				Available: shown, Requested: it.Quantity})
 		}
 	}
 	return c.JSON(http.StatusOK, out)

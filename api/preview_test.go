@@ -189,3 +189,35 @@ func TestPreview_CouponsThatCannotApply_OneAnswer(t *testing.T) {
 		assert.Equal(t, plain.body["priceVersion"], r.body["priceVersion"], code)
 	}
 }
+
+// TestPreview_Stock_NoCountAboveTheThreshold: the preview shows stock as the cart does, a hint per
+// line, with the sellable count only at or below LOW_STOCK_THRESHOLD: a line asking for more than
+// is sellable, above the threshold, is warned LOW_STOCK without the count.
+func TestPreview_Stock_NoCountAboveTheThreshold(t *testing.T) {
+	t.Parallel()
+	h := newHarnessWithEnv(t, map[string]string{"LOW_STOCK_THRESHOLD": "1"})
+	shopper := h.shopper(8)
+	for sku, qty := range map[int64]int{71: 1, 81: 1, 84: 4} {
+		path, body := putItem(sku, sellerOf(sku), qty)
+		require.Equal(t, http.StatusOK, h.send(http.MethodPut, path, shopper, body).status)
+	}
+	out := h.do(http.MethodPut, "/seller-api/v1/stocks", h.seller(43),
+		`[{"sku":"S-84","warehouseId":3,"quantity":2,"sourceUpdatedAt":"2026-01-01T00:00:00Z"}]`)
+	require.Equal(t, http.StatusOK, out.status, out.raw)
+
+	a := h.do(http.MethodPost, "/api/v1/checkout/preview", shopper, "")
+	require.Equal(t, http.StatusOK, a.status, a.raw)
+	items := lines(t, a.body)
+	assert.Equal(t, "IN_STOCK", items[71]["stock"], a.raw)
+	assert.NotContains(t, items[71], "available", "80 units: no count")
+	assert.Equal(t, "LOW_STOCK", items[81]["stock"])
+	assert.EqualValues(t, 1, items[81]["available"], "at the threshold: the count, as the cart shows it")
+	assert.NotContains(t, items[84], "available", "2 units, above the threshold: no count")
+	w := warnings(t, a.body)
+	require.Contains(t, w, "LOW_STOCK/84", "fewer than the 4 asked for: %s", a.raw)
+	assert.NotContains(t, w["LOW_STOCK/84"], "available")
+	assert.EqualValues(t, 4, w["LOW_STOCK/84"]["requested"])
+	assert.EqualValues(t, 1, w["LOW_STOCK/81"]["available"])
+	assert.NotContains(t, a.raw, `"available":80`)
+	assert.NotContains(t, a.raw, `"available":2`)
+}

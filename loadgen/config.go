@@ -157,8 +157,10 @@ type Config struct {
 	// RepeatShare of the orders are sent again with the same Idempotency-Key (half at once, as a
 	// double click, half after the answer, as a retry); the answers must match.
 	RepeatShare float64
-	// LowWater (a share of a SKU's stock) is when a preview shows a SKU low; the seller's delivery
-	// of another stock's worth arrives RestockLead later (an OUT_OF_STOCK answer orders one too).
+	// LowWater (a share of a SKU's stock) is when a preview's count shows a SKU low (the preview
+	// gives counts only at or below the server's LOW_STOCK_THRESHOLD; its LOW_STOCK and
+	// OUT_OF_STOCK hints count as low too); the seller's delivery of another stock's worth arrives
+	// RestockLead later (an OUT_OF_STOCK answer orders one too).
 	LowWater    float64
 	RestockLead time.Duration
 

@@ -325,7 +325,10 @@ func (g *gen) shop(ctx context.Context, rnd *rand.Rand, zipf *rand.Zipf, n int64
 		PriceVersion string `json:"priceVersion"`
 		Items        []struct {
 			SKUID int64 `json:"skuId"`
-			// Available is absent while ops have the preview's stock warnings switched off.
+			// Stock is the line's hint and Available its count, given only at or below the server's
+			// LOW_STOCK_THRESHOLD; both are absent while ops have the preview's stock warnings
+			// switched off.
+			Stock     string `json:"stock"`
 			Available *int32 `json:"available"`
 		} `json:"items"`
 		Coupon *struct {
@@ -345,7 +348,8 @@ func (g *gen) shop(ctx context.Context, rnd *rand.Rand, zipf *rand.Zipf, n int64
 		}
 	}
 	for _, it := range pv.Items {
-		if s := g.cat.byID[it.SKUID]; s != nil && it.Available != nil && *it.Available <= s.lowWater {
+		low := it.Stock == "LOW_STOCK" || it.Stock == "OUT_OF_STOCK" || (it.Available != nil && *it.Available <= 0)
+		if s := g.cat.byID[it.SKUID]; s != nil && (low || it.Available != nil && *it.Available <= s.lowWater) {
 			g.keeper.low(s)
 		}
 	}
