@@ -181,7 +181,7 @@ func (s *Server) place(ctx context.Context, in workflows.OrderInput, wfID, updat
 		TaskQueue:                s.Options.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		StaticSummary:            "Order of customer " + strconv.FormatInt(in.UserID, 10) + " · key " + shorten(in.IdempotencyKey, 40),
+		StaticSummary:            "Order of customer " + strconv.FormatInt(in.UserID, 10),
 		TypedSearchAttributes:    temporal.NewSearchAttributes(workflows.AttrCustomerID.ValueSet(in.UserID)),
 	}, workflows.OrderWorkflow, in)
 	handle, err := s.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
@@ -615,11 +615,4 @@ func cancelSettled(err error) bool {
 func notCancellable(status order.Status) *problem.Error {
 	return problem.New(problem.OrderNotCancellable, "the order is "+strings.ToLower(string(status))+
 		" and can no longer be cancelled").With("status", status)
-}
-
-func shorten(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
