@@ -20,6 +20,14 @@ import (
 // MaxCampaignSKUs bounds the SKUs one campaign names.
 const MaxCampaignSKUs = 1000
 
+// MaxSellerCampaignPriority is the highest priority a seller may give its own campaigns: the
+// priorities above it are the platform's, so a campaign ops start at PlatformCampaignPriority or
+// more comes before every seller's on a line, and no seller can outrank it.
+const (
+	MaxSellerCampaignPriority = 99
+	PlatformCampaignPriority  = MaxSellerCampaignPriority + 1
+)
+
 type campaignBody struct {
 	Name string `json:"name"`
 	// SellerID: ops only (a seller's campaigns are its own). Without SKUIDs the campaign covers
@@ -118,6 +126,10 @@ func (s *Server) campaignParams(c echo.Context, b campaignBody, p auth.Principal
 	}
 	if len(b.SKUIDs) > MaxCampaignSKUs {
 		v.add("skuIds", fmt.Sprintf("at most %d", MaxCampaignSKUs))
+	}
+	if p.Role == auth.RoleSeller && (b.Priority < 0 || b.Priority > MaxSellerCampaignPriority) {
+		v.add("priority", fmt.Sprintf("a seller's campaigns take a priority from 0 to %d (above it: the platform's)",
+			MaxSellerCampaignPriority))
 	}
 	if err := v.err(); err != nil {
 		return db.InsertCampaignParams{}, err
