@@ -396,13 +396,16 @@ func startPrometheus(ctx context.Context, cfg config.Config, withTemporal bool) 
 		Log: openLog(cfg.Dev.DataDir, "prometheus.log")})
 }
 
-// devAddr is where `dev` listens for the setting key (default port def): on this machine only,
+// devAddr is where `dev` listens for the setting key (default def): on this machine only,
 // unless the setting is set.
 func devAddr(key, configured, def string, getenv func(string) string) string {
-	if getenv(key) == "" {
+	switch {
+	case getenv(key) != "":
+		return configured
+	case strings.HasPrefix(def, ":"):
 		return "127.0.0.1" + def
 	}
-	return configured
+	return def
 }
 
 // codecEndpoint is the API's codec endpoint, which the Temporal UI asks to decode payloads.

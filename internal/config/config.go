@@ -180,8 +180,11 @@ type PaysimFaults struct {
 // Defaults of a local machine. There are no default secrets: `dev` makes its own (DevSecretsOf),
 // and api and worker refuse to start without theirs (CheckSecrets).
 const (
-	DefaultHTTPAddr       = ":8080"
-	DefaultMetricsAddr    = ":9091"
+	DefaultHTTPAddr = ":8080"
+	// DefaultMetricsAddr is on loopback: /metrics names every route, queue and job of the
+	// process, for the scraper only. A deployment whose scraper is elsewhere sets METRICS_ADDR
+	// (the compose file: ":9091" in each container, published on the host's loopback).
+	DefaultMetricsAddr    = "127.0.0.1:9091"
 	DefaultHoldTTL        = 15 * time.Minute
 	DefaultNamespace      = "default"
 	DefaultTaskQueue      = "checkout"
