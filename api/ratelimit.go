@@ -179,11 +179,12 @@ func clientKey(c echo.Context) string {
 	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
 }
 
-// ipExtractor is how the API learns the client's address: the connection's peer, unless the peer
+// IPExtractor is how the API learns the client's address: the connection's peer, unless the peer
 // is one of the trusted proxies, whose X-Forwarded-For is read from the right, skipping trusted
-// proxies, to the first address that is not one. Loopback and private addresses are trusted only
-// when listed: a client cannot name its own address.
-func ipExtractor(trusted []*net.IPNet) echo.IPExtractor {
+// proxies, to the first address that is not one (the rightmost untrusted). Loopback and private
+// addresses are trusted only when listed: a client cannot name its own address. A proxy is
+// trusted by its exact address, never by a range its clients share.
+func IPExtractor(trusted []*net.IPNet) echo.IPExtractor {
 	if len(trusted) == 0 {
 		return echo.ExtractIPDirect()
 	}

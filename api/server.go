@@ -126,7 +126,7 @@ func New(d Deps) *echo.Echo {
 	d.Metrics.RegisterAdmission(s.admission.figures)
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.IPExtractor = ipExtractor(d.Options.TrustedProxies)
+	e.IPExtractor = IPExtractor(d.Options.TrustedProxies)
 	e.HTTPErrorHandler = errorHandler(d.Log)
 	e.Use(requestIDs)
 	e.Use(s.observe)

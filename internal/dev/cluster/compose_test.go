@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"maps"
+	"net"
 	"os"
 	"path"
 	"regexp"
@@ -120,6 +121,45 @@ func TestCompose_ImagesAsTheMakefileBuilds_PortsOnLoopback(t *testing.T) {
 			assert.True(t, strings.HasPrefix(p, "127.0.0.1:"), "%s publishes %s beyond loopback", name, p)
 		}
 	}
+}
+
+// TestCompose_OnlyHAProxyIsTrusted_ByItsFixedAddress: the API replicas trust HAProxy's exact
+// address, which the compose network fixes for HAProxy and HAProxy connects from, as make cluster
+// does on loopback; never a range that other containers or clients share.
+func TestCompose_OnlyHAProxyIsTrusted_ByItsFixedAddress(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../../deploy/docker-compose.yml")
+	require.NoError(t, err)
+	var doc struct {
+		Services map[string]struct {
+			Environment map[string]string `yaml:"environment"`
+			Networks    map[string]struct {
+				IPv4 string `yaml:"ipv4_address"`
+			} `yaml:"networks"`
+		} `yaml:"services"`
+		Networks map[string]struct {
+			IPAM struct {
+				Config []struct {
+					Subnet string `yaml:"subnet"`
+				} `yaml:"config"`
+			} `yaml:"ipam"`
+		} `yaml:"networks"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &doc))
+	haproxy := doc.Services["haproxy"]
+	addr := haproxy.Networks["default"].IPv4
+	require.NotEmpty(t, addr, "HAProxy has a fixed address")
+	assert.Equal(t, addr, haproxy.Environment["HAPROXY_SOURCE"], "and connects from it")
+	require.Len(t, doc.Networks["default"].IPAM.Config, 1)
+	_, subnet, err := net.ParseCIDR(doc.Networks["default"].IPAM.Config[0].Subnet)
+	require.NoError(t, err)
+	assert.True(t, subnet.Contains(net.ParseIP(addr)), "on the network's subnet")
+	for _, svc := range []string{"api", "worker", "migrate"} {
+		assert.Equal(t, addr, doc.Services[svc].Environment["TRUSTED_PROXIES"], svc)
+	}
+	plan := cluster.NewPlan(options(t.TempDir(), 1, 1))
+	assert.Contains(t, plan.APIs[0].Env, "TRUSTED_PROXIES="+cluster.HAProxySource, "make cluster trusts HAProxy's address alone")
+	assert.Contains(t, plan.HAProxy.Env, "HAPROXY_SOURCE="+cluster.HAProxySource)
 }
 
 // TestCompose_UISettingsAsTheCluster: the UI's codec message is the cluster's, one its YAML

@@ -188,6 +188,11 @@ const (
 	TemporalEnv = "temporal-server"
 )
 
+// HAProxySource is the address HAProxy reaches the API replicas from, and the one address their
+// TRUSTED_PROXIES names: a client of the load balancer on this machine comes from 127.0.0.1, so it
+// is never taken for the balancer and cannot name another address in X-Forwarded-For.
+const HAProxySource = "127.0.0.2"
+
 // PostgresUser is the role Temporal and the product connect as.
 const PostgresUser = "postgres"
 
@@ -309,8 +314,9 @@ func NewPlan(o Options) Plan {
 		"PAYMENT_PROVIDER=" + config.ProviderPaysim,
 		"PUBLIC_BASE_URL=" + public,
 		"PAYMENT_WEBHOOK_URL=" + public + "/api/v1/payments/webhook",
-		// The API counts a request as coming from the client HAProxy names, never from HAProxy.
-		"TRUSTED_PROXIES=127.0.0.1",
+		// The API counts a request as coming from the client HAProxy names, never from HAProxy,
+		// which alone connects from HAProxySource.
+		"TRUSTED_PROXIES=" + HAProxySource,
 		// The cluster makes a build current once its workers poll (a release), never a worker.
 		"TEMPORAL_SET_CURRENT=never",
 	}
@@ -330,7 +336,7 @@ func NewPlan(o Options) Plan {
 	plan.HAProxy = Process{Name: "haproxy", Service: "haproxy", Path: o.HAProxy,
 		Args: []string{"-W", "-db", "-f", filepath.Join(o.Dir, haproxyConfig)},
 		Env: []string{"HAPROXY_BIND=" + loop(pt.LB), "HAPROXY_STATS_BIND=" + loop(pt.Stats),
-			"HAPROXY_UNAVAILABLE=" + filepath.Join(o.Dir, haproxyUnavailable)},
+			"HAPROXY_UNAVAILABLE=" + filepath.Join(o.Dir, haproxyUnavailable), "HAPROXY_SOURCE=" + HAProxySource},
 		// Ready once a request through it reaches a replica that is ready.
 		Listens: []string{loop(pt.LB), loop(pt.Stats)}, Ready: HTTPOK("http://" + loop(pt.LB) + "/readyz")}
 	plan.LegacyProxy = legacyProxy(o, o.HAProxy)

@@ -14,9 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/deploy"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/dev/cluster"
@@ -190,4 +192,78 @@ func TestCheckFree_NamesTheAddressInUse(t *testing.T) {
 	err = cluster.CheckFree([]cluster.Process{{Name: "api-1", Listens: []string{l.Addr().String()}}})
 	require.Error(t, err)
 	assert.Equal(t, l.Addr().String()+" (api-1) is in use: stop what listens there, or move the cluster's ports with --ports-from", err.Error())
+}
+
+// TestHAProxy_ClientOnLoopback_CannotNameAnotherAddress: through the cluster's HAProxy, a client on
+// this machine (127.0.0.1) that writes an X-Forwarded-For of its own is counted by the API as
+// 127.0.0.1, never as the address it wrote: HAProxy reaches the replicas from an address of its
+// own, the one TRUSTED_PROXIES names, which no client of the load balancer comes from.
+func TestHAProxy_ClientOnLoopback_CannotNameAnotherAddress(t *testing.T) {
+	t.Parallel()
+	haproxy, err := exec.LookPath("haproxy")
+	if err != nil {
+		t.Skip("haproxy is not installed (make test installs it): the client's address through HAProxy was NOT checked")
+	}
+	first, err := cluster.FreeRange()
+	require.NoError(t, err)
+	o := options(t.TempDir(), 1, 1)
+	o.Ports = cluster.PortsFrom(first)
+	plan := cluster.NewPlan(o)
+	trusted := envOf(plan.APIs[0].Env)["TRUSTED_PROXIES"]
+	cfg, err := config.Load(func(k string) string { return map[string]string{"TRUSTED_PROXIES": trusted}[k] })
+	require.NoError(t, err)
+	require.NotEmpty(t, cfg.TrustedProxies, "the replicas trust HAProxy")
+
+	// The replica: the API's reading of the client's address, on the replica's address.
+	e := echo.New()
+	e.IPExtractor = api.IPExtractor(cfg.TrustedProxies)
+	e.GET("/readyz", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
+	e.GET("/whoami", func(c echo.Context) error { return c.String(http.StatusOK, c.RealIP()) })
+	replica, err := net.Listen("tcp", plan.APIs[0].Listens[0])
+	require.NoError(t, err)
+	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(replica) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	lbCfg, err := cluster.HAProxyConfig(plan.APIs)
+	require.NoError(t, err)
+	env := writeHAProxyFiles(t, plan, lbCfg)
+	cmd := exec.Command(haproxy, "-db", "-f", plan.HAProxy.Args[len(plan.HAProxy.Args)-1])
+	cmd.Env = append(os.Environ(), env...)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+
+	whoami := func(xff string) (string, bool) {
+		req, err := http.NewRequest(http.MethodGet, "http://"+plan.HAProxy.Listens[0]+"/whoami", nil)
+		require.NoError(t, err)
+		if xff != "" {
+			req.Header.Set("X-Forwarded-For", xff)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return "", false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return string(body), resp.StatusCode == http.StatusOK
+	}
+	require.Eventually(t, func() bool { _, ok := whoami(""); return ok }, 10*time.Second, 100*time.Millisecond,
+		"HAProxy forwards to the replica")
+	for _, forged := range []string{"203.0.113.9", "10.1.2.3, 198.51.100.7", cfg.TrustedProxies[0].IP.String()} {
+		got, ok := whoami(forged)
+		require.True(t, ok)
+		assert.Equal(t, "127.0.0.1", got, "X-Forwarded-For: %s", forged)
+	}
+	got, _ := whoami("")
+	assert.Equal(t, "127.0.0.1", got)
+}
+
+// envOf is a process's settings by name.
+func envOf(env []string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		out[k] = v
+	}
+	return out
 }
