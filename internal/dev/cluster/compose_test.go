@@ -162,6 +162,44 @@ func TestCompose_OnlyHAProxyIsTrusted_ByItsFixedAddress(t *testing.T) {
 	assert.Contains(t, plan.HAProxy.Env, "HAPROXY_SOURCE="+cluster.HAProxySource)
 }
 
+// TestCompose_NoDefaultSecrets_TLSToPostgreSQL: every secret of the compose file is a required
+// variable (compose stops without it), none has a default; every connection to PostgreSQL is TLS
+// with the server's certificate verified, and the server runs with TLS on.
+func TestCompose_NoDefaultSecrets_TLSToPostgreSQL(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../../deploy/docker-compose.yml")
+	require.NoError(t, err)
+	text := string(raw)
+	for _, secret := range []string{"POSTGRES_PASSWORD", "AUTH_JWT_SECRET", "PAYMENT_WEBHOOK_SECRET",
+		"TEMPORAL_CODEC_KEY", "GRAFANA_ADMIN_PASSWORD"} {
+		uses := regexp.MustCompile(`\$\{`+secret+`(:?[-?=+][^}]*)?\}`).FindAllStringSubmatch(text, -1)
+		require.NotEmpty(t, uses, secret)
+		for _, u := range uses {
+			assert.True(t, strings.HasPrefix(u[1], ":?"), "%s is required, never defaulted: %s", secret, u[0])
+		}
+	}
+	assert.NotContains(t, text, "sslmode=disable")
+	services := readCompose(t)
+	urls := 0
+	for name, s := range services {
+		if u, ok := s.Environment["DATABASE_URL"]; ok {
+			urls++
+			assert.Contains(t, u, "sslmode=verify-full", name)
+			assert.Contains(t, u, "sslrootcert=", name)
+		}
+		if _, ok := s.Environment["SQL_HOST"]; ok {
+			assert.Equal(t, "true", s.Environment["SQL_TLS"], "%s: Temporal's connections are TLS", name)
+			assert.NotEmpty(t, s.Environment["SQL_TLS_CA_FILE"], name)
+		}
+	}
+	assert.Equal(t, 3, urls, "migrate, worker and api")
+	assert.Contains(t, strings.Join(services["postgres"].Entrypoint, " "), "-c ssl=on")
+	server, err := os.ReadFile("../../../deploy/temporal-server.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, 2, strings.Count(string(server), `enabled: {{ env "SQL_TLS"`), "both stores")
+	assert.Equal(t, 2, strings.Count(string(server), "enableHostVerification: true"))
+}
+
 // TestCompose_UISettingsAsTheCluster: the UI's codec message is the cluster's, one its YAML
 // template can carry.
 func TestCompose_UISettingsAsTheCluster(t *testing.T) {

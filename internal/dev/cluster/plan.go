@@ -225,7 +225,10 @@ func NewPlan(o Options) Plan {
 	var plan Plan
 
 	sqlEnv := []string{"SQL_PLUGIN=postgres12", "SQL_HOST=127.0.0.1", "SQL_PORT=" + strconv.Itoa(pt.Postgres),
-		"SQL_USER=" + PostgresUser, "SQL_PASSWORD="}
+		"SQL_USER=" + PostgresUser, "SQL_PASSWORD=",
+		// PostgreSQL is on loopback: no TLS (the compose file turns it on, for a database that
+		// may leave the host).
+		"SQL_TLS=false", "SQL_TLS_CA_FILE="}
 	for i, args := range SchemaSteps() {
 		plan.Schema = append(plan.Schema, Process{Name: fmt.Sprintf("temporal-schema-%d", i+1), Service: "temporal-schema",
 			Path: o.SQLTool, Args: args, Env: sqlEnv, Job: true})
