@@ -94,6 +94,17 @@ func runCluster(ctx context.Context, cfg config.Config, args []string) error {
 	if err := f.parse(cfg, args); err != nil {
 		return err
 	}
+	// One source of secrets: the cluster's own file. Settings of the shell that would make its
+	// processes check tokens, webhooks or payloads otherwise than its tools sign them are dropped,
+	// so that no child inherits them.
+	for _, name := range dropShellSecrets(os.Getenv, os.Unsetenv) {
+		fmt.Printf("cluster: ignoring %s from the environment: the cluster's processes and tools use its own secrets (%s)\n",
+			name, config.ClusterSecretsFile(f.dir))
+	}
+	cfg, err := config.FromEnv()
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
 	o, err := clusterOptions(cfg, f)
 	if err != nil {
 		return err
@@ -331,22 +342,30 @@ func clusterOptions(cfg config.Config, f clusterFlags) (cluster.Options, error) 
 	if o.HAProxy, err = findHAProxy(); err != nil {
 		return o, err
 	}
-	// The cluster's own secrets, made once in its folder; a secret set in the environment wins.
-	s, err := config.ClusterSecretsOf(dir)
-	if err != nil {
+	// The cluster's own secrets, made once in its folder: the one source its processes and its
+	// tools (checkout.env, make chaos, the benchmarks, make attack) read, whatever the shell says.
+	if o.Secrets, err = config.ClusterSecretsOf(dir); err != nil {
 		return o, fmt.Errorf("cluster secrets: %w", err)
 	}
-	for _, e := range []struct {
-		key string
-		to  *string
-	}{{"AUTH_JWT_SECRET", &s.JWT}, {"PAYMENT_WEBHOOK_SECRET", &s.Webhook},
-		{"TEMPORAL_CODEC_KEY", &s.CodecKey}, {"TEMPORAL_CODEC_KID", &s.CodecKeyID}} {
-		if v := strings.TrimSpace(os.Getenv(e.key)); v != "" {
-			*e.to = v
+	return o, nil
+}
+
+// stackSecrets are the settings that decide how a stack's tokens, webhooks and payloads are
+// signed and checked: a cluster takes them from its secrets file and its plan, never from the shell
+// that starts it, so that its processes and the tools that drive it always agree.
+var stackSecrets = []string{"AUTH_JWT_SECRET", "AUTH_JWT_KID", "AUTH_JWT_KEYS", "AUTH_JWT_ISSUER", "AUTH_JWT_AUDIENCE",
+	"PAYMENT_WEBHOOK_SECRET", "TEMPORAL_CODEC_KEY", "TEMPORAL_CODEC_KID"}
+
+// dropShellSecrets unsets the stackSecrets the environment sets, and names them.
+func dropShellSecrets(getenv func(string) string, unset func(string) error) []string {
+	var dropped []string
+	for _, name := range stackSecrets {
+		if getenv(name) != "" {
+			_ = unset(name)
+			dropped = append(dropped, name)
 		}
 	}
-	o.Secrets = s
-	return o, nil
+	return dropped
 }
 
 // runCerts is `checkout certs`: the cluster's CA and certificates in a folder of a deployment's
@@ -397,18 +416,32 @@ func loadDemo(ctx context.Context, url string) error {
 
 // writeCheckoutEnv writes checkout.env: the settings of the cluster's checkout processes (the
 // first worker's, with the tools' certificate in place of the worker's), with which `checkout
-// token`, `loadgen` and `audit` reach this cluster: `set -a; . .data/cluster/checkout.env; set +a`.
-// It holds the secrets: readable by its owner only.
+// token`, `loadgen`, `audit` and `make attack` reach this cluster:
+// `set -a; . .data/cluster/checkout.env; set +a`. Every one of stackSecrets is written, empty when
+// the processes have none, so that sourcing the file overrides whatever the shell exports. It
+// holds the secrets: readable by its owner only.
 func writeCheckoutEnv(o cluster.Options, plan cluster.Plan) error {
+	return os.WriteFile(checkoutEnvFile(o), []byte(checkoutEnv(o, plan)), 0o600)
+}
+
+func checkoutEnv(o cluster.Options, plan cluster.Plan) string {
 	var b strings.Builder
 	b.WriteString("# Written by `checkout cluster` at each start: the settings of its checkout processes.\n")
 	b.WriteString("# A worker started by hand with them only finishes runs: it never becomes current (the\n")
 	b.WriteString("# release makes a build current), leaves the schedules and runs no loops; give it a\n")
 	b.WriteString("# METRICS_ADDR of its own. They carry the tools' certificate, not a worker's.\n")
+	set := map[string]bool{}
 	for _, kv := range slices.Concat(plan.CheckoutEnv, o.PKI().ClientEnv(cluster.IdentityTools), builds.DrainingEnv) {
 		b.WriteString(kv + "\n")
+		k, _, _ := strings.Cut(kv, "=")
+		set[k] = true
 	}
-	return os.WriteFile(checkoutEnvFile(o), []byte(b.String()), 0o600)
+	for _, name := range stackSecrets {
+		if !set[name] {
+			b.WriteString(name + "=\n")
+		}
+	}
+	return b.String()
 }
 
 func checkoutEnvFile(o cluster.Options) string { return filepath.Join(o.Dir, "checkout.env") }
