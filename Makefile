@@ -80,6 +80,11 @@ release: build ## release bin/checkout into the running make cluster: its worker
 upgrade-drill: postgres-binaries haproxy $(CLUSTER_TOOLS) build ## orders left in every waiting state on make cluster's shape running the previous release, today's build released into it, each order finished; a table, non-zero on any order not ended as its scenario says (a few minutes)
 	$(call bench-tool,upgradedrill)
 
+# `make attack TARGET=cluster` attacks make cluster's stack; make run's by default.
+.PHONY: attack
+attack: ## the black-box attack suite against a running stack on this machine (make run's, or make cluster's with TARGET=cluster): PASS/FAIL/SKIP per attack, fails on any FAIL
+	$(call bench-tool,attack) -target $(or $(TARGET),dev)
+
 .PHONY: build
 build: ## build bin/checkout
 	$(GO) build -o $(BIN)/checkout ./cmd/checkout
