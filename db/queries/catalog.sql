@@ -72,10 +72,12 @@ ORDER BY id DESC
 LIMIT 500;
 
 -- name: EndCampaign :one
--- Ends a campaign now (one that has not started yet ends before it starts: it never applies). A
--- seller may end only its own (seller_id given).
+-- Ends a campaign now. One that has not started yet starts and ends now, a microsecond apart (the
+-- window must not be empty), so it prices no line after this statement. Every SET reads the row as
+-- it was: the end is worked out from the new start, never from the old one (which would keep a
+-- campaign of 2099 running from now until 2099). A seller may end only its own (seller_id given).
 UPDATE campaigns
-   SET ends_at = GREATEST(LEAST(ends_at, now()), starts_at + interval '1 microsecond'),
+   SET ends_at = GREATEST(LEAST(ends_at, now()), LEAST(starts_at, now()) + interval '1 microsecond'),
        starts_at = LEAST(starts_at, now())
  WHERE id = @id AND (sqlc.narg(seller_id)::bigint IS NULL OR seller_id = sqlc.narg(seller_id))
 RETURNING *;
