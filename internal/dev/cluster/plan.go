@@ -143,7 +143,10 @@ func WorkerName(build string, i int) string { return fmt.Sprintf("worker-%s-%d",
 // build without TLS settings) reaches Temporal through the legacy proxy.
 func (p Plan) Worker(build string, i int, bin string, slot int, legacy bool) Process {
 	metrics := "127.0.0.1:" + strconv.Itoa(p.ports.WorkerMetrics+slot)
-	env := slices.Concat(p.CheckoutEnv, p.pki.ClientEnv(IdentityWorker), []string{"METRICS_ADDR=" + metrics})
+	// The current build's workers keep the schedules (the cluster starts a release's first
+	// without, then with) and run the loops; a draining build's neither (builds.DrainingEnv).
+	env := slices.Concat(p.CheckoutEnv, p.pki.ClientEnv(IdentityWorker),
+		[]string{"SCHEDULES_ENABLED=true", "WORKER_LOOPS=true", "METRICS_ADDR=" + metrics})
 	if legacy {
 		env = append(env, p.legacy[IdentityWorker.Name]...)
 	}
