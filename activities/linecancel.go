@@ -223,7 +223,7 @@ func (a *Orders) AnnounceLineCancel(ctx context.Context, cancellationID int64) (
 			return err
 		}
 		if err == nil {
-			refund := money.Format(r.AmountMinor)
+			refund := money.FormatIn(r.AmountMinor, r.Currency)
 			if err := order.Note(ctx, q, r.OrderID, "line_cancelled", map[string]any{"skuId": r.SkuID,
 				"units": r.Units, "code": r.Reason, "refund": refund, "currency": r.Currency,
 				"restocked": r.Restocked}); err != nil {

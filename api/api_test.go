@@ -264,6 +264,29 @@ func TestSellerSKUs_CreateThenUpdateMovesPriceVersion(t *testing.T) {
 	assert.Zero(t, h.scalar(`SELECT count(*) FROM skus WHERE code IN ('NEW-2', 'NEW-3')`), "a rejected batch writes nothing")
 }
 
+func TestSellerSKUs_PriceInTheCurrencysMinorUnit(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	cases := []struct {
+		price, currency string
+		minor           int64
+	}{{"1500", "JPY", 1500}, {"12.345", "KWD", 12345}, {"12.3", "KWD", 12300}, {"199.9", "TRY", 19990}}
+	for i, c := range cases {
+		code := fmt.Sprintf("MINOR-%d", i)
+		a := h.do(http.MethodPut, "/seller-api/v1/skus", h.seller(43), fmt.Sprintf(
+			`[{"sku":%q,"title":"t","price":%q,"currency":%q,"maxPerOrder":5}]`, code, c.price, c.currency))
+		require.Equal(t, http.StatusOK, a.status, a.raw)
+		assert.Equal(t, c.minor, h.scalar(`SELECT price_minor FROM skus WHERE code = $1`, code), "%s %s", c.price, c.currency)
+	}
+	for _, c := range []struct{ price, currency string }{{"1500.5", "JPY"}, {"1500.00", "JPY"}, {"12.3456", "KWD"},
+		{"1.999", "TRY"}, {"1.00", "XYZ"}} {
+		a := h.do(http.MethodPut, "/seller-api/v1/skus", h.seller(43), fmt.Sprintf(
+			`[{"sku":"MINOR-BAD","title":"t","price":%q,"currency":%q,"maxPerOrder":5}]`, c.price, c.currency))
+		assert.Equal(t, http.StatusBadRequest, a.status, "%s %s: %s", c.price, c.currency, a.raw)
+	}
+	assert.Zero(t, h.scalar(`SELECT count(*) FROM skus WHERE code = 'MINOR-BAD'`))
+}
+
 func TestSellerStocks_AppliedStaleAndShortfall(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)

@@ -62,7 +62,7 @@ type campaignView struct {
 
 func viewCampaign(c db.Campaign) campaignView {
 	return campaignView{ID: c.ID, Name: c.Name, SellerID: c.SellerID, SKUIDs: c.SkuIds, Kind: c.Kind,
-		Value: money.Format(c.Value), Currency: c.Currency.String, StartsAt: c.StartsAt, EndsAt: c.EndsAt,
+		Value: discountText(c.Kind, c.Value, c.Currency.String), Currency: c.Currency.String, StartsAt: c.StartsAt, EndsAt: c.EndsAt,
 		Priority: c.Priority, Stackable: c.Stackable, CreatedBy: c.CreatedBy, CreatedAt: c.CreatedAt}
 }
 
@@ -95,7 +95,7 @@ func (s *Server) campaignParams(c echo.Context, b campaignBody, p auth.Principal
 	if b.Name = strings.TrimSpace(b.Name); b.Name == "" || len(b.Name) > 100 {
 		v.add("name", "required, at most 100 characters")
 	}
-	value := discountValue(b.Kind, b.Value, &v)
+	value := discountValue(b.Kind, b.Value, b.Currency, &v)
 	var currency pgtype.Text
 	switch b.Kind {
 	case pricing.CampaignPercent:
@@ -169,16 +169,36 @@ func (s *Server) campaignParams(c echo.Context, b campaignBody, p auth.Principal
 }
 
 // discountValue reads a campaign's or a coupon's value: a percentage in basis points for PERCENT
-// ("12.5" is 1250), an amount in minor units for FIXED.
-func discountValue(kind, value string, v *validation) int64 {
-	n, err := money.Parse(value)
+// ("12.5" is 1250), an amount in the currency's minor units for FIXED ("50" JPY is 50, "50.00"
+// TRY is 5000). A FIXED value in a currency that is not one is left to the currency's own check.
+func discountValue(kind, value, currency string, v *validation) int64 {
+	var (
+		n   int64
+		err error
+	)
+	switch {
+	case kind == pricing.CampaignFixed && !money.ValidCurrency(currency):
+		return 0
+	case kind == pricing.CampaignFixed:
+		n, err = money.Parse(value, currency)
+	default:
+		n, err = money.ParseDecimal(value, money.PercentDigits)
+	}
 	switch {
 	case err != nil || n <= 0:
-		v.add("value", `a positive decimal string: a percentage ("12.5") or an amount ("50.00")`)
+		v.add("value", `a positive decimal string: a percentage ("12.5") or an amount in the currency's minor unit ("50.00" TRY, "50" JPY)`)
 	case kind == pricing.CampaignPercent && n > 10000:
 		v.add("value", "a percentage of at most 100")
 	}
 	return n
+}
+
+// discountText writes a discount value as discountValue reads it.
+func discountText(kind string, value int64, currency string) string {
+	if kind == pricing.CampaignFixed {
+		return money.FormatIn(value, currency)
+	}
+	return money.FormatDecimal(value, money.PercentDigits)
 }
 
 // principalID names who made a change: the seller for a seller, the user otherwise.

@@ -143,8 +143,8 @@ func (h *cartHandlers) render(c echo.Context, v cart.View) cartView {
 			it.Stock = availability.Unknown
 		}
 		if l.InCatalog {
-			it.Price, it.Currency = money.Format(l.PriceMinor), l.Currency
-			it.LineTotal = money.Format(l.PriceMinor * int64(l.Quantity))
+			it.Price, it.Currency = money.FormatIn(l.PriceMinor, l.Currency), l.Currency
+			it.LineTotal = money.FormatIn(l.PriceMinor*int64(l.Quantity), l.Currency)
 			if hints {
 				it.Stock = availability.Hint(l.Available, l.Known, threshold)
 			}
@@ -163,7 +163,7 @@ func (h *cartHandlers) render(c echo.Context, v cart.View) cartView {
 		out.Items[i] = it
 	}
 	if single && currency != "" {
-		out.Subtotal, out.Currency = money.Format(subtotal), currency
+		out.Subtotal, out.Currency = money.FormatIn(subtotal, currency), currency
 	}
 	c.Response().Header().Set(headerETag, `"`+strconv.FormatInt(v.Version, 10)+`"`)
 	return out

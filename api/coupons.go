@@ -49,12 +49,12 @@ type couponAdminView struct {
 }
 
 func viewCoupon(c db.Coupon) couponAdminView {
-	v := couponAdminView{ID: c.ID, Code: c.Code, Kind: c.Kind, Value: money.Format(c.Value), Currency: c.Currency,
-		MinBasket: money.Format(c.MinBasketMinor), StartsAt: c.StartsAt, EndsAt: c.EndsAt,
+	v := couponAdminView{ID: c.ID, Code: c.Code, Kind: c.Kind, Value: discountText(c.Kind, c.Value, c.Currency),
+		Currency: c.Currency, MinBasket: money.FormatIn(c.MinBasketMinor, c.Currency), StartsAt: c.StartsAt, EndsAt: c.EndsAt,
 		MaxRedemptions: c.MaxRedemptions, MaxPerShopper: c.MaxPerShopper, Redeemed: c.Redeemed, SellerID: c.SellerID,
 		SKUIDs: c.SkuIds}
 	if c.MaxDiscountMinor != nil {
-		v.MaxDiscount = money.Format(*c.MaxDiscountMinor)
+		v.MaxDiscount = money.FormatIn(*c.MaxDiscountMinor, c.Currency)
 	}
 	return v
 }
@@ -71,25 +71,25 @@ func (s *Server) createCoupon(c echo.Context) error {
 	if !couponRe.MatchString(code) {
 		v.add("code", "3 to 32 letters, digits, - or _")
 	}
-	value := discountValue(b.Kind, b.Value, &v)
+	if !money.ValidCurrency(b.Currency) {
+		v.add("currency", "required: an ISO 4217 currency code, such as TRY")
+	}
+	value := discountValue(b.Kind, b.Value, b.Currency, &v)
 	if b.Kind != pricing.CampaignPercent && b.Kind != pricing.CampaignFixed {
 		v.add("kind", `"PERCENT" or "FIXED"`)
 	}
 	var maxDiscount *int64
 	if b.MaxDiscount != "" {
-		if m, err := money.Parse(b.MaxDiscount); err != nil || m <= 0 || b.Kind != pricing.CampaignPercent {
-			v.add("maxDiscount", "a positive amount, for PERCENT only")
+		if m, err := money.Parse(b.MaxDiscount, b.Currency); err != nil || m <= 0 || b.Kind != pricing.CampaignPercent {
+			v.add("maxDiscount", "a positive amount in the coupon's currency, for PERCENT only")
 		} else {
 			maxDiscount = &m
 		}
 	}
-	if !money.ValidCurrency(b.Currency) {
-		v.add("currency", "required: three capital letters, such as TRY")
-	}
 	var minBasket int64
-	if b.MinBasket != "" {
+	if b.MinBasket != "" && money.ValidCurrency(b.Currency) {
 		var err error
-		if minBasket, err = money.Parse(b.MinBasket); err != nil {
+		if minBasket, err = money.Parse(b.MinBasket, b.Currency); err != nil {
 			v.add("minBasket", err.Error())
 		}
 	}

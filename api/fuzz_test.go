@@ -367,7 +367,7 @@ func sellerSKUsRoute(f *testing.F, h *harness) bodyRoute {
 			}
 			for i, r := range rows {
 				code, title := strings.TrimSpace(r.SKU), strings.TrimSpace(r.Title)
-				_, priceErr := money.Parse(r.Price)
+				_, priceErr := money.Parse(r.Price, r.Currency)
 				if code == "" || len(code) > 64 || title == "" || len(title) > 200 || priceErr != nil ||
 					!currencyShape.MatchString(r.Currency) || r.MaxPerOrder == nil || *r.MaxPerOrder < 1 || *r.MaxPerOrder > 1000 {
 					t.Fatalf("accepted row %d: %+v", i, r)

@@ -198,7 +198,7 @@ type lineCancellationView struct {
 
 // cancellationView is a cancellation as the staff see it (full) or its shopper (codes only).
 func cancellationView(c db.LineCancellation, staff bool) lineCancellationView {
-	v := lineCancellationView{SKUID: c.SkuID, Units: c.Units, Reason: c.Reason, Refund: money.Format(c.AmountMinor),
+	v := lineCancellationView{SKUID: c.SkuID, Units: c.Units, Reason: c.Reason, Refund: money.FormatIn(c.AmountMinor, c.Currency),
 		Currency: c.Currency, Restocked: c.RestockedAt != nil, Status: lineCancellationStatus(c), At: c.CreatedAt}
 	if staff {
 		v.RequestID, v.RequestedBy = c.RequestID, c.RequestedBy
@@ -240,7 +240,7 @@ func (s *Server) lineAnswer(c echo.Context, orderID, skuID int64, key string) er
 	for _, it := range items {
 		if it.SkuID == skuID {
 			v.Quantity, v.CancelledQuantity, v.Remaining = it.Quantity, it.CancelledQuantity, it.Quantity-it.CancelledQuantity
-			v.UnitPrice, v.Currency = money.Format(it.UnitPriceMinor), it.Currency
+			v.UnitPrice, v.Currency = money.FormatIn(it.UnitPriceMinor, it.Currency), it.Currency
 		}
 	}
 	found := false

@@ -447,7 +447,7 @@ func (s *Server) getOrder(c echo.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading order %d as its shopper sees it: %w", o.ID, err)
 	}
-	v := orderView{OrderID: o.ID, Status: o.Status, FailureCode: o.FailureCode, Total: money.Format(o.TotalMinor),
+	v := orderView{OrderID: o.ID, Status: o.Status, FailureCode: o.FailureCode, Total: money.FormatIn(o.TotalMinor, o.Currency),
 		Currency: o.Currency, HoldExpiresAt: o.HoldExpiresAt, HoldExtensions: int(o.HoldExtensions),
 		CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt, Items: []orderItemView{}, Warehouses: []allocationView{},
 		Timeline: []timelineView{}, Cancellations: []lineCancellationView{}}
@@ -464,14 +464,15 @@ func (s *Server) getOrder(c echo.Context) error {
 			list = *it.ListPriceMinor
 		}
 		v.Items = append(v.Items, orderItemView{SKUID: it.SkuID, SellerID: it.SellerID, Title: it.Title, Quantity: it.Quantity,
-			UnitPrice: money.Format(it.UnitPriceMinor), LineTotal: money.Format(it.UnitPriceMinor * int64(it.Quantity)),
+			UnitPrice: money.FormatIn(it.UnitPriceMinor, it.Currency), LineTotal: money.FormatIn(it.UnitPriceMinor*int64(it.Quantity), it.Currency),
 			Currency: it.Currency, CancelledQuantity: it.CancelledQuantity,
-			campaignPrice: campaignPriceOf(pricing.Item{UnitPriceMinor: it.UnitPriceMinor, ListPriceMinor: list,
+			campaignPrice: campaignPriceOf(pricing.Item{UnitPriceMinor: it.UnitPriceMinor, ListPriceMinor: list, Currency: it.Currency,
 				Campaigns: it.CampaignIds})})
 	}
 	cancelled := ov.CancelledMinor()
-	v.Totals = totalsView{Ordered: money.Format(o.TotalMinor), Cancelled: money.Format(cancelled),
-		Kept: money.Format(o.TotalMinor - cancelled), Captured: money.Format(0), Refunded: money.Format(0), Currency: o.Currency}
+	inOrder := func(minor int64) string { return money.FormatIn(minor, o.Currency) }
+	v.Totals = totalsView{Ordered: inOrder(o.TotalMinor), Cancelled: inOrder(cancelled),
+		Kept: inOrder(o.TotalMinor - cancelled), Captured: inOrder(0), Refunded: inOrder(0), Currency: o.Currency}
 	for _, lc := range ov.Cancellations {
 		v.Cancellations = append(v.Cancellations, cancellationView(lc, support))
 	}
@@ -479,9 +480,10 @@ func (s *Server) getOrder(c echo.Context) error {
 		v.Warehouses = append(v.Warehouses, allocationView{SKUID: r.SkuID, WarehouseID: r.WarehouseID, Quantity: r.Quantity, Status: r.Status})
 	}
 	if pay := ov.Payment; pay != nil {
-		v.Payment = map[string]any{"status": pay.Status, "amount": money.Format(pay.AmountMinor), "currency": pay.Currency,
-			"captured": money.Format(pay.CapturedMinor), "refunded": money.Format(pay.RefundedMinor)}
-		v.Totals.Captured, v.Totals.Refunded = money.Format(pay.CapturedMinor), money.Format(pay.RefundedMinor)
+		inPay := func(minor int64) string { return money.FormatIn(minor, pay.Currency) }
+		v.Payment = map[string]any{"status": pay.Status, "amount": inPay(pay.AmountMinor), "currency": pay.Currency,
+			"captured": inPay(pay.CapturedMinor), "refunded": inPay(pay.RefundedMinor)}
+		v.Totals.Captured, v.Totals.Refunded = inPay(pay.CapturedMinor), inPay(pay.RefundedMinor)
 		if pay.IntentID != nil {
 			v.Payment["intentId"] = *pay.IntentID
 		}
@@ -542,7 +544,7 @@ func (s *Server) listOrders(c echo.Context) error {
 	}
 	out := make([]map[string]any, len(rows))
 	for i, r := range rows {
-		out[i] = map[string]any{"orderId": r.ID, "status": r.Status, "total": money.Format(r.TotalMinor),
+		out[i] = map[string]any{"orderId": r.ID, "status": r.Status, "total": money.FormatIn(r.TotalMinor, r.Currency),
 			"currency": r.Currency, "failureCode": r.FailureCode, "createdAt": r.CreatedAt}
 	}
 	var next *string

@@ -52,8 +52,8 @@ func campaignPriceOf(it pricing.Item) campaignPrice {
 	if len(it.Campaigns) == 0 {
 		return campaignPrice{}
 	}
-	return campaignPrice{ListPrice: money.Format(it.ListPriceMinor),
-		Discount: money.Format(it.ListPriceMinor - it.UnitPriceMinor), Campaigns: it.Campaigns}
+	return campaignPrice{ListPrice: money.FormatIn(it.ListPriceMinor, it.Currency),
+		Discount: money.FormatIn(it.ListPriceMinor-it.UnitPriceMinor, it.Currency), Campaigns: it.Campaigns}
 }
 
 type previewWarning struct {
@@ -126,11 +126,11 @@ func (h *cartHandlers) preview(c echo.Context) error {
 			refused := couponRefused()
 			coupon.Reason, coupon.Message = refused.Code, refused.Message
 		} else {
-			coupon.Discount = money.Format(quote.Coupon.DiscountMinor)
+			coupon.Discount = money.FormatIn(quote.Coupon.DiscountMinor, quote.Currency)
 		}
 	}
-	out := previewResponse{Items: make([]previewItem, len(quote.Items)), Subtotal: money.Format(checkout.SubtotalMinor()),
-		Coupon: coupon, Total: money.Format(quote.TotalMinor),
+	out := previewResponse{Items: make([]previewItem, len(quote.Items)), Subtotal: money.FormatIn(checkout.SubtotalMinor(), quote.Currency),
+		Coupon: coupon, Total: money.FormatIn(quote.TotalMinor, quote.Currency),
 		Currency: quote.Currency, PriceVersion: quote.PriceVersion, Warnings: []previewWarning{}}
 	var sellable map[int64]int32
 	stock := h.Features.Enabled(ctx, features.PreviewStockWarnings)
@@ -151,9 +151,9 @@ func (h *cartHandlers) preview(c echo.Context) error {
 	}
 	threshold := int32(h.Options.LowStockThreshold)
 	for i, it := range quote.Items {
-		price := money.Format(it.UnitPriceMinor)
+		price := money.FormatIn(it.UnitPriceMinor, it.Currency)
 		out.Items[i] = previewItem{SKUID: it.SKUID, SellerID: it.SellerID, Title: it.Title, Quantity: it.Quantity,
-			UnitPrice: price, LineTotal: money.Format(it.LineTotalMinor), Currency: it.Currency,
+			UnitPrice: price, LineTotal: money.FormatIn(it.LineTotalMinor, it.Currency), Currency: it.Currency,
 			PriceAtAdd: atAdd[it.SKUID], campaignPrice: campaignPriceOf(it)}
 		if old := atAdd[it.SKUID]; old != "" && old != price {
 			out.Warnings = append(out.Warnings, previewWarning{SKUID: it.SKUID, Code: WarnPriceChanged, Old: old, New: price})

@@ -36,6 +36,10 @@ type skuResult struct {
 	Status string `json:"status"`
 }
 
+// maxCurrencyDigits is the most decimals an ISO 4217 currency has (KWD, BHD): the shape a price
+// is checked against when its currency is not one, so that both mistakes are named at once.
+const maxCurrencyDigits = 3
+
 func checkBatch(n int) error {
 	if n == 0 {
 		return problem.New(problem.ValidationFailed, "the batch is empty").
@@ -68,13 +72,15 @@ func (s *Server) putSKUs(c echo.Context) error {
 		if r.Title = strings.TrimSpace(r.Title); r.Title == "" || len(r.Title) > 200 {
 			v.add(at("title"), "required, at most 200 characters")
 		}
-		p, err := money.Parse(r.Price)
-		if err != nil {
-			v.add(at("price"), err.Error())
-		}
-		prices[i] = p
 		if !money.ValidCurrency(r.Currency) {
-			v.add(at("currency"), "three capital letters, such as TRY")
+			v.add(at("currency"), "an ISO 4217 currency code, such as TRY")
+			if _, err := money.ParseDecimal(r.Price, maxCurrencyDigits); err != nil {
+				v.add(at("price"), err.Error())
+			}
+		} else if p, err := money.Parse(r.Price, r.Currency); err != nil {
+			v.add(at("price"), err.Error())
+		} else {
+			prices[i] = p
 		}
 		if r.MaxPerOrder == nil || *r.MaxPerOrder < 1 || *r.MaxPerOrder > 1000 {
 			v.add(at("maxPerOrder"), "required, between 1 and 1000")

@@ -311,24 +311,25 @@ func (a *auditor) settledOrder(r db.AuditSettledOrdersRow, intents map[int64][]p
 	if r.FailureCode != "" {
 		status += " (" + r.FailureCode + ")"
 	}
-	p := providerSideOf(a.o.Provider != nil, intents[r.ID])
+	p := providerSideOf(a.o.Provider != nil, r.Currency, intents[r.ID])
+	f := func(minor int64) string { return money.FormatIn(minor, r.Currency) }
 	confirmed := order.Status(r.Status) == order.StatusConfirmed
 	rowCaptured := payment.Status(r.PaymentStatus) == payment.StatusCaptured || payment.Status(r.PaymentStatus) == payment.StatusRefunded
 	if r.Unfulfilled {
 		a.add(ConfirmedOrderFulfilled, s, "CONFIRMED with %d reservations (%d CONFIRMED, %d ACTIVE), %d ordered lines not covered exactly by CONFIRMED stock, items add up to %s, order total %s",
-			r.Reservations, r.ConfirmedN, r.ActiveN, r.UnmatchedLines, money.Format(r.ItemsTotal), money.Format(r.TotalMinor))
+			r.Reservations, r.ConfirmedN, r.ActiveN, r.UnmatchedLines, f(r.ItemsTotal), f(r.TotalMinor))
 	}
 	if confirmed && !(p.paidOnce(r.TotalMinor, r.PaymentIntentID) && rowCaptured &&
 		r.PaymentAmount == r.TotalMinor && r.PaymentCaptured == r.TotalMinor) {
 		a.add(ConfirmedOrderPaidOnce, s, "order total %s; provider: %s; payments row: %s, intent %q, amount %s, captured %s, refunded %s",
-			money.Format(r.TotalMinor), p.intentsDetail(), orNone(r.PaymentStatus),
-			r.PaymentIntentID, money.Format(r.PaymentAmount), money.Format(r.PaymentCaptured), money.Format(r.PaymentRefunded))
+			f(r.TotalMinor), p.intentsDetail(), orNone(r.PaymentStatus),
+			r.PaymentIntentID, f(r.PaymentAmount), f(r.PaymentCaptured), f(r.PaymentRefunded))
 	}
 	if confirmed && r.RefundsUnderWay == 0 && (!p.keeps(r.KeptTotal) || r.PaymentCaptured-r.PaymentRefunded != r.KeptTotal) {
 		a.add(MoneyMatchesKeptUnits, s, "units kept are worth %s (order total %s); %s; payments row captured %s and refunded %s (keeps %s)",
-			money.Format(r.KeptTotal), money.Format(r.TotalMinor), p.keptDetail(),
-			money.Format(r.PaymentCaptured), money.Format(r.PaymentRefunded),
-			money.Format(r.PaymentCaptured-r.PaymentRefunded))
+			f(r.KeptTotal), f(r.TotalMinor), p.keptDetail(),
+			f(r.PaymentCaptured), f(r.PaymentRefunded),
+			f(r.PaymentCaptured-r.PaymentRefunded))
 	}
 	if r.StockKept {
 		a.add(FailedOrderStockReleased, s, "%s still holds %d ACTIVE reservations (%d units) and %d CONFIRMED (%d units)",
@@ -336,7 +337,7 @@ func (a *auditor) settledOrder(r db.AuditSettledOrdersRow, intents map[int64][]p
 	}
 	if !confirmed && (!p.keeps(0) || r.PaymentCaptured != r.PaymentRefunded) {
 		a.add(FailedOrderNoMoneyKept, s, "%s: %s; payments row captured %s and refunded %s",
-			status, p.movedDetail(), money.Format(r.PaymentCaptured), money.Format(r.PaymentRefunded))
+			status, p.movedDetail(), f(r.PaymentCaptured), f(r.PaymentRefunded))
 	}
 	if !confirmed && p.open > 0 {
 		a.add(FailedOrderAuthVoided, s, "%s: %d provider intents still open (%s)", status, p.open, p.list)
@@ -350,11 +351,11 @@ func orNone(s string) string {
 	return s
 }
 
-func amountRange(lo, hi int64) string {
+func amountRange(lo, hi int64, currency string) string {
 	if lo == hi {
-		return money.Format(lo)
+		return money.FormatIn(lo, currency)
 	}
-	return money.Format(lo) + "…" + money.Format(hi)
+	return money.FormatIn(lo, currency) + "…" + money.FormatIn(hi, currency)
 }
 
 // coupons checks that a coupon is never spent twice or beyond its limit, and that a redemption

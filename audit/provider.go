@@ -51,6 +51,8 @@ func (a *auditor) providerIntents(ctx context.Context, orderIDs []int64) (map[in
 // providerSide is what the provider's intents say of one order's money.
 type providerSide struct {
 	checked                 bool
+	currency                string // the order's
+	otherCurrency           int    // intents in another currency than the order's
 	intents, captures, open int
 	captured, refunded      int64
 	amountMin, amountMax    int64
@@ -58,12 +60,15 @@ type providerSide struct {
 	list                    string // "id STATUS, …", oldest first
 }
 
-func providerSideOf(checked bool, intents []payment.Intent) providerSide {
-	p := providerSide{checked: checked, intents: len(intents)}
+func providerSideOf(checked bool, currency string, intents []payment.Intent) providerSide {
+	p := providerSide{checked: checked, currency: currency, intents: len(intents)}
 	list := make([]string, len(intents))
 	for i, in := range intents {
 		if in.CapturedMinor > 0 {
 			p.captures++
+		}
+		if in.Currency != currency {
+			p.otherCurrency++
 		}
 		if in.Status == payment.StatusAuthorized || in.Status == payment.StatusRequiresAction {
 			p.open++
@@ -85,35 +90,49 @@ func providerSideOf(checked bool, intents []payment.Intent) providerSide {
 	return p
 }
 
-// paidOnce: one intent, captured once for the order's total, the one the payments row names.
-// Unchecked, it holds.
+// paidOnce: one intent, in the order's currency, captured once for the order's total (both in
+// that currency's minor units), the one the payments row names. Unchecked, it holds.
 func (p providerSide) paidOnce(total int64, rowIntentID string) bool {
-	return !p.checked || (p.intents == 1 && p.captures == 1 && p.captured == total && p.amountMin == total &&
-		p.firstID == rowIntentID)
+	return !p.checked || (p.intents == 1 && p.otherCurrency == 0 && p.captures == 1 && p.captured == total &&
+		p.amountMin == total && p.firstID == rowIntentID)
 }
 
-// keeps: the provider keeps kept (captured less refunded). Unchecked, it holds.
-func (p providerSide) keeps(kept int64) bool { return !p.checked || p.captured-p.refunded == kept }
+// keeps: the provider keeps kept (captured less refunded), in the order's currency. Unchecked, it
+// holds.
+func (p providerSide) keeps(kept int64) bool {
+	return !p.checked || (p.otherCurrency == 0 && p.captured-p.refunded == kept)
+}
 
 func (p providerSide) intentsDetail() string {
 	if !p.checked {
 		return "not checked"
 	}
-	return fmt.Sprintf("%d intents (%s), %d captured, captured %s, refunded %s, amount %s", p.intents, orNone(p.list),
-		p.captures, money.Format(p.captured), money.Format(p.refunded), amountRange(p.amountMin, p.amountMax))
+	return fmt.Sprintf("%d intents (%s), %d captured, captured %s, refunded %s, amount %s%s", p.intents, orNone(p.list),
+		p.captures, p.money(p.captured), p.money(p.refunded), amountRange(p.amountMin, p.amountMax, p.currency), p.currencyNote())
 }
 
 func (p providerSide) keptDetail() string {
 	if !p.checked {
 		return "provider not checked"
 	}
-	return fmt.Sprintf("provider captured %s and refunded %s (keeps %s)", money.Format(p.captured),
-		money.Format(p.refunded), money.Format(p.captured-p.refunded))
+	return fmt.Sprintf("provider captured %s and refunded %s (keeps %s)%s", p.money(p.captured),
+		p.money(p.refunded), p.money(p.captured-p.refunded), p.currencyNote())
 }
 
 func (p providerSide) movedDetail() string {
 	if !p.checked {
 		return "provider not checked"
 	}
-	return fmt.Sprintf("provider captured %s and refunded %s", money.Format(p.captured), money.Format(p.refunded))
+	return fmt.Sprintf("provider captured %s and refunded %s%s", p.money(p.captured), p.money(p.refunded), p.currencyNote())
+}
+
+func (p providerSide) money(minor int64) string { return money.FormatIn(minor, p.currency) }
+
+// currencyNote names intents held in another currency than the order's, whose amounts cannot be
+// added to its own.
+func (p providerSide) currencyNote() string {
+	if p.otherCurrency == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d intents not in %s", p.otherCurrency, p.currency)
 }

@@ -171,7 +171,7 @@ func (s *Store) setQuantity(ctx context.Context, o Owner, skuID, sellerID int64,
 			return Snapshot{}, err
 		}
 		line = &Item{SKUID: skuID, SellerID: sku.SellerID, Quantity: quantity,
-			PriceAtAdd: money.Format(sku.UnitPriceMinor)}
+			PriceAtAdd: money.FormatIn(sku.UnitPriceMinor, sku.Currency)}
 	}
 	edit := func(d Doc) (Doc, bool, error) { return s.setLine(d, skuID, quantity, line) }
 	for attempt := 0; attempt < optimisticAttempts; attempt++ {

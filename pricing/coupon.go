@@ -84,7 +84,7 @@ func WithCoupon(ctx context.Context, q *db.Queries, quote Quote, code string, us
 	}
 	if eligible < c.MinBasketMinor {
 		return quote, &CouponRefusal{Code: problem.CouponMinBasket, MinBasketMinor: c.MinBasketMinor, Message: fmt.Sprintf(
-			"the coupon needs a basket of %s %s of the items it covers", money.Format(c.MinBasketMinor), c.Currency)}, nil
+			"the coupon needs a basket of %s %s of the items it covers", money.FormatIn(c.MinBasketMinor, c.Currency), c.Currency)}, nil
 	}
 	off := min(c.Value, eligible)
 	if c.Kind == CampaignPercent {

@@ -113,7 +113,7 @@ WITH scope AS (
       AND (lc.attention IS NOT NULL OR lc.created_at > now() - make_interval(secs => @settle_seconds::float8))
     GROUP BY lc.order_id
 ), joined AS (
-    SELECT s.id, s.status, coalesce(s.failure_code, '')::text AS failure_code, s.total_minor,
+    SELECT s.id, s.status, coalesce(s.failure_code, '')::text AS failure_code, s.total_minor, s.currency,
            -- what the items add up to, less the order's spent coupon; what the units kept are
            -- worth, less the coupon's share of them (line cancellations refund the difference)
            (coalesce(i.total, 0) - coalesce(cr.discount_minor, 0))::bigint AS items_total,
@@ -134,7 +134,7 @@ WITH scope AS (
     LEFT JOIN payments p ON p.order_id = s.id
     LEFT JOIN coupon_redemptions cr ON cr.order_id = s.id AND cr.status = 'CONFIRMED'
 )
-SELECT id, status::text AS status, failure_code, total_minor, items_total, kept_total, refunds_under_way,
+SELECT id, status::text AS status, failure_code, total_minor, currency::text AS currency, items_total, kept_total, refunds_under_way,
        reservations, active_n, confirmed_n,
        active_units, confirmed_units, unmatched_lines,
        payment_status, payment_intent_id, payment_amount, payment_captured, payment_refunded,

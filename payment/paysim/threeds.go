@@ -47,7 +47,7 @@ func (s *Sim) threeDSPage(c echo.Context) error {
 		return s.page(c, http.StatusOK, pageData{Title: "Nothing to confirm", Message: stateMessage(in.Status), Intent: in})
 	}
 	d := pageData{Title: "Confirm your payment", Form: true, Intent: in,
-		Amount: money.Format(in.AmountMinor) + " " + in.Currency}
+		Amount: money.FormatIn(in.AmountMinor, in.Currency) + " " + in.Currency}
 	if s.opts.HoldUntil != nil {
 		if until := s.opts.HoldUntil(c.Request().Context(), in.OrderID); until != nil {
 			d.HeldUntil = until.UTC().Format("15:04:05 UTC")
