@@ -190,7 +190,11 @@ func (a *Payments) RefundLineCancel(ctx context.Context, cancellationID int64) (
 	}
 	res := PaymentResult{}
 	if c.RefundedAt == nil && c.AmountMinor > 0 {
-		intent, err := a.Gateway.RefundPart(ctx, order.PaymentKey(c.OrderID), payment.PartialRefund{
+		r, err := a.ref(ctx, c.OrderID)
+		if err != nil {
+			return PaymentResult{}, err
+		}
+		intent, err := a.Gateway.RefundPart(ctx, r.Ref, payment.PartialRefund{
 			IdempotencyKey: LineRefundKey(c.OrderID, c.ID), AmountMinor: c.AmountMinor})
 		if err != nil {
 			return PaymentResult{}, providerError(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sqlc-dev/pqtype"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/problem"
-	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment"
 )
 
@@ -49,25 +49,96 @@ type PaymentResult struct {
 	DeclineCode string `json:"declineCode,omitempty"`
 }
 
-// Authorize asks the provider to authorize the order's total. A timeout leaves the outcome
-// UNKNOWN: the row says so and a non-retryable PAYMENT_OUTCOME_UNKNOWN tells the workflow to ask
-// the provider (ResolvePayment) before deciding anything.
+// CaptureMargin: a capture is not sent when the provider's authorization lapses sooner than
+// this (it could lapse on its way); the step refuses with PAYMENT_AUTHORIZATION_EXPIRED instead.
+const CaptureMargin = time.Hour
+
+// payRef is what the provider is asked by, from the payments row.
+type payRef struct {
+	payment.Ref
+	version       string
+	captureBefore *time.Time
+	// attempted is how long ago the first authorization was attempted; negative: never.
+	attempted time.Duration
+}
+
+func (a *Payments) ref(ctx context.Context, orderID int64) (payRef, error) {
+	row, err := db.New(a.Pool).PaymentRef(ctx, orderID)
+	if err != nil {
+		return payRef{}, fmt.Errorf("reading the payment of order %d: %w", orderID, err)
+	}
+	return payRef{Ref: payment.Ref{Key: row.IdempotencyKey, OrderID: orderID, IntentID: row.IntentID},
+		version: row.PriceVersion, captureBefore: row.CaptureBefore,
+		attempted: time.Duration(row.AttemptedSecondsAgo * float64(time.Second))}, nil
+}
+
+// withinKeyWindow: the provider still keeps the keys of the payment's first authorization, so
+// authorizing again under them answers the same intent rather than making a second one.
+func (a *Payments) withinKeyWindow(r payRef) bool {
+	w := a.Gateway.Rules().KeyWindow
+	return w <= 0 || r.attempted < w-keyWindowMargin
+}
+
+// keyWindowMargin keeps clear of the end of the provider's key window: a request sent just
+// before it may reach the provider just after.
+const keyWindowMargin = time.Hour
+
+// errNotSearchableYet: the provider's search does not show the intent, but the search lags and
+// the authorization was attempted too recently for that to mean it was never made.
+var errNotSearchableYet = fmt.Errorf("%w: the provider's search may not show the intent yet", payment.ErrUnavailable)
+
+// lookup asks the provider for the order's intent: by id when recorded, else by the lagging
+// search, whose "not found" is trusted only once the first attempt is older than the search lag
+// (errNotSearchableYet before).
+func (a *Payments) lookup(ctx context.Context, r payRef) (payment.Intent, error) {
+	intent, err := a.Gateway.Lookup(ctx, r.Ref)
+	if errors.Is(err, payment.ErrNotFound) && r.IntentID == "" && r.attempted >= 0 &&
+		r.attempted < a.Gateway.Rules().SearchLag {
+		return intent, errNotSearchableYet
+	}
+	return intent, err
+}
+
+// Authorize asks the provider to authorize the order's total. The intent's id is recorded as soon
+// as the provider made it, before it holds money, so that a lost answer is found by id. A timeout
+// leaves the outcome UNKNOWN: the row says so and a non-retryable PAYMENT_OUTCOME_UNKNOWN tells
+// the workflow to ask the provider (ResolvePayment) before deciding anything. Past the provider's
+// key window, the same keys would make a second intent: the provider is then only asked, never
+// asked to authorize again.
 func (a *Payments) Authorize(ctx context.Context, in AuthorizeInput) (PaymentResult, error) {
+	r, err := a.ref(ctx, in.OrderID)
+	if err != nil {
+		return PaymentResult{}, err
+	}
 	if in.Token == "" {
 		token, err := db.New(a.Pool).PaymentMethodToken(ctx, in.OrderID)
 		if db.NotFound(err) {
 			// The token is forgotten once the provider answered: this is a repeat of a call whose
 			// answer was recorded but lost on its way back (the worker died). The provider's
-			// intent under the order's key is that answer.
-			return a.answered(ctx, in.OrderID)
+			// intent for the order is that answer.
+			return a.answered(ctx, r)
 		}
 		if err != nil {
 			return PaymentResult{}, fmt.Errorf("reading the payment method of order %d: %w", in.OrderID, err)
 		}
 		in.Token = token
 	}
-	intent, err := a.Gateway.Authorize(ctx, payment.AuthorizeRequest{IdempotencyKey: order.PaymentKey(in.OrderID),
-		OrderID: in.OrderID, AmountMinor: in.AmountMinor, Currency: in.Currency, PaymentMethodToken: in.Token})
+	if r.attempted >= 0 && !a.withinKeyWindow(r) {
+		return a.answered(ctx, r)
+	}
+	q := db.New(a.Pool)
+	if err := q.AuthorizeAttempted(ctx, in.OrderID); err != nil {
+		return PaymentResult{}, fmt.Errorf("recording the authorization of order %d: %w", in.OrderID, err)
+	}
+	req := payment.AuthorizeRequest{Ref: payment.Ref{Key: r.Key, OrderID: in.OrderID}, OrderVersion: r.version,
+		AmountMinor: in.AmountMinor, Currency: in.Currency, PaymentMethodToken: in.Token,
+		Created: func(ctx context.Context, intentID string) error {
+			if err := q.RecordIntentID(ctx, &intentID, in.OrderID); err != nil {
+				return fmt.Errorf("recording the intent of order %d: %w", in.OrderID, err)
+			}
+			return nil
+		}}
+	intent, err := a.Gateway.Authorize(ctx, req)
 	if errors.Is(err, payment.ErrTimeout) {
 		if rerr := a.record(ctx, in.OrderID, payment.Intent{Status: PaymentUnknown}); rerr != nil {
 			return PaymentResult{}, rerr
@@ -83,36 +154,47 @@ func (a *Payments) Authorize(ctx context.Context, in AuthorizeInput) (PaymentRes
 
 // answered returns the provider's intent for an order whose authorization it already answered;
 // PAYMENT_METHOD_GONE when it holds none: the order's payment method token is no longer on record
-// (the order request was never stored, or its token was forgotten after a day), and no retry can
-// help.
-func (a *Payments) answered(ctx context.Context, orderID int64) (PaymentResult, error) {
-	intent, err := a.Gateway.Lookup(ctx, order.PaymentKey(orderID))
-	if errors.Is(err, payment.ErrNotFound) {
+// (the order request was never stored, or its token was forgotten after a day), or the provider's
+// keys of the first attempt are gone, and no retry can help.
+func (a *Payments) answered(ctx context.Context, r payRef) (PaymentResult, error) {
+	intent, err := a.lookup(ctx, r)
+	if errors.Is(err, payment.ErrNotFound) || (err == nil && intent.Status == payment.StatusCreated) {
 		return PaymentResult{}, failure(problem.PaymentMethodGone, "the order's payment method is no longer on record", err)
 	}
 	if err != nil {
 		return PaymentResult{}, providerError(err)
 	}
-	return a.mirror(ctx, orderID, intent)
+	return a.mirror(ctx, r.OrderID, intent)
 }
 
-// ResolvePayment asks the provider what became of the order's payment.
+// ResolvePayment asks the provider what became of the order's payment. NOT_FOUND means that
+// authorizing again under the same keys makes no second authorization: the provider never made
+// the intent (its search can see it by now), or made it without confirming it, or it still keeps
+// the keys. Otherwise a search that cannot tell yet leaves the payment UNKNOWN.
 func (a *Payments) ResolvePayment(ctx context.Context, orderID int64) (PaymentResult, error) {
-	intent, err := a.Gateway.Lookup(ctx, order.PaymentKey(orderID))
-	if errors.Is(err, payment.ErrNotFound) {
-		return PaymentResult{Status: PaymentNotFound}, nil
-	}
+	r, err := a.ref(ctx, orderID)
 	if err != nil {
+		return PaymentResult{}, err
+	}
+	intent, err := a.lookup(ctx, r)
+	switch {
+	case errors.Is(err, payment.ErrNotFound), err == nil && intent.Status == payment.StatusCreated:
+		return PaymentResult{Status: PaymentNotFound}, nil
+	case errors.Is(err, errNotSearchableYet) && a.withinKeyWindow(r):
+		return PaymentResult{Status: PaymentNotFound}, nil
+	case errors.Is(err, errNotSearchableYet):
+		return PaymentResult{Status: PaymentUnknown}, nil
+	case err != nil:
 		return PaymentResult{}, providerError(err)
 	}
 	return a.mirror(ctx, orderID, intent)
 }
 
 // SettleUnknown finds out what became of an authorization whose outcome is UNKNOWN: it asks the
-// provider by the order's key, and authorizes again with the same key when the provider never saw
-// it. While the provider cannot tell (it is down, or timed out again), it fails retryably with
-// PAYMENT_STILL_UNKNOWN, so the order's workflow leaves the retries to the server (with backoff) and
-// its history does not grow while it waits.
+// provider, and authorizes again under the same keys when the provider never made it. While the
+// provider cannot tell (it is down, timed out again, or its search does not show the intent yet),
+// it fails retryably with PAYMENT_STILL_UNKNOWN, so the order's workflow leaves the retries to the
+// server (with backoff) and its history does not grow while it waits.
 func (a *Payments) SettleUnknown(ctx context.Context, in AuthorizeInput) (PaymentResult, error) {
 	res, err := a.ResolvePayment(ctx, in.OrderID)
 	if err == nil && res.Status == PaymentNotFound {
@@ -139,20 +221,28 @@ type VerifyEventInput struct {
 }
 
 // VerifyEvent asks the provider for the order's intent before the order acts on an event about
-// it: the intent must be the one the provider holds under the order's own key, for this order,
-// amount and currency. The provider's status, not the event's, is returned and mirrored. An
-// intent that is not the order's, or one the provider holds for another amount or currency, is a
-// non-retryable PAYMENT_EVENT_REFUSED, and the order does not act on the event; a provider that
-// cannot be asked is retried.
+// it: the intent the order recorded (or, when it recorded none, the event's, which must carry the
+// order's own key in its metadata), for this order, amount and currency. The provider's status,
+// not the event's, is returned and mirrored. An intent that is not the order's, or one the
+// provider holds for another amount or currency, is a non-retryable PAYMENT_EVENT_REFUSED, and
+// the order does not act on the event; a provider that cannot be asked is retried.
 func (a *Payments) VerifyEvent(ctx context.Context, in VerifyEventInput) (PaymentResult, error) {
-	intent, err := a.Gateway.Lookup(ctx, order.PaymentKey(in.OrderID))
+	r, err := a.ref(ctx, in.OrderID)
+	if err != nil {
+		return PaymentResult{}, err
+	}
+	ref := r.Ref
+	if ref.IntentID == "" {
+		ref.IntentID = in.IntentID
+	}
+	intent, err := a.Gateway.Lookup(ctx, ref)
 	if errors.Is(err, payment.ErrNotFound) {
-		return PaymentResult{}, failure(problem.PaymentEventRefused, "the provider holds no intent for this order", err)
+		return PaymentResult{}, failure(problem.PaymentEventRefused, "the provider holds no such intent for this order", err)
 	}
 	if err != nil {
 		return PaymentResult{}, providerError(err)
 	}
-	if msg := eventMismatch(in, intent); msg != "" {
+	if msg := eventMismatch(in, r.Key, intent); msg != "" {
 		activity.GetLogger(ctx).Warn("payment event refused", "order_id", in.OrderID, "intent_id", in.IntentID, "reason", msg)
 		return PaymentResult{}, failure(problem.PaymentEventRefused, msg, nil)
 	}
@@ -164,11 +254,11 @@ func (a *Payments) VerifyEvent(ctx context.Context, in VerifyEventInput) (Paymen
 }
 
 // eventMismatch says why the provider's intent does not back the event, or "" when it does.
-func eventMismatch(in VerifyEventInput, intent payment.Intent) string {
+func eventMismatch(in VerifyEventInput, key string, intent payment.Intent) string {
 	switch {
 	case intent.ID != in.IntentID:
 		return "the event names intent " + in.IntentID + ", the order's is " + intent.ID
-	case intent.OrderID != in.OrderID:
+	case intent.OrderID != in.OrderID || intent.IdempotencyKey != key:
 		return "the provider's intent belongs to another order"
 	case intent.AmountMinor != in.AmountMinor || intent.Currency != in.Currency:
 		return "the provider's intent is for another amount"
@@ -176,45 +266,76 @@ func eventMismatch(in VerifyEventInput, intent payment.Intent) string {
 	return ""
 }
 
-// Capture takes the authorized money. A repeat captures nothing more.
+// Capture takes the authorized money. A repeat captures nothing more. An authorization that the
+// provider lets lapse within CaptureMargin is not sent for capture: the step refuses with a
+// non-retryable PAYMENT_AUTHORIZATION_EXPIRED (no retry can bring it back), and so does one the
+// provider reports lapsed.
 func (a *Payments) Capture(ctx context.Context, orderID int64) (PaymentResult, error) {
-	intent, err := a.Gateway.Capture(ctx, order.PaymentKey(orderID))
+	r, err := a.ref(ctx, orderID)
+	if err != nil {
+		return PaymentResult{}, err
+	}
+	if r.captureBefore != nil && time.Until(*r.captureBefore) < CaptureMargin {
+		return PaymentResult{}, authorizationExpired(*r.captureBefore)
+	}
+	intent, err := a.Gateway.Capture(ctx, r.Ref)
+	if errors.Is(err, payment.ErrInvalidState) {
+		if cur, lerr := a.Gateway.Lookup(ctx, r.Ref); lerr == nil && cur.DeclineCode == payment.DeclineAuthorizationExpired {
+			_, _ = a.mirror(ctx, orderID, cur)
+			return PaymentResult{}, authorizationExpired(cur.CaptureBefore)
+		}
+	}
 	if err != nil {
 		return PaymentResult{}, providerError(err)
 	}
 	return a.mirror(ctx, orderID, intent)
+}
+
+func authorizationExpired(at time.Time) error {
+	return failure(problem.PaymentAuthorizationExpired, fmt.Sprintf("the provider's authorization lapses at %s: not captured",
+		at.UTC().Format(time.RFC3339)), nil)
 }
 
 // Refund gives captured money back.
 func (a *Payments) Refund(ctx context.Context, orderID int64) (PaymentResult, error) {
-	intent, err := a.Gateway.Refund(ctx, order.PaymentKey(orderID))
+	r, err := a.ref(ctx, orderID)
+	if err != nil {
+		return PaymentResult{}, err
+	}
+	intent, err := a.Gateway.Refund(ctx, r.Ref)
 	if err != nil {
 		return PaymentResult{}, providerError(err)
 	}
 	return a.mirror(ctx, orderID, intent)
 }
 
-// Reverse undoes the payment whatever state it reached: an intent awaiting 3-D Secure or an
-// authorization is voided, a capture is refunded, and an intent the provider never saw needs
-// nothing. It is the payment's compensation, safe to run any number of times.
+// Reverse undoes the payment whatever state it reached: an intent made, awaiting 3-D Secure or
+// authorized is voided, a capture is refunded, and an intent the provider never made needs
+// nothing — which is trusted only once its search can see it (retried before). It is the
+// payment's compensation, safe to run any number of times.
 func (a *Payments) Reverse(ctx context.Context, orderID int64) (PaymentResult, error) {
-	key := order.PaymentKey(orderID)
-	intent, err := a.Gateway.Lookup(ctx, key)
+	r, err := a.ref(ctx, orderID)
+	if err != nil {
+		return PaymentResult{}, err
+	}
+	intent, err := a.lookup(ctx, r)
 	if errors.Is(err, payment.ErrNotFound) {
 		return PaymentResult{Status: PaymentNotFound}, nil
 	}
 	if err != nil {
 		return PaymentResult{}, providerError(err)
 	}
+	ref := r.Ref
+	ref.IntentID = intent.ID
 	switch intent.Status {
-	case payment.StatusRequiresAction, payment.StatusAuthorized:
-		intent, err = a.Gateway.Void(ctx, key)
+	case payment.StatusCreated, payment.StatusRequiresAction, payment.StatusAuthorized:
+		intent, err = a.Gateway.Void(ctx, ref)
 		if errors.Is(err, payment.ErrInvalidState) {
 			// Captured in between: refund instead.
-			intent, err = a.Gateway.Refund(ctx, key)
+			intent, err = a.Gateway.Refund(ctx, ref)
 		}
 	case payment.StatusCaptured:
-		intent, err = a.Gateway.Refund(ctx, key)
+		intent, err = a.Gateway.Refund(ctx, ref)
 	}
 	if err != nil {
 		return PaymentResult{}, providerError(err)
@@ -231,6 +352,10 @@ func (a *Payments) mirror(ctx context.Context, orderID int64, intent payment.Int
 }
 
 func (a *Payments) record(ctx context.Context, orderID int64, intent payment.Intent) error {
+	if intent.Status == payment.StatusCreated {
+		// Made, not confirmed: nothing is held, and the row keeps what it said.
+		return nil
+	}
 	p := db.RecordPaymentParams{OrderID: orderID, Status: string(intent.Status),
 		CapturedMinor: intent.CapturedMinor, RefundedMinor: intent.RefundedMinor}
 	if intent.ID != "" {
@@ -238,6 +363,9 @@ func (a *Payments) record(ctx context.Context, orderID int64, intent payment.Int
 	}
 	if intent.RedirectURL != "" {
 		p.RedirectUrl = &intent.RedirectURL
+	}
+	if !intent.CaptureBefore.IsZero() {
+		p.CaptureBefore = &intent.CaptureBefore
 	}
 	if err := db.New(a.Pool).RecordPayment(ctx, p); err != nil {
 		return fmt.Errorf("recording the payment of order %d: %w", orderID, err)

@@ -224,12 +224,19 @@ func (a *PaymentReconciler) resolve(ctx context.Context, pays *Payments, r db.Pa
 		// Here only for being past its hold; its workflow runs and knows its payment.
 		return nil
 	}
-	intent, err := a.Gateway.Lookup(ctx, order.PaymentKey(r.OrderID))
-	if errors.Is(err, payment.ErrNotFound) {
-		// The provider never saw the key: nothing was authorized. The order decides on its own
-		// (it authorizes again, or its hold expires).
+	ref, err := pays.ref(ctx, r.OrderID)
+	if err != nil {
+		return err
+	}
+	intent, err := pays.lookup(ctx, ref)
+	if errors.Is(err, payment.ErrNotFound) || (err == nil && intent.Status == payment.StatusCreated) {
+		// The provider never made the intent, or never confirmed it: nothing was authorized. The
+		// order decides on its own (it authorizes again, or its hold expires).
 		res.NotFound++
 		return nil
+	}
+	if errors.Is(err, errNotSearchableYet) {
+		return nil // asked again on the next run, once the provider's search can see it
 	}
 	if err != nil {
 		return err

@@ -35,7 +35,10 @@ type fakeProvider struct {
 	asked   []string
 }
 
-func (f *fakeProvider) Lookup(_ context.Context, key string) (payment.Intent, error) {
+func (f *fakeProvider) Rules() payment.Rules { return payment.Rules{} }
+
+func (f *fakeProvider) Lookup(_ context.Context, ref payment.Ref) (payment.Intent, error) {
+	key := ref.Key
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.asked = append(f.asked, key)
@@ -69,7 +72,8 @@ func (f *fakeSignaler) Running(_ context.Context, workflowID string) (bool, erro
 	return !f.gone[workflowID], nil
 }
 
-func (f *fakeProvider) Void(_ context.Context, key string) (payment.Intent, error) {
+func (f *fakeProvider) Void(_ context.Context, ref payment.Ref) (payment.Intent, error) {
+	key := ref.Key
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	in, ok := f.intents[key]
@@ -523,7 +527,7 @@ func TestReconcilePayments_ClosedOrderWhosePaymentTheProviderNeverSaw_SettledOnc
 
 	// The provider answers one of them after all (its webhook records the authorization): it is
 	// back on the list and reversed.
-	_, err = sim.Authorize(ctx, payment.AuthorizeRequest{IdempotencyKey: order.PaymentKey(long[1]), OrderID: long[1],
+	_, err = sim.Authorize(ctx, payment.AuthorizeRequest{Ref: payment.Ref{Key: order.PaymentKey(long[1]), OrderID: long[1]},
 		AmountMinor: 1000, Currency: "TRY", PaymentMethodToken: "tok_ok"})
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `UPDATE payments SET status = 'AUTHORIZED' WHERE order_id = $1`, long[1])
@@ -531,7 +535,7 @@ func TestReconcilePayments_ClosedOrderWhosePaymentTheProviderNeverSaw_SettledOnc
 	late, err := rec.ReconcilePayments(ctx, activities.ReconcilePaymentsInput{})
 	require.NoError(t, err)
 	assert.Equal(t, 1, late.Reversed, "%+v", late)
-	i, err := sim.Lookup(ctx, order.PaymentKey(long[1]))
+	i, err := sim.Lookup(ctx, payment.Ref{Key: order.PaymentKey(long[1]), OrderID: long[1]})
 	require.NoError(t, err)
 	assert.Equal(t, payment.StatusVoided, i.Status)
 }

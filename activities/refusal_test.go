@@ -80,13 +80,15 @@ type failingProvider struct {
 	intent payment.Intent
 }
 
-func (f failingProvider) Capture(context.Context, string) (payment.Intent, error) {
+func (f failingProvider) Capture(context.Context, payment.Ref) (payment.Intent, error) {
 	return payment.Intent{}, f.err
 }
 
-func (f failingProvider) Lookup(context.Context, string) (payment.Intent, error) {
+func (f failingProvider) Lookup(context.Context, payment.Ref) (payment.Intent, error) {
 	return f.intent, f.err
 }
+
+func (f failingProvider) Rules() payment.Rules { return payment.Rules{} }
 
 // inActivity runs an activity that needs its context (its logger) under the SDK's test
 // environment, and returns its error.
@@ -110,7 +112,11 @@ func TestSteps_RaiseTheirFailuresUnderTheirCodes(t *testing.T) {
 		return &activities.Payments{Pool: pool, Gateway: failingProvider{err: err, intent: intent}}
 	}
 	step := func(_ any, err error) error { return err }
-	event := activities.VerifyEventInput{OrderID: 1, IntentID: "pi_forged", AmountMinor: 1000, Currency: "TRY"}
+	paid, _ := insertOrder(t, pool, "PENDING_PAYMENT", "AUTHORIZED", 0)
+	lapsing, _ := insertOrder(t, pool, "PENDING_PAYMENT", "AUTHORIZED", 0)
+	_, err := pool.Exec(ctx, `UPDATE payments SET capture_before = now() + interval '10 minutes' WHERE order_id = $1`, lapsing)
+	require.NoError(t, err)
+	event := activities.VerifyEventInput{OrderID: paid, IntentID: "pi_forged", AmountMinor: 1000, Currency: "TRY"}
 	cases := []struct {
 		name      string
 		err       error
@@ -124,19 +130,21 @@ func TestSteps_RaiseTheirFailuresUnderTheirCodes(t *testing.T) {
 			To: string(order.StatusPendingPayment)})), problem.OrderTransitionRefused, false},
 		{"an answer that is no JSON", orders.RecordOutcome(ctx, activities.RecordOutcomeInput{UserID: 1,
 			IdempotencyKey: "k", Outcome: func() {}}), problem.OutcomeNotRecordable, false},
-		{"the provider down", step(pays(payment.ErrUnavailable, payment.Intent{}).Capture(ctx, 1)),
+		{"the provider down", step(pays(payment.ErrUnavailable, payment.Intent{}).Capture(ctx, paid)),
 			problem.PaymentProviderUnavailable, true},
-		{"the provider timing out", step(pays(payment.ErrTimeout, payment.Intent{}).Capture(ctx, 1)),
+		{"the provider timing out", step(pays(payment.ErrTimeout, payment.Intent{}).Capture(ctx, paid)),
 			problem.PaymentProviderUnavailable, true},
-		{"the provider refusing the capture", step(pays(payment.ErrInvalidState, payment.Intent{}).Capture(ctx, 1)),
+		{"the provider refusing the capture", step(pays(payment.ErrInvalidState, payment.Intent{}).Capture(ctx, paid)),
 			problem.PaymentRefused, false},
-		{"the provider holding no such intent", step(pays(payment.ErrNotFound, payment.Intent{}).Capture(ctx, 1)),
+		{"the provider holding no such intent", step(pays(payment.ErrNotFound, payment.Intent{}).Capture(ctx, paid)),
 			problem.PaymentNotFound, false},
 		{"the provider still unable to tell", step(pays(payment.ErrUnavailable, payment.Intent{}).SettleUnknown(ctx,
-			activities.AuthorizeInput{OrderID: 1, AmountMinor: 1000, Currency: "TRY"})), problem.PaymentStillUnknown, true},
+			activities.AuthorizeInput{OrderID: paid, AmountMinor: 1000, Currency: "TRY"})), problem.PaymentStillUnknown, true},
+		{"an authorization lapsing before its capture could land", step(pays(nil, payment.Intent{}).Capture(ctx, lapsing)),
+			problem.PaymentAuthorizationExpired, false},
 		{"an event about no intent", step(pays(payment.ErrNotFound, payment.Intent{}).VerifyEvent(ctx, event)),
 			problem.PaymentEventRefused, false},
-		{"an event about another intent", inActivity(pays(nil, payment.Intent{ID: "pi_1", OrderID: 1,
+		{"an event about another intent", inActivity(pays(nil, payment.Intent{ID: "pi_1", OrderID: paid,
 			AmountMinor: 1000, Currency: "TRY"}).VerifyEvent, event), problem.PaymentEventRefused, false},
 	}
 	for _, c := range cases {

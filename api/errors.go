@@ -84,19 +84,20 @@ var statusOf = map[problem.Code]int{
 	// The saga's own failures (internal codes), never answered as they are: a request that meets
 	// one is answered UNAVAILABLE when a dependency is down or has not answered (503, Retry-After),
 	// INTERNAL when it is a fault of ours (500; the failure is logged).
-	problem.PaymentProviderUnavailable: http.StatusServiceUnavailable,
-	problem.PaymentOutcomeUnknown:      http.StatusServiceUnavailable,
-	problem.PaymentStillUnknown:        http.StatusServiceUnavailable,
-	problem.ReservationNotActive:       http.StatusInternalServerError,
-	problem.NoReservation:              http.StatusInternalServerError,
-	problem.InvalidInventoryRequest:    http.StatusInternalServerError,
-	problem.OrderTransitionRefused:     http.StatusInternalServerError,
-	problem.OutcomeNotRecordable:       http.StatusInternalServerError,
-	problem.PaymentRefused:             http.StatusInternalServerError,
-	problem.PaymentNotFound:            http.StatusInternalServerError,
-	problem.PaymentMethodGone:          http.StatusInternalServerError,
-	problem.PaymentEventRefused:        http.StatusInternalServerError,
-	problem.InvalidSupportAction:       http.StatusInternalServerError,
+	problem.PaymentProviderUnavailable:  http.StatusServiceUnavailable,
+	problem.PaymentOutcomeUnknown:       http.StatusServiceUnavailable,
+	problem.PaymentStillUnknown:         http.StatusServiceUnavailable,
+	problem.ReservationNotActive:        http.StatusInternalServerError,
+	problem.NoReservation:               http.StatusInternalServerError,
+	problem.InvalidInventoryRequest:     http.StatusInternalServerError,
+	problem.OrderTransitionRefused:      http.StatusInternalServerError,
+	problem.OutcomeNotRecordable:        http.StatusInternalServerError,
+	problem.PaymentRefused:              http.StatusInternalServerError,
+	problem.PaymentNotFound:             http.StatusInternalServerError,
+	problem.PaymentMethodGone:           http.StatusInternalServerError,
+	problem.PaymentEventRefused:         http.StatusInternalServerError,
+	problem.PaymentAuthorizationExpired: http.StatusInternalServerError,
+	problem.InvalidSupportAction:        http.StatusInternalServerError,
 }
 
 // StatusOf is the HTTP status the API answers a code with (500 for a code it has no row for).

@@ -42,9 +42,9 @@ type TemporalClient interface {
 	ExecuteWorkflow(ctx context.Context, options client.StartWorkflowOptions, workflow any, args ...any) (client.WorkflowRun, error)
 }
 
-// PaymentLookup asks the payment provider for an intent by its idempotency key.
+// PaymentLookup asks the payment provider for an intent.
 type PaymentLookup interface {
-	Lookup(ctx context.Context, key string) (payment.Intent, error)
+	Lookup(ctx context.Context, ref payment.Ref) (payment.Intent, error)
 }
 
 // PaymentPages are the provider's own pages (the simulator's 3-D Secure page), served by the API

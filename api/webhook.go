@@ -148,20 +148,22 @@ func (s *Server) routeEvent(ctx context.Context, ev payment.WebhookEvent) (db.Pa
 	return db.PaymentByIntentRow(byKey), &intent, true, nil
 }
 
-// providerIntent asks the provider for the intent it holds under the event's key: ok when it is
-// the event's intent, for orderID. A provider that cannot be asked is an error (503).
+// providerIntent asks the provider, by its id, for the intent the event names: ok when the
+// provider holds it for orderID, under that order's own key. A provider that cannot be asked is
+// an error (503).
 func (s *Server) providerIntent(ctx context.Context, ev payment.WebhookEvent, orderID int64) (payment.Intent, bool, error) {
 	if s.Payments == nil {
 		return payment.Intent{}, false, errNoProvider
 	}
-	intent, err := s.Payments.Lookup(ctx, ev.Intent.IdempotencyKey)
+	key := order.PaymentKey(orderID)
+	intent, err := s.Payments.Lookup(ctx, payment.Ref{Key: key, OrderID: orderID, IntentID: ev.Intent.ID})
 	if errors.Is(err, payment.ErrNotFound) {
 		return intent, false, nil
 	}
 	if err != nil {
 		return intent, false, s.providerUnavailable(err)
 	}
-	return intent, intent.ID == ev.Intent.ID && intent.OrderID == orderID, nil
+	return intent, intent.ID == ev.Intent.ID && intent.OrderID == orderID && intent.IdempotencyKey == key, nil
 }
 
 var errNoProvider = problem.New(problem.Unavailable, "no payment provider is configured")

@@ -227,19 +227,21 @@ type Outbox struct {
 }
 
 type Payment struct {
-	OrderID        int64
-	IdempotencyKey string
-	Provider       string
-	IntentID       *string
-	Status         string
-	AmountMinor    int64
-	Currency       string
-	RedirectUrl    *string
-	CapturedMinor  int64
-	RefundedMinor  int64
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	NothingHeldAt  *time.Time
+	OrderID              int64
+	IdempotencyKey       string
+	Provider             string
+	IntentID             *string
+	Status               string
+	AmountMinor          int64
+	Currency             string
+	RedirectUrl          *string
+	CapturedMinor        int64
+	RefundedMinor        int64
+	CreatedAt            time.Time
+	UpdatedAt            time.Time
+	NothingHeldAt        *time.Time
+	AuthorizeAttemptedAt *time.Time
+	CaptureBefore        *time.Time
 }
 
 type PaymentMethodToken struct {

@@ -59,6 +59,17 @@ func (q *Queries) AnnounceLineCancellation(ctx context.Context, id int64) (Annou
 	return i, err
 }
 
+const authorizeAttempted = `-- name: AuthorizeAttempted :exec
+UPDATE payments SET authorize_attempted_at = coalesce(authorize_attempted_at, now())
+WHERE order_id = $1
+`
+
+// The first authorization attempt's time is kept; a repeat does not move it.
+func (q *Queries) AuthorizeAttempted(ctx context.Context, orderID int64) error {
+	_, err := q.db.Exec(ctx, authorizeAttempted, orderID)
+	return err
+}
+
 const cancelLineUnits = `-- name: CancelLineUnits :one
 UPDATE order_items oi
    SET cancelled_quantity = oi.cancelled_quantity + $1::int
@@ -266,10 +277,7 @@ func (q *Queries) GetOrder(ctx context.Context, id int64) (Order, error) {
 }
 
 const getPayment = `-- name: GetPayment :one
-SELECT order_id, idempotency_key, provider, intent_id, status, amount_minor, currency, redirect_url,
-       captured_minor, refunded_minor, created_at, updated_at, nothing_held_at
-FROM payments
-WHERE order_id = $1
+SELECT order_id, idempotency_key, provider, intent_id, status, amount_minor, currency, redirect_url, captured_minor, refunded_minor, created_at, updated_at, nothing_held_at, authorize_attempted_at, capture_before FROM payments WHERE order_id = $1
 `
 
 func (q *Queries) GetPayment(ctx context.Context, orderID int64) (Payment, error) {
@@ -289,6 +297,8 @@ func (q *Queries) GetPayment(ctx context.Context, orderID int64) (Payment, error
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.NothingHeldAt,
+		&i.AuthorizeAttemptedAt,
+		&i.CaptureBefore,
 	)
 	return i, err
 }
@@ -920,6 +930,37 @@ func (q *Queries) PaymentMethodToken(ctx context.Context, orderID int64) (string
 	return token, err
 }
 
+const paymentRef = `-- name: PaymentRef :one
+SELECT p.idempotency_key, coalesce(p.intent_id, '')::text AS intent_id, o.price_version, p.capture_before,
+       coalesce(EXTRACT(EPOCH FROM now() - p.authorize_attempted_at), -1)::float8 AS attempted_seconds_ago
+FROM payments p
+JOIN orders o ON o.id = p.order_id
+WHERE p.order_id = $1
+`
+
+type PaymentRefRow struct {
+	IdempotencyKey      string
+	IntentID            string
+	PriceVersion        string
+	CaptureBefore       *time.Time
+	AttemptedSecondsAgo float64
+}
+
+// What the provider is asked by: the payment's key, the intent's id once recorded, and how long
+// ago the first authorization was attempted (-1: never), by the database's clock.
+func (q *Queries) PaymentRef(ctx context.Context, orderID int64) (PaymentRefRow, error) {
+	row := q.db.QueryRow(ctx, paymentRef, orderID)
+	var i PaymentRefRow
+	err := row.Scan(
+		&i.IdempotencyKey,
+		&i.IntentID,
+		&i.PriceVersion,
+		&i.CaptureBefore,
+		&i.AttemptedSecondsAgo,
+	)
+	return i, err
+}
+
 const pendingOrdersOf = `-- name: PendingOrdersOf :one
 SELECT count(*) AS pending,
        (SELECT hold_expires_at FROM orders h
@@ -943,32 +984,46 @@ func (q *Queries) PendingOrdersOf(ctx context.Context, userID int64) (PendingOrd
 	return i, err
 }
 
+const recordIntentID = `-- name: RecordIntentID :exec
+UPDATE payments SET intent_id = $1, updated_at = now()
+WHERE order_id = $2 AND intent_id IS NULL
+`
+
+// The intent's id, as soon as the provider made it and before it holds money: an answer lost
+// after this is found by id. An id once recorded is never replaced.
+func (q *Queries) RecordIntentID(ctx context.Context, intentID *string, orderID int64) error {
+	_, err := q.db.Exec(ctx, recordIntentID, intentID, orderID)
+	return err
+}
+
 const recordPayment = `-- name: RecordPayment :exec
 WITH forgotten AS (
     DELETE FROM payment_method_tokens t
      USING orders o
      WHERE $2::text NOT IN ('PENDING', 'UNKNOWN')
-       AND o.id = $6
+       AND o.id = $7
        AND t.user_id = o.user_id AND t.idempotency_key = o.idempotency_key AND t.request_hash = o.request_hash
 )
 UPDATE payments
    SET intent_id = COALESCE($1, intent_id),
        status = $2,
        redirect_url = COALESCE($3, redirect_url),
-       captured_minor = $4,
-       refunded_minor = $5,
+       capture_before = COALESCE($4, capture_before),
+       captured_minor = $5,
+       refunded_minor = $6,
        updated_at = now()
- WHERE order_id = $6
+ WHERE order_id = $7
    AND NOT (status IN ('CAPTURED', 'VOIDED', 'REFUNDED', 'DECLINED')
             AND $2::text IN ('PENDING', 'REQUIRES_ACTION', 'AUTHORIZED', 'UNKNOWN'))
    AND NOT (status = 'REFUNDED' AND $2::text = 'CAPTURED')
-   AND $5::bigint >= refunded_minor
+   AND $6::bigint >= refunded_minor
 `
 
 type RecordPaymentParams struct {
 	IntentID      *string
 	Status        string
 	RedirectUrl   *string
+	CaptureBefore *time.Time
 	CapturedMinor int64
 	RefundedMinor int64
 	OrderID       int64
@@ -983,6 +1038,7 @@ func (q *Queries) RecordPayment(ctx context.Context, arg RecordPaymentParams) er
 		arg.IntentID,
 		arg.Status,
 		arg.RedirectUrl,
+		arg.CaptureBefore,
 		arg.CapturedMinor,
 		arg.RefundedMinor,
 		arg.OrderID,

@@ -264,9 +264,9 @@ type refusingRefunds struct {
 	refuse *atomic.Bool
 }
 
-func (g refusingRefunds) RefundPart(ctx context.Context, key string, r payment.PartialRefund) (payment.Intent, error) {
+func (g refusingRefunds) RefundPart(ctx context.Context, key payment.Ref, r payment.PartialRefund) (payment.Intent, error) {
 	if g.refuse.Load() {
-		return payment.Intent{}, fmt.Errorf("refund of %q: %w", key, payment.ErrInvalidState)
+		return payment.Intent{}, fmt.Errorf("refund of %q: %w", key.Key, payment.ErrInvalidState)
 	}
 	return g.Gateway.RefundPart(ctx, key, r)
 }

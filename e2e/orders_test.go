@@ -340,14 +340,13 @@ func TestWebhook_LateAuthorizationOfAClosedOrder_Reversed(t *testing.T) {
 	require.NotZero(t, id)
 	require.Equal(t, "FAILED", s.waitFinal(sh.token, id, 10*time.Second).str("status"))
 
-	intent, err := s.sim.Authorize(s.ctx, payment.AuthorizeRequest{IdempotencyKey: fmt.Sprintf("order-%d", id),
-		OrderID: id, AmountMinor: 10000, Currency: "TRY", PaymentMethodToken: "tok_3ds"})
+	intent, err := s.sim.Authorize(s.ctx, payment.AuthorizeRequest{Ref: payment.Ref{Key: fmt.Sprintf("order-%d", id), OrderID: id}, AmountMinor: 10000, Currency: "TRY", PaymentMethodToken: "tok_3ds"})
 	require.NoError(t, err)
 	_, err = s.sim.Approve(s.ctx, intent.ID) // the provider sends its signed webhook
 	require.NoError(t, err)
 
 	require.Eventually(t, func() bool {
-		i, err := s.sim.Lookup(s.ctx, fmt.Sprintf("order-%d", id))
+		i, err := s.sim.Lookup(s.ctx, payment.Ref{Key: fmt.Sprintf("order-%d", id), OrderID: id})
 		return err == nil && i.Status == payment.StatusVoided
 	}, 60*time.Second, 100*time.Millisecond, "the late authorization is voided")
 	require.Eventually(t, func() bool {
@@ -363,7 +362,7 @@ type lookupDown struct {
 	until *atomic.Int64
 }
 
-func (g lookupDown) Lookup(ctx context.Context, key string) (payment.Intent, error) {
+func (g lookupDown) Lookup(ctx context.Context, key payment.Ref) (payment.Intent, error) {
 	if time.Now().UnixNano() < g.until.Load() {
 		return payment.Intent{}, payment.ErrUnavailable
 	}

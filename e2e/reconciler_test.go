@@ -36,7 +36,7 @@ func TestPaymentReconciler_LateAuthorizationOfAFailedOrderStillPending_Voided(t 
 	require.Equal(t, "FAILED", s.waitFinal(sh.token, id, 10*time.Second).str("status"))
 	require.Equal(t, "PENDING", s.scalarText(`SELECT status FROM payments WHERE order_id = $1`, id))
 
-	_, err := s.sim.Authorize(s.ctx, payment.AuthorizeRequest{IdempotencyKey: order.PaymentKey(id), OrderID: id,
+	_, err := s.sim.Authorize(s.ctx, payment.AuthorizeRequest{Ref: payment.Ref{Key: order.PaymentKey(id), OrderID: id},
 		AmountMinor: 100_00, Currency: "TRY", PaymentMethodToken: "tok_ok"})
 	require.NoError(t, err)
 

@@ -80,21 +80,21 @@ type moneyDownGateway struct {
 	down *atomic.Bool
 }
 
-func (g moneyDownGateway) Capture(ctx context.Context, key string) (payment.Intent, error) {
+func (g moneyDownGateway) Capture(ctx context.Context, key payment.Ref) (payment.Intent, error) {
 	if g.down.Load() {
 		return payment.Intent{}, payment.ErrUnavailable
 	}
 	return g.Gateway.Capture(ctx, key)
 }
 
-func (g moneyDownGateway) Void(ctx context.Context, key string) (payment.Intent, error) {
+func (g moneyDownGateway) Void(ctx context.Context, key payment.Ref) (payment.Intent, error) {
 	if g.down.Load() {
 		return payment.Intent{}, payment.ErrUnavailable
 	}
 	return g.Gateway.Void(ctx, key)
 }
 
-func (g moneyDownGateway) Refund(ctx context.Context, key string) (payment.Intent, error) {
+func (g moneyDownGateway) Refund(ctx context.Context, key payment.Ref) (payment.Intent, error) {
 	if g.down.Load() {
 		return payment.Intent{}, payment.ErrUnavailable
 	}

@@ -81,7 +81,7 @@ type heldLookups struct {
 	gate *gate
 }
 
-func (p heldLookups) Lookup(ctx context.Context, key string) (payment.Intent, error) {
+func (p heldLookups) Lookup(ctx context.Context, key payment.Ref) (payment.Intent, error) {
 	if err := p.gate.wait(ctx); err != nil {
 		return payment.Intent{}, err
 	}
@@ -159,7 +159,7 @@ func TestWebhook_NoTransactionOpenWhileItCallsTemporalOrTheProvider(t *testing.T
 	require.Equal(t, http.StatusConflict, refused.status, refused.raw)
 	lateID := refused.int("orderId")
 	require.Equal(t, "FAILED", s.waitFinal(late.token, lateID, 10*time.Second).str("status"))
-	li, err := s.sim.Authorize(s.ctx, payment.AuthorizeRequest{IdempotencyKey: order.PaymentKey(lateID), OrderID: lateID,
+	li, err := s.sim.Authorize(s.ctx, payment.AuthorizeRequest{Ref: payment.Ref{Key: order.PaymentKey(lateID), OrderID: lateID},
 		AmountMinor: 100_00, Currency: "TRY", PaymentMethodToken: "tok_3ds"})
 	require.NoError(t, err)
 	_, err = s.sim.Approve(s.ctx, li.ID)
@@ -168,7 +168,7 @@ func TestWebhook_NoTransactionOpenWhileItCallsTemporalOrTheProvider(t *testing.T
 	s.noTransactionHeld("the API asks the provider")
 	lookups.let()
 	require.Eventually(t, func() bool {
-		i, err := s.sim.Lookup(s.ctx, order.PaymentKey(lateID))
+		i, err := s.sim.Lookup(s.ctx, payment.Ref{Key: order.PaymentKey(lateID), OrderID: lateID})
 		return err == nil && i.Status == payment.StatusVoided
 	}, 60*time.Second, 100*time.Millisecond, "the late authorization is voided")
 	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM payment_webhook_events WHERE intent_id = $1`, li.ID))

@@ -136,10 +136,27 @@ VALUES (@order_id, @idempotency_key, @provider, @amount_minor, @currency)
 ON CONFLICT (order_id) DO NOTHING;
 
 -- name: GetPayment :one
-SELECT order_id, idempotency_key, provider, intent_id, status, amount_minor, currency, redirect_url,
-       captured_minor, refunded_minor, created_at, updated_at, nothing_held_at
-FROM payments
+SELECT * FROM payments WHERE order_id = @order_id;
+
+-- name: PaymentRef :one
+-- What the provider is asked by: the payment's key, the intent's id once recorded, and how long
+-- ago the first authorization was attempted (-1: never), by the database's clock.
+SELECT p.idempotency_key, coalesce(p.intent_id, '')::text AS intent_id, o.price_version, p.capture_before,
+       coalesce(EXTRACT(EPOCH FROM now() - p.authorize_attempted_at), -1)::float8 AS attempted_seconds_ago
+FROM payments p
+JOIN orders o ON o.id = p.order_id
+WHERE p.order_id = @order_id;
+
+-- name: AuthorizeAttempted :exec
+-- The first authorization attempt's time is kept; a repeat does not move it.
+UPDATE payments SET authorize_attempted_at = coalesce(authorize_attempted_at, now())
 WHERE order_id = @order_id;
+
+-- name: RecordIntentID :exec
+-- The intent's id, as soon as the provider made it and before it holds money: an answer lost
+-- after this is found by id. An id once recorded is never replaced.
+UPDATE payments SET intent_id = @intent_id, updated_at = now()
+WHERE order_id = @order_id AND intent_id IS NULL;
 
 -- name: PaymentByIntent :one
 SELECT p.order_id, o.workflow_id, o.user_id, o.status
@@ -169,6 +186,7 @@ UPDATE payments
    SET intent_id = COALESCE(sqlc.narg(intent_id), intent_id),
        status = @status,
        redirect_url = COALESCE(sqlc.narg(redirect_url), redirect_url),
+       capture_before = COALESCE(sqlc.narg(capture_before), capture_before),
        captured_minor = @captured_minor,
        refunded_minor = @refunded_minor,
        updated_at = now()

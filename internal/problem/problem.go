@@ -114,14 +114,17 @@ const (
 	// cannot tell yet, asked again. PAYMENT_REFUSED: it refuses the call (the intent's state, a key
 	// reused, a malformed request); PAYMENT_NOT_FOUND: it holds no such intent;
 	// PAYMENT_METHOD_GONE: the order's payment method is no longer on record;
-	// PAYMENT_EVENT_REFUSED: a payment event the provider does not back.
-	PaymentProviderUnavailable Code = "PAYMENT_PROVIDER_UNAVAILABLE"
-	PaymentOutcomeUnknown      Code = "PAYMENT_OUTCOME_UNKNOWN"
-	PaymentStillUnknown        Code = "PAYMENT_STILL_UNKNOWN"
-	PaymentRefused             Code = "PAYMENT_REFUSED"
-	PaymentNotFound            Code = "PAYMENT_NOT_FOUND"
-	PaymentMethodGone          Code = "PAYMENT_METHOD_GONE"
-	PaymentEventRefused        Code = "PAYMENT_EVENT_REFUSED"
+	// PAYMENT_EVENT_REFUSED: a payment event the provider does not back;
+	// PAYMENT_AUTHORIZATION_EXPIRED: the authorization lapsed (or is about to) before its capture,
+	// which is therefore not sent.
+	PaymentProviderUnavailable  Code = "PAYMENT_PROVIDER_UNAVAILABLE"
+	PaymentOutcomeUnknown       Code = "PAYMENT_OUTCOME_UNKNOWN"
+	PaymentStillUnknown         Code = "PAYMENT_STILL_UNKNOWN"
+	PaymentRefused              Code = "PAYMENT_REFUSED"
+	PaymentNotFound             Code = "PAYMENT_NOT_FOUND"
+	PaymentMethodGone           Code = "PAYMENT_METHOD_GONE"
+	PaymentEventRefused         Code = "PAYMENT_EVENT_REFUSED"
+	PaymentAuthorizationExpired Code = "PAYMENT_AUTHORIZATION_EXPIRED"
 
 	// InvalidSupportAction refuses a support action (from the Temporal UI) the workflow will not
 	// act on, with the reason.
@@ -139,12 +142,12 @@ var codes = []Code{InvalidJSON, ValidationFailed, PayloadTooLarge, MethodNotAllo
 	HoldNotExtendable, OrderNotConfirmed, UnitsExceedLine,
 	ReservationNotActive, NoReservation, InvalidInventoryRequest, OrderTransitionRefused, OutcomeNotRecordable,
 	PaymentProviderUnavailable, PaymentOutcomeUnknown, PaymentStillUnknown, PaymentRefused, PaymentNotFound,
-	PaymentMethodGone, PaymentEventRefused, InvalidSupportAction}
+	PaymentMethodGone, PaymentEventRefused, PaymentAuthorizationExpired, InvalidSupportAction}
 
 // internal are the codes no client is answered with.
 var internal = []Code{ReservationNotActive, NoReservation, InvalidInventoryRequest, OrderTransitionRefused,
 	OutcomeNotRecordable, PaymentProviderUnavailable, PaymentOutcomeUnknown, PaymentStillUnknown, PaymentRefused,
-	PaymentNotFound, PaymentMethodGone, PaymentEventRefused, InvalidSupportAction}
+	PaymentNotFound, PaymentMethodGone, PaymentEventRefused, PaymentAuthorizationExpired, InvalidSupportAction}
 
 // Codes are every code of the vocabulary.
 func Codes() []Code { return append([]Code(nil), codes...) }

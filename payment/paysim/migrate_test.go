@@ -65,14 +65,14 @@ func TestMigrate_FreshDatabase_TablesComeFromTheSimulatorsMigrationsOnly(t *test
 	applied, err := paysim.Migrate(ctx, url)
 	require.NoError(t, err)
 	assert.Equal(t, simulatorMigrations(t), applied)
-	assert.Equal(t, "paysim.faults paysim.intents paysim.refunds paysim.webhook_events", text(t, pool, simulatorTables))
+	assert.Equal(t, "paysim.faults paysim.idempotency_keys paysim.intents paysim.refunds paysim.webhook_events", text(t, pool, simulatorTables))
 	applied, err = paysim.Migrate(ctx, url)
 	require.NoError(t, err)
 	assert.Empty(t, applied, "a second start applies nothing")
 
 	sim := paysim.New(pool, paysim.Options{})
 	t.Cleanup(sim.Close)
-	in, err := sim.Authorize(ctx, payment.AuthorizeRequest{IdempotencyKey: "k1", OrderID: 1, AmountMinor: 100,
+	in, err := sim.Authorize(ctx, payment.AuthorizeRequest{Ref: payment.Ref{Key: "k1", OrderID: 1}, AmountMinor: 100,
 		Currency: "TRY", PaymentMethodToken: paysim.TokenOK})
 	require.NoError(t, err)
 	assert.Equal(t, payment.StatusAuthorized, in.Status)
@@ -125,16 +125,16 @@ func TestMigrate_OldPublicTables_MovedWithTheirRows(t *testing.T) {
 	applied, err := paysim.Migrate(ctx, url)
 	require.NoError(t, err)
 	assert.Equal(t, simulatorMigrations(t), applied)
-	assert.Equal(t, "paysim.faults paysim.intents paysim.refunds paysim.webhook_events", text(t, pool, simulatorTables),
+	assert.Equal(t, "paysim.faults paysim.idempotency_keys paysim.intents paysim.refunds paysim.webhook_events", text(t, pool, simulatorTables),
 		"moved, none left in public")
 
 	sim := paysim.New(pool, paysim.Options{})
 	t.Cleanup(sim.Close)
-	in, err := sim.Lookup(ctx, "order-7-pay")
+	in, err := sim.Lookup(ctx, payment.Ref{Key: "order-7-pay", OrderID: 7})
 	require.NoError(t, err)
 	assert.Equal(t, payment.Intent{ID: "pi_running", IdempotencyKey: "order-7-pay", OrderID: 7, Status: payment.StatusCaptured,
 		AmountMinor: 124990, CapturedMinor: 124990, RefundedMinor: 1000, Currency: "TRY"}, in)
-	again, err := sim.RefundPart(ctx, "order-7-pay", payment.PartialRefund{IdempotencyKey: "order-7-cancel-1", AmountMinor: 1000})
+	again, err := sim.RefundPart(ctx, payment.Ref{Key: "order-7-pay", OrderID: 7}, payment.PartialRefund{IdempotencyKey: "order-7-cancel-1", AmountMinor: 1000})
 	require.NoError(t, err)
 	assert.Equal(t, int64(1000), again.RefundedMinor, "the refund made before the move answers its repeat")
 	f, err := sim.Faults(ctx)

@@ -40,6 +40,10 @@ const (
 	TokenDecline = "tok_decline" // declined "card_declined"
 	// TokenTimeout authorizes, but the call answers ErrTimeout: the caller must Lookup.
 	TokenTimeout = "tok_timeout"
+	// TokenLostCreate authorizes, but the answer of the intent's creation is lost before the
+	// caller learns its id: the caller can only find it by the (lagging) search, or by
+	// authorizing again under the same keys.
+	TokenLostCreate = "tok_lost_create"
 )
 
 // Decline codes of DECLINED intents.
@@ -87,6 +91,13 @@ type Options struct {
 	// PollInterval is how often RunDeliverer looks for due events when nothing wakes it.
 	// Default 1s.
 	PollInterval time.Duration
+
+	// The provider's rules (payment.Rules), Stripe's by default: idempotency keys are kept for
+	// KeyWindow (24h); a search by metadata misses intents younger than SearchLag (0: none; Stripe
+	// says up to a minute); an authorization lapses AuthorizationWindow after it is made (7 days).
+	KeyWindow           time.Duration
+	SearchLag           time.Duration
+	AuthorizationWindow time.Duration
 }
 
 // Sim is the simulator. It is safe for concurrent use; one per process.
@@ -129,6 +140,8 @@ func New(pool *pgxpool.Pool, opts Options) *Sim {
 	setDefault(&opts.RetryMax, 30*time.Second)
 	setDefault(&opts.GiveUpAfter, 24*time.Hour)
 	setDefault(&opts.PollInterval, time.Second)
+	setDefault(&opts.KeyWindow, 24*time.Hour)
+	setDefault(&opts.AuthorizationWindow, 7*24*time.Hour)
 	return &Sim{
 		pool: pool, q: simdb.New(pool), opts: opts, log: opts.Log.With("component", "paysim"),
 		wake: make(chan struct{}, 1),
@@ -150,9 +163,15 @@ func (s *Sim) Close() {
 	s.inflight.Wait()
 }
 
-var currencyRe = regexp.MustCompile(`^[A-Z]{3}$`)
+// Rules implements payment.Gateway.
+func (s *Sim) Rules() payment.Rules {
+	return payment.Rules{KeyWindow: s.opts.KeyWindow, SearchLag: s.opts.SearchLag,
+		AuthorizationWindow: s.opts.AuthorizationWindow}
+}
 
-// Authorize implements payment.Gateway.
+// Authorize implements payment.Gateway as Stripe's API is used: the intent is made (key
+// OpCreate), its id handed to req.Created, and then it is confirmed with the token (key
+// OpConfirm). Each step under its own key answers a repeat with the intent as it stands.
 func (s *Sim) Authorize(ctx context.Context, req payment.AuthorizeRequest) (payment.Intent, error) {
 	if err := validate(req); err != nil {
 		return payment.Intent{}, err
@@ -160,49 +179,183 @@ func (s *Sim) Authorize(ctx context.Context, req payment.AuthorizeRequest) (paym
 	if err := s.gate(ctx, "authorize", true); err != nil {
 		return payment.Intent{}, err
 	}
-	id := newID("pi_")
-	p := simdb.CreateIntentParams{
-		ID: id, IdempotencyKey: req.IdempotencyKey, OrderID: req.OrderID, AmountMinor: req.AmountMinor,
-		Currency: req.Currency, Token: req.PaymentMethodToken,
+	created, err := s.create(ctx, req)
+	if err != nil {
+		return payment.Intent{}, err
 	}
+	confirmed, err := s.q.KeyOf(ctx, req.OpKey(payment.OpConfirm))
+	firstConfirm := db.NotFound(err) || (err == nil && time.Since(confirmed.CreatedAt) >= s.opts.KeyWindow)
+	if req.PaymentMethodToken == TokenLostCreate && firstConfirm {
+		// The provider made the intent and goes on; the caller never hears of it.
+		if _, err := s.confirm(ctx, req, created.ID); err != nil {
+			return payment.Intent{}, err
+		}
+		return payment.Intent{}, fmt.Errorf("paysim: authorize %q: %w", req.Key, payment.ErrTimeout)
+	}
+	if req.Created != nil {
+		if err := req.Created(ctx, created.ID); err != nil {
+			return payment.Intent{}, err
+		}
+	}
+	intent, err := s.confirm(ctx, req, created.ID)
+	if err != nil {
+		return payment.Intent{}, err
+	}
+	if req.PaymentMethodToken == TokenTimeout && firstConfirm {
+		// The provider did authorize; the caller just never hears about it (the first time).
+		return payment.Intent{}, fmt.Errorf("paysim: authorize %q: %w", req.Key, payment.ErrTimeout)
+	}
+	return intent, nil
+}
+
+// create makes the intent under the create key, or answers the one a live key names.
+func (s *Sim) create(ctx context.Context, req payment.AuthorizeRequest) (payment.Intent, error) {
+	key := req.OpKey(payment.OpCreate)
+	hash := fmt.Sprintf("order=%d amount=%d currency=%s token=%s", req.OrderID, req.AmountMinor, req.Currency,
+		req.PaymentMethodToken)
+	var out payment.Intent
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		q := simdb.New(tx)
+		row, err := q.CreateIntent(ctx, simdb.CreateIntentParams{ID: newID("pi_"), IdempotencyKey: req.Key,
+			OrderID: req.OrderID, OrderVersion: req.OrderVersion, AmountMinor: req.AmountMinor, Currency: req.Currency,
+			Token: req.PaymentMethodToken})
+		if err != nil {
+			return err
+		}
+		fresh, err := s.takeKey(ctx, q, key, payment.OpCreate, hash, row.ID)
+		if err != nil || !fresh {
+			return err
+		}
+		out = s.toIntent(row)
+		return nil
+	})
+	switch {
+	case errors.Is(err, errRepeat):
+		return s.repeat(ctx, key, payment.OpCreate, hash)
+	case errors.Is(err, payment.ErrKeyReused):
+		return payment.Intent{}, err
+	case err != nil:
+		return payment.Intent{}, s.dbErr(ctx, "authorize", err, true)
+	}
+	return out, nil
+}
+
+// confirm confirms a CREATED intent with the token under the confirm key; a repeat answers the
+// intent as it stands.
+func (s *Sim) confirm(ctx context.Context, req payment.AuthorizeRequest, intentID string) (payment.Intent, error) {
+	key := req.OpKey(payment.OpConfirm)
+	hash := "intent=" + intentID + " token=" + req.PaymentMethodToken
+	p := simdb.ConfirmParams{ID: intentID}
 	switch req.PaymentMethodToken {
-	case TokenOK, TokenTimeout:
+	case TokenOK, TokenTimeout, TokenLostCreate:
 		p.Status = string(payment.StatusAuthorized)
+		until := time.Now().Add(s.opts.AuthorizationWindow)
+		p.CaptureBefore = &until
 	case Token3DS:
 		p.Status = string(payment.StatusRequiresAction)
-		p.RedirectUrl = s.opts.PublicBaseURL + ThreeDSPath + id
+		p.RedirectUrl = s.opts.PublicBaseURL + ThreeDSPath + intentID
 	case TokenDecline:
 		p.Status, p.DeclineCode = string(payment.StatusDeclined), DeclineCardDeclined
 	default:
 		p.Status, p.DeclineCode = string(payment.StatusDeclined), DeclineInvalidToken
 	}
-	row, err := s.q.CreateIntent(ctx, p)
-	if db.NotFound(err) {
-		// The key is taken: answer with its intent, once we know it is the same request.
-		existing, err := s.q.IntentByKey(ctx, req.IdempotencyKey)
-		if err != nil {
-			return payment.Intent{}, s.dbErr(ctx, "authorize", err, false)
-		}
-		if existing.OrderID != req.OrderID || existing.AmountMinor != req.AmountMinor ||
-			existing.Currency != req.Currency || existing.Token != req.PaymentMethodToken {
-			return payment.Intent{}, fmt.Errorf("paysim: authorize %q: %w", req.IdempotencyKey, payment.ErrKeyReused)
-		}
-		return toIntent(existing), nil
-	}
-	if err != nil {
-		return payment.Intent{}, s.dbErr(ctx, "authorize", err, true)
-	}
-	if req.PaymentMethodToken == TokenTimeout {
-		// The provider did authorize; the caller just never hears about it.
-		return payment.Intent{}, fmt.Errorf("paysim: authorize %q: %w", req.IdempotencyKey, payment.ErrTimeout)
-	}
-	return toIntent(row), nil
+	return s.operate(ctx, "confirm", key, payment.OpConfirm, hash, intentID, func(q *simdb.Queries) (simdb.PaysimIntent, error) {
+		return q.Confirm(ctx, p)
+	})
 }
+
+// errRepeat: the key is live with the same parameters; the request is answered as a repeat.
+var errRepeat = errors.New("paysim: repeat of a live idempotency key")
+
+// takeKey records key for the operation; false with errRepeat when the key is live with the same
+// parameters, ErrKeyReused when it is live with others.
+func (s *Sim) takeKey(ctx context.Context, q *simdb.Queries, key, op, hash, intentID string) (bool, error) {
+	_, err := q.TakeKey(ctx, simdb.TakeKeyParams{Key: key, Operation: op, RequestHash: hash, IntentID: intentID,
+		WindowSeconds: s.opts.KeyWindow.Seconds()})
+	if err == nil {
+		return true, nil
+	}
+	if !db.NotFound(err) {
+		return false, err
+	}
+	prior, err := q.KeyOf(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	if prior.Operation != op || prior.RequestHash != hash {
+		return false, fmt.Errorf("paysim: %s %q: %w", op, key, payment.ErrKeyReused)
+	}
+	return false, errRepeat
+}
+
+// repeat answers a request under a live key: the intent the key names, as it stands now.
+func (s *Sim) repeat(ctx context.Context, key, op, hash string) (payment.Intent, error) {
+	prior, err := s.q.KeyOf(ctx, key)
+	if err != nil {
+		return payment.Intent{}, s.dbErr(ctx, op, err, false)
+	}
+	if prior.Operation != op || prior.RequestHash != hash {
+		return payment.Intent{}, fmt.Errorf("paysim: %s %q: %w", op, key, payment.ErrKeyReused)
+	}
+	row, err := s.q.IntentByID(ctx, prior.IntentID)
+	if err != nil {
+		return payment.Intent{}, s.dbErr(ctx, op, err, false)
+	}
+	return s.toIntent(row), nil
+}
+
+// operate runs one state change of an intent under an idempotency key, in one transaction with
+// the key: a live key with the same parameters answers the intent as it stands; with others,
+// ErrKeyReused. When the conditional UPDATE matches no row, nothing is kept of the key and a fresh
+// read says why: no intent (ErrNotFound), or the intent is in another state (errWrongState).
+func (s *Sim) operate(ctx context.Context, op, key, opName, hash, intentID string,
+	update func(*simdb.Queries) (simdb.PaysimIntent, error)) (payment.Intent, error) {
+	var out payment.Intent
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		q := simdb.New(tx)
+		fresh, err := s.takeKey(ctx, q, key, opName, hash, intentID)
+		if err != nil || !fresh {
+			return err
+		}
+		row, err := update(q)
+		if db.NotFound(err) {
+			return errWrongState
+		}
+		if err != nil {
+			return err
+		}
+		out = s.toIntent(row)
+		return nil
+	})
+	switch {
+	case err == nil:
+		return out, nil
+	case errors.Is(err, errRepeat):
+		return s.repeat(ctx, key, opName, hash)
+	case errors.Is(err, errWrongState):
+		row, rerr := s.q.IntentByID(ctx, intentID)
+		if db.NotFound(rerr) {
+			return payment.Intent{}, fmt.Errorf("paysim: %s %s: %w", op, intentID, payment.ErrNotFound)
+		}
+		if rerr != nil {
+			return payment.Intent{}, s.dbErr(ctx, op, rerr, false)
+		}
+		return s.toIntent(row), errWrongState
+	case errors.Is(err, payment.ErrKeyReused):
+		return payment.Intent{}, err
+	}
+	return payment.Intent{}, s.dbErr(ctx, op, err, true)
+}
+
+// errWrongState: the intent is not in a state the operation leaves.
+var errWrongState = errors.New("paysim: intent in another state")
+
+var currencyRe = regexp.MustCompile(`^[A-Z]{3}$`)
 
 func validate(req payment.AuthorizeRequest) error {
 	switch {
-	case req.IdempotencyKey == "" || len(req.IdempotencyKey) > 255:
-		return fmt.Errorf("paysim: %w: idempotency key must be 1..255 characters", payment.ErrInvalidRequest)
+	case req.Key == "" || len(req.Key) > 200:
+		return fmt.Errorf("paysim: %w: payment key must be 1..200 characters", payment.ErrInvalidRequest)
 	case req.AmountMinor <= 0:
 		return fmt.Errorf("paysim: %w: amount must be positive", payment.ErrInvalidRequest)
 	case !currencyRe.MatchString(req.Currency):
@@ -212,24 +365,25 @@ func validate(req payment.AuthorizeRequest) error {
 }
 
 // Capture implements payment.Gateway.
-func (s *Sim) Capture(ctx context.Context, key string) (payment.Intent, error) {
-	return s.transition(ctx, "capture", key, s.q.Capture, payment.StatusCaptured)
+func (s *Sim) Capture(ctx context.Context, ref payment.Ref) (payment.Intent, error) {
+	return s.transition(ctx, "capture", ref, payment.OpCapture, s.q.Capture, payment.StatusCaptured)
 }
 
 // Void implements payment.Gateway.
-func (s *Sim) Void(ctx context.Context, key string) (payment.Intent, error) {
-	return s.transition(ctx, "void", key, s.q.Void, payment.StatusVoided, payment.StatusDeclined)
+func (s *Sim) Void(ctx context.Context, ref payment.Ref) (payment.Intent, error) {
+	return s.transition(ctx, "void", ref, payment.OpVoid, s.q.Void, payment.StatusVoided, payment.StatusDeclined)
 }
 
 // Refund implements payment.Gateway.
-func (s *Sim) Refund(ctx context.Context, key string) (payment.Intent, error) {
-	return s.transition(ctx, "refund", key, s.q.Refund, payment.StatusRefunded)
+func (s *Sim) Refund(ctx context.Context, ref payment.Ref) (payment.Intent, error) {
+	return s.transition(ctx, "refund", ref, payment.OpRefund, s.q.Refund, payment.StatusRefunded)
 }
 
 // RefundPart implements payment.Gateway. The refund row and the intent's refunded amount are
 // written in one transaction: a second call with the same refund key waits for the first and
-// then finds its refund, so money moves once.
-func (s *Sim) RefundPart(ctx context.Context, key string, refund payment.PartialRefund) (payment.Intent, error) {
+// then finds its refund, so money moves once. The refund row carries its key for good (a real
+// provider's refund metadata), so a repeat after the key window still finds it.
+func (s *Sim) RefundPart(ctx context.Context, ref payment.Ref, refund payment.PartialRefund) (payment.Intent, error) {
 	switch {
 	case refund.IdempotencyKey == "" || len(refund.IdempotencyKey) > 255:
 		return payment.Intent{}, fmt.Errorf("paysim: %w: refund key must be 1..255 characters", payment.ErrInvalidRequest)
@@ -239,24 +393,28 @@ func (s *Sim) RefundPart(ctx context.Context, key string, refund payment.Partial
 	if err := s.gate(ctx, "refund part", true); err != nil {
 		return payment.Intent{}, err
 	}
+	cur, err := s.resolve(ctx, "refund part", ref)
+	if err != nil {
+		return payment.Intent{}, err
+	}
 	var out payment.Intent
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		q := simdb.New(tx)
-		_, err := q.InsertRefund(ctx, refund.IdempotencyKey, refund.AmountMinor, key)
+		_, err := q.InsertRefund(ctx, refund.IdempotencyKey, cur.ID, refund.AmountMinor)
 		if db.NotFound(err) {
-			return s.refundRepeat(ctx, q, key, refund, &out)
+			return s.refundRepeat(ctx, q, cur.ID, refund, &out)
 		}
 		if err != nil {
 			return err
 		}
-		row, err := q.RefundPart(ctx, refund.AmountMinor, key)
+		row, err := q.RefundPart(ctx, refund.AmountMinor, cur.ID)
 		if db.NotFound(err) {
-			intent, err := q.IntentByKey(ctx, key)
+			intent, err := q.IntentByID(ctx, cur.ID)
 			if err != nil {
 				return err
 			}
 			if intent.Status != string(payment.StatusCaptured) {
-				return fmt.Errorf("paysim: refund part %q: intent is %s: %w", key, intent.Status, payment.ErrInvalidState)
+				return fmt.Errorf("paysim: refund part %s: intent is %s: %w", cur.ID, intent.Status, payment.ErrInvalidState)
 			}
 			return fmt.Errorf("paysim: %w: refund of %d exceeds the %d left of the capture", payment.ErrInvalidRequest,
 				refund.AmountMinor, intent.CapturedMinor-intent.RefundedMinor)
@@ -264,7 +422,7 @@ func (s *Sim) RefundPart(ctx context.Context, key string, refund payment.Partial
 		if err != nil {
 			return err
 		}
-		out = toIntent(row)
+		out = s.toIntent(row)
 		return nil
 	})
 	switch {
@@ -278,70 +436,78 @@ func (s *Sim) RefundPart(ctx context.Context, key string, refund payment.Partial
 }
 
 // refundRepeat answers a refund key already taken: the same refund gets the intent as it stands;
-// another amount or intent under the key is refused. No refund row and no intent: ErrNotFound.
-func (s *Sim) refundRepeat(ctx context.Context, q *simdb.Queries, key string, refund payment.PartialRefund,
+// another amount or intent under the key is refused.
+func (s *Sim) refundRepeat(ctx context.Context, q *simdb.Queries, intentID string, refund payment.PartialRefund,
 	out *payment.Intent) error {
 	prior, err := q.RefundByKey(ctx, refund.IdempotencyKey)
 	if db.NotFound(err) {
-		return fmt.Errorf("paysim: refund part %q: %w", key, payment.ErrNotFound)
+		return fmt.Errorf("paysim: refund part %s: %w", intentID, payment.ErrNotFound)
 	}
 	if err != nil {
 		return err
 	}
-	if prior.IntentKey != key || prior.AmountMinor != refund.AmountMinor {
+	if prior.IntentID != intentID || prior.AmountMinor != refund.AmountMinor {
 		return fmt.Errorf("paysim: refund %q: %w", refund.IdempotencyKey, payment.ErrKeyReused)
 	}
-	row, err := q.IntentByKey(ctx, key)
+	row, err := q.IntentByID(ctx, intentID)
 	if err != nil {
 		return err
 	}
-	*out = toIntent(row)
+	*out = s.toIntent(row)
 	return nil
 }
 
-// transition runs one conditional UPDATE. When it matches no row, a fresh read says why: no
-// intent (ErrNotFound), an intent already where the call leads (done, answered unchanged), or
-// anything else (ErrInvalidState).
-func (s *Sim) transition(ctx context.Context, op, key string,
+// transition runs one state change under the operation's key. An intent already where the call
+// leads is answered unchanged; any other state is ErrInvalidState.
+func (s *Sim) transition(ctx context.Context, op string, ref payment.Ref, opName string,
 	update func(context.Context, string) (simdb.PaysimIntent, error), done ...payment.Status) (payment.Intent, error) {
 	if err := s.gate(ctx, op, true); err != nil {
 		return payment.Intent{}, err
 	}
-	row, err := update(ctx, key)
-	if err == nil {
-		return toIntent(row), nil
+	cur, err := s.resolve(ctx, op, ref)
+	if err != nil {
+		return payment.Intent{}, err
 	}
-	if !db.NotFound(err) {
-		return payment.Intent{}, s.dbErr(ctx, op, err, true)
+	intent, err := s.operate(ctx, op, ref.OpKey(opName), opName, opName+" intent="+cur.ID, cur.ID,
+		func(q *simdb.Queries) (simdb.PaysimIntent, error) { return update(ctx, cur.ID) })
+	if err != nil && !errors.Is(err, errWrongState) {
+		return intent, err
 	}
-	row, err = s.q.IntentByKey(ctx, key)
+	// Done now, or before (a repeat answers the intent as it stands: only where the call leads).
+	for _, st := range done {
+		if intent.Status == st {
+			return intent, nil
+		}
+	}
+	return payment.Intent{}, fmt.Errorf("paysim: %s %s: intent is %s: %w", op, cur.ID, intent.Status, payment.ErrInvalidState)
+}
+
+// Lookup implements payment.Gateway: by id, or by a search of the metadata that lags SearchLag.
+func (s *Sim) Lookup(ctx context.Context, ref payment.Ref) (payment.Intent, error) {
+	if err := s.gate(ctx, "lookup", false); err != nil {
+		return payment.Intent{}, err
+	}
+	return s.resolve(ctx, "lookup", ref)
+}
+
+// resolve reads the intent ref names: by id, else by the lagging search.
+func (s *Sim) resolve(ctx context.Context, op string, ref payment.Ref) (payment.Intent, error) {
+	var (
+		row simdb.PaysimIntent
+		err error
+	)
+	if ref.IntentID != "" {
+		row, err = s.q.IntentByID(ctx, ref.IntentID)
+	} else {
+		row, err = s.q.SearchIntent(ctx, ref.Key, s.opts.SearchLag.Seconds())
+	}
 	if db.NotFound(err) {
-		return payment.Intent{}, fmt.Errorf("paysim: %s %q: %w", op, key, payment.ErrNotFound)
+		return payment.Intent{}, fmt.Errorf("paysim: %s %q %q: %w", op, ref.Key, ref.IntentID, payment.ErrNotFound)
 	}
 	if err != nil {
 		return payment.Intent{}, s.dbErr(ctx, op, err, false)
 	}
-	for _, st := range done {
-		if payment.Status(row.Status) == st {
-			return toIntent(row), nil
-		}
-	}
-	return payment.Intent{}, fmt.Errorf("paysim: %s %q: intent is %s: %w", op, key, row.Status, payment.ErrInvalidState)
-}
-
-// Lookup implements payment.Gateway.
-func (s *Sim) Lookup(ctx context.Context, key string) (payment.Intent, error) {
-	if err := s.gate(ctx, "lookup", false); err != nil {
-		return payment.Intent{}, err
-	}
-	row, err := s.q.IntentByKey(ctx, key)
-	if db.NotFound(err) {
-		return payment.Intent{}, fmt.Errorf("paysim: lookup %q: %w", key, payment.ErrNotFound)
-	}
-	if err != nil {
-		return payment.Intent{}, s.dbErr(ctx, "lookup", err, false)
-	}
-	return toIntent(row), nil
+	return s.toIntent(row), nil
 }
 
 // dbErr turns a database failure into the provider error a caller of a real provider would see:
@@ -354,12 +520,23 @@ func (s *Sim) dbErr(ctx context.Context, op string, err error, wrote bool) error
 	return fmt.Errorf("paysim: %s: %w: %w", op, payment.ErrUnavailable, err)
 }
 
+// toIntent is the intent as the provider shows it: an authorization past its capture_before has
+// lapsed, and shows VOIDED (authorization_expired), as Stripe cancels it.
+func (s *Sim) toIntent(r simdb.PaysimIntent) payment.Intent { return toIntent(r) }
+
 func toIntent(r simdb.PaysimIntent) payment.Intent {
-	return payment.Intent{
+	in := payment.Intent{
 		ID: r.ID, IdempotencyKey: r.IdempotencyKey, OrderID: r.OrderID, Status: payment.Status(r.Status),
 		AmountMinor: r.AmountMinor, CapturedMinor: r.CapturedMinor, RefundedMinor: r.RefundedMinor,
 		Currency: r.Currency, RedirectURL: r.RedirectUrl, DeclineCode: r.DeclineCode,
 	}
+	if r.CaptureBefore != nil {
+		in.CaptureBefore = r.CaptureBefore.UTC()
+		if in.Status == payment.StatusAuthorized && !time.Now().Before(*r.CaptureBefore) {
+			in.Status, in.DeclineCode = payment.StatusVoided, payment.DeclineAuthorizationExpired
+		}
+	}
+	return in
 }
 
 // newID returns prefix and 96 random bits in hex. Intent ids are unguessable because the 3-D

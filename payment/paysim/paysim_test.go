@@ -60,8 +60,13 @@ func (f *fixture) authorize(token string) payment.Intent {
 
 func request(token string) payment.AuthorizeRequest {
 	n := keys.Add(1)
-	return payment.AuthorizeRequest{IdempotencyKey: fmt.Sprintf("order-%d-pay", n), OrderID: 1000 + n,
+	return payment.AuthorizeRequest{Ref: payment.Ref{Key: fmt.Sprintf("order-%d-pay", n), OrderID: 1000 + n},
 		AmountMinor: 124990, Currency: "TRY", PaymentMethodToken: token}
+}
+
+// ref names an intent as the order that recorded its id does.
+func ref(in payment.Intent) payment.Ref {
+	return payment.Ref{Key: in.IdempotencyKey, OrderID: in.OrderID, IntentID: in.ID}
 }
 
 func (f *fixture) count(sql string, args ...any) int {
@@ -100,7 +105,7 @@ func TestAuthorizeByToken(t *testing.T) {
 			assert.Regexp(t, `^pi_[0-9a-f]{24}$`, in.ID)
 			assert.Equal(t, tc.status, in.Status)
 			assert.Equal(t, tc.declineCode, in.DeclineCode)
-			assert.Equal(t, req.IdempotencyKey, in.IdempotencyKey)
+			assert.Equal(t, req.Key, in.IdempotencyKey)
 			assert.Equal(t, req.OrderID, in.OrderID)
 			assert.Equal(t, int64(124990), in.AmountMinor)
 			assert.Equal(t, "TRY", in.Currency)
@@ -110,7 +115,7 @@ func TestAuthorizeByToken(t *testing.T) {
 			} else {
 				assert.Empty(t, in.RedirectURL)
 			}
-			looked, err := f.sim.Lookup(f.ctx, req.IdempotencyKey)
+			looked, err := f.sim.Lookup(f.ctx, req.Ref)
 			require.NoError(t, err)
 			assert.Equal(t, in, looked)
 		})
@@ -166,7 +171,7 @@ func TestAuthorizeSameKeyWithOtherParametersIsKeyReused(t *testing.T) {
 			tc.change(&req)
 			_, err = f.sim.Authorize(f.ctx, req)
 			assert.ErrorIs(t, err, payment.ErrKeyReused)
-			still, err := f.sim.Lookup(f.ctx, req.IdempotencyKey)
+			still, err := f.sim.Lookup(f.ctx, req.Ref)
 			require.NoError(t, err)
 			assert.Equal(t, first, still)
 		})
@@ -179,7 +184,7 @@ func TestAuthorizeRejectsMalformedRequests(t *testing.T) {
 		name   string
 		change func(*payment.AuthorizeRequest)
 	}{
-		{"empty key", func(r *payment.AuthorizeRequest) { r.IdempotencyKey = "" }},
+		{"empty key", func(r *payment.AuthorizeRequest) { r.Key = "" }},
 		{"zero amount", func(r *payment.AuthorizeRequest) { r.AmountMinor = 0 }},
 		{"negative amount", func(r *payment.AuthorizeRequest) { r.AmountMinor = -1 }},
 		{"lower-case currency", func(r *payment.AuthorizeRequest) { r.Currency = "try" }},
@@ -202,7 +207,7 @@ func TestTimeoutTokenAuthorizesButTheCallerOnlySeesTimeout(t *testing.T) {
 	require.ErrorIs(t, err, payment.ErrTimeout)
 	assert.Zero(t, in, "an unknown outcome carries no intent")
 
-	looked, err := f.sim.Lookup(f.ctx, req.IdempotencyKey)
+	looked, err := f.sim.Lookup(f.ctx, req.Ref)
 	require.NoError(t, err)
 	assert.Equal(t, payment.StatusAuthorized, looked.Status)
 
@@ -214,16 +219,16 @@ func TestTimeoutTokenAuthorizesButTheCallerOnlySeesTimeout(t *testing.T) {
 
 func TestLookupOfAnUnknownKeyIsNotFound(t *testing.T) {
 	f := newFixture(t, paysim.Options{})
-	_, err := f.sim.Lookup(f.ctx, "never-seen")
+	_, err := f.sim.Lookup(f.ctx, payment.Ref{Key: "never-seen"})
 	assert.ErrorIs(t, err, payment.ErrNotFound)
 }
 
 func TestCaptureTwiceCapturesOnce(t *testing.T) {
 	f := newFixture(t, paysim.Options{})
 	in := f.authorize(paysim.TokenOK)
-	first, err := f.sim.Capture(f.ctx, in.IdempotencyKey)
+	first, err := f.sim.Capture(f.ctx, ref(in))
 	require.NoError(t, err)
-	again, err := f.sim.Capture(f.ctx, in.IdempotencyKey)
+	again, err := f.sim.Capture(f.ctx, ref(in))
 	require.NoError(t, err)
 	assert.Equal(t, payment.StatusCaptured, again.Status)
 	assert.Equal(t, in.AmountMinor, again.CapturedMinor, "not twice the amount")
@@ -233,14 +238,14 @@ func TestCaptureTwiceCapturesOnce(t *testing.T) {
 func TestRefundAfterCaptureGivesTheWholeCaptureBack(t *testing.T) {
 	f := newFixture(t, paysim.Options{})
 	in := f.authorize(paysim.TokenOK)
-	_, err := f.sim.Capture(f.ctx, in.IdempotencyKey)
+	_, err := f.sim.Capture(f.ctx, ref(in))
 	require.NoError(t, err)
-	refunded, err := f.sim.Refund(f.ctx, in.IdempotencyKey)
+	refunded, err := f.sim.Refund(f.ctx, ref(in))
 	require.NoError(t, err)
 	assert.Equal(t, payment.StatusRefunded, refunded.Status)
 	assert.Equal(t, in.AmountMinor, refunded.CapturedMinor)
 	assert.Equal(t, in.AmountMinor, refunded.RefundedMinor)
-	again, err := f.sim.Refund(f.ctx, in.IdempotencyKey)
+	again, err := f.sim.Refund(f.ctx, ref(in))
 	require.NoError(t, err)
 	assert.Equal(t, refunded, again)
 }
@@ -249,38 +254,38 @@ func TestRefundAfterCaptureGivesTheWholeCaptureBack(t *testing.T) {
 func TestRefundPart_SameKeyTwice_MovesMoneyOnce(t *testing.T) {
 	f := newFixture(t, paysim.Options{})
 	in := f.authorize(paysim.TokenOK)
-	_, err := f.sim.Capture(f.ctx, in.IdempotencyKey)
+	_, err := f.sim.Capture(f.ctx, ref(in))
 	require.NoError(t, err)
 
 	refund := payment.PartialRefund{IdempotencyKey: in.IdempotencyKey + "-line-1", AmountMinor: 24990}
-	first, err := f.sim.RefundPart(f.ctx, in.IdempotencyKey, refund)
+	first, err := f.sim.RefundPart(f.ctx, ref(in), refund)
 	require.NoError(t, err)
-	again, err := f.sim.RefundPart(f.ctx, in.IdempotencyKey, refund)
+	again, err := f.sim.RefundPart(f.ctx, ref(in), refund)
 	require.NoError(t, err)
 
 	assert.Equal(t, int64(24990), first.RefundedMinor)
 	assert.Equal(t, int64(24990), again.RefundedMinor, "a repeat of the refund key gives nothing more back")
 	assert.Equal(t, payment.StatusCaptured, again.Status, "part of the capture is still kept")
-	_, err = f.sim.RefundPart(f.ctx, in.IdempotencyKey, payment.PartialRefund{IdempotencyKey: refund.IdempotencyKey, AmountMinor: 100})
+	_, err = f.sim.RefundPart(f.ctx, ref(in), payment.PartialRefund{IdempotencyKey: refund.IdempotencyKey, AmountMinor: 100})
 	assert.ErrorIs(t, err, payment.ErrKeyReused)
 }
 
 func TestRefundPart_ConcurrentSameKey_OneRefund(t *testing.T) {
 	f := newFixture(t, paysim.Options{})
 	in := f.authorize(paysim.TokenOK)
-	_, err := f.sim.Capture(f.ctx, in.IdempotencyKey)
+	_, err := f.sim.Capture(f.ctx, ref(in))
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := f.sim.RefundPart(f.ctx, in.IdempotencyKey, payment.PartialRefund{IdempotencyKey: "r-concurrent", AmountMinor: 1000})
+			_, err := f.sim.RefundPart(f.ctx, ref(in), payment.PartialRefund{IdempotencyKey: "r-concurrent", AmountMinor: 1000})
 			assert.NoError(t, err)
 		}()
 	}
 	wg.Wait()
-	after, err := f.sim.Lookup(f.ctx, in.IdempotencyKey)
+	after, err := f.sim.Lookup(f.ctx, ref(in))
 	require.NoError(t, err)
 	assert.Equal(t, int64(1000), after.RefundedMinor)
 	assert.Equal(t, 1, f.count(`SELECT count(*) FROM paysim.refunds WHERE refund_key = 'r-concurrent'`))
@@ -289,18 +294,18 @@ func TestRefundPart_ConcurrentSameKey_OneRefund(t *testing.T) {
 func TestRefundPart_ReachingTheCapture_Refunded_BeyondIt_Refused(t *testing.T) {
 	f := newFixture(t, paysim.Options{})
 	in := f.authorize(paysim.TokenOK)
-	_, err := f.sim.Capture(f.ctx, in.IdempotencyKey)
+	_, err := f.sim.Capture(f.ctx, ref(in))
 	require.NoError(t, err)
 
-	_, err = f.sim.RefundPart(f.ctx, in.IdempotencyKey, payment.PartialRefund{IdempotencyKey: "a", AmountMinor: 100000})
+	_, err = f.sim.RefundPart(f.ctx, ref(in), payment.PartialRefund{IdempotencyKey: "a", AmountMinor: 100000})
 	require.NoError(t, err)
-	_, err = f.sim.RefundPart(f.ctx, in.IdempotencyKey, payment.PartialRefund{IdempotencyKey: "b", AmountMinor: 25000})
+	_, err = f.sim.RefundPart(f.ctx, ref(in), payment.PartialRefund{IdempotencyKey: "b", AmountMinor: 25000})
 	assert.ErrorIs(t, err, payment.ErrInvalidRequest, "more than is left of the capture")
-	last, err := f.sim.RefundPart(f.ctx, in.IdempotencyKey, payment.PartialRefund{IdempotencyKey: "c", AmountMinor: 24990})
+	last, err := f.sim.RefundPart(f.ctx, ref(in), payment.PartialRefund{IdempotencyKey: "c", AmountMinor: 24990})
 	require.NoError(t, err)
 	assert.Equal(t, payment.StatusRefunded, last.Status)
 	assert.Equal(t, last.CapturedMinor, last.RefundedMinor)
-	_, err = f.sim.RefundPart(f.ctx, in.IdempotencyKey, payment.PartialRefund{IdempotencyKey: "d", AmountMinor: 1})
+	_, err = f.sim.RefundPart(f.ctx, ref(in), payment.PartialRefund{IdempotencyKey: "d", AmountMinor: 1})
 	assert.ErrorIs(t, err, payment.ErrInvalidState, "nothing captured is left")
 	assert.Equal(t, 2, f.count(`SELECT count(*) FROM paysim.refunds WHERE intent_id = $1`, in.ID), "refused refunds leave no row")
 }
@@ -308,9 +313,9 @@ func TestRefundPart_ReachingTheCapture_Refunded_BeyondIt_Refused(t *testing.T) {
 func TestRefundPart_NotCaptured_Refused(t *testing.T) {
 	f := newFixture(t, paysim.Options{})
 	in := f.authorize(paysim.TokenOK)
-	_, err := f.sim.RefundPart(f.ctx, in.IdempotencyKey, payment.PartialRefund{IdempotencyKey: "x", AmountMinor: 100})
+	_, err := f.sim.RefundPart(f.ctx, ref(in), payment.PartialRefund{IdempotencyKey: "x", AmountMinor: 100})
 	assert.ErrorIs(t, err, payment.ErrInvalidState)
-	_, err = f.sim.RefundPart(f.ctx, "no-such-intent", payment.PartialRefund{IdempotencyKey: "y", AmountMinor: 100})
+	_, err = f.sim.RefundPart(f.ctx, payment.Ref{Key: "no-such-intent"}, payment.PartialRefund{IdempotencyKey: "y", AmountMinor: 100})
 	assert.ErrorIs(t, err, payment.ErrNotFound)
 }
 
@@ -318,7 +323,7 @@ func TestStateMachine(t *testing.T) {
 	f := newFixture(t, paysim.Options{})
 	captured := func() payment.Intent {
 		in := f.authorize(paysim.TokenOK)
-		in, err := f.sim.Capture(f.ctx, in.IdempotencyKey)
+		in, err := f.sim.Capture(f.ctx, ref(in))
 		require.NoError(t, err)
 		return in
 	}
@@ -330,17 +335,17 @@ func TestStateMachine(t *testing.T) {
 		payment.StatusCaptured:       captured,
 		payment.StatusVoided: func() payment.Intent {
 			in := f.authorize(paysim.TokenOK)
-			in, err := f.sim.Void(f.ctx, in.IdempotencyKey)
+			in, err := f.sim.Void(f.ctx, ref(in))
 			require.NoError(t, err)
 			return in
 		},
 		payment.StatusRefunded: func() payment.Intent {
-			in, err := f.sim.Refund(f.ctx, captured().IdempotencyKey)
+			in, err := f.sim.Refund(f.ctx, ref(captured()))
 			require.NoError(t, err)
 			return in
 		},
 	}
-	ops := map[string]func(context.Context, string) (payment.Intent, error){
+	ops := map[string]func(context.Context, payment.Ref) (payment.Intent, error){
 		"capture": f.sim.Capture, "void": f.sim.Void, "refund": f.sim.Refund,
 	}
 	tests := []struct {
@@ -374,7 +379,7 @@ func TestStateMachine(t *testing.T) {
 		t.Run(fmt.Sprintf("%s of %s", tc.op, tc.from), func(t *testing.T) {
 			in := into[tc.from]()
 			require.Equal(t, tc.from, in.Status)
-			got, err := ops[tc.op](f.ctx, in.IdempotencyKey)
+			got, err := ops[tc.op](f.ctx, ref(in))
 			if tc.err != nil {
 				assert.ErrorIs(t, err, tc.err)
 			} else {
@@ -386,7 +391,7 @@ func TestStateMachine(t *testing.T) {
 	}
 	for name, op := range ops {
 		t.Run(name+" of an unknown key", func(t *testing.T) {
-			_, err := op(f.ctx, "never-seen")
+			_, err := op(f.ctx, payment.Ref{Key: "never-seen"})
 			assert.ErrorIs(t, err, payment.ErrNotFound)
 		})
 	}
@@ -452,7 +457,7 @@ func TestVoidRacingApproveHasOneWinner(t *testing.T) {
 			wg.Go(func() {
 				<-start
 				if i%2 == 0 {
-					if _, err := f.sim.Void(f.ctx, in.IdempotencyKey); err != nil {
+					if _, err := f.sim.Void(f.ctx, ref(in)); err != nil {
 						voidErrs.Add(1)
 					}
 					return
@@ -529,10 +534,10 @@ func TestProviderDownRefusesEveryCallAndChangesNothing(t *testing.T) {
 
 	calls := map[string]func() error{
 		"authorize": func() error { _, err := f.sim.Authorize(f.ctx, request(paysim.TokenOK)); return err },
-		"capture":   func() error { _, err := f.sim.Capture(f.ctx, authorized.IdempotencyKey); return err },
-		"void":      func() error { _, err := f.sim.Void(f.ctx, pending.IdempotencyKey); return err },
-		"refund":    func() error { _, err := f.sim.Refund(f.ctx, authorized.IdempotencyKey); return err },
-		"lookup":    func() error { _, err := f.sim.Lookup(f.ctx, authorized.IdempotencyKey); return err },
+		"capture":   func() error { _, err := f.sim.Capture(f.ctx, ref(authorized)); return err },
+		"void":      func() error { _, err := f.sim.Void(f.ctx, ref(pending)); return err },
+		"refund":    func() error { _, err := f.sim.Refund(f.ctx, ref(authorized)); return err },
+		"lookup":    func() error { _, err := f.sim.Lookup(f.ctx, ref(authorized)); return err },
 	}
 	for name, call := range calls {
 		assert.ErrorIs(t, call(), payment.ErrUnavailable, name)
@@ -540,7 +545,7 @@ func TestProviderDownRefusesEveryCallAndChangesNothing(t *testing.T) {
 	assert.Equal(t, before, snapshot(), "nothing changed while down")
 
 	time.Sleep(time.Until(downUntil) + 10*time.Millisecond)
-	captured, err := f.sim.Capture(f.ctx, authorized.IdempotencyKey)
+	captured, err := f.sim.Capture(f.ctx, ref(authorized))
 	require.NoError(t, err, "up again once down_until has passed")
 	assert.Equal(t, payment.StatusCaptured, captured.Status)
 	_, err = f.sim.Authorize(f.ctx, request(paysim.TokenOK))
@@ -553,7 +558,7 @@ func TestMoneyDown_LookupsAnswerMovesRefused(t *testing.T) {
 	f := newFixture(t, paysim.Options{})
 	authorized := f.authorize(paysim.TokenOK)
 	captured := f.authorize(paysim.TokenOK)
-	_, err := f.sim.Capture(f.ctx, captured.IdempotencyKey)
+	_, err := f.sim.Capture(f.ctx, ref(captured))
 	require.NoError(t, err)
 	require.NoError(t, f.sim.SetFaults(f.ctx, paysim.Faults{MoneyDownUntil: time.Now().Add(time.Hour)}))
 	read, err := f.sim.Faults(f.ctx)
@@ -561,31 +566,31 @@ func TestMoneyDown_LookupsAnswerMovesRefused(t *testing.T) {
 	assert.False(t, read.MoneyDownUntil.IsZero(), "the switch reads back")
 	assert.True(t, read.DownUntil.IsZero())
 
-	got, err := f.sim.Lookup(f.ctx, authorized.IdempotencyKey)
+	got, err := f.sim.Lookup(f.ctx, ref(authorized))
 	require.NoError(t, err, "lookups still answer")
 	assert.Equal(t, payment.StatusAuthorized, got.Status)
 	intents := f.count(`SELECT count(*) FROM paysim.intents`)
 	_, err = f.sim.Authorize(f.ctx, request(paysim.TokenOK))
 	assert.ErrorIs(t, err, payment.ErrUnavailable)
-	_, err = f.sim.Capture(f.ctx, authorized.IdempotencyKey)
+	_, err = f.sim.Capture(f.ctx, ref(authorized))
 	assert.ErrorIs(t, err, payment.ErrUnavailable)
-	_, err = f.sim.Void(f.ctx, authorized.IdempotencyKey)
+	_, err = f.sim.Void(f.ctx, ref(authorized))
 	assert.ErrorIs(t, err, payment.ErrUnavailable)
-	_, err = f.sim.Refund(f.ctx, captured.IdempotencyKey)
+	_, err = f.sim.Refund(f.ctx, ref(captured))
 	assert.ErrorIs(t, err, payment.ErrUnavailable)
 	assert.Equal(t, intents, f.count(`SELECT count(*) FROM paysim.intents`), "no intent made")
 	assert.Equal(t, payment.StatusAuthorized, f.status(authorized.IdempotencyKey), "nothing moved")
 	assert.Equal(t, payment.StatusCaptured, f.status(captured.IdempotencyKey))
 
 	require.NoError(t, f.sim.SetFaults(f.ctx, paysim.Faults{}))
-	_, err = f.sim.Capture(f.ctx, authorized.IdempotencyKey)
+	_, err = f.sim.Capture(f.ctx, ref(authorized))
 	assert.NoError(t, err, "moves money again once cleared")
 }
 
 func TestFaultRowIsSharedBetweenProcesses(t *testing.T) {
 	f := newFixture(t, paysim.Options{})
 	other := paysim.New(f.pool, paysim.Options{}) // the worker's Sim, beside the API's
-	key := f.authorize(paysim.TokenOK).IdempotencyKey
+	key := ref(f.authorize(paysim.TokenOK))
 	_, err := other.Lookup(f.ctx, key) // caches "no faults"
 	require.NoError(t, err)
 
@@ -611,7 +616,7 @@ func TestInjectedFailureRateRefusesBeforeDoingAnything(t *testing.T) {
 	req := request(paysim.TokenOK)
 	_, err := f.sim.Authorize(f.ctx, req)
 	assert.ErrorIs(t, err, payment.ErrUnavailable)
-	_, err = f.sim.Lookup(f.ctx, req.IdempotencyKey)
+	_, err = f.sim.Lookup(f.ctx, req.Ref)
 	assert.ErrorIs(t, err, payment.ErrUnavailable)
 	assert.Zero(t, f.count(`SELECT count(*) FROM paysim.intents`))
 
@@ -636,13 +641,13 @@ func TestInjectedLatencyDelaysCallsAndRespectsTheContext(t *testing.T) {
 	require.NoError(t, f.sim.SetFaults(f.ctx, paysim.Faults{Latency: 80 * time.Millisecond}))
 
 	start := time.Now()
-	_, err := f.sim.Lookup(f.ctx, in.IdempotencyKey)
+	_, err := f.sim.Lookup(f.ctx, ref(in))
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, time.Since(start), 80*time.Millisecond)
 
 	ctx, cancel := context.WithTimeout(f.ctx, 10*time.Millisecond)
 	defer cancel()
-	_, err = f.sim.Capture(ctx, in.IdempotencyKey)
+	_, err = f.sim.Capture(ctx, ref(in))
 	assert.ErrorIs(t, err, payment.ErrTimeout, "a caller whose deadline passes cannot know the outcome")
 	assert.Equal(t, payment.StatusAuthorized, f.status(in.IdempotencyKey))
 }

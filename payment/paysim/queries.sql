@@ -1,44 +1,71 @@
 -- name: CreateIntent :one
--- A new intent, or no row when the idempotency key already names one (the caller then reads it).
-INSERT INTO paysim.intents (id, idempotency_key, order_id, amount_minor, currency, token, status,
-                            redirect_url, decline_code)
-VALUES (@id, @idempotency_key, @order_id, @amount_minor, @currency, @token, @status,
-        @redirect_url, @decline_code)
-ON CONFLICT (idempotency_key) DO NOTHING
+-- A new intent, made but not confirmed: no money is held yet.
+INSERT INTO paysim.intents (id, idempotency_key, order_id, order_version, amount_minor, currency, token, status)
+VALUES (@id, @idempotency_key, @order_id, @order_version, @amount_minor, @currency, @token, 'CREATED')
 RETURNING *;
 
--- name: IntentByKey :one
-SELECT * FROM paysim.intents WHERE idempotency_key = $1;
+-- name: TakeKey :one
+-- Records an idempotency key for an operation on an intent: a new key, or one older than the
+-- window (forgotten, as a real provider forgets it). No row when the key is live: the caller reads
+-- it (KeyOf) and answers the repeat, or refuses other parameters. A concurrent request under the
+-- same key waits here for the first to commit.
+INSERT INTO paysim.idempotency_keys (key, operation, request_hash, intent_id)
+VALUES (@key, @operation, @request_hash, @intent_id)
+ON CONFLICT (key) DO UPDATE
+   SET operation = EXCLUDED.operation, request_hash = EXCLUDED.request_hash, intent_id = EXCLUDED.intent_id,
+       created_at = now()
+ WHERE paysim.idempotency_keys.created_at <= now() - make_interval(secs => @window_seconds::float8)
+RETURNING key;
+
+-- name: KeyOf :one
+SELECT key, operation, request_hash, intent_id, created_at FROM paysim.idempotency_keys WHERE key = $1;
 
 -- name: IntentByID :one
 SELECT * FROM paysim.intents WHERE id = $1;
 
+-- name: SearchIntent :one
+-- The search by metadata: the newest intent under the payment key that the search index shows,
+-- i.e. made at least lag_seconds ago (a real provider's search lags its writes).
+SELECT * FROM paysim.intents
+WHERE idempotency_key = @idempotency_key AND created_at <= now() - make_interval(secs => @lag_seconds::float8)
+ORDER BY created_at DESC, id DESC
+LIMIT 1;
+
+-- name: Confirm :one
+-- CREATED → the token's answer: AUTHORIZED (capturable until capture_before), REQUIRES_ACTION
+-- or DECLINED.
+UPDATE paysim.intents
+   SET status = @status, redirect_url = @redirect_url, decline_code = @decline_code,
+       capture_before = sqlc.narg(capture_before), updated_at = now()
+ WHERE id = @id AND status = 'CREATED'
+RETURNING *;
+
 -- name: Capture :one
--- AUTHORIZED → CAPTURED, the full amount.
+-- AUTHORIZED → CAPTURED, the full amount, only before the authorization lapses.
 UPDATE paysim.intents
    SET status = 'CAPTURED', captured_minor = amount_minor, updated_at = now()
- WHERE idempotency_key = $1 AND status = 'AUTHORIZED'
+ WHERE id = $1 AND status = 'AUTHORIZED' AND (capture_before IS NULL OR capture_before > now())
 RETURNING *;
 
 -- name: Void :one
--- REQUIRES_ACTION or AUTHORIZED → VOIDED: the hold is released.
+-- CREATED, REQUIRES_ACTION or AUTHORIZED → VOIDED: the hold is released (a lapsed one too).
 UPDATE paysim.intents
    SET status = 'VOIDED', updated_at = now()
- WHERE idempotency_key = $1 AND status IN ('REQUIRES_ACTION', 'AUTHORIZED')
+ WHERE id = $1 AND status IN ('CREATED', 'REQUIRES_ACTION', 'AUTHORIZED')
 RETURNING *;
 
 -- name: Refund :one
--- CAPTURED → REFUNDED, the whole capture.
+-- CAPTURED → REFUNDED, what is left of the capture.
 UPDATE paysim.intents
    SET status = 'REFUNDED', refunded_minor = captured_minor, updated_at = now()
- WHERE idempotency_key = $1 AND status = 'CAPTURED'
+ WHERE id = $1 AND status = 'CAPTURED'
 RETURNING *;
 
 -- name: Authenticate :one
 -- The shopper's 3-D Secure answer: REQUIRES_ACTION → AUTHORIZED or DECLINED. A void racing it
 -- (the hold expired) leaves the intent VOIDED and this statement without a row.
 UPDATE paysim.intents
-   SET status = @status, decline_code = @decline_code, updated_at = now()
+   SET status = @status, decline_code = @decline_code, capture_before = sqlc.narg(capture_before), updated_at = now()
  WHERE id = @id AND status = 'REQUIRES_ACTION'
 RETURNING *;
 
@@ -93,18 +120,15 @@ ON CONFLICT (id) DO UPDATE
        latency_ms = EXCLUDED.latency_ms, failure_rate = EXCLUDED.failure_rate, updated_at = now();
 
 -- name: InsertRefund :one
--- A partial refund of the intent under intent_key, named by its own key; no row when the refund
--- key is already taken (the caller reads it) or there is no such intent.
+-- A partial refund of an intent, its key in its metadata; no row when a refund under the key
+-- exists (the caller reads it: found by its metadata, whatever the key window).
 INSERT INTO paysim.refunds (refund_key, intent_id, amount_minor)
-SELECT @refund_key::text, id, @amount_minor::bigint FROM paysim.intents WHERE idempotency_key = @intent_key::text
+VALUES (@refund_key, @intent_id, @amount_minor)
 ON CONFLICT (refund_key) DO NOTHING
 RETURNING intent_id;
 
 -- name: RefundByKey :one
-SELECT r.refund_key, r.amount_minor, i.idempotency_key AS intent_key
-FROM paysim.refunds r
-JOIN paysim.intents i ON i.id = r.intent_id
-WHERE r.refund_key = @refund_key;
+SELECT refund_key, intent_id, amount_minor FROM paysim.refunds WHERE refund_key = @refund_key;
 
 -- name: RefundPart :one
 -- CAPTURED: part of the capture goes back, only while the refunds stay within it; the intent is
@@ -113,7 +137,7 @@ UPDATE paysim.intents
    SET refunded_minor = refunded_minor + @amount_minor::bigint,
        status = CASE WHEN refunded_minor + @amount_minor::bigint = captured_minor THEN 'REFUNDED' ELSE status END,
        updated_at = now()
- WHERE idempotency_key = @idempotency_key AND status = 'CAPTURED'
+ WHERE id = @id AND status = 'CAPTURED'
    AND refunded_minor + @amount_minor::bigint <= captured_minor
 RETURNING *;
 

@@ -18,15 +18,15 @@ func TestRecords_OrderIntents_EveryKeyOldestFirst(t *testing.T) {
 	f := newFixture(t, paysim.Options{})
 	first := request(paysim.TokenOK)
 	second := first
-	second.IdempotencyKey += "-again"
+	second.Key += "-again"
 	other := request(paysim.Token3DS)
-	_, err := f.sim.Authorize(f.ctx, first)
+	a0, err := f.sim.Authorize(f.ctx, first)
 	require.NoError(t, err)
 	b, err := f.sim.Authorize(f.ctx, second)
 	require.NoError(t, err)
 	c, err := f.sim.Authorize(f.ctx, other)
 	require.NoError(t, err)
-	a, err := f.sim.Capture(f.ctx, first.IdempotencyKey)
+	a, err := f.sim.Capture(f.ctx, ref(a0))
 	require.NoError(t, err)
 
 	want := map[int64][]payment.Intent{first.OrderID: {a, b}, other.OrderID: {c}}

@@ -131,7 +131,7 @@ func TestThreeDSDeclineDeclinesAndSendsTheDeclinedWebhook(t *testing.T) {
 	rec := post(e, pathOf(t, in), "decline")
 	require.Equal(t, http.StatusOK, rec.Code)
 	assert.Contains(t, rec.Body.String(), "Payment declined — you can close this page")
-	looked, err := f.sim.Lookup(f.ctx, in.IdempotencyKey)
+	looked, err := f.sim.Lookup(f.ctx, ref(in))
 	require.NoError(t, err)
 	assert.Equal(t, payment.StatusDeclined, looked.Status)
 	assert.Equal(t, "authentication_failed", looked.DeclineCode)
@@ -146,7 +146,7 @@ func TestThreeDSApproveAfterVoidIs409AndSendsNothing(t *testing.T) {
 	f := newFixture(t, paysim.Options{WebhookURL: r.srv.URL})
 	e := threeDS(f)
 	in := f.authorize(paysim.Token3DS)
-	_, err := f.sim.Void(f.ctx, in.IdempotencyKey) // the hold expired
+	_, err := f.sim.Void(f.ctx, ref(in)) // the hold expired
 	require.NoError(t, err)
 
 	rec := post(e, pathOf(t, in), "approve")

@@ -52,7 +52,12 @@ func (s *Sim) authenticate(ctx context.Context, intentID string, to payment.Stat
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	q := s.q.WithTx(tx)
-	row, err := q.Authenticate(ctx, string(to), declineCode, intentID)
+	p := simdb.AuthenticateParams{Status: string(to), DeclineCode: declineCode, ID: intentID}
+	if to == payment.StatusAuthorized {
+		until := time.Now().Add(s.opts.AuthorizationWindow)
+		p.CaptureBefore = &until
+	}
+	row, err := q.Authenticate(ctx, p)
 	if db.NotFound(err) {
 		_ = tx.Rollback(ctx)
 		cur, err := s.q.IntentByID(ctx, intentID)

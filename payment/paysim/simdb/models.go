@@ -20,6 +20,14 @@ type PaysimFault struct {
 	MoneyDownUntil *time.Time
 }
 
+type PaysimIdempotencyKey struct {
+	Key         string
+	Operation   string
+	RequestHash string
+	IntentID    string
+	CreatedAt   time.Time
+}
+
 type PaysimIntent struct {
 	ID             string
 	IdempotencyKey string
@@ -34,6 +42,8 @@ type PaysimIntent struct {
 	DeclineCode    string
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	CaptureBefore  *time.Time
+	OrderVersion   string
 }
 
 type PaysimRefund struct {

@@ -15,15 +15,27 @@ import (
 
 const authenticate = `-- name: Authenticate :one
 UPDATE paysim.intents
-   SET status = $1, decline_code = $2, updated_at = now()
- WHERE id = $3 AND status = 'REQUIRES_ACTION'
-RETURNING id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, refunded_minor, redirect_url, decline_code, created_at, updated_at
+   SET status = $1, decline_code = $2, capture_before = $3, updated_at = now()
+ WHERE id = $4 AND status = 'REQUIRES_ACTION'
+RETURNING id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, refunded_minor, redirect_url, decline_code, created_at, updated_at, capture_before, order_version
 `
+
+type AuthenticateParams struct {
+	Status        string
+	DeclineCode   string
+	CaptureBefore *time.Time
+	ID            string
+}
 
 // The shopper's 3-D Secure answer: REQUIRES_ACTION → AUTHORIZED or DECLINED. A void racing it
 // (the hold expired) leaves the intent VOIDED and this statement without a row.
-func (q *Queries) Authenticate(ctx context.Context, status string, declineCode string, iD string) (PaysimIntent, error) {
-	row := q.db.QueryRow(ctx, authenticate, status, declineCode, iD)
+func (q *Queries) Authenticate(ctx context.Context, arg AuthenticateParams) (PaysimIntent, error) {
+	row := q.db.QueryRow(ctx, authenticate,
+		arg.Status,
+		arg.DeclineCode,
+		arg.CaptureBefore,
+		arg.ID,
+	)
 	var i PaysimIntent
 	err := row.Scan(
 		&i.ID,
@@ -39,6 +51,8 @@ func (q *Queries) Authenticate(ctx context.Context, status string, declineCode s
 		&i.DeclineCode,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.CaptureBefore,
+		&i.OrderVersion,
 	)
 	return i, err
 }
@@ -46,13 +60,13 @@ func (q *Queries) Authenticate(ctx context.Context, status string, declineCode s
 const capture = `-- name: Capture :one
 UPDATE paysim.intents
    SET status = 'CAPTURED', captured_minor = amount_minor, updated_at = now()
- WHERE idempotency_key = $1 AND status = 'AUTHORIZED'
-RETURNING id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, refunded_minor, redirect_url, decline_code, created_at, updated_at
+ WHERE id = $1 AND status = 'AUTHORIZED' AND (capture_before IS NULL OR capture_before > now())
+RETURNING id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, refunded_minor, redirect_url, decline_code, created_at, updated_at, capture_before, order_version
 `
 
-// AUTHORIZED → CAPTURED, the full amount.
-func (q *Queries) Capture(ctx context.Context, idempotencyKey string) (PaysimIntent, error) {
-	row := q.db.QueryRow(ctx, capture, idempotencyKey)
+// AUTHORIZED → CAPTURED, the full amount, only before the authorization lapses.
+func (q *Queries) Capture(ctx context.Context, id string) (PaysimIntent, error) {
+	row := q.db.QueryRow(ctx, capture, id)
 	var i PaysimIntent
 	err := row.Scan(
 		&i.ID,
@@ -68,6 +82,8 @@ func (q *Queries) Capture(ctx context.Context, idempotencyKey string) (PaysimInt
 		&i.DeclineCode,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.CaptureBefore,
+		&i.OrderVersion,
 	)
 	return i, err
 }
@@ -123,39 +139,31 @@ func (q *Queries) ClaimDueWebhooks(ctx context.Context, leaseSeconds float64, ba
 	return items, nil
 }
 
-const createIntent = `-- name: CreateIntent :one
-INSERT INTO paysim.intents (id, idempotency_key, order_id, amount_minor, currency, token, status,
-                            redirect_url, decline_code)
-VALUES ($1, $2, $3, $4, $5, $6, $7,
-        $8, $9)
-ON CONFLICT (idempotency_key) DO NOTHING
-RETURNING id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, refunded_minor, redirect_url, decline_code, created_at, updated_at
+const confirm = `-- name: Confirm :one
+UPDATE paysim.intents
+   SET status = $1, redirect_url = $2, decline_code = $3,
+       capture_before = $4, updated_at = now()
+ WHERE id = $5 AND status = 'CREATED'
+RETURNING id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, refunded_minor, redirect_url, decline_code, created_at, updated_at, capture_before, order_version
 `
 
-type CreateIntentParams struct {
-	ID             string
-	IdempotencyKey string
-	OrderID        int64
-	AmountMinor    int64
-	Currency       string
-	Token          string
-	Status         string
-	RedirectUrl    string
-	DeclineCode    string
+type ConfirmParams struct {
+	Status        string
+	RedirectUrl   string
+	DeclineCode   string
+	CaptureBefore *time.Time
+	ID            string
 }
 
-// A new intent, or no row when the idempotency key already names one (the caller then reads it).
-func (q *Queries) CreateIntent(ctx context.Context, arg CreateIntentParams) (PaysimIntent, error) {
-	row := q.db.QueryRow(ctx, createIntent,
-		arg.ID,
-		arg.IdempotencyKey,
-		arg.OrderID,
-		arg.AmountMinor,
-		arg.Currency,
-		arg.Token,
+// CREATED → the token's answer: AUTHORIZED (capturable until capture_before), REQUIRES_ACTION
+// or DECLINED.
+func (q *Queries) Confirm(ctx context.Context, arg ConfirmParams) (PaysimIntent, error) {
+	row := q.db.QueryRow(ctx, confirm,
 		arg.Status,
 		arg.RedirectUrl,
 		arg.DeclineCode,
+		arg.CaptureBefore,
+		arg.ID,
 	)
 	var i PaysimIntent
 	err := row.Scan(
@@ -172,6 +180,56 @@ func (q *Queries) CreateIntent(ctx context.Context, arg CreateIntentParams) (Pay
 		&i.DeclineCode,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.CaptureBefore,
+		&i.OrderVersion,
+	)
+	return i, err
+}
+
+const createIntent = `-- name: CreateIntent :one
+INSERT INTO paysim.intents (id, idempotency_key, order_id, order_version, amount_minor, currency, token, status)
+VALUES ($1, $2, $3, $4, $5, $6, $7, 'CREATED')
+RETURNING id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, refunded_minor, redirect_url, decline_code, created_at, updated_at, capture_before, order_version
+`
+
+type CreateIntentParams struct {
+	ID             string
+	IdempotencyKey string
+	OrderID        int64
+	OrderVersion   string
+	AmountMinor    int64
+	Currency       string
+	Token          string
+}
+
+// A new intent, made but not confirmed: no money is held yet.
+func (q *Queries) CreateIntent(ctx context.Context, arg CreateIntentParams) (PaysimIntent, error) {
+	row := q.db.QueryRow(ctx, createIntent,
+		arg.ID,
+		arg.IdempotencyKey,
+		arg.OrderID,
+		arg.OrderVersion,
+		arg.AmountMinor,
+		arg.Currency,
+		arg.Token,
+	)
+	var i PaysimIntent
+	err := row.Scan(
+		&i.ID,
+		&i.IdempotencyKey,
+		&i.OrderID,
+		&i.AmountMinor,
+		&i.Currency,
+		&i.Token,
+		&i.Status,
+		&i.CapturedMinor,
+		&i.RefundedMinor,
+		&i.RedirectUrl,
+		&i.DeclineCode,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.CaptureBefore,
+		&i.OrderVersion,
 	)
 	return i, err
 }
@@ -227,22 +285,22 @@ func (q *Queries) Faults(ctx context.Context) (FaultsRow, error) {
 
 const insertRefund = `-- name: InsertRefund :one
 INSERT INTO paysim.refunds (refund_key, intent_id, amount_minor)
-SELECT $1::text, id, $2::bigint FROM paysim.intents WHERE idempotency_key = $3::text
+VALUES ($1, $2, $3)
 ON CONFLICT (refund_key) DO NOTHING
 RETURNING intent_id
 `
 
-// A partial refund of the intent under intent_key, named by its own key; no row when the refund
-// key is already taken (the caller reads it) or there is no such intent.
-func (q *Queries) InsertRefund(ctx context.Context, refundKey string, amountMinor int64, intentKey string) (string, error) {
-	row := q.db.QueryRow(ctx, insertRefund, refundKey, amountMinor, intentKey)
+// A partial refund of an intent, its key in its metadata; no row when a refund under the key
+// exists (the caller reads it: found by its metadata, whatever the key window).
+func (q *Queries) InsertRefund(ctx context.Context, refundKey string, intentID string, amountMinor int64) (string, error) {
+	row := q.db.QueryRow(ctx, insertRefund, refundKey, intentID, amountMinor)
 	var intent_id string
 	err := row.Scan(&intent_id)
 	return intent_id, err
 }
 
 const intentByID = `-- name: IntentByID :one
-SELECT id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, refunded_minor, redirect_url, decline_code, created_at, updated_at FROM paysim.intents WHERE id = $1
+SELECT id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, refunded_minor, redirect_url, decline_code, created_at, updated_at, capture_before, order_version FROM paysim.intents WHERE id = $1
 `
 
 func (q *Queries) IntentByID(ctx context.Context, id string) (PaysimIntent, error) {
@@ -262,37 +320,14 @@ func (q *Queries) IntentByID(ctx context.Context, id string) (PaysimIntent, erro
 		&i.DeclineCode,
 		&i.CreatedAt,
 		&i.UpdatedAt,
-	)
-	return i, err
-}
-
-const intentByKey = `-- name: IntentByKey :one
-SELECT id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, refunded_minor, redirect_url, decline_code, created_at, updated_at FROM paysim.intents WHERE idempotency_key = $1
-`
-
-func (q *Queries) IntentByKey(ctx context.Context, idempotencyKey string) (PaysimIntent, error) {
-	row := q.db.QueryRow(ctx, intentByKey, idempotencyKey)
-	var i PaysimIntent
-	err := row.Scan(
-		&i.ID,
-		&i.IdempotencyKey,
-		&i.OrderID,
-		&i.AmountMinor,
-		&i.Currency,
-		&i.Token,
-		&i.Status,
-		&i.CapturedMinor,
-		&i.RefundedMinor,
-		&i.RedirectUrl,
-		&i.DeclineCode,
-		&i.CreatedAt,
-		&i.UpdatedAt,
+		&i.CaptureBefore,
+		&i.OrderVersion,
 	)
 	return i, err
 }
 
 const intentsOfOrders = `-- name: IntentsOfOrders :many
-SELECT id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, refunded_minor, redirect_url, decline_code, created_at, updated_at FROM paysim.intents
+SELECT id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, refunded_minor, redirect_url, decline_code, created_at, updated_at, capture_before, order_version FROM paysim.intents
 WHERE order_id = ANY ($1::bigint[])
 ORDER BY order_id, created_at, id
 `
@@ -322,6 +357,8 @@ func (q *Queries) IntentsOfOrders(ctx context.Context, orderIds []int64) ([]Pays
 			&i.DeclineCode,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.CaptureBefore,
+			&i.OrderVersion,
 		); err != nil {
 			return nil, err
 		}
@@ -333,16 +370,33 @@ func (q *Queries) IntentsOfOrders(ctx context.Context, orderIds []int64) ([]Pays
 	return items, nil
 }
 
+const keyOf = `-- name: KeyOf :one
+SELECT key, operation, request_hash, intent_id, created_at FROM paysim.idempotency_keys WHERE key = $1
+`
+
+func (q *Queries) KeyOf(ctx context.Context, key string) (PaysimIdempotencyKey, error) {
+	row := q.db.QueryRow(ctx, keyOf, key)
+	var i PaysimIdempotencyKey
+	err := row.Scan(
+		&i.Key,
+		&i.Operation,
+		&i.RequestHash,
+		&i.IntentID,
+		&i.CreatedAt,
+	)
+	return i, err
+}
+
 const refund = `-- name: Refund :one
 UPDATE paysim.intents
    SET status = 'REFUNDED', refunded_minor = captured_minor, updated_at = now()
- WHERE idempotency_key = $1 AND status = 'CAPTURED'
-RETURNING id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, refunded_minor, redirect_url, decline_code, created_at, updated_at
+ WHERE id = $1 AND status = 'CAPTURED'
+RETURNING id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, refunded_minor, redirect_url, decline_code, created_at, updated_at, capture_before, order_version
 `
 
-// CAPTURED → REFUNDED, the whole capture.
-func (q *Queries) Refund(ctx context.Context, idempotencyKey string) (PaysimIntent, error) {
-	row := q.db.QueryRow(ctx, refund, idempotencyKey)
+// CAPTURED → REFUNDED, what is left of the capture.
+func (q *Queries) Refund(ctx context.Context, id string) (PaysimIntent, error) {
+	row := q.db.QueryRow(ctx, refund, id)
 	var i PaysimIntent
 	err := row.Scan(
 		&i.ID,
@@ -358,27 +412,26 @@ func (q *Queries) Refund(ctx context.Context, idempotencyKey string) (PaysimInte
 		&i.DeclineCode,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.CaptureBefore,
+		&i.OrderVersion,
 	)
 	return i, err
 }
 
 const refundByKey = `-- name: RefundByKey :one
-SELECT r.refund_key, r.amount_minor, i.idempotency_key AS intent_key
-FROM paysim.refunds r
-JOIN paysim.intents i ON i.id = r.intent_id
-WHERE r.refund_key = $1
+SELECT refund_key, intent_id, amount_minor FROM paysim.refunds WHERE refund_key = $1
 `
 
 type RefundByKeyRow struct {
 	RefundKey   string
+	IntentID    string
 	AmountMinor int64
-	IntentKey   string
 }
 
 func (q *Queries) RefundByKey(ctx context.Context, refundKey string) (RefundByKeyRow, error) {
 	row := q.db.QueryRow(ctx, refundByKey, refundKey)
 	var i RefundByKeyRow
-	err := row.Scan(&i.RefundKey, &i.AmountMinor, &i.IntentKey)
+	err := row.Scan(&i.RefundKey, &i.IntentID, &i.AmountMinor)
 	return i, err
 }
 
@@ -387,15 +440,15 @@ UPDATE paysim.intents
    SET refunded_minor = refunded_minor + $1::bigint,
        status = CASE WHEN refunded_minor + $1::bigint = captured_minor THEN 'REFUNDED' ELSE status END,
        updated_at = now()
- WHERE idempotency_key = $2 AND status = 'CAPTURED'
+ WHERE id = $2 AND status = 'CAPTURED'
    AND refunded_minor + $1::bigint <= captured_minor
-RETURNING id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, refunded_minor, redirect_url, decline_code, created_at, updated_at
+RETURNING id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, refunded_minor, redirect_url, decline_code, created_at, updated_at, capture_before, order_version
 `
 
 // CAPTURED: part of the capture goes back, only while the refunds stay within it; the intent is
 // REFUNDED once all of it has.
-func (q *Queries) RefundPart(ctx context.Context, amountMinor int64, idempotencyKey string) (PaysimIntent, error) {
-	row := q.db.QueryRow(ctx, refundPart, amountMinor, idempotencyKey)
+func (q *Queries) RefundPart(ctx context.Context, amountMinor int64, iD string) (PaysimIntent, error) {
+	row := q.db.QueryRow(ctx, refundPart, amountMinor, iD)
 	var i PaysimIntent
 	err := row.Scan(
 		&i.ID,
@@ -411,6 +464,40 @@ func (q *Queries) RefundPart(ctx context.Context, amountMinor int64, idempotency
 		&i.DeclineCode,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.CaptureBefore,
+		&i.OrderVersion,
+	)
+	return i, err
+}
+
+const searchIntent = `-- name: SearchIntent :one
+SELECT id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, refunded_minor, redirect_url, decline_code, created_at, updated_at, capture_before, order_version FROM paysim.intents
+WHERE idempotency_key = $1 AND created_at <= now() - make_interval(secs => $2::float8)
+ORDER BY created_at DESC, id DESC
+LIMIT 1
+`
+
+// The search by metadata: the newest intent under the payment key that the search index shows,
+// i.e. made at least lag_seconds ago (a real provider's search lags its writes).
+func (q *Queries) SearchIntent(ctx context.Context, idempotencyKey string, lagSeconds float64) (PaysimIntent, error) {
+	row := q.db.QueryRow(ctx, searchIntent, idempotencyKey, lagSeconds)
+	var i PaysimIntent
+	err := row.Scan(
+		&i.ID,
+		&i.IdempotencyKey,
+		&i.OrderID,
+		&i.AmountMinor,
+		&i.Currency,
+		&i.Token,
+		&i.Status,
+		&i.CapturedMinor,
+		&i.RefundedMinor,
+		&i.RedirectUrl,
+		&i.DeclineCode,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.CaptureBefore,
+		&i.OrderVersion,
 	)
 	return i, err
 }
@@ -440,16 +527,51 @@ func (q *Queries) SetFaults(ctx context.Context, arg SetFaultsParams) error {
 	return err
 }
 
+const takeKey = `-- name: TakeKey :one
+INSERT INTO paysim.idempotency_keys (key, operation, request_hash, intent_id)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (key) DO UPDATE
+   SET operation = EXCLUDED.operation, request_hash = EXCLUDED.request_hash, intent_id = EXCLUDED.intent_id,
+       created_at = now()
+ WHERE paysim.idempotency_keys.created_at <= now() - make_interval(secs => $5::float8)
+RETURNING key
+`
+
+type TakeKeyParams struct {
+	Key           string
+	Operation     string
+	RequestHash   string
+	IntentID      string
+	WindowSeconds float64
+}
+
+// Records an idempotency key for an operation on an intent: a new key, or one older than the
+// window (forgotten, as a real provider forgets it). No row when the key is live: the caller reads
+// it (KeyOf) and answers the repeat, or refuses other parameters. A concurrent request under the
+// same key waits here for the first to commit.
+func (q *Queries) TakeKey(ctx context.Context, arg TakeKeyParams) (string, error) {
+	row := q.db.QueryRow(ctx, takeKey,
+		arg.Key,
+		arg.Operation,
+		arg.RequestHash,
+		arg.IntentID,
+		arg.WindowSeconds,
+	)
+	var key string
+	err := row.Scan(&key)
+	return key, err
+}
+
 const void = `-- name: Void :one
 UPDATE paysim.intents
    SET status = 'VOIDED', updated_at = now()
- WHERE idempotency_key = $1 AND status IN ('REQUIRES_ACTION', 'AUTHORIZED')
-RETURNING id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, refunded_minor, redirect_url, decline_code, created_at, updated_at
+ WHERE id = $1 AND status IN ('CREATED', 'REQUIRES_ACTION', 'AUTHORIZED')
+RETURNING id, idempotency_key, order_id, amount_minor, currency, token, status, captured_minor, refunded_minor, redirect_url, decline_code, created_at, updated_at, capture_before, order_version
 `
 
-// REQUIRES_ACTION or AUTHORIZED → VOIDED: the hold is released.
-func (q *Queries) Void(ctx context.Context, idempotencyKey string) (PaysimIntent, error) {
-	row := q.db.QueryRow(ctx, void, idempotencyKey)
+// CREATED, REQUIRES_ACTION or AUTHORIZED → VOIDED: the hold is released (a lapsed one too).
+func (q *Queries) Void(ctx context.Context, id string) (PaysimIntent, error) {
+	row := q.db.QueryRow(ctx, void, id)
 	var i PaysimIntent
 	err := row.Scan(
 		&i.ID,
@@ -465,6 +587,8 @@ func (q *Queries) Void(ctx context.Context, idempotencyKey string) (PaysimIntent
 		&i.DeclineCode,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.CaptureBefore,
+		&i.OrderVersion,
 	)
 	return i, err
 }
