@@ -19,6 +19,9 @@ TEMPORAL_UI_CONFIG := $(BIN)/temporal-ui-config/docker.yaml
 # The staff's sign-in of `make cluster`: an OpenID Connect provider built on zitadel/oidc
 # (tools/oidc-provider, a module of its own).
 OIDC_PROVIDER      := $(BIN)/oidc-provider
+# Stripe's own mock of its API, which the Stripe adapter's contract tests run against
+# (tools/stripe-mock, a module of its own that pins github.com/stripe/stripe-mock).
+STRIPE_MOCK        := $(BIN)/stripe-mock
 CLUSTER_TOOLS      := $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) $(TEMPORAL_UI_SERVER) $(TEMPORAL_UI_CONFIG) $(OIDC_PROVIDER)
 
 # Pinned tool versions.
@@ -90,7 +93,7 @@ build: ## build bin/checkout
 	$(GO) build -o $(BIN)/checkout ./cmd/checkout
 
 .PHONY: test
-test: postgres-binaries haproxy $(TEMPORAL_CLI) $(CLUSTER_TOOLS) test-rules ## the Prometheus rules' tests, run every test against real PostgreSQL and the Temporal dev server (and two against `make cluster`'s shape, one of them `make chaos`'s short form), then every fuzz target for TEST_FUZZTIME (1000 inputs)
+test: postgres-binaries haproxy $(TEMPORAL_CLI) $(CLUSTER_TOOLS) $(STRIPE_MOCK) test-rules ## the Prometheus rules' tests, run every test against real PostgreSQL and the Temporal dev server (and two against `make cluster`'s shape, one of them `make chaos`'s short form), then every fuzz target for TEST_FUZZTIME (1000 inputs)
 	$(GO) test $(TEST_FLAGS) ./...
 	$(GO) -C bench test $(TEST_FLAGS) ./...
 	$(GO) -C tools/temporal-server test $(TEST_FLAGS) ./...
@@ -219,6 +222,13 @@ $(TEMPORAL_SERVER): tools/temporal-server/go.mod $(wildcard tools/temporal-serve
 # tools/oidc-provider's go.mod pins github.com/zitadel/oidc.
 $(OIDC_PROVIDER): tools/oidc-provider/go.mod $(wildcard tools/oidc-provider/*.go)
 	$(GO) -C tools/oidc-provider build -o $@ .
+
+.PHONY: stripe-mock
+stripe-mock: $(STRIPE_MOCK) ## build bin/stripe-mock, the pinned mock of Stripe's API the Stripe adapter's tests run against
+
+# tools/stripe-mock's go.mod pins github.com/stripe/stripe-mock (a tool directive: no code of ours).
+$(STRIPE_MOCK): tools/stripe-mock/go.mod
+	$(GO) -C tools/stripe-mock build -o $@ github.com/stripe/stripe-mock
 
 $(TEMPORAL_SQL_TOOL):
 	GOBIN=$(BIN)/.temporal-sql-tool $(GO) install go.temporal.io/server/cmd/tools/sql@$(TEMPORAL_SERVER_VERSION)

@@ -34,7 +34,7 @@ import (
 // out answers 503; repeating it with the same key attaches to the same order.
 const placeTimeout = 30 * time.Second
 
-var tokenRe = regexp.MustCompile(`^tok_[A-Za-z0-9_]{1,60}$`)
+var tokenRe = regexp.MustCompile(`^(tok|pm)_[A-Za-z0-9_]{1,60}$`)
 
 type orderRequest struct {
 	PriceVersion       string `json:"priceVersion"`
@@ -55,7 +55,7 @@ func (r orderRequest) validate() error {
 		v.add("addressId", "required: one of your addresses")
 	}
 	if !tokenRe.MatchString(r.PaymentMethodToken) {
-		v.add("paymentMethodToken", "required: a payment method token such as tok_3ds")
+		v.add("paymentMethodToken", "required: a payment method token (tok_… or a Stripe PaymentMethod pm_…), such as tok_3ds")
 	}
 	if r.CouponCode != "" && !couponRe.MatchString(r.CouponCode) {
 		v.add("couponCode", "3 to 32 letters, digits, - or _")

@@ -47,6 +47,12 @@ type PaymentLookup interface {
 	Lookup(ctx context.Context, ref payment.Ref) (payment.Intent, error)
 }
 
+// WebhookVerifier checks a provider's signed webhook delivery and reads its event:
+// payment.ErrInvalidSignature when the signature does not hold.
+type WebhookVerifier interface {
+	VerifyWebhook(body []byte, header http.Header, now time.Time) (payment.WebhookEvent, error)
+}
+
 // PaymentPages are the provider's own pages (the simulator's 3-D Secure page), served by the API
 // process.
 type PaymentPages interface {
@@ -66,6 +72,9 @@ type Deps struct {
 	// Payments is the payment provider, asked about an intent before a webhook that names it is
 	// routed to an order by its key.
 	Payments PaymentLookup
+	// Webhooks checks the provider's webhooks (nil: the simulator's signature, under
+	// PAYMENT_WEBHOOK_SECRET).
+	Webhooks WebhookVerifier
 	// PaymentPages, when set, serves the payment simulator's pages.
 	PaymentPages PaymentPages
 	// PaymentFaults, when set, lets the ops role switch the simulator's injected faults.

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -45,16 +44,19 @@ func (s *Server) paymentWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := payment.Verify([]byte(s.Options.PaymentWebhookSecret), body,
-		c.Request().Header.Get(payment.SignatureHeader), time.Now(), payment.DefaultTolerance); err != nil {
+	verifier := s.Webhooks
+	if verifier == nil {
+		verifier = payment.SignedWebhooks{Secret: []byte(s.Options.PaymentWebhookSecret)}
+	}
+	ev, err := verifier.VerifyWebhook(body, c.Request().Header, time.Now())
+	if errors.Is(err, payment.ErrInvalidSignature) {
 		s.Log.Warn("payment webhook refused", "reason", err.Error(), "request_id", requestID(c), "client_ip", c.RealIP())
 		if err := s.admit(c, s.limits.webhookFailures); err != nil {
 			return err
 		}
 		return problem.New(problem.InvalidSignature, "invalid webhook signature")
 	}
-	var ev payment.WebhookEvent
-	if err := json.Unmarshal(body, &ev); err != nil || ev.ID == "" || ev.Intent.ID == "" || holdsNUL(body) {
+	if err != nil || ev.ID == "" || ev.Intent.ID == "" || holdsNUL(body) {
 		return problem.New(problem.InvalidJSON, "not a payment event")
 	}
 	ctx := c.Request().Context()

@@ -44,6 +44,7 @@ import (
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/payment"
 	"github.com/marketplace/checkout/payment/paysim"
+	"github.com/marketplace/checkout/payment/stripepay"
 	"github.com/marketplace/checkout/worker"
 	"github.com/marketplace/checkout/workflows"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -113,6 +114,9 @@ type stackOptions struct {
 	// API calls.
 	apiTemporal func(api.TemporalClient) api.TemporalClient
 	apiPayments func(api.PaymentLookup) api.PaymentLookup
+	// stripeMock runs the worker and the API on the Stripe adapter against stripe-mock (the
+	// simulator still runs, unused by the order).
+	stripeMock bool
 	// env adds settings.
 	env map[string]string
 	// workerEnv adds settings the worker alone is given, over env's (the API keeps env's).
@@ -180,13 +184,19 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	if o.apiTemporal != nil {
 		apiTemporal = o.apiTemporal(tc)
 	}
-	var apiPayments api.PaymentLookup = sim
+	var gateway payment.Gateway = sim
+	var webhooks api.WebhookVerifier
+	if o.stripeMock {
+		gateway = stripepay.New(stripepay.Options{SecretKey: "sk_test_e2e", APIURL: testenv.StripeMock(t), ReturnURL: base})
+		webhooks = stripepay.Webhooks{Secret: cfg.PaymentWebhookSecret}
+	}
+	var apiPayments api.PaymentLookup = gateway
 	if o.apiPayments != nil {
-		apiPayments = o.apiPayments(sim)
+		apiPayments = o.apiPayments(gateway)
 	}
 	e := api.New(api.Deps{Options: wiring.API(cfg), Pool: pool, Inventory: inv, Temporal: apiTemporal, Metrics: m,
-		Log: quietLog(), Payments: apiPayments, PaymentPages: sim, PaymentFaults: sim, CartCache: carts, Codec: pc,
-		Features: switches})
+		Log: quietLog(), Payments: apiPayments, Webhooks: webhooks, PaymentPages: sim, PaymentFaults: sim, CartCache: carts,
+		Codec: pc, Features: switches})
 	srv := api.HTTPServer("", e)
 	go func() { _ = srv.Serve(ln) }()
 	metricsLn, err := net.Listen("tcp", "127.0.0.1:0")
@@ -201,7 +211,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 		http:      &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 100}},
 		deps:      worker.Deps{Config: workerCfg, Pool: pool, Inventory: inv, Temporal: tc, Metrics: m, Log: quietLog(), Features: switches},
 		moneyDown: &atomic.Bool{}}
-	s.deps.Gateway = moneyDownGateway{Gateway: sim, down: s.moneyDown}
+	s.deps.Gateway = moneyDownGateway{Gateway: gateway, down: s.moneyDown}
 	s.metrics = "http://" + metricsLn.Addr().String() + "/metrics"
 	if o.gateway != nil {
 		s.deps.Gateway = o.gateway(s.deps.Gateway)

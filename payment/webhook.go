@@ -4,8 +4,10 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -108,4 +110,22 @@ func mac(secret []byte, ts int64, body []byte) []byte {
 	h.Write([]byte{'.'})
 	h.Write(body)
 	return h.Sum(nil)
+}
+
+// SignedWebhooks reads the simulator's webhooks: signed as Stripe signs its own (Sign), in the
+// SignatureHeader, the event a WebhookEvent in JSON.
+type SignedWebhooks struct {
+	Secret []byte
+	// Tolerance bounds the signature's age either way; zero: DefaultTolerance.
+	Tolerance time.Duration
+}
+
+// VerifyWebhook checks the signature (ErrInvalidSignature) and reads the event.
+func (w SignedWebhooks) VerifyWebhook(body []byte, header http.Header, now time.Time) (WebhookEvent, error) {
+	if err := Verify(w.Secret, body, header.Get(SignatureHeader), now, w.Tolerance); err != nil {
+		return WebhookEvent{}, err
+	}
+	var ev WebhookEvent
+	err := json.Unmarshal(body, &ev)
+	return ev, err
 }

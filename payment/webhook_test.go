@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/stripe/stripe-go/v82/webhook"
 
 	"github.com/marketplace/checkout/payment"
 )
@@ -76,4 +77,18 @@ func TestSignatureRejects(t *testing.T) {
 			assert.ErrorIs(t, err, payment.ErrInvalidSignature)
 		})
 	}
+}
+
+// TestSign_IsStripesScheme_VerifiedByStripeGo: the simulator signs its webhooks as Stripe does, so
+// that stripe-go's own check accepts them, within its tolerance and not beyond.
+func TestSign_IsStripesScheme_VerifiedByStripeGo(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"id":"evt_1","type":"payment_intent.authorized"}`)
+	secret := "whsec_simulator_secret_0123456789"
+	require.NoError(t, webhook.ValidatePayloadWithTolerance(body, payment.Sign([]byte(secret), body, time.Now()), secret,
+		time.Minute))
+	old := payment.Sign([]byte(secret), body, time.Now().Add(-2*time.Minute))
+	assert.ErrorIs(t, webhook.ValidatePayloadWithTolerance(body, old, secret, time.Minute), webhook.ErrTooOld)
+	assert.ErrorIs(t, webhook.ValidatePayloadWithTolerance(body, payment.Sign([]byte("other"), body, time.Now()), secret,
+		time.Minute), webhook.ErrNoValidSignature)
 }

@@ -35,7 +35,9 @@ import (
 	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/internal/wiring"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/payment"
 	"github.com/marketplace/checkout/payment/paysim"
+	"github.com/marketplace/checkout/payment/stripepay"
 	"github.com/marketplace/checkout/worker"
 	"github.com/marketplace/checkout/workflows"
 )
@@ -58,9 +60,13 @@ type app struct {
 	codec   *codec.Codec
 	metrics *metrics.Metrics
 	inv     *inventory.Engine
-	// paysim is the payment provider simulator, the only provider of this build (PAYMENT_PROVIDER:
-	// api and worker start only when it names it, dev names it): the worker calls it, the API
-	// serves its 3-D Secure page and fault switch and delivers its webhooks.
+	// gateway is the payment provider PAYMENT_PROVIDER names (api and worker start only when it is
+	// set; dev names the simulator): the worker calls it, the API asks it about webhooks, which
+	// webhooks checks.
+	gateway  payment.Gateway
+	webhooks api.WebhookVerifier
+	// paysim is the simulator when it is the provider (nil otherwise): the API serves its 3-D
+	// Secure page and fault switch and delivers its webhooks.
 	paysim *paysim.Sim
 	// features are the feature switches, one cache per process (API and worker alike), shown in
 	// its metrics.
@@ -112,14 +118,24 @@ func connect(ctx context.Context, cfg config.Config) (*app, error) {
 	a.metrics.RegisterInventoryGauges(a.inv)
 	a.features = features.New(a.pool, features.Options{TTL: cfg.FeaturesCacheTTL, Log: a.log})
 	a.metrics.RegisterFeatures(a.features.Snapshot)
+	if cfg.PaymentProvider == config.ProviderStripe {
+		a.gateway = stripepay.New(stripepay.Options{SecretKey: cfg.Stripe.SecretKey, APIURL: cfg.Stripe.APIURL,
+			ReturnURL: cfg.Stripe.ReturnURL})
+		a.webhooks = stripepay.Webhooks{Secret: cfg.PaymentWebhookSecret}
+		return a, nil
+	}
 	a.paysim = paysim.New(a.pool, paysim.Options{PublicBaseURL: cfg.PublicBaseURL, WebhookURL: cfg.PaymentWebhookURL,
 		WebhookSecret: []byte(cfg.PaymentWebhookSecret), Log: a.log, Latency: cfg.PaysimFaults.Latency,
 		FailureRate: cfg.PaysimFaults.FailureRate, HoldUntil: api.HoldUntil(a.pool)})
+	a.gateway = a.paysim
+	a.webhooks = payment.SignedWebhooks{Secret: []byte(cfg.PaymentWebhookSecret)}
 	return a, nil
 }
 
 func (a *app) close() {
-	a.paysim.Close()
+	if a.paysim != nil {
+		a.paysim.Close()
+	}
 	a.temporal.Close()
 	a.pool.Close()
 }
@@ -130,13 +146,18 @@ func (a *app) serveAPI(ctx context.Context) error {
 	// The cart cache serves only while its listener (run below) listens for cart changes.
 	carts := cart.NewCache(a.pool, cart.CacheOptions{Entries: a.cfg.CartCacheEntries,
 		MaxBytes: int64(a.cfg.CartCacheMemoryMB) << 20, Log: a.log})
-	e := api.New(api.Deps{Options: wiring.API(a.cfg), Pool: a.pool, Inventory: a.inv, Temporal: a.temporal,
-		Metrics: a.metrics, Log: a.log, Payments: a.paysim, PaymentPages: a.paysim, PaymentFaults: a.paysim, CartCache: carts, Codec: a.codec,
-		Features: a.features})
-	srv := api.HTTPServer(a.cfg.HTTPAddr, e)
+	deps := api.Deps{Options: wiring.API(a.cfg), Pool: a.pool, Inventory: a.inv, Temporal: a.temporal,
+		Metrics: a.metrics, Log: a.log, Payments: a.gateway, Webhooks: a.webhooks, CartCache: carts, Codec: a.codec,
+		Features: a.features}
+	if a.paysim != nil {
+		deps.PaymentPages, deps.PaymentFaults = a.paysim, a.paysim
+	}
+	srv := api.HTTPServer(a.cfg.HTTPAddr, api.New(deps))
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return serve(ctx, srv) })
-	g.Go(func() error { return a.paysim.RunDeliverer(ctx) })
+	if a.paysim != nil {
+		g.Go(func() error { return a.paysim.RunDeliverer(ctx) })
+	}
 	g.Go(func() error { return carts.Run(ctx) })
 	return g.Wait()
 }
@@ -183,7 +204,7 @@ func (a *app) runWorker(ctx context.Context) error {
 		}
 		a.log.Info("schedules ensured", "schedules", worker.ScheduleIDs(a.cfg))
 	}
-	deps := worker.Deps{Config: a.cfg, Pool: a.pool, Inventory: a.inv, Gateway: a.paysim, Temporal: a.temporal,
+	deps := worker.Deps{Config: a.cfg, Pool: a.pool, Inventory: a.inv, Gateway: a.gateway, Temporal: a.temporal,
 		Metrics: a.metrics, Log: a.log, Features: a.features}
 	w := worker.New(a.temporal, deps)
 	if err := w.Start(); err != nil {

@@ -27,7 +27,7 @@ var layers = [][]string{
 	{"db", "migrations", "payment/paysim/simdb", "internal/problem", "internal/money", "internal/auth", "internal/codec",
 		"internal/metrics", "payment", "internal/dev/pgserver", "internal/dev/childproc", "deploy"},
 	// The business rules, each on its own tables.
-	{"inventory", "pricing", "availability", "outbox", "payment/paysim", "internal/config", "internal/dev/demo",
+	{"inventory", "pricing", "availability", "outbox", "payment/paysim", "payment/stripepay", "internal/config", "internal/dev/demo",
 		"internal/dev/devtemporal", "internal/dev/devprometheus", "features"},
 	// The order's lifecycle, over the stock and prices it is made of.
 	{"cart", "internal/dev/cluster", "order"},

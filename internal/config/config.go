@@ -91,9 +91,12 @@ type Config struct {
 	// TemporalUIOrigins are the Temporal UI's origins (scheme://host:port), which may call the
 	// API's codec endpoint from a browser with support's session cookie.
 	TemporalUIOrigins []string
-	// PaymentProvider names the payment provider: paysim, the simulator, is the only one this build
-	// has. api and worker need it set; dev runs the simulator when it is not.
+	// PaymentProvider names the payment provider: paysim, the simulator, or stripe. api and worker
+	// need it set; dev runs the simulator when it is not.
 	PaymentProvider string
+	// Stripe is the Stripe account, when PaymentProvider is stripe (PAYMENT_WEBHOOK_SECRET is then
+	// its webhook endpoint's signing secret).
+	Stripe Stripe
 	// PaymentWebhookURL is where the provider simulator delivers its signed webhooks.
 	PaymentWebhookURL string
 
@@ -206,6 +209,21 @@ const (
 // ProviderPaysim is the payment simulator: authorizations and captures with no money moving.
 const ProviderPaysim = "paysim"
 
+// ProviderStripe is Stripe, through its official Go library (payment/stripepay).
+const ProviderStripe = "stripe"
+
+// Stripe are the settings of the Stripe adapter.
+type Stripe struct {
+	// SecretKey is the account's secret API key (STRIPE_SECRET_KEY: sk_test_… in test mode, or a
+	// restricted key rk_…).
+	SecretKey string
+	// APIURL replaces Stripe's API address (STRIPE_API_URL; stripe-mock in tests); empty: Stripe's.
+	APIURL string
+	// ReturnURL is where Stripe sends the shopper's browser after 3-D Secure (STRIPE_RETURN_URL;
+	// default PUBLIC_BASE_URL).
+	ReturnURL string
+}
+
 // FromEnv reads the configuration from the process environment.
 func FromEnv() (Config, error) { return Load(os.Getenv) }
 
@@ -244,8 +262,10 @@ func Load(getenv func(string) string) (Config, error) {
 		TemporalUIOrigins:       p.list("TEMPORAL_UI_ORIGIN"),
 		PaymentProvider:         p.str("PAYMENT_PROVIDER", ""),
 		PaymentWebhookURL:       p.str("PAYMENT_WEBHOOK_URL", ""),
-		MetricsAddr:             p.str("METRICS_ADDR", DefaultMetricsAddr),
-		LogLevel:                p.str("LOG_LEVEL", "info"),
+		Stripe: Stripe{SecretKey: p.getenv("STRIPE_SECRET_KEY"), APIURL: p.str("STRIPE_API_URL", ""),
+			ReturnURL: p.str("STRIPE_RETURN_URL", "")},
+		MetricsAddr: p.str("METRICS_ADDR", DefaultMetricsAddr),
+		LogLevel:    p.str("LOG_LEVEL", "info"),
 
 		Dev: DevStack{
 			DataDir:             p.str("DATA_DIR", ".data"),
@@ -313,6 +333,9 @@ func Load(getenv func(string) string) (Config, error) {
 	if c.PaymentWebhookURL == "" {
 		c.PaymentWebhookURL = strings.TrimRight(c.PublicBaseURL, "/") + "/api/v1/payments/webhook"
 	}
+	if c.Stripe.ReturnURL == "" {
+		c.Stripe.ReturnURL = c.PublicBaseURL
+	}
 	if len(p.errs) > 0 {
 		return Config{}, errors.Join(p.errs...)
 	}
@@ -334,8 +357,12 @@ func (c Config) Validate() error {
 	}
 	switch c.PaymentProvider {
 	case "", ProviderPaysim:
+	case ProviderStripe:
+		if !strings.HasPrefix(c.Stripe.SecretKey, "sk_") && !strings.HasPrefix(c.Stripe.SecretKey, "rk_") {
+			errs = append(errs, errors.New("STRIPE_SECRET_KEY: PAYMENT_PROVIDER=stripe needs the account's secret key (sk_… or a restricted rk_…)"))
+		}
 	default:
-		errs = append(errs, fmt.Errorf("PAYMENT_PROVIDER %q: this build has the simulator only (%s)", c.PaymentProvider, ProviderPaysim))
+		errs = append(errs, fmt.Errorf("PAYMENT_PROVIDER %q: %s (the simulator) or %s", c.PaymentProvider, ProviderPaysim, ProviderStripe))
 	}
 	if c.OrdersMaxOpenPerShopper < 0 || c.OrdersMaxOpenPerShopper > 1000 {
 		errs = append(errs, fmt.Errorf("ORDERS_MAX_OPEN_PER_SHOPPER %d: between 0 (no cap) and 1000", c.OrdersMaxOpenPerShopper))

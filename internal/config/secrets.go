@@ -37,7 +37,7 @@ func (c Config) CheckServe() error {
 		return errors.New("TEMPORAL_CODEC_ENCRYPT=false writes payloads in clear, which api and worker refuse to read: also set TEMPORAL_CODEC_ACCEPT_PLAINTEXT=true while it lasts")
 	}
 	if c.PaymentProvider == "" {
-		return fmt.Errorf("PAYMENT_PROVIDER is not set: name the payment provider (this build has only the simulator, %s, with which no money moves)", ProviderPaysim)
+		return fmt.Errorf("PAYMENT_PROVIDER is not set: name the payment provider (%s, or %s, the simulator, with which no money moves)", ProviderStripe, ProviderPaysim)
 	}
 	return nil
 }

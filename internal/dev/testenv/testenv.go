@@ -10,8 +10,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,6 +26,7 @@ import (
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/config"
+	"github.com/marketplace/checkout/internal/dev/childproc"
 	"github.com/marketplace/checkout/internal/dev/devtemporal"
 	"github.com/marketplace/checkout/internal/dev/pgserver"
 	"github.com/marketplace/checkout/migrations"
@@ -43,11 +46,17 @@ var (
 	tOnce   sync.Once
 	tServer *devtemporal.Server
 	tErr    error
+
+	smOnce sync.Once
+	smProc *childproc.Process
+	smURL  string
+	smErr  error
 )
 
 // Main runs the tests of a package and stops the servers they started.
 func Main(m *testing.M) {
 	code := m.Run()
+	smProc.Stop()
 	if tServer != nil {
 		tServer.Stop()
 	}
@@ -180,6 +189,76 @@ func TemporalAddress(t testing.TB) string {
 		t.Fatalf("test Temporal dev server: %v", tErr)
 	}
 	return tServer.Address
+}
+
+// StripeMock returns the base URL of the test binary's stripe-mock, Stripe's own mock of its API
+// (bin/stripe-mock, built by the Makefile from the version tools/stripe-mock pins; STRIPE_MOCK
+// names another), started on first use on free loopback ports. It checks each request against
+// Stripe's API description and answers from its fixtures; it keeps no state.
+func StripeMock(t testing.TB) string {
+	t.Helper()
+	smOnce.Do(func() {
+		bin, err := findBin(os.Getenv("STRIPE_MOCK"), "bin/stripe-mock")
+		if err != nil {
+			smErr = fmt.Errorf("%w: run `make stripe-mock`", err)
+			return
+		}
+		httpPort, err1 := freePort()
+		httpsPort, err2 := freePort()
+		if smErr = errors.Join(err1, err2); smErr != nil {
+			return
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", httpPort)
+		cmd := exec.Command(bin, "-http-addr", addr, "-https-addr", fmt.Sprintf("127.0.0.1:%d", httpsPort))
+		if smProc, smErr = childproc.Start("stripe-mock", cmd, nil); smErr != nil {
+			return
+		}
+		smURL = "http://" + addr
+		smErr = smProc.WaitReady(context.Background(), time.Minute, func(ctx context.Context) error {
+			conn, err := net.DialTimeout("tcp", addr, time.Second)
+			if err == nil {
+				conn.Close()
+			}
+			return err
+		})
+	})
+	if smErr != nil {
+		t.Fatalf("stripe-mock: %v", smErr)
+	}
+	return smURL
+}
+
+// findBin resolves a tool: the given path, else def found in the project's bin/ walking up from
+// the working directory (tests run in package folders).
+func findBin(path, def string) (string, error) {
+	if path != "" {
+		if _, err := os.Stat(path); err != nil {
+			return "", err
+		}
+		return path, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		p := filepath.Join(dir, def)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+		if dir == filepath.Dir(dir) {
+			return "", fmt.Errorf("%s not found", def)
+		}
+	}
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Secret is a secret for a test's configuration, long enough for CheckSecrets.
