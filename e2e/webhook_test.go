@@ -2,6 +2,8 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -197,4 +199,39 @@ func TestWebhook_OrderNotReached_NotAckedAndDeliveredAgain(t *testing.T) {
 	assert.GreaterOrEqual(t, s.scalar(`SELECT attempts FROM paysim.webhook_events WHERE intent_id = $1`, intent), int64(2),
 		"delivered again after the failure")
 	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM payment_webhook_events WHERE intent_id = $1`, intent))
+}
+
+// TestWebhook_OutOfOrderAndRepeated_TheProvidersStateDecides: a provider delivers events more than
+// once and in any order. After the shopper approved 3-D Secure and the order was confirmed, a
+// stale "declined" event about the same intent (signed, a new event id: as a late delivery of an
+// older attempt) and the approval's event again are both acknowledged and change nothing: the
+// order asks the provider, whose intent is captured.
+func TestWebhook_OutOfOrderAndRepeated_TheProvidersStateDecides(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, stackOptions{})
+	sh, r, id, intent := s.awaiting3DS(7031, 79)
+	require.Equal(t, http.StatusOK, s.answer3DS(r.str("payment", "redirectUrl"), "approve").status)
+	require.Equal(t, "CONFIRMED", s.waitFinal(sh.token, id, 30*time.Second).str("status"))
+
+	in, err := s.sim.Lookup(s.ctx, payment.Ref{Key: order.PaymentKey(id), OrderID: id, IntentID: intent})
+	require.NoError(t, err)
+	stale := in
+	stale.Status, stale.DeclineCode = payment.StatusDeclined, "authentication_failed"
+	for _, ev := range []payment.WebhookEvent{
+		{ID: "evt_stale_" + randomHex(4), Type: payment.EventDeclined, Created: time.Now().Add(-time.Minute), Intent: stale},
+		{ID: "evt_again_" + randomHex(4), Type: payment.EventAuthorized, Created: time.Now(), Intent: in},
+	} {
+		body, err := json.Marshal(ev)
+		require.NoError(t, err)
+		for range 2 {
+			got := s.webhook(body, s.cfg.PaymentWebhookSecret)
+			assert.Equal(t, http.StatusOK, got.status, got.raw)
+		}
+	}
+	time.Sleep(time.Second) // the order's workflow has closed: nothing may reach it, nor reverse anything
+	o := s.call(http.MethodGet, fmt.Sprintf("/api/v1/orders/%d", id), sh.token, nil, nil)
+	assert.Equal(t, "CONFIRMED", o.str("status"))
+	assert.Equal(t, "CAPTURED", o.str("payment", "status"))
+	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM paysim.intents WHERE order_id = $1 AND status = 'CAPTURED'`, id))
+	s.auditClean()
 }
