@@ -87,18 +87,29 @@ func (s *Server) cancelLine(c echo.Context) error {
 	if err != nil {
 		return fmt.Errorf("starting the line cancellation: %w", err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, lineCancelWait)
+	// The wait is bounded here, not by a deadline on the call: the server enforces a call's
+	// deadline itself and may end the call a moment before the client's own timer, which then
+	// reads as a failure instead of the wait's end.
+	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var st workflows.LineCancelState
-	err = run.Get(wctx, &st)
+	got := make(chan error, 1)
+	go func() { got <- run.Get(wctx, &st) }()
+	waited := false
+	select {
+	case err = <-got:
+	case <-time.After(lineCancelWait):
+		cancel()
+		<-got
+		waited = true
+	}
 	switch {
+	case waited && ctx.Err() == nil:
+		// Still under way: answered from the record below.
 	case err == nil:
 		if r := st.Request; r.SKUID != skuID || r.Units != b.Units || r.Reason != b.Reason {
 			return keyReused()
 		}
-	case wctx.Err() != nil && ctx.Err() == nil:
-		// Still under way: answered from the record below. (The wait's end reaches the client as
-		// the call's own deadline, or, over TLS, as the stream the server resets.)
 	default:
 		if refusal := lineCancelRefusal(err); refusal != nil {
 			return refusal
