@@ -196,3 +196,24 @@ func TestExtendHold_RacingTheExpiry_ExactlyOneWins(t *testing.T) {
 	}
 	t.Logf("outcomes: %v", outcomes)
 }
+
+// TestReleaseExpired_NotExpiredYet_SaysHowLongByTheDatabasesClock: stock not yet expired by the
+// database's clock is kept, and the expiry says until when and how much of it is left by that
+// clock, which the hold child waits (its own clock may be ahead of the database's).
+func TestReleaseExpired_NotExpiredYet_SaysHowLongByTheDatabasesClock(t *testing.T) {
+	t.Parallel()
+	pool := testenv.Pool(t)
+	ctx := context.Background()
+	require.NoError(t, demo.Load(ctx, pool))
+	engine := inventory.New(pool, nil)
+	id := heldOrder(t, pool, engine, 2*time.Minute)
+
+	exp, err := engine.ReleaseExpired(ctx, id)
+	require.NoError(t, err)
+	assert.Zero(t, exp.Released)
+	require.NotNil(t, exp.Until)
+	var left float64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT EXTRACT(EPOCH FROM $1::timestamptz - now())`, *exp.Until).Scan(&left))
+	assert.InDelta(t, left, exp.Left.Seconds(), 2)
+	assert.InDelta(t, 120, exp.Left.Seconds(), 10)
+}

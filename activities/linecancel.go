@@ -12,6 +12,7 @@ import (
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/money"
 	"github.com/marketplace/checkout/internal/problem"
+	"github.com/marketplace/checkout/internal/staff"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment"
@@ -28,8 +29,14 @@ type LineCancelRequest struct {
 	Units     int32  `json:"units"`
 	Reason    string `json:"reason"`
 	RequestID string `json:"requestId"`
-	// RequestedBy says who asked, for the timeline ("ops user 5", "support (Temporal UI)").
+	// RequestedBy says who asked, for people reading the cancellation: the actor, named.
 	RequestedBy string `json:"requestedBy"`
+	// Actor is the verified person who asked, and WorkflowID and RunID the workflow run that
+	// records the request: its staff_actions row (action 0 of the run). Nil in the requests of
+	// earlier builds, which record none.
+	Actor      *staff.Actor `json:"actor,omitempty"`
+	WorkflowID string       `json:"workflowId,omitempty"`
+	RunID      string       `json:"runId,omitempty"`
 }
 
 // LineCancel is a recorded cancellation and the line as it stands.
@@ -94,6 +101,9 @@ func (a *Orders) RecordLineCancel(ctx context.Context, in LineCancelRequest) (Li
 					return err
 				}
 			}
+			if err := recordLineCancelActor(ctx, q, in, prior.ID, true); err != nil {
+				return err
+			}
 			out, err = lineCancelOf(ctx, q, prior)
 			out.Repeat = true
 			return err
@@ -117,14 +127,37 @@ func (a *Orders) RecordLineCancel(ctx context.Context, in LineCancelRequest) (Li
 		if err := q.SetLineCancellationAllocations(ctx, raw, id); err != nil {
 			return err
 		}
-		if err := order.Note(ctx, q, in.OrderID, "line_cancel_requested", map[string]any{"skuId": in.SKUID,
-			"units": in.Units, "code": in.Reason, "requestId": in.RequestID, "by": in.RequestedBy}); err != nil {
+		note := map[string]any{"skuId": in.SKUID, "units": in.Units, "code": in.Reason, "requestId": in.RequestID,
+			"by": in.RequestedBy}
+		if in.Actor != nil {
+			note["actor"] = in.Actor
+		}
+		if err := order.Note(ctx, q, in.OrderID, "line_cancel_requested", note); err != nil {
+			return err
+		}
+		if err := recordLineCancelActor(ctx, q, in, id, false); err != nil {
 			return err
 		}
 		out, err = lineCancelByID(ctx, q, id)
 		return err
 	})
 	return out, failed(err, "recording the cancellation of %d units of SKU %d of order %d", in.Units, in.SKUID, in.OrderID)
+}
+
+// recordLineCancelActor writes the request's staff_actions row: who asked for the cancellation
+// (a repeat of a recorded request, sent again by a workflow of its own, is an action too).
+func recordLineCancelActor(ctx context.Context, q *db.Queries, in LineCancelRequest, cancellationID int64, repeat bool) error {
+	if in.Actor == nil {
+		return nil
+	}
+	detail := map[string]any{"skuId": in.SKUID, "units": in.Units, "requestId": in.RequestID}
+	if repeat {
+		detail["repeat"] = true
+	}
+	_, err := order.RecordStaffAction(ctx, q, order.StaffAction{OrderID: in.OrderID, LineCancellationID: cancellationID,
+		Action: order.StaffLineCancel, Reason: in.Reason, Actor: *in.Actor, Detail: detail, WorkflowID: in.WorkflowID,
+		RunID: in.RunID})
+	return err
 }
 
 // lineRefusal says why a cancellation cannot be recorded: no such order or line, an order that is

@@ -13,6 +13,7 @@ import (
 	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/problem"
+	"github.com/marketplace/checkout/internal/staff"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/pricing"
@@ -31,7 +32,7 @@ type Orders struct {
 }
 
 // SagaOptions are the worker's settings of an order's saga (HOLD_TTL, STEP_RETRY_WINDOW,
-// PAYMENT_PROVIDER). CreateOrder writes the provider on the order's payment and hands the
+// PAYMENT_PROVIDER, PARKED_ESCALATE_AFTER, PARKED_GIVE_UP_AFTER). CreateOrder writes the provider on the order's payment and hands the
 // timing to the workflow in its result, so that the order runs by the settings of the worker
 // that placed it, recorded in its history.
 type SagaOptions struct {
@@ -42,6 +43,11 @@ type SagaOptions struct {
 	StepRetryWindow time.Duration `json:"stepRetryWindow"`
 	// Provider names the payment provider the order pays through.
 	Provider string `json:"provider"`
+	// ParkedEscalateAfter and ParkedGiveUpAfter bound how long the order waits for support once a
+	// step first parked it: escalated after the first, given up (FAILED, ATTENTION_EXPIRED) after
+	// the second. Zero in the results of earlier builds.
+	ParkedEscalateAfter time.Duration `json:"parkedEscalateAfter,omitempty"`
+	ParkedGiveUpAfter   time.Duration `json:"parkedGiveUpAfter,omitempty"`
 }
 
 func (a *Orders) store() order.Store { return order.Store{Pool: a.Pool} }
@@ -174,20 +180,12 @@ func (a *Orders) SetHold(ctx context.Context, in SetHoldInput) error {
 }
 
 // TransitionInput moves an order to a final status. To is an order.Status and Code an
-// order.FailureCode; both are plain strings, as the frozen sagas of earlier releases build them.
+// order.FailureCode, as plain strings: the shape the histories of every build carry.
 type TransitionInput struct {
 	OrderID int64          `json:"orderId"`
 	To      string         `json:"to"`
 	Code    string         `json:"code,omitempty"`
 	Detail  map[string]any `json:"detail,omitempty"`
-}
-
-// Transition ends the order in To (CONFIRMED, FAILED or CANCELLED) with its timeline entry and
-// outbox event (order.Store.Transition). It returns false when the order had already ended (a
-// repeat changes nothing).
-func (a *Orders) Transition(ctx context.Context, in TransitionInput) (bool, error) {
-	changed, err := a.store().Transition(ctx, in.OrderID, order.Status(in.To), order.FailureCode(in.Code), in.Detail)
-	return changed, transitionRefused(err, in)
 }
 
 // transitionRefused makes a transition to a status no order ends in non-retryable
@@ -202,24 +200,40 @@ func transitionRefused(err error, in TransitionInput) error {
 // Finished is what Finish did, and where the order stands after it.
 type Finished = order.Finished
 
-// Finish is Transition that also says where the order stands when it was no longer open: another
-// actor (the payment reconciler, the order's hold) ended it first, and the caller must not report
-// a status the row does not have.
+// Finish ends the order in To (CONFIRMED, FAILED or CANCELLED) with its timeline entry and
+// outbox event (order.Store.Finish), and says where the order stands when it was no longer open:
+// another actor (the payment reconciler, the order's hold) ended it first, and the caller must
+// not report a status the row does not have. A repeat changes nothing.
 func (a *Orders) Finish(ctx context.Context, in TransitionInput) (Finished, error) {
 	f, err := a.store().Finish(ctx, in.OrderID, order.Status(in.To), order.FailureCode(in.Code), in.Detail)
 	return f, transitionRefused(err, in)
 }
 
-// ParkInput says which step exhausted its retries and why.
+// ParkInput says which step exhausted its retries and why; Escalation, of an order parked again
+// after it was escalated, is kept.
 type ParkInput struct {
-	OrderID int64  `json:"orderId"`
-	Step    string `json:"step"`
-	Error   string `json:"error"`
+	OrderID    int64             `json:"orderId"`
+	Step       string            `json:"step"`
+	Error      string            `json:"error"`
+	Escalation *order.Escalation `json:"escalation,omitempty"`
 }
 
-// Park moves an open order to NEEDS_ATTENTION with the failing step and error.
+// Park moves an open order to NEEDS_ATTENTION with the failing step and error (an ended one keeps
+// its status and carries them).
 func (a *Orders) Park(ctx context.Context, in ParkInput) error {
-	return failed(a.store().Park(ctx, in.OrderID, in.Step, in.Error), "parking order %d", in.OrderID)
+	return failed(a.store().Park(ctx, in.OrderID, in.Step, in.Error, in.Escalation), "parking order %d", in.OrderID)
+}
+
+// EscalateInput marks a parked order escalated; GivesUpAt is when its saga gives it up (nil: a
+// step giving stock or money back, which is only ever retried).
+type EscalateInput struct {
+	OrderID   int64      `json:"orderId"`
+	GivesUpAt *time.Time `json:"givesUpAt,omitempty"`
+}
+
+// Escalate marks a parked order escalated: it has waited for support past PARKED_ESCALATE_AFTER.
+func (a *Orders) Escalate(ctx context.Context, in EscalateInput) error {
+	return failed(a.store().Escalate(ctx, in.OrderID, in.GivesUpAt), "escalating order %d", in.OrderID)
 }
 
 // Resume takes a parked order back to PENDING_PAYMENT (support chose retry).
@@ -237,6 +251,30 @@ type TimelineInput struct {
 // Timeline appends an entry (support actions with their reason, payment events).
 func (a *Orders) Timeline(ctx context.Context, in TimelineInput) error {
 	return failed(a.store().Note(ctx, in.OrderID, in.Kind, in.Detail), "noting %q on order %d", in.Kind, in.OrderID)
+}
+
+// StaffActionInput is a staff action a workflow acts on, with the verified person who sent it, the
+// workflow run that acts on it and the action's number in that run (its row is written once).
+type StaffActionInput struct {
+	OrderID int64 `json:"orderId"`
+	// LineCancellationID is the line cancellation the action is about (0: the order itself).
+	LineCancellationID int64       `json:"lineCancellationId,omitempty"`
+	Action             string      `json:"action"`
+	Reason             string      `json:"reason"`
+	Step               string      `json:"step,omitempty"`
+	Actor              staff.Actor `json:"actor"`
+	WorkflowID         string      `json:"workflowId"`
+	RunID              string      `json:"runId"`
+	Seq                int         `json:"seq"`
+}
+
+// StaffAction records a staff action: its staff_actions row and the order's timeline entry naming
+// the person, in one transaction, once (order.Store.StaffActed).
+func (a *Orders) StaffAction(ctx context.Context, in StaffActionInput) error {
+	err := a.store().StaffActed(ctx, order.StaffAction{OrderID: in.OrderID, LineCancellationID: in.LineCancellationID,
+		Action: in.Action, Reason: in.Reason, Step: in.Step, Actor: in.Actor, WorkflowID: in.WorkflowID, RunID: in.RunID,
+		Seq: in.Seq})
+	return failed(err, "recording %s's %s on order %d", in.Actor.Sub, in.Action, in.OrderID)
 }
 
 // RecordOutcomeInput is the answer to one (user, Idempotency-Key).

@@ -195,9 +195,18 @@ func (a *Payments) ResolvePayment(ctx context.Context, orderID int64) (PaymentRe
 // provider cannot tell (it is down, timed out again, or its search does not show the intent yet),
 // it fails retryably with PAYMENT_STILL_UNKNOWN, so the order's workflow leaves the retries to the
 // server (with backoff) and its history does not grow while it waits.
+//
+// The order stops it when it stops waiting (a cancel, the hold's end) and waits for it to end
+// before reversing the payment. Before authorizing, it heartbeats, which is how the cancel reaches
+// it, and authorizes nothing once cancelled; an authorization it still made is in its result, which
+// the order reads before its reversal.
 func (a *Payments) SettleUnknown(ctx context.Context, in AuthorizeInput) (PaymentResult, error) {
 	res, err := a.ResolvePayment(ctx, in.OrderID)
 	if err == nil && res.Status == PaymentNotFound {
+		activity.RecordHeartbeat(ctx)
+		if err := ctx.Err(); err != nil {
+			return PaymentResult{}, err
+		}
 		res, err = a.Authorize(ctx, in)
 	}
 	if err != nil || res.Status == PaymentUnknown {

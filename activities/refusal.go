@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -90,6 +91,23 @@ var legacyTypes = map[string]problem.Code{
 	ErrTypePaymentNotFound:      problem.PaymentNotFound,
 	ErrTypePaymentMethodGone:    problem.PaymentMethodGone,
 	ErrTypePaymentEventRefused:  problem.PaymentEventRefused,
+}
+
+// OutOfStockDetails are the details of an OUT_OF_STOCK refusal: every short line.
+type OutOfStockDetails struct {
+	Items []inventory.ShortLine `json:"items"`
+}
+
+// DetailsOf reads a refusal's details into T, the type they were written from (their JSON shape):
+// a refusal crosses Temporal as JSON and is read back as a map (Refusal). JSON encoding is
+// deterministic, so the saga reads details with it.
+func DetailsOf[T any](p *problem.Error) (T, error) {
+	var out T
+	raw, err := json.Marshal(p.Details) //workflowcheck:ignore (encoding a value to JSON is deterministic)
+	if err == nil {
+		err = json.Unmarshal(raw, &out) //workflowcheck:ignore
+	}
+	return out, err
 }
 
 // RefusalError raises a coded refusal from a step (or a workflow's handler): no retry changes it.

@@ -126,7 +126,7 @@ func TestSteps_RaiseTheirFailuresUnderTheirCodes(t *testing.T) {
 		{"confirm of an order that holds no stock", step(stock.Confirm(ctx, 1<<40)), problem.NoReservation, false},
 		{"reserve of no lines", step(stock.Reserve(ctx, activities.ReserveInput{OrderID: 1,
 			ShipTo: inventory.Location{Lat: 41, Lon: 29}, Hold: time.Minute})), problem.InvalidInventoryRequest, false},
-		{"an order ended in no final status", step(orders.Transition(ctx, activities.TransitionInput{OrderID: 1,
+		{"an order ended in no final status", step(orders.Finish(ctx, activities.TransitionInput{OrderID: 1,
 			To: string(order.StatusPendingPayment)})), problem.OrderTransitionRefused, false},
 		{"an answer that is no JSON", orders.RecordOutcome(ctx, activities.RecordOutcomeInput{UserID: 1,
 			IdempotencyKey: "k", Outcome: func() {}}), problem.OutcomeNotRecordable, false},

@@ -26,6 +26,7 @@ import (
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/codec"
 	"github.com/marketplace/checkout/internal/problem"
+	"github.com/marketplace/checkout/internal/staff"
 )
 
 // The codec endpoint: the Temporal UI (and `temporal --codec-endpoint`) sends it the encrypted
@@ -134,30 +135,13 @@ func (s *Server) codecDecode(c echo.Context) error {
 // JSON object among them gets the caller's verified identity as its "actor", written over any the
 // caller typed, so the saga records the person who signed in, never a name from the input.
 func (s *Server) codecEncode(c echo.Context) error {
-	actor, err := json.Marshal(staffActor{Sub: strconv.FormatInt(mustPrincipal(c).UserID, 10), Role: mustPrincipal(c).Role,
-		Name: staffName(mustPrincipal(c)), Via: ActorViaTemporalUI, IP: c.RealIP()})
+	actor, err := json.Marshal(staff.FromPrincipal(mustPrincipal(c), staffName(mustPrincipal(c)), staff.ViaTemporalUI, c.RealIP()))
 	if err != nil {
 		return err
 	}
 	return s.runCodec(c, func(ps []*commonpb.Payload) ([]*commonpb.Payload, error) {
 		return s.Codec.Encode(stampActor(ps, actor))
 	})
-}
-
-// Where a staff action came from, as its actor says.
-const (
-	ActorViaTemporalUI = "temporal-ui"
-	ActorViaOpsAPI     = "ops-api"
-)
-
-// staffActor is who sent a staff action, from the verified token: the "actor" of the action's
-// payload, which the saga records.
-type staffActor struct {
-	Sub  string `json:"sub"`
-	Role string `json:"role"`
-	Name string `json:"name"`
-	Via  string `json:"via"`
-	IP   string `json:"ip"`
 }
 
 // staffName is the person's name from the identity provider, else their user id.

@@ -17,6 +17,7 @@ import (
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/money"
 	"github.com/marketplace/checkout/internal/problem"
+	"github.com/marketplace/checkout/internal/staff"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/workflows"
@@ -59,8 +60,11 @@ func (s *Server) cancelLine(c echo.Context) error {
 		return notFound()
 	}
 	ctx := c.Request().Context()
+	// The person who asks, from the verified bearer token: the workflow records it (the order's
+	// timeline, staff_actions) and refuses a request that names nobody.
+	actor := staff.FromPrincipal(mustPrincipal(c), staffName(mustPrincipal(c)), staff.ViaOpsAPI, c.RealIP())
 	in := workflows.LineCancelInput{OrderID: orderID, SKUID: skuID, Units: b.Units, Reason: b.Reason, RequestID: key,
-		RequestedBy: fmt.Sprintf("ops user %d", mustPrincipal(c).UserID)}
+		Actor: &actor}
 	// A recorded request is never refused for what happened since (the order's line has fewer
 	// units left now): it is the same cancellation, answered again.
 	prior, err := s.q.LineCancellationByRequest(ctx, orderID, key)
@@ -208,10 +212,10 @@ type lineCancellationView struct {
 }
 
 // cancellationView is a cancellation as the staff see it (full) or its shopper (codes only).
-func cancellationView(c db.LineCancellation, staff bool) lineCancellationView {
+func cancellationView(c db.LineCancellation, forStaff bool) lineCancellationView {
 	v := lineCancellationView{SKUID: c.SkuID, Units: c.Units, Reason: c.Reason, Refund: money.FormatIn(c.AmountMinor, c.Currency),
 		Currency: c.Currency, Restocked: c.RestockedAt != nil, Status: lineCancellationStatus(c), At: c.CreatedAt}
-	if staff {
+	if forStaff {
 		v.RequestID, v.RequestedBy = c.RequestID, c.RequestedBy
 		v.WorkflowID = workflows.LineCancelWorkflowID(c.OrderID, c.RequestID)
 		if c.Attention.Valid {

@@ -24,6 +24,7 @@ import (
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/money"
 	"github.com/marketplace/checkout/internal/problem"
+	"github.com/marketplace/checkout/internal/staff"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/pricing"
@@ -133,11 +134,10 @@ func (s *Server) createOrder(c echo.Context) error {
 	defer cancel()
 	updateID := "place-" + h[:24]
 	res, err := s.place(pctx, in, wfID, updateID)
-	if err == nil && res.RejectCode == problem.TooManyOpenOrders && s.placeFree(ctx, p.UserID, res.OpenOrderLimit) {
-		// The server keeps a closed run's answer to an update id, so this refusal may be an earlier
-		// run's, given before the shopper paid or cancelled another order. With a place free now,
-		// the request is placed afresh under an update id of its own (a run still open answers as
-		// before; a closed one is followed by a new run).
+	if err == nil && s.mayHavePassed(ctx, p.UserID, res) {
+		// The server keeps a closed run's answer to an update id, so this answer may be an earlier
+		// run's, whose cause has passed since. The request is placed afresh under an update id of
+		// its own (a run still open answers as before; a closed one is followed by a new run).
 		res, err = s.place(pctx, in, wfID, updateID+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
 	}
 	if err != nil {
@@ -193,6 +193,21 @@ func (s *Server) place(ctx context.Context, in workflows.OrderInput, wfID, updat
 		err = handle.Get(ctx, &res)
 	}
 	return res, err
+}
+
+// mayHavePassed says whether an answer the order's workflow never records under the key may be an
+// earlier run's whose cause has passed: too many open orders, when the shopper has a place free
+// now; "try again" (a dependency failed before any order row was written), always — the API's own
+// database answered this request, and a new run is the one way to know whether the worker's does
+// (a fresh "try again" costs one more run, which fails as fast).
+func (s *Server) mayHavePassed(ctx context.Context, userID int64, res workflows.PlaceOrderResult) bool {
+	switch {
+	case res.RejectCode == problem.TooManyOpenOrders:
+		return s.placeFree(ctx, userID, res.OpenOrderLimit)
+	case res.Outcome == workflows.OutcomeUnavailable && res.OrderID == 0:
+		return true
+	}
+	return false
 }
 
 // placeFree says whether the shopper has fewer orders waiting for payment than limit now.
@@ -415,6 +430,20 @@ type orderView struct {
 	CreatedAt      time.Time       `json:"createdAt"`
 	UpdatedAt      time.Time       `json:"updatedAt"`
 	Timeline       []timelineView  `json:"timeline"`
+	// StaffActions, for support only: every staff action on the order and who sent it.
+	StaffActions []staffActionView `json:"staffActions,omitempty"`
+}
+
+// staffActionView is one staff action on an order as support reads it: who, when, why, what
+// through and from where.
+type staffActionView struct {
+	At                 time.Time       `json:"at"`
+	Action             string          `json:"action"`
+	Reason             string          `json:"reason"`
+	Step               *string         `json:"step,omitempty"`
+	LineCancellationID *int64          `json:"lineCancellationId,omitempty"`
+	Actor              staff.Actor     `json:"actor"`
+	Detail             json.RawMessage `json:"detail,omitempty"`
 }
 
 // loadOrder reads an order the caller may see: its shopper, or support. Anyone else gets 404, so
@@ -489,6 +518,13 @@ func (s *Server) getOrder(c echo.Context) error {
 		}
 		if pay.RedirectUrl != nil && pay.Status == "REQUIRES_ACTION" {
 			v.Payment["redirectUrl"] = *pay.RedirectUrl
+		}
+	}
+	if support {
+		for _, a := range ov.StaffActions {
+			v.StaffActions = append(v.StaffActions, staffActionView{At: a.CreatedAt, Action: a.Action, Reason: a.Reason,
+				Step: a.Step, LineCancellationID: a.LineCancellationID, Detail: a.Detail, Actor: staff.Actor{Sub: a.ActorSub,
+					Role: a.ActorRole, Name: a.ActorName, Via: a.ActorVia, IP: a.ActorIp}})
 		}
 	}
 	for _, e := range ov.Timeline {

@@ -300,6 +300,25 @@ type SkuAvailability struct {
 	UpdatedAt   time.Time
 }
 
+type StaffAction struct {
+	ID                 int64
+	CreatedAt          time.Time
+	OrderID            int64
+	LineCancellationID *int64
+	Action             string
+	Reason             string
+	Step               *string
+	ActorSub           string
+	ActorRole          string
+	ActorName          string
+	ActorVia           string
+	ActorIp            string
+	Detail             json.RawMessage
+	WorkflowID         string
+	RunID              string
+	Seq                int32
+}
+
 type StockReservation struct {
 	ID                int64
 	OrderID           int64

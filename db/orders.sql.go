@@ -123,6 +123,24 @@ func (q *Queries) ClaimWebhookEvent(ctx context.Context, arg ClaimWebhookEventPa
 	return claimed_until, err
 }
 
+const escalateOrder = `-- name: EscalateOrder :one
+UPDATE orders
+   SET attention = attention || jsonb_strip_nulls(jsonb_build_object('escalatedAt', now(),
+           'givesUpAt', $1::timestamptz)),
+       updated_at = now()
+ WHERE id = $2 AND attention IS NOT NULL
+RETURNING status
+`
+
+// A parked order waited for support past its escalation: its attention says since when, and when it
+// is given up.
+func (q *Queries) EscalateOrder(ctx context.Context, givesUpAt *time.Time, iD int64) (string, error) {
+	row := q.db.QueryRow(ctx, escalateOrder, givesUpAt, iD)
+	var status string
+	err := row.Scan(&status)
+	return status, err
+}
+
 const extendOrderHold = `-- name: ExtendOrderHold :one
 WITH o AS (
     UPDATE orders x
@@ -850,12 +868,14 @@ func (q *Queries) OrderItems(ctx context.Context, orderID int64) ([]OrderItemsRo
 
 const parkOrder = `-- name: ParkOrder :one
 UPDATE orders
-   SET status = 'NEEDS_ATTENTION', attention = $1, updated_at = now()
- WHERE id = $2 AND status IN ('PENDING_PAYMENT', 'NEEDS_ATTENTION')
+   SET status = CASE WHEN status IN ('PENDING_PAYMENT', 'NEEDS_ATTENTION') THEN 'NEEDS_ATTENTION' ELSE status END,
+       attention = $1, updated_at = now()
+ WHERE id = $2
 RETURNING status
 `
 
-// NEEDS_ATTENTION with the failing step and error, only while the order is still open.
+// The failing step and error: an open order moves to NEEDS_ATTENTION; an ended one (its stock or
+// money being given back) keeps its status and carries the attention.
 func (q *Queries) ParkOrder(ctx context.Context, attention pqtype.NullRawMessage, iD int64) (string, error) {
 	row := q.db.QueryRow(ctx, parkOrder, attention, iD)
 	var status string
@@ -1058,11 +1078,13 @@ func (q *Queries) ReleaseWebhookEvent(ctx context.Context, eventID string, claim
 
 const resumeOrder = `-- name: ResumeOrder :one
 UPDATE orders
-   SET status = 'PENDING_PAYMENT', attention = NULL, updated_at = now()
- WHERE id = $1 AND status = 'NEEDS_ATTENTION'
+   SET status = CASE WHEN status = 'NEEDS_ATTENTION' THEN 'PENDING_PAYMENT' ELSE status END,
+       attention = NULL, updated_at = now()
+ WHERE id = $1 AND (status = 'NEEDS_ATTENTION' OR attention IS NOT NULL)
 RETURNING status
 `
 
+// A parked order goes on: back to PENDING_PAYMENT if it was open, its attention cleared either way.
 func (q *Queries) ResumeOrder(ctx context.Context, id int64) (string, error) {
 	row := q.db.QueryRow(ctx, resumeOrder, id)
 	var status string
@@ -1196,24 +1218,28 @@ func (q *Queries) UnknownPayments(ctx context.Context) (UnknownPaymentsRow, erro
 }
 
 const waitingOrders = `-- name: WaitingOrders :many
-SELECT status::text AS status, count(*) AS orders,
+SELECT (CASE WHEN status IN ('PENDING_PAYMENT', 'NEEDS_ATTENTION') THEN status ELSE 'NEEDS_ATTENTION' END)::text AS status,
+       count(*) AS orders, count(*) FILTER (WHERE attention ? 'escalatedAt') AS escalated,
        COALESCE(EXTRACT(EPOCH FROM now() - min(updated_at)), 0)::float8 AS oldest_seconds,
-       GREATEST(COALESCE(EXTRACT(EPOCH FROM now() - min(hold_expires_at)), 0), 0)::float8 AS past_hold_seconds
+       GREATEST(COALESCE(EXTRACT(EPOCH FROM now() - min(hold_expires_at) FILTER (WHERE status = 'PENDING_PAYMENT')), 0), 0)::float8 AS past_hold_seconds
 FROM orders
-WHERE status IN ('PENDING_PAYMENT', 'NEEDS_ATTENTION')
-GROUP BY status
+WHERE status IN ('PENDING_PAYMENT', 'NEEDS_ATTENTION') OR attention IS NOT NULL
+GROUP BY 1
 `
 
 type WaitingOrdersRow struct {
 	Status          string
 	Orders          int64
+	Escalated       int64
 	OldestSeconds   float64
 	PastHoldSeconds float64
 }
 
 // The orders the saga has not finished, for /metrics: how many in each open status, how long the
 // one longest in it has been there (its last change), and how far past its hold the most overdue
-// one is (orders_open_idx holds exactly these rows).
+// one is (orders_open_idx holds these rows). An ended order whose giving back waits for support
+// (attention set; orders_attention_idx) counts as NEEDS_ATTENTION. Escalated: those waiting past
+// their escalation (EscalateOrder).
 func (q *Queries) WaitingOrders(ctx context.Context) ([]WaitingOrdersRow, error) {
 	rows, err := q.db.Query(ctx, waitingOrders)
 	if err != nil {
@@ -1226,6 +1252,7 @@ func (q *Queries) WaitingOrders(ctx context.Context) ([]WaitingOrdersRow, error)
 		if err := rows.Scan(
 			&i.Status,
 			&i.Orders,
+			&i.Escalated,
 			&i.OldestSeconds,
 			&i.PastHoldSeconds,
 		); err != nil {

@@ -43,8 +43,23 @@ func (s *stack) cancelLine(orderID, skuID int64, key string, units int, reason s
 }
 
 // startFromUI starts a line cancellation as support does from the Temporal UI's start form: the
-// workflow type, the task queue and the input as pasted JSON.
+// workflow type, the task queue and the input as pasted JSON, which the API's codec endpoint
+// encodes for the signed-in staff member — writing its actor key (supportStaff) into a JSON object.
 func (s *stack) startFromUI(workflowID, input string) client.WorkflowRun {
+	s.t.Helper()
+	var obj map[string]any
+	if json.Unmarshal([]byte(input), &obj) == nil {
+		obj["actor"] = supportStaff
+		raw, err := json.Marshal(obj)
+		require.NoError(s.t, err)
+		input = string(raw)
+	}
+	return s.startUnsigned(workflowID, input)
+}
+
+// startUnsigned starts a line cancellation with its input as given: as a client that does not go
+// through the codec endpoint would.
+func (s *stack) startUnsigned(workflowID, input string) client.WorkflowRun {
 	s.t.Helper()
 	run, err := s.temporal.ExecuteWorkflow(s.ctx, client.StartWorkflowOptions{ID: workflowID, TaskQueue: s.cfg.TaskQueue},
 		workflows.LineCancelWorkflowName, json.RawMessage(input))
@@ -100,6 +115,16 @@ func TestLineCancel_DamagedUnit_PartialRefund_NotRestocked_RepeatChangesNothing(
 	assert.Equal(t, "damaged", cancellation["reason"])
 	assert.NotContains(t, cancellation, "requestedBy", "who asked is for staff")
 	assert.Contains(t, o.raw, `"kind":"line_cancelled"`)
+	assert.NotContains(t, o.raw, `"actor"`, "the shopper never sees which staff member acted")
+	assert.NotContains(t, o.raw, "staffActions")
+	// Who asked: the ops user of the bearer token, through the ops API, from the caller's address.
+	asSupport := s.call(http.MethodGet, fmt.Sprintf("/api/v1/orders/%d", id), s.support(), nil, nil)
+	require.Len(t, asSupport.body["staffActions"], 1, asSupport.raw)
+	acted := asSupport.body["staffActions"].([]any)[0].(map[string]any)
+	assert.Equal(t, "line_cancel", acted["action"])
+	assert.Equal(t, map[string]any{"sub": "950", "role": "ops", "name": "user 950", "via": "ops-api", "ip": "127.0.0.1"}, acted["actor"])
+	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM staff_actions WHERE order_id = $1 AND actor_sub = '950'
+		AND actor_role = 'ops' AND actor_via = 'ops-api' AND action = 'line_cancel' AND reason = 'damaged'`, id))
 	s.auditClean()
 
 	wf := workflows.LineCancelWorkflowID(id, key)
@@ -225,6 +250,19 @@ func TestLineCancel_Refusals_NothingChanged(t *testing.T) {
 		require.ErrorAs(t, err, &appErr, input)
 		assert.Equal(t, string(code), appErr.Type(), input)
 	}
+	// Not through the codec endpoint: an input that names nobody, whatever name is typed in, is
+	// refused before anything changes.
+	for _, input := range []string{
+		fmt.Sprintf(`{"orderId": %d, "skuId": 78, "units": 1, "reason": "damaged", "requestId": "ui-4"}`, cid),
+		fmt.Sprintf(`{"orderId": %d, "skuId": 78, "units": 1, "reason": "damaged", "requestId": "ui-5", "requestedBy": "ops user 950"}`, cid),
+	} {
+		err := s.startUnsigned("line-cancel-ui-"+randomHex(4), input).Get(s.ctx, nil)
+		var appErr *temporal.ApplicationError
+		require.ErrorAs(t, err, &appErr, input)
+		assert.Equal(t, string(problem.ValidationFailed), appErr.Type(), input)
+		assert.Contains(t, appErr.Message(), "no actor", input)
+	}
+	assert.Zero(t, s.scalar(`SELECT count(*) FROM staff_actions`))
 	assert.Zero(t, s.scalar(`SELECT count(*) FROM line_cancellations`))
 	assert.Zero(t, s.scalar(`SELECT COALESCE(sum(cancelled_quantity), 0) FROM order_items`))
 	assert.Zero(t, s.scalar(`SELECT COALESCE(sum(refunded_minor), 0) FROM paysim.intents`))
@@ -251,7 +289,7 @@ func TestLineCancel_SellerCannotShip_FromTheUI_PutBackOnTheShelf(t *testing.T) {
 	require.Equal(t, http.StatusOK, o.status, o.raw)
 	c := o.body["cancellations"].([]any)[0].(map[string]any)
 	assert.Equal(t, true, c["restocked"])
-	assert.Equal(t, "support (Temporal UI)", c["requestedBy"])
+	assert.Equal(t, supportStaff.String(), c["requestedBy"], "the person who asked, from the verified actor")
 	assert.Equal(t, "899.90", o.str("totals", "kept"))
 	s.auditClean()
 	s.recordHistory("line-cancel-seller-cannot-ship", wf)

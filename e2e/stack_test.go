@@ -27,6 +27,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -394,6 +395,11 @@ func (s *stack) waitFinal(token string, orderID int64, within time.Duration) rep
 		require.Equal(s.t, http.StatusOK, r.status, r.raw)
 		switch r.str("status") {
 		case "CONFIRMED", "FAILED", "CANCELLED":
+			// The saga ends the order's row first and gives back afterwards (stock, then money):
+			// what the order shows once it has done so.
+			if s.waitSagaClosed(orderID, 15*time.Second) {
+				r = s.call(http.MethodGet, fmt.Sprintf("/api/v1/orders/%d", orderID), token, nil, nil)
+			}
 			return r
 		}
 		if time.Now().After(deadline) {
@@ -401,6 +407,25 @@ func (s *stack) waitFinal(token string, orderID int64, within time.Duration) rep
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// waitSagaClosed waits, at most within, for the order's saga to close, and says whether it did
+// (an order whose compensation waits for support keeps it open).
+func (s *stack) waitSagaClosed(orderID int64, within time.Duration) bool {
+	s.t.Helper()
+	if s.temporal == nil {
+		return false // a cluster's stack, reached through HTTP only
+	}
+	query := fmt.Sprintf(`OrderId = %d AND WorkflowType = %q AND ExecutionStatus = "Running"`, orderID, workflows.OrderWorkflowName)
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		n, err := s.temporal.CountWorkflow(s.ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: query})
+		if err == nil && n.GetCount() == 0 {
+			return true
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return false
 }
 
 func (s *stack) scalar(sql string, args ...any) int64 {

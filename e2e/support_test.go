@@ -13,6 +13,8 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/marketplace/checkout/internal/auth"
+	"github.com/marketplace/checkout/internal/staff"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/workflows"
 )
@@ -43,16 +45,25 @@ func (s *stack) parkedOrder(user int64) (*shopper, int64, string) {
 
 func (s *stack) providerUp() { s.moneyDown.Store(false) }
 
-// supportAction sends what support staff send from the UI.
+// supportAction sends what support staff send from the UI, as the API's codec endpoint encodes it
+// for the signed-in staff member: the action named with its person (supportStaff).
 func (s *stack) supportAction(workflowID string, action, reason string) error {
+	return s.supportActionBy(workflowID, workflows.SupportRequest{Action: action, Reason: reason, Actor: &supportStaff})
+}
+
+func (s *stack) supportActionBy(workflowID string, req workflows.SupportRequest) error {
 	h, err := s.temporal.UpdateWorkflow(s.ctx, client.UpdateWorkflowOptions{WorkflowID: workflowID,
-		UpdateName: workflows.SupportAction, Args: []any{workflows.SupportRequest{Action: action, Reason: reason}},
-		WaitForStage: client.WorkflowUpdateStageCompleted})
+		UpdateName: workflows.SupportAction, Args: []any{req}, WaitForStage: client.WorkflowUpdateStageCompleted})
 	if err != nil {
 		return err
 	}
 	return h.Get(s.ctx, nil)
 }
+
+// supportStaff is the signed-in support person whom the codec endpoint names in every JSON object
+// the Temporal UI sends (its actor key, overwritten with the verified identity).
+var supportStaff = staff.Actor{Sub: "900", Role: auth.RoleSupport, Name: "Deniz Destek", Via: staff.ViaTemporalUI,
+	IP: "127.0.0.1"}
 
 func TestSupport_ProviderDownPastRetries_NeedsAttentionThenRetryAndCancel(t *testing.T) {
 	t.Parallel()
@@ -247,7 +258,8 @@ func TestSupport_OrderTerminated_HoldGivesEverythingBackAtOnce(t *testing.T) {
 
 // TestSupport_ParkedOrder_HistoryDoesNotGrowWhileItWaits: a parked step goes on retrying on the
 // server, and each attempt adds nothing to the order's history; when the outage ends, the order
-// completes by itself. The order never sets a timer of its own.
+// completes by itself. Its only timers are its two deadlines (escalation and give-up), set once
+// as it parks.
 func TestSupport_ParkedOrder_HistoryDoesNotGrowWhileItWaits(t *testing.T) {
 	t.Parallel()
 	s := startStack(t, stackOptions{hold: 10 * time.Minute, stepRetryWindow: 2 * time.Second})
@@ -271,8 +283,72 @@ func TestSupport_ParkedOrder_HistoryDoesNotGrowWhileItWaits(t *testing.T) {
 	s.providerUp()
 	final := s.waitFinal(sh.token, id, time.Minute)
 	assert.Equal(t, "CONFIRMED", final.str("status"), "nobody acted: the parked step's own retry went through")
+	timers := 0
 	for _, e := range s.history(wf).Events {
-		assert.NotEqual(t, enumspb.EVENT_TYPE_TIMER_STARTED, e.EventType, "no timer of the order's own")
+		if e.EventType == enumspb.EVENT_TYPE_TIMER_STARTED {
+			timers++
+		}
 	}
+	assert.Equal(t, 2, timers, "its deadlines, and no other timer of the order's own")
 	s.recordHistory("parked-resumed", wf)
+}
+
+// TestSupport_ActionsNameTheirPerson: a support action that names nobody (not sent through the
+// codec endpoint, which names the signed-in person) is refused as an update and ignored as a
+// signal, and nothing changes; a named cancel ends the order CANCELLED_BY_SUPPORT, and the order's
+// timeline and staff_actions name the person (who, when, why, from where), which the shopper
+// never sees.
+func TestSupport_ActionsNameTheirPerson(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, stackOptions{hold: 10 * time.Minute, stepRetryWindow: 2 * time.Second})
+	sh, id, wf := s.parkedOrder(61301)
+
+	err := s.supportActionBy(wf, workflows.SupportRequest{Action: workflows.ActionCancel, Reason: "no one"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "no actor")
+	require.NoError(t, s.temporal.SignalWorkflow(s.ctx, wf, "", workflows.SupportAction,
+		workflows.SupportRequest{Action: workflows.ActionCancel, Reason: "no one either"}))
+	require.Eventually(t, func() bool {
+		v, err := s.temporal.QueryWorkflow(s.ctx, wf, "", workflows.QueryStatus)
+		require.NoError(t, err)
+		var st workflows.OrderState
+		require.NoError(t, v.Get(&st))
+		for _, e := range st.Timeline {
+			if e.Event == "support action ignored" {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 100*time.Millisecond, "the signal is noted and ignored")
+	assert.Equal(t, "NEEDS_ATTENTION", s.call(http.MethodGet, fmt.Sprintf("/api/v1/orders/%d", id), sh.token, nil, nil).str("status"),
+		"nothing changed")
+	assert.Zero(t, s.scalar(`SELECT count(*) FROM staff_actions`))
+
+	require.NoError(t, s.supportAction(wf, workflows.ActionCancel, "customer called"))
+	s.providerUp()
+	final := s.waitFinal(sh.token, id, 30*time.Second)
+	assert.Equal(t, "CANCELLED", final.str("status"))
+	assert.Equal(t, "CANCELLED_BY_SUPPORT", final.str("failureCode"), "support's cancel, not the shopper's")
+	assert.Contains(t, final.raw, `"action":"cancel"`, "the shopper sees that support acted")
+	assert.NotContains(t, final.raw, supportStaff.Name, "but not who")
+
+	asSupport := s.call(http.MethodGet, fmt.Sprintf("/api/v1/orders/%d", id), s.support(), nil, nil)
+	require.Equal(t, http.StatusOK, asSupport.status, asSupport.raw)
+	var entry map[string]any
+	for _, e := range asSupport.body["timeline"].([]any) {
+		if e := e.(map[string]any); e["kind"] == "support_action" {
+			entry = e
+		}
+	}
+	require.NotNil(t, entry, asSupport.raw)
+	detail := entry["detail"].(map[string]any)
+	assert.Equal(t, "customer called", detail["reason"], "why")
+	assert.Equal(t, map[string]any{"sub": "900", "role": "support", "name": "Deniz Destek", "via": "temporal-ui",
+		"ip": "127.0.0.1"}, detail["actor"], "who, through what and from where")
+	assert.NotEmpty(t, entry["at"], "when")
+	require.Len(t, asSupport.body["staffActions"], 1, asSupport.raw)
+	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM staff_actions WHERE order_id = $1 AND action = 'cancel'
+		AND actor_sub = '900' AND actor_name = 'Deniz Destek' AND actor_via = 'temporal-ui' AND step = 'capture'
+		AND workflow_id = $2`, id, wf))
+	s.recordHistory("support-without-actor-then-cancel", wf)
 }

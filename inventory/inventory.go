@@ -362,10 +362,12 @@ func (e *Engine) Release(ctx context.Context, orderID int64) (int, error) {
 }
 
 // Expiry is what a hold's expiry released. Until is set when the order still holds stock that
-// has not expired (its shopper extended the hold): the hold runs on to that time.
+// has not expired (its shopper extended the hold, or the database's clock is behind the caller's):
+// the hold runs on to that time, which is Left from now by the database's clock.
 type Expiry struct {
-	Released int        `json:"released"`
-	Until    *time.Time `json:"until,omitempty"`
+	Released int           `json:"released"`
+	Until    *time.Time    `json:"until,omitempty"`
+	Left     time.Duration `json:"left,omitempty"`
 }
 
 // ReleaseExpired is the hold's expiry: it releases the order's ACTIVE reservations that have
@@ -395,6 +397,9 @@ func (e *Engine) ReleaseExpired(ctx context.Context, orderID int64) (Expiry, err
 			default:
 				expired = append(expired, r)
 			}
+		}
+		if out.Until != nil {
+			out.Left = out.Until.Sub(now)
 		}
 		if len(expired) == 0 {
 			return nil

@@ -52,6 +52,12 @@ const (
 	// FailOrphaned: the order was left open by a workflow that ended without finishing it
 	// (support terminated it); the payment reconciler or the order's hold ended it.
 	FailOrphaned FailureCode = "ORPHANED"
+	// FailAttentionExpired: the order waited for support past the worker's PARKED_GIVE_UP_AFTER;
+	// its saga gave it up (stock back, payment voided) before the authorization expired.
+	FailAttentionExpired FailureCode = "ATTENTION_EXPIRED"
+	// FailAuthorizationExpired: the payment's authorization lapsed at the provider (or was about
+	// to) before the order could capture it; the order gives its stock back and voids it.
+	FailAuthorizationExpired FailureCode = "AUTHORIZATION_EXPIRED"
 )
 
 // Ends is the status an order given up for this reason ends in: CANCELLED when someone chose to

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -334,13 +335,23 @@ func (s Store) Finish(ctx context.Context, orderID int64, to Status, code Failur
 	return f, nil
 }
 
-// Park moves an open order to NEEDS_ATTENTION with the step that ran out of retries and its error,
-// and notes it on the timeline.
-func (s Store) Park(ctx context.Context, orderID int64, step, cause string) error {
+// Park sets the step that ran out of retries and its error on the order, and notes it on the
+// timeline: an open order moves to NEEDS_ATTENTION; an ended one (the saga ends the row before it
+// gives the order's stock and money back) keeps its status and carries the attention.
+//
+// An order parked again after it was escalated keeps its escalation (esc).
+func (s Store) Park(ctx context.Context, orderID int64, step, cause string, esc *Escalation) error {
 	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		q := db.New(tx)
 		detail := map[string]any{"step": step, "error": cause}
-		raw, _ := json.Marshal(detail)
+		attention := maps.Clone(detail)
+		if esc != nil {
+			attention["escalatedAt"] = esc.At
+			if esc.GivesUpAt != nil {
+				attention["givesUpAt"] = esc.GivesUpAt
+			}
+		}
+		raw, _ := json.Marshal(attention)
 		if _, err := q.ParkOrder(ctx, nullJSON(raw), orderID); err != nil && !db.NotFound(err) {
 			return err
 		}
@@ -348,8 +359,34 @@ func (s Store) Park(ctx context.Context, orderID int64, step, cause string) erro
 	})
 }
 
+// Escalation is how long a parked order has waited for support: escalated at At, and given up at
+// GivesUpAt unless support acts (nil: never, a step giving stock or money back is only retried).
+type Escalation struct {
+	At        time.Time  `json:"escalatedAt"`
+	GivesUpAt *time.Time `json:"givesUpAt,omitempty"`
+}
+
+// Escalate marks a parked order escalated, with when it is given up, and notes it on the
+// timeline. An order no longer parked is left as it is.
+func (s Store) Escalate(ctx context.Context, orderID int64, givesUpAt *time.Time) error {
+	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		q := db.New(tx)
+		if _, err := q.EscalateOrder(ctx, givesUpAt, orderID); db.NotFound(err) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		detail := map[string]any{}
+		if givesUpAt != nil {
+			detail["givesUpAt"] = givesUpAt
+		}
+		return Note(ctx, q, orderID, "escalated", detail)
+	})
+}
+
 // Resume takes a parked order back to PENDING_PAYMENT (support chose retry, or the step's own
-// retries went through); an order not parked is left as it is.
+// retries went through), or clears an ended order's attention; an order not parked is left as it
+// is.
 func (s Store) Resume(ctx context.Context, orderID int64) error {
 	_, err := s.q().ResumeOrder(ctx, orderID)
 	if db.NotFound(err) {

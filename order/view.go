@@ -18,6 +18,8 @@ type View struct {
 	// Payment is nil while the order has no payment row.
 	Payment  *db.Payment
 	Timeline []db.OrderEventsRow
+	// StaffActions are the staff actions on the order, each with the person who sent it.
+	StaffActions []db.StaffActionsOfOrderRow
 }
 
 // CancelledMinor is what the line cancellations took off the order: each is worth what it
@@ -51,7 +53,10 @@ func (s Store) View(ctx context.Context, o db.Order) (View, error) {
 	case !db.NotFound(err):
 		return v, err
 	}
-	v.Timeline, err = q.OrderEvents(ctx, o.ID)
+	if v.Timeline, err = q.OrderEvents(ctx, o.ID); err != nil {
+		return v, err
+	}
+	v.StaffActions, err = q.StaffActionsOfOrder(ctx, o.ID)
 	return v, err
 }
 

@@ -28,6 +28,7 @@ func (g orderGauges) OrderFigures(ctx context.Context) (metrics.OrderFigures, er
 				continue
 			}
 			w.Orders, w.Oldest = r.Orders, seconds(r.OldestSeconds)
+			f.Escalated += r.Escalated
 			if status == order.StatusPendingPayment {
 				f.PastHold = seconds(r.PastHoldSeconds)
 			}

@@ -53,7 +53,8 @@ func New(c client.Client, d Deps) sdkworker.Worker {
 		HoldExtension: activities.HoldExtension{By: d.Config.HoldExtendBy, Window: d.Config.HoldExtendWindow,
 			Max: d.Config.HoldExtendMax},
 		Saga: activities.SagaOptions{HoldTTL: d.Config.HoldTTL, StepRetryWindow: d.Config.StepRetryWindow,
-			Provider: d.Config.PaymentProvider}})
+			Provider: d.Config.PaymentProvider, ParkedEscalateAfter: d.Config.ParkedEscalateAfter,
+			ParkedGiveUpAfter: d.Config.ParkedGiveUpAfter}})
 	w.RegisterActivity(&activities.Payments{Pool: d.Pool, Gateway: d.Gateway})
 	registerJobs(w, c, d)
 	return w
@@ -88,6 +89,7 @@ var searchAttributes = map[string]enumspb.IndexedValueType{
 	workflows.AttrOrderStatus.GetName():    enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 	workflows.AttrPaymentStatus.GetName():  enumspb.INDEXED_VALUE_TYPE_KEYWORD,
 	workflows.AttrNeedsAttention.GetName(): enumspb.INDEXED_VALUE_TYPE_BOOL,
+	workflows.AttrEscalated.GetName():      enumspb.INDEXED_VALUE_TYPE_BOOL,
 }
 
 // SearchAttributeTypes are the order attributes as the Temporal CLI names their types, for a dev

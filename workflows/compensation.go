@@ -27,8 +27,15 @@ func (w *orderFlow) push(name string, run func(workflow.Context) error, kind int
 	w.compensate = append(w.compensate, compensation{name: name, kind: kind, run: run})
 }
 
-// fail compensates what was done, in reverse, on a disconnected context, and writes the final
-// status. answer, when given, is the shopper's answer (the order failed before it was placed).
+// fail ends the order and gives back what was done, in reverse, on a disconnected context.
+// answer, when given, is the shopper's answer (the order failed before it was placed).
+//
+// The order's row decides first: its conditional transition (open → FAILED or CANCELLED) says
+// whether this run ends the order. Only then is anything given back, so a run that takes a failing
+// path for an order that is no longer its to end — a reset run of an order already CONFIRMED —
+// never restocks sold units nor refunds their money. An order another actor ended FAILED or
+// CANCELLED first (its workflow taken for gone) still gets back what this run did; giving back is
+// idempotent.
 func (w *orderFlow) fail(ctx workflow.Context, code order.FailureCode, answer *PlaceOrderResult) {
 	w.phase = phaseFailing
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
@@ -39,6 +46,24 @@ func (w *orderFlow) fail(ctx workflow.Context, code order.FailureCode, answer *P
 		// A dependency is failing and compensation may itself wait: the shopper hears first.
 		answer.OrderID, answer.Status = w.st.OrderID, status
 		w.answer(dctx, answer)
+	}
+	var done activities.Finished
+	_ = w.mustStep(dctx, stepFinish, ordersA.Finish, &done,
+		activities.TransitionInput{OrderID: w.st.OrderID, To: string(status), Code: string(code)})
+	if !done.Changed && done.Status != "" && !done.Status.Open() {
+		// Someone else ended the order first: the row's word stands.
+		status = done.Status
+		w.st.FailureCode = done.FailureCode
+		if status == order.StatusConfirmed {
+			w.compensate, w.events = nil, nil
+			if answer != nil && w.placed == nil {
+				// Answered from the order as it stands, never recorded as this run's refusal.
+				w.placed = &PlaceOrderResult{Outcome: OutcomeReplay, OrderID: w.st.OrderID}
+			}
+			w.note(dctx, "order already confirmed", "this run's "+string(code)+" gives nothing back: the order is sold")
+			w.setStatus(dctx, status, "")
+			return
+		}
 	}
 	// Stock first: giving it back never depends on the payment provider. Then the shopper hears
 	// (a decline answers with the stock already back), then the money goes back.
@@ -57,15 +82,6 @@ func (w *orderFlow) fail(ctx workflow.Context, code order.FailureCode, answer *P
 		_ = w.reversePayment(dctx)
 	}
 	w.compensate = nil
-	var done activities.Finished
-	_ = w.mustStep(dctx, stepFinish, ordersA.Finish, &done,
-		activities.TransitionInput{OrderID: w.st.OrderID, To: string(status), Code: string(code)})
-	if !done.Changed && done.Status != "" && !done.Status.Open() {
-		// Someone else ended the order first (the reconciler or the hold, taking its workflow for
-		// gone): the row's word stands.
-		status = done.Status
-		w.st.FailureCode = done.FailureCode
-	}
 	w.setStatus(dctx, status, string(w.st.FailureCode))
 	w.reverseLateMoney(dctx)
 }
@@ -134,6 +150,10 @@ func (w *orderFlow) failAfterStep(ctx workflow.Context, err error, code order.Fa
 		code = order.FailCancelledBySupport
 	case errors.Is(err, errParkedRefund):
 		code = order.FailRefundedBySupport
+	case errors.Is(err, errParkedGiveUp):
+		code = order.FailAttentionExpired
+	case activities.FailedWith(err, problem.PaymentAuthorizationExpired):
+		code = order.FailAuthorizationExpired
 	case stockGone(err):
 		code = order.FailStockReleased
 		if w.expired {
@@ -155,12 +175,12 @@ func (w *orderFlow) refuseBeforeOrder(ctx workflow.Context, err error) {
 		w.st.Status = order.StatusFailed
 		w.placed = &PlaceOrderResult{Outcome: OutcomeUnavailable, Message: "the order could not be placed now; try again"}
 	case refusal.Code == problem.PriceChanged:
-		d := convert[activities.PriceChangedDetails](refusal.Details)
+		d, _ := activities.DetailsOf[activities.PriceChangedDetails](refusal)
 		w.answer(ctx, &PlaceOrderResult{Outcome: OutcomePriceChanged, PriceVersion: d.PriceVersion})
 	case refusal.Code == problem.TooManyOpenOrders:
 		// Answered, never recorded: the key stays free for this request once the shopper has
 		// fewer open orders (as "try again" above is never recorded).
-		d := convert[activities.TooManyOpenOrdersDetails](refusal.Details)
+		d, _ := activities.DetailsOf[activities.TooManyOpenOrdersDetails](refusal)
 		w.placed = &PlaceOrderResult{Outcome: OutcomeRejected, RejectCode: refusal.Code, Message: refusal.Message,
 			OpenOrderLimit: d.Limit, NextHoldEnd: d.NextHoldEnd}
 	default:
@@ -187,12 +207,26 @@ func (w *orderFlow) answer(ctx workflow.Context, res *PlaceOrderResult) {
 		IdempotencyKey: w.in.IdempotencyKey, RequestHash: w.in.RequestHash, OrderID: w.st.OrderID, Outcome: res})
 }
 
+// recordSupport records a support action the order acts on: its staff_actions row and the order's
+// timeline entry naming the person (one activity, written once), and the workflow's own timeline.
+// The UI's Cancel (the workflow's cancel request) names nobody Temporal verified: it is noted as
+// such.
 func (w *orderFlow) recordSupport(ctx workflow.Context, req SupportRequest, step string) {
-	detail := map[string]any{"action": req.Action, "reason": req.Reason}
-	if step != "" {
-		detail["step"] = step
+	lctx := workflow.WithLocalActivityOptions(ctx, quickStepOptions)
+	if req.Actor == nil {
+		detail := map[string]any{"action": req.Action, "reason": req.Reason, "via": "temporal cancel request"}
+		if step != "" {
+			detail["step"] = step
+		}
+		_ = workflow.ExecuteLocalActivity(lctx, ordersA.Timeline,
+			activities.TimelineInput{OrderID: w.st.OrderID, Kind: "support_action", Detail: detail}).Get(ctx, nil)
+		w.note(ctx, "support "+req.Action, req.Reason+" (the workflow's cancel request from Temporal: no person named)")
+		return
 	}
-	_ = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, quickStepOptions), ordersA.Timeline,
-		activities.TimelineInput{OrderID: w.st.OrderID, Kind: "support_action", Detail: detail}).Get(ctx, nil)
-	w.note(ctx, "support "+req.Action, req.Reason)
+	info := workflow.GetInfo(ctx).WorkflowExecution
+	_ = workflow.ExecuteLocalActivity(lctx, ordersA.StaffAction, activities.StaffActionInput{OrderID: w.st.OrderID,
+		Action: req.Action, Reason: req.Reason, Step: step, Actor: *req.Actor, WorkflowID: info.ID, RunID: info.RunID,
+		Seq: w.staffActions}).Get(ctx, nil)
+	w.staffActions++
+	w.noteBy(ctx, "support "+req.Action, req.Reason, req.Actor)
 }

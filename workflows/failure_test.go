@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/internal/problem"
@@ -16,16 +15,6 @@ import (
 	"github.com/marketplace/checkout/workflows"
 )
 
-// sagaGenerations are the sagas an order may run: the first release's (package sagav1, histories
-// without the version marker), the second's (sagav2) and this one, chosen by OrderWorkflow from the
-// marker of the change below.
-var sagaGenerations = []struct {
-	name    string
-	version workflow.Version
-}{{"sagav1", workflow.DefaultVersion}, {"sagav2", 1}, {"current", 2}}
-
-const sagaChangeID = "lazy-hold-child-and-attributes"
-
 // confirmFails: the order is paid at once, and its confirm fails with err.
 func confirmFails(s *saga, err error) {
 	s.authorizeReturns("AUTHORIZED")
@@ -33,7 +22,7 @@ func confirmFails(s *saga, err error) {
 }
 
 // stockReleased: the order failed at once for its stock, never captured nor parked.
-func stockReleased(t *testing.T, gen string, p pathTaken) {
+func stockReleased(t *testing.T, p pathTaken) {
 	assert.Equal(t, string(order.StatusFailed), p.Status)
 	assert.Equal(t, string(order.FailStockReleased), p.FailureCode)
 	assert.Zero(t, p.Calls["Capture"]+p.Calls["Park"], "the order fails at once, never captured")
@@ -48,14 +37,12 @@ func eventVerifyFails(s *saga, err error) {
 	s.on("VerifyEvent").Return(activities.PaymentResult{}, err)
 }
 
-// eventNotActedOn: the current saga asked the provider about the event so many times, and did not
-// act on it (the hold expired). The frozen sagas never asked.
-func eventNotActedOn(asked int, why string) func(t *testing.T, gen string, p pathTaken) {
-	return func(t *testing.T, gen string, p pathTaken) {
-		if gen == "current" {
-			assert.Equal(t, asked, p.Calls["VerifyEvent"], why)
-			assert.Equal(t, string(order.FailHoldExpired), p.FailureCode, "the event was not acted on")
-		}
+// eventNotActedOn: the saga asked the provider about the event so many times, and did not act on
+// it (the hold expired).
+func eventNotActedOn(asked int, why string) func(t *testing.T, p pathTaken) {
+	return func(t *testing.T, p pathTaken) {
+		assert.Equal(t, asked, p.Calls["VerifyEvent"], why)
+		assert.Equal(t, string(order.FailHoldExpired), p.FailureCode, "the event was not acted on")
 	}
 }
 
@@ -71,11 +58,11 @@ type pathTaken struct {
 	Final               map[order.Status]int
 }
 
-// TestSagas_StepFailingUnderItsCodeOrItsEarlierName_TakesTheSamePath: a step's failure raised
-// under its code (as the steps raise it now) and under the name an earlier release raised it under
-// (as recorded histories and activity workers of that release hold it) send every saga generation
-// down the same path — each branch on a failure and each retry policy knows both names.
-func TestSagas_StepFailingUnderItsCodeOrItsEarlierName_TakesTheSamePath(t *testing.T) {
+// TestSaga_StepFailingUnderItsCodeOrItsEarlierName_TakesTheSamePath: a step's failure raised
+// under its code (as the steps raise it now) and under the name saga-5 and earlier builds raised it
+// under (as their histories hold it, should a run of theirs move to this build) send the saga down
+// the same path — each branch on a failure and each retry policy knows both names.
+func TestSaga_StepFailingUnderItsCodeOrItsEarlierName_TakesTheSamePath(t *testing.T) {
 	failing := func(retryable bool) func(typ string) error {
 		return func(typ string) error {
 			if retryable {
@@ -90,7 +77,7 @@ func TestSagas_StepFailingUnderItsCodeOrItsEarlierName_TakesTheSamePath(t *testi
 		// fails sets the scenario up, failing one step with err.
 		fails func(s *saga, err error)
 		// want is the path, whichever name the failure came under.
-		want  func(t *testing.T, gen string, p pathTaken)
+		want  func(t *testing.T, p pathTaken)
 		raise func(typ string) error
 	}{
 		{"the confirm finds the reservation released", problem.ReservationNotActive, confirmFails, stockReleased,
@@ -101,7 +88,7 @@ func TestSagas_StepFailingUnderItsCodeOrItsEarlierName_TakesTheSamePath(t *testi
 				s.on("Authorize").Return(activities.PaymentResult{Status: activities.PaymentUnknown}, err).Once()
 				s.on("ResolvePayment").Return(activities.PaymentResult{Status: "AUTHORIZED", IntentID: "pi_1"}, nil)
 			},
-			func(t *testing.T, gen string, p pathTaken) {
+			func(t *testing.T, p pathTaken) {
 				assert.Equal(t, "AUTHORIZED", p.Payment, "decided by asking the provider")
 				assert.Equal(t, string(order.StatusConfirmed), p.Status)
 				assert.Equal(t, 1, p.Calls["Authorize"])
@@ -113,7 +100,7 @@ func TestSagas_StepFailingUnderItsCodeOrItsEarlierName_TakesTheSamePath(t *testi
 				s.on("Capture").Return(activities.PaymentResult{}, err).Times(2)
 				s.on("Capture").Return(activities.PaymentResult{Status: "CAPTURED"}, nil)
 			},
-			func(t *testing.T, gen string, p pathTaken) {
+			func(t *testing.T, p pathTaken) {
 				assert.Equal(t, string(order.StatusConfirmed), p.Status)
 				assert.Equal(t, 3, p.Calls["Capture"])
 				assert.Zero(t, p.Calls["Park"])
@@ -128,14 +115,12 @@ func TestSagas_StepFailingUnderItsCodeOrItsEarlierName_TakesTheSamePath(t *testi
 				})
 				s.support(6*time.Hour+time.Minute, workflows.ActionRefund, nil)
 			},
-			func(t *testing.T, gen string, p pathTaken) {
+			func(t *testing.T, p pathTaken) {
 				require.NotNil(t, p.Parked, "parked for support")
 				assert.Equal(t, "capture", p.Parked.Step)
-				if gen == "current" {
-					assert.Equal(t, string(problem.PaymentRefused), p.Parked.Code, "support reads the code")
-					assert.Equal(t, 1, p.Calls["Capture"], "no retry changes a refusal")
-					assert.Equal(t, 1, p.Calls["Park"])
-				}
+				assert.Equal(t, string(problem.PaymentRefused), p.Parked.Code, "support reads the code")
+				assert.Equal(t, 1, p.Calls["Capture"], "no retry changes a refusal")
+				assert.Equal(t, 1, p.Calls["Park"])
 				assert.Equal(t, string(order.StatusCancelled), p.Status)
 			}, failing(false)},
 		{"the provider does not back a payment event", problem.PaymentEventRefused, eventVerifyFails,
@@ -148,33 +133,28 @@ func TestSagas_StepFailingUnderItsCodeOrItsEarlierName_TakesTheSamePath(t *testi
 	for _, c := range cases {
 		names := activities.TypesOf(c.code)
 		require.Len(t, names, 2, "%s: its code and the name an earlier release raised it under", c.code)
-		for _, gen := range sagaGenerations {
-			t.Run(c.name+"/"+gen.name, func(t *testing.T) {
-				var paths []pathTaken
-				for _, typ := range names {
-					s := newSaga(t)
-					s.env.OnGetVersion(sagaChangeID, workflow.DefaultVersion, 2).Return(gen.version)
-					// sagav2 reads the same marker again, as its own change.
-					s.env.OnGetVersion(sagaChangeID, workflow.DefaultVersion, 1).Return(gen.version).Maybe()
-					c.fails(s, c.raise(typ))
-					st := s.run(input("tok_ok"))
-					require.NotNil(t, s.placed, typ)
-					p := pathTaken{Placed: s.placed.Outcome, Status: string(st.Status), FailureCode: string(st.FailureCode),
-						PaymentStatus: st.PaymentStatus, Parked: s.parked, Calls: s.calls, Final: s.final}
-					if s.placed.Payment != nil {
-						p.Payment = s.placed.Payment.Status
-					}
-					if p.Parked != nil {
-						p.Parked.Since = time.Time{}
-					}
-					for _, e := range st.Timeline {
-						p.Events = append(p.Events, e.Event)
-					}
-					c.want(t, gen.name, p)
-					paths = append(paths, p)
+		t.Run(c.name, func(t *testing.T) {
+			var paths []pathTaken
+			for _, typ := range names {
+				s := newSaga(t)
+				c.fails(s, c.raise(typ))
+				st := s.run(input("tok_ok"))
+				require.NotNil(t, s.placed, typ)
+				p := pathTaken{Placed: s.placed.Outcome, Status: string(st.Status), FailureCode: string(st.FailureCode),
+					PaymentStatus: st.PaymentStatus, Parked: s.parked, Calls: s.calls, Final: s.final}
+				if s.placed.Payment != nil {
+					p.Payment = s.placed.Payment.Status
 				}
-				assert.Equal(t, paths[0], paths[1], "%s and %s take different paths", names[0], names[1])
-			})
-		}
+				if p.Parked != nil {
+					p.Parked.Since = time.Time{}
+				}
+				for _, e := range st.Timeline {
+					p.Events = append(p.Events, e.Event)
+				}
+				c.want(t, p)
+				paths = append(paths, p)
+			}
+			assert.Equal(t, paths[0], paths[1], "%s and %s take different paths", names[0], names[1])
+		})
 	}
 }

@@ -77,31 +77,67 @@ func (w *orderFlow) registerHandlers(ctx workflow.Context) error {
 		if (w.phase <= phaseWaiting && !w.paid && !w.declined) || w.phase >= phaseFailing {
 			w.events = append(w.events, s)
 		}
-	})
+	}, signalIgnored(ctx, SignalPaymentResult, w.note))
 	onSignal(ctx, SignalStockShortfall, func(s ShortfallSignal) {
 		w.shortfall = true
 		w.note(ctx, "stock shortfall", fmt.Sprintf("seller count took SKU %d in warehouse %d", s.SKUID, s.WarehouseID))
-	})
+	}, signalIgnored(ctx, SignalStockShortfall, w.note))
 	onSignal(ctx, SupportAction, func(req SupportRequest) {
 		if err := w.validSupport(req); err != nil {
-			w.note(ctx, "support action ignored", errorText(err))
+			w.noteBy(ctx, "support action ignored", errorText(err), req.Actor)
 			return
 		}
 		w.support = append(w.support, req)
-	})
+	}, signalIgnored(ctx, SupportAction, w.note))
 	return nil
 }
 
-// onSignal handles every signal of a name, in order, with handle.
-func onSignal[T any](ctx workflow.Context, name string, handle func(T)) {
+// onSignal handles every signal of a name, in order, with handle. A signal whose payload does not
+// decode is never handled: ignored hears of it (see receive).
+func onSignal[T any](ctx workflow.Context, name string, handle func(T), ignored func(n int)) {
 	workflow.Go(ctx, func(ctx workflow.Context) {
+		// The wait for the next signal outlives a cancel of the workflow (the order goes on to
+		// compensate, and still hears the provider).
+		dctx, _ := workflow.NewDisconnectedContext(ctx)
 		ch := workflow.GetSignalChannel(ctx, name)
 		for {
+			_ = workflow.Await(dctx, func() bool { return ch.Len() > 0 })
 			var v T
-			ch.Receive(ctx, &v)
-			handle(v)
+			ok, dropped := receive(ch, &v)
+			if dropped > 0 {
+				ignored(dropped)
+			}
+			if ok {
+				handle(v)
+			}
 		}
 	})
+}
+
+// receive takes the next signal of ch that decodes into v, without waiting, and says how many it
+// passed over that did not. A payload that does not decode — written in clear where the worker
+// takes only what a trusted client encrypted, or not the shape v has — is dropped by the SDK as it
+// is received (with a log line and its corrupted-signals metric): it is never acted on and never
+// fails the workflow task. Counting the channel before and after is how the workflow learns of it,
+// to note it; receiving without waiting is what keeps such a signal from blocking whoever waits
+// for the next one.
+func receive(ch workflow.ReceiveChannel, v any) (ok bool, dropped int) {
+	before := ch.Len()
+	ok = ch.ReceiveAsync(v)
+	dropped = before - ch.Len()
+	if ok {
+		dropped--
+	}
+	return ok, dropped
+}
+
+// signalIgnored notes signals of a name that did not decode.
+func signalIgnored(ctx workflow.Context, name string, note func(workflow.Context, string, string)) func(int) {
+	return func(n int) {
+		note(ctx, "signal ignored", fmt.Sprintf("%s: %d signal(s) whose payload did not decode (not encrypted by a "+
+			"trusted client, or not its shape), not acted on", name, n))
+		workflow.GetLogger(ctx).Warn("signal not decoded, ignored", "signal", name, "count", n)
+	}
 }
 
 // cancellable: the shopper may cancel while the order waits for its payment, not once it is paid
@@ -165,10 +201,14 @@ func (w *orderFlow) extendHold(ctx workflow.Context) (ExtendHoldResult, error) {
 	return ExtendHoldResult{HoldExpiresAt: at, ExtensionsLeft: ext.ExtensionsLeft}, nil
 }
 
-// validSupport accepts a support action only where the order will act on it.
+// validSupport accepts a support action only from a named staff member (its actor, which only a
+// trusted client fills in), and only where the order will act on it.
 func (w *orderFlow) validSupport(req SupportRequest) error {
 	refuse := func(msg string) error {
 		return temporal.NewApplicationError(msg, string(problem.InvalidSupportAction), w.st.Status)
+	}
+	if err := req.Actor.Check(); err != nil {
+		return refuse(err.Error())
 	}
 	switch req.Action {
 	case ActionRetry, ActionCancel, ActionRefund:

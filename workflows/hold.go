@@ -10,7 +10,6 @@ import (
 
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/inventory"
-	"github.com/marketplace/checkout/workflows/sagav2"
 )
 
 // HoldInput is the hold of one order's reservation.
@@ -18,8 +17,6 @@ type HoldInput struct {
 	OrderID          int64     `json:"orderId"`
 	ExpiresAt        time.Time `json:"expiresAt"`
 	ParentWorkflowID string    `json:"parentWorkflowId"`
-	// Saga is the saga version of the order that started the hold (0: an earlier release's).
-	Saga int `json:"saga,omitempty"`
 }
 
 // HoldResult says how the hold ended: "expired" (the timer fired and the stock was released),
@@ -37,9 +34,6 @@ const (
 	holdOrderClosed = "order closed"
 )
 
-// holdSaga is the saga version this code starts holds as.
-const holdSaga = 3
-
 // HoldExtend moves a hold's expiry: the shopper extended the order's hold, and its reservations
 // already carry the new expiry.
 type HoldExtend struct {
@@ -55,16 +49,15 @@ type HoldExtend struct {
 // terminated by support — the hold is asked to stop: it gives back whatever the order still holds
 // (nothing, for an order that finished) and, when the order was left open, ends it; stock is never
 // stranded. A hold whose order still runs (support reset the order's workflow) keeps holding.
-// Holds begun by an earlier release run its code: those of releases before worker versioning by
-// the frozen package, later ones on the build that began them, to which they are pinned.
+// Like its order, a hold is pinned to the build that began it.
 func HoldWorkflow(ctx workflow.Context, in HoldInput) (HoldResult, error) {
-	if in.Saga < holdSaga {
-		res, err := sagav2.HoldWorkflow(ctx, convert[sagav2.HoldInput](in))
-		return convert[HoldResult](res), err
-	}
 	// Disconnected: a cancel request is news of the order's close, not an order to stop at once.
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	// until is the hold's end as the reservations carry it; wake is when the timer looks, by
+	// Temporal's clock (later than until when the database's clock is behind).
 	until := in.ExpiresAt
+	wake := until
+	recheck := holdRecheck
 	extend := workflow.GetSignalChannel(ctx, SignalHoldExtend)
 	closed := false
 	res := HoldResult{Ended: holdExpired}
@@ -74,16 +67,25 @@ func HoldWorkflow(ctx workflow.Context, in HoldInput) (HoldResult, error) {
 		if timer == nil {
 			var tctx workflow.Context
 			tctx, stopTimer = workflow.WithCancel(dctx)
-			timer = workflow.NewTimer(tctx, max(until.Sub(workflow.Now(ctx)), 0))
+			timer = workflow.NewTimer(tctx, max(wake.Sub(workflow.Now(ctx)), 0))
 		}
 		fired, moved, closing := false, false, false
 		sel := workflow.NewSelector(ctx)
 		sel.AddFuture(timer, func(workflow.Future) { fired = true })
 		sel.AddReceive(extend, func(c workflow.ReceiveChannel, _ bool) {
+			// Without waiting: an extension that does not decode is passed over, and the hold
+			// goes on holding to the time it knows.
 			var ext HoldExtend
-			c.Receive(ctx, &ext)
+			ok, dropped := receive(c, &ext)
+			if dropped > 0 {
+				workflow.GetLogger(ctx).Warn("hold extension not decoded, ignored", "order_id", in.OrderID, "count", dropped)
+			}
+			if !ok {
+				return
+			}
 			moved = ext.ExpiresAt.After(until)
 			until = laterOf(until, ext.ExpiresAt)
+			wake = laterOf(wake, until)
 		})
 		if !closed {
 			sel.AddReceive(ctx.Done(), func(workflow.ReceiveChannel, bool) { closed, closing = true, true })
@@ -126,8 +128,21 @@ func HoldWorkflow(ctx workflow.Context, in HoldInput) (HoldResult, error) {
 		if exp.Until == nil {
 			break
 		}
-		// Extended in the database; its signal may still be on its way.
+		// The database still holds stock: extended there (its signal may still be on its way), or
+		// by its clock, which may be behind Temporal's, not expired yet. The rest is waited by the
+		// database's own count of it; a wait shorter than a moment (or a result that does not say)
+		// looks again after a growing one, never at once.
 		until = laterOf(until, *exp.Until)
+		wait := exp.Left
+		if wait <= 0 {
+			wait = until.Sub(workflow.Now(ctx))
+		}
+		if wait < recheck {
+			wait, recheck = recheck, min(2*recheck, holdRecheckMax)
+		} else {
+			recheck = holdRecheck
+		}
+		wake = workflow.Now(ctx).Add(wait)
 	}
 	// A running order learns of the expiry from this workflow's end. One whose workflow is gone
 	// would stay open: the hold ends it.
@@ -137,6 +152,13 @@ func HoldWorkflow(ctx workflow.Context, in HoldInput) (HoldResult, error) {
 	holdDetails(ctx, in, res)
 	return res, nil
 }
+
+// holdRecheck and holdRecheckMax bound how soon the hold looks again when the database says the
+// stock is still held but its end has passed by Temporal's clock.
+const (
+	holdRecheck    = time.Second
+	holdRecheckMax = time.Minute
+)
 
 func laterOf(a, b time.Time) time.Time {
 	if b.After(a) {
@@ -204,5 +226,5 @@ func (w *orderFlow) ensureHold(ctx workflow.Context) {
 			w.holdAt.UTC().Format(time.RFC3339)),
 	})
 	w.hold = workflow.ExecuteChildWorkflow(cctx, HoldWorkflow, HoldInput{OrderID: w.st.OrderID, ExpiresAt: *w.holdAt,
-		ParentWorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, Saga: holdSaga})
+		ParentWorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID})
 }

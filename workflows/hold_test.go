@@ -40,7 +40,7 @@ func (h *holdRun) on(name string) *testsuite.MockCallWrapper {
 
 func (h *holdRun) run(t *testing.T) workflows.HoldResult {
 	h.env.ExecuteWorkflow(workflows.HoldWorkflow, workflows.HoldInput{OrderID: 501, ExpiresAt: h.env.Now().Add(15 * time.Minute),
-		ParentWorkflowID: "order-u7-k1", Saga: 3})
+		ParentWorkflowID: "order-u7-k1"})
 	require.True(t, h.env.IsWorkflowCompleted())
 	require.NoError(t, h.env.GetWorkflowError())
 	var res workflows.HoldResult
@@ -160,4 +160,50 @@ func TestHold_ExtensionCommittedBeforeItsSignal_KeepsHolding(t *testing.T) {
 	assert.Equal(t, workflows.HoldResult{Ended: "expired", Released: 1}, res)
 	assert.Equal(t, 2, h.calls["ReleaseExpired"])
 	assert.GreaterOrEqual(t, at, 20*time.Minute)
+}
+
+// TestHold_DatabaseClockBehind_WaitsTheDatabasesRestNotZeroLengthTimers: the database's clock is
+// ten minutes behind Temporal's. At the hold's timer the database still holds the stock (by its
+// clock it has not expired) and says how long it holds it yet; the hold waits that long, once,
+// instead of firing zero-length timers at the same expiry until the clocks agree.
+func TestHold_DatabaseClockBehind_WaitsTheDatabasesRestNotZeroLengthTimers(t *testing.T) {
+	h := newHold(t)
+	start := h.env.Now()
+	expiry := start.Add(15 * time.Minute)
+	const behind = 10 * time.Minute
+	var released time.Duration
+	h.on("ReleaseExpired").Return(func(ctx context.Context, orderID int64) (inventory.Expiry, error) {
+		dbNow := h.env.Now().Add(-behind)
+		if dbNow.Before(expiry) && h.calls["ReleaseExpired"] < 50 {
+			return inventory.Expiry{Until: &expiry, Left: expiry.Sub(dbNow)}, nil
+		}
+		released = h.env.Now().Sub(start)
+		return inventory.Expiry{Released: 1}, nil
+	})
+	h.on("EndIfOrphaned").Return(activities.Orphan{Running: true}, nil)
+	res := h.run(t)
+
+	assert.Equal(t, workflows.HoldResult{Ended: "expired", Released: 1}, res)
+	assert.Equal(t, 2, h.calls["ReleaseExpired"], "at the hold's timer, then once more when the database's clock says it expired")
+	assert.GreaterOrEqual(t, released, 15*time.Minute+behind)
+}
+
+// TestHold_DatabaseSaysHeldButNotHowLong_BacksOff: a result that names the hold's end but not how
+// much of it is left (a step of a build before that figure) at a time Temporal's clock has passed
+// makes the hold look again with a growing wait, never at once.
+func TestHold_DatabaseSaysHeldButNotHowLong_BacksOff(t *testing.T) {
+	h := newHold(t)
+	start := h.env.Now()
+	expiry := start.Add(15 * time.Minute)
+	h.on("ReleaseExpired").Return(func(ctx context.Context, orderID int64) (inventory.Expiry, error) {
+		if h.env.Now().Before(expiry.Add(10*time.Minute)) && h.calls["ReleaseExpired"] < 100 {
+			return inventory.Expiry{Until: &expiry}, nil
+		}
+		return inventory.Expiry{Released: 1}, nil
+	})
+	h.on("EndIfOrphaned").Return(activities.Orphan{Running: true}, nil)
+	res := h.run(t)
+
+	assert.Equal(t, workflows.HoldResult{Ended: "expired", Released: 1}, res)
+	assert.Less(t, h.calls["ReleaseExpired"], 20, "ten minutes of a clock behind cost a few looks, not one per instant")
 }

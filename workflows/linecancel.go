@@ -13,6 +13,7 @@ import (
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/internal/money"
 	"github.com/marketplace/checkout/internal/problem"
+	"github.com/marketplace/checkout/internal/staff"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 )
@@ -27,7 +28,12 @@ type LineCancelInput struct {
 	// Reason is one of inventory.CancelReasons; it decides whether the units go back on the shelf.
 	Reason    string `json:"reason"`
 	RequestID string `json:"requestId"`
-	// RequestedBy says who asked (the ops API fills it; empty: support, from the Temporal UI).
+	// Actor is the verified person who asks: the API's codec endpoint writes it into the input for
+	// the signed-in staff member (whatever was typed there), the ops API from the bearer token. A
+	// request without one changes nothing.
+	Actor *staff.Actor `json:"actor,omitempty"`
+	// RequestedBy is read and never trusted: the APIs of saga-6 and earlier wrote who asked here,
+	// as anyone starting the workflow could. Who asked is the actor.
 	RequestedBy string `json:"requestedBy,omitempty"`
 }
 
@@ -87,17 +93,16 @@ func LineCancelWorkflow(ctx workflow.Context, raw json.RawMessage) (LineCancelSt
 	if err := w.registerSupport(ctx); err != nil {
 		return w.st, err
 	}
-	if in.RequestedBy == "" {
-		in.RequestedBy = "support (Temporal UI)"
-	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx, AttrOrderID.ValueSet(in.OrderID), AttrNeedsAttention.ValueSet(false))
 
 	// A cancel from the UI does not stop a cancellation: once recorded, its money must go back.
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	actx := workflow.WithActivityOptions(dctx, lineCancelOptions)
 	var rec activities.LineCancel
+	info := workflow.GetInfo(ctx).WorkflowExecution
 	err = workflow.ExecuteActivity(actx, ordersA.RecordLineCancel, activities.LineCancelRequest{OrderID: in.OrderID,
-		SKUID: in.SKUID, Units: in.Units, Reason: in.Reason, RequestID: in.RequestID, RequestedBy: in.RequestedBy}).Get(ctx, &rec)
+		SKUID: in.SKUID, Units: in.Units, Reason: in.Reason, RequestID: in.RequestID, RequestedBy: in.Actor.String(),
+		Actor: in.Actor, WorkflowID: info.ID, RunID: info.RunID}).Get(ctx, &rec)
 	if err != nil {
 		w.note(ctx, "refused", errorText(err))
 		return w.st, err
@@ -108,7 +113,7 @@ func LineCancelWorkflow(ctx workflow.Context, raw json.RawMessage) (LineCancelSt
 		w.untilDone(actx, stepRefund, paymentsA.RefundLineCancel, nil)
 	}
 	w.st.Status = LineCancelRefunded
-	w.note(actx, "refunded", money.Format(rec.AmountMinor)+" "+rec.Currency)
+	w.note(actx, "refunded", money.FormatIn(rec.AmountMinor, rec.Currency)+" "+rec.Currency)
 
 	if rec.Restock && !rec.Restocked {
 		var n int32
@@ -132,6 +137,8 @@ type lineCancel struct {
 	support []SupportRequest
 	// parked: a step waits for support.
 	parked bool
+	// staffActions counts the staff actions recorded by this run: the request is the first.
+	staffActions int
 }
 
 // readLineCancel reads the workflow's input strictly and checks it.
@@ -159,6 +166,9 @@ func readLineCancel(raw json.RawMessage) (LineCancelInput, error) {
 	if id := strings.TrimSpace(in.RequestID); id == "" || len(in.RequestID) > 255 {
 		problems = append(problems, "requestId must be 1 to 255 characters (one per cancellation: a repeat with the same id changes nothing)")
 	}
+	if err := in.Actor.Check(); err != nil {
+		problems = append(problems, err.Error())
+	}
 	if len(problems) > 0 {
 		return in, invalidLineCancel(strings.Join(problems, "; "))
 	}
@@ -182,7 +192,7 @@ func (w *lineCancel) recorded(ctx workflow.Context, rec activities.LineCancel) {
 	if rec.Repeat {
 		detail = "already recorded under this request id: " + detail
 	}
-	w.note(ctx, "recorded", detail)
+	w.noteBy(ctx, "recorded", detail, w.st.Request.Actor)
 }
 
 // untilDone runs a step of the recorded cancellation until it is done. PostgreSQL or the provider
@@ -199,8 +209,19 @@ func (w *lineCancel) untilDone(ctx workflow.Context, step string, activity, resu
 		_ = workflow.Await(ctx, func() bool { return len(w.support) > 0 })
 		req := w.support[0]
 		w.support = w.support[1:]
-		w.note(ctx, "support "+req.Action, req.Reason)
+		w.recordSupport(ctx, req, step)
 	}
+}
+
+// recordSupport records support's retry: its staff_actions row and the order's timeline entry
+// naming the person, once, and the cancellation's own timeline.
+func (w *lineCancel) recordSupport(ctx workflow.Context, req SupportRequest, step string) {
+	w.staffActions++
+	info := workflow.GetInfo(ctx).WorkflowExecution
+	_ = workflow.ExecuteActivity(ctx, ordersA.StaffAction, activities.StaffActionInput{OrderID: w.st.Request.OrderID,
+		LineCancellationID: w.st.CancellationID, Action: req.Action, Reason: req.Reason, Step: step, Actor: *req.Actor,
+		WorkflowID: info.ID, RunID: info.RunID, Seq: w.staffActions}).Get(ctx, nil)
+	w.noteBy(ctx, "support "+req.Action, req.Reason, req.Actor)
 }
 
 func (w *lineCancel) park(ctx workflow.Context, step string, cause error) {
@@ -231,7 +252,9 @@ func (w *lineCancel) registerSupport(ctx workflow.Context) error {
 		refuse := func(msg string) error {
 			return temporal.NewApplicationError(msg, string(problem.InvalidSupportAction), w.st.Status)
 		}
-		switch {
+		switch err := req.Actor.Check(); {
+		case err != nil:
+			return refuse(err.Error())
 		case req.Action != ActionRetry:
 			return refuse(`a line cancellation takes only "retry": its units have left the order and their money must go back`)
 		case strings.TrimSpace(req.Reason) == "":
@@ -251,16 +274,22 @@ func (w *lineCancel) registerSupport(ctx workflow.Context) error {
 	}
 	onSignal(ctx, SupportAction, func(req SupportRequest) {
 		if err := valid(req); err != nil {
-			w.note(ctx, "support action ignored", errorText(err))
+			w.noteBy(ctx, "support action ignored", errorText(err), req.Actor)
 			return
 		}
 		w.support = append(w.support, req)
-	})
+	}, signalIgnored(ctx, SupportAction, w.note))
 	return nil
 }
 
 func (w *lineCancel) note(ctx workflow.Context, event, detail string) {
-	w.st.Timeline = appendTimeline(w.st.Timeline, TimelineEntry{At: workflow.Now(ctx), Event: event, Detail: detail})
+	w.noteBy(ctx, event, detail, nil)
+}
+
+// noteBy is note of what a staff member did, naming the person.
+func (w *lineCancel) noteBy(ctx workflow.Context, event, detail string, actor *staff.Actor) {
+	w.st.Timeline = appendTimeline(w.st.Timeline, TimelineEntry{At: workflow.Now(ctx), Event: event, Detail: detail,
+		Actor: actor})
 	workflow.SetCurrentDetails(ctx, lineCancelDetails(w.st))
 }
 
@@ -274,9 +303,12 @@ func lineCancelDetails(st LineCancelState) string {
 	}
 	b.WriteString(fmt.Sprintf("**Line cancellation** · order %d · SKU %d · %d units · %s · **%s**", r.OrderID, r.SKUID, r.Units,
 		markdownText(r.Reason), status))
+	if r.Actor != nil {
+		b.WriteString(" · asked by " + markdownText(r.Actor.String()))
+	}
 	if st.CancellationID != 0 {
 		b.WriteString(fmt.Sprintf("\n\nRefund: %s %s · stock back on the shelf: %t · line: %d of %d units cancelled",
-			money.Format(st.RefundMinor), st.Currency, st.Restock, st.LineCancelled, st.LineQuantity))
+			money.FormatIn(st.RefundMinor, st.Currency), st.Currency, st.Restock, st.LineCancelled, st.LineQuantity))
 	}
 	if a := st.Attention; a != nil {
 		b.WriteString(fmt.Sprintf("\n\n**Needs attention**: step `%s` failed: %s.", a.Step, markdownText(a.Error)))

@@ -18,6 +18,7 @@ import (
 
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/internal/problem"
+	"github.com/marketplace/checkout/internal/staff"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/workflows"
 )
@@ -64,6 +65,7 @@ func (r *lineCancelRun) defaults(reason string) {
 	def("RestockLineCancel", int32(1), nil)
 	def("AnnounceLineCancel", activities.LineCancel{ID: 9, Refunded: true, Announced: true, LineQuantity: 2, LineCancelled: 1}, nil)
 	def("LineCancelAttention", nil)
+	def("StaffAction", nil)
 }
 
 func (r *lineCancelRun) run(in any) (workflows.LineCancelState, error) {
@@ -86,7 +88,7 @@ func (r *lineCancelRun) query() workflows.LineCancelState {
 }
 
 func lineCancelInput(reason string) workflows.LineCancelInput {
-	return workflows.LineCancelInput{OrderID: 501, SKUID: 77, Units: 1, Reason: reason, RequestID: "req-1"}
+	return workflows.LineCancelInput{OrderID: 501, SKUID: 77, Units: 1, Reason: reason, RequestID: "req-1", Actor: &staffMember}
 }
 
 func TestLineCancel_Damaged_RecordedRefundedAnnounced_NotRestocked(t *testing.T) {
@@ -153,7 +155,7 @@ func TestLineCancel_RefundRefused_NeedsAttentionUntilSupportRetries(t *testing.T
 	support := func(id string, into *error) {
 		r.env.UpdateWorkflow(workflows.SupportAction, id, &testsuite.TestUpdateCallback{
 			OnAccept: func() {}, OnReject: func(err error) { *into = err }, OnComplete: func(any, error) {}},
-			workflows.SupportRequest{Action: workflows.ActionRetry, Reason: "refund fixed at the provider"})
+			workflows.SupportRequest{Action: workflows.ActionRetry, Reason: "refund fixed at the provider", Actor: &staffMember})
 	}
 	r.env.RegisterDelayedCallback(func() {
 		parked = r.query()
@@ -170,8 +172,8 @@ func TestLineCancel_RefundRefused_NeedsAttentionUntilSupportRetries(t *testing.T
 	assert.Equal(t, string(problem.PaymentRefused), parked.Attention.Code)
 	assert.Equal(t, workflows.LineCancelRecorded, parked.Status)
 	require.NoError(t, retried)
-	assert.Equal(t, []string{"RecordLineCancel", "RefundLineCancel", "LineCancelAttention", "RefundLineCancel",
-		"LineCancelAttention", "AnnounceLineCancel"}, r.steps, "refused once, not retried by itself, then support's retry")
+	assert.Equal(t, []string{"RecordLineCancel", "RefundLineCancel", "LineCancelAttention", "StaffAction", "RefundLineCancel",
+		"LineCancelAttention", "AnnounceLineCancel"}, r.steps, "refused once, not retried by itself, then support's retry, recorded with its person")
 	require.Len(t, attention, 2)
 	assert.Equal(t, "refund", attention[0].Step)
 	assert.Empty(t, attention[1].Step, "cleared once the refund went through")
@@ -192,7 +194,7 @@ func TestLineCancel_SupportActionWhileNothingWaits_Refused(t *testing.T) {
 						rejected = err
 					}
 				}, OnComplete: func(any, error) {}},
-				workflows.SupportRequest{Action: action, Reason: "test"})
+				workflows.SupportRequest{Action: action, Reason: "test", Actor: &staffMember})
 		}, time.Second)
 	}
 	st, err := r.run(lineCancelInput(inventory.CancelDamaged))
@@ -228,13 +230,19 @@ func TestLineCancel_Repeat_AlreadyRefundedAndRestocked_OnlyAnnounced(t *testing.
 // TestLineCancel_BadInputFromTheUI_FailsClearly_NothingRuns: what support may paste wrong in the
 // UI's start form ends the workflow with VALIDATION_FAILED before any step.
 func TestLineCancel_BadInputFromTheUI_FailsClearly_NothingRuns(t *testing.T) {
+	actor := `"actor": {"sub": "900", "role": "support", "name": "Deniz Destek", "via": "temporal-ui", "ip": "10.0.0.5"}`
 	cases := map[string]string{
-		"units zero":       `{"orderId": 501, "skuId": 77, "units": 0, "reason": "damaged", "requestId": "r1"}`,
-		"unknown reason":   `{"orderId": 501, "skuId": 77, "units": 1, "reason": "broken", "requestId": "r1"}`,
-		"misspelled field": `{"orderId": 501, "skuId": 77, "unit": 1, "reason": "damaged", "requestId": "r1"}`,
-		"no request id":    `{"orderId": 501, "skuId": 77, "units": 1, "reason": "damaged"}`,
-		"units as text":    `{"orderId": 501, "skuId": 77, "units": "1", "reason": "damaged", "requestId": "r1"}`,
-		"no order":         `{"skuId": 77, "units": 1, "reason": "lost", "requestId": "r1"}`,
+		"units zero":       `{"orderId": 501, "skuId": 77, "units": 0, "reason": "damaged", "requestId": "r1", ` + actor + `}`,
+		"unknown reason":   `{"orderId": 501, "skuId": 77, "units": 1, "reason": "broken", "requestId": "r1", ` + actor + `}`,
+		"misspelled field": `{"orderId": 501, "skuId": 77, "unit": 1, "reason": "damaged", "requestId": "r1", ` + actor + `}`,
+		"no request id":    `{"orderId": 501, "skuId": 77, "units": 1, "reason": "damaged", ` + actor + `}`,
+		"units as text":    `{"orderId": 501, "skuId": 77, "units": "1", "reason": "damaged", "requestId": "r1", ` + actor + `}`,
+		"no order":         `{"skuId": 77, "units": 1, "reason": "lost", "requestId": "r1", ` + actor + `}`,
+		"no actor":         `{"orderId": 501, "skuId": 77, "units": 1, "reason": "damaged", "requestId": "r1"}`,
+		"a name typed in, no actor": `{"orderId": 501, "skuId": 77, "units": 1, "reason": "damaged", "requestId": "r1", ` +
+			`"requestedBy": "ops user 1"}`,
+		"an actor of no staff role": `{"orderId": 501, "skuId": 77, "units": 1, "reason": "damaged", "requestId": "r1", ` +
+			`"actor": {"sub": "7", "role": "shopper", "via": "temporal-ui"}}`,
 	}
 	for name, input := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -245,4 +253,101 @@ func TestLineCancel_BadInputFromTheUI_FailsClearly_NothingRuns(t *testing.T) {
 			assert.Empty(t, r.steps)
 		})
 	}
+}
+
+// TestLineCancel_RecordsTheActorNeverATypedName: the person who asks is the input's actor (which
+// only a trusted client fills in); a name typed into requestedBy is not who asked. The request and
+// support's retry are recorded with the person, each once in its run.
+func TestLineCancel_RecordsTheActorNeverATypedName(t *testing.T) {
+	r := newLineCancelRun(t)
+	var asked activities.LineCancelRequest
+	r.on("RecordLineCancel").Return(func(ctx context.Context, in activities.LineCancelRequest) (activities.LineCancel, error) {
+		asked = in
+		return recorded(inventory.CancelDamaged), nil
+	})
+	refused := true
+	r.on("RefundLineCancel").Return(func(ctx context.Context, id int64) (activities.PaymentResult, error) {
+		if refused {
+			return activities.PaymentResult{}, temporal.NewNonRetryableApplicationError("intent is VOIDED",
+				string(problem.PaymentRefused), nil)
+		}
+		return activities.PaymentResult{Status: "CAPTURED"}, nil
+	})
+	var acted []activities.StaffActionInput
+	r.on("StaffAction").Return(func(ctx context.Context, in activities.StaffActionInput) error {
+		acted = append(acted, in)
+		return nil
+	})
+	r.defaults(inventory.CancelDamaged)
+	ops := staff.Actor{Sub: "950", Role: "ops", Name: "Ops Person", Via: staff.ViaTemporalUI, IP: "10.0.0.6"}
+	r.env.RegisterDelayedCallback(func() {
+		refused = false
+		r.env.UpdateWorkflow(workflows.SupportAction, "retry-1", &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { t.Errorf("retry refused: %v", err) }, OnComplete: func(any, error) {}},
+			workflows.SupportRequest{Action: workflows.ActionRetry, Reason: "refund fixed", Actor: &ops})
+	}, time.Hour)
+	in := lineCancelInput(inventory.CancelDamaged)
+	in.RequestedBy = "the CEO"
+	st, err := r.run(in)
+	require.NoError(t, err)
+
+	require.NotNil(t, asked.Actor)
+	assert.Equal(t, staffMember, *asked.Actor)
+	assert.Equal(t, staffMember.String(), asked.RequestedBy, "who asked is the actor, not the typed name")
+	require.Len(t, acted, 1)
+	assert.Equal(t, ops, acted[0].Actor)
+	assert.Equal(t, workflows.ActionRetry, acted[0].Action)
+	assert.Equal(t, "refund", acted[0].Step)
+	assert.Equal(t, int64(9), acted[0].LineCancellationID)
+	assert.Equal(t, 1, acted[0].Seq, "the request is the run's first staff action, the retry its second")
+	var byPerson []string
+	for _, e := range st.Timeline {
+		if e.Actor != nil {
+			byPerson = append(byPerson, e.Event+" by "+e.Actor.Sub)
+		}
+	}
+	assert.Equal(t, []string{"recorded by 900", "support retry by 950"}, byPerson)
+}
+
+// TestLineCancel_SupportActionWithoutActor_Refused: a retry that names nobody is refused as an
+// update and noted, not obeyed, as a signal; the cancellation keeps waiting for a named one.
+func TestLineCancel_SupportActionWithoutActor_Refused(t *testing.T) {
+	r := newLineCancelRun(t)
+	refused := true
+	r.on("RefundLineCancel").Return(func(ctx context.Context, id int64) (activities.PaymentResult, error) {
+		if refused {
+			return activities.PaymentResult{}, temporal.NewNonRetryableApplicationError("intent is VOIDED",
+				string(problem.PaymentRefused), nil)
+		}
+		return activities.PaymentResult{Status: "CAPTURED"}, nil
+	})
+	r.defaults(inventory.CancelDamaged)
+	var rejected error
+	r.env.RegisterDelayedCallback(func() {
+		refused = false
+		r.env.UpdateWorkflow(workflows.SupportAction, "anonymous", &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { rejected = err }, OnComplete: func(any, error) {}},
+			workflows.SupportRequest{Action: workflows.ActionRetry, Reason: "who am I"})
+		r.env.SignalWorkflow(workflows.SupportAction, workflows.SupportRequest{Action: workflows.ActionRetry, Reason: "nobody"})
+	}, time.Hour)
+	var waiting workflows.LineCancelState
+	r.env.RegisterDelayedCallback(func() { waiting = r.query() }, 2*time.Hour)
+	r.env.RegisterDelayedCallback(func() {
+		r.env.SignalWorkflow(workflows.SupportAction, workflows.SupportRequest{Action: workflows.ActionRetry, Reason: "named",
+			Actor: &staffMember})
+	}, 3*time.Hour)
+	st, err := r.run(lineCancelInput(inventory.CancelDamaged))
+	require.NoError(t, err)
+
+	requireAppError(t, rejected, string(problem.InvalidSupportAction))
+	assert.Contains(t, rejected.Error(), "no actor")
+	assert.True(t, waiting.NeedsAttention, "still waiting: neither was obeyed")
+	assert.Equal(t, workflows.LineCancelDone, st.Status, "the named retry was")
+	ignored := 0
+	for _, e := range st.Timeline {
+		if e.Event == "support action ignored" {
+			ignored++
+		}
+	}
+	assert.Equal(t, 1, ignored, "the signal is noted")
 }

@@ -15,7 +15,13 @@ import (
 // BuildID names this build's workflow code as a worker deployment version. Workers run every
 // workflow pinned to the build that started it, so a change to workflow code that older runs could
 // not replay needs a new BuildID (and histories recorded for it: make histories).
-const BuildID = "saga-6"
+const BuildID = "saga-7"
+
+// RetiredBuilds are builds whose code is gone: the unversioned releases v1 and v2, whose sagas the
+// first versioned builds carried for their runs. Their recorded histories are kept (the manifest
+// marks them retired) but no longer replayed. A run of one found open is an incident: no worker can
+// run it any more.
+var RetiredBuilds = []string{"v1", "v2"}
 
 // Workflow, update, signal and query names.
 const (
@@ -37,12 +43,8 @@ const (
 	SupportAction = "support-action"
 
 	SignalPaymentResult  = "payment-result"
-	SignalHoldExpired    = "hold-expired"
 	SignalStockShortfall = "stock-shortfall"
 
-	// Signals of the hold child.
-	SignalHoldRelease = "release"
-	SignalHoldSettled = "settled"
 	// SignalHoldExtend moves the hold child's expiry (HoldExtend) after the shopper extended it.
 	SignalHoldExtend = "extend"
 
@@ -67,8 +69,10 @@ const (
 // (HoldRefusal's reason), and a support action the order will not act on (INVALID_SUPPORT_ACTION,
 // which support reads in the UI; releases before the codes named it InvalidSupportAction). An order
 // refused by the open-order cap (TOO_MANY_OPEN_ORDERS), unlike the other refusals, is never recorded
-// under the key: once the shopper pays or cancels another order, the same request may be sent again
-// and placed.
+// under the key, nor is "try again" (UNAVAILABLE before any order row): once the shopper pays or
+// cancels another order, or the database is back, the same request may be sent again and placed
+// (the API places it under an update id of its own, since the server keeps a closed run's answer
+// to the first).
 
 // Search attributes support staff filter on in the UI; registered by the worker at start-up. No
 // codec encrypts search attributes (the server indexes them), so they hold ids, statuses and flags
@@ -79,6 +83,9 @@ var (
 	AttrOrderStatus    = temporal.NewSearchAttributeKeyKeyword("OrderStatus")
 	AttrPaymentStatus  = temporal.NewSearchAttributeKeyKeyword("PaymentStatus")
 	AttrNeedsAttention = temporal.NewSearchAttributeKeyBool("NeedsAttention")
+	// AttrEscalated: the order has waited for support past the worker's PARKED_ESCALATE_AFTER; it
+	// is given up at its attention's givesUpAt unless support acts.
+	AttrEscalated = temporal.NewSearchAttributeKeyBool("Escalated")
 )
 
 var readableKey = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,64}$`)
@@ -128,8 +135,3 @@ const (
 	CartJanitorWorkflowName       = "CartJanitorWorkflow"
 	PaymentReconcilerWorkflowName = "PaymentReconcilerWorkflow"
 )
-
-// RetiredBuilds are the builds of the workflow code that no longer run anywhere: their code is
-// gone and their recorded histories are kept (testdata/histories/MANIFEST marks them retired). A
-// run of one found open is an incident: no worker can run it.
-var RetiredBuilds []string

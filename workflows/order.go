@@ -1,7 +1,6 @@
 package workflows
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -10,11 +9,10 @@ import (
 
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/internal/problem"
+	"github.com/marketplace/checkout/internal/staff"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/pricing"
-	"github.com/marketplace/checkout/workflows/sagav1"
-	"github.com/marketplace/checkout/workflows/sagav2"
 )
 
 // OrderInput is one POST /orders: who, with which Idempotency-Key, and what they confirmed.
@@ -79,10 +77,14 @@ type ShortfallSignal struct {
 	WarehouseID int32 `json:"warehouseId"`
 }
 
-// SupportRequest is what support staff send from the Temporal UI.
+// SupportRequest is what support staff send from the Temporal UI. Actor is the verified person who
+// sends it: the API's codec endpoint writes it into the payload for the signed-in staff member
+// (whatever was typed there), and an action without one is refused (update) or noted and ignored
+// (signal).
 type SupportRequest struct {
-	Action string `json:"action"`
-	Reason string `json:"reason"`
+	Action string       `json:"action"`
+	Reason string       `json:"reason"`
+	Actor  *staff.Actor `json:"actor,omitempty"`
 }
 
 // Support actions.
@@ -105,13 +107,18 @@ type Attention struct {
 	// retried on its own), also when a release before the codes raised it under a name of its own.
 	Code  string    `json:"code,omitempty"`
 	Since time.Time `json:"since"`
+	// EscalatedAt is set once the order has waited for support past its escalation, and GivesUpAt
+	// is then when its saga gives it up (none for a step giving stock or money back).
+	EscalatedAt *time.Time `json:"escalatedAt,omitempty"`
+	GivesUpAt   *time.Time `json:"givesUpAt,omitempty"`
 }
 
-// TimelineEntry is one thing that happened to the order.
+// TimelineEntry is one thing that happened to the order; Actor names the staff member who did it.
 type TimelineEntry struct {
-	At     time.Time `json:"at"`
-	Event  string    `json:"event"`
-	Detail string    `json:"detail,omitempty"`
+	At     time.Time    `json:"at"`
+	Event  string       `json:"event"`
+	Detail string       `json:"detail,omitempty"`
+	Actor  *staff.Actor `json:"actor,omitempty"`
 }
 
 // OrderState is what the `status` query answers and the UI's details show.
@@ -133,28 +140,13 @@ type OrderState struct {
 	Timeline       []TimelineEntry        `json:"timeline"`
 }
 
-// sagaChange is the change id of the saga's generations. Histories without its marker were
-// recorded by the first release (package sagav1); version 1 is the second release (package
-// sagav2), whose marker this id already was; version 2 is this code.
-const sagaChange = "lazy-hold-child-and-attributes"
-
 // OrderWorkflow is the checkout saga of one order: price check, order row, reserve, authorize,
 // answer; then wait for the payment (3-D Secure), the hold's expiry, a cancel or a seller
 // shortfall; confirm, capture, done. Whatever stops it midway is compensated — stock given back,
 // then the payment reversed — on a disconnected context, so compensation runs even after
-// cancellation. Runs begun by an earlier release go on with that release's code, chosen by the
-// saga version marker of their history. (Those releases ran unversioned, so their runs move to this
-// build and are pinned to it once it completes a task of theirs: a later build can drop the frozen
-// sagas and this marker.)
+// cancellation. Every run is pinned to the build that began it (worker versioning), so this code
+// runs only the orders it began.
 func OrderWorkflow(ctx workflow.Context, in OrderInput) (OrderState, error) {
-	switch workflow.GetVersion(ctx, sagaChange, workflow.DefaultVersion, 2) {
-	case workflow.DefaultVersion:
-		st, err := sagav1.OrderWorkflow(ctx, convert[sagav1.OrderInput](in))
-		return convert[OrderState](st), err
-	case 1:
-		st, err := sagav2.OrderWorkflow(ctx, convert[sagav2.OrderInput](in))
-		return convert[OrderState](st), err
-	}
 	w := &orderFlow{root: ctx, in: in, st: OrderState{CustomerID: in.UserID, PaymentStatus: "PENDING"}}
 	if err := w.registerHandlers(ctx); err != nil {
 		return w.st, err
@@ -176,20 +168,6 @@ func OrderWorkflow(ctx workflow.Context, in OrderInput) (OrderState, error) {
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
 	w.reverseLateMoney(dctx)
 	return w.st, nil
-}
-
-// convert copies a value into a type of the same JSON shape (the frozen sagas keep types of their
-// own). JSON encoding is deterministic, so this is safe in workflow code.
-func convert[T any](v any) T {
-	var out T
-	raw, err := json.Marshal(v) //workflowcheck:ignore (encoding a value to JSON is deterministic)
-	if err == nil {
-		err = json.Unmarshal(raw, &out) //workflowcheck:ignore
-	}
-	if err != nil {
-		panic(fmt.Sprintf("%T does not convert to %T: %v", v, out, err))
-	}
-	return out
 }
 
 // phase is where the saga stands; handlers accept only what the saga will act on there.
@@ -217,8 +195,13 @@ type orderFlow struct {
 	events  []PaymentSignal
 	cancel  order.FailureCode // why a requested cancel stops the order
 	support []SupportRequest
-	// parked is the step waiting for support (nil when none).
-	parked *parking
+	// parked is the step waiting for support (nil when none); parkedAt when a step first parked
+	// the order, from which its deadlines run; escalation once it waited past the first.
+	parked     *parking
+	parkedAt   time.Time
+	escalation *order.Escalation
+	// staffActions counts the staff actions recorded by this run (each one's number in it).
+	staffActions int
 
 	// hold is the hold-expiry child once started; holdAt the reservation's expiry while stock is
 	// held and the child has not started (it starts when the order first waits); holdLost says
@@ -300,8 +283,8 @@ func (w *orderFlow) run(ctx workflow.Context) {
 		Lines: lines, Hold: w.saga.HoldTTL}).Get(ctx, &res)
 	if err != nil {
 		if refusal := activities.Refusal(err); refusal != nil && refusal.Code == problem.OutOfStock {
-			short := convert[[]inventory.ShortLine](refusal.Details["items"])
-			w.fail(ctx, order.FailOutOfStock, &PlaceOrderResult{Outcome: OutcomeOutOfStock, Short: short})
+			d, _ := activities.DetailsOf[activities.OutOfStockDetails](refusal)
+			w.fail(ctx, order.FailOutOfStock, &PlaceOrderResult{Outcome: OutcomeOutOfStock, Short: d.Items})
 			return
 		}
 		w.fail(ctx, order.FailUnavailable, &PlaceOrderResult{Outcome: OutcomeUnavailable})
@@ -372,6 +355,7 @@ func (w *orderFlow) takeSaga(s *activities.SagaOptions) {
 	if s.StepRetryWindow > 0 {
 		w.saga.StepRetryWindow = s.StepRetryWindow
 	}
+	w.saga.ParkedEscalateAfter, w.saga.ParkedGiveUpAfter = s.ParkedEscalateAfter, s.ParkedGiveUpAfter
 	w.saga.Provider = s.Provider
 }
 
@@ -465,7 +449,10 @@ func (w *orderFlow) awaitOutcome(ctx workflow.Context) order.FailureCode {
 	}
 	unknownAsked := false
 	unknownCtx, stopUnknown := workflow.WithCancel(ctx)
-	defer stopUnknown()
+	defer func() {
+		stopUnknown()
+		w.settleStopped(ctx, unknown)
+	}()
 	for {
 		for len(w.events) > 0 && verify == nil && !w.paid && !w.declined {
 			ev := w.events[0]
@@ -480,7 +467,7 @@ func (w *orderFlow) awaitOutcome(ctx workflow.Context) order.FailureCode {
 			if w.st.PaymentStatus == activities.PaymentUnknown && !unknownAsked {
 				unknownAsked = true
 				unknown = workflow.ExecuteActivity(workflow.WithActivityOptions(unknownCtx,
-					unknownOptions(w.st.HoldExpiresAt.Sub(workflow.Now(ctx)))), paymentsA.SettleUnknown, w.authorizeInput())
+					settleOptions(w.st.HoldExpiresAt.Sub(workflow.Now(ctx)))), paymentsA.SettleUnknown, w.authorizeInput())
 			}
 			w.yield(ctx)
 			holding = w.hold != nil && !w.holdLost
@@ -545,6 +532,22 @@ func (w *orderFlow) awaitOutcome(ctx workflow.Context) order.FailureCode {
 			return ""
 		}
 	}
+}
+
+// settleStopped waits, once the order has stopped waiting, for the settling of an unknown payment
+// it asked for and then stopped: the attempt under way may still authorize, and the order must know
+// it before its reversal runs, so that no authorization comes after a reversal that found nothing.
+func (w *orderFlow) settleStopped(ctx workflow.Context, settling workflow.Future) {
+	if settling == nil {
+		return
+	}
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	var pay activities.PaymentResult
+	if err := settling.Get(dctx, &pay); err != nil || pay.Status == "" {
+		return
+	}
+	w.st.IntentID = pay.IntentID
+	w.onPayment(pay.Status, "provider asked, as the order stopped waiting")
 }
 
 // settle confirms the stock, captures the money and completes the order.

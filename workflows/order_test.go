@@ -21,6 +21,7 @@ import (
 
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/internal/problem"
+	"github.com/marketplace/checkout/internal/staff"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/pricing"
@@ -94,6 +95,8 @@ func (s *saga) defaults() {
 	def("RecordOutcome", nil)
 	def("Timeline", nil)
 	def("Park", nil)
+	def("Escalate", nil)
+	def("StaffAction", nil)
 	def("Resume", nil)
 	def("Release", 1, nil)
 	def("ReleaseExpired", inventory.Expiry{Released: 1}, nil)
@@ -106,11 +109,6 @@ func (s *saga) defaults() {
 	def("Finish", func(ctx context.Context, in activities.TransitionInput) (activities.Finished, error) {
 		s.final[order.Status(in.To)]++
 		return activities.Finished{Changed: true, Status: order.Status(in.To), FailureCode: order.FailureCode(in.Code)}, nil
-	})
-	// The sagas of earlier releases end an order with Transition.
-	def("Transition", func(ctx context.Context, in activities.TransitionInput) (bool, error) {
-		s.final[order.Status(in.To)]++
-		return true, nil
 	})
 	def("EndIfOrphaned", activities.Orphan{Running: true}, nil)
 	def("SettleUnknown", activities.PaymentResult{Status: "AUTHORIZED", IntentID: "pi_1"}, nil)
@@ -149,7 +147,6 @@ func (s *saga) run(in workflows.OrderInput) workflows.OrderState {
 					s.err = err
 					return
 				}
-				// The answer of any saga generation (earlier ones have types of their own).
 				var r workflows.PlaceOrderResult
 				require.NoError(s.t, json.Unmarshal([]byte(jsonOf(s.t, v)), &r))
 				s.placed = &r
@@ -516,9 +513,13 @@ func (s *saga) support(at time.Duration, action string, rejected *error) {
 				if rejected != nil {
 					*rejected = err
 				}
-			}, OnComplete: func(any, error) {}}, workflows.SupportRequest{Action: action, Reason: "from the test"})
+			}, OnComplete: func(any, error) {}}, workflows.SupportRequest{Action: action, Reason: "from the test",
+			Actor: &staffMember})
 	})
 }
+
+// staffMember is the signed-in support person the codec endpoint names in what the UI sends.
+var staffMember = staff.Actor{Sub: "900", Role: "support", Name: "Deniz Destek", Via: staff.ViaTemporalUI, IP: "10.0.0.5"}
 
 func TestOrder_CaptureExhausted_ParkedThenSupportRetry_Confirmed(t *testing.T) {
 	s := newSaga(t)
@@ -569,6 +570,25 @@ func TestOrder_CaptureRefused_ParkedOnceWithItsCodeAndNotRetried(t *testing.T) {
 	assert.Equal(t, 1, s.calls["Park"])
 	assert.Equal(t, order.StatusCancelled, st.Status)
 	assert.Equal(t, order.FailRefundedBySupport, st.FailureCode)
+	assert.Equal(t, 1, s.calls["Restock"], "the confirmed units go back")
+	assert.Equal(t, 1, s.calls["Reverse"])
+}
+
+// TestOrder_CaptureOfALapsedAuthorization_FailsTheOrderWithoutSupport: a capture the provider
+// refuses because the authorization lapsed (or was about to) can never go through: the order
+// fails AUTHORIZATION_EXPIRED at once, gives its confirmed units back and voids the payment,
+// instead of waiting for support.
+func TestOrder_CaptureOfALapsedAuthorization_FailsTheOrderWithoutSupport(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("AUTHORIZED")
+	s.on("Capture").Return(activities.PaymentResult{},
+		temporal.NewNonRetryableApplicationError("authorization lapsed", string(problem.PaymentAuthorizationExpired), nil))
+	st := s.run(input("tok_ok"))
+
+	assert.Equal(t, order.StatusFailed, st.Status)
+	assert.Equal(t, order.FailAuthorizationExpired, st.FailureCode)
+	assert.Zero(t, s.calls["Park"], "no retry and no support can capture a lapsed authorization")
+	assert.Equal(t, 1, s.calls["Capture"])
 	assert.Equal(t, 1, s.calls["Restock"], "the confirmed units go back")
 	assert.Equal(t, 1, s.calls["Reverse"])
 }
@@ -761,8 +781,9 @@ func (s *saga) steps() *[]string {
 }
 
 // TestOrder_CompensatedAfterConfirm_RestockThenMoney: an order that fails after its stock was
-// confirmed puts the confirmed units back (and releases anything still held) before the money goes
-// back, and the shopper's answer, given before the confirm, is not given again.
+// confirmed is ended by its row's transition first, then puts the confirmed units back (and
+// releases anything still held) before the money goes back; the shopper's answer, given before the
+// confirm, is not given again.
 func TestOrder_CompensatedAfterConfirm_RestockThenMoney(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -773,16 +794,16 @@ func TestOrder_CompensatedAfterConfirm_RestockThenMoney(t *testing.T) {
 			s.on("Capture").Return(activities.PaymentResult{},
 				temporal.NewNonRetryableApplicationError("intent cannot be captured", string(problem.PaymentRefused), nil))
 			s.support(time.Hour, "refund", nil)
-		}, []string{"answer", "confirm", "capture", "restock", "release", "reverse", "finish"}},
+		}, []string{"answer", "confirm", "capture", "finish", "restock", "release", "reverse"}},
 		{"the order ended meanwhile", func(s *saga) {
 			s.on("Finish").Return(func(ctx context.Context, in activities.TransitionInput) (activities.Finished, error) {
 				return activities.Finished{Changed: false, Status: order.StatusFailed, FailureCode: order.FailOrphaned}, nil
 			})
-		}, []string{"answer", "confirm", "capture", "finish", "restock", "release", "reverse", "finish"}},
+		}, []string{"answer", "confirm", "capture", "finish", "restock", "release", "reverse"}},
 		{"confirm committed but answered an error, support cancels", func(s *saga) {
 			s.on("Confirm").Return(inventory.ConfirmResult{}, errors.New("connection reset after commit"))
 			s.support(10*time.Minute, "cancel", nil)
-		}, []string{"answer", "confirm", "restock", "release", "reverse", "finish"}},
+		}, []string{"answer", "confirm", "finish", "restock", "release", "reverse"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -792,8 +813,166 @@ func TestOrder_CompensatedAfterConfirm_RestockThenMoney(t *testing.T) {
 			seq := s.steps()
 			st := s.run(input("tok_ok"))
 
-			assert.Equal(t, tc.want, *seq, "stock back first, then the money; the answer once, before the confirm")
+			assert.Equal(t, tc.want, *seq, "the row decides, then stock back, then the money; the answer once, before the confirm")
 			assert.NotEqual(t, order.StatusConfirmed, st.Status)
 		})
 	}
+}
+
+// TestOrder_ResetRunOfAConfirmedOrderTakesAFailingPath_NothingGivenBack: support reset a confirmed
+// order's workflow to before its confirm, and the new run's confirm finds the reservations no
+// longer ACTIVE (they were confirmed by the first run). The run takes the failing path, but the
+// order's row, whose conditional transition decides first, says CONFIRMED: the sold units stay
+// sold and the captured money stays captured.
+func TestOrder_ResetRunOfAConfirmedOrderTakesAFailingPath_NothingGivenBack(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("AUTHORIZED")
+	s.on("Confirm").Return(inventory.ConfirmResult{},
+		temporal.NewNonRetryableApplicationError("not active", string(problem.ReservationNotActive), nil))
+	s.on("Finish").Return(func(ctx context.Context, in activities.TransitionInput) (activities.Finished, error) {
+		return activities.Finished{Changed: false, Status: order.StatusConfirmed}, nil
+	})
+	st := s.run(input("tok_ok"))
+
+	assert.Equal(t, order.StatusConfirmed, st.Status, "the row's status, not the failing path's")
+	assert.Empty(t, st.FailureCode)
+	assert.Zero(t, s.calls["Restock"], "a sold order's units stay sold")
+	assert.Zero(t, s.calls["Release"])
+	assert.Zero(t, s.calls["Reverse"], "a sold order's money stays captured")
+}
+
+// TestOrder_ParkedPastItsDeadlines_EscalatedThenGivenUpBeforeTheAuthorizationExpires: nobody acts
+// on a parked order (the provider refuses its capture for good). A day after it was parked it is
+// escalated (support sees it, the alert fires); six days after, before the provider lets its
+// authorization expire, the saga gives it up: FAILED with a code of its own, the confirmed units
+// back on the shelf, the authorization voided.
+func TestOrder_ParkedPastItsDeadlines_EscalatedThenGivenUpBeforeTheAuthorizationExpires(t *testing.T) {
+	s := newSaga(t)
+	start := s.env.Now()
+	s.authorizeReturns("AUTHORIZED")
+	s.on("Capture").Return(activities.PaymentResult{},
+		temporal.NewNonRetryableApplicationError("intent cannot be captured", string(problem.PaymentRefused), nil))
+	var escalated []activities.EscalateInput
+	var escalatedAt time.Duration
+	s.on("Escalate").Return(func(ctx context.Context, in activities.EscalateInput) error {
+		escalated = append(escalated, in)
+		escalatedAt = s.env.Now().Sub(start)
+		return nil
+	})
+	var ended time.Duration
+	s.on("Finish").Return(func(ctx context.Context, in activities.TransitionInput) (activities.Finished, error) {
+		ended = s.env.Now().Sub(start)
+		return activities.Finished{Changed: true, Status: order.Status(in.To), FailureCode: order.FailureCode(in.Code)}, nil
+	})
+	var before, after workflows.OrderState
+	s.at(23*time.Hour, func() { before = s.query() })
+	s.at(25*time.Hour, func() { after = s.query() })
+	s.support(8*24*time.Hour, workflows.ActionRefund, nil) // support, far too late
+	st := s.run(input("tok_ok"))
+
+	require.NotNil(t, before.Attention)
+	assert.Nil(t, before.Attention.EscalatedAt, "not before its day")
+	require.NotNil(t, after.Attention)
+	require.NotNil(t, after.Attention.EscalatedAt, "escalated after a day")
+	require.NotNil(t, after.Attention.GivesUpAt)
+	require.Len(t, escalated, 1)
+	assert.InDelta(t, (24 * time.Hour).Seconds(), escalatedAt.Seconds(), 60)
+	assert.WithinDuration(t, after.Attention.Since.Add(6*24*time.Hour), *escalated[0].GivesUpAt, time.Minute)
+
+	assert.Equal(t, order.StatusFailed, st.Status)
+	assert.Equal(t, order.FailAttentionExpired, st.FailureCode)
+	assert.InDelta(t, (6 * 24 * time.Hour).Seconds(), ended.Seconds(), 60, "given up at its deadline")
+	assert.Less(t, ended, 7*24*time.Hour, "before the provider lets the authorization expire")
+	assert.Equal(t, 1, s.calls["Restock"], "the confirmed units go back")
+	assert.GreaterOrEqual(t, s.calls["Reverse"], 1, "the authorization is voided")
+	assert.Equal(t, "VOIDED", st.PaymentStatus)
+}
+
+// TestOrder_ParkedDeadlinesAreTheWorkersSettings: the deadlines come with the order's settings
+// from the worker that placed it (CreateOrder's result), as its hold does.
+func TestOrder_ParkedDeadlinesAreTheWorkersSettings(t *testing.T) {
+	s := newSaga(t)
+	start := s.env.Now()
+	s.on("CreateOrder").Return(activities.CreatedOrder{OrderID: orderID, Saga: &activities.SagaOptions{HoldTTL: hold,
+		StepRetryWindow: time.Minute, Provider: "paysim", ParkedEscalateAfter: time.Hour, ParkedGiveUpAfter: 3 * time.Hour}}, nil)
+	s.authorizeReturns("AUTHORIZED")
+	s.downFor("Capture", 10*24*time.Hour, activities.PaymentResult{Status: "CAPTURED"})
+	var ended time.Duration
+	s.on("Finish").Return(func(ctx context.Context, in activities.TransitionInput) (activities.Finished, error) {
+		ended = s.env.Now().Sub(start)
+		return activities.Finished{Changed: true, Status: order.Status(in.To), FailureCode: order.FailureCode(in.Code)}, nil
+	})
+	st := s.run(input("tok_ok"))
+
+	assert.Equal(t, order.FailAttentionExpired, st.FailureCode)
+	assert.Equal(t, 1, s.calls["Escalate"])
+	assert.InDelta(t, (3*time.Hour + time.Minute).Seconds(), ended.Seconds(), 120, "parked after its minute of retries, given up three hours later")
+}
+
+// TestOrder_SupportCancelWhileWaiting_CancelledBySupport_ThePersonRecorded: support cancels an
+// order waiting for 3-D Secure: the order ends CANCELLED with CANCELLED_BY_SUPPORT (never as its
+// shopper's cancel), and the action is recorded once with the person who sent it, on the order's
+// timeline and in staff_actions.
+func TestOrder_SupportCancelWhileWaiting_CancelledBySupport_ThePersonRecorded(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("REQUIRES_ACTION")
+	var acted []activities.StaffActionInput
+	s.on("StaffAction").Return(func(ctx context.Context, in activities.StaffActionInput) error {
+		acted = append(acted, in)
+		return nil
+	})
+	var rejected error
+	s.support(time.Minute, workflows.ActionCancel, &rejected)
+	st := s.run(input("tok_3ds"))
+
+	require.NoError(t, rejected)
+	assert.Equal(t, order.StatusCancelled, st.Status)
+	assert.Equal(t, order.FailCancelledBySupport, st.FailureCode)
+	require.Len(t, acted, 1)
+	assert.Equal(t, staffMember, acted[0].Actor)
+	assert.Equal(t, workflows.ActionCancel, acted[0].Action)
+	assert.Equal(t, "from the test", acted[0].Reason)
+	assert.Equal(t, orderID, acted[0].OrderID)
+	var entry *workflows.TimelineEntry
+	for i, e := range st.Timeline {
+		if e.Event == "support cancel" {
+			entry = &st.Timeline[i]
+		}
+	}
+	require.NotNil(t, entry, "the timeline names the action")
+	require.NotNil(t, entry.Actor)
+	assert.Equal(t, staffMember, *entry.Actor, "who, through what and from where")
+	assert.Equal(t, "from the test", entry.Detail, "why")
+	assert.False(t, entry.At.IsZero(), "when")
+}
+
+// TestOrder_SupportActionWithoutActor_RefusedOrIgnored_NothingChanges: a support action that names
+// nobody (not sent through a trusted client) is refused as an update and noted and ignored as a
+// signal; the order goes on as if it had not come.
+func TestOrder_SupportActionWithoutActor_RefusedOrIgnored_NothingChanges(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("REQUIRES_ACTION")
+	var rejected error
+	s.at(time.Minute, func() {
+		s.env.UpdateWorkflow(workflows.SupportAction, "anonymous", &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { rejected = err }, OnComplete: func(any, error) {}},
+			workflows.SupportRequest{Action: workflows.ActionCancel, Reason: "who am I"})
+	})
+	s.signal(2*time.Minute, workflows.SupportAction, workflows.SupportRequest{Action: workflows.ActionCancel, Reason: "nobody"})
+	s.signal(2*time.Minute, workflows.SupportAction, workflows.SupportRequest{Action: workflows.ActionCancel, Reason: "a shopper",
+		Actor: &staff.Actor{Sub: "7", Role: "shopper", Via: staff.ViaTemporalUI}})
+	s.signal(3*time.Minute, workflows.SignalPaymentResult, workflows.PaymentSignal{EventID: "evt_1", IntentID: "pi_1", Status: "AUTHORIZED"})
+	st := s.run(input("tok_3ds"))
+
+	requireAppError(t, rejected, string(problem.InvalidSupportAction))
+	assert.Contains(t, rejected.Error(), "no actor")
+	assert.Equal(t, order.StatusConfirmed, st.Status, "no cancel was obeyed")
+	assert.Zero(t, s.calls["StaffAction"], "nothing recorded as a staff action")
+	ignored := 0
+	for _, e := range st.Timeline {
+		if e.Event == "support action ignored" {
+			ignored++
+		}
+	}
+	assert.Equal(t, 2, ignored, "each signal noted")
 }

@@ -8,10 +8,13 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -36,13 +39,22 @@ type keptHistory struct {
 }
 
 // manifest reads testdata/histories/MANIFEST: "# release <name>: …" headings, then one
-// "<sha256>  <file>" line per history recorded by that release.
+// "<sha256>  <file>" line per history recorded by that release; "# retired <name>: <date> …"
+// headings, added once a release's code is gone, mark its histories retired.
 func manifest(t *testing.T) []keptHistory {
+	t.Helper()
+	kept, _ := readManifest(t)
+	return kept
+}
+
+// readManifest is manifest with the retired releases and the date each was retired on.
+func readManifest(t *testing.T) ([]keptHistory, map[string]string) {
 	t.Helper()
 	f, err := os.Open(filepath.Join(historyDir, "MANIFEST"))
 	require.NoError(t, err)
 	defer f.Close()
 	var out []keptHistory
+	retired := map[string]string{}
 	release := ""
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -51,6 +63,13 @@ func manifest(t *testing.T) []keptHistory {
 		case line == "":
 		case strings.HasPrefix(line, "# release "):
 			release, _, _ = strings.Cut(strings.TrimPrefix(line, "# release "), ":")
+		case strings.HasPrefix(line, "# retired "):
+			name, rest, ok := strings.Cut(strings.TrimPrefix(line, "# retired "), ": ")
+			date, _, _ := strings.Cut(rest, " ")
+			_, derr := time.Parse(time.DateOnly, date)
+			require.True(t, ok && derr == nil, "manifest line %q is not `# retired <release>: <YYYY-MM-DD> …`", line)
+			require.NotContains(t, retired, name, "%s is retired twice", name)
+			retired[name] = date
 		case strings.HasPrefix(line, "#"):
 		default:
 			sum, file, ok := strings.Cut(line, "  ")
@@ -60,7 +79,20 @@ func manifest(t *testing.T) []keptHistory {
 		}
 	}
 	require.NoError(t, sc.Err())
-	return out
+	for name := range retired {
+		require.True(t, slices.ContainsFunc(out, func(h keptHistory) bool { return h.release == name }),
+			"retired release %s recorded no histories", name)
+	}
+	return out, retired
+}
+
+// TestHistories_RetiredBuildsAreTheManifests: the builds the code names as retired
+// (workflows.RetiredBuilds, which the worker's start-up check reads) are those the manifest marks
+// retired, and the current build is not one of them.
+func TestHistories_RetiredBuildsAreTheManifests(t *testing.T) {
+	_, retired := readManifest(t)
+	assert.ElementsMatch(t, slices.Collect(maps.Keys(retired)), workflows.RetiredBuilds)
+	assert.NotContains(t, workflows.RetiredBuilds, workflows.BuildID)
 }
 
 // TestHistories_KeptUnchanged: every history a release recorded stays as it was recorded. A
@@ -97,7 +129,8 @@ var everyPath = []string{"confirmed-at-once", "confirmed-3ds", "confirmed-3ds-ho
 	"late-webhook-reversal", "refused-open-order-cap", "hold-extended", "hold-extended-hold",
 	"coupon-confirmed", "coupon-used-up",
 	"line-cancel-damaged", "line-cancel-repeated", "line-cancel-seller-cannot-ship", "line-cancel-refund-refused",
-	"worker-settings"}
+	"worker-settings",
+	"payment-unknown-cancelled", "try-again-placed", "parked-given-up", "support-without-actor-then-cancel"}
 
 // TestHistories_CurrentBuildHasEveryPath: a build of the workflow code is released with a history
 // of every path, so the next change is checked against all of them.
@@ -170,14 +203,19 @@ func payloadsOf(m protoreflect.Message) [][]byte {
 // product encrypts its payloads; the recorder decodes them), so they replay with the SDK's
 // default converter and need no key. A history whose run was pinned to
 // another build (worker versioning) never reaches this code: the test shows that it was pinned,
-// every task of it on that build, instead of replaying it. Runs of unversioned releases move to
-// the first versioned build, so those always replay.
+// every task of it on that build, instead of replaying it. The histories of a retired release
+// (unversioned: its runs were carried by the first versioned builds until none was open) are kept
+// but not replayed: its code is gone.
 func TestReplay_RecordedHistories(t *testing.T) {
-	kept := manifest(t)
+	kept, retired := readManifest(t)
 	require.NotEmpty(t, kept, "no recorded histories: run make histories")
 	logger := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	for _, h := range kept {
 		t.Run(h.release+"/"+h.file, func(t *testing.T) {
+			if date, ok := retired[h.release]; ok {
+				t.Logf("retired on %s: not replayed, kept", date)
+				return
+			}
 			f, err := os.Open(filepath.Join(historyDir, h.file))
 			require.NoError(t, err)
 			hist, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})

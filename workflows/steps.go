@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -30,11 +31,16 @@ type parking struct {
 	must bool
 }
 
-// errParkedCancel and errParkedRefund end a parked step when support chose to stop the order.
+// errParkedCancel and errParkedRefund end a parked step when support chose to stop the order;
+// errParkedGiveUp when the order waited for support past its deadline.
 var (
 	errParkedCancel = errors.New("support cancelled the order")
 	errParkedRefund = errors.New("support refunded the order")
+	errParkedGiveUp = errors.New("the order waited for support past its deadline")
 )
+
+// actionGiveUp is the saga's own stop of a parked step at its deadline; support cannot send it.
+const actionGiveUp = "give up"
 
 // step runs one activity of the saga after the shopper's answer, until it is done or support
 // stops the order:
@@ -78,6 +84,8 @@ func (w *orderFlow) runStep(ctx workflow.Context, name string, must bool, activi
 			return errParkedCancel
 		case ActionRefund:
 			return errParkedRefund
+		case actionGiveUp:
+			return errParkedGiveUp
 		}
 		err = w.attempt(ctx, activity, result, args...)
 		if err == nil {
@@ -100,8 +108,11 @@ func (w *orderFlow) attempt(ctx workflow.Context, activity, result any, args ...
 }
 
 // parkUntil parks the order on a failed step and waits until the step succeeds by its own retries
-// (empty request, nil error), turns out refused (empty request, the refusal), or support acts (the
-// request; the step's retries are stopped first).
+// (empty request, nil error), turns out refused (empty request, the refusal), support acts (the
+// request; the step's retries are stopped first), or the order's deadlines pass: escalated after
+// the worker's PARKED_ESCALATE_AFTER, given up after its PARKED_GIVE_UP_AFTER (a give-up request),
+// both counted from when a step first parked the order. A step giving stock or money back is
+// escalated, never given up.
 func (w *orderFlow) parkUntil(ctx workflow.Context, name string, must bool, cause error, activity, result any,
 	args ...any) (SupportRequest, error) {
 	w.park(ctx, name, must, cause)
@@ -111,6 +122,9 @@ func (w *orderFlow) parkUntil(ctx workflow.Context, name string, must bool, caus
 	if must {
 		wctx = ctx
 	}
+	dctx, stopDeadlines := workflow.WithCancel(ctx)
+	defer stopDeadlines()
+	escalate, giveUp := w.deadlines(dctx, must)
 	for {
 		var retries workflow.Future
 		rctx, stopRetries := workflow.WithCancel(ctx)
@@ -118,16 +132,34 @@ func (w *orderFlow) parkUntil(ctx workflow.Context, name string, must bool, caus
 			retries = workflow.ExecuteActivity(workflow.WithActivityOptions(rctx, parkedRetryOptions), activity, args...)
 		}
 		w.yield(ctx)
-		err := workflow.Await(wctx, func() bool { return len(w.support) > 0 || (retries != nil && retries.IsReady()) })
+		var err error
+		for {
+			err = workflow.Await(wctx, func() bool {
+				return len(w.support) > 0 || ready(retries) || ready(escalate) || ready(giveUp)
+			})
+			if !ready(escalate) {
+				break
+			}
+			escalate = nil
+			w.escalate(ctx, must)
+			w.yield(ctx)
+			if err != nil || len(w.support) > 0 || ready(retries) || ready(giveUp) {
+				break
+			}
+		}
 		var req SupportRequest
 		switch {
 		case len(w.support) > 0:
 			req, w.support = w.support[0], w.support[1:]
-		case err != nil && (retries == nil || !retries.IsReady()):
+		case err != nil && !ready(retries):
 			req = SupportRequest{Action: ActionCancel, Reason: "workflow cancelled"}
+		case ready(giveUp) && !ready(retries):
+			req = SupportRequest{Action: actionGiveUp, Reason: fmt.Sprintf("waited for support since %s, past its deadline: "+
+				"given up before the payment's authorization expires", w.parkedAt.UTC().Format(time.RFC3339))}
 		}
 		if must && req.Action != "" && req.Action != ActionRetry {
-			req = SupportRequest{Action: ActionRetry, Reason: req.Reason + " (giving stock and money back cannot be skipped: retrying)"}
+			req = SupportRequest{Action: ActionRetry, Reason: req.Reason + " (giving stock and money back cannot be skipped: retrying)",
+				Actor: req.Actor}
 		}
 		if retries != nil {
 			stopRetries()
@@ -136,7 +168,7 @@ func (w *orderFlow) parkUntil(ctx workflow.Context, name string, must bool, caus
 			rerr := retries.Get(ctx, result)
 			switch {
 			case rerr == nil:
-				if req.Action != "" {
+				if req.Action != "" && req.Action != actionGiveUp {
 					w.recordSupport(ctx, req, name)
 				}
 				w.unpark(ctx)
@@ -150,12 +182,71 @@ func (w *orderFlow) parkUntil(ctx workflow.Context, name string, must bool, caus
 				continue // its retries gave up after their window: they start again, still parked
 			}
 		}
-		w.recordSupport(ctx, req, name)
+		if req.Action == actionGiveUp {
+			w.note(ctx, "given up", req.Reason)
+		} else {
+			w.recordSupport(ctx, req, name)
+		}
 		if req.Action != ActionRetry {
 			w.unpark(ctx)
 		}
 		return req, nil
 	}
+}
+
+func ready(f workflow.Future) bool { return f != nil && f.IsReady() }
+
+// deadlines are the timers of a parked order's escalation (nil once escalated) and give-up (nil
+// for a step giving stock or money back), from when a step first parked it.
+func (w *orderFlow) deadlines(ctx workflow.Context, must bool) (escalate, giveUp workflow.Future) {
+	escalateAfter, giveUpAfter := w.parkedWindows()
+	now := workflow.Now(ctx)
+	if w.escalation == nil {
+		escalate = workflow.NewTimer(ctx, max(w.parkedAt.Add(escalateAfter).Sub(now), 0))
+	}
+	if !must {
+		giveUp = workflow.NewTimer(ctx, max(w.parkedAt.Add(giveUpAfter).Sub(now), 0))
+	}
+	return escalate, giveUp
+}
+
+// parkedWindows are the order's PARKED_ESCALATE_AFTER and PARKED_GIVE_UP_AFTER, as the worker that
+// placed it had them (takeSaga), or the defaults for an order whose step named none.
+func (w *orderFlow) parkedWindows() (escalateAfter, giveUpAfter time.Duration) {
+	if w.saga.ParkedEscalateAfter > 0 && w.saga.ParkedGiveUpAfter > w.saga.ParkedEscalateAfter {
+		return w.saga.ParkedEscalateAfter, w.saga.ParkedGiveUpAfter
+	}
+	return DefaultParkedEscalateAfter, DefaultParkedGiveUpAfter
+}
+
+// DefaultParkedEscalateAfter and DefaultParkedGiveUpAfter are a parked order's deadlines when the
+// worker that placed it named none (its step's result carries none).
+const (
+	DefaultParkedEscalateAfter = 24 * time.Hour
+	DefaultParkedGiveUpAfter   = 6 * 24 * time.Hour
+)
+
+// escalate marks the parked order escalated: support sees it (the Escalated search attribute, its
+// attention's escalatedAt and givesUpAt) and so does the CheckoutOrdersEscalated alert.
+func (w *orderFlow) escalate(ctx workflow.Context, must bool) {
+	esc := &order.Escalation{At: workflow.Now(ctx)}
+	if !must {
+		_, giveUpAfter := w.parkedWindows()
+		at := w.parkedAt.Add(giveUpAfter)
+		esc.GivesUpAt = &at
+	}
+	w.escalation = esc
+	if w.st.Attention != nil {
+		w.st.Attention.EscalatedAt, w.st.Attention.GivesUpAt = &esc.At, esc.GivesUpAt
+	}
+	_ = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, quickStepOptions), ordersA.Escalate,
+		activities.EscalateInput{OrderID: w.st.OrderID, GivesUpAt: esc.GivesUpAt}).Get(ctx, nil)
+	detail := "waiting for support since " + w.parkedAt.UTC().Format(time.RFC3339)
+	if esc.GivesUpAt != nil {
+		detail += "; given up at " + esc.GivesUpAt.UTC().Format(time.RFC3339) + " unless support acts"
+	}
+	w.note(ctx, "escalated", detail)
+	workflow.GetLogger(ctx).Warn("parked order escalated", "order_id", w.st.OrderID, "gives_up_at", esc.GivesUpAt)
 }
 
 // ParkRetryEvery is the longest a parked step waits between its own retries.
@@ -165,11 +256,18 @@ func (w *orderFlow) park(ctx workflow.Context, step string, must bool, cause err
 	w.parked = &parking{step: step, must: must}
 	w.st.NeedsAttention = true
 	w.st.Attention = &Attention{Step: step, Error: errorText(cause), Since: workflow.Now(ctx)}
+	if w.parkedAt.IsZero() {
+		w.parkedAt = w.st.Attention.Since
+	}
 	if isNonRetryable(cause) {
 		w.st.Attention.Code = failureCode(cause)
 	}
+	if e := w.escalation; e != nil {
+		w.st.Attention.EscalatedAt, w.st.Attention.GivesUpAt = &e.At, e.GivesUpAt
+	}
 	_ = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, quickStepOptions), ordersA.Park,
-		activities.ParkInput{OrderID: w.st.OrderID, Step: step, Error: w.st.Attention.Error}).Get(ctx, nil)
+		activities.ParkInput{OrderID: w.st.OrderID, Step: step, Error: w.st.Attention.Error,
+			Escalation: w.escalation}).Get(ctx, nil)
 	w.setStatus(ctx, order.StatusNeedsAttention, step+" failed: "+w.st.Attention.Error)
 	workflow.GetLogger(ctx).Warn("order needs attention", "order_id", w.st.OrderID, "step", step, "error", cause)
 }
@@ -189,7 +287,8 @@ func (w *orderFlow) unpark(ctx workflow.Context) {
 // isBusinessRefusal tells refusals that send the saga another way (a reservation no longer
 // active: the order fails) from failures a step waits out.
 func isBusinessRefusal(err error) bool {
-	return stockGone(err) || errors.Is(err, errParkedCancel) || errors.Is(err, errParkedRefund)
+	return stockGone(err) || errors.Is(err, errParkedCancel) || errors.Is(err, errParkedRefund) ||
+		errors.Is(err, errParkedGiveUp) || activities.FailedWith(err, problem.PaymentAuthorizationExpired)
 }
 
 // stockGone: the order's reservation was released meanwhile, or it holds none.
@@ -283,4 +382,14 @@ func unknownOptions(until time.Duration) workflow.ActivityOptions {
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2,
 			MaximumInterval: time.Minute, NonRetryableErrorTypes: activities.TypesOf(problem.PaymentRefused)},
 	}
+}
+
+// settleOptions are unknownOptions for SettleUnknown, which may authorize: its cancel reaches it by
+// its heartbeat, and the order waits for it to end (WaitForCancellation) before reversing the
+// payment, so that nothing it authorizes comes after the reversal.
+func settleOptions(until time.Duration) workflow.ActivityOptions {
+	o := unknownOptions(until)
+	o.HeartbeatTimeout = o.StartToCloseTimeout
+	o.WaitForCancellation = true
+	return o
 }

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/marketplace/checkout/internal/money"
+	"github.com/marketplace/checkout/internal/staff"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 )
@@ -24,7 +25,14 @@ func (w *orderFlow) setStatus(ctx workflow.Context, status order.Status, detail 
 
 // note adds to the timeline and the UI's details; the search attributes follow at the next wait.
 func (w *orderFlow) note(ctx workflow.Context, event, detail string) {
-	w.st.Timeline = appendTimeline(w.st.Timeline, TimelineEntry{At: workflow.Now(ctx), Event: event, Detail: detail})
+	w.noteBy(ctx, event, detail, nil)
+}
+
+// noteBy is note of what a staff member did: the entry names the person (who, and through what
+// and from where; when is its time, why its detail).
+func (w *orderFlow) noteBy(ctx workflow.Context, event, detail string, actor *staff.Actor) {
+	w.st.Timeline = appendTimeline(w.st.Timeline, TimelineEntry{At: workflow.Now(ctx), Event: event, Detail: detail,
+		Actor: actor})
 	if w.st.OrderID == 0 {
 		return
 	}
@@ -41,7 +49,8 @@ func (w *orderFlow) flushSearch(ctx workflow.Context) {
 		return
 	}
 	w.searchDirty = false
-	attrs := searchState{w.st.OrderID, w.st.Status, w.st.PaymentStatus, w.st.NeedsAttention}
+	escalated := w.st.Attention != nil && w.st.Attention.EscalatedAt != nil
+	attrs := searchState{w.st.OrderID, w.st.Status, w.st.PaymentStatus, w.st.NeedsAttention, escalated}
 	if attrs == w.searched {
 		return
 	}
@@ -51,7 +60,8 @@ func (w *orderFlow) flushSearch(ctx workflow.Context) {
 		AttrCustomerID.ValueSet(w.st.CustomerID),
 		AttrOrderStatus.ValueSet(string(w.st.Status)),
 		AttrPaymentStatus.ValueSet(w.st.PaymentStatus),
-		AttrNeedsAttention.ValueSet(w.st.NeedsAttention))
+		AttrNeedsAttention.ValueSet(w.st.NeedsAttention),
+		AttrEscalated.ValueSet(escalated))
 }
 
 // searchState is what the order's search attributes last said.
@@ -60,6 +70,7 @@ type searchState struct {
 	status         order.Status
 	paymentStatus  string
 	needsAttention bool
+	escalated      bool
 }
 
 // details is the markdown the Temporal UI shows for the order: readable without decoding payloads.
@@ -74,13 +85,13 @@ func details(st OrderState) string {
 	if st.IntentID != "" {
 		add(" · intent `%s`", st.IntentID)
 	}
-	add("\n\nTotal: %s %s", money.Format(st.TotalMinor), st.Currency)
+	add("\n\nTotal: %s %s", money.FormatIn(st.TotalMinor, st.Currency), st.Currency)
 	if st.HoldExpiresAt != nil {
 		add(" · hold expires %s", st.HoldExpiresAt.UTC().Format(time.RFC3339))
 	}
 	b.WriteString("\n\n| SKU | title | qty | unit price |\n|---|---|---|---|\n")
 	for _, it := range st.Items {
-		add("| %d | %s | %d | %s |\n", it.SKUID, markdownText(it.Title), it.Quantity, money.Format(it.UnitPriceMinor))
+		add("| %d | %s | %d | %s |\n", it.SKUID, markdownText(it.Title), it.Quantity, money.FormatIn(it.UnitPriceMinor, st.Currency))
 	}
 	if len(st.Allocations) > 0 {
 		add("\nWarehouses: %s\n", allocationText(st.Allocations))
@@ -89,6 +100,14 @@ func details(st OrderState) string {
 		add("\n**Needs attention**: step `%s` failed: %s.", a.Step, markdownText(a.Error))
 		if a.Code != "" {
 			add(" The refusal (`%s`) does not change by retrying: the step waits for you.", a.Code)
+		}
+		switch {
+		case a.GivesUpAt != nil:
+			add(" **Escalated** %s: unless you act, the order is given up at %s (`%s`: stock back, payment voided).",
+				a.EscalatedAt.UTC().Format(time.RFC3339), a.GivesUpAt.UTC().Format(time.RFC3339), order.FailAttentionExpired)
+		case a.EscalatedAt != nil:
+			add(" **Escalated** %s: its stock or money goes back only once this step goes through.",
+				a.EscalatedAt.UTC().Format(time.RFC3339))
 		}
 		add(" Send signal or update `support-action` with `{\"action\": \"retry\" | \"cancel\" | \"refund\", \"reason\": \"...\"}`.\n")
 	}

@@ -118,16 +118,30 @@ UPDATE orders
 RETURNING status;
 
 -- name: ParkOrder :one
--- NEEDS_ATTENTION with the failing step and error, only while the order is still open.
+-- The failing step and error: an open order moves to NEEDS_ATTENTION; an ended one (its stock or
+-- money being given back) keeps its status and carries the attention.
 UPDATE orders
-   SET status = 'NEEDS_ATTENTION', attention = @attention, updated_at = now()
- WHERE id = @id AND status IN ('PENDING_PAYMENT', 'NEEDS_ATTENTION')
+   SET status = CASE WHEN status IN ('PENDING_PAYMENT', 'NEEDS_ATTENTION') THEN 'NEEDS_ATTENTION' ELSE status END,
+       attention = @attention, updated_at = now()
+ WHERE id = @id
+RETURNING status;
+
+-- name: EscalateOrder :one
+-- A parked order waited for support past its escalation: its attention says since when, and when it
+-- is given up.
+UPDATE orders
+   SET attention = attention || jsonb_strip_nulls(jsonb_build_object('escalatedAt', now(),
+           'givesUpAt', sqlc.narg(gives_up_at)::timestamptz)),
+       updated_at = now()
+ WHERE id = @id AND attention IS NOT NULL
 RETURNING status;
 
 -- name: ResumeOrder :one
+-- A parked order goes on: back to PENDING_PAYMENT if it was open, its attention cleared either way.
 UPDATE orders
-   SET status = 'PENDING_PAYMENT', attention = NULL, updated_at = now()
- WHERE id = @id AND status = 'NEEDS_ATTENTION'
+   SET status = CASE WHEN status = 'NEEDS_ATTENTION' THEN 'PENDING_PAYMENT' ELSE status END,
+       attention = NULL, updated_at = now()
+ WHERE id = @id AND (status = 'NEEDS_ATTENTION' OR attention IS NOT NULL)
 RETURNING status;
 
 -- name: InsertPayment :exec
@@ -263,13 +277,16 @@ WHERE created_at < now() - make_interval(secs => @older_than_seconds::float8);
 -- name: WaitingOrders :many
 -- The orders the saga has not finished, for /metrics: how many in each open status, how long the
 -- one longest in it has been there (its last change), and how far past its hold the most overdue
--- one is (orders_open_idx holds exactly these rows).
-SELECT status::text AS status, count(*) AS orders,
+-- one is (orders_open_idx holds these rows). An ended order whose giving back waits for support
+-- (attention set; orders_attention_idx) counts as NEEDS_ATTENTION. Escalated: those waiting past
+-- their escalation (EscalateOrder).
+SELECT (CASE WHEN status IN ('PENDING_PAYMENT', 'NEEDS_ATTENTION') THEN status ELSE 'NEEDS_ATTENTION' END)::text AS status,
+       count(*) AS orders, count(*) FILTER (WHERE attention ? 'escalatedAt') AS escalated,
        COALESCE(EXTRACT(EPOCH FROM now() - min(updated_at)), 0)::float8 AS oldest_seconds,
-       GREATEST(COALESCE(EXTRACT(EPOCH FROM now() - min(hold_expires_at)), 0), 0)::float8 AS past_hold_seconds
+       GREATEST(COALESCE(EXTRACT(EPOCH FROM now() - min(hold_expires_at) FILTER (WHERE status = 'PENDING_PAYMENT')), 0), 0)::float8 AS past_hold_seconds
 FROM orders
-WHERE status IN ('PENDING_PAYMENT', 'NEEDS_ATTENTION')
-GROUP BY status;
+WHERE status IN ('PENDING_PAYMENT', 'NEEDS_ATTENTION') OR attention IS NOT NULL
+GROUP BY 1;
 
 -- name: UnknownPayments :one
 -- Payments of open orders whose outcome is UNKNOWN, for /metrics, and how long ago the oldest was

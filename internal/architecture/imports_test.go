@@ -28,13 +28,12 @@ var layers = [][]string{
 		"internal/metrics", "payment", "internal/dev/pgserver", "internal/dev/childproc", "deploy"},
 	// The business rules, each on its own tables.
 	{"inventory", "pricing", "availability", "outbox", "payment/paysim", "payment/stripepay", "internal/config", "internal/dev/demo",
-		"internal/dev/devtemporal", "internal/dev/devprometheus", "features"},
+		"internal/dev/devtemporal", "internal/dev/devprometheus", "features", "internal/staff"},
 	// The order's lifecycle, over the stock and prices it is made of.
 	{"cart", "internal/dev/cluster", "order"},
 	// The saga's steps.
 	{"activities"},
-	// The saga and its frozen earlier releases.
-	{"workflows/sagav1", "workflows/sagav2"},
+	// The saga.
 	{"workflows"},
 	// The edges: HTTP, the worker, the auditor.
 	{"api", "worker", "audit"},

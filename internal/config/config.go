@@ -41,6 +41,12 @@ type Config struct {
 	// StepRetryWindow bounds the retries of an order's steps after the shopper's answer; then
 	// the order waits in NEEDS_ATTENTION for support.
 	StepRetryWindow time.Duration
+	// ParkedEscalateAfter and ParkedGiveUpAfter bound how long an order waits for support once a
+	// step first parked it: escalated (the Escalated search attribute, the CheckoutOrdersEscalated
+	// alert) after the first, given up after the second (FAILED ATTENTION_EXPIRED: stock back,
+	// payment voided), before the provider lets the authorization expire. The worker applies them.
+	ParkedEscalateAfter time.Duration
+	ParkedGiveUpAfter   time.Duration
 	// HoldExtendBy, HoldExtendWindow and HoldExtendMax are the shopper's hold extension: by how
 	// much, only within the hold's last HoldExtendWindow, at most HoldExtendMax times (0: never).
 	// The worker applies them.
@@ -206,6 +212,10 @@ const (
 	MaxAdmitLatency = 30 * time.Second
 )
 
+// MaxParkedGiveUpAfter bounds PARKED_GIVE_UP_AFTER: a parked order is given up, its authorization
+// voided, half a day before the provider lets an authorization expire (about 7 days).
+const MaxParkedGiveUpAfter = 6*24*time.Hour + 12*time.Hour
+
 // ProviderPaysim is the payment simulator: authorizations and captures with no money moving.
 const ProviderPaysim = "paysim"
 
@@ -242,6 +252,8 @@ func Load(getenv func(string) string) (Config, error) {
 		PublicBaseURL:           p.str("PUBLIC_BASE_URL", ""),
 		HoldTTL:                 p.duration("HOLD_TTL", DefaultHoldTTL),
 		StepRetryWindow:         p.duration("STEP_RETRY_WINDOW", 2*time.Minute),
+		ParkedEscalateAfter:     p.duration("PARKED_ESCALATE_AFTER", 24*time.Hour),
+		ParkedGiveUpAfter:       p.duration("PARKED_GIVE_UP_AFTER", 6*24*time.Hour),
 		HoldExtendBy:            p.duration("HOLD_EXTEND_BY", 5*time.Minute),
 		HoldExtendWindow:        p.duration("HOLD_EXTEND_WINDOW", 5*time.Minute),
 		HoldExtendMax:           p.int("HOLD_EXTEND_MAX", 1),
@@ -350,6 +362,12 @@ func (c Config) Validate() error {
 	}
 	if c.HoldTTL < time.Second {
 		errs = append(errs, fmt.Errorf("HOLD_TTL %s: must be at least 1s", c.HoldTTL))
+	}
+	if c.ParkedEscalateAfter < time.Second || c.ParkedGiveUpAfter <= c.ParkedEscalateAfter ||
+		c.ParkedGiveUpAfter > MaxParkedGiveUpAfter {
+		errs = append(errs, fmt.Errorf("PARKED_ESCALATE_AFTER %s, PARKED_GIVE_UP_AFTER %s: at least 1s, the second after the first "+
+			"and at most %s (an authorization expires at the provider after about 7 days)",
+			c.ParkedEscalateAfter, c.ParkedGiveUpAfter, MaxParkedGiveUpAfter))
 	}
 	if c.HoldExtendBy < time.Second || c.HoldExtendWindow < time.Second || c.HoldExtendMax < 0 {
 		errs = append(errs, fmt.Errorf("HOLD_EXTEND_BY %s, HOLD_EXTEND_WINDOW %s, HOLD_EXTEND_MAX %d: durations of at least 1s and a count of 0 or more",

@@ -84,3 +84,24 @@ func TestLoad_AdmissionLimits_DefaultsAndOneLinePerBadValue(t *testing.T) {
 		assert.NotContains(t, err.Error(), "\n", "one line for one bad value")
 	}
 }
+
+func TestLoad_ParkedDeadlines_DefaultsAndBounds(t *testing.T) {
+	load := func(env map[string]string) (config.Config, error) {
+		return config.Load(func(k string) string { return env[k] })
+	}
+	c, err := load(nil)
+	require.NoError(t, err)
+	assert.Equal(t, 24*time.Hour, c.ParkedEscalateAfter)
+	assert.Equal(t, 6*24*time.Hour, c.ParkedGiveUpAfter)
+	c, err = load(map[string]string{"PARKED_ESCALATE_AFTER": "2s", "PARKED_GIVE_UP_AFTER": "5s"})
+	require.NoError(t, err)
+	assert.Equal(t, 5*time.Second, c.ParkedGiveUpAfter)
+	for _, bad := range []map[string]string{
+		{"PARKED_ESCALATE_AFTER": "0s"},
+		{"PARKED_ESCALATE_AFTER": "2h", "PARKED_GIVE_UP_AFTER": "1h"},
+		{"PARKED_GIVE_UP_AFTER": "168h"}, // the provider's authorization would expire first
+	} {
+		_, err := load(bad)
+		assert.ErrorContains(t, err, "PARKED_GIVE_UP_AFTER", "%v", bad)
+	}
+}

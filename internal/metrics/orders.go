@@ -22,6 +22,9 @@ type OrderFigures struct {
 	// PastHold is how far past its hold the most overdue order waiting for payment is (0 when
 	// none): its hold child or the payment reconciler should have ended it.
 	PastHold time.Duration
+	// Escalated are the orders waiting for support past their escalation (PARKED_ESCALATE_AFTER):
+	// given up at their deadline unless support acts.
+	Escalated int64
 	// UnknownPayments are the waiting orders' payments whose outcome is UNKNOWN, and
 	// UnknownOldest how long ago the oldest of them was first sent to the provider.
 	UnknownPayments int64
@@ -45,6 +48,9 @@ var (
 		[]string{"status"}, nil)
 	waitingOldestDesc = prometheus.NewDesc("checkout_orders_waiting_oldest_seconds",
 		"How long the order longest in each open status has been in it (0 when none).", []string{"status"}, nil)
+	escalatedDesc = prometheus.NewDesc("checkout_orders_escalated",
+		"Orders waiting for support past their escalation (PARKED_ESCALATE_AFTER); each is given up at its deadline unless support acts.",
+		nil, nil)
 	pastHoldDesc = prometheus.NewDesc("checkout_orders_past_hold_seconds",
 		"How far past its hold the most overdue PENDING_PAYMENT order is (0 when none).", nil, nil)
 	unknownDesc = prometheus.NewDesc("checkout_payments_unknown",
@@ -58,7 +64,7 @@ var (
 type orderCollector struct{ src OrderGauges }
 
 func (c *orderCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{waitingDesc, waitingOldestDesc, pastHoldDesc, unknownDesc,
+	for _, d := range []*prometheus.Desc{waitingDesc, waitingOldestDesc, escalatedDesc, pastHoldDesc, unknownDesc,
 		unknownOldestDesc, ordersErrDesc} {
 		ch <- d
 	}
@@ -79,6 +85,7 @@ func (c *orderCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(waitingDesc, float64(w.Orders), w.Status)
 		gauge(waitingOldestDesc, w.Oldest.Seconds(), w.Status)
 	}
+	gauge(escalatedDesc, float64(f.Escalated))
 	gauge(pastHoldDesc, f.PastHold.Seconds())
 	gauge(unknownDesc, float64(f.UnknownPayments))
 	gauge(unknownOldestDesc, f.UnknownOldest.Seconds())
