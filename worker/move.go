@@ -151,7 +151,9 @@ func History(ctx context.Context, c client.Client, workflowID, runID string) (*h
 	return &historypb.History{Events: events}, nil
 }
 
+// firstLine is the first line of why a history does not replay, without the marker's payloads.
 func firstLine(err error) string {
 	s, _, _ := strings.Cut(err.Error(), "\n")
+	s, _, _ = strings.Cut(s, ", markerData")
 	return s
 }

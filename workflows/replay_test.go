@@ -206,10 +206,17 @@ func payloadsOf(m protoreflect.Message) [][]byte {
 // every task of it on that build, instead of replaying it. The histories of a retired release
 // (unversioned: its runs were carried by the first versioned builds until none was open) are kept
 // but not replayed: its code is gone.
+//
+// A history pinned to an earlier build is also replayed on this code, for the report: "movable"
+// when it replays (a run of that build waiting at that point could move here with `checkout
+// builds move`), or the first line of why not. The report, per build and path, is logged at the
+// end; it decides nothing.
 func TestReplay_RecordedHistories(t *testing.T) {
 	kept, retired := readManifest(t)
 	require.NotEmpty(t, kept, "no recorded histories: run make histories")
 	logger := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	movable := map[string][]string{} // build → "path: movable" or "path: why not"
+	defer func() { logMovable(t, movable) }()
 	for _, h := range kept {
 		t.Run(h.release+"/"+h.file, func(t *testing.T) {
 			if date, ok := retired[h.release]; ok {
@@ -225,19 +232,57 @@ func TestReplay_RecordedHistories(t *testing.T) {
 			require.False(t, encrypted, "its payloads are encrypted: histories are kept decoded, since no key is kept "+
 				"with them (make histories decodes them as it records)")
 			if build, pinned := pinnedBuild(hist); pinned && build != workflows.BuildID {
-				t.Logf("kept away by worker versioning: every task ran pinned to build %s (this is %s)", build, workflows.BuildID)
+				path := strings.TrimSuffix(filepath.Base(h.file), ".json")
+				verdict := "movable"
+				if err := replayer().ReplayWorkflowHistory(quietLogger, hist); err != nil {
+					verdict = "stays: " + firstLine(err)
+				}
+				movable[build] = append(movable[build], path+": "+verdict)
+				t.Logf("kept away by worker versioning: every task ran pinned to build %s (this is %s); on this code: %s",
+					build, workflows.BuildID, verdict)
 				return
 			}
-			r := worker.NewWorkflowReplayer()
-			r.RegisterWorkflow(workflows.OrderWorkflow)
-			r.RegisterWorkflow(workflows.HoldWorkflow)
-			r.RegisterWorkflowWithOptions(workflows.LineCancelWorkflow,
-				workflow.RegisterOptions{Name: workflows.LineCancelWorkflowName})
-			r.RegisterWorkflowWithOptions(workflows.PaymentReconcilerWorkflow,
-				workflow.RegisterOptions{Name: workflows.PaymentReconcilerWorkflowName})
-			require.NoError(t, r.ReplayWorkflowHistory(logger, hist))
+			require.NoError(t, replayer().ReplayWorkflowHistory(logger, hist))
 		})
 	}
+}
+
+// replayer replays on this build's workflows.
+func replayer() worker.WorkflowReplayer {
+	r := worker.NewWorkflowReplayer()
+	r.RegisterWorkflow(workflows.OrderWorkflow)
+	r.RegisterWorkflow(workflows.HoldWorkflow)
+	r.RegisterWorkflowWithOptions(workflows.LineCancelWorkflow,
+		workflow.RegisterOptions{Name: workflows.LineCancelWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.PaymentReconcilerWorkflow,
+		workflow.RegisterOptions{Name: workflows.PaymentReconcilerWorkflowName})
+	return r
+}
+
+// quietLogger keeps the replayer's warnings about a history that does not replay out of the
+// output: the verdict is what the report needs.
+var quietLogger = sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
+
+// logMovable logs, per earlier build, which of its kept paths would move to this build.
+func logMovable(t *testing.T, movable map[string][]string) {
+	for _, build := range slices.Sorted(maps.Keys(movable)) {
+		paths := movable[build]
+		n := 0
+		for _, p := range paths {
+			if strings.HasSuffix(p, ": movable") {
+				n++
+			}
+		}
+		t.Logf("runs of build %s that would move to %s (checkout builds move): %d of %d kept paths\n  %s",
+			build, workflows.BuildID, n, len(paths), strings.Join(paths, "\n  "))
+	}
+}
+
+// firstLine is the first line of why a history does not replay, without the marker's payloads.
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	s, _, _ = strings.Cut(s, ", markerData")
+	return s
 }
 
 // pinnedBuild says whether every workflow task of a history was completed pinned, by one build.
