@@ -30,7 +30,8 @@ import (
 // on the same data folder and finds them pinned to a build it does not run. It builds that
 // build's binary from history and runs its worker beside today's; the shopper approves one order
 // and declines the other, and each ends as chosen, every task of both on the previous build,
-// while a new order runs on today's.
+// while a new order runs on today's. The previous build's binary is taken out of the data folder
+// first, as for a build released before binaries were kept.
 func TestRelease_MakeRunAcrossABuild_WaitingOrdersEndAsTheShopperChose(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -61,6 +62,9 @@ func TestRelease_MakeRunAcrossABuild_WaitingOrdersEndAsTheShopperChose(t *testin
 	approve := placeDev(t, base, token(7), "tok_3ds")
 	decline := placeDev(t, base, token(8), "tok_3ds")
 	old.stop(t)
+	// As after a release from before builds were kept: the previous build's binary is not in the
+	// data folder, so today's dev must build it from the repository's history.
+	require.NoError(t, os.RemoveAll(filepath.Join(data, "builds", prev)))
 
 	today := startDev(t, newBin, env)
 	waitFor(t, base+"/readyz", func(got) bool { return true })
