@@ -193,7 +193,11 @@ func TestSupport_ResetConfirmedOrderBeforeCapture_CapturesOnce(t *testing.T) {
 	var st workflows.OrderState
 	require.NoError(t, s.temporal.GetWorkflow(ctx, wfID, reset.RunId).Get(ctx, &st))
 	assert.Equal(t, order.StatusConfirmed, st.Status)
-	// The new run did run the steps again (confirm, capture, complete) after the signal.
+	// The new run acted on the order again after the signal. Which way it went depends on whether
+	// the hold child's end (it finished in the first run) reached the new run before the payment
+	// did: either it settled again (confirm, capture, complete: the same keys, so nothing twice) or
+	// it took the hold's end for an expiry and its fail path found the row CONFIRMED and gave
+	// nothing back. Both must leave one capture, one reservation and one unit gone.
 	markersAfterSignal, signalled := 0, false
 	it = s.temporal.GetWorkflowHistory(s.ctx, wfID, reset.RunId, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
@@ -206,7 +210,16 @@ func TestSupport_ResetConfirmedOrderBeforeCapture_CapturesOnce(t *testing.T) {
 			markersAfterSignal++
 		}
 	}
-	assert.GreaterOrEqual(t, markersAfterSignal, 3, "confirm, capture and complete ran again in the new run")
+	events := map[string]int{}
+	for _, e := range st.Timeline {
+		events[e.Event]++
+	}
+	if events["order already confirmed"] == 1 {
+		assert.GreaterOrEqual(t, markersAfterSignal, 1, "the fail path's conditional transition ran in the new run")
+	} else {
+		assert.GreaterOrEqual(t, markersAfterSignal, 3, "confirm, capture and complete ran again in the new run")
+		assert.Equal(t, 1, events["stock confirmed"], "the new run confirmed the stock")
+	}
 	var amount, captured int64
 	var intents int
 	require.NoError(t, s.pool.QueryRow(s.ctx, `SELECT count(*), sum(amount_minor), sum(captured_minor) FROM paysim.intents WHERE order_id = $1`, id).
