@@ -18,6 +18,7 @@ import (
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/dev/pgserver"
+	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/migrations"
 )
 
@@ -27,6 +28,7 @@ import (
 // Retry-After, never a 500, and the same requests succeed once it is back.
 func TestDatabaseRestartedImmediately_503WithRetryAfterNeverA500(t *testing.T) {
 	t.Parallel()
+	testenv.SkipIfShort(t, "a PostgreSQL server of its own, which it restarts")
 	ctx := context.Background()
 	opts := pgserver.Options{Dir: filepath.Join(t.TempDir(), "pg"), Database: "checkout", Fast: true}
 	pg, err := pgserver.Start(ctx, opts)

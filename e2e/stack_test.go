@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -51,7 +52,16 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+// TestMain runs the end-to-end tests; every one of them runs the product against real servers
+// (PostgreSQL, Temporal, often a whole cluster), so the fast tier (-short) has none of them.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("e2e: every test runs the product against real servers: not in the fast tier (-short)")
+		os.Exit(0)
+	}
+	testenv.Main(m)
+}
 
 // stack is one running product: API on a real listener, /metrics on another, worker, loops,
 // payment simulator.

@@ -22,6 +22,7 @@ import (
 	"github.com/marketplace/checkout/deploy"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/dev/cluster"
+	"github.com/marketplace/checkout/internal/dev/testenv"
 )
 
 func options(dir string, apis, workers int) cluster.Options {
@@ -71,6 +72,7 @@ func TestPlan_EveryListenerOnLoopback_NoPortTwice(t *testing.T) {
 // once, checks each on /readyz, and is one HAProxy accepts.
 func TestHAProxyConfig_EveryReplica_CheckedOnReadyz(t *testing.T) {
 	t.Parallel()
+	testenv.SkipIfShort(t, "HAProxy")
 	plan := cluster.NewPlan(options(t.TempDir(), 3, 1))
 	cfg, err := cluster.HAProxyConfig(plan.APIs)
 	require.NoError(t, err)
@@ -121,6 +123,7 @@ func writeHAProxyFiles(t *testing.T, plan cluster.Plan, cfg string) []string {
 // page.
 func TestHAProxy_NoReplicaAnswers_503UnavailableWithRetryAfter(t *testing.T) {
 	t.Parallel()
+	testenv.SkipIfShort(t, "HAProxy")
 	haproxy, err := exec.LookPath("haproxy")
 	if err != nil {
 		t.Skip("haproxy is not installed (make test installs it): HAProxy's answers were NOT checked")
@@ -200,6 +203,7 @@ func TestCheckFree_NamesTheAddressInUse(t *testing.T) {
 // own, the one TRUSTED_PROXIES names, which no client of the load balancer comes from.
 func TestHAProxy_ClientOnLoopback_CannotNameAnotherAddress(t *testing.T) {
 	t.Parallel()
+	testenv.SkipIfShort(t, "HAProxy")
 	haproxy, err := exec.LookPath("haproxy")
 	if err != nil {
 		t.Skip("haproxy is not installed (make test installs it): the client's address through HAProxy was NOT checked")

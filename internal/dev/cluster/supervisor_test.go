@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/marketplace/checkout/internal/dev/cluster"
+	"github.com/marketplace/checkout/internal/dev/testenv"
 )
 
 // syncBuffer is the supervisor's output, read while it writes.
@@ -46,6 +47,7 @@ func alive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
 // again with a new pid, the restart is reported, and Stop ends every process.
 func TestSupervisor_ADeadProcessIsStartedAgain_StopEndsEveryOne(t *testing.T) {
 	t.Parallel()
+	testenv.SkipIfShort(t, "processes of its own to supervise")
 	var out syncBuffer
 	s := &cluster.Supervisor{Dir: t.TempDir(), Out: &out}
 	defer s.Stop()
@@ -71,6 +73,7 @@ func TestSupervisor_ADeadProcessIsStartedAgain_StopEndsEveryOne(t *testing.T) {
 // process and quotes the last line of its log.
 func TestSupervisor_AProcessThatExitsWhileStarting_FailsTheStartWithOneLine(t *testing.T) {
 	t.Parallel()
+	testenv.SkipIfShort(t, "processes of its own to supervise")
 	s := &cluster.Supervisor{Dir: t.TempDir(), Out: &syncBuffer{}}
 	defer s.Stop()
 	p := sh("temporal-history", "echo starting; echo 'numHistoryShards mismatch'; exit 3")
@@ -85,6 +88,7 @@ func TestSupervisor_AProcessThatExitsWhileStarting_FailsTheStartWithOneLine(t *t
 // after ReadyWithin, never waited for without end.
 func TestSupervisor_NotReadyInTime_FailsTheStart(t *testing.T) {
 	t.Parallel()
+	testenv.SkipIfShort(t, "processes of its own to supervise")
 	s := &cluster.Supervisor{Dir: t.TempDir(), Out: &syncBuffer{}, ReadyWithin: time.Second}
 	defer s.Stop()
 	p := sh("temporal-frontend", "exec sleep 60")
@@ -99,6 +103,7 @@ func TestSupervisor_NotReadyInTime_FailsTheStart(t *testing.T) {
 // TestSupervisor_AFailingJob_StopsWithItsLastLine.
 func TestSupervisor_AFailingJob_StopsWithItsLastLine(t *testing.T) {
 	t.Parallel()
+	testenv.SkipIfShort(t, "processes of its own to supervise")
 	s := &cluster.Supervisor{Dir: t.TempDir(), Out: &syncBuffer{}}
 	err := s.Run(context.Background(), sh("migrate", "exit 0"), sh("temporal-schema-1", "echo 'connection refused' >&2; exit 1"))
 	require.Error(t, err)

@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/marketplace/checkout/internal/dev/devprometheus"
+	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/internal/metrics"
 )
 
@@ -42,6 +43,7 @@ func apiGet(t *testing.T, base, path string, out any) {
 // and evaluates them without error, answers every query of the dashboard, and is gone after Stop.
 func TestStart_ScrapesTheTargetsAndEvaluatesTheProductsRules(t *testing.T) {
 	t.Parallel()
+	testenv.SkipIfShort(t, "a Prometheus server")
 	m := metrics.New()
 	m.ReserveResult("reserved")
 	target := httptest.NewServer(m.Handler())

@@ -101,6 +101,15 @@ func startPG() {
 	pgErr = errors.Join(os.Setenv("TEST_PG_URL", pgAdminURL), os.Setenv(sharedTemplate, pgTemplate))
 }
 
+// SkipIfShort skips a test that needs a server process of its own under `go test -short` (the
+// fast tier, `make test-unit`, which starts no process); `make test` runs it.
+func SkipIfShort(t testing.TB, needs string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("needs %s: not in the fast tier (-short)", needs)
+	}
+}
+
 // sharedTemplate names the migrated template database of the test binary that started this one.
 const sharedTemplate = "TESTENV_PG_TEMPLATE"
 
@@ -120,6 +129,7 @@ func EmptyDatabaseURL(t testing.TB) string {
 
 func newDatabase(t testing.TB, migrated bool) string {
 	t.Helper()
+	SkipIfShort(t, "a PostgreSQL server")
 	pgOnce.Do(startPG)
 	if pgErr != nil {
 		t.Fatalf("test PostgreSQL: %v", pgErr)
@@ -179,6 +189,7 @@ func withDatabase(raw, name string) string {
 // use with the search attributes the product registers.
 func TemporalAddress(t testing.TB) string {
 	t.Helper()
+	SkipIfShort(t, "the Temporal dev server")
 	tOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -197,6 +208,7 @@ func TemporalAddress(t testing.TB) string {
 // Stripe's API description and answers from its fixtures; it keeps no state.
 func StripeMock(t testing.TB) string {
 	t.Helper()
+	SkipIfShort(t, "stripe-mock")
 	smOnce.Do(func() {
 		bin, err := findBin(os.Getenv("STRIPE_MOCK"), "bin/stripe-mock")
 		if err != nil {
