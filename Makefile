@@ -22,7 +22,10 @@ OIDC_PROVIDER      := $(BIN)/oidc-provider
 # Stripe's own mock of its API, which the Stripe adapter's contract tests run against
 # (tools/stripe-mock, a module of its own that pins github.com/stripe/stripe-mock).
 STRIPE_MOCK        := $(BIN)/stripe-mock
-CLUSTER_TOOLS      := $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) $(TEMPORAL_UI_SERVER) $(TEMPORAL_UI_CONFIG) $(OIDC_PROVIDER)
+# The traces' store and UI of `make run` and `make cluster`: Jaeger, built from its pinned Go module
+# (tools/jaeger, a module of its own, so the product's go.mod carries none of it).
+JAEGER             := $(BIN)/jaeger
+CLUSTER_TOOLS      := $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) $(TEMPORAL_UI_SERVER) $(TEMPORAL_UI_CONFIG) $(OIDC_PROVIDER) $(JAEGER)
 
 # Pinned tool versions.
 TEMPORAL_CLI_VERSION  := v1.5.1
@@ -64,7 +67,7 @@ PROMETHEUS_PORT ?= 9090
 WITH_PROMETHEUS := $(filter-out 0 false no,$(PROMETHEUS))
 
 .PHONY: run
-run: postgres-binaries $(TEMPORAL_CLI) build $(if $(WITH_PROMETHEUS),prometheus-binaries) ## run the whole product locally (PostgreSQL, Temporal, worker, API; PROMETHEUS=1 adds Prometheus with the rules); Ctrl-C stops it
+run: postgres-binaries $(TEMPORAL_CLI) $(JAEGER) build $(if $(WITH_PROMETHEUS),prometheus-binaries) ## run the whole product locally (PostgreSQL, Temporal, Jaeger, worker, API; PROMETHEUS=1 adds Prometheus with the rules); Ctrl-C stops it
 	$(if $(WITH_PROMETHEUS),PROMETHEUS_PORT=$(PROMETHEUS_PORT)) $(BIN)/checkout dev
 
 .PHONY: cluster
@@ -227,6 +230,11 @@ $(TEMPORAL_CLI):
 $(TEMPORAL_SERVER): tools/temporal-server/go.mod $(wildcard tools/temporal-server/*.go)
 	@echo "building the Temporal server $(TEMPORAL_SERVER_VERSION) with the cluster's authorizer into bin/ (about 4 minutes the first time)"
 	$(GO) -C tools/temporal-server build -o $@ .
+
+# tools/jaeger's go.mod pins github.com/jaegertracing/jaeger (v1.76.0, Jaeger v2.13.0) as a tool.
+$(JAEGER): tools/jaeger/go.mod
+	@echo "building Jaeger v1.76.0 into bin/ (about 5 minutes the first time)"
+	$(GO) -C tools/jaeger build -o $@ github.com/jaegertracing/jaeger/cmd/jaeger
 
 # tools/oidc-provider's go.mod pins github.com/zitadel/oidc.
 $(OIDC_PROVIDER): tools/oidc-provider/go.mod $(wildcard tools/oidc-provider/*.go)

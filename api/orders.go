@@ -277,6 +277,9 @@ func keyReused() *problem.Error {
 
 // renderOutcome is the one mapping from an order outcome to HTTP.
 func renderOutcome(c echo.Context, r workflows.PlaceOrderResult) error {
+	if r.OrderID > 0 {
+		noteOrder(c, r.OrderID)
+	}
 	switch r.Outcome {
 	case workflows.OutcomeCreated:
 		return c.JSON(http.StatusCreated, map[string]any{"orderId": r.OrderID, "status": r.Status,

@@ -19,6 +19,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
+	"go.opentelemetry.io/contrib/instrumentation/github.com/labstack/echo/otelecho"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
@@ -28,6 +31,7 @@ import (
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/internal/problem"
+	"github.com/marketplace/checkout/internal/telemetry"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/payment"
 )
@@ -89,6 +93,9 @@ type Deps struct {
 	// Features are the feature switches, as the process reads them (nil: the API reads them
 	// itself, through a cache of FEATURES_CACHE_TTL).
 	Features *features.Switches
+	// Tracer, when set, traces every request (W3C traceparent in, the request's span out); nil
+	// when the process does not trace.
+	Tracer trace.TracerProvider
 }
 
 // Server holds the API's dependencies; its methods are the handlers.
@@ -138,6 +145,11 @@ func New(d Deps) *echo.Echo {
 	e.IPExtractor = IPExtractor(d.Options.TrustedProxies)
 	e.HTTPErrorHandler = errorHandler(d.Log)
 	e.Use(requestIDs)
+	if d.Tracer != nil {
+		e.Use(otelecho.Middleware("checkout-api", otelecho.WithTracerProvider(d.Tracer),
+			otelecho.WithPropagators(telemetry.Propagator),
+			otelecho.WithSkipper(func(c echo.Context) bool { return c.Path() == "/healthz" || c.Path() == "/readyz" })))
+	}
 	e.Use(s.observe)
 	e.Use(middleware.RecoverWithConfig(middleware.RecoverConfig{DisableStackAll: true, LogErrorFunc: s.logPanic}))
 	e.Use(middleware.BodyLimit(BodyLimit))
@@ -195,6 +207,9 @@ func New(d Deps) *echo.Echo {
 func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
+		if id, err := strconv.ParseInt(c.Param("orderId"), 10, 64); err == nil && id > 0 {
+			noteOrder(c, id)
+		}
 		err := next(c)
 		if err != nil {
 			c.Error(err)
@@ -207,7 +222,8 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		elapsed := time.Since(start)
 		method := knownMethod(c.Request().Method)
 		s.Metrics.HTTPRequests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
-		s.Metrics.HTTPDuration.WithLabelValues(route, method).Observe(elapsed.Seconds())
+		ctx := c.Request().Context()
+		telemetry.Observe(ctx, s.Metrics.HTTPDuration.WithLabelValues(route, method), elapsed.Seconds())
 		if route != "/healthz" {
 			level := slog.LevelInfo
 			if busy, _ := c.Get(busyKey).(bool); status >= 500 && !busy {
@@ -221,7 +237,7 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 			if p, ok := principal(c); ok {
 				attrs = append(attrs, slog.Int64("user_id", p.UserID))
 			}
-			s.Log.LogAttrs(c.Request().Context(), level, "http request", attrs...)
+			s.Log.LogAttrs(ctx, level, "http request", attrs...)
 		}
 		return nil
 	}
@@ -237,6 +253,14 @@ func knownMethod(m string) string {
 		return m
 	}
 	return "OTHER"
+}
+
+// noteOrder names the order the request serves: in its span, in every line logged with its
+// context, and in its access log line.
+func noteOrder(c echo.Context, orderID int64) {
+	req := c.Request()
+	trace.SpanFromContext(req.Context()).SetAttributes(attribute.Int64("order.id", orderID))
+	c.SetRequest(req.WithContext(telemetry.WithOrder(req.Context(), orderID)))
 }
 
 // cacheFigures are the read caches' figures for /metrics.

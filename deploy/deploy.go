@@ -1,6 +1,7 @@
 // Package deploy holds the configuration of a deployment, embedded in the binary so that
 // `checkout cluster` runs on the very files docker-compose.yml mounts into its containers: the
-// Temporal server's config and dynamic config, and the load balancer's with its error answer.
+// Temporal server's config and dynamic config, the load balancer's with its error answer, and
+// Jaeger's.
 package deploy
 
 import "embed"
@@ -12,7 +13,9 @@ const (
 	HAProxy               = "haproxy.cfg"
 	// HAProxyUnavailable is HAProxy's answer when no replica can answer (HAPROXY_UNAVAILABLE).
 	HAProxyUnavailable = "haproxy-unavailable.http"
+	// Jaeger is the traces' store and UI (its addresses from the environment).
+	Jaeger = "jaeger.yaml"
 )
 
-//go:embed temporal-server.yaml temporal-dynamicconfig.yaml haproxy.cfg haproxy-unavailable.http
+//go:embed temporal-server.yaml temporal-dynamicconfig.yaml haproxy.cfg haproxy-unavailable.http jaeger.yaml
 var Files embed.FS

@@ -6,11 +6,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/marketplace/checkout/features"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/metrics"
+	"github.com/marketplace/checkout/internal/telemetry"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/payment"
 	"github.com/marketplace/checkout/workflows"
@@ -46,7 +49,10 @@ type Deps struct {
 func New(c client.Client, d Deps) sdkworker.Worker {
 	w := sdkworker.New(c, d.Config.TaskQueue, sdkworker.Options{DeploymentOptions: sdkworker.DeploymentOptions{
 		UseVersioning: true, Version: Version(d.Config, d.BuildID),
-		DefaultVersioningBehavior: workflow.VersioningBehaviorPinned}})
+		DefaultVersioningBehavior: workflow.VersioningBehaviorPinned},
+		// Log lines and spans that name the order, the steps' latency, the histories' size.
+		Interceptors: []interceptor.WorkerInterceptor{telemetry.WorkerInterceptor(telemetry.WorkerOptions{
+			Metrics: d.Metrics, OrderIDAttr: workflows.AttrOrderID, OrderIDPrefixes: []string{holdPrefix}})}})
 	registerWorkflows(w, d.OrderWorkflow)
 	w.RegisterActivity(&activities.Inventory{Engine: d.Inventory, Pool: d.Pool, Jobs: jobObserver(d)})
 	w.RegisterActivity(&activities.Orders{Pool: d.Pool, MaxOpenPerShopper: d.Config.OrdersMaxOpenPerShopper,
@@ -59,6 +65,9 @@ func New(c client.Client, d Deps) sdkworker.Worker {
 	registerJobs(w, c, d)
 	return w
 }
+
+// holdPrefix begins the id of every hold workflow, which its order's id ends.
+var holdPrefix = strings.TrimSuffix(workflows.HoldWorkflowID(0), "0")
 
 // workflowRegistry is where workflows are registered: a worker, or a replayer that checks a
 // history against them.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/config"
+	"github.com/marketplace/checkout/internal/telemetry"
 	"github.com/marketplace/checkout/migrations"
 	"github.com/marketplace/checkout/payment/paysim"
 )
@@ -113,7 +114,7 @@ func newLogger(level string) *slog.Logger {
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		l = slog.LevelInfo
 	}
-	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+	return slog.New(telemetry.LogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l})))
 }
 
 func runMigrate(ctx context.Context, cfg config.Config) error {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 	"golang.org/x/sync/errgroup"
 
@@ -29,10 +30,12 @@ import (
 	"github.com/marketplace/checkout/internal/dev/builds"
 	"github.com/marketplace/checkout/internal/dev/cluster"
 	"github.com/marketplace/checkout/internal/dev/demo"
+	"github.com/marketplace/checkout/internal/dev/devjaeger"
 	"github.com/marketplace/checkout/internal/dev/devprometheus"
 	"github.com/marketplace/checkout/internal/dev/devtemporal"
 	"github.com/marketplace/checkout/internal/dev/pgserver"
 	"github.com/marketplace/checkout/internal/metrics"
+	"github.com/marketplace/checkout/internal/telemetry"
 	"github.com/marketplace/checkout/internal/wiring"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/payment"
@@ -71,9 +74,12 @@ type app struct {
 	// features are the feature switches, one cache per process (API and worker alike), shown in
 	// its metrics.
 	features *features.Switches
+	// tracing is the process's tracer provider (off without TRACES_ENDPOINT).
+	tracing *telemetry.Tracing
 }
 
-func connect(ctx context.Context, cfg config.Config) (*app, error) {
+// connect opens the process's connections; service names the process in its traces.
+func connect(ctx context.Context, cfg config.Config, service string) (*app, error) {
 	if cfg.DatabaseURL == "" {
 		return nil, errors.New("DATABASE_URL is required (or use `checkout dev`)")
 	}
@@ -85,7 +91,11 @@ func connect(ctx context.Context, cfg config.Config) (*app, error) {
 	if a.codec, err = cfg.ServeCodec(); err != nil {
 		return nil, err
 	}
-	if a.pool, err = db.Connect(ctx, cfg.DatabaseURL, cfg.DBMaxConns); err != nil {
+	if a.tracing, err = telemetry.StartTracing(telemetry.TracingOptions{Endpoint: cfg.Traces.Endpoint, Service: service,
+		Version: workflows.BuildID, SampleRatio: cfg.Traces.SampleRatio, SlowAfter: cfg.Traces.SlowThreshold}); err != nil {
+		return nil, err
+	}
+	if a.pool, err = db.Connect(ctx, cfg.DatabaseURL, cfg.DBMaxConns, db.WithTracer(a.tracing.PGXTracer())); err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	if err := a.pool.Ping(ctx); err != nil {
@@ -100,9 +110,19 @@ func connect(ctx context.Context, cfg config.Config) (*app, error) {
 		a.log.Warn("TEMPORAL_ALLOW_PLAINTEXT is set: this process reaches Temporal WITHOUT TLS and without a client certificate; only a local proxy that speaks mutual TLS to the frontend makes that safe",
 			"temporal_address", cfg.TemporalAddress)
 	}
+	temporalMetrics, err := telemetry.TemporalMetrics(a.metrics.Registry)
+	if err != nil {
+		return nil, err
+	}
+	var interceptors []interceptor.ClientInterceptor
+	if tracer, err := a.tracing.TemporalInterceptor(); err != nil {
+		return nil, err
+	} else if tracer != nil {
+		interceptors = append(interceptors, tracer)
+	}
 	a.temporal, err = client.DialContext(ctx, client.Options{HostPort: cfg.TemporalAddress,
 		Namespace: cfg.TemporalNamespace, Logger: sdklog.NewStructuredLogger(a.log), DataConverter: a.codec.DataConverter(),
-		ConnectionOptions: client.ConnectionOptions{TLS: tlsCfg}})
+		ConnectionOptions: client.ConnectionOptions{TLS: tlsCfg}, MetricsHandler: temporalMetrics, Interceptors: interceptors})
 	if err != nil {
 		a.pool.Close()
 		return nil, fmt.Errorf("temporal at %s: %w", cfg.TemporalAddress, err)
@@ -122,12 +142,13 @@ func connect(ctx context.Context, cfg config.Config) (*app, error) {
 		a.gateway = stripepay.New(stripepay.Options{SecretKey: cfg.Stripe.SecretKey, APIURL: cfg.Stripe.APIURL,
 			ReturnURL: cfg.Stripe.ReturnURL})
 		a.webhooks = stripepay.Webhooks{Secret: cfg.PaymentWebhookSecret}
+		a.gateway = a.tracing.TracedGateway(a.gateway)
 		return a, nil
 	}
 	a.paysim = paysim.New(a.pool, paysim.Options{PublicBaseURL: cfg.PublicBaseURL, WebhookURL: cfg.PaymentWebhookURL,
 		WebhookSecret: []byte(cfg.PaymentWebhookSecret), Log: a.log, Latency: cfg.PaysimFaults.Latency,
 		FailureRate: cfg.PaysimFaults.FailureRate, HoldUntil: api.HoldUntil(a.pool)})
-	a.gateway = a.paysim
+	a.gateway = a.tracing.TracedGateway(a.paysim)
 	a.webhooks = payment.SignedWebhooks{Secret: []byte(cfg.PaymentWebhookSecret)}
 	return a, nil
 }
@@ -138,6 +159,7 @@ func (a *app) close() {
 	}
 	a.temporal.Close()
 	a.pool.Close()
+	_ = a.tracing.Shutdown(context.Background())
 }
 
 // serveAPI runs the REST API (and the payment simulator's pages and webhook deliveries, and the
@@ -148,7 +170,7 @@ func (a *app) serveAPI(ctx context.Context) error {
 		MaxBytes: int64(a.cfg.CartCacheMemoryMB) << 20, Log: a.log})
 	deps := api.Deps{Options: wiring.API(a.cfg), Pool: a.pool, Inventory: a.inv, Temporal: a.temporal,
 		Metrics: a.metrics, Log: a.log, Payments: a.gateway, Webhooks: a.webhooks, CartCache: carts, Codec: a.codec,
-		Features: a.features}
+		Features: a.features, Tracer: a.tracing.TracerProvider()}
 	if a.paysim != nil {
 		deps.PaymentPages, deps.PaymentFaults = a.paysim, a.paysim
 	}
@@ -238,7 +260,7 @@ func runAPI(ctx context.Context, cfg config.Config) error {
 	if err := cfg.CheckIdentityProvider(); err != nil {
 		return err
 	}
-	a, err := connect(ctx, cfg)
+	a, err := connect(ctx, cfg, "checkout-api")
 	if err != nil {
 		return err
 	}
@@ -251,7 +273,7 @@ func runWorker(ctx context.Context, cfg config.Config) error {
 	if err := cfg.CheckServe(); err != nil {
 		return err
 	}
-	a, err := connect(ctx, cfg)
+	a, err := connect(ctx, cfg, "checkout-worker")
 	if err != nil {
 		return err
 	}
@@ -312,6 +334,20 @@ func runDev(ctx context.Context, cfg config.Config) error {
 		cfg.TemporalAddress = ts.Address
 		log.Info("temporal dev server started", "address", ts.Address)
 	}
+	if cfg.Traces.Endpoint == "" && cfg.Dev.JaegerUIPort > 0 {
+		// Traces to the pinned Jaeger, every one of them unless TRACES_SAMPLE_RATIO says otherwise.
+		jaeger, err := devjaeger.Start(ctx, devjaeger.Options{Bin: cfg.Dev.JaegerBin, Dir: filepath.Join(cfg.Dev.DataDir, "jaeger"),
+			UIPort: cfg.Dev.JaegerUIPort, OTLPPort: cfg.Dev.JaegerOTLPPort, Log: openLog(cfg.Dev.DataDir, "jaeger.log")})
+		if err != nil {
+			return fmt.Errorf("jaeger: %w", err)
+		}
+		defer jaeger.Stop()
+		cfg.Traces.Endpoint = jaeger.TracesEndpoint
+		if os.Getenv("TRACES_SAMPLE_RATIO") == "" {
+			cfg.Traces.SampleRatio = 1
+		}
+		log.Info("jaeger started", "ui", jaeger.URL, "otlp", jaeger.TracesEndpoint)
+	}
 	if cfg.Dev.PrometheusPort > 0 {
 		prom, err := startPrometheus(ctx, cfg, temporalStarted)
 		if err != nil {
@@ -328,7 +364,7 @@ func runDev(ctx context.Context, cfg config.Config) error {
 	// One worker: its build takes the new orders (a new build's worker takes over at once, and
 	// orders begun on the previous build stay pinned to it).
 	cfg.SetCurrent = worker.SetCurrentAlways
-	a, err := connect(ctx, cfg)
+	a, err := connect(ctx, cfg, "checkout")
 	if err != nil {
 		return err
 	}
@@ -393,6 +429,9 @@ func workerEnv(cfg config.Config) []string {
 		"STEP_RETRY_WINDOW=" + cfg.StepRetryWindow.String(),
 		"METRICS_ADDR=127.0.0.1:0",
 		"LOG_LEVEL=" + cfg.LogLevel,
+		"TRACES_ENDPOINT=" + cfg.Traces.Endpoint,
+		"TRACES_SAMPLE_RATIO=" + strconv.FormatFloat(cfg.Traces.SampleRatio, 'g', -1, 64),
+		"TRACES_SLOW_THRESHOLD=" + cfg.Traces.SlowThreshold.String(),
 		// The local stack's dev server listens on loopback without TLS and its worker takes what
 		// the open dev server is sent in clear: the workers of earlier builds run as it does.
 		"TEMPORAL_ALLOW_PLAINTEXT=true",
@@ -458,6 +497,12 @@ func printBanner(cfg config.Config) {
 	if cfg.Dev.PrometheusPort > 0 {
 		prom = "http://127.0.0.1:" + strconv.Itoa(cfg.Dev.PrometheusPort) + "   (rules: deploy/prometheus/rules.yml)"
 	}
+	traces := "off (TRACES_ENDPOINT, or JAEGER_UI_PORT)"
+	if cfg.Dev.JaegerUIPort > 0 && strings.HasPrefix(cfg.Traces.Endpoint, "http://127.0.0.1:"+strconv.Itoa(cfg.Dev.JaegerOTLPPort)+"/") {
+		traces = "http://localhost:" + strconv.Itoa(cfg.Dev.JaegerUIPort) + "   (Jaeger: every order's trace)"
+	} else if cfg.Traces.Endpoint != "" {
+		traces = "sent to " + cfg.Traces.Endpoint
+	}
 	ui := "(external Temporal: see its own UI)"
 	if cfg.Dev.TemporalUIPort > 0 {
 		ui = "http://localhost:" + strconv.Itoa(cfg.Dev.TemporalUIPort)
@@ -469,6 +514,7 @@ checkout is running (Ctrl-C stops everything)
   metrics       %s
   Prometheus    %s
   Temporal UI   %s
+  Traces        %s
   Temporal      %s   namespace %s   (plaintext, no authentication: this machine only)
   PostgreSQL    %s
 
@@ -482,7 +528,7 @@ checkout is running (Ctrl-C stops everything)
   Orders' payloads in Temporal are encrypted. To read them decoded in the UI, sign in with the
   support token at %s/session (see docs/runbook.md, "Decoding orders in the UI").
 
-`, cfg.PublicBaseURL, cfg.MetricsURL(), prom, ui, cfg.TemporalAddress, cfg.TemporalNamespace, cfg.DatabaseURL,
+`, cfg.PublicBaseURL, cfg.MetricsURL(), prom, ui, traces, cfg.TemporalAddress, cfg.TemporalNamespace, cfg.DatabaseURL,
 		token(auth.Principal{UserID: 7, Role: auth.RoleShopper}),
 		token(auth.Principal{UserID: 8, Role: auth.RoleShopper}),
 		token(auth.Principal{UserID: 1042, Role: auth.RoleSeller, SellerID: 42}),

@@ -28,7 +28,7 @@ var layers = [][]string{
 		"internal/metrics", "payment", "internal/dev/pgserver", "internal/dev/childproc", "deploy"},
 	// The business rules, each on its own tables.
 	{"inventory", "pricing", "availability", "outbox", "payment/paysim", "payment/stripepay", "internal/config", "internal/dev/demo",
-		"internal/dev/devtemporal", "internal/dev/devprometheus", "features", "internal/staff"},
+		"internal/dev/devtemporal", "internal/dev/devprometheus", "internal/dev/devjaeger", "internal/telemetry", "features", "internal/staff"},
 	// The order's lifecycle, over the stock and prices it is made of.
 	{"cart", "internal/dev/cluster", "order"},
 	// The saga's steps.
@@ -46,7 +46,7 @@ var layers = [][]string{
 var tools = []string{"internal/dev/testenv", "internal/dev/benchkit", "internal/dev/benchdata", "internal/dev/chaos", "bench/chaos", "bench/benchcampaign",
 	"internal/dev/drill", "bench/upgradedrill", "internal/dev/attack", "bench/attack",
 	"bench/benchcost", "bench/benchorders", "bench/benchreserve", "internal/architecture", "e2e", "tools/temporal-server",
-	"tools/oidc-provider"}
+	"tools/oidc-provider", "tools/jaeger"}
 
 func TestImports_FollowTheLayers(t *testing.T) {
 	layerOf := map[string]int{}

@@ -157,6 +157,23 @@ type Config struct {
 	PaymentReconcilerEvery Every
 
 	LogLevel string
+
+	// Traces are where the process sends its OpenTelemetry traces and which it keeps.
+	Traces Traces
+}
+
+// Traces are the tracing settings: the one place the sampling is decided.
+type Traces struct {
+	// Endpoint is the OTLP/HTTP traces endpoint (a collector's, or Jaeger's
+	// http://127.0.0.1:4318/v1/traces); empty turns tracing off. `dev` points it at the Jaeger it
+	// starts.
+	Endpoint string
+	// SampleRatio is the share of new traces kept (0 to 1); a trace begun by a caller keeps the
+	// caller's decision. `dev` keeps every trace unless it is set.
+	SampleRatio float64
+	// SlowThreshold: a request or step that takes this long or longer keeps its trace whatever
+	// the ratio, as does one that fails (0: failures only).
+	SlowThreshold time.Duration
 }
 
 // DevStack is where `dev` runs the servers it starts itself, and what with.
@@ -173,6 +190,12 @@ type DevStack struct {
 	// PrometheusPort, when above 0, makes dev start the distribution's Prometheus on that loopback
 	// port, scraping the stack with the product's rules (`make run PROMETHEUS=1`).
 	PrometheusPort int
+	// JaegerUIPort serves the Jaeger UI and query API `dev` starts when TRACES_ENDPOINT is not set
+	// (0: no Jaeger, no traces); JaegerOTLPPort is its OTLP/HTTP receiver, both on 127.0.0.1.
+	// JaegerBin is the pinned Jaeger the Makefile builds.
+	JaegerUIPort   int
+	JaegerOTLPPort int
+	JaegerBin      string
 	// BuildsQueryWindow is how long `dev` and `cluster` keep the workers of an earlier build once
 	// Temporal reports it drained: its closed runs are still queried (the UI's `status`) by their
 	// own build's workers.
@@ -210,6 +233,15 @@ const (
 	// MaxAdmitLatency is the largest latency limit that can act: an order waits no longer for
 	// its answer than this.
 	MaxAdmitLatency = 30 * time.Second
+	// DefaultTraceSampleRatio is the share of new traces kept outside `dev`; failed and slow ones
+	// are kept whatever it says. DefaultTraceSlowThreshold is what counts as slow: a POST /orders
+	// answered within it is the common case.
+	DefaultTraceSampleRatio   = 0.1
+	DefaultTraceSlowThreshold = 2 * time.Second
+	// DefaultJaegerUIPort and DefaultJaegerOTLPPort are the local Jaeger's UI (and query API) and
+	// OTLP/HTTP ports.
+	DefaultJaegerUIPort   = 16686
+	DefaultJaegerOTLPPort = 4318
 )
 
 // MaxParkedGiveUpAfter bounds PARKED_GIVE_UP_AFTER: a parked order is given up, its authorization
@@ -289,6 +321,9 @@ func Load(getenv func(string) string) (Config, error) {
 			TemporalDevConfig:   p.list("TEMPORAL_DEV_DYNAMIC_CONFIG"),
 			PrometheusPort:      p.int("PROMETHEUS_PORT", 0),
 			BuildsQueryWindow:   p.duration("BUILDS_QUERY_WINDOW", 10*time.Minute),
+			JaegerUIPort:        p.int("JAEGER_UI_PORT", DefaultJaegerUIPort),
+			JaegerOTLPPort:      p.int("JAEGER_OTLP_PORT", DefaultJaegerOTLPPort),
+			JaegerBin:           p.str("JAEGER_BIN", "bin/jaeger"),
 		},
 		PaysimFaults: PaysimFaults{Latency: p.duration("PAYSIM_LATENCY", 0), FailureRate: p.float("PAYSIM_FAILURE_RATE", 0)},
 
@@ -314,6 +349,9 @@ func Load(getenv func(string) string) (Config, error) {
 		ReconcilerEvery:        p.every("RECONCILER_EVERY", 15*time.Minute),
 		CartJanitorEvery:       p.every("CART_JANITOR_EVERY", 24*time.Hour),
 		PaymentReconcilerEvery: p.every("PAYMENT_RECONCILER_EVERY", 5*time.Minute),
+
+		Traces: Traces{Endpoint: p.str("TRACES_ENDPOINT", ""), SampleRatio: p.float("TRACES_SAMPLE_RATIO", DefaultTraceSampleRatio),
+			SlowThreshold: p.duration("TRACES_SLOW_THRESHOLD", DefaultTraceSlowThreshold)},
 	}
 	c.RateLimits, c.TrustedProxies = p.rateLimits(), p.trustedProxies()
 	c.TemporalTLS = p.temporalTLS()
@@ -448,6 +486,14 @@ func (c Config) Validate() error {
 		if err := checkOrigin(o); err != nil {
 			errs = append(errs, fmt.Errorf("TEMPORAL_UI_ORIGIN %q: %w", o, err))
 		}
+	}
+	if c.Traces.Endpoint != "" {
+		if u, err := url.Parse(c.Traces.Endpoint); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("TRACES_ENDPOINT %q: an http:// or https:// URL of an OTLP/HTTP traces endpoint, such as http://127.0.0.1:4318/v1/traces", c.Traces.Endpoint))
+		}
+	}
+	if c.Traces.SlowThreshold < 0 {
+		errs = append(errs, fmt.Errorf("TRACES_SLOW_THRESHOLD %s: must not be negative", c.Traces.SlowThreshold))
 	}
 	if c.AvailabilityPollInterval < 10*time.Millisecond {
 		errs = append(errs, fmt.Errorf("AVAILABILITY_POLL_INTERVAL %s: must be at least 10ms", c.AvailabilityPollInterval))

@@ -34,6 +34,14 @@ type Metrics struct {
 	// latency).
 	OrdersBusy *prometheus.CounterVec
 
+	// SagaStepDuration times each step of the saga (an activity, local or regular) by step, kind
+	// and result, with the step's trace as exemplar.
+	SagaStepDuration *prometheus.HistogramVec
+	// WorkflowHistoryEvents and WorkflowHistoryBytes are the length and size of workflow
+	// histories, observed as each run handles a signal and as it ends, by workflow type.
+	WorkflowHistoryEvents *prometheus.HistogramVec
+	WorkflowHistoryBytes  *prometheus.HistogramVec
+
 	AvailabilityEvents prometheus.Counter
 	OutboxPublished    *prometheus.CounterVec
 	OutboxDead         *prometheus.CounterVec
@@ -46,7 +54,9 @@ type Metrics struct {
 // for anything else.
 func (m *Metrics) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	// OpenMetrics when the scraper asks for it: the latency histograms' exemplars (trace ids) are
+	// carried only in that format.
+	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{EnableOpenMetrics: true}))
 	return mux
 }
 
@@ -81,6 +91,21 @@ func New() *Metrics {
 			Help:    "HTTP request latency by route and method.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"route", "method"}),
+		SagaStepDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "checkout_saga_step_duration_seconds",
+			Help:    "Each run of a saga step (an activity) by step, kind (local, regular) and result (ok, error); exemplars link to the step's trace.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"step", "kind", "result"}),
+		WorkflowHistoryEvents: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "checkout_workflow_history_events",
+			Help:    "Events in a workflow run's history, observed as the run handles a signal and as it ends, by workflow type. Temporal warns past 10,240 events and fails the run at 51,200.",
+			Buckets: []float64{25, 50, 100, 200, 500, 1000, 2500, 5000, 10240, 25000, 51200},
+		}, []string{"workflow_type"}),
+		WorkflowHistoryBytes: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "checkout_workflow_history_bytes",
+			Help:    "Size of a workflow run's history in bytes, observed as the run handles a signal and as it ends, by workflow type. Temporal warns past 10 MiB and fails the run at 50 MiB.",
+			Buckets: prometheus.ExponentialBuckets(16<<10, 4, 8),
+		}, []string{"workflow_type"}),
 		RateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "checkout_rate_limited_total",
 			Help: "API requests refused with 429 RATE_LIMITED, by route group and by the limit's key (user or ip).",
@@ -107,6 +132,7 @@ func New() *Metrics {
 		}, []string{"type"}),
 	}
 	reg.MustRegister(m.ReserveAttempts, m.ReserveResults, m.ReserveBatchSize, m.ReserveBatchFailures, m.HTTPRequests, m.HTTPDuration,
+		m.SagaStepDuration, m.WorkflowHistoryEvents, m.WorkflowHistoryBytes,
 		m.RateLimited, m.OpenOrdersRefused, m.OrdersBusy, m.AvailabilityEvents,
 		m.OutboxPublished, m.OutboxDead,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

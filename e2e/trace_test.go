@@ -1,0 +1,249 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/marketplace/checkout/internal/dev/devjaeger"
+)
+
+// jaegerTrace is a trace as Jaeger's query API answers it.
+type jaegerTrace struct {
+	TraceID string `json:"traceID"`
+	Spans   []struct {
+		SpanID        string `json:"spanID"`
+		OperationName string `json:"operationName"`
+		References    []struct {
+			RefType string `json:"refType"`
+			SpanID  string `json:"spanID"`
+		} `json:"references"`
+		Tags []struct {
+			Key   string
+			Value any
+		} `json:"tags"`
+		ProcessID string `json:"processID"`
+		Duration  int64  `json:"duration"`
+	} `json:"spans"`
+	Processes map[string]struct {
+		ServiceName string `json:"serviceName"`
+	} `json:"processes"`
+}
+
+// span is one span of a trace with its service and tags, as a test reads it.
+type span struct {
+	id, parent, name, service string
+	tags                      map[string]string
+}
+
+func (tr jaegerTrace) spans() []span {
+	var out []span
+	for _, s := range tr.Spans {
+		sp := span{id: s.SpanID, name: s.OperationName, service: tr.Processes[s.ProcessID].ServiceName, tags: map[string]string{}}
+		for _, r := range s.References {
+			if r.RefType == "CHILD_OF" {
+				sp.parent = r.SpanID
+			}
+		}
+		for _, t := range s.Tags {
+			sp.tags[t.Key] = fmt.Sprint(t.Value)
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
+// jaegerTraceOf reads a trace from Jaeger's query API (nil while Jaeger has none of it).
+func jaegerTraceOf(t *testing.T, jaegerURL, traceID string) *jaegerTrace {
+	t.Helper()
+	resp, err := http.Get(jaegerURL + "/api/traces/" + traceID)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return nil
+	}
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var body struct{ Data []jaegerTrace }
+	dec := json.NewDecoder(resp.Body)
+	dec.UseNumber()
+	require.NoError(t, dec.Decode(&body))
+	if len(body.Data) == 0 {
+		return nil
+	}
+	return &body.Data[0]
+}
+
+// apiProcess runs `checkout api` on addr against this stack's database and Temporal task queue,
+// with env (KEY=value pairs) applied last.
+func (s *stack) apiProcess(bin, addr string, env ...string) *exec.Cmd {
+	s.t.Helper()
+	cmd := exec.Command(bin, "api")
+	cmd.Env = append(cleanEnv(),
+		"DATABASE_URL="+s.cfg.DatabaseURL,
+		"TEMPORAL_ADDRESS="+s.cfg.TemporalAddress,
+		"TEMPORAL_TASK_QUEUE="+s.cfg.TaskQueue,
+		"HTTP_ADDR="+addr,
+		"METRICS_ADDR="+freeAddr(s.t),
+		"PUBLIC_BASE_URL=http://"+addr,
+		"AUTH_JWT_SECRET="+s.cfg.JWTSecret,
+		"PAYMENT_WEBHOOK_SECRET="+s.cfg.PaymentWebhookSecret,
+		"PAYMENT_PROVIDER="+s.cfg.PaymentProvider,
+		"TEMPORAL_CODEC_KEY="+base64.StdEncoding.EncodeToString(s.cfg.CodecKey.Secret),
+		"TEMPORAL_CODEC_KID="+s.cfg.CodecKey.ID,
+		"LOG_LEVEL=warn",
+		"TEMPORAL_ALLOW_PLAINTEXT=true",
+		"AUTH_OIDC_ISSUER=https://id.example", "AUTH_OIDC_AUDIENCE=temporal-ui", "AUTH_OIDC_JWKS_URL=http://127.0.0.1:1/keys",
+	)
+	cmd.Env = append(cmd.Env, env...)
+	if os.Getenv("E2E_LOG") != "" {
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	require.NoError(s.t, cmd.Start())
+	return cmd
+}
+
+func stopProcess(cmd *exec.Cmd) {
+	_ = cmd.Process.Signal(os.Interrupt)
+	_ = cmd.Wait()
+}
+
+// TestTrace_OneOrderFromRequestToSQL: a 3-D Secure order placed through `checkout api` and run by
+// `checkout worker`, two processes that send their traces to the pinned Jaeger, is one trace
+// there, continued from the caller's W3C traceparent: the API's POST /orders, the
+// update-with-start, the workflow run, its activities (named with the order), their SQL
+// statements and the payment provider's calls, and the steps after the shopper's 3-D Secure
+// answer. No span carries a statement's parameters, the card token or the shopper's address.
+func TestTrace_OneOrderFromRequestToSQL(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	jaeger, err := devjaeger.Start(ctx, devjaeger.Options{Dir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(jaeger.Stop)
+
+	s := startStack(t, stackOptions{noWorker: true})
+	addr := freeAddr(t)
+	base := "http://" + addr
+	traces := []string{"TRACES_ENDPOINT=" + jaeger.TracesEndpoint, "TRACES_SAMPLE_RATIO=1"}
+	w := s.workerProcess(bin, append([]string{"PUBLIC_BASE_URL=" + base, "PAYMENT_WEBHOOK_URL=" + base + "/api/v1/payments/webhook"},
+		traces...)...)
+	t.Cleanup(func() { stopProcess(w) })
+	a := s.apiProcess(bin, addr, traces...)
+	t.Cleanup(func() { stopProcess(a) })
+	waitFor(t, base+"/readyz", func(got) bool { return true })
+	s.base = base
+
+	sh := s.shopper(7101)
+	sh.fill(map[int64]int32{71: 1})
+	pv := sh.preview()
+	traceID := randomHex(16)
+	r := s.call(http.MethodPost, "/api/v1/orders", sh.token,
+		[]string{"Idempotency-Key", "trace-" + randomHex(4), "traceparent", "00-" + traceID + "-" + randomHex(8) + "-01"},
+		map[string]any{"priceVersion": pv, "addressId": sh.address, "paymentMethodToken": "tok_3ds"})
+	require.Equal(t, http.StatusCreated, r.status, r.raw)
+	orderID := r.int("orderId")
+	require.Equal(t, http.StatusOK, s.answer3DS(r.str("payment", "redirectUrl"), "approve").status)
+	require.Equal(t, "CONFIRMED", s.waitFinal(sh.token, orderID, time.Minute).str("status"))
+
+	// The spans arrive in batches (every few seconds from each process); the workflow's run ends
+	// with the order.
+	var spans []span
+	has := func(service, prefix string) bool {
+		for _, sp := range spans {
+			if sp.service == service && strings.HasPrefix(sp.name, prefix) {
+				return true
+			}
+		}
+		return false
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if tr := jaegerTraceOf(t, jaeger.URL, traceID); tr != nil {
+			spans = tr.spans()
+			if has("checkout-api", "POST /api/v1/orders") && has("checkout-worker", "RunWorkflow:OrderWorkflow") &&
+				has("checkout-worker", "RunActivity:Capture") && has("checkout-worker", "payment capture") {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("trace %s not complete in Jaeger within a minute; spans: %v", traceID, names(spans))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+
+	byID := map[string]span{}
+	for _, sp := range spans {
+		byID[sp.id] = sp
+	}
+	// ancestor finds the nearest ancestor of sp whose name begins with prefix.
+	ancestor := func(sp span, prefix string) (span, bool) {
+		for p, ok := byID[sp.parent]; ok; p, ok = byID[p.parent] {
+			if strings.HasPrefix(p.name, prefix) {
+				return p, true
+			}
+		}
+		return span{}, false
+	}
+	order := strconv.FormatInt(orderID, 10)
+	var request, update, activity, statement, provider bool
+	for _, sp := range spans {
+		switch {
+		case sp.service == "checkout-api" && sp.name == "POST /api/v1/orders":
+			request = true
+			assert.Equal(t, order, sp.tags["order.id"], "the request's span names its order")
+		case sp.service == "checkout-api" && strings.HasPrefix(sp.name, "UpdateWithStartWorkflow:"):
+			_, under := ancestor(sp, "POST /api/v1/orders")
+			update = under
+		case sp.service == "checkout-worker" && strings.HasPrefix(sp.name, "RunActivity:") && sp.tags["order.id"] == order:
+			if _, ok := ancestor(sp, "RunWorkflow:OrderWorkflow"); ok {
+				activity = true
+			}
+		case sp.service == "checkout-worker" && sp.tags["db.query.text"] != "":
+			if act, ok := ancestor(sp, "RunActivity:"); ok && act.tags["order.id"] == order {
+				statement = true
+			}
+		case sp.service == "checkout-worker" && sp.name == "payment authorize":
+			provider = sp.tags["payment.key"] != ""
+		}
+		for k, v := range sp.tags {
+			assert.NotContains(t, []string{"db.query.parameters", "pgx.query.parameters", "client.address",
+				"http.client_ip", "user_agent.original", "net.sock.peer.addr"}, k, "%s carries %s", sp.name, k)
+			assert.NotContains(t, v, "tok_3ds", "%s's %s holds the card token", sp.name, k)
+		}
+	}
+	assert.True(t, request, "the API's POST /orders span")
+	assert.True(t, update, "the update-with-start under the request")
+	assert.True(t, activity, "an activity of order %d under its workflow's run", orderID)
+	assert.True(t, statement, "a SQL statement under an activity of order %d", orderID)
+	assert.True(t, provider, "the provider's authorize call")
+	for _, step := range []string{"RunActivity:VerifyEvent", "RunActivity:Confirm", "RunActivity:Capture", "RunActivity:Finish"} {
+		assert.True(t, has("checkout-worker", step), "%s: the steps after the shopper's 3-D Secure answer", step)
+	}
+	if t.Failed() {
+		for _, sp := range spans {
+			t.Logf("%s %s %s parent %s (%s) %v", sp.service, sp.id, sp.name, sp.parent, byID[sp.parent].name, sp.tags)
+		}
+	}
+}
+
+func names(spans []span) []string {
+	var out []string
+	for _, sp := range spans {
+		out = append(out, sp.service+":"+sp.name)
+	}
+	return out
+}
