@@ -32,6 +32,10 @@ TEMPORAL_CLI_VERSION  := v1.5.1
 SQLC_VERSION          := v1.31.1
 STATICCHECK_VERSION   := v0.8.2
 WORKFLOWCHECK_VERSION := v0.6.0
+# Jaeger: the Go module's release tools/jaeger/go.mod pins, and the image of the same release
+# (v1.76.0 is Jaeger v2.13.0) that docker-compose.yml runs; a test keeps the three equal.
+JAEGER_VERSION        := v1.76.0
+JAEGER_IMAGE_VERSION  := v2.13.0
 # Server 1.29.1 and UI 2.42.1: what the CLI v1.5.1 runs (its go.mod).
 TEMPORAL_SERVER_VERSION := v1.29.1
 TEMPORAL_UI_VERSION     := v2.42.1
@@ -231,9 +235,9 @@ $(TEMPORAL_SERVER): tools/temporal-server/go.mod $(wildcard tools/temporal-serve
 	@echo "building the Temporal server $(TEMPORAL_SERVER_VERSION) with the cluster's authorizer into bin/ (about 4 minutes the first time)"
 	$(GO) -C tools/temporal-server build -o $@ .
 
-# tools/jaeger's go.mod pins github.com/jaegertracing/jaeger (v1.76.0, Jaeger v2.13.0) as a tool.
+# tools/jaeger's go.mod pins github.com/jaegertracing/jaeger at $(JAEGER_VERSION) as a tool.
 $(JAEGER): tools/jaeger/go.mod
-	@echo "building Jaeger v1.76.0 into bin/ (about 5 minutes the first time)"
+	@echo "building Jaeger $(JAEGER_VERSION) ($(JAEGER_IMAGE_VERSION)) into bin/ (about 5 minutes the first time)"
 	$(GO) -C tools/jaeger build -o $@ github.com/jaegertracing/jaeger/cmd/jaeger
 
 # tools/oidc-provider's go.mod pins github.com/zitadel/oidc.

@@ -61,7 +61,8 @@ func startCluster(t *testing.T, bin, dir string, first int, args ...string) *run
 	c := &runningCluster{dir: dir, tools: tools, ports: cluster.PortsFrom(first), out: out.Name(), done: make(chan error, 1)}
 	c.cmd = exec.Command(bin, append([]string{"cluster", "--ports-from", strconv.Itoa(first), "--dir", dir, "--bin", tools,
 		"--builds", filepath.Join(dir, "builds")}, args...)...)
-	c.cmd.Env = append(cleanEnv(), "LOG_LEVEL=warn")
+	// Every order traced, so that the cluster's Jaeger has them to show.
+	c.cmd.Env = append(cleanEnv(), "LOG_LEVEL=warn", "TRACES_SAMPLE_RATIO=1")
 	c.cmd.Stdout, c.cmd.Stderr = out, out
 	// The cluster stops its processes when it is told to, or when this test binary dies.
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
@@ -158,6 +159,7 @@ func TestCluster_OrdersThroughHAProxy_AReplicaThatDiesLeavesTheRotation(t *testi
 	s := clusterStack(t, c, secrets)
 	sh := s.shopper(7001)
 	orderID := placeConfirmed(t, s, sh)
+	c.tracesInJaeger(t)
 	c.onlyStaffSendSupportActions_NoPlaintextObeyed(t, s)
 	c.staffSignInThroughTheProvider(t, s)
 
@@ -201,6 +203,15 @@ func TestCluster_OrdersThroughHAProxy_AReplicaThatDiesLeavesTheRotation(t *testi
 	require.Error(t, err)
 	assert.Equal(t, "checkout cluster: this cluster was set up with 4 history shards, not 8: Temporal cannot change them (use the same count, or another data folder)",
 		strings.TrimSpace(string(out)))
+}
+
+// tracesInJaeger: the cluster's Jaeger has the traces of the API replicas and the workers.
+func (c *runningCluster) tracesInJaeger(t *testing.T) {
+	t.Helper()
+	services := fmt.Sprintf("http://127.0.0.1:%d/api/services", c.ports.Jaeger)
+	waitFor(t, services, func(g got) bool {
+		return strings.Contains(g.body, `"checkout-api"`) && strings.Contains(g.body, `"checkout-worker"`)
+	})
 }
 
 // frontendRequiresACertificate: the Temporal CLI without a client certificate is refused by the

@@ -169,6 +169,10 @@ func runCluster(ctx context.Context, cfg config.Config, args []string) error {
 		return err
 	}
 	step("temporal schemas up to date (databases temporal, temporal_visibility)")
+	if err := sup.Start(ctx, plan.Jaeger); err != nil {
+		return err
+	}
+	step("traces (Jaeger) at http://localhost:%d", o.Ports.Jaeger)
 	if err := sup.Start(ctx, plan.OIDC); err != nil {
 		return err
 	}
@@ -333,7 +337,7 @@ func clusterOptions(cfg config.Config, f clusterFlags) (cluster.Options, error) 
 		path *string
 		name string
 	}{{&o.TemporalServer, "temporal-server"}, {&o.SQLTool, "temporal-sql-tool"}, {&o.UIServer, "temporal-ui-server"},
-		{&o.OIDCProvider, "oidc-provider"}} {
+		{&o.OIDCProvider, "oidc-provider"}, {&o.Jaeger, "jaeger"}} {
 		*p.path = filepath.Join(f.bin, p.name)
 		if _, err := os.Stat(*p.path); err != nil {
 			return o, fmt.Errorf("%s is missing: `make cluster` builds it (or `make bin/%s`)", *p.path, p.name)
@@ -461,6 +465,7 @@ checkout cluster is running (Ctrl-C stops everything)
   workers         %s
   builds          %s current; draining beside it: %s   (bin/checkout builds; make release)
   Temporal UI     http://localhost:%d
+  traces          http://localhost:%d   (Jaeger; TRACES_SAMPLE_RATIO of new orders, every failed or slow one)
   Temporal        127.0.0.1:%d (frontend, mutual TLS: a client certificate of %s/tls is required;
                   history :%d, matching :%d, worker :%d)   namespace %s
   PostgreSQL      %s
@@ -473,7 +478,7 @@ checkout cluster is running (Ctrl-C stops everything)
                   (passwords kept in %s)
 
 `, o.PublicBaseURL, pt.Stats, listens(plan.APIs), strings.Join(r.current, ", "), r.build,
-		cmp.Or(strings.Join(r.fleet.Running(), ", "), "none"), pt.UI, pt.Frontend, o.Dir, pt.History, pt.Matching,
+		cmp.Or(strings.Join(r.fleet.Running(), ", "), "none"), pt.UI, pt.Jaeger, pt.Frontend, o.Dir, pt.History, pt.Matching,
 		pt.Worker, o.Namespace, cluster.DatabaseURL(pt.Postgres, "checkout"), o.Dir, token, checkoutEnvFile(o),
 		o.Issuer(), staffLines(o), filepath.Join(o.Dir, cluster.OIDCDir, "secrets.json"))
 }

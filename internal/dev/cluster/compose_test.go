@@ -90,6 +90,8 @@ func TestCompose_TheClustersServicesWithTheSameSettings(t *testing.T) {
 	assert.Equal(t, []string{"migrate"}, services["migrate"].Command)
 	assert.Equal(t, []string{"api"}, services["api"].Command)
 	assert.Equal(t, []string{"worker"}, services["worker"].Command)
+	assert.Contains(t, services["jaeger"].Volumes, "./"+deploy.Jaeger+":/etc/jaeger/jaeger.yaml:ro")
+	assert.Equal(t, []string{"--config", "file:/etc/jaeger/jaeger.yaml"}, services["jaeger"].Command)
 }
 
 // TestCompose_ImagesAsTheMakefileBuilds_PortsOnLoopback: the server and UI images are the versions
@@ -110,6 +112,11 @@ func TestCompose_ImagesAsTheMakefileBuilds_PortsOnLoopback(t *testing.T) {
 		assert.Equal(t, "temporalio/server:"+server, services["temporal-"+svc].Image)
 	}
 	assert.Equal(t, "temporalio/ui:"+ui, services["temporal-ui"].Image)
+	jaegerMod, err := os.ReadFile("../../../tools/jaeger/go.mod")
+	require.NoError(t, err)
+	assert.Contains(t, string(jaegerMod), "github.com/jaegertracing/jaeger v"+version("JAEGER_VERSION"), "bin/jaeger is the Makefile's version")
+	assert.Equal(t, "jaegertracing/jaeger:"+version("JAEGER_IMAGE_VERSION"), services["jaeger"].Image,
+		"the image of the Go module's release")
 	minor := server[:strings.LastIndex(server, ".")]
 	assert.Equal(t, "temporalio/admin-tools:"+minor, services["temporal-schema"].Image, "admin-tools is tagged by minor version")
 	for name, s := range services {

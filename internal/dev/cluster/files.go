@@ -13,7 +13,7 @@ import (
 )
 
 // WriteConfig writes what the processes of plan read into the data folder: the Temporal server's
-// configuration and dynamic config and HAProxy's with its 503 answer, all deploy/'s own files, HAProxy's with one
+// configuration and dynamic config, HAProxy's 503 answer and Jaeger's, all deploy/'s own files, HAProxy's with one
 // server line per API replica; and the UI server's configuration, its own docker.yaml (the one
 // the temporalio/ui image runs on) over a base that keeps it on loopback.
 func WriteConfig(o Options, plan Plan) error {
@@ -21,6 +21,7 @@ func WriteConfig(o Options, plan Plan) error {
 		{deploy.TemporalServer, filepath.Join(temporalConfigDir, TemporalEnv+".yaml")},
 		{deploy.TemporalDynamicConfig, filepath.Join(temporalConfigDir, "dynamicconfig.yaml")},
 		{deploy.HAProxyUnavailable, haproxyUnavailable},
+		{deploy.Jaeger, jaegerConfig},
 	} {
 		raw, err := deploy.Files.ReadFile(f.from)
 		if err != nil {

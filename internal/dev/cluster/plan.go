@@ -26,6 +26,8 @@ type Ports struct {
 	FrontendMembership, HistoryMembership, MatchingMembership, WorkerMembership int
 	FrontendMetrics, HistoryMetrics, MatchingMetrics, WorkerServiceMetrics      int
 	API, APIMetrics, WorkerMetrics                                              int
+	// Jaeger serves the traces' UI and query API; JaegerOTLP receives the processes' spans.
+	Jaeger, JaegerOTLP, JaegerGRPC int
 }
 
 // MaxReplicas bounds the API replicas and the workers, each.
@@ -38,7 +40,7 @@ func DefaultPorts() Ports {
 		Frontend: 7233, FrontendHTTP: 7243, History: 7234, Matching: 7235, Worker: 7239,
 		FrontendMembership: 6933, HistoryMembership: 6934, MatchingMembership: 6935, WorkerMembership: 6939,
 		FrontendMetrics: 8000, HistoryMetrics: 8001, MatchingMetrics: 8002, WorkerServiceMetrics: 8003,
-		API: 8081, APIMetrics: 9101, WorkerMetrics: 9201}
+		API: 8081, APIMetrics: 9101, WorkerMetrics: 9201, Jaeger: 16686, JaegerOTLP: 4318, JaegerGRPC: 16685}
 }
 
 // PortsFrom puts every listener on consecutive ports from first, with room for MaxReplicas of
@@ -49,11 +51,12 @@ func PortsFrom(first int) Ports {
 		Frontend: next(1), FrontendHTTP: next(1), History: next(1), Matching: next(1), Worker: next(1),
 		FrontendMembership: next(1), HistoryMembership: next(1), MatchingMembership: next(1), WorkerMembership: next(1),
 		FrontendMetrics: next(1), HistoryMetrics: next(1), MatchingMetrics: next(1), WorkerServiceMetrics: next(1),
-		API: next(MaxReplicas), APIMetrics: next(MaxReplicas), WorkerMetrics: next(MaxReplicas)}
+		API: next(MaxReplicas), APIMetrics: next(MaxReplicas), WorkerMetrics: next(MaxReplicas),
+		Jaeger: next(1), JaegerOTLP: next(1), JaegerGRPC: next(1)}
 }
 
 // PortsSpan is how many consecutive ports PortsFrom takes.
-const PortsSpan = 18 + 3*MaxReplicas
+const PortsSpan = 21 + 3*MaxReplicas
 
 // FreeRange finds PortsSpan consecutive free ports for PortsFrom, below the kernel's ephemeral
 // range (32768 on), where the free ports other programs ask the kernel for come from.
@@ -80,10 +83,10 @@ func FreeRange() (int, error) {
 type Options struct {
 	// Dir is the data folder: PostgreSQL's cluster, secrets, configuration, logs.
 	Dir string
-	// Checkout, TemporalServer, SQLTool, UIServer, UIConfig, HAProxy and OIDCProvider are the
+	// Checkout, TemporalServer, SQLTool, UIServer, UIConfig, HAProxy, OIDCProvider and Jaeger are the
 	// programs (UIConfig: the folder of the UI server's own docker.yaml).
-	Checkout, TemporalServer, SQLTool, UIServer, UIConfig, HAProxy, OIDCProvider string
-	APIs, Workers                                                                int
+	Checkout, TemporalServer, SQLTool, UIServer, UIConfig, HAProxy, OIDCProvider, Jaeger string
+	APIs, Workers                                                                        int
 	// HistoryShards is fixed when the cluster is first set up.
 	HistoryShards int
 	Ports         Ports
@@ -121,6 +124,8 @@ type Plan struct {
 	OIDC Process
 	// Migrate applies the product's migrations and the payment simulator's (a job).
 	Migrate Process
+	// Jaeger keeps the processes' traces (in memory) and shows them.
+	Jaeger Process
 	// Workers and APIs are the product's processes; HAProxy balances over the APIs.
 	Workers, APIs []Process
 	HAProxy       Process
@@ -173,7 +178,7 @@ const WorkerSlots = MaxReplicas
 // All is every process of the plan in start order.
 func (p Plan) All() []Process {
 	all := append([]Process{}, p.Schema...)
-	all = append(all, p.OIDC)
+	all = append(all, p.Jaeger, p.OIDC)
 	all = append(all, p.Temporal...)
 	all = append(all, p.Migrate, p.LegacyProxy)
 	all = append(all, p.Workers...)
@@ -187,6 +192,7 @@ const (
 	uiConfigDir        = "temporal-ui" // base.yaml (loopback) and the UI server's docker.yaml
 	haproxyConfig      = "haproxy.cfg"
 	haproxyUnavailable = "haproxy-unavailable.http"
+	jaegerConfig       = "jaeger.yaml"
 	// TemporalEnv is the server's --env: it reads <config dir>/<env>.yaml.
 	TemporalEnv = "temporal-server"
 )
@@ -325,6 +331,7 @@ func NewPlan(o Options) Plan {
 		"TRUSTED_PROXIES=" + HAProxySource,
 		// The cluster makes a build current once its workers poll (a release), never a worker.
 		"TEMPORAL_SET_CURRENT=never",
+		"TRACES_ENDPOINT=http://" + loop(pt.JaegerOTLP) + "/v1/traces",
 	}
 	plan.CheckoutEnv, plan.ports, plan.pki = checkoutEnv, pt, pki
 	plan.legacy = map[string][]string{}
@@ -345,6 +352,12 @@ func NewPlan(o Options) Plan {
 			"HAPROXY_UNAVAILABLE=" + filepath.Join(o.Dir, haproxyUnavailable), "HAPROXY_SOURCE=" + HAProxySource},
 		// Ready once a request through it reaches a replica that is ready.
 		Listens: []string{loop(pt.LB), loop(pt.Stats)}, Ready: HTTPOK("http://" + loop(pt.LB) + "/readyz")}
+	plan.Jaeger = Process{Name: "jaeger", Service: "jaeger", Path: o.Jaeger,
+		Args: []string{"--config", "file:" + filepath.Join(o.Dir, jaegerConfig)},
+		Env: []string{"JAEGER_QUERY_ADDR=" + loop(pt.Jaeger), "JAEGER_OTLP_ADDR=" + loop(pt.JaegerOTLP),
+			"JAEGER_QUERY_GRPC_ADDR=" + loop(pt.JaegerGRPC)},
+		Listens: []string{loop(pt.Jaeger), loop(pt.JaegerOTLP), loop(pt.JaegerGRPC)},
+		Ready:   HTTPOK("http://" + loop(pt.Jaeger) + "/api/services")}
 	plan.LegacyProxy = legacyProxy(o, o.HAProxy)
 	plan.OIDC = oidcProcess(o, o.OIDC.ClientSecret)
 	return plan
