@@ -46,7 +46,8 @@ func (stubs) OrderFigures(context.Context) (metrics.OrderFigures, error) {
 }
 
 // exported is every series name the product's processes serve: the families of a registry with
-// every collector registered, the vectors (no series until first used) by their descriptions.
+// every collector registered, the vectors (no series until first used) by their descriptions,
+// and the Temporal SDK's as a worker serves them (temporalExported).
 func exported(t *testing.T) map[string]bool {
 	t.Helper()
 	m := metrics.New()
@@ -87,6 +88,9 @@ func exported(t *testing.T) map[string]bool {
 				}
 			}
 		}
+	}
+	for name := range temporalExported(t) {
+		names[name] = true
 	}
 	return names
 }
@@ -342,6 +346,16 @@ func TestDashboard_ShowsEveryFigureOfTheOrderFlow(t *testing.T) {
 		"API 5xx":                              "checkout:http_5xx:ratio5m",
 		"API 503":                              "checkout:http_503:ratio5m",
 		"outbox backlog":                       "checkout:outbox_lag_seconds:max",
+		"POST /orders latency with exemplars":  "checkout_http_request_duration_seconds_bucket",
+		"saga steps with exemplars":            "checkout_saga_step_duration_seconds_bucket",
+		"workflow tasks waiting":               "checkout:temporal_workflow_task_schedule_to_start_seconds:p95_5m",
+		"activities waiting":                   "checkout:temporal_activity_schedule_to_start_seconds:p95_5m",
+		"workflow task failures":               "checkout:temporal_workflow_task_failures:rate5m",
+		"tasks timed out":                      "checkout:temporal_tasks_timed_out:rate5m",
+		"sticky cache misses":                  "checkout:temporal_sticky_cache_miss:ratio5m",
+		"pollers":                              "temporal_num_pollers",
+		"free task slots":                      "checkout:temporal_task_slots_available:min",
+		"history size":                         "checkout_workflow_history_events_bucket",
 	} {
 		assert.True(t, read[series], "no panel shows %s (%s)", figure, series)
 	}

@@ -104,7 +104,7 @@ func New() *Metrics {
 		WorkflowHistoryBytes: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "checkout_workflow_history_bytes",
 			Help:    "Size of a workflow run's history in bytes, observed as the run handles a signal and as it ends, by workflow type. Temporal warns past 10 MiB and fails the run at 50 MiB.",
-			Buckets: prometheus.ExponentialBuckets(16<<10, 4, 8),
+			Buckets: []float64{16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 10 << 20, 25 << 20, 50 << 20},
 		}, []string{"workflow_type"}),
 		RateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "checkout_rate_limited_total",

@@ -130,7 +130,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	proc, err := childproc.Start("prometheus", exec.Command(bin, "--config.file="+cfg,
 		"--storage.tsdb.path="+filepath.Join(o.Dir, "data"), "--web.listen-address="+addr,
-		"--storage.tsdb.retention.time=7d", "--log.format=json"), o.Log)
+		"--storage.tsdb.retention.time=7d", "--log.format=json",
+		// The latency histograms' exemplars (trace ids), kept to be queried beside the series.
+		"--enable-feature=exemplar-storage"), o.Log)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,155 @@
+package deploy_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/marketplace/checkout/internal/dev/testenv"
+	"github.com/marketplace/checkout/internal/telemetry"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+var (
+	sdkOnce   sync.Once
+	sdkSeries map[string]bool
+	sdkErr    error
+	// panicked makes the probe's first workflow task fail, once per test binary.
+	panicked atomic.Bool
+)
+
+func probeActivity(context.Context) error { return nil }
+
+// probeWorkflow runs an activity and a local activity, fails its first workflow task, and waits
+// for a signal.
+func probeWorkflow(ctx workflow.Context) error {
+	if panicked.CompareAndSwap(false, true) {
+		panic("the probe's first workflow task fails")
+	}
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Second})
+	if err := workflow.ExecuteActivity(ctx, probeActivity).Get(ctx, nil); err != nil {
+		return err
+	}
+	ctx = workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
+	if err := workflow.ExecuteLocalActivity(ctx, probeActivity).Get(ctx, nil); err != nil {
+		return err
+	}
+	workflow.GetSignalChannel(ctx, "go").Receive(ctx, nil)
+	return nil
+}
+
+// temporalExported is every series the Temporal SDK serves through the product's metrics handler
+// (telemetry.TemporalMetrics) once a worker has done what the rules watch: workflow tasks and
+// activities scheduled and run, a workflow task failed, a run's task finding the worker's cache
+// without it (a sticky cache miss), a request refused.
+func temporalExported(t *testing.T) map[string]bool {
+	t.Helper()
+	sdkOnce.Do(func() { sdkSeries, sdkErr = runProbe(testenv.TemporalAddress(t)) })
+	require.NoError(t, sdkErr)
+	return sdkSeries
+}
+
+func runProbe(address string) (map[string]bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	reg := prometheus.NewRegistry()
+	handler, err := telemetry.TemporalMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.Dial(client.Options{HostPort: address, MetricsHandler: handler,
+		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	// Two runs fit in the cache: the third evicts the first, whose signal then misses it.
+	worker.SetStickyWorkflowCacheSize(2)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	queue := "deploy-probe-" + hex.EncodeToString(b)
+	w := worker.New(c, queue, worker.Options{})
+	w.RegisterWorkflow(probeWorkflow)
+	w.RegisterActivity(probeActivity)
+	if err := w.Start(); err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	var runs []client.WorkflowRun
+	for i := range 3 {
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: queue + "-" + string(rune('a'+i)), TaskQueue: queue},
+			probeWorkflow)
+		if err != nil {
+			return nil, err
+		}
+		runs = append(runs, run)
+		if err := waitForSignalWait(ctx, c, run); err != nil {
+			return nil, err
+		}
+	}
+	// The last run, in the cache, finds it (a hit); the first, evicted, misses it.
+	for _, run := range []client.WorkflowRun{runs[2], runs[1], runs[0]} {
+		if err := c.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), "go", nil); err != nil {
+			return nil, err
+		}
+		if err := run.Get(ctx, nil); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := c.DescribeWorkflowExecution(ctx, queue+"-none", ""); err == nil {
+		return nil, errors.New("a workflow that does not exist was found")
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]bool{}
+	for _, f := range families {
+		names[f.GetName()] = true
+		if f.GetType().String() == "HISTOGRAM" {
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				names[f.GetName()+suffix] = true
+			}
+		}
+	}
+	return names, nil
+}
+
+// waitForSignalWait waits until the run has run its activities and waits for its signal.
+func waitForSignalWait(ctx context.Context, c client.Client, run client.WorkflowRun) error {
+	for {
+		it := c.GetWorkflowHistory(ctx, run.GetID(), run.GetRunID(), false, 0)
+		local := false
+		for it.HasNext() {
+			e, err := it.Next()
+			if err != nil {
+				return err
+			}
+			if e.GetMarkerRecordedEventAttributes() != nil {
+				local = true
+			}
+		}
+		if local {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
