@@ -197,7 +197,7 @@ func (s *Server) runCodec(c echo.Context, run func([]*commonpb.Payload) ([]*comm
 		return err
 	}
 	if c.Request().URL.Path == codecPath+"/decode" {
-		s.Log.Info("payloads decoded for support", "user_id", mustPrincipal(c).UserID, "payloads", len(out),
+		s.Log.InfoContext(c.Request().Context(), "payloads decoded for support", "user_id", mustPrincipal(c).UserID, "payloads", len(out),
 			"namespace", c.Request().Header.Get("X-Namespace"), "request_id", requestID(c))
 	}
 	return c.JSONBlob(http.StatusOK, raw)
@@ -217,7 +217,7 @@ func (s *Server) codecSignIn(c echo.Context) error {
 	form := strings.HasPrefix(c.Request().Header.Get(echo.HeaderContentType), echo.MIMEApplicationForm)
 	origin := c.Request().Header.Get(echo.HeaderOrigin)
 	if (form && origin == "") || !s.codecOriginAllowed(origin) {
-		s.Log.Warn("codec sign-in refused: foreign origin", "origin", origin, "request_id", requestID(c))
+		s.Log.WarnContext(c.Request().Context(), "codec sign-in refused: foreign origin", "origin", origin, "request_id", requestID(c))
 		return s.codecSessionAnswer(c, form, forbidden("sign in from this API's page or the Temporal UI's only"), time.Time{})
 	}
 	token := ""
@@ -254,7 +254,7 @@ func (s *Server) codecSignIn(c echo.Context) error {
 		s.Log.Warn("forgetting ended codec sessions", "err", err)
 	}
 	c.SetCookie(s.codecCookie(id, exp))
-	s.Log.Info("support session for decoding", "user_id", p.UserID, "until", exp, "request_id", requestID(c))
+	s.Log.InfoContext(c.Request().Context(), "support session for decoding", "user_id", p.UserID, "until", exp, "request_id", requestID(c))
 	return s.codecSessionAnswer(c, form, nil, exp)
 }
 

@@ -151,7 +151,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			c.Response().Header().Set("Retry-After", retryAfterSeconds)
 		}
 		if status >= 500 && answer.Code != problem.Busy {
-			log.Error("request failed", "error", err, "request_id", requestID(c),
+			log.ErrorContext(c.Request().Context(), "request failed", "error", err, "request_id", requestID(c),
 				"method", c.Request().Method, "path", c.Path())
 		}
 		if c.Request().Method == http.MethodHead {
@@ -160,7 +160,7 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			err = c.JSON(status, body(answer))
 		}
 		if err != nil {
-			log.Error("write error answer", "error", err, "request_id", requestID(c))
+			log.ErrorContext(c.Request().Context(), "write error answer", "error", err, "request_id", requestID(c))
 		}
 	}
 }

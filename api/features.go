@@ -71,7 +71,7 @@ func (s *Server) putFeatures(c echo.Context) error {
 		for i, n := range changed {
 			names[i] = string(n) + "=" + strconv.FormatBool(to[n])
 		}
-		s.Log.Warn("feature switches changed", "user_id", p.UserID, "request_id", requestID(c),
+		s.Log.WarnContext(c.Request().Context(), "feature switches changed", "user_id", p.UserID, "request_id", requestID(c),
 			"changed", strings.Join(names, ","))
 	}
 	return s.getFeatures(c)

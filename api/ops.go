@@ -66,7 +66,7 @@ func (s *Server) putPaymentFaults(c echo.Context) error {
 	if err := s.PaymentFaults.SetFaults(c.Request().Context(), f); err != nil {
 		return err
 	}
-	s.Log.Warn("payment simulator faults changed", "user_id", mustPrincipal(c).UserID, "down_until", f.DownUntil,
+	s.Log.WarnContext(c.Request().Context(), "payment simulator faults changed", "user_id", mustPrincipal(c).UserID, "down_until", f.DownUntil,
 		"money_down_until", f.MoneyDownUntil, "latency", f.Latency, "failure_rate", f.FailureRate)
 	return s.getPaymentFaults(c)
 }

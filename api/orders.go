@@ -149,7 +149,7 @@ func (s *Server) createOrder(c echo.Context) error {
 		}
 		// Temporal did not answer in time, or the run was interrupted (a worker died mid-update).
 		// The request is idempotent: the same key attaches to the same order.
-		s.Log.Warn("placing an order did not finish", "error", err, "workflow_id", wfID, "request_id", requestID(c))
+		s.Log.WarnContext(c.Request().Context(), "placing an order did not finish", "error", err, "workflow_id", wfID, "request_id", requestID(c))
 		return problem.New(problem.Unavailable,
 			"the order is taking longer than usual; repeat the request with the same Idempotency-Key")
 	}

@@ -213,7 +213,7 @@ func (s *Server) putStocks(c echo.Context) error {
 		results[i] = stockResult{SKU: r.SKU, SKUID: skuIDs[i], WarehouseID: *r.WarehouseID,
 			Status: res.Status, CancelledReservations: res.CancelledReservations}
 		if res.Status == inventory.StockAppliedWithShortfall {
-			s.Log.Warn("seller stock below reservations", "seller_id", seller, "sku_id", skuIDs[i],
+			s.Log.WarnContext(c.Request().Context(), "seller stock below reservations", "seller_id", seller, "sku_id", skuIDs[i],
 				"warehouse_id", *r.WarehouseID, "cancelled_reservations", res.CancelledReservations,
 				"order_ids", res.AffectedOrders)
 		}

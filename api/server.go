@@ -275,7 +275,7 @@ func (s *Server) cacheFigures() metrics.CacheFigures {
 }
 
 func (s *Server) logPanic(c echo.Context, err error, stack []byte) error {
-	s.Log.Error("panic in handler", "error", err, "request_id", requestID(c), "stack", string(stack))
+	s.Log.ErrorContext(c.Request().Context(), "panic in handler", "error", err, "request_id", requestID(c), "stack", string(stack))
 	return err
 }
 

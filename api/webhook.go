@@ -9,12 +9,15 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/problem"
+	"github.com/marketplace/checkout/internal/telemetry"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment"
 	"github.com/marketplace/checkout/workflows"
@@ -50,7 +53,7 @@ func (s *Server) paymentWebhook(c echo.Context) error {
 	}
 	ev, err := verifier.VerifyWebhook(body, c.Request().Header, time.Now())
 	if errors.Is(err, payment.ErrInvalidSignature) {
-		s.Log.Warn("payment webhook refused", "reason", err.Error(), "request_id", requestID(c), "client_ip", c.RealIP())
+		s.Log.WarnContext(c.Request().Context(), "payment webhook refused", "reason", err.Error(), "request_id", requestID(c), "client_ip", c.RealIP())
 		if err := s.admit(c, s.limits.webhookFailures); err != nil {
 			return err
 		}
@@ -84,7 +87,7 @@ func (s *Server) paymentWebhook(c echo.Context) error {
 	dbctx := context.WithoutCancel(ctx)
 	if err != nil {
 		if rerr := s.q.ReleaseWebhookEvent(dbctx, ev.ID, claim); rerr != nil {
-			s.Log.Warn("payment event not given back: the next delivery acts on it once its claim runs out",
+			s.Log.WarnContext(ctx, "payment event not given back: the next delivery acts on it once its claim runs out",
 				"event_id", ev.ID, "error", rerr)
 		}
 		return fmt.Errorf("routing payment event %s: %w", ev.ID, err)
@@ -94,7 +97,7 @@ func (s *Server) paymentWebhook(c echo.Context) error {
 	}
 	if unknown {
 		// Acknowledged, so the provider does not deliver it again; nothing else happens.
-		s.Log.Warn("payment event for an intent the checkout did not create", "intent_id", ev.Intent.ID, "event_id", ev.ID)
+		s.Log.WarnContext(ctx, "payment event for an intent the checkout did not create", "intent_id", ev.Intent.ID, "event_id", ev.ID)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"received": true, "duplicate": false})
 }
@@ -114,6 +117,9 @@ func (s *Server) actOnEvent(ctx context.Context, ev payment.WebhookEvent) (unkno
 	if err != nil || !ok {
 		return err == nil, err
 	}
+	// The event's span and log lines name its order; its signal carries the trace to the order.
+	trace.SpanFromContext(ctx).SetAttributes(attribute.Int64("order.id", routed.OrderID))
+	ctx = telemetry.WithOrder(ctx, routed.OrderID)
 	if order.Status(routed.Status).GaveUp() {
 		return false, s.paymentForClosedOrder(ctx, routed.OrderID, ev, confirmed)
 	}
@@ -198,13 +204,13 @@ func (s *Server) paymentForClosedOrder(ctx context.Context, orderID int64, ev pa
 		return err
 	}
 	if !ok {
-		s.Log.Warn("payment event for a closed order not backed by the provider", "order_id", orderID, "event_id", ev.ID)
+		s.Log.WarnContext(ctx, "payment event for a closed order not backed by the provider", "order_id", orderID, "event_id", ev.ID)
 		return nil
 	}
 	switch intent.Status {
 	case payment.StatusAuthorized, payment.StatusCaptured, payment.StatusRequiresAction:
 	default:
-		s.Log.Info("payment event for a closed order", "order_id", orderID, "event_id", ev.ID)
+		s.Log.InfoContext(ctx, "payment event for a closed order", "order_id", orderID, "event_id", ev.ID)
 		return nil
 	}
 	intentID := intent.ID
@@ -212,7 +218,7 @@ func (s *Server) paymentForClosedOrder(ctx context.Context, orderID int64, ev pa
 		IntentID: &intentID, CapturedMinor: intent.CapturedMinor, RefundedMinor: intent.RefundedMinor}); err != nil {
 		return err
 	}
-	s.Log.Warn("money held for a closed order: reversing it", "order_id", orderID, "event_id", ev.ID,
+	s.Log.WarnContext(ctx, "money held for a closed order: reversing it", "order_id", orderID, "event_id", ev.ID,
 		"payment_status", intent.Status)
 	_, err = s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID:                       workflows.LatePaymentWorkflowID(orderID),

@@ -1,15 +1,18 @@
 package e2e_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -85,9 +88,27 @@ func jaegerTraceOf(t *testing.T, jaegerURL, traceID string) *jaegerTrace {
 	return &body.Data[0]
 }
 
+// lockedBuffer is a process's output, read while the process writes it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 // apiProcess runs `checkout api` on addr against this stack's database and Temporal task queue,
-// with env (KEY=value pairs) applied last.
-func (s *stack) apiProcess(bin, addr string, env ...string) *exec.Cmd {
+// with env (KEY=value pairs) applied last; its log goes to logs (nil: discarded).
+func (s *stack) apiProcess(bin, addr string, logs io.Writer, env ...string) *exec.Cmd {
 	s.t.Helper()
 	cmd := exec.Command(bin, "api")
 	cmd.Env = append(cleanEnv(),
@@ -107,6 +128,7 @@ func (s *stack) apiProcess(bin, addr string, env ...string) *exec.Cmd {
 		"AUTH_OIDC_ISSUER=https://id.example", "AUTH_OIDC_AUDIENCE=temporal-ui", "AUTH_OIDC_JWKS_URL=http://127.0.0.1:1/keys",
 	)
 	cmd.Env = append(cmd.Env, env...)
+	cmd.Stderr = logs
 	if os.Getenv("E2E_LOG") != "" {
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	}
@@ -142,7 +164,8 @@ func TestTrace_OneOrderFromRequestToSQL(t *testing.T) {
 	w := s.workerProcess(bin, append([]string{"PUBLIC_BASE_URL=" + base, "PAYMENT_WEBHOOK_URL=" + base + "/api/v1/payments/webhook"},
 		traces...)...)
 	t.Cleanup(func() { stopProcess(w) })
-	a := s.apiProcess(bin, addr, traces...)
+	var apiLog lockedBuffer
+	a := s.apiProcess(bin, addr, &apiLog, append(traces, "LOG_LEVEL=info")...)
 	t.Cleanup(func() { stopProcess(a) })
 	waitFor(t, base+"/readyz", func(got) bool { return true })
 	s.base = base
@@ -233,6 +256,23 @@ func TestTrace_OneOrderFromRequestToSQL(t *testing.T) {
 	for _, step := range []string{"RunActivity:VerifyEvent", "RunActivity:Confirm", "RunActivity:Capture", "RunActivity:Finish"} {
 		assert.True(t, has("checkout-worker", step), "%s: the steps after the shopper's 3-D Secure answer", step)
 	}
+
+	// The access log names the order and the trace of each request that served it.
+	logged := map[string]map[string]any{}
+	for _, line := range strings.Split(apiLog.String(), "\n") {
+		var l map[string]any
+		if json.Unmarshal([]byte(line), &l) == nil && l["msg"] == "http request" {
+			logged[fmt.Sprint(l["method"], " ", l["route"])] = l
+		}
+	}
+	for _, route := range []string{"POST /api/v1/orders", "GET /api/v1/orders/:orderId"} {
+		l := logged[route]
+		require.NotNil(t, l, "the access log has %s: %s", route, apiLog.String())
+		assert.Equal(t, float64(orderID), l["order_id"], route)
+		assert.Len(t, l["trace_id"], 32, route)
+		assert.Len(t, l["span_id"], 16, route)
+	}
+	assert.Equal(t, traceID, logged["POST /api/v1/orders"]["trace_id"], "the order's request logs the trace it continued")
 	if t.Failed() {
 		for _, sp := range spans {
 			t.Logf("%s %s %s parent %s (%s) %v", sp.service, sp.id, sp.name, sp.parent, byID[sp.parent].name, sp.tags)

@@ -25,6 +25,9 @@ var temporalKeys = map[string]string{
 	"TaskQueue": "task_queue", "Namespace": "namespace", "Attempt": "attempt",
 }
 
+// productKeys are the keys a line carries once, whoever adds them.
+var productKeys = map[string]bool{KeyOrderID: true, KeyWorkflowID: true, KeyRunID: true, KeyTraceID: true, KeySpanID: true}
+
 type orderKey struct{}
 
 // ids are what a context knows of the order it serves.
@@ -105,10 +108,14 @@ func (h *logHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 	for k := range h.has {
 		has[k] = true
 	}
-	renamed := make([]slog.Attr, len(attrs))
-	for i, a := range attrs {
-		renamed[i] = rename(a)
-		has[renamed[i].Key] = true
+	renamed := make([]slog.Attr, 0, len(attrs))
+	for _, a := range attrs {
+		a = rename(a)
+		if productKeys[a.Key] && has[a.Key] {
+			continue // Temporal's tag and the interceptor's name the same id: once is enough
+		}
+		renamed = append(renamed, a)
+		has[a.Key] = true
 	}
 	return &logHandler{next: h.next.WithAttrs(renamed), has: has}
 }

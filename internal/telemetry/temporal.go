@@ -203,7 +203,8 @@ func (w *workflowOutbound) order(ctx workflow.Context) int64 {
 }
 
 func (w *workflowOutbound) GetLogger(ctx workflow.Context) log.Logger {
-	l := w.Next.GetLogger(ctx)
+	run := workflow.GetInfo(ctx).WorkflowExecution
+	l := log.With(w.Next.GetLogger(ctx), KeyWorkflowID, run.ID, KeyRunID, run.RunID)
 	if order := w.order(ctx); order != 0 {
 		l = log.With(l, KeyOrderID, order)
 	}

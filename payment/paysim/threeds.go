@@ -92,7 +92,7 @@ func (s *Sim) notFoundOrFail(c echo.Context, err error) error {
 		return s.page(c, http.StatusNotFound, pageData{Title: "Unknown payment",
 			Message: "There is no payment waiting at this address."})
 	}
-	s.log.Error("3-D Secure page failed", "intent_id", c.Param("intentId"), "error", err)
+	s.log.ErrorContext(c.Request().Context(), "3-D Secure page failed", "intent_id", c.Param("intentId"), "error", err)
 	if errors.Is(err, payment.ErrUnavailable) || errors.Is(err, payment.ErrTimeout) {
 		// The provider's own store is briefly out of reach: nothing was answered, or the answer
 		// may stand; either way the same button again is safe.
