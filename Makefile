@@ -192,7 +192,7 @@ screenshots: postgres-binaries $(TEMPORAL_CLI) build ## real screenshots of the 
 	tools/screenshots/run.sh
 
 .PHONY: bench-orders
-bench-orders: postgres-binaries $(TEMPORAL_CLI) build ## POST /orders latency at 1 and 20 shoppers beside the Temporal floor; writes docs/benchmarks.md
+bench-orders: postgres-binaries $(TEMPORAL_CLI) $(JAEGER) build ## POST /orders latency at 1 and 20 shoppers beside the Temporal floor, then with tracing off, sampled at 10 % and at 100 % (3 rounds in turns); writes docs/benchmarks.md (about 10 minutes)
 	$(call bench-tool,benchorders)
 
 .PHONY: bench-campaign

@@ -110,7 +110,7 @@ func runProbe(address string) (map[string]bool, error) {
 			return nil, err
 		}
 	}
-	if _, err := c.DescribeWorkflowExecution(ctx, queue+"-none", ""); err == nil {
+	if _, err := c.DescribeWorkflow(ctx, queue+"-none", ""); err == nil {
 		return nil, errors.New("a workflow that does not exist was found")
 	}
 	families, err := reg.Gather()

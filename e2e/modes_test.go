@@ -109,7 +109,9 @@ func TestModes_MetricsOnlyOnTheirInternalPort(t *testing.T) {
 				"AUTH_JWT_SECRET="+testenv.Secret, "PAYMENT_WEBHOOK_SECRET="+testenv.Secret, "PAYMENT_PROVIDER=paysim",
 				"TEMPORAL_CODEC_KEY="+testenv.CodecKey, "TEMPORAL_CODEC_KID=k1",
 				"HTTP_ADDR="+public, "METRICS_ADDR="+internal, "LOG_LEVEL=warn", "TEMPORAL_ALLOW_PLAINTEXT=true",
-				"AUTH_OIDC_ISSUER=https://id.example", "AUTH_OIDC_AUDIENCE=temporal-ui", "AUTH_OIDC_JWKS_URL=http://127.0.0.1:1/keys")
+				"AUTH_OIDC_ISSUER=https://id.example", "AUTH_OIDC_AUDIENCE=temporal-ui", "AUTH_OIDC_JWKS_URL=http://127.0.0.1:1/keys",
+				// dev's Jaeger listens on make run's fixed ports: none here.
+				"JAEGER_UI_PORT=0")
 			var logs bytes.Buffer
 			c.Stderr = &logs
 			if os.Getenv("E2E_LOG") != "" {
@@ -169,7 +171,7 @@ func TestModes_DevWithPrometheus_ScrapesItsMetricsAndStopsWithIt(t *testing.T) {
 		"TEMPORAL_TASK_QUEUE=e2e-"+randomHex(6), "SCHEDULES_ENABLED=false", "DATA_DIR="+t.TempDir(),
 		"AUTH_JWT_SECRET="+testenv.Secret, "PAYMENT_WEBHOOK_SECRET="+testenv.Secret,
 		"TEMPORAL_CODEC_KEY="+testenv.CodecKey, "TEMPORAL_CODEC_KID=k1",
-		"HTTP_ADDR="+public, "METRICS_ADDR="+internal, "PROMETHEUS_PORT="+port, "LOG_LEVEL=warn")
+		"HTTP_ADDR="+public, "METRICS_ADDR="+internal, "PROMETHEUS_PORT="+port, "LOG_LEVEL=warn", "JAEGER_UI_PORT=0")
 	var logs bytes.Buffer
 	c.Stdout, c.Stderr = &logs, &logs
 	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

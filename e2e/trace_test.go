@@ -165,7 +165,8 @@ func TestTrace_OneOrderFromRequestToSQL(t *testing.T) {
 		traces...)...)
 	t.Cleanup(func() { stopProcess(w) })
 	var apiLog lockedBuffer
-	a := s.apiProcess(bin, addr, &apiLog, append(traces, "LOG_LEVEL=info")...)
+	apiMetrics := freeAddr(t)
+	a := s.apiProcess(bin, addr, &apiLog, append(traces, "LOG_LEVEL=info", "METRICS_ADDR="+apiMetrics)...)
 	t.Cleanup(func() { stopProcess(a) })
 	waitFor(t, base+"/readyz", func(got) bool { return true })
 	s.base = base
@@ -273,6 +274,19 @@ func TestTrace_OneOrderFromRequestToSQL(t *testing.T) {
 		assert.Len(t, l["span_id"], 16, route)
 	}
 	assert.Equal(t, traceID, logged["POST /api/v1/orders"]["trace_id"], "the order's request logs the trace it continued")
+
+	// POST /orders' latency histogram links a bucket to the order's trace (an exemplar, served in
+	// the OpenMetrics format Prometheus asks for).
+	req, err := http.NewRequest(http.MethodGet, "http://"+apiMetrics+"/metrics", nil)
+	require.NoError(t, err)
+	req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	assert.Regexp(t, `checkout_http_request_duration_seconds_bucket\{method="POST",route="/api/v1/orders",le="[^"]+"\} \d+ # \{trace_id="`+traceID+`"\}`,
+		string(body), "an exemplar of POST /orders names the order's trace")
 	if t.Failed() {
 		for _, sp := range spans {
 			t.Logf("%s %s %s parent %s (%s) %v", sp.service, sp.id, sp.name, sp.parent, byID[sp.parent].name, sp.tags)

@@ -91,7 +91,8 @@ func startDev(t *testing.T, bin string, env []string) *devProcess {
 	t.Helper()
 	c := exec.Command(bin, "dev")
 	c.Dir = ".."
-	c.Env = env
+	// No Jaeger: its fixed ports are make run's.
+	c.Env = append(env, "JAEGER_UI_PORT=0")
 	p := &devProcess{cmd: c, logs: &bytes.Buffer{}}
 	c.Stdout, c.Stderr = p.logs, p.logs
 	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -32,11 +32,13 @@ const (
 
 func main() {
 	perRun := flag.Int("orders", 300, "orders per shopper count (and empty workflows for the floor)")
-	out := flag.String("out", "docs/benchmarks.md", "the document to write the section into")
+	rounds := flag.Int("rounds", 3, "rounds of the tracing comparison (0: none)")
+	traceOrders := flag.Int("trace-orders", 150, "orders per tracing mode, shopper count and round")
+	out := flag.String("out", "docs/benchmarks.md", "the document to write the sections into")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("benchorders: ")
-	if err := run(*perRun, *out); err != nil {
+	if err := run(*perRun, *rounds, *traceOrders, *out); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -150,7 +152,35 @@ func measure(name string, clients, n int, op func(i int) error) result {
 	return r
 }
 
-func run(n int, out string) error {
+// placeOrder places sh's order under key, as a shopper does.
+func placeOrder(s *benchkit.Stack, key string, sh shopper) error {
+	code, body, err := call("POST", s.Base+"/api/v1/orders", sh.token, map[string]string{"Idempotency-Key": key},
+		map[string]any{"priceVersion": sh.pv, "addressId": sh.address, "paymentMethodToken": "tok_ok"})
+	if err != nil {
+		return err
+	}
+	if code != 201 {
+		return fmt.Errorf("POST /orders: %d %v", code, body)
+	}
+	return nil
+}
+
+// stock gives the stack's SKU 74 enough stock that every order is served: the figure is placing
+// an order, not refusing one.
+func stock(s *benchkit.Stack) error {
+	seller, err := auth.Mint([]byte(s.Secret), auth.Principal{UserID: 1042, Role: auth.RoleSeller, SellerID: 42}, time.Hour)
+	if err != nil {
+		return err
+	}
+	code, body, err := call("PUT", s.Base+"/seller-api/v1/stocks", seller, nil, []map[string]any{{"sku": "S-74",
+		"warehouseId": 1, "quantity": 1_000_000, "sourceUpdatedAt": time.Now().UTC().Format(time.RFC3339Nano)}})
+	if err != nil || code != 200 {
+		return fmt.Errorf("stock: %d %v %v", code, body, err)
+	}
+	return nil
+}
+
+func run(n, rounds, traceOrders int, out string) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	log.Printf("starting the dev stack")
@@ -168,15 +198,8 @@ func run(n int, out string) error {
 	floorRun := ""
 	floor := func(i int) error { return fl.Run(ctx, fmt.Sprintf("floor-%s-%d", floorRun, i)) }
 
-	// Enough stock that every order is served: the figure is placing an order, not refusing one.
-	seller, err := auth.Mint([]byte(s.Secret), auth.Principal{UserID: 1042, Role: auth.RoleSeller, SellerID: 42}, time.Hour)
-	if err != nil {
+	if err := stock(s); err != nil {
 		return err
-	}
-	code, body, err := call("PUT", s.Base+"/seller-api/v1/stocks", seller, nil, []map[string]any{{"sku": "S-74",
-		"warehouseId": 1, "quantity": 1_000_000, "sourceUpdatedAt": time.Now().UTC().Format(time.RFC3339Nano)}})
-	if err != nil || code != 200 {
-		return fmt.Errorf("stock: %d %v %v", code, body, err)
 	}
 
 	var results []result
@@ -199,17 +222,7 @@ func run(n int, out string) error {
 		results = append(results, measure("empty workflow (Update-with-Start)", clients, n, floor))
 		log.Printf("orders at %d shoppers", clients)
 		results = append(results, measure("POST /api/v1/orders (tok_ok)", clients, n, func(i int) error {
-			sh := shoppers[i]
-			code, body, err := call("POST", s.Base+"/api/v1/orders", sh.token,
-				map[string]string{"Idempotency-Key": fmt.Sprintf("bench-%d-%d", round, i)},
-				map[string]any{"priceVersion": sh.pv, "addressId": sh.address, "paymentMethodToken": "tok_ok"})
-			if err != nil {
-				return err
-			}
-			if code != 201 {
-				return fmt.Errorf("POST /orders: %d %v", code, body)
-			}
-			return nil
+			return placeOrder(s, fmt.Sprintf("bench-%d-%d", round, i), shoppers[i])
 		}))
 	}
 	for _, r := range results {
@@ -217,7 +230,32 @@ func run(n int, out string) error {
 			return fmt.Errorf("%s at %d: %d errors", r.name, r.clients, r.errors)
 		}
 	}
-	return write(out, results, n)
+	if err := write(out, results, n); err != nil {
+		return err
+	}
+	if rounds == 0 {
+		return nil
+	}
+
+	// What tracing costs: the stack above (tracing off) beside two traced ones.
+	started := time.Now()
+	modes, err := tracingModes(ctx, s)
+	for _, m := range modes[1:] {
+		defer m.stack.Stop()
+	}
+	if err != nil {
+		return err
+	}
+	for _, m := range modes[1:] {
+		if err := stock(m.stack); err != nil {
+			return err
+		}
+	}
+	cells, err := measureTracing(modes, rounds, traceOrders, placeOrder)
+	if err != nil {
+		return err
+	}
+	return writeTracing(out, modes, cells, rounds, traceOrders, started)
 }
 
 func write(path string, rs []result, n int) error {

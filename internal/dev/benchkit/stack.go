@@ -95,7 +95,10 @@ func StartStackOf(ctx context.Context, binary, prefix string, env ...string) (*S
 		"HTTP_ADDR=127.0.0.1:"+strconv.Itoa(httpPort), "PUBLIC_BASE_URL="+s.Base,
 		"METRICS_ADDR=127.0.0.1:"+strconv.Itoa(ownMetricsPort),
 		"TEMPORAL_PORT="+strconv.Itoa(tport), "TEMPORAL_UI_PORT="+strconv.Itoa(uiPort),
-		"TEMPORAL_METRICS_PORT="+strconv.Itoa(metricsPort), "LOG_LEVEL=warn")
+		"TEMPORAL_METRICS_PORT="+strconv.Itoa(metricsPort), "LOG_LEVEL=warn",
+		// No traces unless env asks for them (TRACES_ENDPOINT, or Jaeger's ports): a benchmark
+		// measures the product as it ran before tracing, and make run's Jaeger ports stay free.
+		"JAEGER_UI_PORT=0")
 	s.Cmd.Env = append(s.Cmd.Env, env...)
 	if err := startLogged(s.Cmd, filepath.Join(dir, "dev.log")); err != nil {
 		return nil, err
