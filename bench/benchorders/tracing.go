@@ -188,7 +188,17 @@ func writeTracing(path string, modes []*tracingMode, cells []cell, rounds, n int
 				modes[mi].name, clients, p50[k]-p50[off], 100*(p50[k]/p50[off]-1), cpu[k]-cpu[off], 100*(cpu[k]/cpu[off]-1))
 		}
 	}
-	w("\nThe machine during the cells (1-minute load average as each began and ended; 2 CPUs, shared):\n\n")
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, c := range cells {
+		lo, hi = min(lo, c.loadBefore, c.loadEnd), max(hi, c.loadBefore, c.loadEnd)
+	}
+	if hi > float64(runtime.NumCPU()) {
+		w("\n**The run was disturbed: the machine's 1-minute load average stayed between %.1f and %.1f on %d CPUs "+
+			"during the cells, so other work ran beside the stacks.** The latency at 20 shoppers, bound by the CPU, "+
+			"moved most (see the brackets); CPU per order is the steadier measure of the cost. Compare figures "+
+			"within this run only.\n", lo, hi, runtime.NumCPU())
+	}
+	w("\nThe machine during the cells (1-minute load average as each began and ended):\n\n")
 	w("| round | traces | shoppers | load before | load at the end |\n|---:|---|---:|---:|---:|\n")
 	for _, c := range cells {
 		w("| %d | %s | %d | %.1f | %.1f |\n", c.round+1, modes[c.mode].name, c.clients, c.loadBefore, c.loadEnd)
