@@ -79,6 +79,9 @@ func (h *logHandler) Handle(ctx context.Context, r slog.Record) error {
 	seen := map[string]bool{}
 	r.Attrs(func(a slog.Attr) bool {
 		a = rename(a)
+		if productKeys[a.Key] && (seen[a.Key] || h.has[a.Key]) {
+			return true // named already: once is enough
+		}
 		seen[a.Key] = true
 		out.AddAttrs(a)
 		return true

@@ -52,6 +52,10 @@ func TestLogHandler_RenamesTemporalKeys(t *testing.T) {
 	logger := sdklog.NewStructuredLogger(slog.New(LogHandler(slog.NewJSONHandler(&buf, nil))))
 	sdklog.With(logger, "WorkflowID", "order-u7-k1", "RunID", "run-1", "TraceID", trace.TraceID{0xab}).
 		Warn("order needs attention", "order_id", 98213)
+	sdklog.With(logger, "WorkflowID", "order-u7-k1", "order_id", 98213).Warn("named twice", "order_id", 98213)
+	raw := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Len(t, raw, 2)
+	assert.Equal(t, 1, strings.Count(raw[1], `"order_id"`), "a line names its order once: %s", raw[1])
 	line := logLines(t, &buf)[0]
 	assert.Equal(t, "order-u7-k1", line["workflow_id"])
 	assert.Equal(t, "run-1", line["run_id"])
