@@ -178,7 +178,7 @@ bench: postgres-binaries ## reserve path (combining off and on) vs pgbench, hot 
 	$(call bench-tool,benchreserve)
 
 .PHONY: screenshots
-screenshots: postgres-binaries $(TEMPORAL_CLI) build ## real screenshots of the Temporal UI for docs/runbook.md, from a private stack, into docs/screenshots/
+screenshots: postgres-binaries $(TEMPORAL_CLI) $(JAEGER) build ## real screenshots of the Temporal UI and of an order's trace in Jaeger for docs/runbook.md, from a private stack, into docs/screenshots/
 	@if [ -x /usr/bin/chromium ]; then \
 		:; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \

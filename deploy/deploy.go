@@ -13,9 +13,11 @@ const (
 	HAProxy               = "haproxy.cfg"
 	// HAProxyUnavailable is HAProxy's answer when no replica can answer (HAPROXY_UNAVAILABLE).
 	HAProxyUnavailable = "haproxy-unavailable.http"
-	// Jaeger is the traces' store and UI (its addresses from the environment).
-	Jaeger = "jaeger.yaml"
+	// Jaeger is the traces' store and UI (its addresses from the environment), and JaegerUI the
+	// traces' page bin/jaeger serves (JAEGER_UI_ASSETS is its folder).
+	Jaeger   = "jaeger.yaml"
+	JaegerUI = "jaeger-ui/index.html"
 )
 
-//go:embed temporal-server.yaml temporal-dynamicconfig.yaml haproxy.cfg haproxy-unavailable.http jaeger.yaml
+//go:embed temporal-server.yaml temporal-dynamicconfig.yaml haproxy.cfg haproxy-unavailable.http jaeger.yaml jaeger-ui/index.html
 var Files embed.FS

@@ -209,6 +209,12 @@ func TestTrace_OneOrderFromRequestToSQL(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 
+	// Jaeger serves the traces' page at the address make run prints, for any path of it.
+	page, err := fetch(jaeger.URL + "/trace/" + traceID)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, page.status)
+	assert.Contains(t, page.body, "<title>Traces · checkout</title>")
+
 	byID := map[string]span{}
 	for _, sp := range spans {
 		byID[sp.id] = sp

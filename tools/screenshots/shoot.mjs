@@ -2,8 +2,8 @@
 // provider moving money (it still confirms the approvals), and photographs the Temporal Web UI for docs/runbook.md: first an order's
 // encrypted payloads as anyone without a support session sees them, then support signing in for
 // decoding and setting up the UI's codec once, the same order decoded; then sends support-action
-// from the UI to a parked order and checks that it becomes CONFIRMED. run.sh starts the private
-// stack it talks to (make screenshots).
+// from the UI to a parked order and checks that it becomes CONFIRMED; last, the 3-D Secure order's
+// trace in Jaeger. run.sh starts the private stack it talks to (make screenshots).
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,6 +12,7 @@ import { chromium } from 'playwright-core';
 
 const API = process.env.API_URL ?? 'http://127.0.0.1:18080';
 const UI = process.env.UI_URL ?? 'http://127.0.0.1:18233';
+const JAEGER = process.env.JAEGER_URL ?? 'http://127.0.0.1:18686';
 const OUT = process.env.OUT_DIR ?? 'docs/screenshots';
 const CHECKOUT = process.env.CHECKOUT_BIN ?? 'bin/checkout';
 const SELLER = 42; // the demo seller of SKUs 71–81
@@ -217,6 +218,26 @@ try {
   await page.reload(); // without the "Update successful" toast
   await showDetails('CAPTURED');
   await shot('order-details.png');
+
+  // 9. The 3-D Secure order's trace in Jaeger, from POST /orders to CONFIRMED: found by its
+  // order.id tag, the trace of its POST /orders (the steps after the approval run under the same
+  // workflow run). The spans arrive in batches: ask until the last step is there.
+  const query = `${JAEGER}/api/traces?service=checkout&tags=${encodeURIComponent(JSON.stringify({ 'order.id': String(confirmed.orderId) }))}&limit=20`;
+  let traceID;
+  for (let i = 0; !traceID; i++) {
+    const { data } = await (await fetch(query)).json();
+    traceID = (data ?? []).find((t) => t.spans.some((s) => s.operationName === 'POST /api/v1/orders')
+      && t.spans.some((s) => s.operationName === 'RunActivity:Finish'))?.traceID;
+    if (!traceID) {
+      if (i === 60) throw new Error(`no complete trace of order ${confirmed.orderId} in Jaeger`);
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
+  await page.goto(`${JAEGER}/trace/${traceID}`);
+  await page.getByText('RunActivity:Finish').first().waitFor();
+  await page.mouse.move(0, 0);
+  await page.screenshot({ path: join(OUT, 'order-trace.png'), fullPage: true });
+  console.log(`wrote ${join(OUT, 'order-trace.png')}`);
 } finally {
   await browser.close();
   rmSync(userDataDir, { recursive: true, force: true });

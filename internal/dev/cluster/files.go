@@ -22,6 +22,7 @@ func WriteConfig(o Options, plan Plan) error {
 		{deploy.TemporalDynamicConfig, filepath.Join(temporalConfigDir, "dynamicconfig.yaml")},
 		{deploy.HAProxyUnavailable, haproxyUnavailable},
 		{deploy.Jaeger, jaegerConfig},
+		{deploy.JaegerUI, deploy.JaegerUI},
 	} {
 		raw, err := deploy.Files.ReadFile(f.from)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/marketplace/checkout/deploy"
 	"github.com/marketplace/checkout/internal/config"
 )
 
@@ -355,7 +356,7 @@ func NewPlan(o Options) Plan {
 	plan.Jaeger = Process{Name: "jaeger", Service: "jaeger", Path: o.Jaeger,
 		Args: []string{"--config", "file:" + filepath.Join(o.Dir, jaegerConfig)},
 		Env: []string{"JAEGER_QUERY_ADDR=" + loop(pt.Jaeger), "JAEGER_OTLP_ADDR=" + loop(pt.JaegerOTLP),
-			"JAEGER_QUERY_GRPC_ADDR=" + loop(pt.JaegerGRPC)},
+			"JAEGER_QUERY_GRPC_ADDR=" + loop(pt.JaegerGRPC), "JAEGER_UI_ASSETS=" + filepath.Join(o.Dir, filepath.Dir(deploy.JaegerUI))},
 		Listens: []string{loop(pt.Jaeger), loop(pt.JaegerOTLP), loop(pt.JaegerGRPC)},
 		Ready:   HTTPOK("http://" + loop(pt.Jaeger) + "/api/services")}
 	plan.LegacyProxy = legacyProxy(o, o.HAProxy)

@@ -93,10 +93,21 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	if err := os.WriteFile(path, conf, 0o644); err != nil {
 		return nil, err
 	}
+	page, err := deploy.Files.ReadFile(deploy.JaegerUI)
+	if err != nil {
+		return nil, err
+	}
+	ui := filepath.Join(o.Dir, filepath.Dir(deploy.JaegerUI))
+	if err := os.MkdirAll(ui, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(o.Dir, deploy.JaegerUI), page, 0o644); err != nil {
+		return nil, err
+	}
 	addr := func(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
 	cmd := exec.Command(bin, "--config", "file:"+path)
 	cmd.Env = append(os.Environ(), "JAEGER_QUERY_ADDR="+addr(o.UIPort), "JAEGER_QUERY_GRPC_ADDR="+addr(grpcPort),
-		"JAEGER_OTLP_ADDR="+addr(o.OTLPPort))
+		"JAEGER_OTLP_ADDR="+addr(o.OTLPPort), "JAEGER_UI_ASSETS="+ui)
 	proc, err := childproc.Start("jaeger", cmd, o.Log)
 	if err != nil {
 		return nil, err
