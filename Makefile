@@ -75,8 +75,8 @@ run: postgres-binaries $(TEMPORAL_CLI) $(JAEGER) build $(if $(WITH_PROMETHEUS),p
 	$(if $(WITH_PROMETHEUS),PROMETHEUS_PORT=$(PROMETHEUS_PORT)) $(BIN)/checkout dev
 
 .PHONY: cluster
-cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build ## the production shape on this machine: Temporal as four processes on PostgreSQL with its UI, APIS API replicas behind HAProxy, WORKERS workers; Ctrl-C stops it
-	$(BIN)/checkout cluster --apis $(APIS) --workers $(WORKERS) --history-shards $(HISTORY_SHARDS)
+cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build $(if $(WITH_PROMETHEUS),prometheus-binaries) ## the production shape on this machine: Temporal as four processes on PostgreSQL with its UI, APIS API replicas behind HAProxy, WORKERS workers, Jaeger (PROMETHEUS=1 adds Prometheus with the rules, scraping them and Temporal's services); Ctrl-C stops it
+	$(if $(WITH_PROMETHEUS),PROMETHEUS_PORT=$(PROMETHEUS_PORT)) $(BIN)/checkout cluster --apis $(APIS) --workers $(WORKERS) --history-shards $(HISTORY_SHARDS)
 
 .PHONY: chaos
 chaos: postgres-binaries haproxy $(CLUSTER_TOOLS) build ## faults under load on make cluster's shape: campaign traffic while a worker, an API replica, history and matching are killed, the frontend frozen 10 s and PostgreSQL restarted in immediate mode; prints a table, fails on any loss (about 10 minutes)

@@ -25,6 +25,7 @@ import (
 	"github.com/marketplace/checkout/internal/dev/builds"
 	"github.com/marketplace/checkout/internal/dev/cluster"
 	"github.com/marketplace/checkout/internal/dev/demo"
+	"github.com/marketplace/checkout/internal/dev/devprometheus"
 	"github.com/marketplace/checkout/internal/dev/pgserver"
 	"github.com/marketplace/checkout/workflows"
 )
@@ -224,6 +225,17 @@ func runCluster(ctx context.Context, cfg config.Config, args []string) error {
 	}
 	if err := writeCheckoutEnv(o, plan); err != nil {
 		return err
+	}
+	if cfg.Dev.PrometheusPort > 0 {
+		// The product's rules over the replicas', the workers' and the Temporal server's /metrics.
+		prom, err := devprometheus.Start(ctx, devprometheus.Options{Dir: filepath.Join(o.Dir, "prometheus"),
+			Port: cfg.Dev.PrometheusPort, Targets: plan.ScrapeTargets(), Rules: []string{devprometheus.RulesFile},
+			Log: openLog(filepath.Join(o.Dir, "logs"), "prometheus.log")})
+		if err != nil {
+			return fmt.Errorf("prometheus: %w", err)
+		}
+		defer prom.Stop()
+		step("prometheus with the rules at %s, scraping the replicas, the workers and Temporal's services", prom.URL)
 	}
 	printClusterBanner(cfg, o, plan, r)
 

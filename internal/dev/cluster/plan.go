@@ -173,6 +173,24 @@ func (p Plan) API(i int, bin string, legacy bool) Process {
 		Listens: []string{addr, metrics}, Ready: HTTPOK("http://" + addr + "/readyz")}
 }
 
+// ScrapeTargets are the /metrics a Prometheus of the cluster scrapes, by job: the API replicas,
+// the workers the cluster starts with (a release's workers, which come later, are not among
+// them), and the Temporal server's four services.
+func (p Plan) ScrapeTargets() map[string][]string {
+	loop := func(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+	out := map[string][]string{}
+	for _, a := range p.APIs {
+		out["checkout-api"] = append(out["checkout-api"], a.Listens[len(a.Listens)-1])
+	}
+	for _, w := range p.Workers {
+		out["checkout-worker"] = append(out["checkout-worker"], w.Listens[0])
+	}
+	pt := p.ports
+	out["temporal"] = []string{loop(pt.FrontendMetrics), loop(pt.HistoryMetrics), loop(pt.MatchingMetrics),
+		loop(pt.WorkerServiceMetrics)}
+	return out
+}
+
 // WorkerSlots is how many workers of all builds may run at once (each its /metrics port).
 const WorkerSlots = MaxReplicas
 

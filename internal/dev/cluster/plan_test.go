@@ -271,3 +271,15 @@ func envOf(env []string) map[string]string {
 	}
 	return out
 }
+
+// TestPlan_ScrapeTargets_ReplicasWorkersAndTemporal: a Prometheus of the cluster scrapes each API
+// replica's and worker's /metrics (never their public ports) and the four Temporal services'.
+func TestPlan_ScrapeTargets_ReplicasWorkersAndTemporal(t *testing.T) {
+	t.Parallel()
+	plan := cluster.NewPlan(options(t.TempDir(), 2, 1))
+	assert.Equal(t, map[string][]string{
+		"checkout-api":    {"127.0.0.1:9101", "127.0.0.1:9102"},
+		"checkout-worker": {"127.0.0.1:9201"},
+		"temporal":        {"127.0.0.1:8000", "127.0.0.1:8001", "127.0.0.1:8002", "127.0.0.1:8003"},
+	}, plan.ScrapeTargets())
+}
