@@ -18,16 +18,21 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/marketplace/checkout/internal/codec"
+	"github.com/marketplace/checkout/internal/metrics"
+	"github.com/marketplace/checkout/internal/telemetry"
 	"github.com/marketplace/checkout/workflows"
 )
 
@@ -247,9 +252,28 @@ func TestReplay_RecordedHistories(t *testing.T) {
 	}
 }
 
-// replayer replays on this build's workflows.
+// replayer replays on this build's workflows, with the interceptors a worker runs them with:
+// Temporal's OpenTelemetry tracing interceptor (which the worker takes from its client), over a
+// tracer that records every span, and the product's worker interceptor, which names the order in
+// log lines and headers and measures histories. Neither may add a command: a history recorded
+// with tracing off replays with it on, and the other way round.
 func replayer() worker.WorkflowReplayer {
-	r := worker.NewWorkflowReplayer()
+	tracer, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{
+		Tracer:              sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample())).Tracer("go.temporal.io/sdk"),
+		TextMapPropagator:   telemetry.Propagator,
+		DisableQueryTracing: true,
+	})
+	if err != nil {
+		panic(err)
+	}
+	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{
+		Interceptors: []interceptor.WorkerInterceptor{tracer, telemetry.WorkerInterceptor(telemetry.WorkerOptions{
+			Metrics: metrics.New(), OrderIDAttr: workflows.AttrOrderID,
+			OrderIDPrefixes: []string{strings.TrimSuffix(workflows.HoldWorkflowID(0), "0")}})},
+	})
+	if err != nil {
+		panic(err)
+	}
 	r.RegisterWorkflow(workflows.OrderWorkflow)
 	r.RegisterWorkflow(workflows.HoldWorkflow)
 	r.RegisterWorkflowWithOptions(workflows.LineCancelWorkflow,
