@@ -227,10 +227,11 @@ func runCluster(ctx context.Context, cfg config.Config, args []string) error {
 		return err
 	}
 	if cfg.Dev.PrometheusPort > 0 {
-		// The product's rules over the replicas', the workers' and the Temporal server's /metrics.
+		// The product's rules over the replicas', the workers' and the Temporal server's /metrics:
+		// the workers as the supervisor lists them, so that a release's are scraped as they start.
 		prom, err := devprometheus.Start(ctx, devprometheus.Options{Dir: filepath.Join(o.Dir, "prometheus"),
-			Port: cfg.Dev.PrometheusPort, Targets: plan.ScrapeTargets(), Rules: []string{devprometheus.RulesFile},
-			Log: openLog(filepath.Join(o.Dir, "logs"), "prometheus.log")})
+			Port: cfg.Dev.PrometheusPort, Targets: plan.ScrapeTargets(), TargetFiles: cluster.ScrapeFiles(o.Dir),
+			Rules: []string{devprometheus.RulesFile}, Log: openLog(filepath.Join(o.Dir, "logs"), "prometheus.log")})
 		if err != nil {
 			return fmt.Errorf("prometheus: %w", err)
 		}

@@ -157,7 +157,7 @@ func (p Plan) Worker(build string, i int, bin string, slot int, legacy bool) Pro
 		env = append(env, p.legacy[IdentityWorker.Name]...)
 	}
 	return Process{Name: WorkerName(build, i), Service: "worker", Path: bin, Args: []string{"worker"}, Env: env,
-		Listens: []string{metrics}}
+		Listens: []string{metrics}, Metrics: metrics}
 }
 
 // API is API replica i (from 1) running bin; a legacy bin reaches Temporal through the legacy
@@ -170,25 +170,23 @@ func (p Plan) API(i int, bin string, legacy bool) Process {
 		env = append(env, p.legacy[IdentityAPI.Name]...)
 	}
 	return Process{Name: fmt.Sprintf("api-%d", i), Service: "api", Path: bin, Args: []string{"api"}, Env: env,
-		Listens: []string{addr, metrics}, Ready: HTTPOK("http://" + addr + "/readyz")}
+		Listens: []string{addr, metrics}, Metrics: metrics, Ready: HTTPOK("http://" + addr + "/readyz")}
 }
 
-// ScrapeTargets are the /metrics a Prometheus of the cluster scrapes, by job: the API replicas,
-// the workers the cluster starts with (a release's workers, which come later, are not among
-// them), and the Temporal server's four services.
+// ScrapeTargets are the /metrics a Prometheus of the cluster scrapes at fixed addresses, by job:
+// the Temporal server's four services.
 func (p Plan) ScrapeTargets() map[string][]string {
 	loop := func(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
-	out := map[string][]string{}
-	for _, a := range p.APIs {
-		out["checkout-api"] = append(out["checkout-api"], a.Listens[len(a.Listens)-1])
-	}
-	for _, w := range p.Workers {
-		out["checkout-worker"] = append(out["checkout-worker"], w.Listens[0])
-	}
 	pt := p.ports
-	out["temporal"] = []string{loop(pt.FrontendMetrics), loop(pt.HistoryMetrics), loop(pt.MatchingMetrics),
-		loop(pt.WorkerServiceMetrics)}
-	return out
+	return map[string][]string{"temporal": {loop(pt.FrontendMetrics), loop(pt.HistoryMetrics), loop(pt.MatchingMetrics),
+		loop(pt.WorkerServiceMetrics)}}
+}
+
+// ScrapeFiles are the /metrics a Prometheus of the cluster on dir scrapes as the supervisor lists
+// them, by job: the API replicas and the workers of every build that runs, those a release starts
+// included (TargetsFile).
+func ScrapeFiles(dir string) map[string]string {
+	return map[string]string{"checkout-api": TargetsFile(dir, "api"), "checkout-worker": TargetsFile(dir, "worker")}
 }
 
 // WorkerSlots is how many workers of all builds may run at once (each its /metrics port).

@@ -272,14 +272,20 @@ func envOf(env []string) map[string]string {
 	return out
 }
 
-// TestPlan_ScrapeTargets_ReplicasWorkersAndTemporal: a Prometheus of the cluster scrapes each API
-// replica's and worker's /metrics (never their public ports) and the four Temporal services'.
+// TestPlan_ScrapeTargets_ReplicasWorkersAndTemporal: a Prometheus of the cluster scrapes the four
+// Temporal services' /metrics at their fixed ports, and each API replica's and worker's (never
+// their public ports) as the supervisor lists them.
 func TestPlan_ScrapeTargets_ReplicasWorkersAndTemporal(t *testing.T) {
 	t.Parallel()
-	plan := cluster.NewPlan(options(t.TempDir(), 2, 1))
+	dir := t.TempDir()
+	plan := cluster.NewPlan(options(dir, 2, 1))
 	assert.Equal(t, map[string][]string{
-		"checkout-api":    {"127.0.0.1:9101", "127.0.0.1:9102"},
-		"checkout-worker": {"127.0.0.1:9201"},
-		"temporal":        {"127.0.0.1:8000", "127.0.0.1:8001", "127.0.0.1:8002", "127.0.0.1:8003"},
+		"temporal": {"127.0.0.1:8000", "127.0.0.1:8001", "127.0.0.1:8002", "127.0.0.1:8003"},
 	}, plan.ScrapeTargets())
+	assert.Equal(t, map[string]string{"checkout-api": cluster.TargetsFile(dir, "api"),
+		"checkout-worker": cluster.TargetsFile(dir, "worker")}, cluster.ScrapeFiles(dir))
+	assert.Equal(t, []string{"127.0.0.1:9101", "127.0.0.1:9102"}, []string{plan.APIs[0].Metrics, plan.APIs[1].Metrics})
+	assert.Equal(t, "127.0.0.1:9201", plan.Workers[0].Metrics)
+	assert.Equal(t, "127.0.0.1:9203", plan.Worker("saga-8", 1, "checkout", 2, false).Metrics,
+		"a release's worker, in the third slot")
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -33,6 +34,9 @@ type Process struct {
 	Job bool
 	// Listens are the addresses it listens on, all checked free before the cluster starts.
 	Listens []string
+	// Metrics is the address of its /metrics, one of Listens ("" when it serves none of the
+	// product's): the supervisor lists it for Prometheus (TargetsFile) while it runs.
+	Metrics string
 	// Ready answers nil once the process serves; nil means started is enough.
 	Ready func(context.Context) error
 }
@@ -52,6 +56,9 @@ type Supervisor struct {
 	groups   [][]*proc
 	stopping bool
 	quit     chan struct{} // closed by Stop
+
+	targets sync.Mutex      // one writer of the TargetsFiles at a time, each from the latest state
+	scraped map[string]bool // services with a TargetsFile, written again when they have none left
 }
 
 type proc struct {
@@ -245,8 +252,17 @@ func (s *Supervisor) lastLine(name string) string {
 	return fmt.Sprintf("%q (%s)", last, s.LogPath(name))
 }
 
-// writeState records each running process's pid in processes.json, for operators and tests.
+// TargetsFile is where a supervisor on dir lists the /metrics of a service's running processes
+// (api, worker), in Prometheus's file_sd format: a Prometheus that reads it scrapes the workers a
+// release starts, and stops scraping those it stops, without being restarted.
+func TargetsFile(dir, service string) string {
+	return filepath.Join(dir, "targets", service+".json")
+}
+
+// writeState records each running process's pid in processes.json, for operators and tests, and
+// each service's /metrics in its TargetsFile.
 func (s *Supervisor) writeState() {
+	defer s.writeTargets()
 	type entry struct {
 		Pid     int      `json:"pid"`
 		Service string   `json:"service"`
@@ -269,6 +285,56 @@ func (s *Supervisor) writeState() {
 	tmp := filepath.Join(s.Dir, ".processes.json")
 	if os.WriteFile(tmp, raw, 0o644) == nil {
 		_ = os.Rename(tmp, filepath.Join(s.Dir, "processes.json"))
+	}
+}
+
+// writeTargets writes the TargetsFile of every service whose processes serve /metrics: one group
+// per process, labelled with its name.
+func (s *Supervisor) writeTargets() {
+	type group struct {
+		Targets []string          `json:"targets"`
+		Labels  map[string]string `json:"labels"`
+	}
+	s.targets.Lock()
+	defer s.targets.Unlock()
+	byService := map[string][]group{}
+	s.mu.Lock()
+	if s.scraped == nil {
+		s.scraped = map[string]bool{}
+	}
+	for _, g := range s.groups {
+		for _, p := range g {
+			if p.Metrics != "" {
+				s.scraped[p.Service] = true
+				byService[p.Service] = append(byService[p.Service],
+					group{Targets: []string{p.Metrics}, Labels: map[string]string{"process": p.Name}})
+			}
+		}
+	}
+	services := slices.Sorted(maps.Keys(s.scraped))
+	s.mu.Unlock()
+	if len(services) == 0 {
+		return
+	}
+	if os.MkdirAll(filepath.Dir(TargetsFile(s.Dir, "")), 0o755) != nil {
+		return
+	}
+	for _, service := range services {
+		groups := byService[service]
+		if groups == nil {
+			groups = []group{} // none left: an empty list, never a stale one
+		}
+		slices.SortFunc(groups, func(a, b group) int { return cmp.Compare(a.Labels["process"], b.Labels["process"]) })
+		raw, err := json.MarshalIndent(groups, "", "  ")
+		if err != nil {
+			continue
+		}
+		// Renamed into place: Prometheus never reads half a file.
+		path := TargetsFile(s.Dir, service)
+		tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path))
+		if os.WriteFile(tmp, raw, 0o644) == nil {
+			_ = os.Rename(tmp, path)
+		}
 	}
 }
 

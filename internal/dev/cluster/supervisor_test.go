@@ -3,7 +3,10 @@ package cluster_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,7 +19,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/marketplace/checkout/internal/dev/cluster"
+	"github.com/marketplace/checkout/internal/dev/devprometheus"
 	"github.com/marketplace/checkout/internal/dev/testenv"
+	"github.com/marketplace/checkout/internal/metrics"
 )
 
 // syncBuffer is the supervisor's output, read while it writes.
@@ -108,4 +113,70 @@ func TestSupervisor_AFailingJob_StopsWithItsLastLine(t *testing.T) {
 	err := s.Run(context.Background(), sh("migrate", "exit 0"), sh("temporal-schema-1", "echo 'connection refused' >&2; exit 1"))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `temporal-schema-1 failed (exit status 1): "connection refused"`)
+}
+
+// TestSupervisor_TargetsFiles_PrometheusScrapesAReleasesWorkersAsTheyStartAndStop: Prometheus, as
+// the cluster starts it, scrapes the /metrics the supervisor lists; a worker started later (a
+// release's) is scraped without a restart of Prometheus, and one removed (a drained build's) is no
+// longer scraped, so it never shows as a target that is down.
+func TestSupervisor_TargetsFiles_PrometheusScrapesAReleasesWorkersAsTheyStartAndStop(t *testing.T) {
+	t.Parallel()
+	testenv.SkipIfShort(t, "a Prometheus server and processes of its own")
+	serve := func() string {
+		srv := httptest.NewServer(metrics.New().Handler())
+		t.Cleanup(srv.Close)
+		return strings.TrimPrefix(srv.URL, "http://")
+	}
+	process := func(name, service string) cluster.Process {
+		p := sh(name, "exec sleep 120")
+		p.Service, p.Metrics = service, serve()
+		return p
+	}
+	dir := t.TempDir()
+	s := &cluster.Supervisor{Dir: dir, Out: &syncBuffer{}}
+	defer s.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	require.NoError(t, s.Start(ctx, process("worker-saga-6-1", "worker"), process("api-1", "api"), sh("jaeger", "exec sleep 120")))
+
+	prom, err := devprometheus.Start(ctx, devprometheus.Options{Dir: filepath.Join(dir, "prometheus"), Interval: time.Second,
+		TargetFiles: cluster.ScrapeFiles(dir)})
+	require.NoError(t, err)
+	t.Cleanup(prom.Stop)
+
+	// up is each scraped process's health, by job and by the process the supervisor names.
+	up := func() map[string]string {
+		resp, err := http.Get(prom.URL + "/api/v1/targets?state=active")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var body struct {
+			Data struct {
+				ActiveTargets []struct {
+					Labels map[string]string
+					Health string
+				}
+			}
+		}
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+		out := map[string]string{}
+		for _, target := range body.Data.ActiveTargets {
+			out[target.Labels["job"]+"/"+target.Labels["process"]] = target.Health
+		}
+		return out
+	}
+	eventually := func(want map[string]string, msg string) {
+		t.Helper()
+		assert.Eventually(t, func() bool { return assert.ObjectsAreEqual(want, up()) }, time.Minute, 250*time.Millisecond, msg)
+		assert.Equal(t, want, up(), msg)
+	}
+	eventually(map[string]string{"checkout-worker/worker-saga-6-1": "up", "checkout-api/api-1": "up"},
+		"the processes the cluster started with")
+
+	require.NoError(t, s.Start(ctx, process("worker-saga-7-1", "worker")))
+	eventually(map[string]string{"checkout-worker/worker-saga-6-1": "up", "checkout-worker/worker-saga-7-1": "up",
+		"checkout-api/api-1": "up"}, "a release's worker, scraped once it starts")
+
+	s.Remove("worker-saga-6-1")
+	eventually(map[string]string{"checkout-worker/worker-saga-7-1": "up", "checkout-api/api-1": "up"},
+		"the drained build's worker, no longer scraped")
 }

@@ -35,6 +35,9 @@ type Options struct {
 	Port int
 	// Targets are the scrape jobs: job name → host:port of each /metrics.
 	Targets map[string][]string
+	// TargetFiles are scrape jobs whose targets a file lists, in Prometheus's file_sd format:
+	// job name → the file, read again whenever it changes.
+	TargetFiles map[string]string
 	// Rules are rule files, evaluated as the targets are scraped.
 	Rules []string
 	// Interval is the scrape and rule evaluation interval (default 15s).
@@ -71,7 +74,14 @@ type config struct {
 
 type scrapeConfig struct {
 	JobName       string         `yaml:"job_name"`
-	StaticConfigs []staticConfig `yaml:"static_configs"`
+	StaticConfigs []staticConfig `yaml:"static_configs,omitempty"`
+	FileSDConfigs []fileSDConfig `yaml:"file_sd_configs,omitempty"`
+}
+
+type fileSDConfig struct {
+	Files []string `yaml:"files"`
+	// RefreshInterval rereads the files in case a change was not seen as it happened.
+	RefreshInterval string `yaml:"refresh_interval"`
 }
 
 type staticConfig struct {
@@ -99,6 +109,14 @@ func writeConfig(o Options) (string, error) {
 	}
 	for _, job := range slices.Sorted(maps.Keys(o.Targets)) {
 		c.ScrapeConfigs = append(c.ScrapeConfigs, scrapeConfig{JobName: job, StaticConfigs: []staticConfig{{Targets: o.Targets[job]}}})
+	}
+	for _, job := range slices.Sorted(maps.Keys(o.TargetFiles)) {
+		abs, err := filepath.Abs(o.TargetFiles[job])
+		if err != nil {
+			return "", err
+		}
+		c.ScrapeConfigs = append(c.ScrapeConfigs, scrapeConfig{JobName: job,
+			FileSDConfigs: []fileSDConfig{{Files: []string{abs}, RefreshInterval: interval.String()}}})
 	}
 	out, err := yaml.Marshal(c)
 	if err != nil {
