@@ -26,6 +26,9 @@ STRIPE_MOCK        := $(BIN)/stripe-mock
 # (tools/jaeger, a module of its own, so the product's go.mod carries none of it).
 JAEGER             := $(BIN)/jaeger
 CLUSTER_TOOLS      := $(TEMPORAL_SERVER) $(TEMPORAL_SQL_TOOL) $(TEMPORAL_UI_SERVER) $(TEMPORAL_UI_CONFIG) $(OIDC_PROVIDER) $(JAEGER)
+# The event broker: nats-server with JetStream, built from its pinned Go module (one node in
+# `make run` and the tests, three in `make cluster`; deploy/ runs the image of the same version).
+NATS_SERVER        := $(BIN)/nats-server
 
 # Pinned tool versions.
 TEMPORAL_CLI_VERSION  := v1.5.1
@@ -39,6 +42,8 @@ JAEGER_IMAGE_VERSION  := v2.13.0
 # Server 1.29.1 and UI 2.42.1: what the CLI v1.5.1 runs (its go.mod).
 TEMPORAL_SERVER_VERSION := v1.29.1
 TEMPORAL_UI_VERSION     := v2.42.1
+# internal/dev/natsserver.Version and deploy/docker-compose.yml's image follow it (a test checks).
+NATS_SERVER_VERSION     := v2.15.2
 
 # `make cluster APIS=3 WORKERS=2 HISTORY_SHARDS=32`
 APIS           ?= 2
@@ -59,6 +64,7 @@ FUZZTIME      ?= 30s
 TEST_FUZZTIME ?= 1000x
 
 export TEMPORAL_CLI
+export NATS_SERVER
 
 .PHONY: help
 help: ## list the targets
@@ -71,15 +77,15 @@ PROMETHEUS_PORT ?= 9090
 WITH_PROMETHEUS := $(filter-out 0 false no,$(PROMETHEUS))
 
 .PHONY: run
-run: postgres-binaries $(TEMPORAL_CLI) $(JAEGER) build $(if $(WITH_PROMETHEUS),prometheus-binaries) ## run the whole product locally (PostgreSQL, Temporal, Jaeger, worker, API; PROMETHEUS=1 adds Prometheus with the rules); Ctrl-C stops it
+run: postgres-binaries $(TEMPORAL_CLI) $(JAEGER) build $(if $(WITH_PROMETHEUS),prometheus-binaries) $(NATS_SERVER) ## run the whole product locally (PostgreSQL, Temporal, Jaeger, NATS JetStream, worker, API; PROMETHEUS=1 adds Prometheus with the rules); Ctrl-C stops it
 	$(if $(WITH_PROMETHEUS),PROMETHEUS_PORT=$(PROMETHEUS_PORT)) $(BIN)/checkout dev
 
 .PHONY: cluster
-cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build $(if $(WITH_PROMETHEUS),prometheus-binaries) ## the production shape on this machine: Temporal as four processes on PostgreSQL with its UI, APIS API replicas behind HAProxy, WORKERS workers, Jaeger (PROMETHEUS=1 adds Prometheus with the rules, scraping them and Temporal's services); Ctrl-C stops it
+cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build $(if $(WITH_PROMETHEUS),prometheus-binaries) $(NATS_SERVER) ## the production shape on this machine: Temporal as four processes on PostgreSQL with its UI, APIS API replicas behind HAProxy, WORKERS workers, Jaeger, three NATS JetStream nodes (PROMETHEUS=1 adds Prometheus with the rules, scraping them and Temporal's services); Ctrl-C stops it
 	$(if $(WITH_PROMETHEUS),PROMETHEUS_PORT=$(PROMETHEUS_PORT)) $(BIN)/checkout cluster --apis $(APIS) --workers $(WORKERS) --history-shards $(HISTORY_SHARDS)
 
 .PHONY: chaos
-chaos: postgres-binaries haproxy $(CLUSTER_TOOLS) build ## faults under load on make cluster's shape: campaign traffic while a worker, an API replica, history and matching are killed, the frontend frozen 10 s and PostgreSQL restarted in immediate mode; prints a table, fails on any loss (about 10 minutes)
+chaos: postgres-binaries haproxy $(CLUSTER_TOOLS) build $(NATS_SERVER) ## faults under load on make cluster's shape: campaign traffic while a worker, an API replica, history and matching are killed, the frontend frozen 10 s and PostgreSQL restarted in immediate mode; prints a table, fails on any loss (about 10 minutes)
 	$(call bench-tool,chaos)
 
 .PHONY: release
@@ -109,7 +115,7 @@ test-unit: ## the fast tier: go test -short, no server process started (PostgreS
 	$(GO) -C tools/oidc-provider test -short -count=1 -timeout 5m ./...
 
 .PHONY: test
-test: postgres-binaries haproxy $(TEMPORAL_CLI) $(CLUSTER_TOOLS) $(STRIPE_MOCK) test-rules ## the Prometheus rules' tests, run every test against real PostgreSQL and the Temporal dev server (and two against `make cluster`'s shape, one of them `make chaos`'s short form), then every fuzz target for TEST_FUZZTIME (1000 inputs)
+test: postgres-binaries haproxy $(TEMPORAL_CLI) $(CLUSTER_TOOLS) $(STRIPE_MOCK) test-rules $(NATS_SERVER) ## the Prometheus rules' tests, run every test against real PostgreSQL and the Temporal dev server (and two against `make cluster`'s shape, one of them `make chaos`'s short form), then every fuzz target for TEST_FUZZTIME (1000 inputs)
 	$(GO) test $(TEST_FLAGS) ./...
 	$(GO) -C bench test $(TEST_FLAGS) ./...
 	$(GO) -C tools/temporal-server test $(TEST_FLAGS) ./...
@@ -119,7 +125,7 @@ test: postgres-binaries haproxy $(TEMPORAL_CLI) $(CLUSTER_TOOLS) $(STRIPE_MOCK) 
 # Go fuzzes one target per run: the packages are those whose tests declare a Fuzz function, the
 # targets what `go test -list` finds in each.
 .PHONY: fuzz
-fuzz: postgres-binaries ## run every fuzz target for FUZZTIME each (30s); a failing input is written to the package's testdata/fuzz
+fuzz: postgres-binaries $(NATS_SERVER) ## run every fuzz target for FUZZTIME each (30s); a failing input is written to the package's testdata/fuzz
 	@set -e; for pkg in $$(grep -rl --include='*_test.go' --exclude-dir=.data --exclude-dir=bin --exclude-dir=node_modules '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
 		targets=$$($(GO) test -list '^Fuzz' $$pkg); \
 		for target in $$(echo "$$targets" | grep '^Fuzz'); do \
@@ -137,7 +143,7 @@ test-rules: prometheus-binaries ## check deploy/prometheus (rules, configuration
 	promtool test rules deploy/prometheus/tests.yml
 
 .PHONY: test-race
-test-race: postgres-binaries $(TEMPORAL_CLI) prometheus-binaries ## the tests under the race detector (slower)
+test-race: postgres-binaries $(TEMPORAL_CLI) prometheus-binaries $(NATS_SERVER) ## the tests under the race detector (slower)
 	$(GO) test $(TEST_FLAGS) -race ./...
 
 # The build of the workflow code (workflows.BuildID), and where its recorded histories go.
@@ -146,7 +152,7 @@ HISTORIES     := workflows/testdata/histories
 HISTORY_TESTS := TestOrder_|TestSupport_|TestSeedProof5|TestWebhook_Late|TestCoupon_|TestLineCancel
 
 .PHONY: histories
-histories: postgres-binaries $(TEMPORAL_CLI) ## record this build's histories for the replay test and the manifest (once per build id: kept ones are never rewritten)
+histories: postgres-binaries $(TEMPORAL_CLI) $(NATS_SERVER) ## record this build's histories for the replay test and the manifest (once per build id: kept ones are never rewritten)
 	RECORD_HISTORIES=$(CURDIR)/$(HISTORIES)/$(BUILD_ID) $(GO) test -count=1 -run '$(HISTORY_TESTS)' ./e2e/
 	@cd $(HISTORIES) && { grep -q '^# release $(BUILD_ID):' MANIFEST || printf '\n# release $(BUILD_ID): the workflow code of build $(BUILD_ID); its runs are pinned to it\n' >> MANIFEST; } && \
 		for f in $(BUILD_ID)/*.json; do grep -q "  $$f$$" MANIFEST || sha256sum "$$f" >> MANIFEST; done
@@ -174,11 +180,11 @@ sqlc-check: $(SQLC) ## fail when the generated code in db/ or payment/paysim/sim
 	$(SQLC) diff
 
 .PHONY: bench
-bench: postgres-binaries ## reserve path (combining off and on) vs pgbench, hot and spread rows at 8, 50 and 200 clients; writes docs/benchmarks.md
+bench: postgres-binaries $(NATS_SERVER) ## reserve path (combining off and on) vs pgbench, hot and spread rows at 8, 50 and 200 clients; writes docs/benchmarks.md
 	$(call bench-tool,benchreserve)
 
 .PHONY: screenshots
-screenshots: postgres-binaries $(TEMPORAL_CLI) $(JAEGER) build ## real screenshots of the Temporal UI and of an order's trace in Jaeger for docs/runbook.md, from a private stack, into docs/screenshots/
+screenshots: postgres-binaries $(TEMPORAL_CLI) $(JAEGER) build $(NATS_SERVER) ## real screenshots of the Temporal UI and of an order's trace in Jaeger for docs/runbook.md, from a private stack, into docs/screenshots/
 	@if [ -x /usr/bin/chromium ]; then \
 		:; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -192,27 +198,27 @@ screenshots: postgres-binaries $(TEMPORAL_CLI) $(JAEGER) build ## real screensho
 	tools/screenshots/run.sh
 
 .PHONY: bench-orders
-bench-orders: postgres-binaries $(TEMPORAL_CLI) $(JAEGER) build ## POST /orders latency at 1 and 20 shoppers beside the Temporal floor, then with tracing off, sampled at 10 % and at 100 % (3 rounds in turns); writes docs/benchmarks.md (about 10 minutes)
+bench-orders: postgres-binaries $(TEMPORAL_CLI) $(JAEGER) build $(NATS_SERVER) ## POST /orders latency at 1 and 20 shoppers beside the Temporal floor, then with tracing off, sampled at 10 % and at 100 % (3 rounds in turns); writes docs/benchmarks.md (about 10 minutes)
 	$(call bench-tool,benchorders)
 
 .PHONY: bench-campaign
-bench-campaign: postgres-binaries $(TEMPORAL_CLI) build ## campaign traffic at 10, 50, 200 shoppers beside the Temporal floor and a plain checkout; writes docs/benchmarks.md and docs/bench-campaign.png
+bench-campaign: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) ## campaign traffic at 10, 50, 200 shoppers beside the Temporal floor and a plain checkout; writes docs/benchmarks.md and docs/bench-campaign.png
 	$(call bench-tool,benchcampaign)
 
 .PHONY: bench-admission
-bench-admission: postgres-binaries $(TEMPORAL_CLI) build ## campaign traffic past the knee (200 shoppers, 30 s) with admission control off and on, each audited; writes docs/benchmarks.md (a few minutes)
+bench-admission: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) ## campaign traffic past the knee (200 shoppers, 30 s) with admission control off and on, each audited; writes docs/benchmarks.md (a few minutes)
 	$(call bench-tool,benchcampaign) -admission
 
 .PHONY: bench-promotions
-bench-promotions: postgres-binaries $(TEMPORAL_CLI) build ## the campaign mix with and without a coupon on half the orders and a hot-SKU campaign, three runs each in turns at 30 shoppers, audited; writes docs/benchmarks.md (about 6 minutes)
+bench-promotions: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) ## the campaign mix with and without a coupon on half the orders and a hot-SKU campaign, three runs each in turns at 30 shoppers, audited; writes docs/benchmarks.md (about 6 minutes)
 	$(call bench-tool,benchcampaign) -promotions
 
 .PHONY: bench-cluster
-bench-cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build ## campaign traffic at 50 and 200 shoppers through make cluster's shape beside its own Temporal floor, then the dev stack's floor and campaign at the same counts; writes docs/benchmarks.md and docs/bench-cluster.json
+bench-cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build $(NATS_SERVER) ## campaign traffic at 50 and 200 shoppers through make cluster's shape beside its own Temporal floor, then the dev stack's floor and campaign at the same counts; writes docs/benchmarks.md and docs/bench-cluster.json
 	$(call bench-tool,benchcampaign) -stack cluster
 
 .PHONY: bench-cost
-bench-cost: postgres-binaries $(TEMPORAL_CLI) build ## Temporal persistence calls and visibility writes per order, scenario by scenario, beside an empty workflow; writes docs/benchmarks.md (BASELINE=path of another build to measure beside it)
+bench-cost: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) ## Temporal persistence calls and visibility writes per order, scenario by scenario, beside an empty workflow; writes docs/benchmarks.md (BASELINE=path of another build to measure beside it)
 	$(call bench-tool,benchcost) $(if $(BASELINE),-baseline $(BASELINE))
 
 .PHONY: loadtest
@@ -264,6 +270,10 @@ $(TEMPORAL_UI_SERVER):
 $(TEMPORAL_UI_CONFIG): $(TEMPORAL_UI_SERVER)
 	$(GO) mod download github.com/temporalio/ui-server/v2@$(TEMPORAL_UI_VERSION)
 	install -D -m 0644 "$$($(GO) env GOMODCACHE)/github.com/temporalio/ui-server/v2@$(TEMPORAL_UI_VERSION)/config/docker.yaml" $@
+
+$(NATS_SERVER):
+	@echo "building nats-server $(NATS_SERVER_VERSION) into bin/ (about a minute the first time)"
+	GOBIN=$(BIN) $(GO) install github.com/nats-io/nats-server/v2@$(NATS_SERVER_VERSION)
 
 $(SQLC):
 	GOBIN=$(BIN) $(GO) install github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION)

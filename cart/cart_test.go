@@ -122,7 +122,7 @@ func TestJanitor_DeleteIdle_RemovesIdleCartsAndAnnouncesAbandonedMemberCarts(t *
 	var aggregate, event string
 	var payload []byte
 	require.NoError(t, pool.QueryRow(context.Background(),
-		`SELECT aggregate_id, event_type, payload FROM outbox WHERE aggregate_type = 'cart'`).Scan(&aggregate, &event, &payload))
+		`SELECT aggregate_id, event_type, payload FROM outbox_events WHERE aggregate_type = 'cart'`).Scan(&aggregate, &event, &payload))
 	assert.Equal(t, "u:7", aggregate)
 	assert.Equal(t, cart.EventCartAbandoned, event)
 	var body struct {
@@ -137,7 +137,7 @@ func TestJanitor_DeleteIdle_RemovesIdleCartsAndAnnouncesAbandonedMemberCarts(t *
 	again, err := j.DeleteIdle(context.Background(), cart.DefaultIdleTTL)
 	require.NoError(t, err)
 	assert.Zero(t, again, "a second run finds nothing")
-	assert.EqualValues(t, 1, scalar(t, pool, `SELECT count(*) FROM outbox WHERE aggregate_type = 'cart'`))
+	assert.EqualValues(t, 1, scalar(t, pool, `SELECT count(*) FROM outbox_events WHERE aggregate_type = 'cart'`))
 }
 
 func TestActivities_DeleteIdleCarts_RunsAsTemporalActivity(t *testing.T) {

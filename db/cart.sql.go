@@ -108,7 +108,7 @@ WITH idle AS (
      WHERE c.id = idle.id
     RETURNING c.id, c.user_id, c.doc, c.updated_at
 ), events AS (
-    INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload)
+    INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
     SELECT 'cart', g.id, $3::text,
            jsonb_build_object('cartId', g.id, 'userId', g.user_id, 'items', g.doc->'items',
                               'lastActivityAt', g.updated_at)

@@ -195,8 +195,19 @@ func (q *Queries) InsertCampaign(ctx context.Context, arg InsertCampaignParams) 
 	return i, err
 }
 
+const insertOrderOutboxEvent = `-- name: InsertOrderOutboxEvent :exec
+INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
+VALUES ('order', ($1::bigint)::text, $2, order_event_payload($1::bigint) || $3::jsonb)
+`
+
+// An order event: the order as it stands and its lines (order_event_payload), with extra fields.
+func (q *Queries) InsertOrderOutboxEvent(ctx context.Context, orderID int64, eventType string, extra json.RawMessage) error {
+	_, err := q.db.Exec(ctx, insertOrderOutboxEvent, orderID, eventType, extra)
+	return err
+}
+
 const insertOutboxEvent = `-- name: InsertOutboxEvent :exec
-INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload)
+INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
 VALUES ($1, $2, $3, $4)
 `
 

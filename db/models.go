@@ -226,6 +226,19 @@ type Outbox struct {
 	DeadAt        *time.Time
 }
 
+type OutboxEvent struct {
+	ID            int64
+	AggregateType string
+	AggregateID   string
+	EventType     string
+	Payload       json.RawMessage
+	CreatedAt     time.Time
+	PublishedAt   *time.Time
+	Attempts      int32
+	LastError     *string
+	DeadAt        *time.Time
+}
+
 type Payment struct {
 	OrderID              int64
 	IdempotencyKey       string

@@ -12,7 +12,7 @@ import (
 )
 
 const markOutboxPublished = `-- name: MarkOutboxPublished :exec
-UPDATE outbox SET published_at = now() WHERE id = ANY ($1::bigint[]) AND published_at IS NULL
+UPDATE outbox_events SET published_at = now() WHERE id = ANY ($1::bigint[]) AND published_at IS NULL
 `
 
 func (q *Queries) MarkOutboxPublished(ctx context.Context, ids []int64) error {
@@ -32,7 +32,7 @@ func (q *Queries) OrderWorkflowID(ctx context.Context, id int64) (string, error)
 }
 
 const outboxHandlerFailed = `-- name: OutboxHandlerFailed :one
-UPDATE outbox
+UPDATE outbox_events
    SET attempts = attempts + 1, last_error = $1,
        dead_at = CASE WHEN attempts + 1 >= $2::int THEN now() END
  WHERE id = $3
@@ -49,7 +49,7 @@ func (q *Queries) OutboxHandlerFailed(ctx context.Context, lastError *string, ma
 
 const outboxLag = `-- name: OutboxLag :one
 SELECT count(*) AS pending, COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 AS oldest_seconds
-FROM outbox
+FROM outbox_events
 WHERE published_at IS NULL AND dead_at IS NULL
 `
 
@@ -65,11 +65,30 @@ func (q *Queries) OutboxLag(ctx context.Context) (OutboxLagRow, error) {
 	return i, err
 }
 
-const tryLockOutboxRelay = `-- name: TryLockOutboxRelay :one
-SELECT pg_try_advisory_xact_lock(2, 0)
+const purgePublishedOutbox = `-- name: PurgePublishedOutbox :execrows
+DELETE FROM outbox_events
+ WHERE id IN (SELECT id FROM outbox_events
+               WHERE published_at < now() - make_interval(secs => $1::float8)
+               ORDER BY published_at LIMIT $2)
 `
 
-// One relay at a time across worker replicas keeps events in order.
+// Published events older than the retention go, a batch at a time: the broker's stream and the
+// consumers hold them from then on.
+func (q *Queries) PurgePublishedOutbox(ctx context.Context, keepSeconds float64, batchSize int32) (int64, error) {
+	result, err := q.db.Exec(ctx, purgePublishedOutbox, keepSeconds, batchSize)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const tryLockOutboxRelay = `-- name: TryLockOutboxRelay :one
+SELECT pg_try_advisory_xact_lock(2, 1)
+`
+
+// One relay at a time across worker replicas keeps events in order. (Relays of releases before
+// the broker take the lock (2, 0) on the old outbox table, which holds nothing new: they never
+// wait for this one, nor it for them.)
 func (q *Queries) TryLockOutboxRelay(ctx context.Context) (bool, error) {
 	row := q.db.QueryRow(ctx, tryLockOutboxRelay)
 	var pg_try_advisory_xact_lock bool
@@ -79,7 +98,7 @@ func (q *Queries) TryLockOutboxRelay(ctx context.Context) (bool, error) {
 
 const unpublishedOutbox = `-- name: UnpublishedOutbox :many
 SELECT id, aggregate_type, aggregate_id, event_type, payload, created_at, attempts
-FROM outbox
+FROM outbox_events
 WHERE published_at IS NULL AND dead_at IS NULL
 ORDER BY id
 LIMIT $1

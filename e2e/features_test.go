@@ -144,7 +144,7 @@ func TestFeatures_SwitchedAtRunTime_AcrossTwoAPIReplicasAndTheWorker(t *testing.
 	s.runSchedule(cfg.ScheduleIDPrefix+workflows.ScheduleCartJanitor, &res)
 	assert.Equal(t, cart.JanitorResult{Deferred: true}, res)
 	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM carts WHERE user_id = $1`, idle.id), "the idle cart waits")
-	assert.Zero(t, s.scalar(`SELECT count(*) FROM outbox WHERE event_type = $1`, cart.EventCartAbandoned))
+	assert.Zero(t, s.scalar(`SELECT count(*) FROM outbox_events WHERE event_type = $1`, cart.EventCartAbandoned))
 	assert.Equal(t, int64(2), s.scalar(`SELECT available FROM sku_availability WHERE sku_id = $1`, sku),
 		"the relay applied nothing meanwhile")
 	assert.Positive(t, s.scalar(`SELECT count(*) FROM inventory_changes WHERE sku_id = $1`, sku), "the change waits")
@@ -163,5 +163,5 @@ func TestFeatures_SwitchedAtRunTime_AcrossTwoAPIReplicasAndTheWorker(t *testing.
 	s.runSchedule(cfg.ScheduleIDPrefix+workflows.ScheduleCartJanitor, &res)
 	assert.Equal(t, cart.JanitorResult{Deleted: 1, Events: 1}, res)
 	assert.Zero(t, s.scalar(`SELECT count(*) FROM carts WHERE user_id = $1`, idle.id))
-	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM outbox WHERE event_type = $1`, cart.EventCartAbandoned))
+	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM outbox_events WHERE event_type = $1`, cart.EventCartAbandoned))
 }

@@ -99,7 +99,7 @@ func TestLineCancel_DamagedUnit_PartialRefund_NotRestocked_RepeatChangesNothing(
 	assert.Equal(t, int64(1899_00), s.scalar(`SELECT refunded_minor FROM paysim.intents WHERE order_id = $1`, id))
 	assert.Equal(t, int64(1899_00), s.scalar(`SELECT refunded_minor FROM payments WHERE order_id = $1`, id))
 	assert.Equal(t, stock, s.onHand(76, 1), "a damaged unit is not put back on the shelf")
-	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM outbox WHERE event_type = $1 AND (payload->>'orderId')::bigint = $2
+	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM outbox_events WHERE event_type = $1 AND (payload->>'orderId')::bigint = $2
 		AND (payload->>'sellerId')::bigint = 42 AND (payload->>'userId')::bigint = $3 AND (payload->>'units')::int = 1`,
 		activities.EventOrderLineCancelled, id, sh.id))
 
@@ -143,7 +143,7 @@ func TestLineCancel_DamagedUnit_PartialRefund_NotRestocked_RepeatChangesNothing(
 	assert.Equal(t, int64(1899_00), s.scalar(`SELECT refunded_minor FROM paysim.intents WHERE order_id = $1`, id))
 	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM paysim.refunds`))
 	assert.Equal(t, int64(1), s.scalar(`SELECT cancelled_quantity FROM order_items WHERE order_id = $1`, id))
-	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM outbox WHERE event_type = $1`, activities.EventOrderLineCancelled))
+	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM outbox_events WHERE event_type = $1`, activities.EventOrderLineCancelled))
 	assert.Equal(t, stock, s.onHand(76, 1))
 	s.recordHistory("line-cancel-repeated", wf)
 

@@ -278,7 +278,7 @@ func TestCartJanitorSchedule_IdleCart_DeletedWithAbandonedEvent(t *testing.T) {
 	assert.Equal(t, cart.JanitorResult{Deleted: 1, Events: 1}, res)
 	assert.Zero(t, s.scalar(`SELECT count(*) FROM carts WHERE user_id = $1`, idle.id), "the idle cart is gone")
 	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM carts WHERE user_id = $1`, fresh.id), "a recent cart stays")
-	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM outbox WHERE event_type = $1 AND (payload->>'userId')::bigint = $2`,
+	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM outbox_events WHERE event_type = $1 AND (payload->>'userId')::bigint = $2`,
 		cart.EventCartAbandoned, idle.id))
 	assert.Equal(t, float64(1), s.metric("checkout_cart_janitor_deleted_total"))
 }

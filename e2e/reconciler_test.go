@@ -127,7 +127,7 @@ func TestPaymentReconciler_LineCancelWhoseWorkflowIsGone_Finished(t *testing.T) 
 	assert.Equal(t, int64(2*899_90), s.scalar(`SELECT refunded_minor FROM paysim.intents WHERE order_id = $1`, id), "%+v", finished)
 	assert.Equal(t, int64(2*899_90), s.scalar(`SELECT refunded_minor FROM payments WHERE order_id = $1`, id))
 	assert.Equal(t, stock+2, s.onHand(73, 1), "the units never left the seller's shelf: sellable again")
-	assert.Equal(t, int64(2), s.scalar(`SELECT count(*) FROM outbox WHERE event_type = $1 AND (payload->>'orderId')::bigint = $2`,
+	assert.Equal(t, int64(2), s.scalar(`SELECT count(*) FROM outbox_events WHERE event_type = $1 AND (payload->>'orderId')::bigint = $2`,
 		activities.EventOrderLineCancelled, id), "the shopper and the seller are told")
 	assert.Equal(t, int64(2), s.scalar(`SELECT count(*) FROM line_cancellations WHERE order_id = $1 AND refunded_at IS NOT NULL
 		AND restocked_at IS NOT NULL AND announced_at IS NOT NULL AND attention IS NULL`, id))

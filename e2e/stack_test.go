@@ -35,6 +35,7 @@ import (
 
 	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/cart"
+	"github.com/marketplace/checkout/events"
 	"github.com/marketplace/checkout/features"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/codec"
@@ -162,7 +163,8 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	require.NoError(t, err)
 	base := "http://" + ln.Addr().String()
 	env := map[string]string{"HOLD_TTL": o.hold.String(), "PUBLIC_BASE_URL": base, "DATABASE_URL": dbURL,
-		"TEMPORAL_ADDRESS": testenv.TemporalAddress(t), "TEMPORAL_TASK_QUEUE": "e2e-" + randomHex(6)}
+		"TEMPORAL_ADDRESS": testenv.TemporalAddress(t), "TEMPORAL_TASK_QUEUE": "e2e-" + randomHex(6),
+		"EVENTS_PREFIX": testenv.EventsPrefix(t)}
 	if o.stepRetryWindow > 0 {
 		env["STEP_RETRY_WINDOW"] = o.stepRetryWindow.String()
 	}
@@ -182,6 +184,8 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	require.NoError(t, err)
 	require.NoError(t, worker.EnsureSearchAttributes(ctx, tc, cfg.TemporalNamespace))
 
+	broker, err := events.Connect(wiring.Events(workerCfg, "e2e"))
+	require.NoError(t, err)
 	m := metrics.New()
 	inv := inventory.New(pool, m)
 	m.RegisterInventoryGauges(inv)
@@ -219,8 +223,9 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	go func() { _ = carts.Run(ctx); close(cartsDone) }()
 
 	s := &stack{t: t, ctx: ctx, pool: pool, cfg: cfg, temporal: tc, codec: pc, base: base, sim: sim, cancel: cancel,
-		http:      &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 100}},
-		deps:      worker.Deps{Config: workerCfg, Pool: pool, Inventory: inv, Temporal: tc, Metrics: m, Log: quietLog(), Features: switches},
+		http: &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 100}},
+		deps: worker.Deps{Config: workerCfg, Pool: pool, Inventory: inv, Temporal: tc, Metrics: m, Log: quietLog(), Features: switches,
+			Broker: broker},
 		moneyDown: &atomic.Bool{}}
 	s.deps.Gateway = moneyDownGateway{Gateway: gateway, down: s.moneyDown}
 	s.metrics = "http://" + metricsLn.Addr().String() + "/metrics"
@@ -243,6 +248,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 		_ = metricsSrv.Close()
 		sim.Close()
 		tc.Close()
+		broker.Close()
 	})
 	return s
 }

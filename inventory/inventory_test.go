@@ -644,7 +644,7 @@ func TestSellerStock_ThreeUnderFiveActive_TwoNewestReleased(t *testing.T) {
 	onHand, reserved := f.row(77, whIzmir)
 	assert.EqualValues(t, 3, onHand)
 	assert.EqualValues(t, 3, reserved)
-	assert.Equal(t, 2, f.count(`SELECT count(*) FROM outbox WHERE event_type = $1`, inventory.EventOrderStockShortfall))
+	assert.Equal(t, 2, f.count(`SELECT count(*) FROM outbox_events WHERE event_type = $1`, inventory.EventOrderStockShortfall))
 	assert.Equal(t, 1, f.count(`SELECT count(*) FROM seller_shortfall_events WHERE seller_id = 42 AND released_units = 2`))
 	for order := int64(1); order <= 3; order++ {
 		_, err := f.eng.Confirm(f.ctx, order)

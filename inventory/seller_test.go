@@ -137,7 +137,7 @@ func TestSellerStock_LaggingCountBelowReserved_ShortfallOnWhatRemains(t *testing
 	onHand, reserved := f.row(77, whIstanbul)
 	assert.EqualValues(t, 2, onHand)
 	assert.EqualValues(t, 2, reserved)
-	assert.Equal(t, 1, f.count(`SELECT count(*) FROM outbox WHERE event_type = $1`, inventory.EventOrderStockShortfall))
+	assert.Equal(t, 1, f.count(`SELECT count(*) FROM outbox_events WHERE event_type = $1`, inventory.EventOrderStockShortfall))
 	assert.Equal(t, 1, f.count(`SELECT count(*) FROM seller_shortfall_events
 		WHERE seller_id = 42 AND on_hand_after = 2 AND reserved_before = 3 AND released_units = 1`))
 	for order := int64(3); order <= 4; order++ {
@@ -347,7 +347,7 @@ func TestSellerStock_ShortfallMeetsAConfirmInFlight_RetriesThenApplies(t *testin
 	onHand, reserved := f.row(77, whIstanbul)
 	assert.Zero(t, onHand, "a count of 1 less the 3 sold after it")
 	assert.Zero(t, reserved)
-	assert.Zero(t, f.count(`SELECT count(*) FROM outbox WHERE event_type = $1`, inventory.EventOrderStockShortfall))
+	assert.Zero(t, f.count(`SELECT count(*) FROM outbox_events WHERE event_type = $1`, inventory.EventOrderStockShortfall))
 	assert.Zero(t, f.count(`SELECT count(*) FROM seller_shortfall_events`))
 	f.lastLedgerEntry()
 	f.assertConsistent()
@@ -450,7 +450,7 @@ func TestSellerStock_ShortfallsRacingReserveConfirmRelease_NoDriftNoDeadlock(t *
 	assert.Zero(t, f.count(`SELECT count(*) FROM (SELECT order_id FROM stock_reservations
 		GROUP BY order_id HAVING count(DISTINCT status) > 1) mixed`), "an order is wholly confirmed, released or held")
 	taken := `SELECT DISTINCT (payload->>'orderId')::bigint AS order_id, (payload->>'skuId')::bigint AS sku_id
-		FROM outbox WHERE event_type = '` + inventory.EventOrderStockShortfall + `'`
+		FROM outbox_events WHERE event_type = '` + inventory.EventOrderStockShortfall + `'`
 	assert.Equal(t, int(notActive.Load()), f.count(`SELECT count(DISTINCT order_id) FROM (`+taken+`) e WHERE order_id % 3 <> 0`),
 		"each confirm refused was of an order a shortfall had taken")
 	assert.Zero(t, f.count(`SELECT count(*) FROM (`+taken+`) e WHERE NOT EXISTS (SELECT 1 FROM stock_reservations r

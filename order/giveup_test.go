@@ -113,7 +113,7 @@ func TestGiveUp_OpenOrders_EndedOnceWithTheirStockBack(t *testing.T) {
 	st, code := s.status(held)
 	assert.Equal(t, [2]string{"FAILED", "ORPHANED"}, [2]string{st, code})
 	var events int
-	require.NoError(t, s.pool.QueryRow(s.ctx, `SELECT count(*) FROM outbox WHERE event_type = $1`, order.EventFailed).Scan(&events))
+	require.NoError(t, s.pool.QueryRow(s.ctx, `SELECT count(*) FROM outbox_events WHERE event_type = $1`, order.EventFailed).Scan(&events))
 	assert.Equal(t, 2, events, "one event per order ended")
 }
 

@@ -26,8 +26,9 @@ type Store struct {
 
 func (s Store) q() *db.Queries { return db.New(s.Pool) }
 
-// Outbox event types of an order's end.
+// Outbox event types of an order: its creation and its end (docs/events.md).
 const (
+	EventCreated   = "order.created"
 	EventConfirmed = "order.confirmed"
 	EventFailed    = "order.failed"
 	EventCancelled = "order.cancelled"
@@ -152,6 +153,10 @@ func Insert(ctx context.Context, q *db.Queries, n New) (Created, error) {
 	}
 	err = Note(ctx, q, id, "created", map[string]any{"workflowId": n.WorkflowID, "total": n.Quote.TotalMinor,
 		"currency": n.Quote.Currency})
+	if err != nil {
+		return Created{}, err
+	}
+	err = q.InsertOrderOutboxEvent(ctx, id, EventCreated, []byte("{}"))
 	return Created{ID: id, Status: StatusPendingPayment, Made: true}, err
 }
 
@@ -297,9 +302,11 @@ func (s Store) Transition(ctx context.Context, orderID int64, to Status, code Fa
 		if err := Note(ctx, q, orderID, "status", entry); err != nil {
 			return err
 		}
-		payload, _ := json.Marshal(map[string]any{"orderId": orderID, "status": to, "code": code})
-		return q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{AggregateType: "order",
-			AggregateID: strconv.FormatInt(orderID, 10), EventType: event, Payload: payload})
+		extra := []byte("{}")
+		if code != "" {
+			extra, _ = json.Marshal(map[string]any{"code": code})
+		}
+		return q.InsertOrderOutboxEvent(ctx, orderID, event, extra)
 	})
 	return changed, err
 }

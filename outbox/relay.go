@@ -1,10 +1,13 @@
-// Package outbox publishes the events that state changes wrote to the outbox table in their own
-// transaction: at least once, in id order (so in order per order), by one relay at a time.
+// Package outbox publishes the events that state changes wrote to the outbox (outbox_events) in
+// their own transaction to the event broker: in id order (so in order per order and per stock
+// row), one relay at a time, each event acknowledged by the broker before it is marked, with its id
+// as the broker's de-duplication id, so that a relay that dies between the two publishes nothing
+// twice in effect.
 package outbox
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -14,35 +17,52 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/events"
 )
 
 // Event is one outbox row.
-type Event struct {
-	ID            int64           `json:"id"`
-	AggregateType string          `json:"aggregateType"`
-	AggregateID   string          `json:"aggregateId"`
-	Type          string          `json:"type"`
-	Payload       json.RawMessage `json:"payload"`
-	CreatedAt     time.Time       `json:"createdAt"`
-}
+type Event = events.Row
 
-// Handler acts on an event. An error stops the batch there, so that later events wait for it;
-// a handler returns nil for events it can never act on.
+// Handler acts on an event inside the product (a shortfall signals its order's workflow) once the
+// broker has it. An error stops the batch there, so that later events wait for it; a handler
+// returns nil for events it can never act on.
 type Handler func(ctx context.Context, e Event) error
 
-// Relay reads unpublished events in id order and hands each to the handler of its type (events
-// without a handler are published as they are: logged and counted).
+// Publisher is the event broker as the relay needs it: an envelope stored, or an error.
+type Publisher interface {
+	Publish(ctx context.Context, e events.Envelope) (dup bool, err error)
+}
+
+var _ Publisher = (*events.Broker)(nil)
+
+// ErrBroker wraps what the broker answered when it did not take an event: the relay stops and
+// tries again, and the event keeps its place.
+var ErrBroker = errors.New("event broker")
+
+// Relay reads unpublished events in id order, publishes each to the broker and hands it to the
+// handler of its type, if any.
 type Relay struct {
 	Pool      *pgxpool.Pool
+	Broker    Publisher
 	Handlers  map[string]Handler
 	BatchSize int32
 	// Interval is the poll period when the outbox is empty.
 	Interval time.Duration
-	Log      *slog.Logger
+	// PublishTimeout bounds the wait for the broker's acknowledgement of one event (default 5s).
+	PublishTimeout time.Duration
+	// Prepare, when set, runs before the first batch and again after a broker failure until it
+	// succeeds (the stream is ensured).
+	Prepare func(ctx context.Context) error
+	// Retention is how long published events stay in the table (default 72h); the broker's stream
+	// keeps them from then on.
+	Retention time.Duration
+	Log       *slog.Logger
 	// Published counts events by type; nil means not counted.
 	Published *prometheus.CounterVec
 	// Dead counts events set aside after MaxAttempts failures, by type; nil means not counted.
 	Dead *prometheus.CounterVec
+	// BrokerFailures counts the publishes the broker did not acknowledge; nil means not counted.
+	BrokerFailures prometheus.Counter
 	// MaxAttempts bounds the attempts at an event whose handler keeps failing (default 20).
 	MaxAttempts int32
 }
@@ -54,25 +74,61 @@ func (r *Relay) maxAttempts() int32 {
 	return 20
 }
 
-// Run relays until ctx ends.
+// Backoff bounds: a broker that is back is used again within brokerBackoffMax.
+const (
+	brokerBackoffMax  = 5 * time.Second
+	handlerBackoffMax = 30 * time.Second
+	purgeEvery        = time.Minute
+)
+
+// Run relays until ctx ends. A broker that is down stops it (the outbox grows, nothing is marked);
+// it goes on by itself once the broker acknowledges again.
 func (r *Relay) Run(ctx context.Context) error {
 	interval := r.Interval
 	if interval <= 0 {
 		interval = 200 * time.Millisecond
 	}
 	backoff := interval
+	prepared := r.Prepare == nil
+	var lastPurge time.Time
 	for {
-		n, err := r.Once(ctx)
+		var n int
+		var err error
+		if !prepared {
+			if err = r.Prepare(ctx); err == nil {
+				prepared = true
+			} else {
+				if r.BrokerFailures != nil && ctx.Err() == nil {
+					r.BrokerFailures.Inc()
+				}
+				err = fmt.Errorf("%w: %v", ErrBroker, err)
+			}
+		}
+		if prepared {
+			n, err = r.Once(ctx)
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
 		wait := interval
-		if err != nil {
-			r.Log.Warn("outbox relay", "error", err)
-			backoff = min(backoff*2, 30*time.Second)
+		switch {
+		case errors.Is(err, ErrBroker):
+			r.Log.Warn("outbox relay: the event broker did not take the next event; waiting for it", "error", err)
+			backoff = min(backoff*2, brokerBackoffMax)
 			wait = backoff
-		} else {
+			prepared = r.Prepare == nil
+		case err != nil:
+			r.Log.Warn("outbox relay", "error", err)
+			backoff = min(backoff*2, handlerBackoffMax)
+			wait = backoff
+		default:
 			backoff = interval
+			if time.Since(lastPurge) > purgeEvery {
+				lastPurge = time.Now()
+				if err := r.purge(ctx); err != nil && ctx.Err() == nil {
+					r.Log.Warn("outbox relay: purging published events", "error", err)
+				}
+			}
 			if n > 0 {
 				continue
 			}
@@ -81,6 +137,20 @@ func (r *Relay) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(wait):
+		}
+	}
+}
+
+// purge deletes published events older than the retention, a batch at a time.
+func (r *Relay) purge(ctx context.Context) error {
+	keep := r.Retention
+	if keep <= 0 {
+		keep = 72 * time.Hour
+	}
+	for {
+		n, err := db.New(r.Pool).PurgePublishedOutbox(ctx, keep.Seconds(), 5000)
+		if err != nil || n < 5000 {
+			return err
 		}
 	}
 }
@@ -94,14 +164,16 @@ func (r *Relay) Backlog(ctx context.Context) (pending int64, oldest time.Duratio
 	return row.Pending, time.Duration(row.OldestSeconds * float64(time.Second)), nil
 }
 
-// Once relays one batch and returns how many events it published.
+// Once relays one batch and returns how many events it published. It stops at the first event the
+// broker does not acknowledge (an error wrapping ErrBroker; the events before it are marked) or
+// whose handler fails (one attempt counted).
 func (r *Relay) Once(ctx context.Context) (int, error) {
 	batch := r.BatchSize
 	if batch <= 0 {
 		batch = 200
 	}
 	published := 0
-	var handlerErr error
+	var stopErr error
 	err := pgx.BeginFunc(ctx, r.Pool, func(tx pgx.Tx) error {
 		q := db.New(tx)
 		locked, err := q.TryLockOutboxRelay(ctx)
@@ -113,29 +185,27 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 			return err
 		}
 		var done []int64
-		var herr error
 		for _, row := range rows {
 			e := Event{ID: row.ID, AggregateType: row.AggregateType, AggregateID: row.AggregateID, Type: row.EventType,
 				Payload: row.Payload, CreatedAt: row.CreatedAt}
-			if h := r.Handlers[e.Type]; h != nil {
-				if herr = h(ctx, e); herr != nil {
-					herr = fmt.Errorf("event %d (%s): %w", e.ID, e.Type, herr)
-					msg := herr.Error()
-					dead, err := q.OutboxHandlerFailed(ctx, &msg, r.maxAttempts(), e.ID)
-					if err != nil {
-						return err
-					}
-					if dead {
-						r.Log.Error("outbox event set aside after repeated failures", "event_id", e.ID, "type", e.Type,
-							"aggregate_id", e.AggregateID, "error", msg)
-						if r.Dead != nil {
-							r.Dead.WithLabelValues(e.Type).Inc()
-						}
-					}
+			if stopErr = r.relay(ctx, e); stopErr != nil {
+				if errors.Is(stopErr, ErrBroker) {
 					break
 				}
+				msg := stopErr.Error()
+				dead, err := q.OutboxHandlerFailed(ctx, &msg, r.maxAttempts(), e.ID)
+				if err != nil {
+					return err
+				}
+				if dead {
+					r.Log.Error("outbox event set aside after repeated failures", "event_id", e.ID, "type", e.Type,
+						"aggregate_id", e.AggregateID, "error", msg)
+					if r.Dead != nil {
+						r.Dead.WithLabelValues(e.Type).Inc()
+					}
+				}
+				break
 			}
-			r.Log.Debug("outbox event published", "event_id", e.ID, "type", e.Type, "aggregate_id", e.AggregateID)
 			if r.Published != nil {
 				r.Published.WithLabelValues(e.Type).Inc()
 			}
@@ -147,12 +217,40 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 			}
 		}
 		published = len(done)
-		// Commit what was published even when a handler failed; the failed event is retried.
-		handlerErr = herr
+		// Commit what was published even when the batch stopped early; the rest is tried again.
 		return nil
 	})
 	if err == nil {
-		err = handlerErr
+		err = stopErr
 	}
 	return published, err
+}
+
+// relay publishes one event and runs its handler.
+func (r *Relay) relay(ctx context.Context, e Event) error {
+	env, err := events.Build(e)
+	if err != nil {
+		return err // a payload this build cannot publish: counted as a failed attempt
+	}
+	timeout := r.PublishTimeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	dup, err := r.Broker.Publish(pctx, env)
+	cancel()
+	if err != nil {
+		if r.BrokerFailures != nil && ctx.Err() == nil {
+			r.BrokerFailures.Inc()
+		}
+		return fmt.Errorf("%w: event %d (%s): %v", ErrBroker, e.ID, e.Type, err)
+	}
+	r.Log.Debug("outbox event published", "event_id", e.ID, "type", e.Type, "aggregate_id", e.AggregateID,
+		"duplicate", dup)
+	if h := r.Handlers[e.Type]; h != nil {
+		if err := h(ctx, e); err != nil {
+			return fmt.Errorf("event %d (%s): %w", e.ID, e.Type, err)
+		}
+	}
+	return nil
 }

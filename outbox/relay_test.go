@@ -2,14 +2,26 @@ package outbox_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/marketplace/checkout/events"
+	"github.com/marketplace/checkout/internal/dev/demo"
+	"github.com/marketplace/checkout/internal/dev/natsserver"
 	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/outbox"
@@ -17,24 +29,85 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
+var quiet = slog.New(slog.NewJSONHandler(io.Discard, nil))
+
+// broker connects to url with a stream prefix of the test's own and ensures its stream.
+func broker(t *testing.T, url string) *events.Broker {
+	t.Helper()
+	b, err := events.Connect(events.Options{URL: url, Prefix: testenv.EventsPrefix(t), Replicas: 1,
+		MaxAge: time.Hour, MaxBytes: 64 << 20, Name: t.Name(), Log: quiet})
+	require.NoError(t, err)
+	t.Cleanup(b.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, b.EnsureStream(ctx))
+	return b
+}
+
+// insertShortfalls writes n order.stock_shortfall events of order aggregate, releasedUnits 1…n
+// in order, each in its own transaction.
+func insertShortfalls(t *testing.T, pool *pgxpool.Pool, aggregate int64, n int) {
+	t.Helper()
+	for i := 1; i <= n; i++ {
+		payload, _ := json.Marshal(events.StockShortfall{OrderID: aggregate, SellerID: 42, SKUID: 77, WarehouseID: 1,
+			ReleasedUnits: int32(i)})
+		_, err := pool.Exec(context.Background(), `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
+			VALUES ('order', $1, 'order.stock_shortfall', $2)`, strconv.FormatInt(aggregate, 10), payload)
+		require.NoError(t, err)
+	}
+}
+
+// stored is every message of the broker's stream, in stream order.
+func stored(t *testing.T, b *events.Broker) []events.Envelope {
+	t.Helper()
+	ctx := context.Background()
+	s, err := b.JetStream().Stream(ctx, events.StreamName(b.Options().Prefix))
+	require.NoError(t, err)
+	info, err := s.Info(ctx)
+	require.NoError(t, err)
+	var out []events.Envelope
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		require.NoError(t, err)
+		e, err := events.Decode(m.Data)
+		require.NoError(t, err)
+		assert.Equal(t, e.ID, m.Header.Get(jetstream.MsgIDHeader), "the broker's de-duplication id is the event's id")
+		out = append(out, e)
+	}
+	return out
+}
+
+func unpublished(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM outbox_events WHERE published_at IS NULL AND dead_at IS NULL`).Scan(&n))
+	return n
+}
+
 func TestRelay_InOrderAndAPoisonEventIsSetAside(t *testing.T) {
 	t.Parallel()
 	pool := testenv.Pool(t)
 	ctx := context.Background()
-	for _, typ := range []string{"good", "bad", "good"} {
-		_, err := pool.Exec(ctx, `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload) VALUES ('order', '1', $1, '{}')`, typ)
-		require.NoError(t, err)
-	}
+	b := broker(t, testenv.NATSURL(t))
+	insertShortfalls(t, pool, 1, 1)
+	_, err := pool.Exec(ctx, `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
+		VALUES ('order', '2', 'order.stock_shortfall', '{"orderId": 2, "sellerId": 42, "skuId": 77, "warehouseId": 1, "releasedUnits": 9}')`)
+	require.NoError(t, err)
+	insertShortfalls(t, pool, 3, 1)
 	var seen []int64
-	record := func(ctx context.Context, e outbox.Event) error { seen = append(seen, e.ID); return nil }
-	r := &outbox.Relay{Pool: pool, Log: slog.New(slog.NewJSONHandler(io.Discard, nil)), MaxAttempts: 3,
-		Handlers: map[string]outbox.Handler{
-			"good": record,
-			"bad":  func(context.Context, outbox.Event) error { return errors.New("downstream refuses") },
-		}}
+	r := &outbox.Relay{Pool: pool, Broker: b, Log: quiet, MaxAttempts: 3,
+		Handlers: map[string]outbox.Handler{events.OrderStockShortfall: func(_ context.Context, e outbox.Event) error {
+			if e.AggregateID == "2" {
+				return errors.New("downstream refuses")
+			}
+			seen = append(seen, e.ID)
+			return nil
+		}}}
 
 	n, err := r.Once(ctx)
 	require.Error(t, err)
+	assert.NotErrorIs(t, err, outbox.ErrBroker)
 	assert.Equal(t, 1, n, "the event before the failing one is published")
 	for i := 0; i < 2; i++ {
 		n, err = r.Once(ctx)
@@ -49,12 +122,265 @@ func TestRelay_InOrderAndAPoisonEventIsSetAside(t *testing.T) {
 
 	var attempts int
 	var dead bool
-	require.NoError(t, pool.QueryRow(ctx, `SELECT attempts, dead_at IS NOT NULL FROM outbox WHERE event_type = 'bad'`).Scan(&attempts, &dead))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT attempts, dead_at IS NOT NULL FROM outbox_events WHERE aggregate_id = '2'`).Scan(&attempts, &dead))
 	assert.Equal(t, 3, attempts)
 	assert.True(t, dead)
-	var unpublished int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL AND dead_at IS NULL`).Scan(&unpublished))
-	assert.Zero(t, unpublished)
+	assert.Zero(t, unpublished(t, pool))
+	var subjects []string
+	for _, e := range stored(t, b) {
+		subjects = append(subjects, e.Subject)
+	}
+	assert.Equal(t, []string{"order/1", "order/2", "order/3"}, subjects,
+		"the set-aside event reached the broker (its handler failed after), once, in its place")
+}
+
+// A relay that dies after the broker stored events and before it marked them (its transaction
+// never commits) is followed by one that publishes them again: the broker keeps one copy of each.
+func TestRelay_KilledBetweenPublishAndMark_TheBrokerKeepsEachEventOnce(t *testing.T) {
+	t.Parallel()
+	pool := testenv.Pool(t)
+	b := broker(t, testenv.NATSURL(t))
+	insertShortfalls(t, pool, 10, 30)
+
+	ctx, kill := context.WithCancel(context.Background())
+	dying := &outbox.Relay{Pool: pool, Broker: killAfter{b: b, n: new(atomic.Int32), after: 20, kill: kill}, Log: quiet}
+	_, err := dying.Once(ctx)
+	require.Error(t, err, "the relay died mid-batch")
+	assert.Equal(t, 30, unpublished(t, pool), "it marked nothing")
+	require.Len(t, stored(t, b), 20, "the broker stored what it was sent before the relay died")
+
+	dups := &countDuplicates{b: b}
+	next := &outbox.Relay{Pool: pool, Broker: dups, Log: quiet}
+	n, err := next.Once(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 30, n)
+	assert.Equal(t, int32(20), dups.n.Load(), "the broker answered the 20 it had as duplicates")
+	got := stored(t, b)
+	require.Len(t, got, 30, "one copy of each event")
+	for i, e := range got {
+		var d events.StockShortfall
+		require.NoError(t, json.Unmarshal(e.Data, &d))
+		assert.EqualValues(t, i+1, d.ReleasedUnits, "in order")
+	}
+}
+
+type killAfter struct {
+	b     *events.Broker
+	n     *atomic.Int32
+	after int32
+	kill  context.CancelFunc
+}
+
+func (k killAfter) Publish(ctx context.Context, e events.Envelope) (bool, error) {
+	if k.n.Add(1) > k.after {
+		k.kill()
+		return false, context.Canceled
+	}
+	return k.b.Publish(ctx, e)
+}
+
+type countDuplicates struct {
+	b *events.Broker
+	n atomic.Int32
+}
+
+func (c *countDuplicates) Publish(ctx context.Context, e events.Envelope) (bool, error) {
+	dup, err := c.b.Publish(ctx, e)
+	if dup {
+		c.n.Add(1)
+	}
+	return dup, err
+}
+
+// Many orders' events written at once, each order's one after another: the stream holds every
+// order's events in the order they were written, each once.
+func TestRelay_ConcurrentWriters_EachOrdersEventsInOrder(t *testing.T) {
+	t.Parallel()
+	pool := testenv.Pool(t)
+	b := broker(t, testenv.NATSURL(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &outbox.Relay{Pool: pool, Broker: b, Log: quiet, Interval: 10 * time.Millisecond, BatchSize: 50}
+	relays := sync.WaitGroup{}
+	for range 2 { // two workers' relays take turns
+		relays.Go(func() { _ = r.Run(ctx) })
+	}
+	const orders, each = 20, 25
+	var writers sync.WaitGroup
+	for o := range orders {
+		writers.Go(func() { insertShortfalls(t, pool, int64(100+o), each) })
+	}
+	writers.Wait()
+	require.Eventually(t, func() bool { return unpublished(t, pool) == 0 }, time.Minute, 50*time.Millisecond)
+	cancel()
+	relays.Wait()
+
+	got := stored(t, b)
+	require.Len(t, got, orders*each)
+	next := map[string]int32{}
+	for _, e := range got {
+		var d events.StockShortfall
+		require.NoError(t, json.Unmarshal(e.Data, &d))
+		next[e.PartitionKey]++
+		require.Equal(t, next[e.PartitionKey], d.ReleasedUnits, "%s: events in the order they were written", e.PartitionKey)
+	}
+	assert.Len(t, next, orders)
+}
+
+// The relays of releases before the broker still run (their workers drain their orders): they
+// read the outbox table and mark its rows published without publishing anything. What their code
+// writes there, and everything this release writes, must still reach the broker, each once.
+func TestRelay_ARelayOfAnEarlierRelease_CannotTakeAnEventFromTheBroker(t *testing.T) {
+	t.Parallel()
+	pool := testenv.Pool(t)
+	b := broker(t, testenv.NATSURL(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	// The earlier release's relay, statement for statement (db/queries/outbox.sql as released up to
+	// build saga-6), marking everything it finds as fast as it can.
+	var legacyMarked atomic.Int64
+	legacyDone := make(chan struct{})
+	go func() {
+		defer close(legacyDone)
+		for ctx.Err() == nil {
+			_ = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				var locked bool
+				if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(2, 0)`).Scan(&locked); err != nil || !locked {
+					return err
+				}
+				rows, err := tx.Query(ctx, `SELECT id, aggregate_type, aggregate_id, event_type, payload, created_at, attempts
+					FROM outbox WHERE published_at IS NULL AND dead_at IS NULL ORDER BY id LIMIT $1`, 200)
+				if err != nil {
+					return err
+				}
+				ids, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (int64, error) {
+					var id int64
+					err := r.Scan(&id, nil, nil, nil, nil, nil, nil)
+					return id, err
+				})
+				if err != nil || len(ids) == 0 {
+					return err
+				}
+				legacyMarked.Add(int64(len(ids)))
+				_, err = tx.Exec(ctx, `UPDATE outbox SET published_at = now() WHERE id = ANY ($1::bigint[]) AND published_at IS NULL`, ids)
+				return err
+			})
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	r := &outbox.Relay{Pool: pool, Broker: b, Log: quiet, Interval: 10 * time.Millisecond}
+	relayDone := make(chan struct{})
+	go func() { _ = r.Run(ctx); close(relayDone) }()
+
+	// An order to announce, as both releases' code does.
+	require.NoError(t, demo.Load(ctx, pool))
+	var orderID int64
+	require.NoError(t, pool.QueryRow(ctx, `
+		INSERT INTO orders (user_id, idempotency_key, request_hash, workflow_id, address_id, price_version, total_minor, currency, status)
+		SELECT 7, 'k1', 'h', 'wf', a.id, 'pv', 39980, 'TRY', 'FAILED' FROM addresses a WHERE a.user_id = 7 LIMIT 1
+		RETURNING id`).Scan(&orderID))
+	_, err := pool.Exec(ctx, `INSERT INTO order_items (order_id, sku_id, seller_id, title, quantity, unit_price_minor, currency)
+		VALUES ($1, 77, 42, 'Tea', 2, 19990, 'TRY')`, orderID)
+	require.NoError(t, err)
+
+	const each = 100
+	var writers sync.WaitGroup
+	writers.Go(func() { // the earlier release's code: its order events go into outbox
+		for i := range each {
+			payload, _ := json.Marshal(map[string]any{"orderId": orderID, "status": "FAILED", "code": fmt.Sprintf("C%d", i)})
+			_, err := pool.Exec(ctx, `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload)
+				VALUES ('order', $1, 'order.failed', $2)`, strconv.FormatInt(orderID, 10), payload)
+			assert.NoError(t, err)
+		}
+	})
+	writers.Go(func() { insertShortfalls(t, pool, 5, each) }) // this release's
+	writers.Wait()
+	require.Eventually(t, func() bool { return unpublished(t, pool) == 0 }, time.Minute, 20*time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // the legacy relay has had its chance at everything
+	cancel()
+	<-legacyDone
+	<-relayDone
+
+	assert.Zero(t, legacyMarked.Load(), "the earlier release's relay found nothing to take")
+	var inOutbox int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox`).Scan(&inOutbox))
+	assert.Zero(t, inOutbox, "what the earlier release wrote moved to outbox_events")
+	got := stored(t, b)
+	require.Equal(t, 2*each, len(got), "every event of both releases reached the broker once")
+	codes := 0
+	for _, e := range got {
+		if e.Type != events.OrderFailed {
+			continue
+		}
+		var d events.Order
+		require.NoError(t, json.Unmarshal(e.Data, &d))
+		assert.Equal(t, fmt.Sprintf("C%d", codes), d.FailureCode, "in the order written")
+		require.Len(t, d.Items, 1, "an earlier release's order event carries the order's lines, as this release's do")
+		assert.EqualValues(t, 42, d.Items[0].SellerID)
+		assert.Equal(t, "399.80", d.Total)
+		codes++
+	}
+	assert.Equal(t, each, codes)
+}
+
+// A broker that is down stops the relay: nothing is marked, the broker's failures are counted,
+// and once the broker is back (its store kept) the relay goes on by itself, in order, with
+// nothing lost.
+func TestRelay_BrokerDown_StopsAndResumesByItself(t *testing.T) {
+	t.Parallel()
+	pool := testenv.Pool(t)
+	dir := t.TempDir()
+	port, err := natsserver.FreePort()
+	require.NoError(t, err)
+	start := func() *natsserver.Server {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s, err := natsserver.Start(ctx, natsserver.Options{Dir: dir, Port: port})
+		require.NoError(t, err)
+		return s
+	}
+	srv := start()
+	t.Cleanup(func() { srv.Stop() })
+	b := broker(t, srv.URL)
+	m := metrics.New()
+	r := &outbox.Relay{Pool: pool, Broker: b, Log: quiet, Interval: 10 * time.Millisecond, PublishTimeout: 500 * time.Millisecond,
+		BrokerFailures: m.OutboxBrokerFailures, Prepare: b.EnsureStream}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = r.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	insertShortfalls(t, pool, 1, 10)
+	require.Eventually(t, func() bool { return unpublished(t, pool) == 0 }, 30*time.Second, 20*time.Millisecond)
+
+	srv.Kill()
+	insertShortfalls(t, pool, 1, 10)
+	require.Eventually(t, func() bool { return counterValue(t, m, "checkout_outbox_broker_failures_total") >= 2 },
+		30*time.Second, 50*time.Millisecond, "the relay tries and counts its failures")
+	assert.Equal(t, 10, unpublished(t, pool), "nothing is marked while the broker is down")
+
+	srv = start()
+	require.Eventually(t, func() bool { return unpublished(t, pool) == 0 }, 30*time.Second, 50*time.Millisecond,
+		"the relay goes on by itself")
+	got := stored(t, b)
+	require.Len(t, got, 20)
+	for i, e := range got {
+		var d events.StockShortfall
+		require.NoError(t, json.Unmarshal(e.Data, &d))
+		assert.EqualValues(t, i%10+1, d.ReleasedUnits)
+	}
+}
+
+func counterValue(t *testing.T, m *metrics.Metrics, name string) float64 {
+	t.Helper()
+	families, err := m.Registry.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() == name {
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
 }
 
 func TestRelay_Backlog_WaitingEventsAndTheOldestAge_AsGauges(t *testing.T) {
@@ -62,13 +388,13 @@ func TestRelay_Backlog_WaitingEventsAndTheOldestAge_AsGauges(t *testing.T) {
 	pool := testenv.Pool(t)
 	ctx := context.Background()
 	m := metrics.New()
-	r := &outbox.Relay{Pool: pool, Log: slog.New(slog.NewJSONHandler(io.Discard, nil)), MaxAttempts: 1,
-		Handlers: map[string]outbox.Handler{"bad": func(context.Context, outbox.Event) error { return errors.New("refused") }}}
+	r := &outbox.Relay{Pool: pool, Broker: broker(t, testenv.NATSURL(t)), Log: quiet, MaxAttempts: 1,
+		Handlers: map[string]outbox.Handler{events.CartAbandoned: func(context.Context, outbox.Event) error { return errors.New("refused") }}}
 	m.RegisterOutboxGauges(r)
-	_, err := pool.Exec(ctx, `INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload, created_at)
-		VALUES ('order', '1', 'bad', '{}', now() - interval '45 seconds'),
-		       ('order', '1', 'good', '{}', now() - interval '40 seconds'),
-		       ('order', '2', 'good', '{}', now())`)
+	_, err := pool.Exec(ctx, `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload, created_at)
+		VALUES ('cart', 'u:1', 'cart.abandoned', '{"cartId": "u:1", "userId": 1, "items": [], "lastActivityAt": "2026-01-01T00:00:00Z"}', now() - interval '45 seconds'),
+		       ('order', '1', 'order.stock_shortfall', '{"orderId": 1, "sellerId": 42, "skuId": 77, "warehouseId": 1, "releasedUnits": 1}', now() - interval '40 seconds'),
+		       ('order', '2', 'order.stock_shortfall', '{"orderId": 2, "sellerId": 42, "skuId": 77, "warehouseId": 1, "releasedUnits": 1}', now())`)
 	require.NoError(t, err)
 
 	gauges := func() map[string]float64 {
@@ -76,7 +402,9 @@ func TestRelay_Backlog_WaitingEventsAndTheOldestAge_AsGauges(t *testing.T) {
 		families, err := m.Registry.Gather()
 		require.NoError(t, err)
 		for _, f := range families {
-			out[f.GetName()] = f.GetMetric()[0].GetGauge().GetValue()
+			if f.GetMetric()[0].GetGauge() != nil {
+				out[f.GetName()] = f.GetMetric()[0].GetGauge().GetValue()
+			}
 		}
 		return out
 	}

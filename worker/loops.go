@@ -41,13 +41,14 @@ func Loops(d Deps) []Loop {
 	relay.Paused = func(ctx context.Context) bool { return !d.Features.Enabled(ctx, features.CartStockHints) }
 	loops = append(loops, Loop{Name: "availability relay", Run: relay.Run})
 
-	// The outbox relay: order and stock events, at least once and in order; a seller shortfall
-	// becomes a signal to the order's workflow.
-	out := &outbox.Relay{Pool: d.Pool, Log: d.Log, Handlers: map[string]outbox.Handler{
-		inventory.EventOrderStockShortfall: shortfallToWorkflow(d),
-	}}
+	// The outbox relay: every event to the broker, in order, each acknowledged before it is marked;
+	// a seller shortfall also becomes a signal to the order's workflow.
+	out := &outbox.Relay{Pool: d.Pool, Log: d.Log, Broker: d.Broker, Prepare: d.Broker.EnsureStream,
+		Retention: d.Config.Events.OutboxRetention, Handlers: map[string]outbox.Handler{
+			inventory.EventOrderStockShortfall: shortfallToWorkflow(d),
+		}}
 	if d.Metrics != nil {
-		out.Published, out.Dead = d.Metrics.OutboxPublished, d.Metrics.OutboxDead
+		out.Published, out.Dead, out.BrokerFailures = d.Metrics.OutboxPublished, d.Metrics.OutboxDead, d.Metrics.OutboxBrokerFailures
 		d.Metrics.RegisterOutboxGauges(out)
 		// The orders waiting in the saga: database figures like the relays' lag, so served by the
 		// worker's /metrics alone.

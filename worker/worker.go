@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/marketplace/checkout/activities"
+	"github.com/marketplace/checkout/events"
 	"github.com/marketplace/checkout/features"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/metrics"
@@ -37,6 +38,8 @@ type Deps struct {
 	Log       *slog.Logger
 	// Features are the feature switches, as the process reads them; nil means every one is on.
 	Features *features.Switches
+	// Broker is the event broker the outbox relay publishes to; the loops need it.
+	Broker *events.Broker
 	// BuildID and OrderWorkflow override workflows.BuildID and workflows.OrderWorkflow: tests run
 	// two builds with different order workflows side by side.
 	BuildID       string

@@ -194,6 +194,11 @@ func runCluster(ctx context.Context, cfg config.Config, args []string) error {
 	}
 	step("processes of builds without TLS settings reach Temporal through %s and %s", o.LegacySocket(cluster.IdentityWorker),
 		o.LegacySocket(cluster.IdentityAPI))
+	if err := sup.Start(ctx, plan.NATS...); err != nil {
+		return err
+	}
+	step("event broker up: a JetStream cluster of %d nats-server nodes (nats://127.0.0.1:%d…; monitoring http://127.0.0.1:%d/)",
+		len(plan.NATS), o.Ports.NATS, o.Ports.NATSMonitor)
 	if err := sup.Run(ctx, plan.Migrate); err != nil {
 		return err
 	}
@@ -350,7 +355,7 @@ func clusterOptions(cfg config.Config, f clusterFlags) (cluster.Options, error) 
 		path *string
 		name string
 	}{{&o.TemporalServer, "temporal-server"}, {&o.SQLTool, "temporal-sql-tool"}, {&o.UIServer, "temporal-ui-server"},
-		{&o.OIDCProvider, "oidc-provider"}, {&o.Jaeger, "jaeger"}} {
+		{&o.OIDCProvider, "oidc-provider"}, {&o.Jaeger, "jaeger"}, {&o.NATSServer, "nats-server"}} {
 		*p.path = filepath.Join(f.bin, p.name)
 		if _, err := os.Stat(*p.path); err != nil {
 			return o, fmt.Errorf("%s is missing: `make cluster` builds it (or `make bin/%s`)", *p.path, p.name)

@@ -23,7 +23,7 @@ func TestCluster_OneSourceOfSecrets(t *testing.T) {
 		t.Skip("haproxy is not installed (make test installs it): the cluster's options were NOT checked")
 	}
 	bin := t.TempDir()
-	for _, name := range []string{"temporal-server", "temporal-sql-tool", "temporal-ui-server", "oidc-provider", "jaeger"} {
+	for _, name := range []string{"temporal-server", "temporal-sql-tool", "temporal-ui-server", "oidc-provider", "jaeger", "nats-server"} {
 		require.NoError(t, os.WriteFile(filepath.Join(bin, name), nil, 0o755))
 	}
 	shell := map[string]string{"AUTH_JWT_SECRET": "shell-jwt-secret-0123456789abcdef0123456789",

@@ -46,6 +46,7 @@ commands:
   version   the build of the workflow code this binary runs, and its commit: version [--json]
   builds    the builds of the workflow code in the worker deployment and their open runs; move
             long-waiting runs to this build; make a build current or ramp it (builds help)
+  events    the checkout's events on the broker: events tail [--all] [--type order.] [--validate]
   audit     check the invariants (no oversell, no stranded stock or money, no order open past
             its hold) against DATABASE_URL and TEMPORAL_ADDRESS; exit 1 on any violation
 
@@ -81,6 +82,8 @@ func main() {
 		err = withConfig(func(cfg config.Config) error { return runLoadgen(ctx, cfg, args) })
 	case "audit":
 		err = withConfig(func(cfg config.Config) error { return runAudit(ctx, cfg, args) })
+	case "events":
+		err = withConfig(func(cfg config.Config) error { return runEvents(ctx, cfg, args) })
 	case "release":
 		err = withConfig(func(cfg config.Config) error { return runRelease(ctx, cfg, args) })
 	case "version":

@@ -23,6 +23,7 @@ import (
 	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/events"
 	"github.com/marketplace/checkout/features"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/codec"
@@ -33,6 +34,7 @@ import (
 	"github.com/marketplace/checkout/internal/dev/devjaeger"
 	"github.com/marketplace/checkout/internal/dev/devprometheus"
 	"github.com/marketplace/checkout/internal/dev/devtemporal"
+	"github.com/marketplace/checkout/internal/dev/natsserver"
 	"github.com/marketplace/checkout/internal/dev/pgserver"
 	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/internal/telemetry"
@@ -76,9 +78,12 @@ type app struct {
 	features *features.Switches
 	// tracing is the process's tracer provider (off without TRACES_ENDPOINT).
 	tracing *telemetry.Tracing
+	// broker is the event broker (NATS JetStream): the worker's relay publishes to it.
+	broker *events.Broker
 }
 
-// connect opens the process's connections; service names the process in its traces.
+// connect opens the process's connections; service names the process in its traces and on the
+// broker.
 func connect(ctx context.Context, cfg config.Config, service string) (*app, error) {
 	if cfg.DatabaseURL == "" {
 		return nil, errors.New("DATABASE_URL is required (or use `checkout dev`)")
@@ -86,8 +91,14 @@ func connect(ctx context.Context, cfg config.Config, service string) (*app, erro
 	if cfg.TemporalAddress == "" {
 		return nil, errors.New("TEMPORAL_ADDRESS is required (or use `checkout dev`)")
 	}
+	if cfg.Events.NATSURL == "" {
+		return nil, errors.New("NATS_URL is required: the event broker (or use `checkout dev`)")
+	}
 	a := &app{cfg: cfg, log: slog.Default(), metrics: metrics.New()}
 	var err error
+	if a.broker, err = events.Connect(wiring.Events(cfg, service)); err != nil {
+		return nil, err
+	}
 	if a.codec, err = cfg.ServeCodec(); err != nil {
 		return nil, err
 	}
@@ -154,6 +165,7 @@ func connect(ctx context.Context, cfg config.Config, service string) (*app, erro
 }
 
 func (a *app) close() {
+	a.broker.Close()
 	if a.paysim != nil {
 		a.paysim.Close()
 	}
@@ -227,7 +239,7 @@ func (a *app) runWorker(ctx context.Context) error {
 		a.log.Info("schedules ensured", "schedules", worker.ScheduleIDs(a.cfg))
 	}
 	deps := worker.Deps{Config: a.cfg, Pool: a.pool, Inventory: a.inv, Gateway: a.gateway, Temporal: a.temporal,
-		Metrics: a.metrics, Log: a.log, Features: a.features}
+		Metrics: a.metrics, Log: a.log, Features: a.features, Broker: a.broker}
 	w := worker.New(a.temporal, deps)
 	if err := w.Start(); err != nil {
 		return err
@@ -319,6 +331,17 @@ func runDev(ctx context.Context, cfg config.Config) error {
 		if cfg.Dev.TemporalMetricsPort, err = pgserver.FreePort(); err != nil {
 			return err
 		}
+	}
+	if cfg.Events.NATSURL == "" {
+		ns, err := natsserver.Start(ctx, natsserver.Options{Binary: cfg.Dev.NATSServer, Name: "checkout-dev",
+			Dir: filepath.Join(cfg.Dev.DataDir, "nats"), Port: cfg.Dev.NATSPort, MonitorPort: cfg.Dev.NATSMonitorPort,
+			Log: openLog(cfg.Dev.DataDir, "nats.log")})
+		if err != nil {
+			return fmt.Errorf("event broker: %w", err)
+		}
+		defer ns.Stop()
+		cfg.Events.NATSURL = ns.URL
+		log.Info("nats-server started", "url", ns.URL, "monitoring", ns.MonitorURL, "data", ns.Dir)
 	}
 	temporalStarted := cfg.TemporalAddress == ""
 	if temporalStarted {
@@ -423,6 +446,8 @@ func workerEnv(cfg config.Config) []string {
 		"TEMPORAL_CODEC_KEY=" + base64.StdEncoding.EncodeToString(cfg.CodecKey.Secret),
 		"TEMPORAL_CODEC_KID=" + cfg.CodecKey.ID,
 		"PAYMENT_PROVIDER=" + cfg.PaymentProvider,
+		"NATS_URL=" + cfg.Events.NATSURL,
+		"EVENTS_PREFIX=" + cfg.Events.Prefix,
 		"PUBLIC_BASE_URL=" + cfg.PublicBaseURL,
 		"PAYMENT_WEBHOOK_URL=" + cfg.PaymentWebhookURL,
 		"HOLD_TTL=" + cfg.HoldTTL.String(),
@@ -517,6 +542,7 @@ checkout is running (Ctrl-C stops everything)
   Traces        %s
   Temporal      %s   namespace %s   (plaintext, no authentication: this machine only)
   PostgreSQL    %s
+  events        %s   stream %s   (bin/checkout events tail; monitoring %s)
 
   shopper 7     export TOKEN=%s
   shopper 8     %s
@@ -529,6 +555,7 @@ checkout is running (Ctrl-C stops everything)
   support token at %s/session (see docs/runbook.md, "Decoding orders in the UI").
 
 `, cfg.PublicBaseURL, cfg.MetricsURL(), prom, ui, traces, cfg.TemporalAddress, cfg.TemporalNamespace, cfg.DatabaseURL,
+		cfg.Events.NATSURL, events.StreamName(cfg.Events.Prefix), "http://127.0.0.1:"+strconv.Itoa(cfg.Dev.NATSMonitorPort),
 		token(auth.Principal{UserID: 7, Role: auth.RoleShopper}),
 		token(auth.Principal{UserID: 8, Role: auth.RoleShopper}),
 		token(auth.Principal{UserID: 1042, Role: auth.RoleSeller, SellerID: 42}),

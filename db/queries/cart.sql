@@ -64,7 +64,7 @@ WITH idle AS (
      WHERE c.id = idle.id
     RETURNING c.id, c.user_id, c.doc, c.updated_at
 ), events AS (
-    INSERT INTO outbox (aggregate_type, aggregate_id, event_type, payload)
+    INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
     SELECT 'cart', g.id, @event_type::text,
            jsonb_build_object('cartId', g.id, 'userId', g.user_id, 'items', g.doc->'items',
                               'lastActivityAt', g.updated_at)

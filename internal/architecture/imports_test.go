@@ -27,10 +27,12 @@ var layers = [][]string{
 	{"db", "migrations", "payment/paysim/simdb", "internal/problem", "internal/money", "internal/auth", "internal/codec",
 		"internal/metrics", "payment", "internal/dev/pgserver", "internal/dev/childproc", "deploy"},
 	// The business rules, each on its own tables.
-	{"inventory", "pricing", "availability", "outbox", "payment/paysim", "payment/stripepay", "internal/config", "internal/dev/demo",
-		"internal/dev/devtemporal", "internal/dev/devprometheus", "internal/dev/devjaeger", "internal/telemetry", "features", "internal/staff"},
-	// The order's lifecycle, over the stock and prices it is made of.
-	{"cart", "internal/dev/cluster", "order"},
+	{"inventory", "pricing", "availability", "events", "payment/paysim", "payment/stripepay", "internal/config", "internal/dev/demo",
+		"internal/dev/devtemporal", "internal/dev/devprometheus", "internal/dev/devjaeger", "internal/dev/natsserver",
+		"internal/telemetry", "features", "internal/staff"},
+	// The order's lifecycle, over the stock and prices it is made of; the outbox's delivery to the
+	// broker, over the events' contract.
+	{"cart", "internal/dev/cluster", "order", "outbox"},
 	// The saga's steps.
 	{"activities"},
 	// The saga.

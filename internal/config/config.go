@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -137,6 +138,9 @@ type Config struct {
 	// AvailabilityPollInterval is how often an idle availability relay looks for inventory changes.
 	AvailabilityPollInterval time.Duration
 
+	// Events is the event broker and the checkout's stream on it (docs/events.md).
+	Events Events
+
 	// ReserveCombining combines concurrent reservations into shared transactions (one commit for
 	// many orders: the hot-SKU path); ReserveCombiningInFlight is how many such transactions may
 	// be in flight at once (0: the inventory engine's default).
@@ -196,10 +200,30 @@ type DevStack struct {
 	JaegerUIPort   int
 	JaegerOTLPPort int
 	JaegerBin      string
+	// NATSServer is the nats-server binary (bin/nats-server, built by the Makefile); NATSPort its
+	// client port and NATSMonitorPort its monitoring endpoint (127.0.0.1).
+	NATSServer      string
+	NATSPort        int
+	NATSMonitorPort int
 	// BuildsQueryWindow is how long `dev` and `cluster` keep the workers of an earlier build once
 	// Temporal reports it drained: its closed runs are still queried (the UI's `status`) by their
 	// own build's workers.
 	BuildsQueryWindow time.Duration
+}
+
+// Events is where the checkout publishes its events and how its stream is kept.
+type Events struct {
+	// NATSURL lists the NATS servers (JetStream), comma-separated. Empty in `dev` means: start one.
+	NATSURL string
+	// Prefix names the stream (<PREFIX>_EVENTS) and subjects (<prefix>.events.<type>): several
+	// deployments may share a broker.
+	Prefix string
+	// Replicas of the stream; MaxAge and MaxBytes bound what it keeps.
+	Replicas int
+	MaxAge   time.Duration
+	MaxBytes int64
+	// OutboxRetention is how long published events stay in the outbox table.
+	OutboxRetention time.Duration
 }
 
 // PaysimFaults are the simulator's fault defaults of one process: latency added to every provider
@@ -223,6 +247,10 @@ const (
 	DefaultPGPort         = 55432
 	DefaultTemporalPort   = 7233
 	DefaultTemporalUIPort = 8233
+	// DefaultNATSPort and DefaultNATSMonitorPort are NATS's conventional client and monitoring
+	// ports.
+	DefaultNATSPort        = 4222
+	DefaultNATSMonitorPort = 8222
 	// DefaultMaxOpenOrders is how many orders a shopper may have waiting for payment at once.
 	DefaultMaxOpenOrders = 3
 	// DefaultOrdersMaxInFlight and DefaultOrdersAdmitMaxLatency are the admission limits of POST
@@ -324,6 +352,9 @@ func Load(getenv func(string) string) (Config, error) {
 			JaegerUIPort:        p.int("JAEGER_UI_PORT", DefaultJaegerUIPort),
 			JaegerOTLPPort:      p.int("JAEGER_OTLP_PORT", DefaultJaegerOTLPPort),
 			JaegerBin:           p.str("JAEGER_BIN", "bin/jaeger"),
+			NATSServer:          p.str("NATS_SERVER", "bin/nats-server"),
+			NATSPort:            p.int("NATS_PORT", DefaultNATSPort),
+			NATSMonitorPort:     p.int("NATS_MONITOR_PORT", DefaultNATSMonitorPort),
 		},
 		PaysimFaults: PaysimFaults{Latency: p.duration("PAYSIM_LATENCY", 0), FailureRate: p.float("PAYSIM_FAILURE_RATE", 0)},
 
@@ -336,6 +367,9 @@ func Load(getenv func(string) string) (Config, error) {
 		AuthTokenCacheEntries:    p.int("AUTH_TOKEN_CACHE_ENTRIES", 50_000),
 		LowStockThreshold:        p.int("LOW_STOCK_THRESHOLD", 3),
 		AvailabilityPollInterval: p.duration("AVAILABILITY_POLL_INTERVAL", 200*time.Millisecond),
+		Events: Events{NATSURL: p.str("NATS_URL", ""), Prefix: p.str("EVENTS_PREFIX", "checkout"),
+			Replicas: p.int("EVENTS_REPLICAS", 1), MaxAge: p.duration("EVENTS_MAX_AGE", 7*24*time.Hour),
+			MaxBytes: int64(p.int("EVENTS_MAX_MB", 1024)) << 20, OutboxRetention: p.duration("OUTBOX_RETENTION", 72*time.Hour)},
 
 		CodecEncrypt:             p.bool("TEMPORAL_CODEC_ENCRYPT", true),
 		CodecAcceptPlaintext:     p.bool("TEMPORAL_CODEC_ACCEPT_PLAINTEXT", false),
@@ -498,6 +532,18 @@ func (c Config) Validate() error {
 	if c.AvailabilityPollInterval < 10*time.Millisecond {
 		errs = append(errs, fmt.Errorf("AVAILABILITY_POLL_INTERVAL %s: must be at least 10ms", c.AvailabilityPollInterval))
 	}
+	if c.Events.Prefix == "" || !prefixRe.MatchString(c.Events.Prefix) {
+		errs = append(errs, fmt.Errorf("EVENTS_PREFIX %q: letters, digits, '_' and '-', dot-separated", c.Events.Prefix))
+	}
+	if c.Events.Replicas != 1 && c.Events.Replicas != 3 && c.Events.Replicas != 5 {
+		errs = append(errs, fmt.Errorf("EVENTS_REPLICAS %d: 1, 3 or 5", c.Events.Replicas))
+	}
+	if c.Events.MaxAge < time.Hour || c.Events.MaxBytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("EVENTS_MAX_AGE %s and EVENTS_MAX_MB %d: at least 1h and 1", c.Events.MaxAge, c.Events.MaxBytes>>20))
+	}
+	if c.Events.OutboxRetention < time.Minute {
+		errs = append(errs, fmt.Errorf("OUTBOX_RETENTION %s: at least 1m", c.Events.OutboxRetention))
+	}
 	for _, e := range []struct {
 		key   string
 		every Every
@@ -533,6 +579,8 @@ func loopback(addr string) string {
 	}
 	return addr
 }
+
+var prefixRe = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
 
 type parser struct {
 	getenv func(string) string

@@ -45,6 +45,8 @@ type Metrics struct {
 	AvailabilityEvents prometheus.Counter
 	OutboxPublished    *prometheus.CounterVec
 	OutboxDead         *prometheus.CounterVec
+	// OutboxBrokerFailures counts the relay's attempts the event broker did not acknowledge.
+	OutboxBrokerFailures prometheus.Counter
 
 	// Jobs are the scheduled jobs' figures.
 	Jobs *JobMetrics
@@ -124,17 +126,21 @@ func New() *Metrics {
 		}),
 		OutboxPublished: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "checkout_outbox_published_total",
-			Help: "Outbox events the relay published, by event type.",
+			Help: "Outbox events the relay published to the event broker (acknowledged), by event type.",
 		}, []string{"type"}),
 		OutboxDead: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "checkout_outbox_dead_total",
 			Help: "Outbox events set aside because their handler kept failing, by event type.",
 		}, []string{"type"}),
+		OutboxBrokerFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "checkout_outbox_broker_failures_total",
+			Help: "Publishes of the outbox relay the event broker did not acknowledge (down, unreachable, no stream); the relay stops and tries again.",
+		}),
 	}
 	reg.MustRegister(m.ReserveAttempts, m.ReserveResults, m.ReserveBatchSize, m.ReserveBatchFailures, m.HTTPRequests, m.HTTPDuration,
 		m.SagaStepDuration, m.WorkflowHistoryEvents, m.WorkflowHistoryBytes,
 		m.RateLimited, m.OpenOrdersRefused, m.OrdersBusy, m.AvailabilityEvents,
-		m.OutboxPublished, m.OutboxDead,
+		m.OutboxPublished, m.OutboxDead, m.OutboxBrokerFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Jobs = newJobMetrics(reg)
 	return m

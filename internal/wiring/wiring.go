@@ -7,6 +7,7 @@ package wiring
 import (
 	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/cart"
+	"github.com/marketplace/checkout/events"
 	"github.com/marketplace/checkout/internal/config"
 )
 
@@ -19,4 +20,10 @@ func API(cfg config.Config) api.Options {
 		FeaturesCacheTTL: cfg.FeaturesCacheTTL,
 		CartLimits:       cart.Limits{MaxLines: cfg.CartMaxLines, MaxUnitsPerLine: int32(cfg.CartMaxUnitsPerLine)},
 		CartViewCacheTTL: cfg.CartViewCacheTTL, LowStockThreshold: cfg.LowStockThreshold}
+}
+
+// Events is the event broker's options of a process (name: its connection's name on the broker).
+func Events(cfg config.Config, name string) events.Options {
+	return events.Options{URL: cfg.Events.NATSURL, Prefix: cfg.Events.Prefix, Replicas: cfg.Events.Replicas,
+		MaxAge: cfg.Events.MaxAge, MaxBytes: cfg.Events.MaxBytes, Name: name}
 }

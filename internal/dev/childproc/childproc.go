@@ -74,3 +74,13 @@ func (p *Process) Stop() {
 		<-p.done
 	}
 }
+
+// Kill ends the child and its group at once (SIGKILL), as a crash would, and waits for it.
+func (p *Process) Kill() {
+	if p == nil || p.cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+	p.done <- nil
+}

@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"fmt"
 	"maps"
 	"net"
 	"os"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/marketplace/checkout/deploy"
 	"github.com/marketplace/checkout/internal/dev/cluster"
+	"github.com/marketplace/checkout/internal/dev/natsserver"
 )
 
 type composeService struct {
@@ -92,6 +94,28 @@ func TestCompose_TheClustersServicesWithTheSameSettings(t *testing.T) {
 	assert.Equal(t, []string{"worker"}, services["worker"].Command)
 	assert.Contains(t, services["jaeger"].Volumes, "./"+deploy.Jaeger+":/etc/jaeger/jaeger.yaml:ro")
 	assert.Equal(t, []string{"--config", "file:/etc/jaeger/jaeger.yaml"}, services["jaeger"].Command)
+
+	// The broker's nodes: the same flags, the hosts the containers' (the store in /data, every
+	// interface, the other nodes by name).
+	for _, n := range plan.NATS {
+		got := services[n.Service].Command
+		require.Len(t, got, len(n.Args), n.Service)
+		for i, arg := range n.Args {
+			switch {
+			case strings.HasPrefix(arg, "--"):
+				assert.Equal(t, arg, got[i], "%s: the same flags in the same order", n.Service)
+			case n.Args[i-1] == "--store_dir":
+				assert.Equal(t, "/data", got[i])
+			case n.Args[i-1] == "--port", n.Args[i-1] == "--http_port", n.Args[i-1] == "--addr":
+			case n.Args[i-1] == "--cluster":
+				assert.Equal(t, "nats://0.0.0.0:6222", got[i])
+			case n.Args[i-1] == "--routes":
+				assert.Equal(t, "nats://nats-1:6222,nats://nats-2:6222,nats://nats-3:6222", got[i])
+			default:
+				assert.Equal(t, arg, got[i], "%s: %s", n.Service, n.Args[i-1])
+			}
+		}
+	}
 }
 
 // TestCompose_ImagesAsTheMakefileBuilds_PortsOnLoopback: the server and UI images are the versions
@@ -117,6 +141,11 @@ func TestCompose_ImagesAsTheMakefileBuilds_PortsOnLoopback(t *testing.T) {
 	assert.Contains(t, string(jaegerMod), "github.com/jaegertracing/jaeger v"+version("JAEGER_VERSION"), "bin/jaeger is the Makefile's version")
 	assert.Equal(t, "jaegertracing/jaeger:"+version("JAEGER_IMAGE_VERSION"), services["jaeger"].Image,
 		"the image of the Go module's release")
+	nats := version("NATS_SERVER_VERSION")
+	assert.Equal(t, "v"+nats, natsserver.Version, "the nats-server the tests and make run start")
+	for i := range cluster.NATSNodes {
+		assert.Equal(t, "nats:"+nats, services[fmt.Sprintf("nats-%d", i+1)].Image)
+	}
 	minor := server[:strings.LastIndex(server, ".")]
 	assert.Equal(t, "temporalio/admin-tools:"+minor, services["temporal-schema"].Image, "admin-tools is tagged by minor version")
 	for name, s := range services {

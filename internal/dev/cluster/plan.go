@@ -17,6 +17,7 @@ import (
 
 	"github.com/marketplace/checkout/deploy"
 	"github.com/marketplace/checkout/internal/config"
+	"github.com/marketplace/checkout/internal/dev/natsserver"
 )
 
 // Ports are the cluster's listeners, all on 127.0.0.1. API replica i (from 1) listens on
@@ -29,6 +30,9 @@ type Ports struct {
 	API, APIMetrics, WorkerMetrics                                              int
 	// Jaeger serves the traces' UI and query API; JaegerOTLP receives the processes' spans.
 	Jaeger, JaegerOTLP, JaegerGRPC int
+	// NATS node i (from 1) of the event broker listens for clients on NATS+i-1, for its cluster's
+	// routes on NATSRoutes+i-1 and serves its monitoring on NATSMonitor+i-1.
+	NATS, NATSRoutes, NATSMonitor int
 }
 
 // MaxReplicas bounds the API replicas and the workers, each.
@@ -41,7 +45,8 @@ func DefaultPorts() Ports {
 		Frontend: 7233, FrontendHTTP: 7243, History: 7234, Matching: 7235, Worker: 7239,
 		FrontendMembership: 6933, HistoryMembership: 6934, MatchingMembership: 6935, WorkerMembership: 6939,
 		FrontendMetrics: 8000, HistoryMetrics: 8001, MatchingMetrics: 8002, WorkerServiceMetrics: 8003,
-		API: 8081, APIMetrics: 9101, WorkerMetrics: 9201, Jaeger: 16686, JaegerOTLP: 4318, JaegerGRPC: 16685}
+		API: 8081, APIMetrics: 9101, WorkerMetrics: 9201, Jaeger: 16686, JaegerOTLP: 4318, JaegerGRPC: 16685,
+		NATS: 4222, NATSRoutes: 6222, NATSMonitor: 8222}
 }
 
 // PortsFrom puts every listener on consecutive ports from first, with room for MaxReplicas of
@@ -53,11 +58,19 @@ func PortsFrom(first int) Ports {
 		FrontendMembership: next(1), HistoryMembership: next(1), MatchingMembership: next(1), WorkerMembership: next(1),
 		FrontendMetrics: next(1), HistoryMetrics: next(1), MatchingMetrics: next(1), WorkerServiceMetrics: next(1),
 		API: next(MaxReplicas), APIMetrics: next(MaxReplicas), WorkerMetrics: next(MaxReplicas),
-		Jaeger: next(1), JaegerOTLP: next(1), JaegerGRPC: next(1)}
+		Jaeger: next(1), JaegerOTLP: next(1), JaegerGRPC: next(1),
+		NATS: next(NATSNodes), NATSRoutes: next(NATSNodes), NATSMonitor: next(NATSNodes)}
 }
 
 // PortsSpan is how many consecutive ports PortsFrom takes.
-const PortsSpan = 21 + 3*MaxReplicas
+const PortsSpan = 21 + 3*MaxReplicas + 3*NATSNodes
+
+// NATSNodes is the event broker's cluster: three JetStream nodes, the stream on all three, one
+// of them down at a time taken in stride.
+const NATSNodes = 3
+
+// NATSCluster names the broker's cluster.
+const NATSCluster = "checkout-events"
 
 // FreeRange finds PortsSpan consecutive free ports for PortsFrom, below the kernel's ephemeral
 // range (32768 on), where the free ports other programs ask the kernel for come from.
@@ -84,10 +97,10 @@ func FreeRange() (int, error) {
 type Options struct {
 	// Dir is the data folder: PostgreSQL's cluster, secrets, configuration, logs.
 	Dir string
-	// Checkout, TemporalServer, SQLTool, UIServer, UIConfig, HAProxy, OIDCProvider and Jaeger are the
-	// programs (UIConfig: the folder of the UI server's own docker.yaml).
-	Checkout, TemporalServer, SQLTool, UIServer, UIConfig, HAProxy, OIDCProvider, Jaeger string
-	APIs, Workers                                                                        int
+	// Checkout, TemporalServer, SQLTool, UIServer, UIConfig, HAProxy, OIDCProvider, Jaeger and
+	// NATSServer are the programs (UIConfig: the folder of the UI server's own docker.yaml).
+	Checkout, TemporalServer, SQLTool, UIServer, UIConfig, HAProxy, OIDCProvider, Jaeger, NATSServer string
+	APIs, Workers                                                                                    int
 	// HistoryShards is fixed when the cluster is first set up.
 	HistoryShards int
 	Ports         Ports
@@ -123,6 +136,8 @@ type Plan struct {
 	// OIDC is the staff's sign-in, the OpenID Connect provider; it starts before Temporal, whose
 	// frontend reads its keys as it starts.
 	OIDC Process
+	// NATS are the event broker's nodes, a JetStream cluster.
+	NATS []Process
 	// Migrate applies the product's migrations and the payment simulator's (a job).
 	Migrate Process
 	// Jaeger keeps the processes' traces (in memory) and shows them.
@@ -197,6 +212,7 @@ func (p Plan) All() []Process {
 	all := append([]Process{}, p.Schema...)
 	all = append(all, p.Jaeger, p.OIDC)
 	all = append(all, p.Temporal...)
+	all = append(all, p.NATS...)
 	all = append(all, p.Migrate, p.LegacyProxy)
 	all = append(all, p.Workers...)
 	all = append(all, p.APIs...)
@@ -326,6 +342,19 @@ func NewPlan(o Options) Plan {
 		Listens: []string{loop(pt.UI)},
 		Ready:   HTTPOK("http://" + loop(pt.UI) + "/")}
 
+	var natsURLs, routes []string
+	for i := range NATSNodes {
+		natsURLs = append(natsURLs, "nats://"+loop(pt.NATS+i))
+		routes = append(routes, loop(pt.NATSRoutes+i))
+	}
+	for i := range NATSNodes {
+		n := natsserver.Options{Name: fmt.Sprintf("nats-%d", i+1), Dir: filepath.Join(o.Dir, "nats", fmt.Sprintf("%d", i+1)),
+			Host: "127.0.0.1", Port: pt.NATS + i, MonitorPort: pt.NATSMonitor + i, Cluster: NATSCluster,
+			ClusterPort: pt.NATSRoutes + i, Routes: routes}
+		plan.NATS = append(plan.NATS, Process{Name: n.Name, Service: n.Name, Path: o.NATSServer, Args: natsserver.Args(n),
+			Listens: []string{loop(n.Port), loop(n.MonitorPort), loop(n.ClusterPort)},
+			Ready:   HTTPOK("http://" + loop(n.MonitorPort) + "/healthz?js-enabled-only=true")})
+	}
 	checkoutEnv := []string{
 		"DATABASE_URL=" + DatabaseURL(pt.Postgres, "checkout"),
 		"TEMPORAL_ADDRESS=" + loop(pt.Frontend),
@@ -349,6 +378,8 @@ func NewPlan(o Options) Plan {
 		// The cluster makes a build current once its workers poll (a release), never a worker.
 		"TEMPORAL_SET_CURRENT=never",
 		"TRACES_ENDPOINT=http://" + loop(pt.JaegerOTLP) + "/v1/traces",
+		"NATS_URL=" + strings.Join(natsURLs, ","),
+		"EVENTS_REPLICAS=" + strconv.Itoa(NATSNodes),
 	}
 	plan.CheckoutEnv, plan.ports, plan.pki = checkoutEnv, pt, pki
 	plan.legacy = map[string][]string{}

@@ -1,6 +1,7 @@
-// Package testenv gives tests real servers: a private PostgreSQL cluster and the pinned Temporal
-// dev server, each started once per test binary on free ports, and a fresh migrated database per
-// test so that tests can run in parallel.
+// Package testenv gives tests real servers: a private PostgreSQL cluster, the pinned Temporal dev
+// server and the pinned nats-server with JetStream, each started once per test binary on free
+// ports, and a fresh migrated database (and a stream prefix of its own) per test so that tests can
+// run in parallel.
 //
 // TEST_PG_URL points the tests at an existing server instead (any database on it; the tests
 // create their own databases next to it).
@@ -28,6 +29,7 @@ import (
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/dev/childproc"
 	"github.com/marketplace/checkout/internal/dev/devtemporal"
+	"github.com/marketplace/checkout/internal/dev/natsserver"
 	"github.com/marketplace/checkout/internal/dev/pgserver"
 	"github.com/marketplace/checkout/migrations"
 	"github.com/marketplace/checkout/payment/paysim"
@@ -51,6 +53,11 @@ var (
 	smProc *childproc.Process
 	smURL  string
 	smErr  error
+
+	nOnce   sync.Once
+	nServer *natsserver.Server
+	nDir    string
+	nErr    error
 )
 
 // Main runs the tests of a package and stops the servers they started.
@@ -59,6 +66,10 @@ func Main(m *testing.M) {
 	smProc.Stop()
 	if tServer != nil {
 		tServer.Stop()
+	}
+	if nServer != nil {
+		nServer.Stop()
+		os.RemoveAll(nDir)
 	}
 	if pgServer != nil {
 		pgServer.Stop()
@@ -273,6 +284,33 @@ func freePort() (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
+// NATSURL returns the URL of the test binary's nats-server (JetStream on, its store in a
+// temporary folder), started on first use. Tests share it: each names its own stream and subjects
+// with EventsPrefix.
+func NATSURL(t testing.TB) string {
+	t.Helper()
+	nOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if nDir, nErr = os.MkdirTemp("", "checkout-test-nats-"); nErr != nil {
+			return
+		}
+		nServer, nErr = natsserver.Start(ctx, natsserver.Options{Binary: os.Getenv("NATS_SERVER"), Dir: nDir})
+	})
+	if nErr != nil {
+		t.Fatalf("test nats-server: %v", nErr)
+	}
+	return nServer.URL
+}
+
+var prefixCounter atomic.Int64
+
+// EventsPrefix is a stream prefix (EVENTS_PREFIX) no other test of any test binary uses.
+func EventsPrefix(t testing.TB) string {
+	t.Helper()
+	return fmt.Sprintf("t%d_%d_%d", os.Getpid(), time.Now().UnixNano()%1e9, prefixCounter.Add(1))
+}
+
 // Secret is a secret for a test's configuration, long enough for CheckSecrets.
 const Secret = "test-secret-0123456789abcdef0123456789abcdef"
 
@@ -282,10 +320,11 @@ const (
 	CodecKeyID = "test-1"
 )
 
-// Config loads the configuration from env, with test secrets, the test codec key and the payment
-// simulator where env sets none.
+// Config loads the configuration from env, with test secrets, the test codec key, the payment
+// simulator, the test nats-server and a stream prefix of the test's own where env sets none.
 func Config(t testing.TB, env map[string]string) config.Config {
 	t.Helper()
+	prefix := EventsPrefix(t)
 	cfg, err := config.Load(func(k string) string {
 		if v, ok := env[k]; ok {
 			return v
@@ -299,6 +338,10 @@ func Config(t testing.TB, env map[string]string) config.Config {
 			return CodecKey
 		case "TEMPORAL_CODEC_KID":
 			return CodecKeyID
+		case "NATS_URL":
+			return NATSURL(t)
+		case "EVENTS_PREFIX":
+			return prefix
 		}
 		return ""
 	})
