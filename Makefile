@@ -93,7 +93,7 @@ release: build ## release bin/checkout into the running make cluster: its worker
 	$(BIN)/checkout release $(if $(RAMP),--ramp $(RAMP))
 
 .PHONY: upgrade-drill
-upgrade-drill: postgres-binaries haproxy $(CLUSTER_TOOLS) build ## orders left in every waiting state on make cluster's shape running the previous release, today's build released into it, each order finished; a table, non-zero on any order not ended as its scenario says (a few minutes)
+upgrade-drill: postgres-binaries haproxy $(CLUSTER_TOOLS) build $(NATS_SERVER) ## orders left in every waiting state on make cluster's shape running the previous release, today's build released into it, each order finished; a table, non-zero on any order not ended as its scenario says (a few minutes)
 	$(call bench-tool,upgradedrill)
 
 # `make attack TARGET=cluster` attacks make cluster's stack; make run's by default.
