@@ -112,7 +112,7 @@ func newCartBench(b *testing.B) *cartBench {
 	if err := demo.Load(ctx, pool); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := availability.NewRelay(pool, nil, nil).Drain(ctx); err != nil {
+	if err := availability.Rebuild(ctx, pool); err != nil {
 		b.Fatal(err)
 	}
 	m := metrics.New()

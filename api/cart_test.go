@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -19,10 +21,13 @@ import (
 
 	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/availability"
+	"github.com/marketplace/checkout/events"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/dev/demo"
 	"github.com/marketplace/checkout/internal/problem"
+	"github.com/marketplace/checkout/internal/wiring"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/outbox"
 )
 
 // newHarnessWithEnv is newHarness with settings of the test's own.
@@ -104,8 +109,7 @@ func sellerOf(sku int64) int64 {
 func TestCart_GuestPutRepeatedFiveTimes_SetsQuantityOnce(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
-	_, err := availability.NewRelay(h.pool, nil, nil).Drain(context.Background()) // the demo stock, projected
-	require.NoError(t, err)
+	require.NoError(t, availability.Rebuild(context.Background(), h.pool)) // the demo stock, projected
 	path, body := putItem(71, 42, 2)
 	first := h.send(http.MethodPut, path, "", body)
 	require.Equal(t, http.StatusOK, first.status, first.raw)
@@ -440,7 +444,7 @@ func TestCartMerge_ConcurrentRequests_SumOnce(t *testing.T) {
 // TestCart_StockHints_FromProjection_CatchUpAfterBurstAndRelayRestart shows the hints come from the
 // projection (they do not move while no relay runs) and that the projection catches up with a
 // burst of seller stock reports and reservations, and again after the relay restarts.
-func TestCart_StockHints_FromProjection_CatchUpAfterBurstAndRelayRestart(t *testing.T) {
+func TestCart_StockHints_FromProjection_CatchUpAfterBurstAndProjectorRestart(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
 	ctx := context.Background()
@@ -456,8 +460,7 @@ func TestCart_StockHints_FromProjection_CatchUpAfterBurstAndRelayRestart(t *test
 	path, body := putItem(fresh, 42, 1)
 	require.Equal(t, http.StatusOK, h.send(http.MethodPut, path, member, body).status)
 
-	relay := availability.NewRelay(h.pool, nil, nil)
-	stop := runRelay(t, relay)
+	stop := runProjection(t, h)
 	inv := inventory.New(h.pool, nil)
 	stamp := time.Now().Add(-time.Hour).UTC()
 	var wg sync.WaitGroup
@@ -534,22 +537,31 @@ func TestCart_StockHints_FromProjection_CatchUpAfterBurstAndRelayRestart(t *test
 	}
 	_, err := h.pool.Exec(ctx, change)
 	require.NoError(t, err)
-	assert.Equal(t, before, shown()[73], "with no relay running the hint does not move: it is not read from the inventory")
+	assert.Equal(t, before, shown()[73], "with no projector running the hint does not move: it is not read from the inventory")
 
-	stop = runRelay(t, availability.NewRelay(h.pool, nil, nil))
+	stop = runProjection(t, h)
 	defer stop()
 	require.Eventually(t, func() bool { return shown()[73] == target }, 60*time.Second, 25*time.Millisecond,
-		"a restarted relay applies what changed while it was down")
+		"a restarted projector applies what changed while it was down")
 	assert.True(t, caughtUp())
 }
 
-func runRelay(t *testing.T, r *availability.Relay) (stop func()) {
+// runProjection runs what feeds the projection in a worker: the outbox relay to a stream of the
+// test's own on the test broker, and the projector consuming it.
+func runProjection(t *testing.T, h *harness) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
+	b, err := events.Connect(wiring.Events(h.cfg, t.Name()))
+	require.NoError(t, err)
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	relay := &outbox.Relay{Pool: h.pool, Broker: b, Log: log, Interval: 10 * time.Millisecond, Prepare: b.EnsureStream}
+	p := availability.NewProjector(h.pool, b, nil, log)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = relay.Run(ctx) })
+	wg.Go(func() { _ = p.Run(ctx) })
 	return func() {
 		cancel()
-		require.NoError(t, <-done)
+		wg.Wait()
+		b.Close()
 	}
 }

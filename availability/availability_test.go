@@ -2,40 +2,53 @@ package availability_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/marketplace/checkout/availability"
+	"github.com/marketplace/checkout/events"
 	"github.com/marketplace/checkout/internal/dev/demo"
 	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/outbox"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// setup returns a pool on a fresh database with the demo data and, for the proofs, an audit table
-// that keeps every change event id ever written (the relay deletes the events it applies).
-func setup(t *testing.T) *pgxpool.Pool {
+var quiet = slog.New(slog.NewJSONHandler(io.Discard, nil))
+
+// fixture is a database with the demo data, a stream of the test's own on the test broker, and
+// the outbox relay publishing to it.
+type fixture struct {
+	pool   *pgxpool.Pool
+	broker *events.Broker
+}
+
+func setup(t *testing.T) fixture {
 	t.Helper()
 	pool := testenv.Pool(t)
-	ctx := context.Background()
-	_, err := pool.Exec(ctx, `
-		CREATE TABLE test_change_audit (id BIGINT PRIMARY KEY, sku_id BIGINT NOT NULL);
-		CREATE FUNCTION test_audit_change() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN INSERT INTO test_change_audit VALUES (NEW.id, NEW.sku_id); RETURN NULL; END $$;
-		CREATE TRIGGER test_audit AFTER INSERT ON inventory_changes
-			FOR EACH ROW EXECUTE FUNCTION test_audit_change();`)
-	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(t, demo.Load(ctx, pool))
-	return pool
+	b, err := events.Connect(events.Options{URL: testenv.NATSURL(t), Prefix: testenv.EventsPrefix(t), Replicas: 1,
+		MaxAge: time.Hour, MaxBytes: 256 << 20, Name: t.Name(), Log: quiet})
+	require.NoError(t, err)
+	relay := &outbox.Relay{Pool: pool, Broker: b, Log: quiet, Interval: 10 * time.Millisecond, Prepare: b.EnsureStream}
+	done := make(chan struct{})
+	go func() { _ = relay.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; b.Close() })
+	return fixture{pool: pool, broker: b}
 }
 
 func scalar(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int64 {
@@ -52,30 +65,23 @@ const projectionMismatches = `
 	) t FULL JOIN sku_availability a USING (sku_id)
 	WHERE t.available IS DISTINCT FROM a.available`
 
-// drained returns a pool on a fresh database with the demo data, and a relay that has applied
-// every change event so far.
-func drained(t *testing.T) (*pgxpool.Pool, *availability.Relay) {
-	t.Helper()
-	pool := setup(t)
-	relay := availability.NewRelay(pool, nil, nil)
-	_, err := relay.Drain(context.Background())
-	require.NoError(t, err)
-	return pool, relay
-}
-
-// waitDrained polls until no change event is left; it fails the test only if that never happens.
-func waitDrained(t *testing.T, pool *pgxpool.Pool) {
+// caughtUp waits until every stock event is published and applied.
+func caughtUp(t *testing.T, f fixture, p *availability.Projector) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		return scalar(t, pool, `SELECT count(*) FROM inventory_changes`) == 0
-	}, 60*time.Second, 20*time.Millisecond, "the relay never caught up")
+		if scalar(t, f.pool, `SELECT count(*) FROM outbox_events WHERE published_at IS NULL`) > 0 {
+			return false
+		}
+		pending, _, err := p.Backlog(context.Background())
+		return err == nil && pending == 0
+	}, time.Minute, 20*time.Millisecond, "the projection never caught up")
 }
 
-func runRelay(t *testing.T, r *availability.Relay) (stop func()) {
+func run(t *testing.T, p *availability.Projector) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
+	go func() { done <- p.Run(ctx) }()
 	return func() {
 		cancel()
 		require.NoError(t, <-done)
@@ -123,157 +129,164 @@ func burst(t *testing.T, eng *inventory.Engine, firstOrder int64, rounds int, st
 	}
 }
 
-func TestRelay_BurstAndRestart_ProjectionCatchesUpAndAppliesEveryEventOnce(t *testing.T) {
+func TestProjector_BurstAndRestart_ProjectionEqualsTheInventory(t *testing.T) {
 	t.Parallel()
-	pool := setup(t)
-	eng := inventory.New(pool, nil)
+	f := setup(t)
+	eng := inventory.New(f.pool, nil)
 	stamp := time.Now().Add(-time.Hour).UTC()
 
-	first := availability.NewRelay(pool, nil, nil)
-	stopFirst := runRelay(t, first)
+	first := availability.NewProjector(f.pool, f.broker, nil, quiet)
+	stopFirst := run(t, first)
 	burst(t, eng, 1, 15, stamp)
-	stopFirst() // the relay stops (a deploy, a crash) while changes keep coming
+	stopFirst() // the projector stops (a deploy, a crash) while changes keep coming
 
 	burst(t, eng, 100_000, 10, stamp.Add(time.Minute))
-	require.Positive(t, scalar(t, pool, `SELECT count(*) FROM inventory_changes`), "changes waited for a relay")
-
-	// Two replicas come back at once; the cursor row lets one of them work at a time.
-	a, b := availability.NewRelay(pool, nil, nil), availability.NewRelay(pool, nil, nil)
+	// Two workers come back at once; the broker hands each batch to one of them.
+	a, b := availability.NewProjector(f.pool, f.broker, nil, quiet), availability.NewProjector(f.pool, f.broker, nil, quiet)
 	a.BatchSize, b.BatchSize = 7, 7 // many small batches, so the two really interleave
-	stopA, stopB := runRelay(t, a), runRelay(t, b)
+	stopA, stopB := run(t, a), run(t, b)
 	burst(t, eng, 200_000, 5, stamp.Add(2*time.Minute))
-	waitDrained(t, pool)
+	caughtUp(t, f, a)
 	stopA()
 	stopB()
 
-	assert.Zero(t, scalar(t, pool, projectionMismatches), "projection equals the inventory for every SKU")
-	written := scalar(t, pool, `SELECT count(*) FROM test_change_audit`)
-	assert.Greater(t, written, int64(20*30), "the burst wrote change events")
-	assert.Equal(t, written, scalar(t, pool, `SELECT events_applied FROM availability_relay`),
-		"every event applied exactly once: the applied counter equals the distinct events written")
-	assert.Equal(t, scalar(t, pool, `SELECT max(id) FROM test_change_audit`),
-		scalar(t, pool, `SELECT last_event_id FROM availability_relay`), "the cursor reached the last event")
-	assert.Zero(t, scalar(t, pool, `
-		SELECT count(*) FROM sku_availability a
-		JOIN (SELECT sku_id, max(id) AS last FROM test_change_audit GROUP BY sku_id) e USING (sku_id)
-		WHERE a.last_event_id <> e.last`), "each SKU row names its newest event")
+	assert.Zero(t, scalar(t, f.pool, projectionMismatches), "projection equals the inventory for every SKU")
+	assert.Greater(t, scalar(t, f.pool, `SELECT count(*) FROM outbox_events WHERE event_type = 'stock.changed'`), int64(20*30),
+		"the burst wrote stock events")
+	assert.Zero(t, scalar(t, f.pool, `
+		SELECT count(*) FROM sku_warehouse_availability w
+		JOIN (SELECT (payload->>'skuId')::bigint AS sku_id, (payload->>'warehouseId')::int AS warehouse_id, max(id) AS last
+		        FROM outbox_events WHERE event_type = 'stock.changed' GROUP BY 1, 2) e USING (sku_id, warehouse_id)
+		WHERE w.last_event_id <> e.last`), "each row holds its newest event")
 }
 
-func TestRelay_Step_AnotherRelayHoldsTheCursor_Skips(t *testing.T) {
+// An event delivered again, or a copy that arrives after newer ones (a relay's second publish
+// beyond the broker's duplicate window), changes nothing.
+func TestProjector_RedeliveredOrLateEvent_ChangesNothing(t *testing.T) {
 	t.Parallel()
-	pool := setup(t)
+	f := setup(t)
+	p := availability.NewProjector(f.pool, f.broker, nil, quiet)
+	stop := run(t, p)
+	defer stop()
 	ctx := context.Background()
-	_, err := availability.NewRelay(pool, nil, nil).Drain(ctx)
+	_, err := f.pool.Exec(ctx, `UPDATE inventory SET on_hand = on_hand + 5 WHERE sku_id = 72 AND warehouse_id = 1`)
 	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `UPDATE inventory SET on_hand = on_hand + 1 WHERE sku_id = 71`)
+	_, err = f.pool.Exec(ctx, `UPDATE inventory SET on_hand = on_hand + 1 WHERE sku_id = 72 AND warehouse_id = 1`)
 	require.NoError(t, err)
+	caughtUp(t, f, p)
+	before := scalar(t, f.pool, `SELECT available FROM sku_availability WHERE sku_id = 72`)
 
-	tx, err := pool.Begin(ctx)
+	var old events.Row
+	require.NoError(t, f.pool.QueryRow(ctx, `SELECT id, aggregate_type, aggregate_id, event_type, payload, created_at
+		FROM outbox_events WHERE event_type = 'stock.changed' AND payload->>'skuId' = '72' ORDER BY id LIMIT 1`).
+		Scan(&old.ID, &old.AggregateType, &old.AggregateID, &old.Type, &old.Payload, &old.CreatedAt))
+	env, err := events.Build(old)
 	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `SELECT 1 FROM availability_relay WHERE id = 1 FOR UPDATE`)
+	body, err := json.Marshal(env)
 	require.NoError(t, err)
-	res, err := availability.NewRelay(pool, nil, nil).Step(ctx)
+	msg := nats.NewMsg(events.Subject(f.broker.Options().Prefix, events.StockChanged))
+	msg.Data = body // no de-duplication id: the stream stores it again
+	_, err = f.broker.JetStream().PublishMsg(ctx, msg)
 	require.NoError(t, err)
-	assert.True(t, res.Busy)
-	assert.Zero(t, res.Applied)
-	require.NoError(t, tx.Rollback(ctx))
-
-	res, err = availability.NewRelay(pool, nil, nil).Step(ctx)
-	require.NoError(t, err)
-	assert.False(t, res.Busy)
-	assert.Equal(t, 3, res.Applied, "71 has rows in three warehouses")
-	assert.EqualValues(t, 83, scalar(t, pool, `SELECT available FROM sku_availability WHERE sku_id = 71`))
+	caughtUp(t, f, p)
+	assert.Equal(t, before, scalar(t, f.pool, `SELECT available FROM sku_availability WHERE sku_id = 72`))
+	assert.Zero(t, scalar(t, f.pool, projectionMismatches))
 }
 
-// TestRelay_Paused_AppliesNothingThenCatchesUp: while paused (the cart's stock hints switched
-// off) the relay leaves the change events waiting; unpaused, it applies them.
-func TestRelay_Paused_AppliesNothingThenCatchesUp(t *testing.T) {
+// TestProjector_Paused_AppliesNothingThenCatchesUp: while paused (the cart's stock hints switched
+// off) the projector leaves the events on the stream; unpaused, it applies them.
+func TestProjector_Paused_AppliesNothingThenCatchesUp(t *testing.T) {
 	t.Parallel()
-	pool, relay := drained(t)
+	f := setup(t)
 	ctx := context.Background()
-	before := scalar(t, pool, `SELECT available FROM sku_availability WHERE sku_id = 71`)
-	_, err := pool.Exec(ctx, `UPDATE inventory SET on_hand = on_hand + 1 WHERE sku_id = 71`)
+	p := availability.NewProjector(f.pool, f.broker, nil, quiet)
+	p.FetchWait = 100 * time.Millisecond
+	stopFirst := run(t, p)
+	caughtUp(t, f, p) // the demo data's stock
+	stopFirst()
+	before := scalar(t, f.pool, `SELECT available FROM sku_availability WHERE sku_id = 71`)
+	_, err := f.pool.Exec(ctx, `UPDATE inventory SET on_hand = on_hand + 1 WHERE sku_id = 71`)
 	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return scalar(t, f.pool, `SELECT count(*) FROM outbox_events WHERE published_at IS NULL`) == 0
+	}, time.Minute, 20*time.Millisecond)
 
 	paused := true
-	relay.Paused = func(context.Context) bool { return paused }
-	applied, err := relay.Drain(ctx)
+	p.Paused = func(context.Context) bool { return paused }
+	n, err := p.Step(ctx)
 	require.NoError(t, err)
-	assert.Zero(t, applied)
-	assert.Equal(t, before, scalar(t, pool, `SELECT available FROM sku_availability WHERE sku_id = 71`))
-	assert.EqualValues(t, 3, scalar(t, pool, `SELECT count(*) FROM inventory_changes`), "the events wait")
+	assert.Zero(t, n)
+	assert.Equal(t, before, scalar(t, f.pool, `SELECT available FROM sku_availability WHERE sku_id = 71`))
 
 	paused = false
-	applied, err = relay.Drain(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, 3, applied)
-	assert.Equal(t, before+3, scalar(t, pool, `SELECT available FROM sku_availability WHERE sku_id = 71`))
+	stop := run(t, p)
+	defer stop()
+	caughtUp(t, f, p)
+	assert.Equal(t, before+3, scalar(t, f.pool, `SELECT available FROM sku_availability WHERE sku_id = 71`), "71 has three rows")
 }
 
-func TestRelay_LateCommittingLowerID_IsStillApplied(t *testing.T) {
-	t.Parallel()
-	pool, relay := drained(t)
-	ctx := context.Background()
-
-	// A transaction takes an event id and commits only after a later id was applied.
-	slow, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	_, err = slow.Exec(ctx, `UPDATE inventory SET on_hand = on_hand + 5 WHERE sku_id = 72 AND warehouse_id = 1`)
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `UPDATE inventory SET on_hand = on_hand + 1 WHERE sku_id = 73 AND warehouse_id = 1`)
-	require.NoError(t, err)
-	_, err = relay.Drain(ctx)
-	require.NoError(t, err)
-	require.NoError(t, slow.Commit(ctx))
-
-	_, err = relay.Drain(ctx)
-	require.NoError(t, err)
-	assert.EqualValues(t, 35, scalar(t, pool, `SELECT available FROM sku_availability WHERE sku_id = 72`))
-	assert.Zero(t, scalar(t, pool, projectionMismatches))
-	assert.Zero(t, scalar(t, pool, `SELECT count(*) FROM inventory_changes`))
-}
-
-func TestTrigger_AnnouncesOnlyChangesOfSellableStock(t *testing.T) {
+func TestTrigger_AnnouncesOnlyChangesOfSellableStock_WithTheirCause(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name   string
-		sql    string
-		events int64
+		name  string
+		sql   string
+		cause string // "": no event
 	}{
-		{"reserve", `UPDATE inventory SET reserved = reserved + 1 WHERE sku_id = 71 AND warehouse_id = 1`, 1},
-		{"stock report", `UPDATE inventory SET on_hand = 7, source_updated_at = now() WHERE sku_id = 71 AND warehouse_id = 1`, 1},
+		{"reserve", `UPDATE inventory SET reserved = reserved + 1 WHERE sku_id = 71 AND warehouse_id = 1`, "reserved"},
+		{"release", `UPDATE inventory SET reserved = 1 WHERE sku_id = 71 AND warehouse_id = 1;
+			 DELETE FROM outbox_events;
+			 UPDATE inventory SET reserved = 0 WHERE sku_id = 71 AND warehouse_id = 1`, "released"},
+		{"stock report", `UPDATE inventory SET on_hand = 7, source_updated_at = now() WHERE sku_id = 71 AND warehouse_id = 1`, "seller_count"},
+		{"restock", `UPDATE inventory SET on_hand = on_hand + 2 WHERE sku_id = 71 AND warehouse_id = 1`, "restocked"},
 		{"confirm (on_hand and reserved fall together)",
 			`UPDATE inventory SET reserved = 1 WHERE sku_id = 71 AND warehouse_id = 1;
-			 DELETE FROM inventory_changes;
-			 UPDATE inventory SET on_hand = on_hand - 1, reserved = reserved - 1, version = version + 1 WHERE sku_id = 71 AND warehouse_id = 1`, 0},
-		{"stamp only", `UPDATE inventory SET source_updated_at = now(), version = version + 1 WHERE sku_id = 71`, 0},
-		{"new row", `INSERT INTO inventory (sku_id, warehouse_id, on_hand) VALUES (72, 3, 4)`, 1},
+			 DELETE FROM outbox_events;
+			 UPDATE inventory SET on_hand = on_hand - 1, reserved = reserved - 1, version = version + 1 WHERE sku_id = 71 AND warehouse_id = 1`, ""},
+		{"stamp only", `UPDATE inventory SET source_updated_at = now(), version = version + 1 WHERE sku_id = 71`, ""},
+		{"new row", `INSERT INTO inventory (sku_id, warehouse_id, on_hand) VALUES (72, 3, 4)`, "seller_count"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			pool := setup(t)
-			_, err := pool.Exec(context.Background(), `DELETE FROM inventory_changes`)
+			pool := testenv.Pool(t)
+			require.NoError(t, demo.Load(context.Background(), pool))
+			_, err := pool.Exec(context.Background(), `DELETE FROM outbox_events`)
 			require.NoError(t, err)
 			_, err = pool.Exec(context.Background(), c.sql)
 			require.NoError(t, err)
-			assert.Equal(t, c.events, scalar(t, pool, `SELECT count(*) FROM inventory_changes`))
+			rows, err := pool.Query(context.Background(), `SELECT payload->>'cause' FROM outbox_events WHERE event_type = 'stock.changed'`)
+			require.NoError(t, err)
+			var causes []string
+			for rows.Next() {
+				var cause string
+				require.NoError(t, rows.Scan(&cause))
+				causes = append(causes, cause)
+			}
+			if c.cause == "" {
+				assert.Empty(t, causes)
+			} else {
+				assert.Equal(t, []string{c.cause}, causes)
+			}
 		})
 	}
 }
 
-func TestBacklog_ReportsPendingChangesAndTheirAge_AsGauges(t *testing.T) {
+func TestBacklog_ReportsPendingEventsAndTheirAge_AsGauges(t *testing.T) {
 	t.Parallel()
-	pool := setup(t)
+	f := setup(t)
 	ctx := context.Background()
 	m := metrics.New()
-	relay := availability.NewRelay(pool, m, nil)
-	m.RegisterAvailabilityGauges(relay)
-	_, err := relay.Drain(ctx)
+	p := availability.NewProjector(f.pool, f.broker, m, quiet)
+	m.RegisterAvailabilityGauges(p)
+	stopFirst := run(t, p)
+	caughtUp(t, f, p) // the demo data's stock
+	stopFirst()
+	_, err := f.pool.Exec(ctx, `UPDATE inventory SET on_hand = on_hand + 1 WHERE sku_id IN (71, 72)`)
 	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `UPDATE inventory SET on_hand = on_hand + 1 WHERE sku_id IN (71, 72);
-		UPDATE inventory_changes SET changed_at = now() - interval '30 seconds'`)
-	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return scalar(t, f.pool, `SELECT count(*) FROM outbox_events WHERE published_at IS NULL`) == 0
+	}, time.Minute, 20*time.Millisecond)
+	time.Sleep(1100 * time.Millisecond)
 
 	gauges := func() map[string]float64 {
 		out := map[string]float64{}
@@ -287,21 +300,27 @@ func TestBacklog_ReportsPendingChangesAndTheirAge_AsGauges(t *testing.T) {
 				if c := mt.GetCounter(); c != nil {
 					out[f.GetName()] = c.GetValue()
 				}
+				if h := mt.GetHistogram(); h != nil {
+					out[f.GetName()] = float64(h.GetSampleCount())
+				}
 			}
 		}
 		return out
 	}
 	before := gauges()
 	assert.EqualValues(t, 5, before["checkout_availability_pending_changes"], "71 has three rows, 72 two")
-	assert.GreaterOrEqual(t, before["checkout_availability_lag_seconds"], 30.0)
+	assert.GreaterOrEqual(t, before["checkout_availability_lag_seconds"], 1.0)
 	assert.Zero(t, before["checkout_availability_scrape_error"])
 
-	_, err = relay.Drain(ctx)
-	require.NoError(t, err)
+	stop := run(t, p)
+	caughtUp(t, f, p)
+	stop()
 	after := gauges()
 	assert.Zero(t, after["checkout_availability_pending_changes"])
 	assert.Zero(t, after["checkout_availability_lag_seconds"])
-	assert.GreaterOrEqual(t, after["checkout_availability_events_applied_total"], 5.0)
+	assert.GreaterOrEqual(t, after["checkout_availability_events_applied_total"]-before["checkout_availability_events_applied_total"], 5.0)
+	assert.GreaterOrEqual(t, after["checkout_availability_event_lag_seconds"]-before["checkout_availability_event_lag_seconds"], 5.0,
+		"each event's lag observed")
 }
 
 func TestHint(t *testing.T) {

@@ -7,92 +7,69 @@ package db
 
 import (
 	"context"
-	"time"
 )
 
-const applyInventoryChanges = `-- name: ApplyInventoryChanges :one
+const applyStockEvents = `-- name: ApplyStockEvents :many
 WITH batch AS (
-    SELECT id FROM inventory_changes ORDER BY id LIMIT $1
-), consumed AS (
-    DELETE FROM inventory_changes ch USING batch b
-     WHERE ch.id = b.id
-    RETURNING ch.id, ch.sku_id
-), per_sku AS (
-    SELECT sku_id, max(id) AS last_id FROM consumed GROUP BY sku_id
-), truth AS (
-    SELECT p.sku_id, p.last_id, COALESCE(sum(i.on_hand - i.reserved), 0)::int AS available
-      FROM per_sku p
-      LEFT JOIN inventory i ON i.sku_id = p.sku_id
-     GROUP BY p.sku_id, p.last_id
-), upserted AS (
-    INSERT INTO sku_availability AS a (sku_id, available, last_event_id, updated_at)
-    SELECT sku_id, available, last_id, now() FROM truth
-    ON CONFLICT (sku_id) DO UPDATE
-       SET available = EXCLUDED.available,
-           last_event_id = GREATEST(a.last_event_id, EXCLUDED.last_event_id),
-           updated_at = EXCLUDED.updated_at
-    RETURNING a.sku_id
+    SELECT unnest($1::bigint[]) AS sku_id, unnest($2::int[]) AS warehouse_id,
+           unnest($3::int[]) AS sellable, unnest($4::bigint[]) AS event_id
+), incoming AS (
+    SELECT DISTINCT ON (sku_id, warehouse_id) sku_id, warehouse_id, sellable, event_id
+      FROM batch
+     ORDER BY sku_id, warehouse_id, event_id DESC
 )
-UPDATE availability_relay r
-   SET last_event_id = GREATEST(r.last_event_id, COALESCE((SELECT max(id) FROM consumed), 0)),
-       events_applied = r.events_applied + (SELECT count(*) FROM consumed),
-       updated_at = now()
- WHERE r.id = 1 AND EXISTS (SELECT 1 FROM consumed)
-RETURNING (SELECT count(*) FROM consumed)::int AS applied,
-          (SELECT count(*) FROM upserted)::int AS skus,
-          r.last_event_id
+INSERT INTO sku_warehouse_availability AS w (sku_id, warehouse_id, sellable, last_event_id, updated_at)
+SELECT sku_id, warehouse_id, sellable, event_id, now() FROM incoming
+ON CONFLICT (sku_id, warehouse_id) DO UPDATE
+   SET sellable = EXCLUDED.sellable, last_event_id = EXCLUDED.last_event_id, updated_at = EXCLUDED.updated_at
+ WHERE w.last_event_id < EXCLUDED.last_event_id
+RETURNING w.sku_id
 `
 
-type ApplyInventoryChangesRow struct {
-	Applied     int32
-	Skus        int32
-	LastEventID int64
+type ApplyStockEventsParams struct {
+	SkuIds       []int64
+	WarehouseIds []int32
+	Sellable     []int32
+	EventIds     []int64
 }
 
-// One batch of the relay, in one statement and so one snapshot: the oldest change rows are
-// consumed (deleted), the sellable count of their SKUs is recomputed from the inventory as that
-// snapshot sees it (a change row is visible exactly when its inventory change is), the projection
-// is upserted and the cursor advanced (no row comes back when there was nothing to apply). The
-// batch is everything still in the table in id order,
-// not only ids above the cursor, so a change that committed after a higher id was applied is
-// still picked up.
-func (q *Queries) ApplyInventoryChanges(ctx context.Context, batchSize int32) (ApplyInventoryChangesRow, error) {
-	row := q.db.QueryRow(ctx, applyInventoryChanges, batchSize)
-	var i ApplyInventoryChangesRow
-	err := row.Scan(&i.Applied, &i.Skus, &i.LastEventID)
-	return i, err
+// Each (SKU, warehouse) row takes the newest of the batch's events for it, and only when that is
+// newer than the one it holds (a redelivered or late event changes nothing). Returns the SKUs
+// whose rows changed.
+func (q *Queries) ApplyStockEvents(ctx context.Context, arg ApplyStockEventsParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, applyStockEvents,
+		arg.SkuIds,
+		arg.WarehouseIds,
+		arg.Sellable,
+		arg.EventIds,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []int64{}
+	for rows.Next() {
+		var sku_id int64
+		if err := rows.Scan(&sku_id); err != nil {
+			return nil, err
+		}
+		items = append(items, sku_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
-const hasInventoryChanges = `-- name: HasInventoryChanges :one
-SELECT EXISTS (SELECT 1 FROM inventory_changes)
+const lockProjection = `-- name: LockProjection :exec
+SELECT pg_advisory_xact_lock(2, 2)
 `
 
-// The idle relay's poll: one index probe, no transaction, no lock.
-func (q *Queries) HasInventoryChanges(ctx context.Context) (bool, error) {
-	row := q.db.QueryRow(ctx, hasInventoryChanges)
-	var exists bool
-	err := row.Scan(&exists)
-	return exists, err
-}
-
-const lockRelayCursor = `-- name: LockRelayCursor :one
-SELECT last_event_id, events_applied
-FROM availability_relay
-WHERE id = 1
-FOR UPDATE SKIP LOCKED
-`
-
-type LockRelayCursorRow struct {
-	LastEventID   int64
-	EventsApplied int64
-}
-
-// One relay at a time: whoever holds the cursor row works; another relay skips and waits.
-func (q *Queries) LockRelayCursor(ctx context.Context) (LockRelayCursorRow, error) {
-	row := q.db.QueryRow(ctx, lockRelayCursor)
-	var i LockRelayCursorRow
-	err := row.Scan(&i.LastEventID, &i.EventsApplied)
-	return i, err
+// One batch of stock events applied at a time, whichever worker fetched it: the sum per SKU below
+// then always sees every warehouse row a batch before it wrote.
+func (q *Queries) LockProjection(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, lockProjection)
+	return err
 }
 
 const projectedAvailability = `-- name: ProjectedAvailability :many
@@ -127,40 +104,43 @@ func (q *Queries) ProjectedAvailability(ctx context.Context, skuIds []int64) ([]
 	return items, nil
 }
 
-const relayBacklog = `-- name: RelayBacklog :one
-SELECT count(*) AS pending,
-       COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(changed_at)), 0)::float8 AS oldest_seconds
-FROM inventory_changes
+const rebuildAvailability = `-- name: RebuildAvailability :exec
+WITH truth AS (
+    INSERT INTO sku_warehouse_availability AS w (sku_id, warehouse_id, sellable, updated_at)
+    SELECT sku_id, warehouse_id, on_hand - reserved, now() FROM inventory
+    ON CONFLICT (sku_id, warehouse_id) DO UPDATE SET sellable = EXCLUDED.sellable, updated_at = EXCLUDED.updated_at
+    RETURNING w.sku_id, w.sellable
+)
+INSERT INTO sku_availability AS a (sku_id, available, updated_at)
+SELECT sku_id, sum(sellable)::int, now() FROM truth GROUP BY sku_id
+ON CONFLICT (sku_id) DO UPDATE SET available = EXCLUDED.available, updated_at = EXCLUDED.updated_at
 `
 
-type RelayBacklogRow struct {
-	Pending       int64
-	OldestSeconds float64
+// The projection recomputed from the inventory itself, every row (ops, after the projector fell
+// behind what the stream keeps; tests).
+func (q *Queries) RebuildAvailability(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, rebuildAvailability)
+	return err
 }
 
-// The relay's lag: how many changes wait, and how long the oldest has waited (0 when none).
-func (q *Queries) RelayBacklog(ctx context.Context) (RelayBacklogRow, error) {
-	row := q.db.QueryRow(ctx, relayBacklog)
-	var i RelayBacklogRow
-	err := row.Scan(&i.Pending, &i.OldestSeconds)
-	return i, err
-}
-
-const relayCursor = `-- name: RelayCursor :one
-SELECT last_event_id, events_applied, updated_at FROM availability_relay WHERE id = 1
+const refreshSKUAvailability = `-- name: RefreshSKUAvailability :execrows
+INSERT INTO sku_availability AS a (sku_id, available, last_event_id, updated_at)
+SELECT sku_id, sum(sellable)::int, max(last_event_id), now()
+  FROM sku_warehouse_availability
+ WHERE sku_id = ANY ($1::bigint[])
+ GROUP BY sku_id
+ON CONFLICT (sku_id) DO UPDATE
+   SET available = EXCLUDED.available, last_event_id = GREATEST(a.last_event_id, EXCLUDED.last_event_id),
+       updated_at = EXCLUDED.updated_at
 `
 
-type RelayCursorRow struct {
-	LastEventID   int64
-	EventsApplied int64
-	UpdatedAt     time.Time
-}
-
-func (q *Queries) RelayCursor(ctx context.Context) (RelayCursorRow, error) {
-	row := q.db.QueryRow(ctx, relayCursor)
-	var i RelayCursorRow
-	err := row.Scan(&i.LastEventID, &i.EventsApplied, &i.UpdatedAt)
-	return i, err
+// The cart's figure: a SKU's sellable units over its warehouses.
+func (q *Queries) RefreshSKUAvailability(ctx context.Context, skuIds []int64) (int64, error) {
+	result, err := q.db.Exec(ctx, refreshSKUAvailability, skuIds)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const sellableBySKU = `-- name: SellableBySKU :many

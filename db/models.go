@@ -313,6 +313,14 @@ type SkuAvailability struct {
 	UpdatedAt   time.Time
 }
 
+type SkuWarehouseAvailability struct {
+	SkuID       int64
+	WarehouseID int32
+	Sellable    int32
+	LastEventID int64
+	UpdatedAt   time.Time
+}
+
 type StaffAction struct {
 	ID                 int64
 	CreatedAt          time.Time

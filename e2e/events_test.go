@@ -96,7 +96,7 @@ func TestEvents_EveryTypeTheRelayPublishes_FollowsItsSchema(t *testing.T) {
 
 	want := []string{events.OrderCreated, events.OrderConfirmed, events.OrderFailed, events.OrderCancelled,
 		events.OrderLineCancelled, events.OrderStockShortfall, events.PaymentCaptured, events.PaymentRefunded,
-		events.CartAbandoned}
+		events.CartAbandoned, events.StockChanged}
 	v, err := events.NewValidator()
 	require.NoError(t, err)
 	var seen []string

@@ -305,7 +305,12 @@ func TestRelay_ARelayOfAnEarlierRelease_CannotTakeAnEventFromTheBroker(t *testin
 	var inOutbox int
 	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox`).Scan(&inOutbox))
 	assert.Zero(t, inOutbox, "what the earlier release wrote moved to outbox_events")
-	got := stored(t, b)
+	var got []events.Envelope
+	for _, e := range stored(t, b) {
+		if e.Type != events.StockChanged { // the demo data's stock
+			got = append(got, e)
+		}
+	}
 	require.Equal(t, 2*each, len(got), "every event of both releases reached the broker once")
 	codes := 0
 	for _, e := range got {

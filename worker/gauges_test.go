@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/marketplace/checkout/events"
 	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/worker"
@@ -38,7 +39,12 @@ func TestLoops_OrderGauges_CountWaitingOrdersAndUnknownPaymentsOfOpenOrdersOnly(
 	pool := testenv.Pool(t)
 	ctx := context.Background()
 	m := metrics.New()
-	worker.Loops(worker.Deps{Config: testenv.Config(t, nil), Pool: pool, Metrics: m})
+	cfg := testenv.Config(t, nil)
+	broker, err := events.Connect(events.Options{URL: cfg.Events.NATSURL, Prefix: cfg.Events.Prefix, Replicas: 1,
+		MaxAge: cfg.Events.MaxAge, MaxBytes: cfg.Events.MaxBytes})
+	require.NoError(t, err)
+	t.Cleanup(broker.Close)
+	worker.Loops(worker.Deps{Config: cfg, Pool: pool, Metrics: m, Broker: broker})
 	read := func(name, status string) float64 {
 		v, ok := gauge(t, m, name, status)
 		require.True(t, ok, "%s{status=%q} is served", name, status)

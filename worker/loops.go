@@ -27,19 +27,18 @@ type Loop struct {
 func Loops(d Deps) []Loop {
 	var loops []Loop
 
-	// The availability relay: inventory change events into the cart's stock hints.
+	// The availability projector: stock.changed events from the broker into the cart's stock hints.
 	var obs availability.Observer
 	if d.Metrics != nil {
 		obs = d.Metrics
 	}
-	relay := availability.NewRelay(d.Pool, obs, d.Log)
+	projector := availability.NewProjector(d.Pool, d.Broker, obs, d.Log)
 	if d.Metrics != nil {
-		d.Metrics.RegisterAvailabilityGauges(relay)
+		d.Metrics.RegisterAvailabilityGauges(projector)
 	}
-	relay.PollInterval = d.Config.AvailabilityPollInterval
 	// With the cart's stock hints off nobody reads the projection: its upkeep waits.
-	relay.Paused = func(ctx context.Context) bool { return !d.Features.Enabled(ctx, features.CartStockHints) }
-	loops = append(loops, Loop{Name: "availability relay", Run: relay.Run})
+	projector.Paused = func(ctx context.Context) bool { return !d.Features.Enabled(ctx, features.CartStockHints) }
+	loops = append(loops, Loop{Name: "availability projector", Run: projector.Run})
 
 	// The outbox relay: every event to the broker, in order, each acknowledged before it is marked;
 	// a seller shortfall also becomes a signal to the order's workflow.

@@ -135,8 +135,6 @@ type Config struct {
 	TrustedProxies []*net.IPNet
 	// LowStockThreshold: at or below this many sellable units the cart and preview warn LOW_STOCK.
 	LowStockThreshold int
-	// AvailabilityPollInterval is how often an idle availability relay looks for inventory changes.
-	AvailabilityPollInterval time.Duration
 
 	// Events is the event broker and the checkout's stream on it (docs/events.md).
 	Events Events
@@ -358,15 +356,14 @@ func Load(getenv func(string) string) (Config, error) {
 		},
 		PaysimFaults: PaysimFaults{Latency: p.duration("PAYSIM_LATENCY", 0), FailureRate: p.float("PAYSIM_FAILURE_RATE", 0)},
 
-		CartMaxLines:             p.int("CART_MAX_LINES", 50),
-		CartMaxUnitsPerLine:      p.int("CART_MAX_UNITS_PER_LINE", 99),
-		CartIdleTTL:              p.duration("CART_IDLE_TTL", 90*24*time.Hour),
-		CartViewCacheTTL:         p.duration("CART_VIEW_CACHE_TTL", time.Second),
-		CartCacheEntries:         p.int("CART_CACHE_ENTRIES", 100_000),
-		CartCacheMemoryMB:        p.int("CART_CACHE_MEMORY_MB", 64),
-		AuthTokenCacheEntries:    p.int("AUTH_TOKEN_CACHE_ENTRIES", 50_000),
-		LowStockThreshold:        p.int("LOW_STOCK_THRESHOLD", 3),
-		AvailabilityPollInterval: p.duration("AVAILABILITY_POLL_INTERVAL", 200*time.Millisecond),
+		CartMaxLines:          p.int("CART_MAX_LINES", 50),
+		CartMaxUnitsPerLine:   p.int("CART_MAX_UNITS_PER_LINE", 99),
+		CartIdleTTL:           p.duration("CART_IDLE_TTL", 90*24*time.Hour),
+		CartViewCacheTTL:      p.duration("CART_VIEW_CACHE_TTL", time.Second),
+		CartCacheEntries:      p.int("CART_CACHE_ENTRIES", 100_000),
+		CartCacheMemoryMB:     p.int("CART_CACHE_MEMORY_MB", 64),
+		AuthTokenCacheEntries: p.int("AUTH_TOKEN_CACHE_ENTRIES", 50_000),
+		LowStockThreshold:     p.int("LOW_STOCK_THRESHOLD", 3),
 		Events: Events{NATSURL: p.str("NATS_URL", ""), Prefix: p.str("EVENTS_PREFIX", "checkout"),
 			Replicas: p.int("EVENTS_REPLICAS", 1), MaxAge: p.duration("EVENTS_MAX_AGE", 7*24*time.Hour),
 			MaxBytes: int64(p.int("EVENTS_MAX_MB", 1024)) << 20, OutboxRetention: p.duration("OUTBOX_RETENTION", 72*time.Hour)},
@@ -528,9 +525,6 @@ func (c Config) Validate() error {
 	}
 	if c.Traces.SlowThreshold < 0 {
 		errs = append(errs, fmt.Errorf("TRACES_SLOW_THRESHOLD %s: must not be negative", c.Traces.SlowThreshold))
-	}
-	if c.AvailabilityPollInterval < 10*time.Millisecond {
-		errs = append(errs, fmt.Errorf("AVAILABILITY_POLL_INTERVAL %s: must be at least 10ms", c.AvailabilityPollInterval))
 	}
 	if c.Events.Prefix == "" || !prefixRe.MatchString(c.Events.Prefix) {
 		errs = append(errs, fmt.Errorf("EVENTS_PREFIX %q: letters, digits, '_' and '-', dot-separated", c.Events.Prefix))

@@ -43,8 +43,10 @@ type Metrics struct {
 	WorkflowHistoryBytes  *prometheus.HistogramVec
 
 	AvailabilityEvents prometheus.Counter
-	OutboxPublished    *prometheus.CounterVec
-	OutboxDead         *prometheus.CounterVec
+	// AvailabilityEventLag is each stock event's lag from the change to the projection's commit.
+	AvailabilityEventLag prometheus.Histogram
+	OutboxPublished      *prometheus.CounterVec
+	OutboxDead           *prometheus.CounterVec
 	// OutboxBrokerFailures counts the relay's attempts the event broker did not acknowledge.
 	OutboxBrokerFailures prometheus.Counter
 
@@ -120,9 +122,14 @@ func New() *Metrics {
 			Name: "checkout_orders_busy_total",
 			Help: "Orders refused at once with 503 BUSY by admission control, by reason: in_flight (ORDERS_MAX_IN_FLIGHT reached), latency (the recent round trip above ORDERS_ADMIT_MAX_LATENCY, with as many orders in flight as are answered in that time).",
 		}, []string{"reason"}),
+		AvailabilityEventLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "checkout_availability_event_lag_seconds",
+			Help:    "From a change of sellable stock (its transaction) to the availability projection showing it (the projector's commit): outbox, relay, broker and consumer.",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		}),
 		AvailabilityEvents: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "checkout_availability_events_applied_total",
-			Help: "Inventory change events the availability relay applied to the projection.",
+			Help: "stock.changed events the availability projector applied to the projection.",
 		}),
 		OutboxPublished: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "checkout_outbox_published_total",
@@ -139,7 +146,7 @@ func New() *Metrics {
 	}
 	reg.MustRegister(m.ReserveAttempts, m.ReserveResults, m.ReserveBatchSize, m.ReserveBatchFailures, m.HTTPRequests, m.HTTPDuration,
 		m.SagaStepDuration, m.WorkflowHistoryEvents, m.WorkflowHistoryBytes,
-		m.RateLimited, m.OpenOrdersRefused, m.OrdersBusy, m.AvailabilityEvents,
+		m.RateLimited, m.OpenOrdersRefused, m.OrdersBusy, m.AvailabilityEvents, m.AvailabilityEventLag,
 		m.OutboxPublished, m.OutboxDead, m.OutboxBrokerFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Jobs = newJobMetrics(reg)
@@ -223,9 +230,12 @@ func (c *inventoryCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(scrapeErrDesc, prometheus.GaugeValue, failed)
 }
 
-// AvailabilityApplied counts events the availability relay applied; it makes *Metrics an
-// availability.Observer.
+// AvailabilityApplied counts events the availability projector applied; with AvailabilityLag it
+// makes *Metrics an availability.Observer.
 func (m *Metrics) AvailabilityApplied(events, _ int) { m.AvailabilityEvents.Add(float64(events)) }
+
+// AvailabilityLag observes one event's lag from its change to the projection.
+func (m *Metrics) AvailabilityLag(d time.Duration) { m.AvailabilityEventLag.Observe(d.Seconds()) }
 
 // Backlog is what waits to be handled, read from the database at scrape time: how many, and how
 // long the oldest has waited (0 when none).
@@ -233,8 +243,9 @@ type Backlog interface {
 	Backlog(ctx context.Context) (pending int64, oldest time.Duration, err error)
 }
 
-// RegisterAvailabilityGauges adds the relay's lag: change events waiting and the age of the oldest,
-// read when Prometheus scrapes, so a stopped relay shows as growing lag.
+// RegisterAvailabilityGauges adds the projector's lag: stock events on the broker not yet applied
+// and the age of the oldest, read when Prometheus scrapes, so a stopped projector shows as growing
+// lag.
 func (m *Metrics) RegisterAvailabilityGauges(src Backlog) {
 	m.Registry.MustRegister(&backlogCollector{read: src.Backlog, count: availPendingDesc, age: availLagDesc,
 		failed: availErrDesc})
@@ -249,11 +260,11 @@ func (m *Metrics) RegisterOutboxGauges(src Backlog) {
 
 var (
 	availPendingDesc = prometheus.NewDesc("checkout_availability_pending_changes",
-		"Inventory change events not yet applied to the availability projection.", nil, nil)
+		"stock.changed events on the broker not yet applied to the availability projection.", nil, nil)
 	availLagDesc = prometheus.NewDesc("checkout_availability_lag_seconds",
-		"Age of the oldest inventory change not yet applied to the availability projection (0 when none).", nil, nil)
+		"Age of the oldest stock.changed event on the broker not yet applied to the availability projection (0 when none).", nil, nil)
 	availErrDesc = prometheus.NewDesc("checkout_availability_scrape_error",
-		"1 when the availability relay's lag could not be read at this scrape.", nil, nil)
+		"1 when the availability projector's lag could not be read at this scrape (the broker).", nil, nil)
 	outboxPendingDesc = prometheus.NewDesc("checkout_outbox_pending_events",
 		"Outbox events neither published nor set aside yet.", nil, nil)
 	outboxLagDesc = prometheus.NewDesc("checkout_outbox_lag_seconds",
