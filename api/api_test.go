@@ -22,6 +22,7 @@ import (
 
 	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/cart"
+	"github.com/marketplace/checkout/events"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/codec"
 	"github.com/marketplace/checkout/internal/config"
@@ -90,9 +91,11 @@ func newHarnessOf(t testing.TB, temporal api.TemporalClient, env map[string]stri
 	logs := &logBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	sim := paysim.New(pool, paysim.Options{PublicBaseURL: "http://localhost:8080", Log: log})
-	carts := runCartCache(t, pool, cart.CacheOptions{Entries: cfg.CartCacheEntries, Log: log})
+	b := brokerConn(t, cfg.Events.NATSURL, true)
+	carts := runCartCache(t, b.Conn(), cfg.Events.Prefix, cart.CacheOptions{Entries: cfg.CartCacheEntries, Log: log})
 	e := api.New(api.Deps{Options: wiring.API(cfg), Pool: pool, Inventory: inv, Temporal: temporal, Metrics: m, Log: log,
-		PaymentPages: sim, PaymentFaults: sim, CartCache: carts, Codec: pc})
+		PaymentPages: sim, PaymentFaults: sim, CartCache: carts, Codec: pc,
+		CartNotices: cart.NewNotices(b.Conn(), events.CartSubject(cfg.Events.Prefix))})
 	return &harness{t: t, e: e, pool: pool, cfg: cfg, carts: carts, metrics: m, codec: pc, logs: logs}
 }
 

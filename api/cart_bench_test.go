@@ -21,6 +21,7 @@ import (
 	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/availability"
 	"github.com/marketplace/checkout/cart"
+	"github.com/marketplace/checkout/events"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/dev/demo"
 	"github.com/marketplace/checkout/internal/dev/testenv"
@@ -37,9 +38,9 @@ const benchUsers = 50
 // lines, and beside them, in the same run on the same machine, a bare Echo handler answering a
 // fixed JSON body of the same size as a cart (the floor of HTTP and JSON on this machine), and the
 // same bare handler after one primary-key read of the cart row (the floor of any handler that
-// asks PostgreSQL once). The API runs with its cart cache listening, as `checkout api` does; the
-// GET case reports the share of reads the cache answered, and a last case repeats the PUTs with
-// the cart_changed trigger switched off, to show what the notification costs a write.
+// asks PostgreSQL once). The API runs with its cart cache subscribed to the cart notices on the
+// test broker, as `checkout api` does (each PUT announces itself there once committed); the GET
+// case reports the share of reads the cache answered.
 //
 //	TEST_PG_URL=postgres://... go test ./api -run '^$' -bench BenchmarkCartHTTP -benchtime 10s
 func BenchmarkCartHTTP(b *testing.B) {
@@ -72,14 +73,6 @@ func BenchmarkCartHTTP(b *testing.B) {
 			}
 		})
 		b.Run(fmt.Sprintf("round=%d/put", round), func(b *testing.B) { env.runPut(b) })
-		// The same PUTs with the carts trigger (the cart_changed notification) switched off: what
-		// the notification costs a write. Coherence across processes is off meanwhile (this
-		// process's own writes still update its cache).
-		b.Run(fmt.Sprintf("round=%d/put-without-notify", round), func(b *testing.B) {
-			env.exec(b, `ALTER TABLE carts DISABLE TRIGGER carts_changed`)
-			defer env.exec(b, `ALTER TABLE carts ENABLE TRIGGER carts_changed`)
-			env.runPut(b)
-		})
 	}
 }
 
@@ -117,11 +110,12 @@ func newCartBench(b *testing.B) *cartBench {
 	}
 	m := metrics.New()
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	// The cart cache as the API process runs it: listening for cart changes beside the server.
-	carts := runCartCache(b, pool, cart.CacheOptions{Entries: cfg.CartCacheEntries,
-		MaxBytes: int64(cfg.CartCacheMemoryMB) << 20, Log: log})
+	// The cart cache as the API process runs it: subscribed to the cart notices beside the server.
+	conn := brokerConn(b, cfg.Events.NATSURL, true).Conn()
+	carts := runCartCache(b, conn, cfg.Events.Prefix, cart.CacheOptions{Entries: cfg.CartCacheEntries,
+		MaxBytes: int64(cfg.CartCacheMemoryMB) << 20, MaxAge: cfg.CartCacheMaxAge, Log: log})
 	e := api.New(api.Deps{Options: wiring.API(cfg), Pool: pool, Inventory: inventory.New(pool, m), Metrics: m, Log: log,
-		CartCache: carts})
+		CartCache: carts, CartNotices: cart.NewNotices(conn, events.CartSubject(cfg.Events.Prefix))})
 	env := &cartBench{api: httptest.NewServer(e), clients: map[string]*http.Client{}, pool: pool, carts: carts}
 	b.Cleanup(env.api.Close)
 	env.clients[env.api.URL] = newBenchClient(b)

@@ -87,9 +87,13 @@ type Deps struct {
 	// (/codec) decodes and encodes with it for the Temporal UI of support and ops staff.
 	Codec converter.PayloadCodec
 	// CartCache, when set, is the process's cache of cart documents: the cart page reads through
-	// it and cart writes update it. It serves only while its Run listens for cart changes, which
-	// the process runs beside the server (nil: every cart read goes to the database).
+	// it and cart writes update it. It serves only while its Run is subscribed to the cart
+	// notices, which the process runs beside the server (nil: every cart read goes to the
+	// database).
 	CartCache *cart.Cache
+	// CartNotices announce this process's committed cart writes to every process's cache (nil:
+	// none; then other processes' caches see them only after CART_CACHE_MAX_AGE).
+	CartNotices *cart.Notices
 	// Features are the feature switches, as the process reads them (nil: the API reads them
 	// itself, through a cache of FEATURES_CACHE_TTL).
 	Features *features.Switches

@@ -8,8 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
 
 	"github.com/marketplace/checkout/db"
 )
@@ -18,15 +17,19 @@ import (
 // process, keyed by cart id, holding the decoded document, its version and its merged mark. The
 // cart page reads it; a miss reads the row and fills it.
 //
-// Coherence: every change of a carts row announces itself on the channel cart_changed in its own
-// transaction (a trigger, migration 00008), so the announcement is delivered when, and only if, the
-// change commits. Run keeps one listening connection and applies each announcement: an entry older
-// than the announced version, or any entry of a deleted cart, goes. While the cache is not
-// listening (before the first LISTEN, after the connection is lost, while it reconnects) it holds
-// nothing and serves nothing: losing the connection clears it, so an announcement missed while
-// disconnected can never leave a stale cart behind. A liveness lease does the same for a
-// connection that goes silent without breaking: the cache serves only while the listener has
-// proved itself alive (a round trip on the connection) within the last three heartbeats.
+// Coherence: every write of a cart through an API process announces itself, once committed, on the
+// event broker's core subject <prefix>.cart.changed (Notices). Run subscribes and applies each
+// announcement: an entry older than the announced version, or any entry of a deleted cart, goes.
+// While the cache is not subscribed (before the first subscription is in place, after the
+// connection to the broker is lost, while it reconnects, after a notice was dropped for a slow
+// subscriber) it holds nothing and serves nothing: losing the subscription clears it, so an
+// announcement missed meanwhile can never leave a stale cart behind. A liveness lease does the
+// same for a connection that goes silent without breaking: the cache serves only while the
+// subscription has proved itself alive (a round trip to the broker, which delivers what it holds
+// for the subscriber before it answers) within the last three heartbeats. What no API process
+// announces — a change made outside them (the janitor's deletions of carts idle for months, a fix
+// by hand), a process that died between its commit and its notice — is bounded by MaxAge: no entry
+// is served older than that.
 //
 // A write in this process updates its own entry at once (Store), so a shopper reads their own
 // write whichever announcement is still on its way; a reader that filled the cache with what it
@@ -35,7 +38,6 @@ import (
 // Entries are bounded in number and in estimated memory; past a bound, random entries go.
 // A nil *Cache is a cache that is switched off: every read goes to the database.
 type Cache struct {
-	pool *pgxpool.Pool
 	opts CacheOptions
 	log  *slog.Logger
 
@@ -46,7 +48,6 @@ type Cache struct {
 	tokens        atomic.Uint64 // source of slot tokens; 0 is never a valid token
 	listening     atomic.Bool
 	leaseUntil    atomic.Int64 // unix nanoseconds until which the listener counts as alive
-	pid           atomic.Uint32
 	hits, misses  atomic.Uint64
 	notifications atomic.Uint64
 	evicted       atomic.Uint64 // entries dropped on an announcement or a write elsewhere
@@ -69,9 +70,14 @@ type CacheOptions struct {
 	// Heartbeat is how often the listener proves its connection alive; 0 means DefaultHeartbeat.
 	// The cache serves only while the last proof is younger than three heartbeats.
 	Heartbeat time.Duration
-	// Connect opens the listening connection; nil opens one with the pool's settings.
-	Connect func(ctx context.Context) (*pgx.Conn, error)
-	Log     *slog.Logger
+	// Conn is the process's connection to the event broker and Subject the notices' subject
+	// (events.CartSubject); without a connection the cache never serves.
+	Conn    *nats.Conn
+	Subject string
+	// MaxAge bounds how long an entry is served after it was read or written here (0 means
+	// DefaultCacheMaxAge): the bound on a change no notice announced.
+	MaxAge time.Duration
+	Log    *slog.Logger
 }
 
 // Defaults of CacheOptions.
@@ -79,10 +85,8 @@ const (
 	DefaultCacheEntries = 100_000
 	DefaultCacheBytes   = 64 << 20
 	DefaultHeartbeat    = time.Second
+	DefaultCacheMaxAge  = 5 * time.Minute
 )
-
-// Channel is the notification channel of cart changes (migration 00008).
-const Channel = "cart_changed"
 
 // Entry is a cart as the cache holds it: the document with its version, the merged mark of a
 // merged guest cart, and whether a row exists at all (a missing cart is an empty one at version
@@ -103,6 +107,7 @@ type slot struct {
 	has   bool
 	entry Entry
 	size  int64
+	at    int64 // unix nanoseconds when entry was stored
 }
 
 type cacheShard struct {
@@ -111,9 +116,9 @@ type cacheShard struct {
 	bytes int64
 }
 
-// NewCache returns a cache in front of the carts of pool, switched off (serving nothing) until Run
-// listens; nil when opts.Entries is 0 or less.
-func NewCache(pool *pgxpool.Pool, opts CacheOptions) *Cache {
+// NewCache returns a cache of cart documents, switched off (serving nothing) until Run has
+// subscribed to the notices; nil when opts.Entries is 0 or less.
+func NewCache(opts CacheOptions) *Cache {
 	if opts.Entries <= 0 {
 		return nil
 	}
@@ -123,6 +128,9 @@ func NewCache(pool *pgxpool.Pool, opts CacheOptions) *Cache {
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = DefaultHeartbeat
 	}
+	if opts.MaxAge <= 0 {
+		opts.MaxAge = DefaultCacheMaxAge
+	}
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
@@ -130,7 +138,7 @@ func NewCache(pool *pgxpool.Pool, opts CacheOptions) *Cache {
 	if opts.Entries >= 4096 {
 		n = 64
 	}
-	c := &Cache{pool: pool, opts: opts, log: opts.Log, seed: maphash.MakeSeed(), shards: make([]cacheShard, n),
+	c := &Cache{opts: opts, log: opts.Log, seed: maphash.MakeSeed(), shards: make([]cacheShard, n),
 		shardEntries: (opts.Entries + n - 1) / n, shardBytes: (opts.MaxBytes + int64(n) - 1) / int64(n),
 		stateCh: make(chan struct{})}
 	for i := range c.shards {
@@ -190,7 +198,7 @@ func (c *Cache) get(id string) (Entry, bool) {
 		sh := c.shard(id)
 		sh.mu.RLock()
 		s := sh.slots[id]
-		if s != nil && s.has {
+		if s != nil && s.has && c.fresh(s) {
 			e := s.entry
 			sh.mu.RUnlock()
 			c.hits.Add(1)
@@ -233,7 +241,8 @@ func (c *Cache) fill(id string, token uint64, e Entry) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	s := sh.slots[id]
-	if s == nil || s.token != token || !c.listening.Load() || e.Version < s.floor || (s.has && s.entry.Version >= e.Version) {
+	if s == nil || s.token != token || !c.listening.Load() || e.Version < s.floor ||
+		(s.has && s.entry.Version >= e.Version && c.fresh(s)) {
 		return
 	}
 	c.set(sh, s, e)
@@ -318,9 +327,12 @@ func (c *Cache) clear() {
 	c.resets.Add(1)
 }
 
+// fresh: the slot's entry was stored less than MaxAge ago.
+func (c *Cache) fresh(s *slot) bool { return time.Now().UnixNano()-s.at < int64(c.opts.MaxAge) }
+
 func (c *Cache) set(sh *cacheShard, s *slot, e Entry) {
 	sh.bytes -= s.size
-	s.has, s.entry, s.size = true, e, entrySize(e)
+	s.has, s.entry, s.size, s.at = true, e, entrySize(e), time.Now().UnixNano()
 	sh.bytes += s.size
 	c.bound(sh, s)
 }
@@ -366,12 +378,12 @@ func entrySize(e Entry) int64 {
 // CacheStats are a cache's counters and state.
 type CacheStats struct {
 	Hits, Misses  uint64
-	Notifications uint64 // announcements applied
+	Notifications uint64 // notices applied
 	Evicted       uint64 // entries dropped because their cart changed elsewhere
 	Capacity      uint64 // entries dropped to stay within the bounds
-	Resets        uint64 // whole-cache clears: connection lost, carts truncated
-	Reconnects    uint64 // listening connections made after the first
-	Heartbeats    uint64 // round trips that proved the listening connection alive
+	Resets        uint64 // whole-cache clears: the subscription lost
+	Reconnects    uint64 // subscriptions made after the first
+	Heartbeats    uint64 // round trips that proved the subscription alive
 	Entries       int
 	Bytes         int64
 	Listening     bool

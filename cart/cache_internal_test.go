@@ -8,15 +8,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// listeningCache is a cache as it is while its listener listens (no database: the tests below
-// drive the interleavings of readers, writers and notifications by hand).
+// listeningCache is a cache as it is while it is subscribed to the notices (no database, no
+// broker: the tests below drive the interleavings of readers, writers and notices by hand).
 func listeningCache(t *testing.T, opts CacheOptions) *Cache {
 	t.Helper()
 	if opts.Entries == 0 {
 		opts.Entries = 100
 	}
 	opts.Heartbeat = time.Hour // the lease does not run out during a test
-	c := NewCache(nil, opts)
+	c := NewCache(opts)
 	require.NotNil(t, c)
 	c.up(time.Now())
 	return c
@@ -68,7 +68,7 @@ func TestCache_DeletedCartOrClear_VoidsEveryFillBegunBefore(t *testing.T) {
 	assert.False(t, ok)
 
 	token = c.reserve("u:1")
-	c.apply("*") // truncated
+	c.clear() // the subscription was lost
 	c.fill("u:1", token, entry("u:1", 7))
 	_, ok = held(c, "u:1")
 	assert.False(t, ok)
@@ -177,11 +177,26 @@ func TestCache_Apply_ParsesPayloads(t *testing.T) {
 
 func TestNilCache_IsSwitchedOff(t *testing.T) {
 	var c *Cache
-	assert.Nil(t, NewCache(nil, CacheOptions{Entries: 0}))
+	assert.Nil(t, NewCache(CacheOptions{Entries: 0}))
 	assert.Zero(t, c.reserve("u:1"))
 	c.wrote("u:1", 0, entry("u:1", 1))
 	c.forget("u:1")
 	assert.False(t, c.Listening())
 	assert.Zero(t, c.Stats())
 	assert.NoError(t, c.Run(t.Context()))
+}
+
+// A change no notice announced (the janitor's deletion, a fix by hand, a writer that died between
+// its commit and its notice) is served at most MaxAge after the entry was stored.
+func TestCache_MaxAge_AnOlderEntryIsReadAgain(t *testing.T) {
+	c := listeningCache(t, CacheOptions{MaxAge: 50 * time.Millisecond})
+	c.fill("u:1", c.reserve("u:1"), entry("u:1", 3))
+	_, ok := c.get("u:1")
+	require.True(t, ok, "served while young")
+	time.Sleep(60 * time.Millisecond)
+	_, ok = c.get("u:1")
+	assert.False(t, ok, "too old: a miss, read from the database")
+	c.fill("u:1", c.reserve("u:1"), entry("u:1", 3))
+	_, ok = c.get("u:1")
+	assert.True(t, ok, "the fresh read of the same version is served again")
 }

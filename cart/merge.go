@@ -43,11 +43,14 @@ func (s *Store) Merge(ctx context.Context, userID int64, guestToken string) (Mer
 	if err != nil {
 		s.cache.forget(memberID)
 		s.cache.forget(guestID)
+		s.notices.changed(memberID, -1)
+		s.notices.changed(guestID, -1)
 		return res, err
 	}
 	s.settle(memberID, token, res.Cart, nil)
 	if res.Outcome == MergeMerged {
 		s.cache.forget(guestID) // merged now: its version and mark are the database's to tell
+		s.notices.changed(guestID, -1)
 	}
 	return res, nil
 }

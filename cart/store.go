@@ -87,10 +87,11 @@ func (e *LimitError) Error() string { return fmt.Sprintf("cart limit %s is %d", 
 // Store writes carts: optimistic locking on the version, re-reading and re-applying on a lost race
 // unless the caller pinned a version with If-Match.
 type Store struct {
-	pool   *pgxpool.Pool
-	q      *db.Queries
-	limits Limits
-	cache  *Cache
+	pool    *pgxpool.Pool
+	q       *db.Queries
+	limits  Limits
+	cache   *Cache
+	notices *Notices
 }
 
 // NewStore returns a store on pool; zero limits take the defaults.
@@ -114,15 +115,23 @@ func (s *Store) WithCache(c *Cache) *Store {
 	return s
 }
 
+// WithNotices makes every committed write of the store announce itself to the other processes'
+// caches; nil: none are told (a process with no cache of its own still announces).
+func (s *Store) WithNotices(n *Notices) *Store {
+	s.notices = n
+	return s
+}
+
 // settle tells the cache what a write did: the cart it committed (or found already so), or, after
 // an error that may have followed a commit, that the cached cart cannot be trusted.
 func (s *Store) settle(id string, token uint64, snap Snapshot, err error) {
 	switch {
-	case s.cache == nil:
 	case err == nil:
 		s.cache.wrote(id, token, Entry{Snapshot: snap, Exists: snap.Version > 0})
+		s.notices.changed(id, snap.Version)
 	case !refused(err):
 		s.cache.forget(id)
+		s.notices.changed(id, -1)
 	}
 }
 

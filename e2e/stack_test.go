@@ -194,7 +194,9 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	sim := paysim.New(pool, paysim.Options{PublicBaseURL: base, WebhookURL: cfg.PaymentWebhookURL,
 		WebhookSecret: []byte(cfg.PaymentWebhookSecret), Log: quietLog(), RetryBase: 100 * time.Millisecond,
 		RetryMax: time.Second, PollInterval: 100 * time.Millisecond, HoldUntil: api.HoldUntil(pool)})
-	carts := cart.NewCache(pool, cart.CacheOptions{Entries: cfg.CartCacheEntries, Log: quietLog()})
+	subject := events.CartSubject(cfg.Events.Prefix)
+	carts := cart.NewCache(cart.CacheOptions{Entries: cfg.CartCacheEntries, Conn: broker.Conn(), Subject: subject,
+		MaxAge: cfg.CartCacheMaxAge, Log: quietLog()})
 	var apiTemporal api.TemporalClient = tc
 	if o.apiTemporal != nil {
 		apiTemporal = o.apiTemporal(tc)
@@ -211,7 +213,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	}
 	e := api.New(api.Deps{Options: wiring.API(cfg), Pool: pool, Inventory: inv, Temporal: apiTemporal, Metrics: m,
 		Log: quietLog(), Payments: apiPayments, Webhooks: webhooks, PaymentPages: sim, PaymentFaults: sim, CartCache: carts,
-		Codec: pc, Features: switches})
+		Codec: pc, Features: switches, CartNotices: cart.NewNotices(broker.Conn(), subject)})
 	srv := api.HTTPServer("", e)
 	go func() { _ = srv.Serve(ln) }()
 	metricsLn, err := net.Listen("tcp", "127.0.0.1:0")

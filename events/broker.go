@@ -49,6 +49,9 @@ func StreamName(prefix string) string {
 // Subject is where events of a type are published; SubjectsAll covers every event type.
 func Subject(prefix, typ string) string { return prefix + ".events." + typ }
 
+// CartSubject is the core subject (no stream) of the cart caches' notices.
+func CartSubject(prefix string) string { return prefix + ".cart.changed" }
+
 // SubjectsAll matches every event of the deployment's stream.
 func SubjectsAll(prefix string) string { return prefix + ".events.>" }
 

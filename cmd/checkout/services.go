@@ -96,7 +96,11 @@ func connect(ctx context.Context, cfg config.Config, service string) (*app, erro
 	}
 	a := &app{cfg: cfg, log: slog.Default(), metrics: metrics.New()}
 	var err error
-	if a.broker, err = events.Connect(wiring.Events(cfg, service)); err != nil {
+	eo := wiring.Events(cfg, service)
+	// The API's cart notices sent while disconnected go out on reconnecting; the relay's publishes
+	// fail at once instead, so that it knows.
+	eo.Buffered = service == "checkout-api"
+	if a.broker, err = events.Connect(eo); err != nil {
 		return nil, err
 	}
 	if a.codec, err = cfg.ServeCodec(); err != nil {
@@ -177,12 +181,14 @@ func (a *app) close() {
 // serveAPI runs the REST API (and the payment simulator's pages and webhook deliveries, and the
 // cart cache's listener) until ctx ends, then drains it.
 func (a *app) serveAPI(ctx context.Context) error {
-	// The cart cache serves only while its listener (run below) listens for cart changes.
-	carts := cart.NewCache(a.pool, cart.CacheOptions{Entries: a.cfg.CartCacheEntries,
-		MaxBytes: int64(a.cfg.CartCacheMemoryMB) << 20, Log: a.log})
+	// The cart cache serves only while it is subscribed (run below) to the cart notices, which
+	// every API process's cart writes send.
+	subject := events.CartSubject(a.cfg.Events.Prefix)
+	carts := cart.NewCache(cart.CacheOptions{Entries: a.cfg.CartCacheEntries, MaxBytes: int64(a.cfg.CartCacheMemoryMB) << 20,
+		MaxAge: a.cfg.CartCacheMaxAge, Conn: a.broker.Conn(), Subject: subject, Log: a.log})
 	deps := api.Deps{Options: wiring.API(a.cfg), Pool: a.pool, Inventory: a.inv, Temporal: a.temporal,
 		Metrics: a.metrics, Log: a.log, Payments: a.gateway, Webhooks: a.webhooks, CartCache: carts, Codec: a.codec,
-		Features: a.features, Tracer: a.tracing.TracerProvider()}
+		Features: a.features, Tracer: a.tracing.TracerProvider(), CartNotices: cart.NewNotices(a.broker.Conn(), subject)}
 	if a.paysim != nil {
 		deps.PaymentPages, deps.PaymentFaults = a.paysim, a.paysim
 	}

@@ -126,6 +126,9 @@ type Config struct {
 	// CartCacheMemoryMB the estimated memory of what it holds.
 	CartCacheEntries  int
 	CartCacheMemoryMB int
+	// CartCacheMaxAge bounds how long a cached cart is served: the bound on a change no API
+	// process announced (the janitor's, one made by hand).
+	CartCacheMaxAge time.Duration
 	// AuthTokenCacheEntries bounds the API process's cache of verified bearer tokens (0: none).
 	AuthTokenCacheEntries int
 	// RateLimits are the API's rate limits (per API process, in memory). TrustedProxies are the
@@ -362,6 +365,7 @@ func Load(getenv func(string) string) (Config, error) {
 		CartViewCacheTTL:      p.duration("CART_VIEW_CACHE_TTL", time.Second),
 		CartCacheEntries:      p.int("CART_CACHE_ENTRIES", 100_000),
 		CartCacheMemoryMB:     p.int("CART_CACHE_MEMORY_MB", 64),
+		CartCacheMaxAge:       p.duration("CART_CACHE_MAX_AGE", 5*time.Minute),
 		AuthTokenCacheEntries: p.int("AUTH_TOKEN_CACHE_ENTRIES", 50_000),
 		LowStockThreshold:     p.int("LOW_STOCK_THRESHOLD", 3),
 		Events: Events{NATSURL: p.str("NATS_URL", ""), Prefix: p.str("EVENTS_PREFIX", "checkout"),
@@ -494,6 +498,9 @@ func (c Config) Validate() error {
 	}
 	if c.CartCacheMemoryMB < 1 || c.CartCacheMemoryMB > 65536 {
 		errs = append(errs, fmt.Errorf("CART_CACHE_MEMORY_MB %d: between 1 and 65536", c.CartCacheMemoryMB))
+	}
+	if c.CartCacheMaxAge < time.Second || c.CartCacheMaxAge > 24*time.Hour {
+		errs = append(errs, fmt.Errorf("CART_CACHE_MAX_AGE %s: between 1s and 24h", c.CartCacheMaxAge))
 	}
 	if c.AuthTokenCacheEntries < 0 || c.AuthTokenCacheEntries > 10_000_000 {
 		errs = append(errs, fmt.Errorf("AUTH_TOKEN_CACHE_ENTRIES %d: between 0 (no cache) and 10000000", c.AuthTokenCacheEntries))

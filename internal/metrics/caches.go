@@ -3,7 +3,8 @@ package metrics
 import "github.com/prometheus/client_golang/prometheus"
 
 // CacheFigures are the API process's read caches' counters and state, read at scrape time: the
-// cart cache (cart documents, kept coherent by LISTEN/NOTIFY) and the verified-token cache.
+// cart cache (cart documents, kept coherent by notices on the event broker) and the verified-token
+// cache.
 type CacheFigures struct {
 	// CartEnabled: the process has a cart cache (CART_CACHE_ENTRIES > 0).
 	CartEnabled                             bool
@@ -28,22 +29,22 @@ var (
 	cartHitsDesc = prometheus.NewDesc("checkout_cart_cache_hits_total",
 		"Cart reads answered from the API process's cart cache.", nil, nil)
 	cartMissesDesc = prometheus.NewDesc("checkout_cart_cache_misses_total",
-		"Cart reads that went to the database (not cached, or the cache not listening).", nil, nil)
+		"Cart reads that went to the database (not cached, too old, or the cache not subscribed).", nil, nil)
 	cartNotificationsDesc = prometheus.NewDesc("checkout_cart_cache_notifications_total",
-		"cart_changed notifications the cart cache applied.", nil, nil)
+		"Cart notices (changes announced by API processes) the cart cache applied.", nil, nil)
 	cartEvictionsDesc = prometheus.NewDesc("checkout_cart_cache_evictions_total",
 		"Cart cache entries dropped, by reason: changed (the cart changed elsewhere), capacity (bounds).",
 		[]string{"reason"}, nil)
 	cartResetsDesc = prometheus.NewDesc("checkout_cart_cache_resets_total",
-		"Times the whole cart cache was cleared (listening connection lost, carts truncated).", nil, nil)
+		"Times the whole cart cache was cleared (its subscription to the cart notices lost).", nil, nil)
 	cartReconnectsDesc = prometheus.NewDesc("checkout_cart_cache_reconnects_total",
-		"Listening connections the cart cache opened after its first.", nil, nil)
+		"Subscriptions to the cart notices the cart cache made after its first.", nil, nil)
 	cartEntriesDesc = prometheus.NewDesc("checkout_cart_cache_entries",
 		"Carts held in the cart cache.", nil, nil)
 	cartBytesDesc = prometheus.NewDesc("checkout_cart_cache_bytes",
 		"Estimated memory of the carts held in the cart cache.", nil, nil)
 	cartListeningDesc = prometheus.NewDesc("checkout_cart_cache_listening",
-		"1 while the cart cache listens for cart changes and may serve; 0 while it is bypassed.", nil, nil)
+		"1 while the cart cache is subscribed to the cart notices and may serve; 0 while it is bypassed.", nil, nil)
 	tokenHitsDesc = prometheus.NewDesc("checkout_auth_token_cache_hits_total",
 		"Bearer tokens accepted from the verified-token cache.", nil, nil)
 	tokenMissesDesc = prometheus.NewDesc("checkout_auth_token_cache_misses_total",
