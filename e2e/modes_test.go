@@ -26,7 +26,7 @@ import (
 // TestModes_APIAndWorkerRefuseToStartWithoutSecretsOfTheirOwn: outside dev, a missing secret, the
 // development values once published in the repository, a short secret, a codec key that is
 // missing, unnamed, not base64 or not AES-256, no TLS to Temporal (nor its explicit opt-out), no
-// payment provider named, or an admission limit
+// payment provider named, no event broker, or an admission limit
 // that is not one stop the service before it listens or polls, with one line that names the
 // setting.
 func TestModes_APIAndWorkerRefuseToStartWithoutSecretsOfTheirOwn(t *testing.T) {
@@ -49,9 +49,11 @@ func TestModes_APIAndWorkerRefuseToStartWithoutSecretsOfTheirOwn(t *testing.T) {
 		"codec key not base64": {with(secrets, []string{"TEMPORAL_CODEC_KEY=not base64!", "TEMPORAL_CODEC_KID=k1"}), "TEMPORAL_CODEC_KEY: not base64"},
 		"codec key of 16 bytes": {with(secrets, []string{"TEMPORAL_CODEC_KEY=c2l4dGVlbi1ieXRlLWtleQ==", "TEMPORAL_CODEC_KID=k1"}),
 			"TEMPORAL_CODEC_KEY is 16 bytes"},
-		"older codec key short":        {with(secrets, codec, []string{"TEMPORAL_CODEC_KEYS=k0=c2hvcnQ="}), "TEMPORAL_CODEC_KEYS k0 is 5 bytes"},
-		"no TLS to Temporal":           {with(secrets, codec), "TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY and TEMPORAL_TLS_CA are not set"},
-		"no payment provider":          {with(secrets, codec, plaintext), "PAYMENT_PROVIDER is not set"},
+		"older codec key short": {with(secrets, codec, []string{"TEMPORAL_CODEC_KEYS=k0=c2hvcnQ="}), "TEMPORAL_CODEC_KEYS k0 is 5 bytes"},
+		"no TLS to Temporal":    {with(secrets, codec), "TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY and TEMPORAL_TLS_CA are not set"},
+		"no payment provider":   {with(secrets, codec, plaintext), "PAYMENT_PROVIDER is not set"},
+		"no event broker": {with(secrets, codec, plaintext, []string{"PAYMENT_PROVIDER=paysim", "AUTH_OIDC_ISSUER=https://id.example",
+			"AUTH_OIDC_AUDIENCE=temporal-ui", "AUTH_OIDC_JWKS_URL=http://127.0.0.1:1/keys"}), "NATS_URL is required"},
 		"in-flight bound not a number": {[]string{"ORDERS_MAX_IN_FLIGHT=lots"}, `ORDERS_MAX_IN_FLIGHT="lots": not an integer`},
 		"admission latency too short":  {[]string{"ORDERS_ADMIT_MAX_LATENCY=1ms"}, "ORDERS_ADMIT_MAX_LATENCY 1ms: between 10ms and 30s"},
 	} {
@@ -111,7 +113,8 @@ func TestModes_MetricsOnlyOnTheirInternalPort(t *testing.T) {
 				"HTTP_ADDR="+public, "METRICS_ADDR="+internal, "LOG_LEVEL=warn", "TEMPORAL_ALLOW_PLAINTEXT=true",
 				"AUTH_OIDC_ISSUER=https://id.example", "AUTH_OIDC_AUDIENCE=temporal-ui", "AUTH_OIDC_JWKS_URL=http://127.0.0.1:1/keys",
 				// dev's Jaeger listens on make run's fixed ports: none here.
-				"JAEGER_UI_PORT=0")
+				"JAEGER_UI_PORT=0",
+				"NATS_URL="+testenv.NATSURL(t), "EVENTS_PREFIX="+testenv.EventsPrefix(t))
 			var logs bytes.Buffer
 			c.Stderr = &logs
 			if os.Getenv("E2E_LOG") != "" {
@@ -171,7 +174,8 @@ func TestModes_DevWithPrometheus_ScrapesItsMetricsAndStopsWithIt(t *testing.T) {
 		"TEMPORAL_TASK_QUEUE=e2e-"+randomHex(6), "SCHEDULES_ENABLED=false", "DATA_DIR="+t.TempDir(),
 		"AUTH_JWT_SECRET="+testenv.Secret, "PAYMENT_WEBHOOK_SECRET="+testenv.Secret,
 		"TEMPORAL_CODEC_KEY="+testenv.CodecKey, "TEMPORAL_CODEC_KID=k1",
-		"HTTP_ADDR="+public, "METRICS_ADDR="+internal, "PROMETHEUS_PORT="+port, "LOG_LEVEL=warn", "JAEGER_UI_PORT=0")
+		"HTTP_ADDR="+public, "METRICS_ADDR="+internal, "PROMETHEUS_PORT="+port, "LOG_LEVEL=warn", "JAEGER_UI_PORT=0",
+		"NATS_URL="+testenv.NATSURL(t), "EVENTS_PREFIX="+testenv.EventsPrefix(t))
 	var logs bytes.Buffer
 	c.Stdout, c.Stderr = &logs, &logs
 	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -223,6 +223,8 @@ func (s *stack) workerProcess(bin string, env ...string) *exec.Cmd {
 		"PAYMENT_PROVIDER="+s.cfg.PaymentProvider,
 		"TEMPORAL_CODEC_KEY="+base64.StdEncoding.EncodeToString(s.cfg.CodecKey.Secret),
 		"TEMPORAL_CODEC_KID="+s.cfg.CodecKey.ID,
+		"NATS_URL="+s.cfg.Events.NATSURL,
+		"EVENTS_PREFIX="+s.cfg.Events.Prefix,
 		"METRICS_ADDR=127.0.0.1:0",
 		"LOG_LEVEL=warn",
 		"SCHEDULES_ENABLED=false",

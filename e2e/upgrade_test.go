@@ -47,7 +47,8 @@ func TestRelease_MakeRunAcrossABuild_WaitingOrdersEndAsTheShopperChose(t *testin
 	pg, tp := freePort(t), freePort(t)
 	api := freeAddr(t)
 	env := append(cleanEnv(), "DATA_DIR="+data, "PG_PORT="+strconv.Itoa(pg), "TEMPORAL_PORT="+strconv.Itoa(tp),
-		"TEMPORAL_UI_PORT=0", "HTTP_ADDR="+api, "METRICS_ADDR="+freeAddr(t), "HOLD_TTL=3m", "LOG_LEVEL=warn")
+		"TEMPORAL_UI_PORT=0", "HTTP_ADDR="+api, "METRICS_ADDR="+freeAddr(t), "HOLD_TTL=3m", "LOG_LEVEL=warn",
+		"NATS_PORT="+strconv.Itoa(freePort(t)), "NATS_MONITOR_PORT="+strconv.Itoa(freePort(t)))
 	base := "http://" + api
 
 	old := startDev(t, oldBin, env)

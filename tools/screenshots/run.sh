@@ -8,11 +8,12 @@ cd "$(dirname "$0")/../.."
 # Ports below the kernel's ephemeral range (32768+), where the tests' servers pick theirs, and
 # apart from make run's (55432, 7233, 8233, 8080, 9091).
 export PG_PORT=15432 TEMPORAL_PORT=17233 TEMPORAL_UI_PORT=18233 JAEGER_UI_PORT=18686 JAEGER_OTLP_PORT=14318
+export NATS_PORT=14222 NATS_MONITOR_PORT=18222
 export HTTP_ADDR=127.0.0.1:18080 PUBLIC_BASE_URL=http://127.0.0.1:18080 METRICS_ADDR=127.0.0.1:19091
 export STEP_RETRY_WINDOW=3s # a failing step parks its order in seconds, not minutes
 export LOG_LEVEL=warn
 
-for port in "$PG_PORT" "$TEMPORAL_PORT" "$TEMPORAL_UI_PORT" "$JAEGER_UI_PORT" "$JAEGER_OTLP_PORT" 18080 19091; do
+for port in "$PG_PORT" "$TEMPORAL_PORT" "$TEMPORAL_UI_PORT" "$JAEGER_UI_PORT" "$JAEGER_OTLP_PORT" "$NATS_PORT" "$NATS_MONITOR_PORT" 18080 19091; do
 	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
 		echo "port $port is taken (another make screenshots?); stop that first" >&2
 		exit 1

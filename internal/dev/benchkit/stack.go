@@ -79,7 +79,7 @@ func StartStackOf(ctx context.Context, binary, prefix string, env ...string) (*S
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, err
 	}
-	ports := make([]int, 6)
+	ports := make([]int, 8)
 	for i := range ports {
 		if ports[i], err = pgserver.FreePort(); err != nil {
 			return nil, err
@@ -96,6 +96,7 @@ func StartStackOf(ctx context.Context, binary, prefix string, env ...string) (*S
 		"METRICS_ADDR=127.0.0.1:"+strconv.Itoa(ownMetricsPort),
 		"TEMPORAL_PORT="+strconv.Itoa(tport), "TEMPORAL_UI_PORT="+strconv.Itoa(uiPort),
 		"TEMPORAL_METRICS_PORT="+strconv.Itoa(metricsPort), "LOG_LEVEL=warn",
+		"NATS_PORT="+strconv.Itoa(ports[6]), "NATS_MONITOR_PORT="+strconv.Itoa(ports[7]),
 		// No traces unless env asks for them (TRACES_ENDPOINT, or Jaeger's ports): a benchmark
 		// measures the product as it ran before tracing, and make run's Jaeger ports stay free.
 		"JAEGER_UI_PORT=0")
