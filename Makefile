@@ -213,6 +213,10 @@ bench-admission: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) ## campa
 bench-promotions: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) ## the campaign mix with and without a coupon on half the orders and a hot-SKU campaign, three runs each in turns at 30 shoppers, audited; writes docs/benchmarks.md (about 6 minutes)
 	$(call bench-tool,benchcampaign) -promotions
 
+.PHONY: bench-lockwaits
+bench-lockwaits: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) ## the plain checkout at 50 and 200 shoppers with the cart notices in PostgreSQL (the trigger of the releases before the broker put back) and on the broker, three rounds each in turns, audited: the lock waits before and after; writes docs/benchmarks.md (about 10 minutes)
+	$(call bench-tool,benchcampaign) -lockwaits
+
 .PHONY: bench-cluster
 bench-cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build $(NATS_SERVER) ## campaign traffic at 50 and 200 shoppers through make cluster's shape beside its own Temporal floor, then the dev stack's floor and campaign at the same counts; writes docs/benchmarks.md and docs/bench-cluster.json
 	$(call bench-tool,benchcampaign) -stack cluster

@@ -90,6 +90,8 @@ func main() {
 	promotions := flag.Bool("promotions", false, "measure the coupons and campaigns section instead: the campaign mix "+
 		"with and without a coupon and a hot-SKU campaign, in turns on one stack, at one shopper count (-shoppers, default 30, below the knee of the campaign section); "+
 		"-json defaults to docs/bench-promotions.json")
+	lockWaits := flag.Bool("lockwaits", false, "measure the plain checkout's lock waits with the cart notices in PostgreSQL "+
+		"and on the broker instead: three rounds of each at every shopper count (default 50,200)")
 	stack := flag.String("stack", stackDev, "the stack measured: dev (bin/checkout dev, as make run starts it) or cluster "+
 		"(bin/checkout cluster, as make cluster starts it: the floor and the saga's runs, at 50 and 200 shoppers unless -shoppers says "+
 		"otherwise, into a section of its own and docs/bench-cluster.json, no plot)")
@@ -105,6 +107,14 @@ func main() {
 		}
 		if !set["json"] {
 			*jsonOut = "docs/bench-admission.json"
+		}
+	}
+	if *lockWaits {
+		if !set["shoppers"] {
+			*shoppers = "50,200"
+		}
+		if !set["json"] {
+			*jsonOut = "docs/bench-lockwaits.json"
 		}
 	}
 	if *promotions {
@@ -147,6 +157,12 @@ func main() {
 			log.Fatal("-admission: one shopper count")
 		}
 		if err := mainAdmission(ctx, counts[0], *window, *from, *jsonOut, *out); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	if *lockWaits {
+		if err := mainLockWaits(ctx, counts, *window, *from, *jsonOut, *out); err != nil {
 			log.Fatal(err)
 		}
 		return
