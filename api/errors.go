@@ -63,14 +63,15 @@ var statusOf = map[problem.Code]int{
 	problem.PayloadTooLarge: http.StatusRequestEntityTooLarge,
 
 	// Well-formed, but not something the checkout does as it stands.
-	problem.IdempotencyKeyReused: http.StatusUnprocessableEntity,
-	problem.CartEmpty:            http.StatusUnprocessableEntity,
-	problem.CartInvalid:          http.StatusUnprocessableEntity,
-	problem.MixedCurrency:        http.StatusUnprocessableEntity,
-	problem.CartLimit:            http.StatusUnprocessableEntity,
-	problem.LimitReached:         http.StatusUnprocessableEntity,
-	problem.BatchTooLarge:        http.StatusUnprocessableEntity,
-	problem.PayloadNotDecodable:  http.StatusUnprocessableEntity,
+	problem.IdempotencyKeyReused:   http.StatusUnprocessableEntity,
+	problem.CartEmpty:              http.StatusUnprocessableEntity,
+	problem.CartInvalid:            http.StatusUnprocessableEntity,
+	problem.MixedCurrency:          http.StatusUnprocessableEntity,
+	problem.CartLimit:              http.StatusUnprocessableEntity,
+	problem.LimitReached:           http.StatusUnprocessableEntity,
+	problem.WebhookTargetForbidden: http.StatusUnprocessableEntity,
+	problem.BatchTooLarge:          http.StatusUnprocessableEntity,
+	problem.PayloadNotDecodable:    http.StatusUnprocessableEntity,
 
 	problem.RateLimited:       http.StatusTooManyRequests,
 	problem.TooManyOpenOrders: http.StatusTooManyRequests,

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"github.com/marketplace/checkout/webhooks"
 	"net"
 	"time"
 
@@ -46,4 +47,9 @@ type Options struct {
 	CartLimits        cart.Limits
 	CartViewCacheTTL  time.Duration
 	LowStockThreshold int
+
+	// WebhookTargets are where sellers' endpoints may point (outside dev: public https only);
+	// WebhookSecretOverlap is how long a rotated secret keeps signing beside the new one.
+	WebhookTargets       webhooks.Targets
+	WebhookSecretOverlap time.Duration
 }

@@ -203,6 +203,7 @@ func New(d Deps) *echo.Echo {
 	seller.POST("/campaigns", s.createCampaign)
 	seller.GET("/campaigns", s.listCampaigns)
 	seller.POST("/campaigns/:campaignId/end", s.endCampaign)
+	s.webhookRoutes(e, seller)
 	return e
 }
 

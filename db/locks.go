@@ -1,8 +1,10 @@
 package db
 
 // Classes of the transaction-scoped advisory locks (pg_advisory_xact_lock(class, key)). Class 1
-// is an order's reservation (reserve_order, migrations 00005 and 00010), class 2 the outbox
-// relay's turn; the classes below are taken with LockUser, keyed by user id.
+// is an order's reservation (reserve_order, migrations 00005 and 00010), class 2 the relays'
+// turns (key 0: the outbox relay of releases before the broker, 1: the outbox relay to the
+// broker, 2: the availability projection's batches); the classes below are taken with LockUser,
+// keyed by user id (or seller id).
 const (
 	// LockOpenOrders serialises the order inserts of one shopper, for the open-order cap.
 	LockOpenOrders int32 = 3
@@ -10,4 +12,6 @@ const (
 	LockAddressBook int32 = 4
 	// LockCoupons serialises the coupon redemptions of one shopper, for a coupon's per-shopper limit.
 	LockCoupons int32 = 5
+	// LockWebhookEndpoints serialises the endpoint registrations of one seller, for their limit.
+	LockWebhookEndpoints int32 = 6
 )

@@ -363,3 +363,54 @@ type Warehouse struct {
 	Lat  float64
 	Lon  float64
 }
+
+type WebhookAttempt struct {
+	ID         int64
+	DeliveryID int64
+	At         time.Time
+	StatusCode *int32
+	LatencyMs  int32
+	Error      *string
+	Replay     bool
+}
+
+type WebhookDelivery struct {
+	ID             int64
+	EndpointID     int64
+	EventID        int64
+	EventType      string
+	Body           json.RawMessage
+	Status         string
+	Attempts       int32
+	NextAttemptAt  time.Time
+	FirstFailedAt  *time.Time
+	LastAttemptAt  *time.Time
+	LastStatusCode *int32
+	LastError      *string
+	LastLatencyMs  *int32
+	DeliveredAt    *time.Time
+	Replay         bool
+	CreatedAt      time.Time
+}
+
+type WebhookEndpoint struct {
+	ID             int64
+	SellerID       int64
+	Url            string
+	EventTypes     []string
+	Description    string
+	Status         string
+	DisabledReason *string
+	DisabledAt     *time.Time
+	LeaseUntil     *time.Time
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+type WebhookSecret struct {
+	ID         int64
+	EndpointID int64
+	Secret     []byte
+	CreatedAt  time.Time
+	ExpiresAt  *time.Time
+}

@@ -32,11 +32,14 @@ const (
 	PaymentRefunded     = "payment.refunded"
 	StockChanged        = "stock.changed"
 	CartAbandoned       = "cart.abandoned"
+	// WebhookEndpointDisabled: a seller's webhook endpoint failed a delivery for a day and was
+	// disabled; the seller is to be told.
+	WebhookEndpointDisabled = "webhook.endpoint_disabled"
 )
 
 // Types are every event type the checkout publishes, each with a schema.
 var Types = []string{OrderCreated, OrderConfirmed, OrderFailed, OrderCancelled, OrderLineCancelled,
-	OrderStockShortfall, PaymentCaptured, PaymentRefunded, StockChanged, CartAbandoned}
+	OrderStockShortfall, PaymentCaptured, PaymentRefunded, StockChanged, CartAbandoned, WebhookEndpointDisabled}
 
 // SchemaVersion is the version of every type's data schema. Adding an optional field keeps it; a
 // change a consumer could trip on (a field removed, renamed or retyped) is a new version, published
@@ -185,6 +188,14 @@ type CartItem struct {
 	Quantity int32 `json:"quantity"`
 }
 
+// EndpointDisabled is the data of webhook.endpoint_disabled.
+type EndpointDisabled struct {
+	SellerID   int64  `json:"sellerId"`
+	EndpointID int64  `json:"endpointId"`
+	URL        string `json:"url"`
+	Reason     string `json:"reason"`
+}
+
 // stored payloads, as the outbox rows hold them.
 type (
 	storedOrder struct {
@@ -263,6 +274,10 @@ func buildData(r Row) (any, error) {
 		return p, nil
 	case StockChanged:
 		var d Stock
+		err := json.Unmarshal(r.Payload, &d)
+		return d, err
+	case WebhookEndpointDisabled:
+		var d EndpointDisabled
 		err := json.Unmarshal(r.Payload, &d)
 		return d, err
 	case CartAbandoned:

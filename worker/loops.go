@@ -13,6 +13,7 @@ import (
 	"github.com/marketplace/checkout/features"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/outbox"
+	"github.com/marketplace/checkout/webhooks"
 	"github.com/marketplace/checkout/workflows"
 )
 
@@ -54,6 +55,18 @@ func Loops(d Deps) []Loop {
 		d.Metrics.RegisterOrderGauges(orderGauges{q: db.New(d.Pool)})
 	}
 	loops = append(loops, Loop{Name: "outbox relay", Run: out.Run})
+
+	// Sellers' webhooks: the broker's order events into deliveries, and their dispatch.
+	fan := &webhooks.Fanout{Pool: d.Pool, Broker: d.Broker, Log: d.Log}
+	loops = append(loops, Loop{Name: "webhooks fan-out", Run: fan.Run})
+	dispatch := &webhooks.Dispatcher{Pool: d.Pool, Log: d.Log,
+		Targets:     webhooks.Targets{AllowPrivate: d.Config.Webhooks.AllowPrivateTargets},
+		Concurrency: d.Config.Webhooks.Concurrency, Timeout: d.Config.Webhooks.Timeout, RetryFor: d.Config.Webhooks.RetryFor,
+		RetryBase: d.Config.Webhooks.RetryBase, RetryMax: d.Config.Webhooks.RetryMax}
+	if d.Metrics != nil {
+		dispatch.Obs = d.Metrics
+	}
+	loops = append(loops, Loop{Name: "webhooks dispatcher", Run: dispatch.Run})
 
 	if d.Temporal != nil && d.Metrics != nil {
 		runs, checkError := d.Metrics.RegisterRetiredBuildRuns()

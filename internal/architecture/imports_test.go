@@ -27,12 +27,13 @@ var layers = [][]string{
 	{"db", "migrations", "payment/paysim/simdb", "internal/problem", "internal/money", "internal/auth", "internal/codec",
 		"internal/metrics", "payment", "internal/dev/pgserver", "internal/dev/childproc", "deploy"},
 	// The business rules, each on its own tables.
-	{"inventory", "pricing", "availability", "events", "payment/paysim", "payment/stripepay", "internal/config", "internal/dev/demo",
+	{"inventory", "pricing", "events", "payment/paysim", "payment/stripepay", "internal/config", "internal/dev/demo",
 		"internal/dev/devtemporal", "internal/dev/devprometheus", "internal/dev/devjaeger", "internal/dev/natsserver",
 		"internal/telemetry", "features", "internal/staff"},
 	// The order's lifecycle, over the stock and prices it is made of; the outbox's delivery to the
-	// broker, over the events' contract.
-	{"cart", "internal/dev/cluster", "order", "outbox"},
+	// broker and the broker's consumers (the availability projection, sellers' webhooks), over the
+	// events' contract.
+	{"cart", "internal/dev/cluster", "order", "outbox", "availability", "webhooks"},
 	// The saga's steps.
 	{"activities"},
 	// The saga.
@@ -47,7 +48,7 @@ var layers = [][]string{
 // tools are for tests and benchmarks only: nothing in layers may import them.
 var tools = []string{"internal/dev/testenv", "internal/dev/benchkit", "internal/dev/benchdata", "internal/dev/chaos", "bench/chaos", "bench/benchcampaign",
 	"internal/dev/drill", "bench/upgradedrill", "internal/dev/attack", "bench/attack",
-	"bench/benchcost", "bench/benchorders", "bench/benchreserve", "internal/architecture", "e2e", "tools/temporal-server",
+	"bench/benchcost", "bench/benchorders", "bench/benchreserve", "bench/webhookreceiver", "internal/architecture", "e2e", "tools/temporal-server",
 	"tools/oidc-provider", "tools/jaeger"}
 
 func TestImports_FollowTheLayers(t *testing.T) {

@@ -141,6 +141,8 @@ type Config struct {
 
 	// Events is the event broker and the checkout's stream on it (docs/events.md).
 	Events Events
+	// Webhooks are the sellers' webhooks' delivery settings.
+	Webhooks Webhooks
 
 	// ReserveCombining combines concurrent reservations into shared transactions (one commit for
 	// many orders: the hot-SKU path); ReserveCombiningInFlight is how many such transactions may
@@ -225,6 +227,23 @@ type Events struct {
 	MaxBytes int64
 	// OutboxRetention is how long published events stay in the outbox table.
 	OutboxRetention time.Duration
+}
+
+// Webhooks say how sellers' webhooks are delivered.
+type Webhooks struct {
+	// AllowPrivateTargets lets endpoints be http:// and on this network's own addresses: `dev`
+	// only (api and worker refuse it).
+	AllowPrivateTargets bool
+	// Timeout bounds one delivery's request; RetryFor how long a failing delivery is tried again
+	// before its endpoint is disabled; Concurrency how many endpoints one worker sends to at once;
+	// SecretOverlap how long a rotated secret keeps signing beside the new one.
+	Timeout       time.Duration
+	RetryFor      time.Duration
+	Concurrency   int
+	SecretOverlap time.Duration
+	// RetryBase is the first wait after a failed attempt, doubling up to RetryMax (with jitter).
+	RetryBase time.Duration
+	RetryMax  time.Duration
 }
 
 // PaysimFaults are the simulator's fault defaults of one process: latency added to every provider
@@ -371,6 +390,10 @@ func Load(getenv func(string) string) (Config, error) {
 		Events: Events{NATSURL: p.str("NATS_URL", ""), Prefix: p.str("EVENTS_PREFIX", "checkout"),
 			Replicas: p.int("EVENTS_REPLICAS", 1), MaxAge: p.duration("EVENTS_MAX_AGE", 7*24*time.Hour),
 			MaxBytes: int64(p.int("EVENTS_MAX_MB", 1024)) << 20, OutboxRetention: p.duration("OUTBOX_RETENTION", 72*time.Hour)},
+		Webhooks: Webhooks{AllowPrivateTargets: p.bool("WEBHOOKS_ALLOW_PRIVATE_TARGETS", false),
+			Timeout: p.duration("WEBHOOK_TIMEOUT", 10*time.Second), RetryFor: p.duration("WEBHOOK_RETRY_FOR", 24*time.Hour),
+			Concurrency: p.int("WEBHOOK_CONCURRENCY", 32), SecretOverlap: p.duration("WEBHOOK_SECRET_OVERLAP", 24*time.Hour),
+			RetryBase: p.duration("WEBHOOK_RETRY_BASE", 5*time.Second), RetryMax: p.duration("WEBHOOK_RETRY_MAX", time.Hour)},
 
 		CodecEncrypt:             p.bool("TEMPORAL_CODEC_ENCRYPT", true),
 		CodecAcceptPlaintext:     p.bool("TEMPORAL_CODEC_ACCEPT_PLAINTEXT", false),
@@ -541,6 +564,11 @@ func (c Config) Validate() error {
 	}
 	if c.Events.MaxAge < time.Hour || c.Events.MaxBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("EVENTS_MAX_AGE %s and EVENTS_MAX_MB %d: at least 1h and 1", c.Events.MaxAge, c.Events.MaxBytes>>20))
+	}
+	if w := c.Webhooks; w.Timeout < 100*time.Millisecond || w.Timeout > time.Minute || w.RetryFor < time.Second ||
+		w.Concurrency < 1 || w.Concurrency > 1000 || w.SecretOverlap < 0 || w.RetryBase < 10*time.Millisecond || w.RetryMax < w.RetryBase {
+		errs = append(errs, fmt.Errorf("WEBHOOK_TIMEOUT %s (100ms–1m), WEBHOOK_RETRY_FOR %s (at least 1s), WEBHOOK_CONCURRENCY %d (1–1000), WEBHOOK_SECRET_OVERLAP %s (0 or more), WEBHOOK_RETRY_BASE %s (at least 10ms) up to WEBHOOK_RETRY_MAX %s",
+			w.Timeout, w.RetryFor, w.Concurrency, w.SecretOverlap, w.RetryBase, w.RetryMax))
 	}
 	if c.Events.OutboxRetention < time.Minute {
 		errs = append(errs, fmt.Errorf("OUTBOX_RETENTION %s: at least 1m", c.Events.OutboxRetention))

@@ -39,6 +39,9 @@ func (c Config) CheckServe() error {
 	if c.PaymentProvider == "" {
 		return fmt.Errorf("PAYMENT_PROVIDER is not set: name the payment provider (%s, or %s, the simulator, with which no money moves)", ProviderStripe, ProviderPaysim)
 	}
+	if c.Webhooks.AllowPrivateTargets {
+		return errors.New("WEBHOOKS_ALLOW_PRIVATE_TARGETS=true lets sellers' webhooks reach this network's own addresses: only `checkout dev` may")
+	}
 	return nil
 }
 

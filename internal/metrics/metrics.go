@@ -49,6 +49,9 @@ type Metrics struct {
 	OutboxDead           *prometheus.CounterVec
 	// OutboxBrokerFailures counts the relay's attempts the event broker did not acknowledge.
 	OutboxBrokerFailures prometheus.Counter
+	// WebhookAttempts counts sellers' webhook attempts by result; WebhookLatency times them.
+	WebhookAttempts *prometheus.CounterVec
+	WebhookLatency  prometheus.Histogram
 
 	// Jobs are the scheduled jobs' figures.
 	Jobs *JobMetrics
@@ -139,6 +142,15 @@ func New() *Metrics {
 			Name: "checkout_outbox_dead_total",
 			Help: "Outbox events set aside because their handler kept failing, by event type.",
 		}, []string{"type"}),
+		WebhookAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "checkout_webhook_attempts_total",
+			Help: "Attempts at sellers' webhook deliveries, by result: delivered (2xx), failed (retried later), given_up (failing for WEBHOOK_RETRY_FOR: the endpoint was disabled).",
+		}, []string{"result"}),
+		WebhookLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "checkout_webhook_attempt_seconds",
+			Help:    "How long sellers' endpoints took to answer a webhook attempt (or to fail it).",
+			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}),
 		OutboxBrokerFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "checkout_outbox_broker_failures_total",
 			Help: "Publishes of the outbox relay the event broker did not acknowledge (down, unreachable, no stream); the relay stops and tries again.",
@@ -147,7 +159,7 @@ func New() *Metrics {
 	reg.MustRegister(m.ReserveAttempts, m.ReserveResults, m.ReserveBatchSize, m.ReserveBatchFailures, m.HTTPRequests, m.HTTPDuration,
 		m.SagaStepDuration, m.WorkflowHistoryEvents, m.WorkflowHistoryBytes,
 		m.RateLimited, m.OpenOrdersRefused, m.OrdersBusy, m.AvailabilityEvents, m.AvailabilityEventLag,
-		m.OutboxPublished, m.OutboxDead, m.OutboxBrokerFailures,
+		m.OutboxPublished, m.OutboxDead, m.OutboxBrokerFailures, m.WebhookAttempts, m.WebhookLatency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Jobs = newJobMetrics(reg)
 	return m
@@ -233,6 +245,12 @@ func (c *inventoryCollector) Collect(ch chan<- prometheus.Metric) {
 // AvailabilityApplied counts events the availability projector applied; with AvailabilityLag it
 // makes *Metrics an availability.Observer.
 func (m *Metrics) AvailabilityApplied(events, _ int) { m.AvailabilityEvents.Add(float64(events)) }
+
+// WebhookAttempt counts one webhook attempt; it makes *Metrics a webhooks.Observer.
+func (m *Metrics) WebhookAttempt(result string, latency time.Duration) {
+	m.WebhookAttempts.WithLabelValues(result).Inc()
+	m.WebhookLatency.Observe(latency.Seconds())
+}
 
 // AvailabilityLag observes one event's lag from its change to the projection.
 func (m *Metrics) AvailabilityLag(d time.Duration) { m.AvailabilityEventLag.Observe(d.Seconds()) }

@@ -89,6 +89,9 @@ const (
 	// Why units of a line are not cancelled (ops).
 	OrderNotConfirmed Code = "ORDER_NOT_CONFIRMED"
 	UnitsExceedLine   Code = "UNITS_EXCEED_LINE"
+	// A seller's webhook endpoint that points where the checkout never sends (outside dev: a
+	// private, loopback or link-local address, or a name that resolves to one).
+	WebhookTargetForbidden Code = "WEBHOOK_TARGET_FORBIDDEN"
 )
 
 // The failures of the saga's steps and handlers that are no refusal of a client's request: the
@@ -135,7 +138,7 @@ const (
 var codes = []Code{InvalidJSON, ValidationFailed, PayloadTooLarge, MethodNotAllowed,
 	BatchTooLarge, PayloadNotDecodable, Unauthorized, Forbidden, InvalidSignature, InvalidGuestToken, NotFound,
 	SKUNotFound, LineNotFound, LimitReached, RateLimited, TooManyOpenOrders, Busy, Unavailable, Internal,
-	CartConflict, CartMerged, CartLimit, CartEmpty, CartInvalid, MixedCurrency, PriceChanged, CouponNotFound,
+	WebhookTargetForbidden, CartConflict, CartMerged, CartLimit, CartEmpty, CartInvalid, MixedCurrency, PriceChanged, CouponNotFound,
 	CouponNotStarted, CouponExpired, CouponUsedUp, CouponAlreadyUsed, CouponNotApplicable, CouponMinBasket,
 	CouponExists, IdempotencyKeyReused, OutOfStock, PaymentDeclined, PaymentUnavailable, OrderFailed,
 	OrderNotCancellable, OrderNotPendingPayment, HoldExtensionUsed, HoldExtensionTooEarly, HoldExpired,

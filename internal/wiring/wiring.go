@@ -9,6 +9,7 @@ import (
 	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/events"
 	"github.com/marketplace/checkout/internal/config"
+	"github.com/marketplace/checkout/webhooks"
 )
 
 // API is the API's options.
@@ -19,7 +20,9 @@ func API(cfg config.Config) api.Options {
 		OrdersMaxInFlight: cfg.OrdersMaxInFlight, OrdersAdmitMaxLatency: cfg.OrdersAdmitMaxLatency,
 		FeaturesCacheTTL: cfg.FeaturesCacheTTL,
 		CartLimits:       cart.Limits{MaxLines: cfg.CartMaxLines, MaxUnitsPerLine: int32(cfg.CartMaxUnitsPerLine)},
-		CartViewCacheTTL: cfg.CartViewCacheTTL, LowStockThreshold: cfg.LowStockThreshold}
+		CartViewCacheTTL: cfg.CartViewCacheTTL, LowStockThreshold: cfg.LowStockThreshold,
+		WebhookTargets:       webhooks.Targets{AllowPrivate: cfg.Webhooks.AllowPrivateTargets},
+		WebhookSecretOverlap: cfg.Webhooks.SecretOverlap}
 }
 
 // Events is the event broker's options of a process (name: its connection's name on the broker).

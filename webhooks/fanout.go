@@ -1,0 +1,162 @@
+package webhooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/events"
+)
+
+// FanoutConsumer is the fan-out's durable consumer on the checkout's stream.
+const FanoutConsumer = "seller-webhooks"
+
+// Fanout turns the broker's order events into deliveries: for each event, one row per endpoint of
+// each seller the event concerns that is subscribed to its type, holding what that seller may see
+// (SellerBody). A durable consumer shared by every worker; a batch is one transaction, acked after
+// it commits (a redelivery inserts nothing twice: one delivery per endpoint and event). It only
+// writes rows, so a slow or failing endpoint never holds it back, nor the relay before it.
+type Fanout struct {
+	Pool   *pgxpool.Pool
+	Broker *events.Broker
+	Log    *slog.Logger
+
+	mu       sync.Mutex
+	consumer jetstream.Consumer
+}
+
+// FanoutConfig is the fan-out's consumer: every order event the stream keeps.
+func FanoutConfig(prefix string) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{Durable: FanoutConsumer, Description: "Sellers' webhooks: deliveries of order events",
+		FilterSubject: events.Subject(prefix, "order.>"), DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, MaxDeliver: -1, MaxAckPending: 10_000}
+}
+
+func (f *Fanout) ensure(ctx context.Context) (jetstream.Consumer, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.consumer != nil {
+		return f.consumer, nil
+	}
+	if f.Broker == nil {
+		return nil, events.ErrNoBroker
+	}
+	if err := f.Broker.EnsureStream(ctx); err != nil {
+		return nil, err
+	}
+	prefix := f.Broker.Options().Prefix
+	c, err := f.Broker.JetStream().CreateOrUpdateConsumer(ctx, events.StreamName(prefix), FanoutConfig(prefix))
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s: %w", FanoutConsumer, err)
+	}
+	f.consumer = c
+	return c, nil
+}
+
+// Step fetches one batch and writes its deliveries; it returns how many events it took.
+func (f *Fanout) Step(ctx context.Context) (int, error) {
+	c, err := f.ensure(ctx)
+	if err != nil {
+		return 0, err
+	}
+	batch, err := c.Fetch(200, jetstream.FetchMaxWait(time.Second))
+	if err != nil {
+		return 0, err
+	}
+	var msgs []jetstream.Msg
+	for m := range batch.Messages() {
+		msgs = append(msgs, m)
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && len(msgs) == 0 {
+		return 0, err
+	}
+	if len(msgs) == 0 {
+		return 0, nil
+	}
+	err = pgx.BeginFunc(ctx, f.Pool, func(tx pgx.Tx) error {
+		q := db.New(tx)
+		for _, m := range msgs {
+			if err := f.fanout(ctx, q, m.Data()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err // not acked: delivered again
+	}
+	for _, m := range msgs {
+		_ = m.Ack()
+	}
+	return len(msgs), nil
+}
+
+func (f *Fanout) fanout(ctx context.Context, q *db.Queries, body []byte) error {
+	e, err := events.Decode(body)
+	if err != nil || !slices.Contains(Subscribable, e.Type) {
+		return nil // nothing a seller receives
+	}
+	id, err := strconv.ParseInt(e.ID, 10, 64)
+	if err != nil {
+		return nil
+	}
+	sellers, err := Sellers(e)
+	if err != nil || len(sellers) == 0 {
+		f.Log.Error("webhooks: an order event without sellers", "event_id", e.ID, "type", e.Type, "error", err)
+		return nil
+	}
+	endpoints, err := q.WebhookEndpointsForEvent(ctx, sellers, e.Type)
+	if err != nil {
+		return err
+	}
+	bodies := map[int64][]byte{}
+	for _, ep := range endpoints {
+		b, ok := bodies[ep.SellerID]
+		if !ok {
+			if b, err = SellerBody(e, ep.SellerID); err != nil {
+				return err
+			}
+			bodies[ep.SellerID] = b
+		}
+		if err := q.InsertWebhookDelivery(ctx, db.InsertWebhookDeliveryParams{EndpointID: ep.ID, EventID: id,
+			EventType: e.Type, Body: b}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Run is the worker loop: it fans events out as they come and keeps going after failures.
+func (f *Fanout) Run(ctx context.Context) error {
+	backoff := 100 * time.Millisecond
+	for {
+		_, err := f.Step(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			f.Log.Warn("webhooks fan-out: waiting for the broker or the database", "error", err)
+			f.mu.Lock()
+			f.consumer = nil
+			f.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, 5*time.Second)
+		default:
+			backoff = 100 * time.Millisecond
+		}
+	}
+}
