@@ -12,6 +12,7 @@ import (
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/features"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/kafkasink"
 	"github.com/marketplace/checkout/outbox"
 	"github.com/marketplace/checkout/webhooks"
 	"github.com/marketplace/checkout/workflows"
@@ -55,6 +56,19 @@ func Loops(d Deps) []Loop {
 		d.Metrics.RegisterOrderGauges(orderGauges{q: db.New(d.Pool)})
 	}
 	loops = append(loops, Loop{Name: "outbox relay", Run: out.Run})
+
+	// A shop that runs Kafka gets every event there too.
+	if len(d.Config.Events.KafkaBrokers) > 0 {
+		loops = append(loops, Loop{Name: "kafka sink", Run: func(ctx context.Context) error {
+			sink, err := kafkasink.New(d.Broker, kafkasink.Options{Brokers: d.Config.Events.KafkaBrokers,
+				Topic: d.Config.Events.KafkaTopic}, d.Log)
+			if err != nil {
+				return err
+			}
+			defer sink.Close()
+			return sink.Run(ctx)
+		}})
+	}
 
 	// Sellers' webhooks: the broker's order events into deliveries, and their dispatch.
 	fan := &webhooks.Fanout{Pool: d.Pool, Broker: d.Broker, Log: d.Log}

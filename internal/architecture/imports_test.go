@@ -33,7 +33,7 @@ var layers = [][]string{
 	// The order's lifecycle, over the stock and prices it is made of; the outbox's delivery to the
 	// broker and the broker's consumers (the availability projection, sellers' webhooks), over the
 	// events' contract.
-	{"cart", "internal/dev/cluster", "order", "outbox", "availability", "webhooks"},
+	{"cart", "internal/dev/cluster", "order", "outbox", "availability", "webhooks", "kafkasink"},
 	// The saga's steps.
 	{"activities"},
 	// The saga.

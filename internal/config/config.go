@@ -227,6 +227,9 @@ type Events struct {
 	MaxBytes int64
 	// OutboxRetention is how long published events stay in the outbox table.
 	OutboxRetention time.Duration
+	// KafkaBrokers, when set, makes the workers forward every event to KafkaTopic as well.
+	KafkaBrokers []string
+	KafkaTopic   string
 }
 
 // Webhooks say how sellers' webhooks are delivered.
@@ -389,7 +392,8 @@ func Load(getenv func(string) string) (Config, error) {
 		LowStockThreshold:     p.int("LOW_STOCK_THRESHOLD", 3),
 		Events: Events{NATSURL: p.str("NATS_URL", ""), Prefix: p.str("EVENTS_PREFIX", "checkout"),
 			Replicas: p.int("EVENTS_REPLICAS", 1), MaxAge: p.duration("EVENTS_MAX_AGE", 7*24*time.Hour),
-			MaxBytes: int64(p.int("EVENTS_MAX_MB", 1024)) << 20, OutboxRetention: p.duration("OUTBOX_RETENTION", 72*time.Hour)},
+			MaxBytes: int64(p.int("EVENTS_MAX_MB", 1024)) << 20, OutboxRetention: p.duration("OUTBOX_RETENTION", 72*time.Hour),
+			KafkaBrokers: p.list("KAFKA_BROKERS"), KafkaTopic: p.str("KAFKA_TOPIC", "checkout.events")},
 		Webhooks: Webhooks{AllowPrivateTargets: p.bool("WEBHOOKS_ALLOW_PRIVATE_TARGETS", false),
 			Timeout: p.duration("WEBHOOK_TIMEOUT", 10*time.Second), RetryFor: p.duration("WEBHOOK_RETRY_FOR", 24*time.Hour),
 			Concurrency: p.int("WEBHOOK_CONCURRENCY", 32), SecretOverlap: p.duration("WEBHOOK_SECRET_OVERLAP", 24*time.Hour),

@@ -1,0 +1,164 @@
+// Package kafkasink forwards the checkout's events from its stream on the broker to a Kafka topic,
+// for shops whose consumers read Kafka: the same CloudEvents envelope (structured mode), keyed by
+// its partition key so that each order's events stay in order in one partition, through franz-go's
+// idempotent producer. It is a durable consumer of the stream like the product's own: a Kafka that
+// is down stops only it, and it goes on from where it was.
+//
+// Tested against franz-go's in-process Kafka (kfake), not against a Kafka broker.
+package kafkasink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/marketplace/checkout/events"
+)
+
+// ConsumerName is the sink's durable consumer on the checkout's stream.
+const ConsumerName = "kafka-sink"
+
+// Options say where the sink writes.
+type Options struct {
+	// Brokers are Kafka's seed brokers (KAFKA_BROKERS); Topic the topic (KAFKA_TOPIC).
+	Brokers []string
+	Topic   string
+	// Batch is how many events one fetch from the stream takes (default 500).
+	Batch int
+}
+
+// Sink is the forwarder.
+type Sink struct {
+	broker *events.Broker
+	client *kgo.Client
+	opts   Options
+	log    *slog.Logger
+
+	mu       sync.Mutex
+	consumer jetstream.Consumer
+}
+
+// New connects the producer: idempotent (a retried produce is written once), every in-sync
+// replica's acknowledgement, at most one request in flight per broker so that a retry keeps the
+// records' order.
+func New(b *events.Broker, o Options, log *slog.Logger) (*Sink, error) {
+	if len(o.Brokers) == 0 || o.Topic == "" {
+		return nil, errors.New("KAFKA_BROKERS and KAFKA_TOPIC are required")
+	}
+	if o.Batch <= 0 {
+		o.Batch = 500
+	}
+	client, err := kgo.NewClient(kgo.SeedBrokers(o.Brokers...), kgo.DefaultProduceTopic(o.Topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.MaxProduceRequestsInflightPerBroker(1),
+		kgo.ProducerLinger(5*time.Millisecond), kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
+	if err != nil {
+		return nil, fmt.Errorf("kafka %s: %w", strings.Join(o.Brokers, ","), err)
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Sink{broker: b, client: client, opts: o, log: log}, nil
+}
+
+// Close closes the producer.
+func (s *Sink) Close() { s.client.Close() }
+
+// ConsumerConfig is the sink's consumer: every event the stream keeps, in stream order.
+func ConsumerConfig(prefix string) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{Durable: ConsumerName, Description: "Every event, forwarded to Kafka",
+		FilterSubject: events.SubjectsAll(prefix), DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute, MaxDeliver: -1, MaxAckPending: 5_000}
+}
+
+func (s *Sink) ensure(ctx context.Context) (jetstream.Consumer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.consumer != nil {
+		return s.consumer, nil
+	}
+	if err := s.broker.EnsureStream(ctx); err != nil {
+		return nil, err
+	}
+	prefix := s.broker.Options().Prefix
+	c, err := s.broker.JetStream().CreateOrUpdateConsumer(ctx, events.StreamName(prefix), ConsumerConfig(prefix))
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s: %w", ConsumerName, err)
+	}
+	s.consumer = c
+	return c, nil
+}
+
+// Step forwards one batch: produced (every record acknowledged by Kafka) before the stream's
+// messages are acknowledged, so a sink that stops in between forwards them again (Kafka's
+// consumers drop a repeat by the event's id, as the broker's do).
+func (s *Sink) Step(ctx context.Context) (int, error) {
+	c, err := s.ensure(ctx)
+	if err != nil {
+		return 0, err
+	}
+	batch, err := c.Fetch(s.opts.Batch, jetstream.FetchMaxWait(time.Second))
+	if err != nil {
+		return 0, err
+	}
+	var msgs []jetstream.Msg
+	var records []*kgo.Record
+	for m := range batch.Messages() {
+		e, err := events.Decode(m.Data())
+		if err != nil {
+			s.log.Error("kafka sink: a message that is not an event", "subject", m.Subject(), "error", err)
+			_ = m.Term()
+			continue
+		}
+		msgs = append(msgs, m)
+		records = append(records, &kgo.Record{Key: []byte(e.PartitionKey), Value: m.Data(), Headers: []kgo.RecordHeader{
+			{Key: "content-type", Value: []byte(events.ContentType)}}})
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && len(msgs) == 0 {
+		return 0, err
+	}
+	if len(records) == 0 {
+		return 0, nil
+	}
+	if err := s.client.ProduceSync(ctx, records...).FirstErr(); err != nil {
+		for _, m := range msgs {
+			_ = m.NakWithDelay(time.Second)
+		}
+		return 0, fmt.Errorf("kafka: %w", err)
+	}
+	for _, m := range msgs {
+		_ = m.Ack()
+	}
+	return len(msgs), nil
+}
+
+// Run forwards until ctx ends, waiting out a Kafka or a broker that is down.
+func (s *Sink) Run(ctx context.Context) error {
+	backoff := 100 * time.Millisecond
+	for {
+		_, err := s.Step(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			s.log.Warn("kafka sink: waiting", "error", err)
+			s.mu.Lock()
+			s.consumer = nil
+			s.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, 5*time.Second)
+		default:
+			backoff = 100 * time.Millisecond
+		}
+	}
+}
