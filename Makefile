@@ -85,7 +85,7 @@ cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build $(if $(WITH_PROMETHEUS
 	$(if $(WITH_PROMETHEUS),PROMETHEUS_PORT=$(PROMETHEUS_PORT)) $(BIN)/checkout cluster --apis $(APIS) --workers $(WORKERS) --history-shards $(HISTORY_SHARDS)
 
 .PHONY: chaos
-chaos: postgres-binaries haproxy $(CLUSTER_TOOLS) build $(NATS_SERVER) ## faults under load on make cluster's shape: campaign traffic while a worker, an API replica, history and matching are killed, the frontend frozen 10 s and PostgreSQL restarted in immediate mode; prints a table, fails on any loss (about 10 minutes)
+chaos: postgres-binaries haproxy $(CLUSTER_TOOLS) build $(NATS_SERVER) ## faults under load on make cluster's shape: campaign traffic while a worker, an API replica, history and matching are killed, the frontend frozen 10 s, PostgreSQL restarted in immediate mode and the event broker killed; prints a table, fails on any loss (about 10 minutes)
 	$(call bench-tool,chaos)
 
 .PHONY: release

@@ -169,12 +169,6 @@ func (env *cartBench) runPut(b *testing.B) {
 	})
 }
 
-func (env *cartBench) exec(b *testing.B, sql string) {
-	if _, err := env.pool.Exec(context.Background(), sql); err != nil {
-		b.Fatal(err)
-	}
-}
-
 func (env *cartBench) expectOK(req *http.Request) ([]byte, error) {
 	resp, err := env.clients[req.URL.Scheme+"://"+req.URL.Host].Do(req)
 	if err != nil {

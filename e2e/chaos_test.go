@@ -16,10 +16,11 @@ import (
 
 // TestChaos_Short_FaultsUnderLoadLoseNothing is `make chaos`'s short form on `make cluster`'s
 // shape: campaign traffic through HAProxy (every payment scenario, hot SKUs, HOLD_TTL 60s) while an
-// API replica and the history service are killed and PostgreSQL is restarted in immediate mode,
-// one after another. Every fault is put right, every order ends as its scenario says, every key
-// names one order, no request is answered 500 and every 5xx carries a code and Retry-After, and
-// the auditor is clean. Not parallel, like the cluster test: it runs alone, before the package's
+// API replica and the history service are killed, PostgreSQL is restarted in immediate mode and
+// every node of the event broker is killed at once, one after another. Every fault is put right,
+// every order ends as its scenario says, every key names one order, no request is answered 500 and
+// every 5xx carries a code and Retry-After, every event written reached the broker once, and the
+// auditor is clean. Not parallel, like the cluster test: it runs alone, before the package's
 // load tests.
 func TestChaos_Short_FaultsUnderLoadLoseNothing(t *testing.T) {
 	bin := buildBinary(t)
@@ -48,7 +49,11 @@ func TestChaos_Short_FaultsUnderLoadLoseNothing(t *testing.T) {
 		assert.GreaterOrEqual(t, f.Recovered, 0.0, "%s: put right within %s", f.Name, o.RecoverWithin)
 		assert.Positive(t, f.Waited, "%s: orders were open when it struck", f.Name)
 	}
-	pg := res.Faults[len(res.Faults)-1]
+	byName := map[string]chaos.FaultResult{}
+	for _, f := range res.Faults {
+		byName[f.Name] = f
+	}
+	pg := byName[chaos.FaultPostgres]
 	require.Equal(t, chaos.FaultPostgres, pg.Name)
 	// The restart was felt: requests that met it were answered 503 and repeated, or the first
 	// order sent after it waited for the database to come back (which of the two depends on when
@@ -56,6 +61,9 @@ func TestChaos_Short_FaultsUnderLoadLoseNothing(t *testing.T) {
 	assert.True(t, len(pg.Failed) > 0 || pg.FirstOrder >= 1,
 		"PostgreSQL's restart was felt: requests answered 503 (%v) or the first order after it waited (%.1f s)",
 		pg.Failed, pg.FirstOrder)
+	broker := byName[chaos.FaultBroker]
+	require.Equal(t, chaos.FaultBroker, broker.Name, "the event broker was killed under load")
+	assert.GreaterOrEqual(t, broker.Recovered, 0.0, "the broker's nodes came back (and the run's losses, empty, include every event reaching the stream once)")
 	assert.GreaterOrEqual(t, res.Load.Orders, int64(100), "a campaign's worth of orders")
 	assert.True(t, res.Audit.OK())
 }

@@ -12,11 +12,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"io"
 	"log/slog"
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +28,7 @@ import (
 
 	"github.com/marketplace/checkout/audit"
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/events"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/dev/benchkit"
 	"github.com/marketplace/checkout/loadgen"
@@ -70,11 +73,11 @@ func Full() Options {
 		RecoverWithin: 2 * time.Minute, FrontendStop: 10 * time.Second, RetryFor: 2 * time.Minute}
 }
 
-// Short is the form `make test` runs: a replica, the history service and PostgreSQL, on a smaller
-// load.
+// Short is the form `make test` runs: a replica, the history service, PostgreSQL and the event
+// broker, on a smaller load.
 func Short() Options {
 	o := Full()
-	o.Faults = []string{FaultAPI, FaultHistory, FaultPostgres}
+	o.Faults = []string{FaultAPI, FaultHistory, FaultPostgres, FaultBroker}
 	o.Shoppers = 6
 	o.Warmup, o.Spacing, o.Tail = 10*time.Second, 20*time.Second, 5*time.Second
 	return o
@@ -377,6 +380,12 @@ func (d *driver) judge(ctx context.Context, t0 time.Time, res *Result) error {
 		}
 	}
 
+	// Every event written reached the broker, once: the outbox drained, and the stream holds as
+	// many events as were published (none lost with the broker's nodes, none stored twice).
+	if err := d.eventsDelivered(ctx, pool, lose); err != nil {
+		return err
+	}
+
 	o := audit.Options{HoldTTL: d.opts.HoldTTL, Slack: 30 * time.Second, Visibility: d.temporal, TaskQueue: config.DefaultTaskQueue,
 		Provider: paysim.NewRecords(pool)}
 	res.Audit, err = audit.Run(ctx, pool, o)
@@ -441,4 +450,43 @@ func (t *timeline) firstOrderAfter(at time.Time) (time.Time, bool) {
 func (t *timeline) orderAnsweredAfter(at time.Time) bool {
 	_, ok := t.firstOrderAfter(at)
 	return ok
+}
+
+// eventsDelivered waits (up to RecoverWithin) for the outbox to drain, then compares what was
+// published with what the stream holds.
+func (d *driver) eventsDelivered(ctx context.Context, pool *pgxpool.Pool, lose func(string, ...any)) error {
+	var pending, published int64
+	deadline := time.Now().Add(d.opts.RecoverWithin)
+	for {
+		if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE published_at IS NULL AND dead_at IS NULL),
+				count(*) FILTER (WHERE published_at IS NOT NULL) FROM outbox_events`).Scan(&pending, &published); err != nil {
+			return err
+		}
+		if pending == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if pending > 0 {
+		lose("%d events still not on the broker %s after the load", pending, d.opts.RecoverWithin)
+	}
+	b, err := events.Connect(events.Options{URL: "nats://127.0.0.1:" + strconv.Itoa(d.stack.Ports.NATS), Prefix: "checkout", Name: "chaos"})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	st, err := b.JetStream().Stream(ctx, events.StreamName("checkout"))
+	if err != nil {
+		lose("the event stream cannot be read: %v", err)
+		return nil
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		lose("the event stream cannot be read: %v", err)
+		return nil
+	}
+	if int64(info.State.Msgs) != published {
+		lose("the outbox published %d events and the stream holds %d", published, info.State.Msgs)
+	}
+	return nil
 }

@@ -27,10 +27,11 @@ const (
 	FaultMatching = "matching"
 	FaultFrontend = "frontend"
 	FaultPostgres = "postgres"
+	FaultBroker   = "broker"
 )
 
 // AllFaults is every fault, in the order `make chaos` injects them.
-var AllFaults = []string{FaultWorker, FaultAPI, FaultHistory, FaultMatching, FaultFrontend, FaultPostgres}
+var AllFaults = []string{FaultWorker, FaultAPI, FaultHistory, FaultMatching, FaultFrontend, FaultPostgres, FaultBroker}
 
 // fault is one thing done to the cluster: inject does it (and, for the frontend, undoes it), back
 // answers nil once the cluster has put right what it did.
@@ -105,6 +106,39 @@ func (d *driver) faultOf(name string) (fault, error) {
 					return err
 				}
 				return conn.Close(ctx)
+			}}, nil
+	case FaultBroker:
+		var old []int
+		return fault{name: name,
+			what: fmt.Sprintf("kill -9 every node of the event broker (nats-1…nats-%d) at once; the supervisor starts them again, their JetStream stores kept",
+				cluster.NATSNodes),
+			inject: func(context.Context) error {
+				old = old[:0]
+				for i := range cluster.NATSNodes {
+					proc := fmt.Sprintf("nats-%d", i+1)
+					pid, err := d.pid(proc)
+					if err != nil {
+						return err
+					}
+					old = append(old, pid)
+					if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+						return fmt.Errorf("kill -9 %s (pid %d): %w", proc, pid, err)
+					}
+				}
+				return nil
+			},
+			back: func(ctx context.Context) error {
+				for i := range cluster.NATSNodes {
+					proc := fmt.Sprintf("nats-%d", i+1)
+					if pid, err := d.pid(proc); err != nil || pid == old[i] {
+						return fmt.Errorf("%s not started again yet", proc)
+					}
+					// Whole health: the node's JetStream has its cluster's leader and is current.
+					if err := cluster.HTTPOK("http://" + loop(pt.NATSMonitor+i) + "/healthz")(ctx); err != nil {
+						return err
+					}
+				}
+				return nil
 			}}, nil
 	}
 	return fault{}, fmt.Errorf("no fault %q (one of %s)", name, strings.Join(AllFaults, ", "))
