@@ -56,6 +56,9 @@ type Supervisor struct {
 	groups   [][]*proc
 	stopping bool
 	quit     chan struct{} // closed by Stop
+	// stateMu makes processes.json's writes one at a time: processes restarted at once (the
+	// broker's nodes) each write it, through one temporary file.
+	stateMu sync.Mutex
 
 	targets sync.Mutex      // one writer of the TargetsFiles at a time, each from the latest state
 	scraped map[string]bool // services with a TargetsFile, written again when they have none left
@@ -263,6 +266,8 @@ func TargetsFile(dir, service string) string {
 // each service's /metrics in its TargetsFile.
 func (s *Supervisor) writeState() {
 	defer s.writeTargets()
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
 	type entry struct {
 		Pid     int      `json:"pid"`
 		Service string   `json:"service"`

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -179,4 +181,42 @@ func TestSupervisor_TargetsFiles_PrometheusScrapesAReleasesWorkersAsTheyStartAnd
 	s.Remove("worker-saga-6-1")
 	eventually(map[string]string{"checkout-worker/worker-saga-7-1": "up", "checkout-api/api-1": "up"},
 		"the drained build's worker, no longer scraped")
+}
+
+// TestSupervisor_ProcessesRestartedAtOnce_StateNamesEveryNewPid: processes killed together are
+// started again together, each writing processes.json; the file ends naming every new pid.
+func TestSupervisor_ProcessesRestartedAtOnce_StateNamesEveryNewPid(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	sup := &cluster.Supervisor{Dir: dir, Out: io.Discard}
+	t.Cleanup(sup.Stop)
+	var ps []cluster.Process
+	for i := range 8 {
+		ps = append(ps, cluster.Process{Name: fmt.Sprintf("sleeper-%d", i), Service: "sleeper", Path: "/bin/sleep", Args: []string{"600"}})
+	}
+	require.NoError(t, sup.Start(context.Background(), ps...))
+	state := func() map[string]int {
+		raw, err := os.ReadFile(filepath.Join(dir, "processes.json"))
+		require.NoError(t, err)
+		var s map[string]struct{ Pid int }
+		require.NoError(t, json.Unmarshal(raw, &s))
+		out := map[string]int{}
+		for k, v := range s {
+			out[k] = v.Pid
+		}
+		return out
+	}
+	before := state()
+	for _, p := range ps {
+		require.NoError(t, syscall.Kill(before[p.Name], syscall.SIGKILL))
+	}
+	require.Eventually(t, func() bool {
+		now := state()
+		for _, p := range ps {
+			if now[p.Name] == before[p.Name] || now[p.Name] != sup.Pid(p.Name) {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 50*time.Millisecond, "processes.json names every restarted process's new pid")
 }
