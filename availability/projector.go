@@ -3,7 +3,6 @@ package availability
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -115,15 +114,8 @@ func (p *Projector) Step(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	batch, err := c.Fetch(p.batchSize(), jetstream.FetchMaxWait(p.fetchWait()))
+	msgs, err := events.Fetch(c, p.batchSize(), p.fetchWait())
 	if err != nil {
-		return 0, err
-	}
-	var msgs []jetstream.Msg
-	for m := range batch.Messages() {
-		msgs = append(msgs, m)
-	}
-	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && len(msgs) == 0 {
 		return 0, err
 	}
 	if len(msgs) == 0 {

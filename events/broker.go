@@ -186,3 +186,34 @@ func Decode(body []byte) (Envelope, error) {
 	}
 	return e, nil
 }
+
+// Fetch takes up to n messages from a pull consumer as soon as any are there: what waits now
+// (at once), else the first one to come within wait and whatever came with it. (A plain fetch of n
+// waits for all n or the whole wait, which would add its wait to every event's lag.)
+func Fetch(c jetstream.Consumer, n int, wait time.Duration) ([]jetstream.Msg, error) {
+	take := func(b jetstream.MessageBatch, err error) ([]jetstream.Msg, error) {
+		if err != nil {
+			return nil, err
+		}
+		var msgs []jetstream.Msg
+		for m := range b.Messages() {
+			msgs = append(msgs, m)
+		}
+		if err := b.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && len(msgs) == 0 {
+			return nil, err
+		}
+		return msgs, nil
+	}
+	msgs, err := take(c.FetchNoWait(n))
+	if err != nil || len(msgs) > 0 {
+		return msgs, err
+	}
+	if msgs, err = take(c.Fetch(1, jetstream.FetchMaxWait(wait))); err != nil || len(msgs) == 0 || n == 1 {
+		return msgs, err
+	}
+	more, err := take(c.FetchNoWait(n - 1))
+	if err != nil {
+		return msgs, nil // the one fetched is applied; the rest comes next time
+	}
+	return append(msgs, more...), nil
+}

@@ -103,13 +103,13 @@ func (s *Sink) Step(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	batch, err := c.Fetch(s.opts.Batch, jetstream.FetchMaxWait(time.Second))
+	fetched, err := events.Fetch(c, s.opts.Batch, time.Second)
 	if err != nil {
 		return 0, err
 	}
 	var msgs []jetstream.Msg
 	var records []*kgo.Record
-	for m := range batch.Messages() {
+	for _, m := range fetched {
 		e, err := events.Decode(m.Data())
 		if err != nil {
 			s.log.Error("kafka sink: a message that is not an event", "subject", m.Subject(), "error", err)
@@ -119,9 +119,6 @@ func (s *Sink) Step(ctx context.Context) (int, error) {
 		msgs = append(msgs, m)
 		records = append(records, &kgo.Record{Key: []byte(e.PartitionKey), Value: m.Data(), Headers: []kgo.RecordHeader{
 			{Key: "content-type", Value: []byte(events.ContentType)}}})
-	}
-	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && len(msgs) == 0 {
-		return 0, err
 	}
 	if len(records) == 0 {
 		return 0, nil

@@ -2,7 +2,6 @@ package webhooks
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -69,15 +68,8 @@ func (f *Fanout) Step(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	batch, err := c.Fetch(200, jetstream.FetchMaxWait(time.Second))
+	msgs, err := events.Fetch(c, 200, time.Second)
 	if err != nil {
-		return 0, err
-	}
-	var msgs []jetstream.Msg
-	for m := range batch.Messages() {
-		msgs = append(msgs, m)
-	}
-	if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && len(msgs) == 0 {
 		return 0, err
 	}
 	if len(msgs) == 0 {
