@@ -51,7 +51,7 @@ func TestPlainCheckout_OneOrderPerKey_SettleGivesItsStockBack(t *testing.T) {
 	assert.Equal(t, http.StatusUnprocessableEntity, reused.status)
 	assert.Equal(t, before+2, reserved(), "reserved once")
 	var orders, placed, payments int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), (SELECT count(*) FROM outbox WHERE event_type = 'order.placed'),
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), (SELECT count(*) FROM outbox_events WHERE event_type = 'order.placed'),
 		(SELECT count(*) FROM payments) FROM orders`).Scan(&orders, &placed, &payments))
 	assert.Equal(t, 1, orders)
 	assert.Equal(t, 1, placed, "a repeat writes nothing")
