@@ -216,6 +216,7 @@ func TestCartCache_ChangeNoProcessAnnounced_ServedAtMostMaxAge(t *testing.T) {
 // subscribed again it serves from its cache and follows notices again.
 func TestCartCache_BrokerLost_ClearedAndBypassedUntilSubscribedAgain(t *testing.T) {
 	t.Parallel()
+	testenv.SkipIfShort(t, "a nats-server of its own")
 	pool := sharedPool(t)
 	dir := t.TempDir()
 	port, err := natsserver.FreePort()

@@ -333,6 +333,7 @@ func TestRelay_ARelayOfAnEarlierRelease_CannotTakeAnEventFromTheBroker(t *testin
 // nothing lost.
 func TestRelay_BrokerDown_StopsAndResumesByItself(t *testing.T) {
 	t.Parallel()
+	testenv.SkipIfShort(t, "a nats-server of its own")
 	pool := testenv.Pool(t)
 	dir := t.TempDir()
 	port, err := natsserver.FreePort()

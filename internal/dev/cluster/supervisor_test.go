@@ -187,6 +187,7 @@ func TestSupervisor_TargetsFiles_PrometheusScrapesAReleasesWorkersAsTheyStartAnd
 // started again together, each writing processes.json; the file ends naming every new pid.
 func TestSupervisor_ProcessesRestartedAtOnce_StateNamesEveryNewPid(t *testing.T) {
 	t.Parallel()
+	testenv.SkipIfShort(t, "processes of its own to supervise")
 	dir := t.TempDir()
 	sup := &cluster.Supervisor{Dir: dir, Out: io.Discard}
 	t.Cleanup(sup.Stop)

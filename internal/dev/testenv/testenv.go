@@ -289,6 +289,7 @@ func freePort() (int, error) {
 // with EventsPrefix.
 func NATSURL(t testing.TB) string {
 	t.Helper()
+	SkipIfShort(t, "nats-server")
 	nOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -322,6 +323,8 @@ const (
 
 // Config loads the configuration from env, with test secrets, the test codec key, the payment
 // simulator, the test nats-server and a stream prefix of the test's own where env sets none.
+// Under -short it starts no nats-server and leaves NATS_URL empty: a fast test that configures
+// the API needs no broker, and one that does skips when it asks NATSURL for it.
 func Config(t testing.TB, env map[string]string) config.Config {
 	t.Helper()
 	prefix := EventsPrefix(t)
@@ -339,6 +342,9 @@ func Config(t testing.TB, env map[string]string) config.Config {
 		case "TEMPORAL_CODEC_KID":
 			return CodecKeyID
 		case "NATS_URL":
+			if testing.Short() {
+				return ""
+			}
 			return NATSURL(t)
 		case "EVENTS_PREFIX":
 			return prefix
