@@ -275,6 +275,9 @@ $(TEMPORAL_UI_CONFIG): $(TEMPORAL_UI_SERVER)
 	$(GO) mod download github.com/temporalio/ui-server/v2@$(TEMPORAL_UI_VERSION)
 	install -D -m 0644 "$$($(GO) env GOMODCACHE)/github.com/temporalio/ui-server/v2@$(TEMPORAL_UI_VERSION)/config/docker.yaml" $@
 
+.PHONY: nats-server
+nats-server: $(NATS_SERVER) ## build bin/nats-server, the pinned event broker make run, make cluster and the tests start
+
 $(NATS_SERVER):
 	@echo "building nats-server $(NATS_SERVER_VERSION) into bin/ (about a minute the first time)"
 	GOBIN=$(BIN) $(GO) install github.com/nats-io/nats-server/v2@$(NATS_SERVER_VERSION)

@@ -26,7 +26,7 @@ func TestChaos_Short_FaultsUnderLoadLoseNothing(t *testing.T) {
 	bin := buildBinary(t)
 	tools, err := filepath.Abs("../bin")
 	require.NoError(t, err)
-	for _, name := range []string{"temporal-server", "temporal-sql-tool", "temporal-ui-server"} {
+	for _, name := range []string{"temporal-server", "temporal-sql-tool", "temporal-ui-server", "nats-server"} {
 		if _, err := os.Stat(filepath.Join(tools, name)); err != nil {
 			t.Skipf("bin/%s is missing, so faults under load were NOT tested: make test builds it", name)
 		}

@@ -43,7 +43,7 @@ func startCluster(t *testing.T, bin, dir string, first int, args ...string) *run
 	root, err := filepath.Abs("..")
 	require.NoError(t, err)
 	tools := filepath.Join(root, "bin")
-	for _, name := range []string{"temporal-server", "temporal-sql-tool", "temporal-ui-server"} {
+	for _, name := range []string{"temporal-server", "temporal-sql-tool", "temporal-ui-server", "nats-server"} {
 		if _, err := os.Stat(filepath.Join(tools, name)); err != nil {
 			t.Skipf("bin/%s is missing, so the cluster was NOT tested: make test builds it (make cluster does too)", name)
 		}

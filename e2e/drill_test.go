@@ -25,7 +25,7 @@ func TestUpgradeDrill_Short_WaitingOrdersEndAsTheirScenariosSay(t *testing.T) {
 	repo, err := filepath.Abs("..")
 	require.NoError(t, err)
 	tools := filepath.Join(repo, "bin")
-	for _, name := range []string{"temporal-server", "temporal-sql-tool", "temporal-ui-server"} {
+	for _, name := range []string{"temporal-server", "temporal-sql-tool", "temporal-ui-server", "nats-server"} {
 		if _, err := os.Stat(filepath.Join(tools, name)); err != nil {
 			t.Skipf("bin/%s is missing, so the upgrade drill was NOT run: make test builds it", name)
 		}

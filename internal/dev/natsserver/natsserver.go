@@ -98,7 +98,7 @@ func Find(path string) (string, error) {
 	if p, err := exec.LookPath("nats-server"); err == nil {
 		return p, nil
 	}
-	return "", fmt.Errorf("nats-server not found at %s: run `make bin/nats-server` (builds the pinned %s)", path, Version)
+	return "", fmt.Errorf("nats-server not found at %s: run `make nats-server` (builds the pinned %s)", path, Version)
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
