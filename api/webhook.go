@@ -105,7 +105,7 @@ func (s *Server) paymentWebhook(c echo.Context) error {
 // A delivery's calls about its event end within webhookActWithin; its claim on the event runs out
 // after webhookClaim, when another delivery may take the event up (the one holding it died).
 const (
-	webhookActWithin = 30 * time.Second
+	webhookActWithin = 10 * time.Second
 	webhookClaim     = 2 * webhookActWithin
 )
 
