@@ -31,6 +31,7 @@ import (
 	"github.com/marketplace/checkout/events"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/dev/benchkit"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/loadgen"
 	"github.com/marketplace/checkout/payment/paysim"
 )
@@ -113,7 +114,12 @@ type FaultResult struct {
 	// Waited counts the orders open when it struck that ended later, WaitedAsExpected those of
 	// them that ended as their scenario says.
 	Waited, WaitedAsExpected int
-	Err                      string
+	// ProviderDown counts the orders placed while PostgreSQL restarted that were answered 503
+	// PAYMENT_UNAVAILABLE: the simulated payment provider keeps its state in that database, so it
+	// was down too, and the order failed with its items released (the audit checks nothing of it
+	// is held). A real provider is not taken down by the checkout's database.
+	ProviderDown int
+	Err          string
 }
 
 type driver struct {
@@ -121,6 +127,24 @@ type driver struct {
 	stack    *benchkit.Stack
 	temporal client.Client
 	tl       *timeline
+}
+
+// providerDownBy is the PostgreSQL fault an order answered PAYMENT_UNAVAILABLE was placed
+// through (from its mark until the fault was put right), or -1.
+func providerDownBy(faults []FaultResult, marks []time.Time, p loadgen.PlacedOrder, within time.Duration) int {
+	if p.Answer != string(problem.PaymentUnavailable) {
+		return -1
+	}
+	for i, f := range faults {
+		end := within
+		if f.Recovered >= 0 {
+			end = time.Duration(f.Recovered * float64(time.Second))
+		}
+		if f.Name == FaultPostgres && !p.PlacedAt.Before(marks[i].Add(-5*time.Second)) && p.PlacedAt.Before(marks[i].Add(end)) {
+			return i
+		}
+	}
+	return -1
 }
 
 // Run starts the cluster, runs the load and the faults, and judges the run. An error is a run that
@@ -315,7 +339,11 @@ func (d *driver) judge(ctx context.Context, t0 time.Time, res *Result) error {
 		users = append(users, p.User)
 		placed[p.User] = p
 		if !p.AsExpected {
-			lose("order %d (key %s, %s) ended %q, answer %s", p.OrderID, p.Key, p.Scenario, p.Final, p.Answer)
+			if i := providerDownBy(res.Faults, marks, p, d.opts.RecoverWithin); i >= 0 {
+				res.Faults[i].ProviderDown++
+			} else {
+				lose("order %d (key %s, %s) ended %q, answer %s", p.OrderID, p.Key, p.Scenario, p.Final, p.Answer)
+			}
 		}
 		if len(p.Named) > 1 {
 			res.KeyLosses++

@@ -25,6 +25,9 @@ func (r Result) WriteTable(w io.Writer, o Options) error {
 		waited := "–"
 		if at != "–" {
 			waited = fmt.Sprintf("%d (%d)", f.Waited, f.WaitedAsExpected)
+			if f.ProviderDown > 0 {
+				waited += fmt.Sprintf("; %d answered PAYMENT_UNAVAILABLE, items released", f.ProviderDown)
+			}
 		}
 		what := f.What
 		if what == "" {
