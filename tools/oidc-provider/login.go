@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -18,12 +19,16 @@ type login struct {
 	storage  *storage
 	callback func(context.Context, string) string
 	origin   string // the issuer's scheme://host: the only page that may post the form
-	log      *slog.Logger
+	// clients are the origins of the client's redirect URIs: a browser applies the page's
+	// form-action to every redirect that follows the post, the last of which goes to the client.
+	clients []string
+	log     *slog.Logger
 }
 
 func (l *login) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action "+
+		strings.Join(append([]string{"'self'"}, l.clients...), " ")+"; frame-ancestors 'none'")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Frame-Options", "DENY")
 	switch r.Method {
@@ -89,10 +94,10 @@ func (l *login) page(w http.ResponseWriter, status int, d loginPage) {
 	_ = loginTemplate.Execute(w, d)
 }
 
-// originOf is scheme://host of a URL.
+// originOf is scheme://host of a URL ("" for one without both).
 func originOf(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil {
+	if err != nil || u.Scheme == "" || u.Host == "" {
 		return ""
 	}
 	return u.Scheme + "://" + u.Host

@@ -39,6 +39,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -179,6 +180,11 @@ func newHandler(s settings, log *slog.Logger, now func() time.Time) (http.Handle
 	}
 	mux := http.NewServeMux()
 	signIn := &login{storage: st, callback: op.AuthCallbackURL(provider), origin: originOf(s.issuer), log: log}
+	for _, r := range s.redirects {
+		if o := originOf(r); o != "" && !slices.Contains(signIn.clients, o) {
+			signIn.clients = append(signIn.clients, o)
+		}
+	}
 	mux.Handle(loginPath, op.NewIssuerInterceptor(provider.IssuerFromRequest).Handler(signIn))
 	mux.Handle("/", provider)
 	return mux, nil

@@ -182,6 +182,18 @@ func TestProvider_WrongPasswordOrForeignOrigin_Refused(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
 }
 
+// A browser applies the sign-in page's form-action to each redirect after the post, the last to
+// the client's callback: the page must allow the client's origin, or the browser stops there.
+func TestProvider_SignInPage_LetsItsFormRedirectToTheClient(t *testing.T) {
+	p := startProvider(t)
+	resp, err := http.Get(p.srv.URL + loginPath + "?authRequestID=x")
+	require.NoError(t, err)
+	resp.Body.Close()
+	csp := resp.Header.Get("Content-Security-Policy")
+	assert.Contains(t, csp, "form-action 'self' http://localhost:1;", "the client's origin, no more")
+	assert.Contains(t, csp, "frame-ancestors 'none'")
+}
+
 func TestProvider_RotatedKey_PublishedAtOnce_SignsAfterTheLead(t *testing.T) {
 	p := startProvider(t)
 	tokens, _ := p.signIn("alice", "alice-password-1234")
