@@ -197,6 +197,16 @@ screenshots: postgres-binaries $(TEMPORAL_CLI) $(JAEGER) build $(NATS_SERVER) ##
 	cd tools/screenshots && npm ci --no-audit --no-fund --loglevel=error
 	tools/screenshots/run.sh
 
+# Staff signing in to make cluster's Temporal UI, from a private cluster (tools/screenshots/cluster.sh
+# on ports from SIGNIN_PORTS_FROM, its data in a folder of its own): a developer's make cluster is
+# left alone.
+SIGNIN_PORTS_FROM ?= 16000
+
+.PHONY: screenshots-signin
+screenshots-signin: postgres-binaries haproxy chromium $(CLUSTER_TOOLS) build ## staff signing in to make cluster's Temporal UI through its identity provider, in headless Chromium on a private cluster: support decodes and retries a parked order, a shopper is refused; screenshots into docs/screenshots/
+	cd tools/screenshots && npm ci --no-audit --no-fund --loglevel=error
+	PORTS_FROM=$(SIGNIN_PORTS_FROM) tools/screenshots/cluster.sh
+
 .PHONY: bench-orders
 bench-orders: postgres-binaries $(TEMPORAL_CLI) $(JAEGER) build $(NATS_SERVER) ## POST /orders latency at 1 and 20 shoppers beside the Temporal floor, then with tracing off, sampled at 10 % and at 100 % (3 rounds in turns); writes docs/benchmarks.md (about 10 minutes)
 	$(call bench-tool,benchorders)
@@ -315,6 +325,12 @@ haproxy:
 postgres-binaries:
 	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || [ -n "$$PG_BINDIR" ] || { \
 		$(call install-package,PostgreSQL server binaries,postgresql,PostgreSQL server binaries (initdb$(comma) postgres) are missing: install your distribution's postgresql package$(comma) or set PG_BINDIR); }
+
+# Debian's Chromium, which the screenshots are taken in (/usr/bin/chromium).
+.PHONY: chromium
+chromium:
+	@[ -x /usr/bin/chromium ] || { \
+		$(call install-package,Chromium,chromium,/usr/bin/chromium is missing: install your distribution's chromium package); }
 
 # Prometheus and promtool (the dev stack's Prometheus, the rules' tests): Debian's package.
 .PHONY: prometheus-binaries
