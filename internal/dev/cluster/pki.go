@@ -48,11 +48,14 @@ var (
 	IdentityAPI    = Identity{Name: "api", CommonName: "checkout-api", Client: true}
 	IdentityTools  = Identity{Name: "tools", CommonName: "checkout-tools", Client: true}
 	IdentityUI     = Identity{Name: "ui", CommonName: "temporal-ui", Client: true}
+	// IdentityCodec serves the codec endpoint over https to browsers (HAProxy's codec frontend),
+	// for localhost and 127.0.0.1; browsers trust it by the cluster's CA (CAFile).
+	IdentityCodec = Identity{Name: "codec", CommonName: "checkout-codec", Server: true}
 )
 
 // Identities are every certificate the cluster makes.
 var Identities = []Identity{IdentityFrontend, IdentityInternode, IdentitySystemWorker,
-	IdentityWorker, IdentityAPI, IdentityTools, IdentityUI}
+	IdentityWorker, IdentityAPI, IdentityTools, IdentityUI, IdentityCodec}
 
 // FrontendServerName is the name the frontend's certificate is issued for and clients check
 // (TEMPORAL_TLS_SERVER_NAME); it also carries localhost and 127.0.0.1.
@@ -120,8 +123,9 @@ func EnsurePKI(dir string) (PKI, error) {
 			return p, fmt.Errorf("certificate %s: %w", id.Name, err)
 		}
 	}
-	// The legacy proxy's client certificate, as HAProxy reads one (legacy.go).
-	for _, id := range legacyIdentities {
+	// The legacy proxy's client certificate and the codec frontend's, as HAProxy reads one
+	// (legacy.go).
+	for _, id := range append(append([]Identity{}, legacyIdentities...), IdentityCodec) {
 		if err := p.writeBundle(id); err != nil {
 			return p, err
 		}
