@@ -484,6 +484,7 @@ checkout cluster is running (Ctrl-C stops everything)
   builds          %s current; draining beside it: %s   (bin/checkout builds; make release)
   Temporal UI     http://localhost:%d
   traces          http://localhost:%d   (Jaeger; TRACES_SAMPLE_RATIO of new orders, every failed or slow one)
+  codec (https)   %s   (the UI decodes there; browsers trust %s)
   Temporal        127.0.0.1:%d (frontend, mutual TLS: a client certificate of %s/tls is required;
                   history :%d, matching :%d, worker :%d)   namespace %s
   PostgreSQL      %s
@@ -496,7 +497,7 @@ checkout cluster is running (Ctrl-C stops everything)
                   (passwords kept in %s)
 
 `, o.PublicBaseURL, pt.Stats, listens(plan.APIs), strings.Join(r.current, ", "), r.build,
-		cmp.Or(strings.Join(r.fleet.Running(), ", "), "none"), pt.UI, pt.Jaeger, pt.Frontend, o.Dir, pt.History, pt.Matching,
+		cmp.Or(strings.Join(r.fleet.Running(), ", "), "none"), pt.UI, pt.Jaeger, o.CodecEndpoint(), o.PKI().CAFile(), pt.Frontend, o.Dir, pt.History, pt.Matching,
 		pt.Worker, o.Namespace, cluster.DatabaseURL(pt.Postgres, "checkout"), o.Dir, token, checkoutEnvFile(o),
 		o.Issuer(), staffLines(o), filepath.Join(o.Dir, cluster.OIDCDir, "secrets.json"))
 }

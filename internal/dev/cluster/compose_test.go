@@ -245,4 +245,11 @@ func TestCompose_UISettingsAsTheCluster(t *testing.T) {
 	assert.Equal(t, cluster.CodecErrorMessage, ui["TEMPORAL_CODEC_DEFAULT_ERROR_MESSAGE"])
 	assert.NotContains(t, cluster.CodecErrorMessage, ": ")
 	assert.Equal(t, "true", ui["TEMPORAL_CODEC_INCLUDE_CREDENTIALS"])
+	// The UI passes the person's token to an https:// codec endpoint only: HAProxy's codec frontend,
+	// with the certs job's codec certificate, as the cluster's.
+	assert.Equal(t, "${CODEC_ENDPOINT:-https://localhost:8443/codec}", ui["TEMPORAL_CODEC_ENDPOINT"])
+	assert.True(t, strings.HasPrefix(options(t.TempDir(), 1, 1).CodecEndpoint(), "https://localhost:"))
+	assert.Equal(t, "/tls/"+path.Base(cluster.PKI{Dir: "/tls"}.HAProxyBundle(cluster.IdentityCodec)),
+		services["haproxy"].Environment["HAPROXY_CODEC_CERT"])
+	assert.Contains(t, services["haproxy"].Volumes, "tls:/tls:ro")
 }

@@ -22,8 +22,9 @@ import (
 
 // Ports are the cluster's listeners, all on 127.0.0.1. API replica i (from 1) listens on
 // API+i-1, with its /metrics on APIMetrics+i-1; worker i serves /metrics on WorkerMetrics+i-1.
+// Codec is HAProxy's https frontend for the codec endpoint (CodecEndpoint).
 type Ports struct {
-	LB, Stats, UI, Postgres, OIDC                                               int
+	LB, Stats, UI, Postgres, OIDC, Codec                                        int
 	Frontend, FrontendHTTP, History, Matching, Worker                           int
 	FrontendMembership, HistoryMembership, MatchingMembership, WorkerMembership int
 	FrontendMetrics, HistoryMetrics, MatchingMetrics, WorkerServiceMetrics      int
@@ -39,9 +40,10 @@ type Ports struct {
 const MaxReplicas = 20
 
 // DefaultPorts are the ports of `make cluster`: the API on 8080 and the Temporal UI on 8233 as in
-// `make run`, the staff's sign-in beside the UI on 8234, and Temporal's own conventional ports.
+// `make run`, the staff's sign-in beside the UI on 8234, the codec endpoint over https on 8443, and
+// Temporal's own conventional ports.
 func DefaultPorts() Ports {
-	return Ports{LB: 8080, Stats: 8404, UI: 8233, Postgres: 55432, OIDC: 8234,
+	return Ports{LB: 8080, Stats: 8404, UI: 8233, Postgres: 55432, OIDC: 8234, Codec: 8443,
 		Frontend: 7233, FrontendHTTP: 7243, History: 7234, Matching: 7235, Worker: 7239,
 		FrontendMembership: 6933, HistoryMembership: 6934, MatchingMembership: 6935, WorkerMembership: 6939,
 		FrontendMetrics: 8000, HistoryMetrics: 8001, MatchingMetrics: 8002, WorkerServiceMetrics: 8003,
@@ -59,11 +61,11 @@ func PortsFrom(first int) Ports {
 		FrontendMetrics: next(1), HistoryMetrics: next(1), MatchingMetrics: next(1), WorkerServiceMetrics: next(1),
 		API: next(MaxReplicas), APIMetrics: next(MaxReplicas), WorkerMetrics: next(MaxReplicas),
 		Jaeger: next(1), JaegerOTLP: next(1), JaegerGRPC: next(1),
-		NATS: next(NATSNodes), NATSRoutes: next(NATSNodes), NATSMonitor: next(NATSNodes)}
+		NATS: next(NATSNodes), NATSRoutes: next(NATSNodes), NATSMonitor: next(NATSNodes), Codec: next(1)}
 }
 
 // PortsSpan is how many consecutive ports PortsFrom takes.
-const PortsSpan = 21 + 3*MaxReplicas + 3*NATSNodes
+const PortsSpan = 22 + 3*MaxReplicas + 3*NATSNodes
 
 // NATSNodes is the event broker's cluster: three JetStream nodes, the stream on all three, one
 // of them down at a time taken in stride.
@@ -324,7 +326,7 @@ func NewPlan(o Options) Plan {
 
 	public := strings.TrimRight(o.PublicBaseURL, "/")
 	ui := []string{"TEMPORAL_ADDRESS=" + loop(pt.Frontend), "TEMPORAL_UI_PORT=" + strconv.Itoa(pt.UI),
-		"TEMPORAL_CODEC_ENDPOINT=" + public + "/codec", "TEMPORAL_CODEC_INCLUDE_CREDENTIALS=true",
+		"TEMPORAL_CODEC_ENDPOINT=" + o.CodecEndpoint(), "TEMPORAL_CODEC_INCLUDE_CREDENTIALS=true",
 		"TEMPORAL_CODEC_DEFAULT_ERROR_MESSAGE=" + CodecErrorMessage,
 		"TEMPORAL_CODEC_DEFAULT_ERROR_LINK=" + public + "/codec/session",
 		// Ops start line cancellations from the UI's start form (the authorizer refuses support).
@@ -397,9 +399,10 @@ func NewPlan(o Options) Plan {
 	plan.HAProxy = Process{Name: "haproxy", Service: "haproxy", Path: o.HAProxy,
 		Args: []string{"-W", "-db", "-f", filepath.Join(o.Dir, haproxyConfig)},
 		Env: []string{"HAPROXY_BIND=" + loop(pt.LB), "HAPROXY_STATS_BIND=" + loop(pt.Stats),
+			"HAPROXY_CODEC_BIND=" + loop(pt.Codec), "HAPROXY_CODEC_CERT=" + pki.HAProxyBundle(IdentityCodec),
 			"HAPROXY_UNAVAILABLE=" + filepath.Join(o.Dir, haproxyUnavailable), "HAPROXY_SOURCE=" + HAProxySource},
 		// Ready once a request through it reaches a replica that is ready.
-		Listens: []string{loop(pt.LB), loop(pt.Stats)}, Ready: HTTPOK("http://" + loop(pt.LB) + "/readyz")}
+		Listens: []string{loop(pt.LB), loop(pt.Stats), loop(pt.Codec)}, Ready: HTTPOK("http://" + loop(pt.LB) + "/readyz")}
 	plan.Jaeger = Process{Name: "jaeger", Service: "jaeger", Path: o.Jaeger,
 		Args: []string{"--config", "file:" + filepath.Join(o.Dir, jaegerConfig)},
 		Env: []string{"JAEGER_QUERY_ADDR=" + loop(pt.Jaeger), "JAEGER_OTLP_ADDR=" + loop(pt.JaegerOTLP),
@@ -409,6 +412,14 @@ func NewPlan(o Options) Plan {
 	plan.LegacyProxy = legacyProxy(o, o.HAProxy)
 	plan.OIDC = oidcProcess(o, o.OIDC.ClientSecret)
 	return plan
+}
+
+// CodecEndpoint is the API's codec endpoint as the Temporal UI calls it from a browser: HAProxy's
+// https frontend, with the cluster's certificate for localhost (IdentityCodec), for the UI passes a
+// person's access token to an https:// codec endpoint only; without one it decodes nothing, and
+// sends what support types unencrypted, which the workers refuse.
+func (o Options) CodecEndpoint() string {
+	return "https://localhost:" + strconv.Itoa(o.Ports.Codec) + "/codec"
 }
 
 // CodecErrorMessage is what the UI shows in place of a payload it may not decode. The UI server's

@@ -107,6 +107,9 @@ func writeHAProxyFiles(t *testing.T, plan cluster.Plan, cfg string) []string {
 	page, err := deploy.Files.ReadFile(deploy.HAProxyUnavailable)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "unavailable.http"), page, 0o644))
+	// The codec frontend's certificate, in the cluster's folder (<dir>/tls).
+	_, err = cluster.EnsurePKI(filepath.Dir(filepath.Dir(envOf(plan.HAProxy.Env)["HAPROXY_CODEC_CERT"])))
+	require.NoError(t, err)
 	var env []string
 	for _, kv := range plan.HAProxy.Env {
 		if strings.HasPrefix(kv, "HAPROXY_UNAVAILABLE=") {
@@ -223,6 +226,7 @@ func TestHAProxy_ClientOnLoopback_CannotNameAnotherAddress(t *testing.T) {
 	e.IPExtractor = api.IPExtractor(cfg.TrustedProxies)
 	e.GET("/readyz", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
 	e.GET("/whoami", func(c echo.Context) error { return c.String(http.StatusOK, c.RealIP()) })
+	e.GET("/codec/whoami", func(c echo.Context) error { return c.String(http.StatusOK, c.RealIP()) })
 	replica, err := net.Listen("tcp", plan.APIs[0].Listens[0])
 	require.NoError(t, err)
 	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second}
@@ -260,6 +264,24 @@ func TestHAProxy_ClientOnLoopback_CannotNameAnotherAddress(t *testing.T) {
 	}
 	got, _ := whoami("")
 	assert.Equal(t, "127.0.0.1", got)
+
+	// The codec frontend: https with the cluster's certificate for localhost, to the same replicas,
+	// for /codec only.
+	tlsCfg, err := cluster.PKI{Dir: filepath.Dir(envOf(plan.HAProxy.Env)["HAPROXY_CODEC_CERT"])}.ClientTLS(cluster.IdentityTools)
+	require.NoError(t, err)
+	tlsCfg.ServerName, tlsCfg.Certificates = "localhost", nil
+	browser := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg}, Timeout: 5 * time.Second}
+	codec := strings.TrimSuffix(o.CodecEndpoint(), "/codec")
+	resp, err := browser.Get(codec + "/codec/whoami")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "127.0.0.1", string(body), "the replica sees the browser's address")
+	resp, err = browser.Get(codec + "/whoami")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode, "nothing but /codec over the codec frontend")
 }
 
 // envOf is a process's settings by name.
