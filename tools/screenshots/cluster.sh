@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-# 78 consecutive ports (cluster.PortsSpan) from PORTS_FROM: below the kernel's ephemeral range and
+# 79 consecutive ports (cluster.PortsSpan) from PORTS_FROM: below the kernel's ephemeral range and
 # the tests' clusters (20000 on), apart from make cluster's and make screenshots' ports.
 PORTS_FROM=${PORTS_FROM:-16000}
 
@@ -75,6 +75,7 @@ mkdir -p docs/screenshots
 	. "$DATA_DIR/cluster/checkout.env"
 	set +a
 	API_URL=$API_URL UI_URL=$UI_URL OIDC_SECRETS=$DATA_DIR/cluster/oidc/secrets.json OUT_DIR=docs/screenshots \
+		CLUSTER_CA=$DATA_DIR/cluster/tls/ca.pem \
 		exec node tools/screenshots/signin.mjs
 ) &
 shots=$!

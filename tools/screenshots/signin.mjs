@@ -6,6 +6,7 @@
 // screenshots-signin) and gives it the cluster's settings (checkout.env) and its people's
 // passwords. Any step not as expected fails it.
 import { execFileSync } from 'node:child_process';
+import { createHash, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
@@ -16,6 +17,14 @@ const OUT = process.env.OUT_DIR ?? 'docs/screenshots';
 const CHECKOUT = process.env.CHECKOUT_BIN ?? 'bin/checkout';
 const { passwords } = JSON.parse(readFileSync(process.env.OIDC_SECRETS ?? '.data/cluster/oidc/secrets.json', 'utf8'));
 const SELLER = 42; // the demo seller of SKUs 71–81
+
+// The cluster's CA (ca.pem of its tls folder): the browser accepts the certificate of the codec
+// endpoint's https frontend because the CA's key, which signs it and follows it in the chain, is
+// pinned (its SPKI's SHA-256), and no other certificate it cannot verify.
+const CA_FILE = process.env.CLUSTER_CA ?? '.data/cluster/tls/ca.pem';
+const caSPKI = createHash('sha256')
+  .update(new X509Certificate(readFileSync(CA_FILE)).publicKey.export({ type: 'spki', format: 'der' }))
+  .digest('base64');
 
 // Shoppers' tokens as the cluster's tools make them: bin/checkout token with its JWT secret
 // (AUTH_JWT_SECRET from checkout.env). Staff tokens come from the provider only.
@@ -76,7 +85,7 @@ const browser = await chromium.launch({
   executablePath: '/usr/bin/chromium',
   headless: true,
   args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync'],
+    '--disable-component-update', '--disable-sync', `--ignore-certificate-errors-spki-list=${caSPKI}`],
 });
 const shot = async (page, name) => {
   await page.mouse.move(700, 700); // no hover tooltip in the picture
@@ -198,20 +207,29 @@ try {
   // The confirmed order, decoded with her token (the UI passes it to the API's /codec): no
   // decoding session, no codec settings. The UI shows its codec error message where it could not.
   const { Codec: codec } = await (await fetch(`${UI}/api/v1/settings`)).json();
+  check(codec.Endpoint.startsWith('https://'), `the UI's codec endpoint is ${codec.Endpoint}: the UI passes ` +
+    'the access token only to an https:// one');
   const codecCalls = [];
+  const codecAnswers = [];
   page.on('request', (r) => { if (r.url().startsWith(codec.Endpoint)) codecCalls.push(r.url()); });
+  page.on('requestfailed', (r) => {
+    if (r.url().startsWith(codec.Endpoint)) codecAnswers.push(`${r.url()}: ${r.failure()?.errorText}`);
+  });
+  page.on('response', (r) => {
+    if (r.url().startsWith(codec.Endpoint) && r.request().method() === 'POST') codecAnswers.push(`${r.url()}: ${r.status()}`);
+  });
   await page.goto(`${UI}/namespaces/default/workflows/${encodeURIComponent(confirmed.workflowId)}`);
   const decoded = page.getByText('"priceVersion"').first();
   await decoded.or(page.getByText(codec.DefaultErrorMessage).first()).waitFor();
   if (!(await decoded.isVisible())) {
-    // The UI passes a person's access token only to an https:// codec endpoint: to any other it
-    // sends no request, and sends what it should have encoded as it is.
-    const why = codec.PassAccessToken && !codec.Endpoint.startsWith('https://')
-      ? `; the UI passes the access token only to an https:// codec endpoint, and this one is ${codec.Endpoint}` : '';
+    // A browser that does not trust the cluster's CA never sends the request
+    // (net::ERR_CERT_AUTHORITY_INVALID among the answers).
     throw new Error(`the UI did not decode the order for alice: it shows "${codec.DefaultErrorMessage}" after ` +
-      `${codecCalls.length} requests to its codec endpoint${why}`);
+      `${codecCalls.length} requests to its codec endpoint ${codec.Endpoint} (${codecAnswers.join('; ')})`);
   }
   await page.getByText('"CAPTURED"').first().waitFor();
+  check(codecAnswers.every((a) => a.endsWith(': 200')), `the codec endpoint's answers: ${codecAnswers.join('; ')}`);
+  console.log(`decoded by ${codec.Endpoint}: ${codecAnswers.length} answers (${[...new Set(codecAnswers.map((a) => a.split(': ')[1]))].join(', ')})`);
   await shot(page, 'signin-support-decoded.png');
 
   // support-action to the parked order, from the UI: More Actions, Send an Update.
