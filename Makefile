@@ -101,6 +101,11 @@ upgrade-drill: postgres-binaries haproxy $(CLUSTER_TOOLS) build $(NATS_SERVER) #
 attack: ## the black-box attack suite against a running stack on this machine (make run's, or make cluster's with TARGET=cluster): PASS/FAIL/SKIP per attack, fails on any FAIL
 	$(call bench-tool,attack) -target $(or $(TARGET),dev)
 
+# `make demo` places its orders through make run's API, found as `make attack` finds it.
+.PHONY: demo
+demo: ## against a running make run: one order of each kind through the API (paid at once, 3-D Secure approved and declined, a hold that expires when HOLD_TTL is short, a unit cancelled after payment) and how each ended
+	$(call bench-tool,demo)
+
 .PHONY: build
 build: ## build bin/checkout
 	$(GO) build -o $(BIN)/checkout ./cmd/checkout
