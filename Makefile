@@ -106,6 +106,10 @@ attack: ## the black-box attack suite against a running stack on this machine (m
 demo: ## against a running make run: one order of each kind through the API (paid at once, 3-D Secure approved and declined, a hold that expires when HOLD_TTL is short, a unit cancelled after payment) and how each ended
 	$(call bench-tool,demo)
 
+.PHONY: diagram
+diagram: graphviz ## draw docs/architecture.svg from docs/architecture.dot with Graphviz's dot (commit both)
+	dot -Tsvg docs/architecture.dot -o docs/architecture.svg
+
 .PHONY: build
 build: ## build bin/checkout
 	$(GO) build -o $(BIN)/checkout ./cmd/checkout
@@ -324,6 +328,12 @@ endef
 haproxy:
 	@command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || { \
 		$(call install-package,HAProxy,haproxy,HAProxy is missing: install your distribution's haproxy package); }
+
+# Graphviz's dot, which draws the architecture diagram: Debian's package.
+.PHONY: graphviz
+graphviz:
+	@command -v dot >/dev/null 2>&1 || { \
+		$(call install-package,Graphviz,graphviz,dot is missing: install your distribution's graphviz package); }
 
 # PostgreSQL server binaries (initdb, postgres).
 .PHONY: postgres-binaries
