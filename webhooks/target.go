@@ -45,7 +45,7 @@ func Public(ip netip.Addr) bool {
 
 // Targets is what a seller's endpoint may point at. Outside dev only public addresses over
 // HTTPS; AllowPrivate (dev alone) also lets http:// and this machine's own addresses through, so
-// that a receiver started from the README gets its events.
+// that a receiver started as docs/events.md says gets its events.
 type Targets struct {
 	AllowPrivate bool
 	Resolver     *net.Resolver

@@ -50,7 +50,7 @@ commands:
   audit     check the invariants (no oversell, no stranded stock or money, no order open past
             its hold) against DATABASE_URL and TEMPORAL_ADDRESS; exit 1 on any violation
 
-Settings come from environment variables; see README.md.
+Settings come from environment variables; see docs/settings.md.
 `
 
 func main() {

@@ -322,7 +322,7 @@ func runDev(ctx context.Context, cfg config.Config) error {
 	// The dev server takes any client on loopback; its worker reads payloads in clear too, so that
 	// the bare CLI can drive orders on a laptop.
 	cfg.CodecAcceptPlaintext = true
-	// A seller's webhook receiver on this machine (the README's) gets its events.
+	// A seller's webhook receiver on this machine (docs/events.md's) gets its events.
 	cfg.Webhooks.AllowPrivateTargets = true
 	if cfg.DatabaseURL == "" {
 		pg, err := pgserver.Start(ctx, pgserver.Options{Dir: filepath.Join(cfg.Dev.DataDir, "pg"), Port: cfg.Dev.PGPort,

@@ -17,7 +17,7 @@ import (
 	"github.com/marketplace/checkout/internal/codec"
 )
 
-// Config is every setting of the binary. Each field has an environment variable; README lists them.
+// Config is every setting of the binary. Each field has an environment variable; docs/settings.md lists them.
 type Config struct {
 	// DatabaseURL points at PostgreSQL. Empty in `dev` means: start the private cluster.
 	DatabaseURL string
