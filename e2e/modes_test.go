@@ -114,7 +114,7 @@ func TestModes_MetricsOnlyOnTheirInternalPort(t *testing.T) {
 				"AUTH_OIDC_ISSUER=https://id.example", "AUTH_OIDC_AUDIENCE=temporal-ui", "AUTH_OIDC_JWKS_URL=http://127.0.0.1:1/keys",
 				// dev's Jaeger listens on make run's fixed ports: none here.
 				"JAEGER_UI_PORT=0",
-				"NATS_URL="+testenv.NATSURL(t), "EVENTS_PREFIX="+testenv.EventsPrefix(t))
+				"NATS_URL="+testenv.NATSURL(t), "EVENTS_PREFIX="+testenv.EventsPrefix(t), "EVENTS_MAX_MB="+testenv.TestEventsMaxMB)
 			var logs bytes.Buffer
 			c.Stderr = &logs
 			if os.Getenv("E2E_LOG") != "" {
@@ -175,7 +175,7 @@ func TestModes_DevWithPrometheus_ScrapesItsMetricsAndStopsWithIt(t *testing.T) {
 		"AUTH_JWT_SECRET="+testenv.Secret, "PAYMENT_WEBHOOK_SECRET="+testenv.Secret,
 		"TEMPORAL_CODEC_KEY="+testenv.CodecKey, "TEMPORAL_CODEC_KID=k1",
 		"HTTP_ADDR="+public, "METRICS_ADDR="+internal, "PROMETHEUS_PORT="+port, "LOG_LEVEL=warn", "JAEGER_UI_PORT=0",
-		"NATS_URL="+testenv.NATSURL(t), "EVENTS_PREFIX="+testenv.EventsPrefix(t))
+		"NATS_URL="+testenv.NATSURL(t), "EVENTS_PREFIX="+testenv.EventsPrefix(t), "EVENTS_MAX_MB="+testenv.TestEventsMaxMB)
 	var logs bytes.Buffer
 	c.Stdout, c.Stderr = &logs, &logs
 	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/payment"
 )
 
@@ -224,7 +225,7 @@ func (s *stack) workerProcess(bin string, env ...string) *exec.Cmd {
 		"TEMPORAL_CODEC_KEY="+base64.StdEncoding.EncodeToString(s.cfg.CodecKey.Secret),
 		"TEMPORAL_CODEC_KID="+s.cfg.CodecKey.ID,
 		"NATS_URL="+s.cfg.Events.NATSURL,
-		"EVENTS_PREFIX="+s.cfg.Events.Prefix,
+		"EVENTS_PREFIX="+s.cfg.Events.Prefix, "EVENTS_MAX_MB="+testenv.TestEventsMaxMB,
 		"METRICS_ADDR=127.0.0.1:0",
 		"LOG_LEVEL=warn",
 		"SCHEDULES_ENABLED=false",

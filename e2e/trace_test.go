@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/marketplace/checkout/internal/dev/devjaeger"
+	"github.com/marketplace/checkout/internal/dev/testenv"
 )
 
 // jaegerTrace is a trace as Jaeger's query API answers it.
@@ -124,7 +125,7 @@ func (s *stack) apiProcess(bin, addr string, logs io.Writer, env ...string) *exe
 		"TEMPORAL_CODEC_KEY="+base64.StdEncoding.EncodeToString(s.cfg.CodecKey.Secret),
 		"TEMPORAL_CODEC_KID="+s.cfg.CodecKey.ID,
 		"NATS_URL="+s.cfg.Events.NATSURL,
-		"EVENTS_PREFIX="+s.cfg.Events.Prefix,
+		"EVENTS_PREFIX="+s.cfg.Events.Prefix, "EVENTS_MAX_MB="+testenv.TestEventsMaxMB,
 		"LOG_LEVEL=warn",
 		"TEMPORAL_ALLOW_PLAINTEXT=true",
 		"AUTH_OIDC_ISSUER=https://id.example", "AUTH_OIDC_AUDIENCE=temporal-ui", "AUTH_OIDC_JWKS_URL=http://127.0.0.1:1/keys",

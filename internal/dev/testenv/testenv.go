@@ -321,6 +321,12 @@ const (
 	CodecKeyID = "test-1"
 )
 
+// TestEventsMaxMB bounds each test's stream (EVENTS_MAX_MB). The test binary's one nats-server
+// reserves every stream's bound out of its JetStream store, which it sizes from the free disk:
+// at the product's 1 GiB a stream, a full e2e run ran out of it on a disk with 56 GB free, and
+// streams were refused with "insufficient storage resources".
+const TestEventsMaxMB = "64"
+
 // Config loads the configuration from env, with test secrets, the test codec key, the payment
 // simulator, the test nats-server and a stream prefix of the test's own where env sets none.
 // Under -short it starts no nats-server and leaves NATS_URL empty: a fast test that configures
@@ -348,6 +354,8 @@ func Config(t testing.TB, env map[string]string) config.Config {
 			return NATSURL(t)
 		case "EVENTS_PREFIX":
 			return prefix
+		case "EVENTS_MAX_MB":
+			return TestEventsMaxMB
 		}
 		return ""
 	})
