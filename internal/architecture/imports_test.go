@@ -23,9 +23,9 @@ const module = "github.com/marketplace/checkout/"
 var layers = [][]string{
 	// Foundations: the database's generated queries and migrations (the product's, and the payment
 	// simulator's own queries), the error vocabulary, money, tokens, the codec, metrics, the
-	// payment provider's interface, the dev PostgreSQL and child processes.
+	// payment provider's interface, a deployment's certificates, the dev PostgreSQL and child processes.
 	{"db", "migrations", "payment/paysim/simdb", "internal/problem", "internal/money", "internal/auth", "internal/codec",
-		"internal/metrics", "payment", "internal/dev/pgserver", "internal/dev/childproc", "deploy"},
+		"internal/metrics", "payment", "internal/pki", "internal/dev/pgserver", "internal/dev/childproc", "deploy"},
 	// The business rules, each on its own tables.
 	{"inventory", "pricing", "events", "payment/paysim", "payment/stripepay", "internal/config", "internal/dev/demo",
 		"internal/dev/devtemporal", "internal/dev/devprometheus", "internal/dev/devjaeger", "internal/dev/natsserver",

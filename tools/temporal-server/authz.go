@@ -15,7 +15,7 @@ import (
 )
 
 // The names the policy speaks of: the product's (workflows/names.go; a test of the product keeps
-// them in step) and the cluster's certificates' common names (internal/dev/cluster/pki.go).
+// them in step) and the cluster's certificates' common names (internal/pki/pki.go).
 const (
 	supportAction      = "support-action"
 	lineCancelWorkflow = "LineCancelWorkflow"

@@ -93,27 +93,3 @@ func LegacyProxyConfig(o Options, frontend string) string {
 	}
 	return strings.Join(append(lines, ""), "\n")
 }
-
-// HAProxyBundle is id's certificate and key in one file, as HAProxy reads a client certificate.
-func (p PKI) HAProxyBundle(id Identity) string { return filepath.Join(p.Dir, id.Name+"-bundle.pem") }
-
-// writeBundle writes id's HAProxy bundle from its certificate and key (owner-only). A server's
-// carries the CA's certificate after its own: a browser that pins the CA's key finds it in the chain.
-func (p PKI) writeBundle(id Identity) error {
-	cert, err := os.ReadFile(p.CertFile(id))
-	if err != nil {
-		return err
-	}
-	if id.Server {
-		ca, err := os.ReadFile(p.CAFile())
-		if err != nil {
-			return err
-		}
-		cert = append(cert, ca...)
-	}
-	key, err := os.ReadFile(p.KeyFile(id))
-	if err != nil {
-		return err
-	}
-	return writeAtomic(p.HAProxyBundle(id), append(cert, key...), 0o600)
-}

@@ -1,4 +1,4 @@
-package cluster_test
+package pki_test
 
 import (
 	"crypto"
@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/marketplace/checkout/internal/dev/cluster"
+	"github.com/marketplace/checkout/internal/pki"
 )
 
 // TestPKI_MadeOnce_FrontendTakesOnlyItsCAsClients: the cluster's CA and certificates are made once
@@ -30,24 +30,24 @@ import (
 func TestPKI_MadeOnce_FrontendTakesOnlyItsCAsClients(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	pki, err := cluster.EnsurePKI(dir)
+	certs, err := pki.Ensure(dir)
 	require.NoError(t, err)
-	before, err := os.ReadFile(pki.CertFile(cluster.IdentityWorker))
+	before, err := os.ReadFile(certs.CertFile(pki.IdentityWorker))
 	require.NoError(t, err)
-	again, err := cluster.EnsurePKI(dir)
+	again, err := pki.Ensure(dir)
 	require.NoError(t, err)
-	after, err := os.ReadFile(again.CertFile(cluster.IdentityWorker))
+	after, err := os.ReadFile(again.CertFile(pki.IdentityWorker))
 	require.NoError(t, err)
 	assert.Equal(t, before, after, "a second start keeps the certificates")
-	for _, id := range cluster.Identities {
-		fi, err := os.Stat(pki.KeyFile(id))
+	for _, id := range pki.Identities {
+		fi, err := os.Stat(certs.KeyFile(id))
 		require.NoError(t, err)
 		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), id.Name)
 	}
-	cert := parse(t, pki.CertFile(cluster.IdentityWorker))
+	cert := parse(t, certs.CertFile(pki.IdentityWorker))
 	assert.Equal(t, "checkout-worker", cert.Subject.CommonName)
 
-	addr := frontend(t, pki)
+	addr := frontend(t, certs)
 	dial := func(cfg *tls.Config) error {
 		c, err := tls.Dial("tcp", addr, cfg)
 		if err != nil {
@@ -62,7 +62,7 @@ func TestPKI_MadeOnce_FrontendTakesOnlyItsCAsClients(t *testing.T) {
 		}
 		return err
 	}
-	worker, err := pki.ClientTLS(cluster.IdentityWorker)
+	worker, err := certs.ClientTLS(pki.IdentityWorker)
 	require.NoError(t, err)
 	assert.NoError(t, dial(worker), "the worker's certificate is let in")
 
@@ -70,9 +70,9 @@ func TestPKI_MadeOnce_FrontendTakesOnlyItsCAsClients(t *testing.T) {
 	anonymous.Certificates = nil
 	assert.Error(t, dial(anonymous), "no client certificate: refused")
 
-	other, err := cluster.EnsurePKI(t.TempDir())
+	other, err := pki.Ensure(t.TempDir())
 	require.NoError(t, err)
-	foreign, err := other.ClientTLS(cluster.IdentityWorker)
+	foreign, err := other.ClientTLS(pki.IdentityWorker)
 	require.NoError(t, err)
 	foreign.RootCAs = worker.RootCAs
 	assert.Error(t, dial(foreign), "another CA's client certificate: refused")
@@ -83,21 +83,21 @@ func TestPKI_MadeOnce_FrontendTakesOnlyItsCAsClients(t *testing.T) {
 func TestPKI_ACertificateNearItsEndIsMadeAgain(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	pki, err := cluster.EnsurePKI(dir)
+	certs, err := pki.Ensure(dir)
 	require.NoError(t, err)
 	// The worker's certificate replaced by one of the same CA that ends tomorrow.
-	short := shortLived(t, pki)
-	require.NoError(t, os.WriteFile(pki.CertFile(cluster.IdentityWorker), short.cert, 0o644))
-	require.NoError(t, os.WriteFile(pki.KeyFile(cluster.IdentityWorker), short.key, 0o600))
-	api, err := os.ReadFile(pki.CertFile(cluster.IdentityAPI))
+	short := shortLived(t, certs)
+	require.NoError(t, os.WriteFile(certs.CertFile(pki.IdentityWorker), short.cert, 0o644))
+	require.NoError(t, os.WriteFile(certs.KeyFile(pki.IdentityWorker), short.key, 0o600))
+	api, err := os.ReadFile(certs.CertFile(pki.IdentityAPI))
 	require.NoError(t, err)
 
-	_, err = cluster.EnsurePKI(dir)
+	_, err = pki.Ensure(dir)
 	require.NoError(t, err)
-	renewed := parse(t, pki.CertFile(cluster.IdentityWorker))
-	assert.Greater(t, time.Until(renewed.NotAfter), cluster.RenewBefore, "made again")
-	assert.NoError(t, renewed.CheckSignatureFrom(parse(t, pki.CAFile())), "by the same CA")
-	kept, err := os.ReadFile(pki.CertFile(cluster.IdentityAPI))
+	renewed := parse(t, certs.CertFile(pki.IdentityWorker))
+	assert.Greater(t, time.Until(renewed.NotAfter), pki.RenewBefore, "made again")
+	assert.NoError(t, renewed.CheckSignatureFrom(parse(t, certs.CAFile())), "by the same CA")
+	kept, err := os.ReadFile(certs.CertFile(pki.IdentityAPI))
 	require.NoError(t, err)
 	assert.Equal(t, api, kept)
 }
@@ -114,12 +114,12 @@ func parse(t *testing.T, path string) *x509.Certificate {
 }
 
 // frontend serves TLS on the frontend's certificate, requiring a client certificate of the CA.
-func frontend(t *testing.T, pki cluster.PKI) string {
+func frontend(t *testing.T, certs pki.PKI) string {
 	t.Helper()
-	cert, err := tls.LoadX509KeyPair(pki.CertFile(cluster.IdentityFrontend), pki.KeyFile(cluster.IdentityFrontend))
+	cert, err := tls.LoadX509KeyPair(certs.CertFile(pki.IdentityFrontend), certs.KeyFile(pki.IdentityFrontend))
 	require.NoError(t, err)
 	pool := x509.NewCertPool()
-	pool.AddCert(parse(t, pki.CAFile()))
+	pool.AddCert(parse(t, certs.CAFile()))
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert},
 		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool})
 	require.NoError(t, err)
@@ -143,14 +143,14 @@ func frontend(t *testing.T, pki cluster.PKI) string {
 
 type pair struct{ cert, key []byte }
 
-// shortLived is a client certificate of pki's CA that ends in a day.
-func shortLived(t *testing.T, pki cluster.PKI) pair {
+// shortLived is a client certificate of certs' CA that ends in a day.
+func shortLived(t *testing.T, certs pki.PKI) pair {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(pki.Dir, "ca-key.pem"))
+	raw, err := os.ReadFile(filepath.Join(certs.Dir, "ca-key.pem"))
 	require.NoError(t, err)
-	caPair, err := tls.X509KeyPair(mustRead(t, pki.CAFile()), raw)
+	caPair, err := tls.X509KeyPair(mustRead(t, certs.CAFile()), raw)
 	require.NoError(t, err)
-	return issueShort(t, parse(t, pki.CAFile()), caPair.PrivateKey)
+	return issueShort(t, parse(t, certs.CAFile()), caPair.PrivateKey)
 }
 
 func mustRead(t *testing.T, path string) []byte {
@@ -174,4 +174,33 @@ func issueShort(t *testing.T, ca *x509.Certificate, caKey crypto.PrivateKey) pai
 	require.NoError(t, err)
 	return pair{cert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		key: pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})}
+}
+
+// TestPKI_CodecBundle_ServesLocalhostWithTheCAInItsChain: Ensure writes the codec frontend's
+// HAProxy bundle (what `checkout certs` gives a deployment's HAProxy), owner-only: its certificate,
+// the CA's after it, and its key; a browser that trusts the CA alone verifies it for localhost.
+func TestPKI_CodecBundle_ServesLocalhostWithTheCAInItsChain(t *testing.T) {
+	t.Parallel()
+	certs, err := pki.Ensure(t.TempDir())
+	require.NoError(t, err)
+	path := certs.HAProxyBundle(pki.IdentityCodec)
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), info.Mode().Perm())
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	pair, err := tls.X509KeyPair(raw, raw)
+	require.NoError(t, err, "the bundle holds the certificate and its key")
+	require.Len(t, pair.Certificate, 2, "the codec's certificate, then the CA's")
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	require.NoError(t, err)
+	caRaw, err := os.ReadFile(certs.CAFile())
+	require.NoError(t, err)
+	block, _ := pem.Decode(caRaw)
+	require.NotNil(t, block)
+	assert.Equal(t, block.Bytes, pair.Certificate[1])
+	roots := x509.NewCertPool()
+	require.True(t, roots.AppendCertsFromPEM(caRaw))
+	_, err = leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: "localhost"})
+	assert.NoError(t, err)
 }

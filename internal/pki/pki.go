@@ -1,4 +1,8 @@
-package cluster
+// Package pki makes a certificate authority of a deployment's own and the certificates of its
+// parties, for mutual TLS between the Temporal services and their clients: `checkout certs` makes
+// them in a deployment's folder (docker-compose.yml's certs job), `checkout-dev cluster` in its data
+// folder.
+package pki
 
 import (
 	"crypto"
@@ -103,10 +107,10 @@ func (p PKI) ClientTLS(id Identity) (*tls.Config, error) {
 		Certificates: []tls.Certificate{cert}}, nil
 }
 
-// EnsurePKI makes the authority and every identity's certificate in dir/tls the first time, makes
+// Ensure makes the authority and every identity's certificate in dir/tls the first time, makes
 // again the certificates that expire within RenewBefore (or that another authority signed), and
 // leaves the rest: a second start changes nothing. Keys are readable by their owner only.
-func EnsurePKI(dir string) (PKI, error) {
+func Ensure(dir string) (PKI, error) {
 	p := PKI{Dir: filepath.Join(dir, TLSDir)}
 	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
 		return p, err
@@ -123,14 +127,36 @@ func EnsurePKI(dir string) (PKI, error) {
 			return p, fmt.Errorf("certificate %s: %w", id.Name, err)
 		}
 	}
-	// The legacy proxy's client certificate and the codec frontend's, as HAProxy reads one
-	// (legacy.go).
-	for _, id := range append(append([]Identity{}, legacyIdentities...), IdentityCodec) {
-		if err := p.writeBundle(id); err != nil {
-			return p, err
-		}
+	// The codec frontend's certificate, as HAProxy reads one.
+	if err := p.WriteHAProxyBundle(IdentityCodec); err != nil {
+		return p, err
 	}
 	return p, nil
+}
+
+// HAProxyBundle is id's certificate and key in one file, as HAProxy reads a certificate.
+func (p PKI) HAProxyBundle(id Identity) string { return filepath.Join(p.Dir, id.Name+"-bundle.pem") }
+
+// WriteHAProxyBundle writes id's HAProxy bundle from its certificate and key (owner-only). A
+// server's carries the CA's certificate after its own: a browser that pins the CA's key finds it in
+// the chain.
+func (p PKI) WriteHAProxyBundle(id Identity) error {
+	cert, err := os.ReadFile(p.CertFile(id))
+	if err != nil {
+		return err
+	}
+	if id.Server {
+		ca, err := os.ReadFile(p.CAFile())
+		if err != nil {
+			return err
+		}
+		cert = append(cert, ca...)
+	}
+	key, err := os.ReadFile(p.KeyFile(id))
+	if err != nil {
+		return err
+	}
+	return writeAtomic(p.HAProxyBundle(id), append(cert, key...), 0o600)
 }
 
 func (p PKI) caKeyFile() string { return filepath.Join(p.Dir, "ca-key.pem") }
