@@ -54,7 +54,7 @@ TEST_FLAGS ?= -count=1 -timeout 15m
 
 # The benchmark tools are a module of their own (bench/, with the plot library the product does
 # not need): $(call bench-tool,NAME) builds bench/NAME into bin/ and runs it from here, where it
-# finds bin/checkout and docs/.
+# finds bin/checkout, bin/checkout-dev and docs/.
 bench-tool = $(GO) -C bench build -o $(BIN)/$(1) ./$(1) && $(BIN)/$(1)
 
 # How long `make fuzz` runs each fuzz target, and the short pass of `make test`: a count of new
@@ -78,11 +78,11 @@ WITH_PROMETHEUS := $(filter-out 0 false no,$(PROMETHEUS))
 
 .PHONY: run
 run: postgres-binaries $(TEMPORAL_CLI) $(JAEGER) build $(if $(WITH_PROMETHEUS),prometheus-binaries) $(NATS_SERVER) ## run the whole product locally (PostgreSQL, Temporal, Jaeger, NATS JetStream, worker, API; PROMETHEUS=1 adds Prometheus with the rules); Ctrl-C stops it
-	$(if $(WITH_PROMETHEUS),PROMETHEUS_PORT=$(PROMETHEUS_PORT)) $(BIN)/checkout dev
+	$(if $(WITH_PROMETHEUS),PROMETHEUS_PORT=$(PROMETHEUS_PORT)) $(BIN)/checkout-dev dev
 
 .PHONY: cluster
 cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build $(if $(WITH_PROMETHEUS),prometheus-binaries) $(NATS_SERVER) ## the production shape on this machine: Temporal as four processes on PostgreSQL with its UI, APIS API replicas behind HAProxy, WORKERS workers, Jaeger, three NATS JetStream nodes (PROMETHEUS=1 adds Prometheus with the rules, scraping them and Temporal's services); Ctrl-C stops it
-	$(if $(WITH_PROMETHEUS),PROMETHEUS_PORT=$(PROMETHEUS_PORT)) $(BIN)/checkout cluster --apis $(APIS) --workers $(WORKERS) --history-shards $(HISTORY_SHARDS)
+	$(if $(WITH_PROMETHEUS),PROMETHEUS_PORT=$(PROMETHEUS_PORT)) $(BIN)/checkout-dev cluster --apis $(APIS) --workers $(WORKERS) --history-shards $(HISTORY_SHARDS)
 
 .PHONY: chaos
 chaos: postgres-binaries haproxy $(CLUSTER_TOOLS) build $(NATS_SERVER) ## faults under load on make cluster's shape: campaign traffic while a worker, an API replica, history and matching are killed, the frontend frozen 10 s, PostgreSQL restarted in immediate mode and the event broker killed; prints a table, fails on any loss (about 10 minutes)
@@ -90,7 +90,7 @@ chaos: postgres-binaries haproxy $(CLUSTER_TOOLS) build $(NATS_SERVER) ## faults
 
 .PHONY: release
 release: build ## release bin/checkout into the running make cluster: its workers beside the running ones, current once they poll (RAMP=10,50 ramps first), the earlier build drained; then its API replicas
-	$(BIN)/checkout release $(if $(RAMP),--ramp $(RAMP))
+	$(BIN)/checkout-dev release $(if $(RAMP),--ramp $(RAMP))
 
 .PHONY: upgrade-drill
 upgrade-drill: postgres-binaries haproxy $(CLUSTER_TOOLS) build $(NATS_SERVER) ## orders left in every waiting state on make cluster's shape running the previous release, today's build released into it, each order finished; a table, non-zero on any order not ended as its scenario says (a few minutes)
@@ -111,8 +111,8 @@ diagram: graphviz ## draw docs/architecture.svg from docs/architecture.dot with 
 	dot -Tsvg docs/architecture.dot -o docs/architecture.svg
 
 .PHONY: build
-build: ## build bin/checkout
-	$(GO) build -o $(BIN)/checkout ./cmd/checkout
+build: ## build bin/checkout (the product's binary) and bin/checkout-dev (the harness: dev, cluster, release, loadgen)
+	$(GO) build -o $(BIN)/ ./cmd/checkout ./cmd/checkout-dev
 
 # The fast tier: every test that needs no server process (-short skips the others, each saying
 # what it needed). No PostgreSQL, no Temporal server, no cluster; a couple of minutes.
@@ -246,7 +246,7 @@ bench-cost: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) ## Temporal p
 
 .PHONY: loadtest
 loadtest: build ## 60-second campaign load against `make run`'s stack (start it first), then the invariant auditor; fails on any violation
-	$(BIN)/checkout loadgen --duration 60s --mix campaign
+	$(BIN)/checkout-dev loadgen --duration 60s --mix campaign
 
 .PHONY: clean-data
 clean-data: ## forget the local stacks' data (.data/: PostgreSQL cluster, Temporal history, Prometheus series; .data/cluster: make cluster's)

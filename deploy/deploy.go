@@ -1,5 +1,5 @@
-// Package deploy holds the configuration of a deployment, embedded in the binary so that
-// `checkout cluster` runs on the very files docker-compose.yml mounts into its containers: the
+// Package deploy holds the configuration of a deployment, embedded in the harness's binary so that
+// `checkout-dev cluster` runs on the very files docker-compose.yml mounts into its containers: the
 // Temporal server's config and dynamic config, the load balancer's with its error answer, and
 // Jaeger's.
 package deploy

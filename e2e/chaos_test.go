@@ -23,7 +23,7 @@ import (
 // auditor is clean. Not parallel, like the cluster test: it runs alone, before the package's
 // load tests.
 func TestChaos_Short_FaultsUnderLoadLoseNothing(t *testing.T) {
-	bin := buildBinary(t)
+	bin := buildHarness(t)
 	tools, err := filepath.Abs("../bin")
 	require.NoError(t, err)
 	for _, name := range []string{"temporal-server", "temporal-sql-tool", "temporal-ui-server", "nats-server"} {

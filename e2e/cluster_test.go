@@ -26,7 +26,7 @@ import (
 	"github.com/marketplace/checkout/workflows"
 )
 
-// runningCluster is one `checkout cluster` process and what it said.
+// runningCluster is one `checkout-dev cluster` process and what it said.
 type runningCluster struct {
 	cmd   *exec.Cmd
 	dir   string
@@ -36,7 +36,7 @@ type runningCluster struct {
 	done  chan error
 }
 
-// startCluster runs `checkout cluster` in dir on the ports from first (0: a free range) and waits
+// startCluster runs `checkout-dev cluster` in dir on the ports from first (0: a free range) and waits
 // until it says it runs.
 func startCluster(t *testing.T, bin, dir string, first int, args ...string) *runningCluster {
 	t.Helper()
@@ -137,7 +137,7 @@ func (c *runningCluster) replicaStatus(t *testing.T, name string) string {
 // processes would take the CPU the load tests of this package measure their throughput on, so it
 // runs before them, alone.
 func TestCluster_OrdersThroughHAProxy_AReplicaThatDiesLeavesTheRotation(t *testing.T) {
-	bin := buildBinary(t)
+	bin := buildHarness(t)
 	dir := t.TempDir()
 	c := startCluster(t, bin, dir, 0, "--apis", "2", "--workers", "1", "--history-shards", "4")
 
@@ -201,7 +201,7 @@ func TestCluster_OrdersThroughHAProxy_AReplicaThatDiesLeavesTheRotation(t *testi
 	refuse.Env = cleanEnv()
 	out, err := refuse.CombinedOutput()
 	require.Error(t, err)
-	assert.Equal(t, "checkout cluster: this cluster was set up with 4 history shards, not 8: Temporal cannot change them (use the same count, or another data folder)",
+	assert.Equal(t, "checkout-dev cluster: this cluster was set up with 4 history shards, not 8: Temporal cannot change them (use the same count, or another data folder)",
 		strings.TrimSpace(string(out)))
 }
 

@@ -16,7 +16,7 @@ import (
 
 // TestUpgradeDrill_Short_WaitingOrdersEndAsTheirScenariosSay is `make upgrade-drill`'s short form:
 // make cluster's shape on the previous release (built from its newest commit in this repository),
-// an order left in each state an order waits in, today's build released with `checkout release`,
+// an order left in each state an order waits in, today's build released with `checkout-dev release`,
 // each order finished. Every order ends as its scenario says on the build it began on, `checkout
 // builds` shows the previous build draining beside today's, it drains and its workers stop, and
 // the audit is clean. Not parallel, like the cluster tests.

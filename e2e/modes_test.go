@@ -82,7 +82,7 @@ func TestModes_APIAndWorkerRefuseToStartWithoutSecretsOfTheirOwn(t *testing.T) {
 	c.Env = append(c.Env, with(secrets, codec, plaintext)...)
 	out, err := c.CombinedOutput()
 	require.Error(t, err, "api without an identity provider must refuse to start")
-	assert.Equal(t, "checkout api: AUTH_OIDC_ISSUER is not set: outside `checkout dev` staff tokens come from an identity provider (set AUTH_OIDC_ISSUER, AUTH_OIDC_AUDIENCE, AUTH_OIDC_JWKS_URL)",
+	assert.Equal(t, "checkout api: AUTH_OIDC_ISSUER is not set: outside `checkout-dev dev` staff tokens come from an identity provider (set AUTH_OIDC_ISSUER, AUTH_OIDC_AUDIENCE, AUTH_OIDC_JWKS_URL)",
 		strings.TrimSpace(string(out)))
 }
 
@@ -106,6 +106,9 @@ func TestModes_MetricsOnlyOnTheirInternalPort(t *testing.T) {
 			t.Parallel()
 			public, internal := freeAddr(t), freeAddr(t)
 			c := exec.Command(bin, tc.mode)
+			if tc.mode == "dev" {
+				c = exec.Command(buildHarness(t), tc.mode)
+			}
 			c.Env = append(cleanEnv(), "DATABASE_URL="+testenv.DatabaseURL(t), "TEMPORAL_ADDRESS="+testenv.TemporalAddress(t),
 				"TEMPORAL_TASK_QUEUE=e2e-"+randomHex(6), "SCHEDULES_ENABLED=false", "DATA_DIR="+t.TempDir(),
 				"AUTH_JWT_SECRET="+testenv.Secret, "PAYMENT_WEBHOOK_SECRET="+testenv.Secret, "PAYMENT_PROVIDER=paysim",
@@ -165,7 +168,7 @@ func TestModes_MetricsOnlyOnTheirInternalPort(t *testing.T) {
 // and Ctrl-C stops it with everything else.
 func TestModes_DevWithPrometheus_ScrapesItsMetricsAndStopsWithIt(t *testing.T) {
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := buildHarness(t)
 	public, internal, prom := freeAddr(t), freeAddr(t), freeAddr(t)
 	_, port, _ := strings.Cut(prom, ":")
 	c := exec.Command(bin, "dev")

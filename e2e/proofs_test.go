@@ -188,7 +188,7 @@ var (
 	buildErr  error
 )
 
-// buildBinary builds bin/checkout's code once per test run.
+// buildBinary builds bin/checkout's code once per test run, and bin/checkout-dev's beside it.
 func buildBinary(t *testing.T) string {
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "checkout-e2e-bin-")
@@ -197,13 +197,19 @@ func buildBinary(t *testing.T) string {
 			return
 		}
 		buildPath = filepath.Join(dir, "checkout")
-		out, err := exec.Command("go", "build", "-o", buildPath, "../cmd/checkout").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", dir+"/", "../cmd/checkout", "../cmd/checkout-dev").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
 	})
 	require.NoError(t, buildErr)
 	return buildPath
+}
+
+// buildHarness is the harness's binary, checkout-dev, built beside buildBinary's checkout, which it
+// runs.
+func buildHarness(t *testing.T) string {
+	return filepath.Join(filepath.Dir(buildBinary(t)), "checkout-dev")
 }
 
 // workerProcess runs `checkout worker` against this stack's database and Temporal task queue.

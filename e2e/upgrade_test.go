@@ -25,8 +25,8 @@ import (
 )
 
 // TestRelease_MakeRunAcrossABuild_WaitingOrdersEndAsTheShopperChose is the walk-through of a
-// release on `make run`: the previous build's `checkout dev` (built from its newest commit in this
-// repository) takes two 3-D Secure orders and stops while they wait; today's `checkout dev` starts
+// release on `make run`: the previous build's `dev` (built from its newest commit in this
+// repository) takes two 3-D Secure orders and stops while they wait; today's `checkout-dev dev` starts
 // on the same data folder and finds them pinned to a build it does not run. It builds that
 // build's binary from history and runs its worker beside today's; the shopper approves one order
 // and declines the other, and each ends as chosen, every task of both on the previous build,
@@ -41,6 +41,7 @@ func TestRelease_MakeRunAcrossABuild_WaitingOrdersEndAsTheShopperChose(t *testin
 	require.NoError(t, err)
 	oldBin, err := builds.Store{Dir: t.TempDir(), Repo: repo}.BuildFromHistory(ctx, prev)
 	require.NoError(t, err)
+	oldDev := devOf(t, repo, prev, oldBin)
 	newBin := buildBinary(t)
 
 	data := t.TempDir()
@@ -51,7 +52,7 @@ func TestRelease_MakeRunAcrossABuild_WaitingOrdersEndAsTheShopperChose(t *testin
 		"NATS_PORT="+strconv.Itoa(freePort(t)), "NATS_MONITOR_PORT="+strconv.Itoa(freePort(t)))
 	base := "http://" + api
 
-	old := startDev(t, oldBin, env)
+	old := startDev(t, oldDev, env)
 	waitFor(t, base+"/readyz", func(got) bool { return true })
 	token := func(user int) string {
 		c := exec.Command(newBin, "token", "--user", strconv.Itoa(user), "--role", "shopper")
@@ -67,7 +68,7 @@ func TestRelease_MakeRunAcrossABuild_WaitingOrdersEndAsTheShopperChose(t *testin
 	// data folder, so today's dev must build it from the repository's history.
 	require.NoError(t, os.RemoveAll(filepath.Join(data, "builds", prev)))
 
-	today := startDev(t, newBin, env)
+	today := startDev(t, buildHarness(t), env)
 	waitFor(t, base+"/readyz", func(got) bool { return true })
 
 	require.Equal(t, http.StatusOK, postForm(t, approve.redirect, "approve"))
@@ -81,7 +82,29 @@ func TestRelease_MakeRunAcrossABuild_WaitingOrdersEndAsTheShopperChose(t *testin
 	assert.Contains(t, today.logs.String(), "building "+prev+" from commit", "its binary came from history")
 }
 
-// devProcess is a `checkout dev` run as `make run` runs it.
+// devOf is what runs `dev` for build, whose product binary bin was built from history: bin itself
+// when that build's newest commit has no harness binary of its own (cmd/checkout-dev), else that
+// commit's checkout-dev, built beside bin, which it keeps as its build's.
+func devOf(t *testing.T, repo, build, bin string) string {
+	t.Helper()
+	commit, err := builds.NewestCommit(context.Background(), repo, build)
+	require.NoError(t, err)
+	if exec.Command("git", "-C", repo, "cat-file", "-e", commit+":cmd/checkout-dev").Run() != nil {
+		return bin
+	}
+	src := filepath.Join(t.TempDir(), "src")
+	out, err := exec.Command("git", "-C", repo, "worktree", "add", "--detach", src, commit).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	t.Cleanup(func() { _ = exec.Command("git", "-C", repo, "worktree", "remove", "--force", src).Run() })
+	harness := filepath.Join(filepath.Dir(bin), "checkout-dev")
+	cmd := exec.Command("go", "build", "-o", harness, "./cmd/checkout-dev")
+	cmd.Dir = src
+	out, err = cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return harness
+}
+
+// devProcess is a `dev` run as `make run` runs it.
 type devProcess struct {
 	cmd  *exec.Cmd
 	logs *bytes.Buffer

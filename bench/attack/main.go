@@ -38,7 +38,7 @@ func main() {
 	var err error
 	switch *target {
 	case "dev":
-		// make run's settings, as the shell gives them to `checkout dev`, and the flags over them.
+		// make run's settings, as the shell gives them to `checkout-dev dev`, and the flags over them.
 		flags := map[string]string{"DATA_DIR": *data, "PUBLIC_BASE_URL": *base}
 		t, err = attack.DevTarget(func(k string) string {
 			if v := flags[k]; v != "" {

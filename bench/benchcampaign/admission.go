@@ -203,7 +203,7 @@ func renderAdmission(res AdmissionResults) string {
 	w("Written by `make bench-admission` (bench/benchcampaign -admission); running it again replaces this section.\n\n")
 	w("- Command: `make bench-admission` (`bin/benchcampaign -admission -shoppers %d -window %s`), measured %s "+
 		"on %d CPUs (%s).\n", res.Shoppers, window, res.StartedAt.Format("2006-01-02 15:04 UTC"), res.CPUs, res.CPUModel)
-	w("- Two stacks, one after the other, each a fresh `bin/checkout dev` (as `make run` starts it) with default " +
+	w("- Two stacks, one after the other, each a fresh `bin/checkout-dev dev` (as `make run` starts it) with default " +
 		"settings but for admission control: ")
 	for i, r := range res.Runs {
 		if i > 0 {
@@ -211,7 +211,7 @@ func renderAdmission(res AdmissionResults) string {
 		}
 		w("**%s** (%s)", r.Config.Name, r.Config.Settings)
 	}
-	w(". On each: a 5 s warm-up at 10 shoppers, then %d `checkout loadgen` shoppers with the campaign mix (as in the "+
+	w(". On each: a 5 s warm-up at 10 shoppers, then %d `checkout-dev loadgen` shoppers with the campaign mix (as in the "+
 		"campaign section) for %s, past the knee that section finds; the orders they started then finish, outside the "+
 		"figures; then the invariant audit.\n", res.Shoppers, window)
 	w("- A shopper answered 503 `BUSY` sends the same request with the same Idempotency-Key after `Retry-After` " +

@@ -22,7 +22,7 @@ func renderCluster(res Results, window time.Duration) string {
 	w("Written by `make bench-cluster` (bench/benchcampaign with `-stack cluster`); running it again replaces this section.\n\n")
 	w("%s", commandAndMachine(res, window, "make bench-cluster", "-stack cluster ",
 		"The cluster's processes, the load generator and the floor's worker"))
-	w("%s", "- Stack: `bin/checkout cluster` as `make cluster` starts it, on ports of its own: one private PostgreSQL "+
+	w("%s", "- Stack: `bin/checkout-dev cluster` as `make cluster` starts it, on ports of its own: one private PostgreSQL "+
 		"cluster (durable commits) with the product's database and Temporal's two; the Temporal server 1.29.1 as four "+
 		"processes (frontend, history, matching, worker) with 16 history shards, the product's dynamic config and the "+
 		"server's defaults otherwise (four partitions per task queue); two workers and two API replicas, HAProxy in "+
@@ -30,10 +30,10 @@ func renderCluster(res Results, window time.Duration) string {
 		strings.Join(admissionOff, " ")+"`: with it on, its BUSY refusals make shoppers wait, and runs measured "+
 		"that way varied with how many it refused). The shoppers reach the API through HAProxy.\n")
 	w("- The runs are those of the campaign section above: **saga, campaign mix** and **saga, all tok_ok** are " +
-		"`checkout loadgen` shoppers; the **floor** is empty workflows started as the API starts an order " +
+		"`checkout-dev loadgen` shoppers; the **floor** is empty workflows started as the API starts an order " +
 		"(Update-with-Start, waiting for the update's answer) against the cluster's frontend, their worker in this tool.\n")
 	if res.Dev != nil {
-		w("- Then, in the same invocation once the cluster has stopped, the **dev stack** (`make run`): `bin/checkout dev` " +
+		w("- Then, in the same invocation once the cluster has stopped, the **dev stack** (`make run`): `bin/checkout-dev dev` " +
 			"with the Temporal dev server on SQLite, admission control off as in the campaign section, measured the same " +
 			"way at the same counts (its floor and the campaign mix), so that the two stacks are compared on the same " +
 			"machine within minutes of each other.\n")
@@ -176,7 +176,7 @@ func clusterAgainstDev(res Results) string {
 	}
 	return "Beside the dev stack, measured in this invocation: " + strings.Join(parts, "; ") + ". On 2 CPUs the cluster " +
 		"runs nine processes where the dev stack runs two (four Temporal services, two API replicas, two workers and " +
-		"HAProxy against `checkout dev` and the dev server) and puts Temporal's persistence on the same PostgreSQL as the checkout, where the dev " +
+		"HAProxy against `checkout-dev dev` and the dev server) and puts Temporal's persistence on the same PostgreSQL as the checkout, where the dev " +
 		"server keeps it in SQLite in its own process; what the cluster buys is the shape that scales out, which the " +
 		"projection below reads."
 }

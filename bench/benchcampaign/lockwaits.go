@@ -160,8 +160,8 @@ func renderLockWaits(res LockWaitResults) string {
 		"(%s); 1-minute load average %.2f when the run began and %.2f when it ended (the machine is shared with "+
 		"other work; compare runs side by side).\n", strings.Join(counts, ","), window,
 		res.StartedAt.Format("2006-01-02 15:04 UTC"), res.CPUs, res.CPUModel, res.LoadBefore, res.LoadAfter)
-	w("- One `bin/checkout dev` stack (admission control off), the campaign section's **plain transaction, all tok_ok** "+
-		"runs: `checkout loadgen` shoppers (address, cart PUTs through the API, preview) posting their orders to the "+
+	w("- One `bin/checkout-dev dev` stack (admission control off), the campaign section's **plain transaction, all tok_ok** "+
+		"runs: `checkout-dev loadgen` shoppers (address, cart PUTs through the API, preview) posting their orders to the "+
 		"one-transaction checkout endpoint of bench/benchcampaign/plain.go, %s each; %d rounds, each count run "+
 		"twice per round, the two cases taking turns going first:\n", window, lockWaitRounds)
 	w("  - **notify in PostgreSQL** (before): migration 00008's trigger put back on `carts`, so every cart write " +

@@ -1,6 +1,6 @@
 // Command benchcampaign is `make bench-campaign`: the whole checkout under campaign traffic
-// (internal `checkout loadgen` shoppers against `checkout dev`, as `make run` starts it) at 10, 50
-// and 200 shoppers, beside two baselines measured on the same stack in the same run:
+// (internal `checkout-dev loadgen` shoppers against `checkout-dev dev`, as `make run` starts it) at
+// 10, 50 and 200 shoppers, beside two baselines measured on the same stack in the same run:
 //
 //   - the Temporal dev server's floor: empty workflows started the way the API starts an order
 //     (Update-with-Start, waiting for the update's answer), at the same concurrency;
@@ -15,11 +15,11 @@
 // did. It ends with the invariant audit, writes its section of docs/benchmarks.md and plots
 // throughput and p99 against shoppers into docs/bench-campaign.png.
 //
-// With -stack cluster it measures `checkout cluster` instead (as `make cluster` starts it: HAProxy,
-// API replicas and workers, the Temporal server as four processes on PostgreSQL): the floor against
-// the cluster's frontend and the saga's runs, at 50 and 200 shoppers, then, once the cluster has
-// stopped, the dev stack's floor and campaign at the same counts, into a section of its own
-// (cluster.go).
+// With -stack cluster it measures `checkout-dev cluster` instead (as `make cluster` starts it:
+// HAProxy, API replicas and workers, the Temporal server as four processes on PostgreSQL): the
+// floor against the cluster's frontend and the saga's runs, at 50 and 200 shoppers, then, once the
+// cluster has stopped, the dev stack's floor and campaign at the same counts, into a section of its
+// own (cluster.go).
 package main
 
 import (
@@ -92,8 +92,8 @@ func main() {
 		"-json defaults to docs/bench-promotions.json")
 	lockWaits := flag.Bool("lockwaits", false, "measure the plain checkout's lock waits with the cart notices in PostgreSQL "+
 		"and on the broker instead: three rounds of each at every shopper count (default 50,200)")
-	stack := flag.String("stack", stackDev, "the stack measured: dev (bin/checkout dev, as make run starts it) or cluster "+
-		"(bin/checkout cluster, as make cluster starts it: the floor and the saga's runs, at 50 and 200 shoppers unless -shoppers says "+
+	stack := flag.String("stack", stackDev, "the stack measured: dev (bin/checkout-dev dev, as make run starts it) or cluster "+
+		"(bin/checkout-dev cluster, as make cluster starts it: the floor and the saga's runs, at 50 and 200 shoppers unless -shoppers says "+
 		"otherwise, into a section of its own and docs/bench-cluster.json, no plot)")
 	flag.Parse()
 	set := map[string]bool{}

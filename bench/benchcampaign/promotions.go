@@ -130,15 +130,15 @@ func renderPromotions(res PromotionResults) string {
 	w("- Command: `make bench-promotions` (`bin/benchcampaign -promotions -shoppers %d -window %s`), "+
 		"measured %s on %d CPUs (%s); 1-minute load average %.2f when the run began and %.2f when it ended.\n",
 		res.Shoppers, window, res.StartedAt.Format("2006-01-02 15:04 UTC"), res.CPUs, res.CPUModel, res.LoadBefore, res.LoadAfter)
-	w("- One `bin/checkout dev` stack as in the campaign section (admission control off), a 5 s warm-up, then %d runs "+
-		"of each mix, %d `checkout loadgen` shoppers for %s each (below the knee the campaign section finds: past it the "+
+	w("- One `bin/checkout-dev dev` stack as in the campaign section (admission control off), a 5 s warm-up, then %d runs "+
+		"of each mix, %d `checkout-dev loadgen` shoppers for %s each (below the knee the campaign section finds: past it the "+
 		"dev server's SQLite store, one writer at a time, makes whole runs wait on it and their figures say more about "+
 		"that than about the orders), the two mixes taking turns going first:\n", promotionRounds,
 		res.Shoppers, window)
 	w("  - **without**: the campaign mix, no coupon and no campaign;\n")
 	w("  - **with**: the same mix, the run's coupon (%s %% off up to %s TRY, made through the ops API) on %.0f %% of the orders — "+
 		"previewed and placed with `couponCode`, spent in the order's transaction and settled with its end — and a "+
-		"%.0f %% campaign on the hot SKUs (`checkout loadgen --coupon-share %.1f --campaign-hot %.0f`).\n",
+		"%.0f %% campaign on the hot SKUs (`checkout-dev loadgen --coupon-share %.1f --campaign-hot %.0f`).\n",
 		loadgen.CouponPercent, loadgen.CouponCap, 100*promoCouponShare, promoCampaignHot, promoCouponShare, promoCampaignHot)
 	w("- Then the invariant audit over everything the runs left.\n\n")
 

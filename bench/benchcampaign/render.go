@@ -136,13 +136,13 @@ func render(res Results, window time.Duration, plotPath, docPath string) string 
 	w("%s\n## Campaign traffic through the whole stack, beside the Temporal floor and a plain checkout\n\n", startMarker)
 	w("Written by `make bench-campaign` (bench/benchcampaign); running it again replaces this section and the plot.\n\n")
 	w("%s", commandAndMachine(res, window, "make bench-campaign", "", "The stack, the load generator and the plain endpoint"))
-	w("- Stack: `bin/checkout dev` as `make run` starts it (API and worker in one process, the Temporal dev server with " +
+	w("- Stack: `bin/checkout-dev dev` as `make run` starts it (API and worker in one process, the Temporal dev server with " +
 		"SQLite in WAL mode and eager activities, one private PostgreSQL cluster with durable commits), default settings " +
 		"but admission control off (`ORDERS_MAX_IN_FLIGHT=0 ORDERS_ADMIT_MAX_LATENCY=0`: these runs look for the knee; " +
 		"the admission control section below measures past it with and without), on ports of its own.\n")
 	w("- Each run is a load phase of %s (shoppers start orders until it ends; what they started then finishes, "+
 		"outside the figures), after the stack has gone quiet; the runs of a count take turns going first.\n", window)
-	w("- **saga, campaign mix**: `checkout loadgen` shoppers, each placing one order after another through the REST API " +
+	w("- **saga, campaign mix**: `checkout-dev loadgen` shoppers, each placing one order after another through the REST API " +
 		"as a shopper does (address, cart PUTs, preview, POST /orders with an Idempotency-Key, then 3-D Secure approval or " +
 		"decline, cancel, abandonment, as the campaign mix says: ok 35, 3ds-approve 25, 3ds-decline 5, abandon 10, " +
 		"decline 8, cancel 7, timeout 10; 2.5 lines per order on average, Zipf popularity, 30 %% of orders with a hot SKU, " +

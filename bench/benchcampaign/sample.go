@@ -19,7 +19,7 @@ import (
 	"github.com/marketplace/checkout/internal/dev/benchkit"
 )
 
-// procs are the processes of the stack under test: its checkout processes (`checkout dev`, API
+// procs are the processes of the stack under test: its checkout processes (`checkout-dev dev`, API
 // and worker in one; or the cluster's API replicas and workers), its Temporal server (the dev
 // server, or the cluster's four services and UI), HAProxy (the cluster's) and its PostgreSQL
 // cluster (the postmaster and its children).
@@ -29,7 +29,7 @@ type procs struct {
 	cpus                         int
 }
 
-// findProcs finds the dev server and the postmaster among the children of `checkout dev`.
+// findProcs finds the dev server and the postmaster among the children of `checkout-dev dev`.
 func findProcs(checkoutPID int, dataDir string) (procs, error) {
 	p := procs{checkout: []int{checkoutPID}, cpus: benchkit.OnlineCPUs()}
 	var err error
@@ -42,12 +42,12 @@ func findProcs(checkoutPID int, dataDir string) (procs, error) {
 		}
 	}
 	if len(p.temporal) == 0 {
-		return p, fmt.Errorf("no temporal process under `checkout dev` (pid %d)", checkoutPID)
+		return p, fmt.Errorf("no temporal process under `checkout-dev dev` (pid %d)", checkoutPID)
 	}
 	return p, nil
 }
 
-// findClusterProcs reads the processes of `checkout cluster` from its processes.json.
+// findClusterProcs reads the processes of `checkout-dev cluster` from its processes.json.
 func findClusterProcs(dataDir string) (procs, error) {
 	p := procs{cpus: benchkit.OnlineCPUs()}
 	var err error

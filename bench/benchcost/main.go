@@ -3,7 +3,7 @@
 // Update-with-Start workflow measured on the same server. It writes the "Temporal cost of an
 // order" section of docs/benchmarks.md.
 //
-// Each configuration is its own `checkout dev` stack: this build with the dev server as `dev`
+// Each configuration is its own `checkout-dev dev` stack: this build with the dev server as `dev`
 // starts it, this build with the CLI's own search-attribute setting put back, and, when -baseline
 // names another build of the binary, that build. Orders run one scenario at a time, two shoppers,
 // each scenario's orders left to finish (abandoned holds to expire) before the next; the server's
@@ -57,7 +57,7 @@ type result struct {
 
 func main() {
 	orders := flag.Int("orders", 20, "orders per scenario (and empty workflows for the floor)")
-	baseline := flag.String("baseline", "", "another build of bin/checkout to measure beside this one (a path)")
+	baseline := flag.String("baseline", "", "another build's binary that runs `dev` to measure beside this one (a path: its checkout-dev, or its checkout from before the two binaries)")
 	baselineLabel := flag.String("baseline-label", "baseline", "what to call the baseline build")
 	out := flag.String("out", "docs/benchmarks.md", "the document to write the section into")
 	flag.Parse()
@@ -76,9 +76,9 @@ func main() {
 		cfgs = append(cfgs, config{label: *baselineLabel, binary: *baseline})
 	}
 	cfgs = append(cfgs,
-		config{label: "this build, dev server with the CLI's search-attribute setting", binary: "bin/checkout",
+		config{label: "this build, dev server with the CLI's search-attribute setting", binary: "bin/checkout-dev",
 			env: []string{"TEMPORAL_DEV_DYNAMIC_CONFIG=system.forceSearchAttributesCacheRefreshOnRead=true"}},
-		config{label: "this build", binary: "bin/checkout"})
+		config{label: "this build", binary: "bin/checkout-dev"})
 	started := time.Now().UTC()
 	var results []result
 	for _, c := range cfgs {
@@ -261,8 +261,8 @@ func render(results []result, n int, started time.Time) string {
 	b.WriteString("Written by `make bench-cost` (bench/benchcost); running it again replaces this section.\n\n")
 	fmt.Fprintf(&b, "- Command: `make bench-cost`, measured %s UTC on %d CPUs (%s), %s.\n", started.Format("2006-01-02 15:04"),
 		runtime.NumCPU(), benchkit.CPUModel(), runtime.Version())
-	fmt.Fprintf(&b, "- Each configuration is its own `checkout dev` stack (the Temporal dev server with SQLite). "+
-		"%d orders per scenario, two shoppers at a time, through the REST API as `checkout loadgen` places them; "+
+	fmt.Fprintf(&b, "- Each configuration is its own `checkout-dev dev` stack (the Temporal dev server with SQLite). "+
+		"%d orders per scenario, two shoppers at a time, through the REST API as `checkout-dev loadgen` places them; "+
 		"each scenario's orders are left to finish (3-D Secure answered, abandoned holds of %s expired, holds ended) "+
 		"before its counters are read, and the server's idle rate, measured first, is taken off. The floor is %d "+
 		"empty workflows started the way the API starts an order (Update-with-Start).\n", n, holdTTL, n)

@@ -1,4 +1,4 @@
-// Command benchorders measures POST /api/v1/orders latency on the dev stack (`checkout dev`, as
+// Command benchorders measures POST /api/v1/orders latency on the dev stack (`checkout-dev dev`, as
 // `make run` starts it, on spare ports and its own data folder) at 1 and 20 concurrent shoppers,
 // beside the dev server's own floor measured in the same run: an empty workflow started the same
 // way (Update-with-Start, conflict policy use-existing, waiting for the update's result).
@@ -263,7 +263,7 @@ func write(path string, rs []result, n int) error {
 	w := func(format string, args ...any) { b.WriteString(fmt.Sprintf(format, args...)) }
 	w("%s\n## Placing an order: POST /api/v1/orders beside the Temporal floor\n\n", startMarker)
 	w("Measured %s on %d CPUs (%s), %s, PostgreSQL cluster and Temporal dev server as `make run` starts them "+
-		"(`checkout dev`: SQLite in WAL mode, eager activities, one task-queue partition), on ports of their own.\n\n",
+		"(`checkout-dev dev`: SQLite in WAL mode, eager activities, one task-queue partition), on ports of their own.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), benchkit.CPUModel(), runtime.Version())
 	w("Command: `make bench-orders` (`bin/benchorders -orders %d`). The floor is an empty workflow "+
 		"started the same way as an order (Update-with-Start, conflict policy use-existing, waiting for the update's "+

@@ -138,14 +138,14 @@ func writeTracing(path string, modes []*tracingMode, cells []cell, rounds, n int
 	w := func(format string, args ...any) { b.WriteString(fmt.Sprintf(format, args...)) }
 	w("%s\n## Tracing: what it costs\n\n", tracingStart)
 	w("Measured %s on %d CPUs (%s), %s, by `make bench-orders` (`bin/benchorders`, after the section above): three "+
-		"`checkout dev` stacks as `make run` starts them, alike but for tracing — off (no `TRACES_ENDPOINT`, no "+
+		"`checkout-dev dev` stacks as `make run` starts them, alike but for tracing — off (no `TRACES_ENDPOINT`, no "+
 		"Jaeger), every new trace sampled at 10 %% (`TRACES_SAMPLE_RATIO=0.1`) and at 100 %%, each traced stack "+
 		"sending its spans over OTLP/HTTP to a Jaeger of its own on this machine (`TRACES_SLOW_THRESHOLD` 2 s: a "+
 		"request or step that slow, or one that fails, is kept whatever the ratio). %d rounds; in each, every stack "+
 		"places %d orders at 1 shopper, then %d at 20 (`tok_ok`, one line, each shopper's cart and preview "+
 		"prepared before the clock starts), the stacks' order turning each round so that a disturbance of the "+
 		"shared machine falls on each alike. A figure is the median of the rounds, with the smallest and largest "+
-		"in brackets. CPU is the `checkout dev` process's own (the API and the worker; not PostgreSQL, Temporal or "+
+		"in brackets. CPU is the `checkout-dev dev` process's own (the API and the worker; not PostgreSQL, Temporal or "+
 		"Jaeger) per order, from `/proc`; Jaeger's is given apart.\n\n",
 		started.UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), benchkit.CPUModel(), runtime.Version(), rounds, n, n)
 	w("| traces | shoppers | p50 ms | p99 ms | orders/s | checkout CPU ms/order | Jaeger CPU ms/order |\n")

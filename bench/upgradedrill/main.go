@@ -20,7 +20,7 @@ func main() {
 	flag.BoolVar(&o.Short, "short", false, "the short form make test runs: one worker, one API replica, no ramp")
 	flag.StringVar(&o.Previous, "previous", "", "the build released before today's (default: the one before HEAD's in the repository's history)")
 	flag.StringVar(&o.PreviousBinary, "previous-binary", "", "its binary (default: built from the newest commit of that build in the repository's history)")
-	flag.StringVar(&o.Today, "binary", "bin/checkout", "today's checkout binary: the release")
+	flag.StringVar(&o.Today, "binary", "bin/checkout", "today's checkout binary: the release (the checkout-dev beside it runs the cluster)")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("upgrade-drill: ")

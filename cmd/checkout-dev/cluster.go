@@ -27,10 +27,9 @@ import (
 	"github.com/marketplace/checkout/internal/dev/demo"
 	"github.com/marketplace/checkout/internal/dev/devprometheus"
 	"github.com/marketplace/checkout/internal/dev/pgserver"
-	"github.com/marketplace/checkout/workflows"
 )
 
-// clusterFlags are `checkout cluster`'s settings.
+// clusterFlags are `checkout-dev cluster`'s settings.
 type clusterFlags struct {
 	apis, workers, shards, portsFrom  int
 	dir, bin, builds, binary, buildID string
@@ -47,7 +46,7 @@ func (f *clusterFlags) parse(cfg config.Config, args []string) error {
 	fs.StringVar(&f.dir, "dir", filepath.Join(cfg.Dev.DataDir, "cluster"), "data folder: PostgreSQL, secrets, configuration, logs")
 	fs.StringVar(&f.bin, "bin", "", "folder of temporal-server, temporal-sql-tool and temporal-ui-server (default: this binary's folder)")
 	fs.StringVar(&f.builds, "builds", "", "folder of the kept binaries, one per build (default: builds/ in the --bin folder)")
-	fs.StringVar(&f.binary, "binary", "", "the checkout binary the cluster runs (default: this one); a binary of another build is a release")
+	fs.StringVar(&f.binary, "binary", "", "the checkout binary the cluster runs (default: checkout beside this binary); a binary of another build is a release")
 	fs.StringVar(&f.buildID, "build-id", "", "the build of --binary (default: what it says; a binary from before `checkout version` needs it)")
 	fs.BoolVar(&f.demo, "demo", true, "load the demo data (as make run does)")
 	fs.Func("dynamic-config", "a dynamic config value of the Temporal server, key=value (repeatable), over deploy/temporal-dynamicconfig.yaml's",
@@ -74,9 +73,8 @@ func (f *clusterFlags) parse(cfg config.Config, args []string) error {
 	if f.builds == "" {
 		f.builds = filepath.Join(f.bin, "builds")
 	}
-	if f.binary == "" {
-		f.binary = exe
-		f.buildID = cmp.Or(f.buildID, workflows.BuildID)
+	if f.binary, err = productBinary(f.binary); err != nil {
+		return err
 	}
 	for _, p := range []*string{&f.builds, &f.binary} {
 		if *p, err = filepath.Abs(*p); err != nil {
@@ -390,29 +388,6 @@ func dropShellSecrets(getenv func(string) string, unset func(string) error) []st
 	return dropped
 }
 
-// runCerts is `checkout certs`: the cluster's CA and certificates in a folder of a deployment's
-// own (docker-compose.yml's certs job), as `checkout cluster` makes them in its data folder.
-func runCerts(args []string) error {
-	fs := flag.NewFlagSet("certs", flag.ContinueOnError)
-	dir := fs.String("dir", "", "the folder: ca.pem and <identity>.pem, <identity>-key.pem")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *dir == "" {
-		return errors.New("--dir is required")
-	}
-	// EnsurePKI writes into <parent>/tls, as in a cluster's data folder.
-	if filepath.Base(filepath.Clean(*dir)) != cluster.TLSDir {
-		return fmt.Errorf("--dir %s: the folder must be named %s", *dir, cluster.TLSDir)
-	}
-	pki, err := cluster.EnsurePKI(filepath.Dir(filepath.Clean(*dir)))
-	if err != nil {
-		return err
-	}
-	fmt.Println("certificates in", pki.Dir)
-	return nil
-}
-
 // findHAProxy is the distribution's haproxy (the Makefile installs it).
 func findHAProxy() (string, error) {
 	if p, err := exec.LookPath("haproxy"); err == nil {
@@ -438,7 +413,7 @@ func loadDemo(ctx context.Context, url string) error {
 
 // writeCheckoutEnv writes checkout.env: the settings of the cluster's checkout processes (the
 // first worker's, with the tools' certificate in place of the worker's), with which `checkout
-// token`, `loadgen`, `audit` and `make attack` reach this cluster:
+// token`, `audit`, `checkout-dev loadgen` and `make attack` reach this cluster:
 // `set -a; . .data/cluster/checkout.env; set +a`. Every one of stackSecrets is written, empty when
 // the processes have none, so that sourcing the file overrides whatever the shell exports. It
 // holds the secrets: readable by its owner only.
@@ -448,7 +423,7 @@ func writeCheckoutEnv(o cluster.Options, plan cluster.Plan) error {
 
 func checkoutEnv(o cluster.Options, plan cluster.Plan) string {
 	var b strings.Builder
-	b.WriteString("# Written by `checkout cluster` at each start: the settings of its checkout processes.\n")
+	b.WriteString("# Written by `checkout-dev cluster` at each start: the settings of its checkout processes.\n")
 	b.WriteString("# A worker started by hand with them only finishes runs: it never becomes current (the\n")
 	b.WriteString("# release makes a build current), leaves the schedules and runs no loops; give it a\n")
 	b.WriteString("# METRICS_ADDR of its own. They carry the tools' certificate, not a worker's.\n")

@@ -26,7 +26,7 @@ import (
 	"github.com/marketplace/checkout/internal/dev/cluster"
 )
 
-// clusterRun is a running `checkout cluster`'s product side: the build it runs (its workers and
+// clusterRun is a running `checkout-dev cluster`'s product side: the build it runs (its workers and
 // API replicas), the fleet of earlier builds' workers draining beside it, and releases.
 type clusterRun struct {
 	plan       cluster.Plan
@@ -230,7 +230,7 @@ func (r *clusterRun) rollAPIs(ctx context.Context, bin string, say func(string, 
 	return nil
 }
 
-// releaseRequest is what `checkout release` asks of a running cluster.
+// releaseRequest is what `checkout-dev release` asks of a running cluster.
 type releaseRequest struct {
 	Binary  string    `json:"binary"`
 	BuildID string    `json:"buildId,omitempty"`
@@ -330,7 +330,7 @@ func (r *clusterRun) release(ctx context.Context, req releaseRequest, out io.Wri
 // controlSocket is where a running cluster takes releases.
 func controlSocket(dir string) string { return filepath.Join(dir, "control.sock") }
 
-// serveControl answers `checkout release` on the cluster's control socket, readable and writable
+// serveControl answers `checkout-dev release` on the cluster's control socket, readable and writable
 // by its owner only.
 func (r *clusterRun) serveControl(ctx context.Context, dir string) error {
 	path := controlSocket(dir)
@@ -371,27 +371,20 @@ func (r *clusterRun) serveControl(ctx context.Context, dir string) error {
 	return err
 }
 
-// runRelease is `checkout release`: it asks the running cluster to release a binary.
+// runRelease is `checkout-dev release`: it asks the running cluster to release a binary.
 func runRelease(ctx context.Context, cfg config.Config, args []string) error {
 	fs := flag.NewFlagSet("release", flag.ContinueOnError)
 	dir := fs.String("dir", filepath.Join(cfg.Dev.DataDir, "cluster"), "the running cluster's data folder")
-	binary := fs.String("binary", "", "the binary to release (default: this one)")
+	binary := fs.String("binary", "", "the checkout binary to release (default: checkout beside this binary)")
 	build := fs.String("build-id", "", "its build (default: what the binary says)")
 	ramp := fs.String("ramp", "", "shares of new runs the build takes before it is current, comma-separated (10,50)")
 	step := fs.Duration("ramp-step", 30*time.Second, "how long each share of --ramp lasts")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	req := releaseRequest{Binary: *binary, BuildID: *build, Step: step.String()}
-	if req.Binary == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return err
-		}
-		req.Binary = exe
-	}
+	req := releaseRequest{BuildID: *build, Step: step.String()}
 	var err error
-	if req.Binary, err = filepath.Abs(req.Binary); err != nil {
+	if req.Binary, err = productBinary(*binary); err != nil {
 		return err
 	}
 	for _, s := range strings.Split(*ramp, ",") {

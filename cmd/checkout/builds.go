@@ -18,6 +18,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/marketplace/checkout/internal/config"
+	"github.com/marketplace/checkout/internal/service"
 	"github.com/marketplace/checkout/worker"
 	"github.com/marketplace/checkout/workflows"
 )
@@ -96,7 +97,7 @@ func runBuilds(ctx context.Context, cfg config.Config, args []string) error {
 	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
 		sub, args = args[0], args[1:]
 	}
-	cfg = devDefaults(cfg)
+	cfg = service.DevDefaults(cfg)
 	c, err := dialTemporal(ctx, cfg)
 	if err != nil {
 		return err

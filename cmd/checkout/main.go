@@ -1,6 +1,7 @@
-// Command checkout is the one binary of the product: `dev` runs the whole local stack, `cluster`
-// its production shape on one machine, `api` and `worker` are the two services of a deployment,
-// `migrate` applies the schema, `token` mints development tokens.
+// Command checkout is the product's binary, what a deployment runs: `api` and `worker` are its two
+// services, `migrate` applies the schema, `certs` makes a deployment's certificates, `token` mints
+// tokens; `audit`, `events`, `version` and `builds` are the operators'. The harness that runs it on one
+// machine (`dev`, `cluster`, `release`, `loadgen`) is a binary of its own, cmd/checkout-dev.
 package main
 
 import (
@@ -8,7 +9,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -17,9 +17,7 @@ import (
 
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/config"
-	"github.com/marketplace/checkout/internal/telemetry"
-	"github.com/marketplace/checkout/migrations"
-	"github.com/marketplace/checkout/payment/paysim"
+	"github.com/marketplace/checkout/internal/service"
 )
 
 const usage = `checkout: marketplace checkout backend
@@ -27,13 +25,6 @@ const usage = `checkout: marketplace checkout backend
 usage: checkout <command> [flags]
 
 commands:
-  dev       run everything locally: PostgreSQL, Temporal dev server, migrations, demo data,
-            worker and API (what make run runs)
-  cluster   run the production shape on this machine: PostgreSQL, the Temporal server as four
-            processes and its UI, workers and API replicas behind HAProxy (what make cluster
-            runs): cluster [--apis 2] [--workers 2] [--history-shards 16] [--ports-from N]
-  release   release a binary into the running cluster: its workers beside the running ones, made
-            current once they poll, the earlier build drained: release [--binary PATH] [--ramp 10,50]
   certs     make a cluster's certificate authority and certificates in a folder, once (renewing
             those near their end): certs --dir /tls (what make cluster does in its folder)
   api       run the REST API
@@ -41,8 +32,6 @@ commands:
   migrate   apply database migrations (and the payment simulator's, when PAYMENT_PROVIDER=paysim)
   token     mint a JWT with AUTH_JWT_SECRET (or the local stack's development secret):
             token --user 7 --role shopper [--seller 42] [--ttl 24h]
-  loadgen   drive a local stack's API as shoppers and sellers do, then audit: loadgen --duration 60s
-            (loadgen -h lists the mix, hot SKUs and bounds)
   version   the build of the workflow code this binary runs, and its commit: version [--json]
   builds    the builds of the workflow code in the worker deployment and their open runs; move
             long-waiting runs to this build; make a build current or ramp it (builds help)
@@ -50,7 +39,8 @@ commands:
   audit     check the invariants (no oversell, no stranded stock or money, no order open past
             its hold) against DATABASE_URL and TEMPORAL_ADDRESS; exit 1 on any violation
 
-Settings come from environment variables; see docs/settings.md.
+The local stack, the production shape on this machine, releases into it and load runs are
+checkout-dev's (checkout-dev help). Settings come from environment variables; see docs/settings.md.
 `
 
 func main() {
@@ -64,32 +54,24 @@ func main() {
 
 	var err error
 	switch cmd {
-	case "dev":
-		err = withConfig(func(cfg config.Config) error { return runDev(ctx, cfg) })
-	case "cluster":
-		err = withConfig(func(cfg config.Config) error { return runCluster(ctx, cfg, args) })
 	case "certs":
 		err = runCerts(args)
 	case "api":
-		err = withConfig(func(cfg config.Config) error { return runAPI(ctx, cfg) })
+		err = service.WithConfig(func(cfg config.Config) error { return service.API(ctx, cfg) })
 	case "worker":
-		err = withConfig(func(cfg config.Config) error { return runWorker(ctx, cfg) })
+		err = service.WithConfig(func(cfg config.Config) error { return service.Worker(ctx, cfg) })
 	case "migrate":
-		err = withConfig(func(cfg config.Config) error { return runMigrate(ctx, cfg) })
+		err = service.WithConfig(func(cfg config.Config) error { return service.Migrate(ctx, cfg) })
 	case "token":
 		err = runToken(args)
-	case "loadgen":
-		err = withConfig(func(cfg config.Config) error { return runLoadgen(ctx, cfg, args) })
 	case "audit":
-		err = withConfig(func(cfg config.Config) error { return runAudit(ctx, cfg, args) })
+		err = service.WithConfig(func(cfg config.Config) error { return service.Audit(ctx, cfg, args) })
 	case "events":
-		err = withConfig(func(cfg config.Config) error { return runEvents(ctx, cfg, args) })
-	case "release":
-		err = withConfig(func(cfg config.Config) error { return runRelease(ctx, cfg, args) })
+		err = service.WithConfig(func(cfg config.Config) error { return runEvents(ctx, cfg, args) })
 	case "version":
 		err = runVersion(args)
 	case "builds":
-		err = withConfig(func(cfg config.Config) error { return runBuilds(ctx, cfg, args) })
+		err = service.WithConfig(func(cfg config.Config) error { return runBuilds(ctx, cfg, args) })
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return
@@ -103,43 +85,6 @@ func main() {
 	}
 }
 
-func withConfig(run func(config.Config) error) error {
-	cfg, err := config.FromEnv()
-	if err != nil {
-		return fmt.Errorf("configuration: %w", err)
-	}
-	slog.SetDefault(newLogger(cfg.LogLevel))
-	return run(cfg)
-}
-
-func newLogger(level string) *slog.Logger {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		l = slog.LevelInfo
-	}
-	return slog.New(telemetry.LogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l})))
-}
-
-func runMigrate(ctx context.Context, cfg config.Config) error {
-	if cfg.DatabaseURL == "" {
-		return errors.New("DATABASE_URL is required")
-	}
-	applied, err := migrations.Up(ctx, cfg.DatabaseURL)
-	if err != nil {
-		return err
-	}
-	slog.Info("migrations applied", "count", len(applied), "files", applied)
-	if cfg.PaymentProvider != config.ProviderPaysim {
-		return nil
-	}
-	// The simulator is the provider: its own schema too, before the processes that run it.
-	if applied, err = paysim.Migrate(ctx, cfg.DatabaseURL); err != nil {
-		return fmt.Errorf("payment simulator: %w", err)
-	}
-	slog.Info("payment simulator's migrations applied", "count", len(applied), "files", applied)
-	return nil
-}
-
 func runToken(args []string) error {
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
 	user := fs.Int64("user", 7, "user id (the token's sub)")
@@ -150,7 +95,7 @@ func runToken(args []string) error {
 		return err
 	}
 	// The keys of AUTH_JWT_SECRET and the AUTH_JWT_* settings; without a secret, those of the
-	// local stack (`checkout dev`'s, in DATA_DIR).
+	// local stack (`checkout-dev dev`'s, in DATA_DIR).
 	cfg, err := config.FromEnv()
 	if err == nil {
 		cfg, err = cfg.WithDevSecrets()

@@ -40,9 +40,12 @@ var layers = [][]string{
 	{"workflows"},
 	// The edges: HTTP, the worker, the auditor.
 	{"api", "worker", "audit"},
-	// The binary, the load generator it runs, and the wiring that hands each part its options.
+	// The load generator, the wiring that hands each part its options, the kept builds.
 	{"loadgen", "internal/wiring", "internal/dev/builds"},
-	{"cmd/checkout"},
+	// The processes and commands both binaries run.
+	{"internal/service"},
+	// The product's binary and the harness's.
+	{"cmd/checkout", "cmd/checkout-dev"},
 }
 
 // tools are for tests and benchmarks only: nothing in layers may import them.

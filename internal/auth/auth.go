@@ -1,6 +1,6 @@
 // Package auth mints and verifies the API's bearer tokens: JWTs with the user id in sub, a role,
 // and a seller id for sellers; RS256 or ES256 from the identity provider's JWKS (IdentityProvider),
-// HS256 with the shared secret for `checkout dev` and tests, and outside them for the roles
+// HS256 with the shared secret for `checkout-dev dev` and tests, and outside them for the roles
 // HMACRoles names only (shoppers and sellers, never staff).
 package auth
 

@@ -115,7 +115,7 @@ func (c *Codec) DecodeOnly() *Codec {
 }
 
 // Strict returns the codec that refuses to decode a payload that is not encrypted (ErrPlaintext):
-// what api and worker run on outside `checkout dev`, so that nothing reaches the saga that a
+// what api and worker run on outside `checkout-dev dev`, so that nothing reaches the saga that a
 // holder of the key did not write. Null payloads (no value at all) still pass.
 func (c *Codec) Strict() *Codec {
 	d := *c

@@ -91,7 +91,7 @@ type Config struct {
 	// CodecEncrypt false writes payloads in clear while still reading encrypted ones: the first
 	// phase of introducing the codec while workers of a release without it still run.
 	CodecEncrypt bool
-	// CodecAcceptPlaintext lets the process decode payloads that are not encrypted: `checkout dev`
+	// CodecAcceptPlaintext lets the process decode payloads that are not encrypted: `checkout-dev dev`
 	// (and the transition from a release without the codec) only. Otherwise api and worker refuse
 	// them, so an input that no holder of the key wrote fails instead of being obeyed.
 	CodecAcceptPlaintext bool

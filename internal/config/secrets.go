@@ -40,7 +40,7 @@ func (c Config) CheckServe() error {
 		return fmt.Errorf("PAYMENT_PROVIDER is not set: name the payment provider (%s, or %s, the simulator, with which no money moves)", ProviderStripe, ProviderPaysim)
 	}
 	if c.Webhooks.AllowPrivateTargets {
-		return errors.New("WEBHOOKS_ALLOW_PRIVATE_TARGETS=true lets sellers' webhooks reach this network's own addresses: only `checkout dev` may")
+		return errors.New("WEBHOOKS_ALLOW_PRIVATE_TARGETS=true lets sellers' webhooks reach this network's own addresses: only `checkout-dev dev` may")
 	}
 	return nil
 }
@@ -51,7 +51,7 @@ func (c Config) CheckSecrets() error {
 	check := func(name, v string) error {
 		switch {
 		case v == "":
-			return fmt.Errorf("%s is not set (only `checkout dev` makes development secrets)", name)
+			return fmt.Errorf("%s is not set (only `checkout-dev dev` makes development secrets)", name)
 		case isDevelopmentSecret(v):
 			return fmt.Errorf("%s is a development value written in the repository: set a secret of your own", name)
 		case len(v) < MinSecretBytes:
@@ -84,7 +84,7 @@ func (c Config) checkCodecKeys() error {
 	}
 	switch {
 	case len(c.CodecKey.Secret) == 0:
-		return errors.New("TEMPORAL_CODEC_KEY is not set: it encrypts what the product writes to Temporal (only `checkout dev` makes development secrets)")
+		return errors.New("TEMPORAL_CODEC_KEY is not set: it encrypts what the product writes to Temporal (only `checkout-dev dev` makes development secrets)")
 	case c.CodecKey.ID == "":
 		return errors.New("TEMPORAL_CODEC_KID is not set: name the key (every encrypted payload carries the name, so the key can be rotated)")
 	}
@@ -128,11 +128,11 @@ func (c Config) AuthKeys() auth.Keys {
 	return k
 }
 
-// CheckIdentityProvider is what the API asks before it starts outside `checkout dev`: staff sign
+// CheckIdentityProvider is what the API asks before it starts outside `checkout-dev dev`: staff sign
 // in through an identity provider, whose tokens it verifies; the shared secret never makes staff.
 func (c Config) CheckIdentityProvider() error {
 	if c.OIDCIssuer == "" {
-		return errors.New("AUTH_OIDC_ISSUER is not set: outside `checkout dev` staff tokens come from an identity provider (set AUTH_OIDC_ISSUER, AUTH_OIDC_AUDIENCE, AUTH_OIDC_JWKS_URL)")
+		return errors.New("AUTH_OIDC_ISSUER is not set: outside `checkout-dev dev` staff tokens come from an identity provider (set AUTH_OIDC_ISSUER, AUTH_OIDC_AUDIENCE, AUTH_OIDC_JWKS_URL)")
 	}
 	return nil
 }
@@ -143,7 +143,7 @@ func (c Config) CheckIdentityProvider() error {
 // unless TEMPORAL_CODEC_ACCEPT_PLAINTEXT (ServeCodec).
 func (c Config) PayloadCodec() (*codec.Codec, error) {
 	if len(c.CodecKey.Secret) == 0 {
-		return nil, errors.New("TEMPORAL_CODEC_KEY is not set (or use `checkout dev`)")
+		return nil, errors.New("TEMPORAL_CODEC_KEY is not set (or use `checkout-dev dev`)")
 	}
 	pc, err := codec.New(c.CodecKey, c.CodecKeys...)
 	if err != nil {
@@ -156,7 +156,7 @@ func (c Config) PayloadCodec() (*codec.Codec, error) {
 }
 
 // ServeCodec is the codec of api and worker processes: PayloadCodec, strict (refusing payloads
-// in clear) unless TEMPORAL_CODEC_ACCEPT_PLAINTEXT is set, as `checkout dev` sets it.
+// in clear) unless TEMPORAL_CODEC_ACCEPT_PLAINTEXT is set, as `checkout-dev dev` sets it.
 func (c Config) ServeCodec() (*codec.Codec, error) {
 	pc, err := c.PayloadCodec()
 	if err != nil || c.CodecAcceptPlaintext {
@@ -243,8 +243,8 @@ func kidPairs(setting, value, v string) ([]kidPair, error) {
 	return out, nil
 }
 
-// Secrets are the secrets a data folder keeps: those `checkout dev` makes once per data folder
-// (DevSecretsOf), and those `checkout cluster` makes once for its own (ClusterSecretsOf). A dev
+// Secrets are the secrets a data folder keeps: those `checkout-dev dev` makes once per data folder
+// (DevSecretsOf), and those `checkout-dev cluster` makes once for its own (ClusterSecretsOf). A dev
 // folder made before the codec key existed gets one added the next time (the other secrets stay).
 type Secrets struct {
 	JWT     string `json:"jwtSecret"`
@@ -257,12 +257,12 @@ type Secrets struct {
 // devSecretsFile is where a data folder keeps its development secrets.
 func devSecretsFile(dataDir string) string { return filepath.Join(dataDir, "dev-secrets.json") }
 
-// ClusterSecretsFile is where `checkout cluster` keeps the secrets of its processes.
+// ClusterSecretsFile is where `checkout-dev cluster` keeps the secrets of its processes.
 func ClusterSecretsFile(clusterDir string) string { return filepath.Join(clusterDir, "secrets.json") }
 
 // ReadDevSecrets reads the development secrets of a data folder (`make run`'s `.data`), for the
 // commands that mint tokens or sign webhooks against that stack. The codec key is missing from a
-// folder no `checkout dev` of this build has started yet.
+// folder no `checkout-dev dev` of this build has started yet.
 func ReadDevSecrets(dataDir string) (Secrets, error) { return readSecrets(devSecretsFile(dataDir)) }
 
 func readSecrets(path string) (Secrets, error) {
@@ -292,7 +292,7 @@ func DevSecretsOf(dataDir string) (Secrets, error) {
 	return makeSecrets(devSecretsFile(dataDir), "dev-")
 }
 
-// ClusterSecretsOf makes the secrets of `checkout cluster`'s processes the first time (random,
+// ClusterSecretsOf makes the secrets of `checkout-dev cluster`'s processes the first time (random,
 // their own codec key named cluster-…, readable by the folder's owner only) and reads them every
 // time after, so that tokens, webhooks and encrypted histories outlive a restart.
 func ClusterSecretsOf(clusterDir string) (Secrets, error) {
@@ -410,10 +410,10 @@ func (c Config) WithDevSecrets() (Config, error) {
 	return c, nil
 }
 
-// Codec is the folder's codec key (none in a folder no `checkout dev` of this build has started).
+// Codec is the folder's codec key (none in a folder no `checkout-dev dev` of this build has started).
 func (s Secrets) Codec() (codec.Key, error) {
 	if s.CodecKey == "" {
-		return codec.Key{}, errors.New("no codec key yet (start `checkout dev` once)")
+		return codec.Key{}, errors.New("no codec key yet (start `checkout-dev dev` once)")
 	}
 	secret, err := decodeKey(s.CodecKey)
 	if err != nil {

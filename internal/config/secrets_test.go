@@ -186,7 +186,7 @@ func TestDevSecrets_OlderFolderWithoutCodecKey_GetsOneAdded(t *testing.T) {
 
 // TestClusterSecrets_MadeOnceInItsFolder_NotTheDevOnes: the cluster's secrets are made once in its
 // own folder (owner-only), kept across starts, strong enough for api and worker, and never those
-// `checkout dev` made in the same data folder.
+// `checkout-dev dev` made in the same data folder.
 func TestClusterSecrets_MadeOnceInItsFolder_NotTheDevOnes(t *testing.T) {
 	t.Parallel()
 	data := t.TempDir()

@@ -38,7 +38,7 @@ func (c Config) CheckTemporalTLS() error {
 		if t.AllowPlaintext {
 			return nil
 		}
-		return errors.New("TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY and TEMPORAL_TLS_CA are not set: api and worker reach Temporal over mutual TLS only (TEMPORAL_ALLOW_PLAINTEXT=true when a local proxy speaks it for them; `checkout dev` runs without)")
+		return errors.New("TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY and TEMPORAL_TLS_CA are not set: api and worker reach Temporal over mutual TLS only (TEMPORAL_ALLOW_PLAINTEXT=true when a local proxy speaks it for them; `checkout-dev dev` runs without)")
 	}
 	if t.AllowPlaintext {
 		return errors.New("TEMPORAL_ALLOW_PLAINTEXT=true and TEMPORAL_TLS_* are both set: choose one")

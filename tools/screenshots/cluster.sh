@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make screenshots-signin: runs a private `checkout cluster` (one API replica, one worker; its own
+# make screenshots-signin: runs a private `checkout-dev cluster` (one API replica, one worker; its own
 # data folder, kept binaries and ports, so a developer's `make cluster` is left alone), lets
 # signin.mjs sign staff and a shopper in to its Temporal UI through the cluster's identity provider
 # and photograph it into docs/screenshots/, then stops the cluster and removes its folder, also
@@ -47,7 +47,7 @@ trap 'exit 130' INT TERM
 # are left out.
 unset DATABASE_URL TEMPORAL_ADDRESS PUBLIC_BASE_URL PAYMENT_PROVIDER
 # A step whose provider is down parks its order in seconds, not minutes.
-STEP_RETRY_WINDOW=3s LOG_LEVEL=warn bin/checkout cluster --ports-from "$PORTS_FROM" --dir "$DATA_DIR/cluster" \
+STEP_RETRY_WINDOW=3s LOG_LEVEL=warn bin/checkout-dev cluster --ports-from "$PORTS_FROM" --dir "$DATA_DIR/cluster" \
 	--builds "$DATA_DIR/builds" --apis 1 --workers 1 --history-shards 4 >"$DATA_DIR/cluster.out" 2>&1 &
 pid=$!
 

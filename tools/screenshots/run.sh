@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make screenshots: runs a private `checkout dev` (its own data folder and ports, so a developer's
+# make screenshots: runs a private `checkout-dev dev` (its own data folder and ports, so a developer's
 # `make run` is left alone), lets shoot.mjs make orders and photograph the Temporal UI and Jaeger into
 # docs/screenshots/, then stops the stack and removes its data, also when a step fails.
 set -euo pipefail
@@ -39,16 +39,16 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-bin/checkout dev >"$DATA_DIR/dev.log" 2>&1 &
+bin/checkout-dev dev >"$DATA_DIR/dev.log" 2>&1 &
 pid=$!
 
 echo "waiting for the private stack on $PUBLIC_BASE_URL (data in $DATA_DIR)"
 for _ in $(seq 240); do
 	curl -sf "$PUBLIC_BASE_URL/readyz" >/dev/null && break
-	kill -0 "$pid" 2>/dev/null || { echo "checkout dev exited while starting" >&2; exit 1; }
+	kill -0 "$pid" 2>/dev/null || { echo "checkout-dev dev exited while starting" >&2; exit 1; }
 	sleep 0.5
 done
-curl -sf "$PUBLIC_BASE_URL/readyz" >/dev/null || { echo "checkout dev not ready after 2 minutes" >&2; exit 1; }
+curl -sf "$PUBLIC_BASE_URL/readyz" >/dev/null || { echo "checkout-dev dev not ready after 2 minutes" >&2; exit 1; }
 
 mkdir -p docs/screenshots
 API_URL=$PUBLIC_BASE_URL UI_URL=http://127.0.0.1:$TEMPORAL_UI_PORT JAEGER_URL=http://127.0.0.1:$JAEGER_UI_PORT OUT_DIR=docs/screenshots \

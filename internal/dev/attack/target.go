@@ -13,7 +13,7 @@ import (
 	"github.com/marketplace/checkout/internal/dev/cluster"
 )
 
-// DevTarget is `make run`'s stack as the settings getenv gives describe it, as `checkout dev`
+// DevTarget is `make run`'s stack as the settings getenv gives describe it, as `checkout-dev dev`
 // reads them: the API at PUBLIC_BASE_URL (http://localhost:8080), its one process's /metrics
 // (METRICS_ADDR), the dev server's frontend and UI (TEMPORAL_PORT, TEMPORAL_UI_PORT), and the
 // data folder's development secrets (DATA_DIR/dev-secrets.json) where AUTH_JWT_SECRET and

@@ -30,7 +30,7 @@ import (
 	"github.com/marketplace/checkout/internal/dev/pgserver"
 )
 
-// Stack is `bin/checkout dev` (what `make run` starts: PostgreSQL cluster, Temporal dev server,
+// Stack is `bin/checkout-dev dev` (what `make run` starts: PostgreSQL cluster, Temporal dev server,
 // worker and API in one process tree) on free ports and a data folder of its own.
 type Stack struct {
 	Cmd *exec.Cmd
@@ -49,12 +49,12 @@ type Stack struct {
 	// TemporalTLS is how the tools dial Temporal: the cluster's tools certificate (nil: the dev
 	// server, plaintext).
 	TemporalTLS *tls.Config
-	// Cluster is set for `checkout cluster`: Metrics is then its first worker's /metrics,
+	// Cluster is set for `checkout-dev cluster`: Metrics is then its first worker's /metrics,
 	// TemporalMetrics its frontend's, and TemporalServiceMetrics those of each Temporal service.
 	Cluster                bool
 	TemporalServiceMetrics []string
 	// Ports are the cluster's listeners, and Output the file of its own output (its lines on
-	// restarts), for `checkout cluster`.
+	// restarts), for `checkout-dev cluster`.
 	Ports  cluster.Ports
 	Output string
 	// Keep leaves the data folder (its logs) in place when the stack stops.
@@ -63,13 +63,15 @@ type Stack struct {
 	exited chan struct{}
 }
 
-// StartStack starts `bin/checkout dev` with env added to its environment and waits for /readyz.
-// The tools run from the module root, where `make build` leaves bin/checkout.
+// StartStack starts `bin/checkout-dev dev` with env added to its environment and waits for
+// /readyz. The tools run from the module root, where `make build` leaves bin/checkout-dev and the
+// bin/checkout it keeps as its build's.
 func StartStack(ctx context.Context, prefix string, env ...string) (*Stack, error) {
-	return StartStackOf(ctx, "bin/checkout", prefix, env...)
+	return StartStackOf(ctx, "bin/checkout-dev", prefix, env...)
 }
 
-// StartStackOf is StartStack with another build of the binary (a baseline to compare with).
+// StartStackOf is StartStack with another build of the binary that runs `dev` (a baseline to
+// compare with: its checkout-dev, or the checkout of a build from before the two binaries).
 func StartStackOf(ctx context.Context, binary, prefix string, env ...string) (*Stack, error) {
 	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
@@ -140,17 +142,18 @@ func StartStackOf(ctx context.Context, binary, prefix string, env ...string) (*S
 	}
 }
 
-// StartCluster starts `bin/checkout cluster` (what `make cluster` runs: the Temporal server as four
+// StartCluster starts `bin/checkout-dev cluster` (what `make cluster` runs: the Temporal server as four
 // processes, workers and API replicas behind HAProxy) on free ports and a data folder of its own,
 // with args added to its flags, and waits until it runs.
 func StartCluster(ctx context.Context, prefix string, args ...string) (*Stack, error) {
 	return StartClusterWith(ctx, ClusterSpec{Prefix: prefix, Args: args})
 }
 
-// ClusterSpec is how StartClusterWith runs `checkout cluster`.
+// ClusterSpec is how StartClusterWith runs `checkout-dev cluster`.
 type ClusterSpec struct {
-	// Binary is the checkout binary (default bin/checkout); Tools the folder of temporal-server,
-	// temporal-sql-tool and temporal-ui-server (default: the binary's).
+	// Binary is the harness's binary (default bin/checkout-dev), which runs the checkout beside
+	// it unless Args give --binary; Tools the folder of temporal-server, temporal-sql-tool and
+	// temporal-ui-server (default: the binary's).
 	Binary, Tools string
 	// Prefix begins the data folder's name.
 	Prefix string
@@ -162,7 +165,7 @@ type ClusterSpec struct {
 
 // StartClusterWith is StartCluster as spec says.
 func StartClusterWith(ctx context.Context, spec ClusterSpec) (*Stack, error) {
-	binary, env := cmp.Or(spec.Binary, "bin/checkout"), spec.Env
+	binary, env := cmp.Or(spec.Binary, "bin/checkout-dev"), spec.Env
 	if env == nil {
 		env = os.Environ()
 	}

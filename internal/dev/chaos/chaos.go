@@ -1,6 +1,6 @@
 // Package chaos runs faults under load against `make cluster`'s shape (`make chaos`, and a short
-// form in the end-to-end tests): it starts `checkout cluster` on ports and a folder of its own,
-// drives campaign traffic through HAProxy with `checkout loadgen`'s shoppers, who repeat what a
+// form in the end-to-end tests): it starts `checkout-dev cluster` on ports and a folder of its own,
+// drives campaign traffic through HAProxy with `checkout-dev loadgen`'s shoppers, who repeat what a
 // fault answered as a client does (an order with its Idempotency-Key), and meanwhile, one after
 // another with recovery between, kills or freezes one process at a time, PostgreSQL among them.
 // Then it judges the run: every order ended as its scenario says, every key names one order,
@@ -38,7 +38,7 @@ import (
 
 // Options are one run.
 type Options struct {
-	// Binary is the checkout binary (default bin/checkout); Tools the folder of temporal-server
+	// Binary is the harness's binary (default bin/checkout-dev); Tools the folder of temporal-server
 	// and the other programs (default: the binary's); Env the cluster's environment (default:
 	// this process's).
 	Binary, Tools string

@@ -29,7 +29,7 @@ func WriteConfig(o Options, plan Plan) error {
 			return err
 		}
 		if f.from == deploy.TemporalDynamicConfig && len(o.DynamicConfig) > 0 {
-			raw = append(raw, "# Given to this cluster (checkout cluster --dynamic-config):\n"...)
+			raw = append(raw, "# Given to this cluster (checkout-dev cluster --dynamic-config):\n"...)
 			for _, kv := range o.DynamicConfig {
 				k, v, ok := strings.Cut(kv, "=")
 				if !ok || strings.TrimSpace(k) == "" {
@@ -49,7 +49,7 @@ func WriteConfig(o Options, plan Plan) error {
 	if err := write(filepath.Join(o.Dir, uiConfigDir, "docker.yaml"), ui); err != nil {
 		return err
 	}
-	base := "# Written by checkout cluster: the UI listens on this machine only.\nhost: 127.0.0.1\n"
+	base := "# Written by checkout-dev cluster: the UI listens on this machine only.\nhost: 127.0.0.1\n"
 	if err := write(filepath.Join(o.Dir, uiConfigDir, "base.yaml"), []byte(base)); err != nil {
 		return err
 	}

@@ -70,7 +70,7 @@ func legacyProxy(o Options, haproxy string) Process {
 func LegacyProxyConfig(o Options, frontend string) string {
 	pki := o.PKI()
 	lines := []string{
-		"# Written by checkout cluster: processes of builds without TLS settings reach the frontend",
+		"# Written by checkout-dev cluster: processes of builds without TLS settings reach the frontend",
 		"# through these sockets, as the worker or the API (internal/dev/cluster/legacy.go).",
 		"global",
 		"    maxconn 1024",

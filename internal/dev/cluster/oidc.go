@@ -82,7 +82,7 @@ func EnsureOIDC(ctx context.Context, o Options) (OIDCSecrets, error) {
 	switch {
 	case err == nil:
 		if err := json.Unmarshal(raw, &s); err != nil || s.ClientSecret == "" {
-			return OIDCSecrets{}, fmt.Errorf("%s: not the secrets checkout cluster writes", path)
+			return OIDCSecrets{}, fmt.Errorf("%s: not the secrets checkout-dev cluster writes", path)
 		}
 	case errors.Is(err, os.ErrNotExist):
 		s = OIDCSecrets{ClientSecret: randomHex(32), Passwords: map[string]string{}}

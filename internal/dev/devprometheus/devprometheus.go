@@ -126,7 +126,7 @@ func writeConfig(o Options) (string, error) {
 		return "", err
 	}
 	path := filepath.Join(o.Dir, "prometheus.yml")
-	return path, os.WriteFile(path, append([]byte("# Written by `checkout dev` at each start.\n"), out...), 0o644)
+	return path, os.WriteFile(path, append([]byte("# Written by `checkout-dev dev` at each start.\n"), out...), 0o644)
 }
 
 // Start writes the configuration, launches Prometheus and waits until it is ready.

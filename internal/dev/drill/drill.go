@@ -1,6 +1,6 @@
 // Package drill is the upgrade drill (`make upgrade-drill`): `make cluster`'s shape running the
 // previous release of the workflow code, orders left in every state an order waits in, today's
-// build released into it with `checkout release`, then each order finished as a shopper, the
+// build released into it with `checkout-dev release`, then each order finished as a shopper, the
 // provider and support would. It fails on any order not ended as its scenario says, on the
 // previous build not drained (its workers still running), and on any audit violation.
 package drill
@@ -41,8 +41,9 @@ type Options struct {
 	// Repo is the repository whose history holds the previous release; Tools the folder of
 	// temporal-server, temporal-sql-tool and temporal-ui-server (the repository's bin/).
 	Repo, Tools string
-	// Today is today's checkout binary: it runs the cluster and is the release.
-	Today string
+	// Today is today's checkout binary, the release; Harness today's checkout-dev, which runs the
+	// cluster and the release ("": the one beside Today).
+	Today, Harness string
 	// Previous is the build released before today's ("": the one before HEAD's in the
 	// repository's history), and PreviousBinary its binary ("": the one kept in Tools/builds, or
 	// built there from the newest commit of that build).
@@ -146,6 +147,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if o.Previous == today.BuildID {
 		return res, fmt.Errorf("today's build is %s, the previous release's too: nothing to release", today.BuildID)
 	}
+	if o.Harness == "" {
+		o.Harness = filepath.Join(filepath.Dir(o.Today), "checkout-dev")
+	}
 	if o.PreviousBinary == "" {
 		// Built from the release's own commit every time: a binary kept under the same build id
 		// may come from any commit of that build.
@@ -163,7 +167,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		apis, workers = "1", "1"
 	}
 	say("starting the cluster on build %s (%s API replicas, %s workers)", o.Previous, apis, workers)
-	stack, err := benchkit.StartClusterWith(ctx, benchkit.ClusterSpec{Binary: o.Today, Tools: o.Tools, Prefix: "checkout-drill-",
+	stack, err := benchkit.StartClusterWith(ctx, benchkit.ClusterSpec{Binary: o.Harness, Tools: o.Tools, Prefix: "checkout-drill-",
 		Env: append(os.Environ(),
 			// Long enough for every waiting order to outlast the release; an extension at once.
 			"HOLD_TTL=10m", "HOLD_EXTEND_WINDOW=10m", "HOLD_EXTEND_BY=5m",
@@ -204,16 +208,16 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 			return res, fmt.Errorf("%s: order %d is %s before the release: it must wait across it", ord.scenario, ord.id, state)
 		}
 	}
-	say("releasing build %s into the cluster (checkout release)", today.BuildID)
+	say("releasing build %s into the cluster (checkout-dev release)", today.BuildID)
 	args := []string{"release", "--dir", stack.Dir, "--binary", o.Today}
 	if !o.Short {
 		args = append(args, "--ramp", "20", "--ramp-step", "10s")
 	}
-	rel := exec.CommandContext(ctx, o.Today, args...)
+	rel := exec.CommandContext(ctx, o.Harness, args...)
 	var relOut bytes.Buffer
 	rel.Stdout, rel.Stderr = io.MultiWriter(&relOut, o.Out), io.MultiWriter(&relOut, o.Out)
 	if err := rel.Run(); err != nil {
-		return res, fmt.Errorf("checkout release: %w", err)
+		return res, fmt.Errorf("checkout-dev release: %w", err)
 	}
 	// What ops see of the builds now, and which waiting runs could move to today's build.
 	if res.Builds, err = d.checkout(ctx, o.Today, "builds"); err != nil {
