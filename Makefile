@@ -273,6 +273,9 @@ $(JAEGER): tools/jaeger/go.mod
 $(OIDC_PROVIDER): tools/oidc-provider/go.mod $(wildcard tools/oidc-provider/*.go)
 	$(GO) -C tools/oidc-provider build -o $@ .
 
+.PHONY: tools
+tools: $(TEMPORAL_CLI) $(CLUSTER_TOOLS) $(STRIPE_MOCK) $(NATS_SERVER) $(SQLC) $(STATICCHECK) $(WORKFLOWCHECK) ## build every pinned tool into bin/ (the other targets build what they need themselves)
+
 .PHONY: stripe-mock
 stripe-mock: $(STRIPE_MOCK) ## build bin/stripe-mock, the pinned mock of Stripe's API the Stripe adapter's tests run against
 

@@ -356,7 +356,7 @@ func clusterOptions(cfg config.Config, f clusterFlags) (cluster.Options, error) 
 		{&o.OIDCProvider, "oidc-provider"}, {&o.Jaeger, "jaeger"}, {&o.NATSServer, "nats-server"}} {
 		*p.path = filepath.Join(f.bin, p.name)
 		if _, err := os.Stat(*p.path); err != nil {
-			return o, fmt.Errorf("%s is missing: `make cluster` builds it (or `make bin/%s`)", *p.path, p.name)
+			return o, fmt.Errorf("%s is missing: `make cluster` builds it (or `make tools`)", *p.path)
 		}
 	}
 	if o.HAProxy, err = findHAProxy(); err != nil {

@@ -44,7 +44,7 @@ func WriteConfig(o Options, plan Plan) error {
 	}
 	ui, err := os.ReadFile(filepath.Join(o.UIConfig, "docker.yaml"))
 	if err != nil {
-		return fmt.Errorf("the UI server's configuration: %w (make bin/temporal-ui-server installs it)", err)
+		return fmt.Errorf("the UI server's configuration: %w (`make tools` installs it)", err)
 	}
 	if err := write(filepath.Join(o.Dir, uiConfigDir, "docker.yaml"), ui); err != nil {
 		return err

@@ -59,7 +59,7 @@ func FindBinary(path string) (string, error) {
 			}
 		}
 	}
-	return "", fmt.Errorf("jaeger not found at %s: run `make bin/jaeger` (builds the pinned v1.76.0 from tools/jaeger)", path)
+	return "", fmt.Errorf("jaeger not found at %s: run `make tools` (builds the pinned v1.76.0 from tools/jaeger)", path)
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }

@@ -77,7 +77,7 @@ func FindCLI(path string) (string, error) {
 	if p, err := exec.LookPath("temporal"); err == nil {
 		return p, nil
 	}
-	return "", fmt.Errorf("temporal CLI not found at %s: run `make bin/temporal` (installs the pinned v1.5.1)", path)
+	return "", fmt.Errorf("temporal CLI not found at %s: run `make tools` (installs the pinned v1.5.1)", path)
 }
 
 // Start launches the dev server and waits until its frontend answers.
