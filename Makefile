@@ -244,6 +244,10 @@ bench-cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build $(NATS_SERVER) #
 bench-cost: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) ## Temporal persistence calls and visibility writes per order, scenario by scenario, beside an empty workflow; writes docs/benchmarks.md (BASELINE=path of another build to measure beside it)
 	$(call bench-tool,benchcost) $(if $(BASELINE),-baseline $(BASELINE))
 
+.PHONY: bench-cart
+bench-cart: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) wrk ## GET /api/v1/cart driven by wrk in its own process beside GET /healthz through the same server, cart cache on and off, three rounds each; writes docs/benchmarks.md
+	$(call bench-tool,benchcart)
+
 .PHONY: loadtest
 loadtest: build ## 60-second campaign load against `make run`'s stack (start it first), then the invariant auditor; fails on any violation
 	$(BIN)/checkout-dev loadgen --duration 60s --mix campaign
@@ -337,6 +341,12 @@ haproxy:
 graphviz:
 	@command -v dot >/dev/null 2>&1 || { \
 		$(call install-package,Graphviz,graphviz,dot is missing: install your distribution's graphviz package); }
+
+# wrk, the HTTP load tool bench-cart drives the API with from a process of its own: Debian's package.
+.PHONY: wrk
+wrk:
+	@command -v wrk >/dev/null 2>&1 || { \
+		$(call install-package,wrk,wrk,wrk is missing: install your distribution's wrk package); }
 
 # PostgreSQL server binaries (initdb, postgres).
 .PHONY: postgres-binaries
