@@ -241,8 +241,8 @@ bench-cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build $(NATS_SERVER) #
 	$(call bench-tool,benchcampaign) -stack cluster
 
 .PHONY: bench-cost
-bench-cost: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) ## Temporal persistence calls and visibility writes per order, scenario by scenario, beside an empty workflow; writes docs/benchmarks.md (BASELINE=path of another build to measure beside it)
-	$(call bench-tool,benchcost) $(if $(BASELINE),-baseline $(BASELINE))
+bench-cost: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) ## CPU per order (paid at once, 3-D Secure, the campaign mix) over the empty workflow's, three runs, then Temporal persistence calls and visibility writes per order beside an empty workflow; writes docs/benchmarks.md and ends with `cpu ratio: paid-at-once X campaign Y` (BASELINE=path of another build for the persistence calls; BENCH_COST_FLAGS=-cpu-only for the CPU pass alone)
+	$(call bench-tool,benchcost) $(if $(BASELINE),-baseline $(BASELINE)) $(BENCH_COST_FLAGS)
 
 .PHONY: bench-cart
 bench-cart: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) wrk ## GET /api/v1/cart driven by wrk in its own process beside GET /healthz through the same server, cart cache on and off, three rounds each; writes docs/benchmarks.md

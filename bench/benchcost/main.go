@@ -59,10 +59,19 @@ func main() {
 	orders := flag.Int("orders", 20, "orders per scenario (and empty workflows for the floor)")
 	baseline := flag.String("baseline", "", "another build's binary that runs `dev` to measure beside this one (a path: its checkout-dev, or its checkout from before the two binaries)")
 	baselineLabel := flag.String("baseline-label", "baseline", "what to call the baseline build")
-	out := flag.String("out", "docs/benchmarks.md", "the document to write the section into")
+	out := flag.String("out", "docs/benchmarks.md", "the document to write the sections into")
+	runs := flag.Int("runs", 3, "runs of the CPU pass (each: the floor, paid at once, 3-D Secure, the campaign mix)")
+	cpuOrders := flag.Int("cpu-orders", 60, "orders per kind (and empty workflows) in each run of the CPU pass")
+	cpuOnly := flag.Bool("cpu-only", false, "only the CPU pass, on this build (no persistence calls, no baseline)")
+	floorWorker := flag.String(floorWorkerFlag, "", "internal: run the floor's worker against this Temporal frontend")
+	floorDir := flag.String("floor-dir", "", "internal: the dev stack's data folder, for -"+floorWorkerFlag)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if *floorWorker != "" {
+		runFloorWorker(ctx, *floorWorker, *floorDir)
+		return
+	}
 	root, err := benchkit.ModuleRoot()
 	if err != nil {
 		log.Fatal(err)
@@ -72,42 +81,71 @@ func main() {
 	}
 
 	var cfgs []config
-	if *baseline != "" {
+	if *baseline != "" && !*cpuOnly {
 		cfgs = append(cfgs, config{label: *baselineLabel, binary: *baseline})
 	}
-	cfgs = append(cfgs,
-		config{label: "this build, dev server with the CLI's search-attribute setting", binary: "bin/checkout-dev",
-			env: []string{"TEMPORAL_DEV_DYNAMIC_CONFIG=system.forceSearchAttributesCacheRefreshOnRead=true"}},
-		config{label: "this build", binary: "bin/checkout-dev"})
+	if !*cpuOnly {
+		cfgs = append(cfgs, config{label: "this build, dev server with the CLI's search-attribute setting",
+			binary: "bin/checkout-dev", env: []string{"TEMPORAL_DEV_DYNAMIC_CONFIG=system.forceSearchAttributesCacheRefreshOnRead=true"}})
+	}
+	cfgs = append(cfgs, config{label: "this build", binary: "bin/checkout-dev"})
 	started := time.Now().UTC()
 	var results []result
-	for _, c := range cfgs {
+	var cpu cpuResult
+	for i, c := range cfgs {
 		log.Printf("measuring %s", c.label)
-		r, err := measure(ctx, c, *orders)
+		// The CPU pass runs on this build's own stack, the last one, before its persistence calls.
+		last := i == len(cfgs)-1
+		r, cr, err := measure(ctx, c, *orders, !*cpuOnly, last, *runs, *cpuOrders)
 		if err != nil {
 			log.Fatalf("%s: %v", c.label, err)
 		}
 		results = append(results, r)
-	}
-	section := render(results, *orders, started)
-	fmt.Print(section)
-	if *out != "" {
-		if err := benchkit.WriteSection(*out, startMarker, endMarker, section); err != nil {
-			log.Fatal(err)
+		if last {
+			cpu = cr
 		}
 	}
+	write := func(section, start, end string) {
+		fmt.Print(section)
+		if *out != "" {
+			if err := benchkit.WriteSection(*out, start, end, section); err != nil {
+				log.Fatal(err)
+			}
+		}
+	}
+	if !*cpuOnly {
+		write(render(results, *orders, started), startMarker, endMarker)
+	}
+	write(renderCPU(cpu, "this build"), cpuStartMarker, cpuEndMarker)
+	fmt.Println(cpu.scriptLine())
 }
 
-func measure(ctx context.Context, c config, n int) (result, error) {
+func measure(ctx context.Context, c config, n int, calls, withCPU bool, runs, cpuOrders int) (result, cpuResult, error) {
 	env := append([]string{"HOLD_TTL=" + holdTTL.String(), "PAYMENT_RECONCILER_EVERY=1h", "SWEEPER_EVERY=1h",
 		"RECONCILER_EVERY=1h"}, c.env...)
 	st, err := benchkit.StartStackOf(ctx, c.binary, "benchcost-", env...)
 	if err != nil {
-		return result{}, err
+		return result{}, cpuResult{}, err
 	}
 	defer st.Stop()
 	res := result{cfg: c, scenarios: map[string]cost{}}
 	time.Sleep(5 * time.Second) // start-up work (schedules, namespace) settles
+	var cpu cpuResult
+	if withCPU {
+		if cpu, err = measureCPU(ctx, st, runs, cpuOrders); err != nil {
+			return res, cpu, fmt.Errorf("CPU pass: %w", err)
+		}
+	}
+	if !calls {
+		return res, cpu, nil
+	}
+	res, err = measureCalls(ctx, st, res, n)
+	return res, cpu, err
+}
+
+// measureCalls is the persistence pass: the dev server's persistence calls and visibility writes
+// per empty workflow and per order of each scenario.
+func measureCalls(ctx context.Context, st *benchkit.Stack, res result, n int) (result, error) {
 	idleFrom, err := scrape(ctx, st.TemporalMetrics)
 	if err != nil {
 		return res, err

@@ -116,18 +116,10 @@ func StartStackOf(ctx context.Context, binary, prefix string, env ...string) (*S
 				// The stack's development secret, which it made in its data folder (a build from
 				// before those were made per folder ran on the value it published).
 				s.Secret = "dev-only-jwt-secret-change-me"
-				s.DataConverter = converter.GetDefaultDataConverter()
 				if secrets, err := config.ReadDevSecrets(dir); err == nil {
 					s.Secret = secrets.JWT
-					if key, err := secrets.Codec(); err == nil {
-						pc, err := codec.New(key)
-						if err != nil {
-							s.Stop()
-							return nil, err
-						}
-						s.DataConverter = pc.DataConverter()
-					}
-				} else if !errors.Is(err, os.ErrNotExist) {
+				}
+				if s.DataConverter, err = devDataConverter(dir); err != nil {
 					s.Stop()
 					return nil, err
 				}
@@ -300,19 +292,46 @@ type Floor struct {
 // StartFloor connects to the stack's dev server with its data converter and starts the floor's
 // worker.
 func StartFloor(s *Stack) (*Floor, error) {
+	f, err := StartFloorClient(s)
+	if err != nil {
+		return nil, err
+	}
+	f.w = worker.New(f.c, floorQueue, worker.Options{})
+	f.w.RegisterWorkflow(EmptyWorkflow)
+	if err := f.w.Start(); err != nil {
+		f.c.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// StartFloorClient is StartFloor without the worker: the floor's workflows then run on a worker of
+// another process (RunFloorWorker), whose CPU can be read apart from the client's.
+func StartFloorClient(s *Stack) (*Floor, error) {
 	c, err := client.Dial(client.Options{HostPort: s.Temporal, DataConverter: s.DataConverter,
 		Logger:            sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
 		ConnectionOptions: client.ConnectionOptions{TLS: s.TemporalTLS}})
 	if err != nil {
 		return nil, err
 	}
-	w := worker.New(c, floorQueue, worker.Options{})
-	w.RegisterWorkflow(EmptyWorkflow)
-	if err := w.Start(); err != nil {
-		c.Close()
-		return nil, err
+	return &Floor{c: c}, nil
+}
+
+// RunFloorWorker runs the floor's worker on the dev stack whose frontend is temporal and whose
+// data folder (its codec key) is dir, until ctx ends; ready is called once it polls.
+func RunFloorWorker(ctx context.Context, temporal, dir string, ready func()) error {
+	dc, err := devDataConverter(dir)
+	if err != nil {
+		return err
 	}
-	return &Floor{c: c, w: w}, nil
+	f, err := StartFloor(&Stack{Temporal: temporal, DataConverter: dc})
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	ready()
+	<-ctx.Done()
+	return nil
 }
 
 // Run starts one empty workflow with id and waits for its update's answer.
@@ -329,9 +348,32 @@ func (f *Floor) Run(ctx context.Context, id string) error {
 
 // Close stops the worker and the client.
 func (f *Floor) Close() {
-	f.w.Stop()
+	if f.w != nil {
+		f.w.Stop()
+	}
 	f.c.Close()
 }
 
 // Client is the floor's Temporal client (the tools' other calls to the dev server use it too).
 func (f *Floor) Client() client.Client { return f.c }
+
+// devDataConverter is the codec of the dev stack on data folder dir over the SDK's converter (the
+// default converter for a build from before development secrets or the codec).
+func devDataConverter(dir string) (converter.DataConverter, error) {
+	secrets, err := config.ReadDevSecrets(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return converter.GetDefaultDataConverter(), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	key, err := secrets.Codec()
+	if err != nil {
+		return converter.GetDefaultDataConverter(), nil
+	}
+	pc, err := codec.New(key)
+	if err != nil {
+		return nil, err
+	}
+	return pc.DataConverter(), nil
+}

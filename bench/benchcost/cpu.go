@@ -1,0 +1,389 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/marketplace/checkout/internal/dev/benchkit"
+	"github.com/marketplace/checkout/loadgen"
+)
+
+const (
+	cpuStartMarker = "<!-- cpu-cost:start -->"
+	cpuEndMarker   = "<!-- cpu-cost:end -->"
+	// idleWindow is how long the idle stack is read before the runs, to take its rate off.
+	idleWindow = 20 * time.Second
+	// floorWorkerFlag makes this program the floor's worker, in a process of its own.
+	floorWorkerFlag = "floor-worker"
+)
+
+// kinds are what the CPU pass measures beside the floor, in the order each run takes them.
+var kinds = []struct {
+	name string
+	mix  loadgen.Mix
+}{
+	{"paid-at-once", loadgen.Mix{loadgen.ScenarioOK: 1}},
+	{"3-D Secure", loadgen.Mix{loadgen.Scenario3DSApprove: 1}},
+	{"campaign mix", loadgen.CampaignMix},
+}
+
+// cpuCost is what one order (or one empty workflow) took of the stack's server processes in one
+// run: milliseconds of CPU per order, by process, and the median answer of its first request.
+type cpuCost struct {
+	byPart map[string]float64
+	p50Ms  float64
+	orders int
+}
+
+func (c cpuCost) ms() float64 {
+	var sum float64
+	for _, v := range c.byPart {
+		sum += v
+	}
+	return sum
+}
+
+// cpuRun is one run: the floor, then each kind, on the same stack.
+type cpuRun struct {
+	floor cpuCost
+	kinds map[string]cpuCost
+	// other is the share of the machine's CPU that went to processes outside the stack and this
+	// tool during the run: above a tenth, the run was disturbed.
+	other float64
+}
+
+type cpuResult struct {
+	runs     []cpuRun
+	parts    []string
+	idle     map[string]float64 // percent of one CPU, by process
+	n        int
+	started  time.Time
+	loadAvg  float64
+	shoppers int
+}
+
+// runFloorWorker is this program started with -floor-worker: the floor's worker alone, so that its
+// CPU is read as the order's worker's is, apart from the client that starts the workflows.
+func runFloorWorker(ctx context.Context, temporal, dir string) {
+	if err := benchkit.RunFloorWorker(ctx, temporal, dir, func() { fmt.Println("ready") }); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// startFloorWorker starts the floor's worker process on the stack and waits until it polls.
+func startFloorWorker(ctx context.Context, st *benchkit.Stack) (*exec.Cmd, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, self, "-"+floorWorkerFlag, st.Temporal, "-floor-dir", st.Dir)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "ready" {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("the floor's worker did not start (%q): %v", line, err)
+	}
+	return cmd, nil
+}
+
+// reading is the parts' CPU counters and the machine's at one instant.
+type reading struct {
+	at          time.Time
+	parts       map[string]float64
+	busy, total float64
+	self        float64
+}
+
+func read(parts []benchkit.Part) (reading, error) {
+	r := reading{at: time.Now(), parts: benchkit.PartJiffies(parts), self: benchkit.SelfJiffies()}
+	var err error
+	r.busy, r.total, err = benchkit.MachineJiffies()
+	return r, err
+}
+
+// between is the CPU, in milliseconds by part, that n orders took from a to b once the idle rate
+// (jiffies per second, by part) is taken off.
+func between(a, b reading, idle map[string]float64, n int) map[string]float64 {
+	secs := b.at.Sub(a.at).Seconds()
+	out := map[string]float64{}
+	for name, j := range b.parts {
+		d := j - a.parts[name] - idle[name]*secs
+		out[name] = d / benchkit.UserHZ * 1000 / float64(n)
+	}
+	return out
+}
+
+// otherShare is the share of the machine's CPU from a to b that went neither to the parts nor to
+// this tool.
+func otherShare(a, b reading) float64 {
+	total := b.total - a.total
+	if total <= 0 {
+		return 0
+	}
+	ours := b.self - a.self
+	for name, j := range b.parts {
+		ours += j - a.parts[name]
+	}
+	return max((b.busy-a.busy)-ours, 0) / total
+}
+
+// measureCPU is the CPU pass on stack st: the idle stack's rate, then runs × (n empty workflows,
+// n orders of each kind), one shopper at a time so that nothing queues.
+func measureCPU(ctx context.Context, st *benchkit.Stack, runs, n int) (cpuResult, error) {
+	res := cpuResult{n: n, started: time.Now().UTC(), loadAvg: benchkit.LoadAverage(), shoppers: 1}
+	parts, err := benchkit.DevParts(st.Cmd.Process.Pid, st.Dir)
+	if err != nil {
+		return res, err
+	}
+	fw, err := startFloorWorker(ctx, st)
+	if err != nil {
+		return res, err
+	}
+	defer func() { _ = fw.Process.Kill(); _ = fw.Wait() }()
+	parts = append(parts, benchkit.Part{Name: "floor worker", PID: fw.Process.Pid})
+	for _, p := range parts {
+		res.parts = append(res.parts, p.Name)
+	}
+	floor, err := benchkit.StartFloorClient(st)
+	if err != nil {
+		return res, err
+	}
+	defer floor.Close()
+
+	time.Sleep(5 * time.Second) // the worker's first polls and the stack's start-up settle
+	a, err := read(parts)
+	if err != nil {
+		return res, err
+	}
+	time.Sleep(idleWindow)
+	b, err := read(parts)
+	if err != nil {
+		return res, err
+	}
+	idle := map[string]float64{}
+	res.idle = map[string]float64{}
+	for name, j := range b.parts {
+		idle[name] = (j - a.parts[name]) / b.at.Sub(a.at).Seconds()
+		res.idle[name] = idle[name] // jiffies a second = percent of one CPU
+	}
+	log.Printf("idle stack: %s", percents(res.idle, res.parts))
+
+	for r := range runs {
+		run := cpuRun{kinds: map[string]cpuCost{}}
+		first, err := read(parts)
+		if err != nil {
+			return res, err
+		}
+		// The floor: n empty workflows, one at a time, as the API starts an order.
+		lat := make([]time.Duration, 0, n)
+		for i := range n {
+			t := time.Now()
+			if err := floor.Run(ctx, fmt.Sprintf("cpu-floor-%d-%d-%d", time.Now().UnixNano(), r, i)); err != nil {
+				return res, err
+			}
+			lat = append(lat, time.Since(t))
+		}
+		time.Sleep(2 * time.Second)
+		end, err := read(parts)
+		if err != nil {
+			return res, err
+		}
+		slices.Sort(lat)
+		run.floor = cpuCost{byPart: between(first, end, idle, n), p50Ms: benchkit.QuantileMs(lat, 0.5), orders: n}
+
+		for _, k := range kinds {
+			cfg := loadgen.Defaults()
+			cfg.BaseURL, cfg.MetricsURL, cfg.JWTSecret = st.Base, st.Metrics, st.Secret
+			cfg.Shoppers, cfg.Orders, cfg.Duration = res.shoppers, n, 10*time.Minute
+			cfg.Mix = k.mix
+			cfg.RepeatShare, cfg.HotShare = 0, 0
+			cfg.HoldTTL, cfg.WaitAbandoned, cfg.Settle = holdTTL, true, time.Minute
+			var from reading
+			var readErr error
+			cfg.OnPhase = func(p string) {
+				if p == loadgen.PhaseLoad {
+					from, readErr = read(parts)
+				}
+			}
+			rep, err := loadgen.Run(ctx, cfg)
+			if err != nil {
+				return res, fmt.Errorf("%s: %w", k.name, err)
+			}
+			if readErr != nil {
+				return res, readErr
+			}
+			// What the orders leave to do after their last answer (holds ended, abandoned holds
+			// expiring, events relayed) is theirs too.
+			wait := 3 * time.Second
+			if k.mix[loadgen.ScenarioAbandon] > 0 {
+				wait = holdTTL + 5*time.Second
+			}
+			time.Sleep(wait)
+			to, err := read(parts)
+			if err != nil {
+				return res, err
+			}
+			if rep.Orders == 0 {
+				return res, fmt.Errorf("%s: no order placed", k.name)
+			}
+			c := cpuCost{byPart: between(from, to, idle, int(rep.Orders)), orders: int(rep.Orders)}
+			for _, e := range rep.Endpoints {
+				if e.Endpoint == loadgen.EndpointOrder {
+					c.p50Ms = e.P50Ms
+				}
+			}
+			run.kinds[k.name] = c
+		}
+		last, err := read(parts)
+		if err != nil {
+			return res, err
+		}
+		run.other = otherShare(first, last)
+		log.Printf("cpu run %d: floor %.2f ms; %s; other processes %.0f%% of the machine", r+1, run.floor.ms(),
+			ratiosLine(run), 100*run.other)
+		res.runs = append(res.runs, run)
+	}
+	return res, nil
+}
+
+func ratiosLine(run cpuRun) string {
+	parts := make([]string, 0, len(kinds))
+	for _, k := range kinds {
+		c := run.kinds[k.name]
+		parts = append(parts, fmt.Sprintf("%s %.2f ms (%.2f×)", k.name, c.ms(), c.ms()/run.floor.ms()))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func percents(m map[string]float64, order []string) string {
+	parts := make([]string, 0, len(order))
+	for _, name := range order {
+		parts = append(parts, fmt.Sprintf("%s %.1f%%", name, m[name]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// spread is the median of xs with its lowest and highest.
+type spread struct{ median, lo, hi float64 }
+
+func spreadOf(xs []float64) spread {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return spread{}
+	}
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return spread{median: m, lo: s[0], hi: s[len(s)-1]}
+}
+
+func (s spread) String() string {
+	return fmt.Sprintf("%.2f (%.2f–%.2f)", s.median, s.lo, s.hi)
+}
+
+// ratios are each kind's CPU per order over the floor's CPU per workflow, run by run.
+func (r cpuResult) ratios(kind string) spread {
+	xs := make([]float64, 0, len(r.runs))
+	for _, run := range r.runs {
+		xs = append(xs, run.kinds[kind].ms()/run.floor.ms())
+	}
+	return spreadOf(xs)
+}
+
+func (r cpuResult) costs(get func(cpuRun) cpuCost, part string) spread {
+	xs := make([]float64, 0, len(r.runs))
+	for _, run := range r.runs {
+		c := get(run)
+		if part == "" {
+			xs = append(xs, c.ms())
+		} else {
+			xs = append(xs, c.byPart[part])
+		}
+	}
+	return spreadOf(xs)
+}
+
+func (r cpuResult) p50(get func(cpuRun) cpuCost) spread {
+	xs := make([]float64, 0, len(r.runs))
+	for _, run := range r.runs {
+		xs = append(xs, get(run).p50Ms)
+	}
+	return spreadOf(xs)
+}
+
+// scriptLine is the last line the program prints, for scripts: the medians of the ratios.
+func (r cpuResult) scriptLine() string {
+	return fmt.Sprintf("cpu ratio: paid-at-once %.2f campaign %.2f", r.ratios("paid-at-once").median,
+		r.ratios("campaign mix").median)
+}
+
+func renderCPU(r cpuResult, label string) string {
+	var b strings.Builder
+	b.WriteString(cpuStartMarker + "\n## CPU per order\n\n")
+	b.WriteString("Written by `make bench-cost` (bench/benchcost); running it again replaces this section.\n\n")
+	fmt.Fprintf(&b, "- Command: `make bench-cost`, measured %s UTC on %d CPUs (%s), load average %.1f before; "+
+		"the stack is %s (`checkout-dev dev`: the Temporal dev server on SQLite, PostgreSQL, NATS).\n",
+		r.started.Format("2006-01-02 15:04"), benchkit.OnlineCPUs(), benchkit.CPUModel(), r.loadAvg, label)
+	fmt.Fprintf(&b, "- What is counted: the CPU time of every server process of the stack (%s), read from /proc "+
+		"before and after each batch, less what the idle stack takes in the same time (measured first: %s of one "+
+		"CPU). The load generator, in the tool's own process, is not counted; neither is the floor's client. "+
+		"%d orders (or empty workflows) per batch, %d shopper at a time, so that nothing queues; each batch's "+
+		"window runs until its last order has nothing left to do (abandoned holds of %s expired).\n",
+		strings.Join(r.parts, ", "), percents(r.idle, r.parts), r.n, r.shoppers, holdTTL)
+	b.WriteString("- The floor is an empty workflow started as the API starts an order (Update-with-Start, waiting " +
+		"for the update's answer), its worker a process of its own; an order's figure covers the API, the saga's " +
+		"worker, the outbox relay and the event consumers as well. Ratios are each run's own (order ÷ floor in " +
+		"the same run); figures are the median of the runs with the lowest and highest in brackets.\n\n")
+	fmt.Fprintf(&b, "| measured | CPU ms per order | ÷ floor | POST /orders p50 ms (floor: update answered) |\n|---|---:|---:|---:|\n")
+	floor := func(run cpuRun) cpuCost { return run.floor }
+	fmt.Fprintf(&b, "| empty workflow (floor) | %s | 1 | %s |\n", r.costs(floor, ""), r.p50(floor))
+	for _, k := range kinds {
+		get := func(run cpuRun) cpuCost { return run.kinds[k.name] }
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", k.name, r.costs(get, ""), r.ratios(k.name), r.p50(get))
+	}
+	b.WriteString("\nWhere it goes, by process (CPU ms per order, median of the runs):\n\n| measured |")
+	for _, p := range r.parts {
+		fmt.Fprintf(&b, " %s |", p)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---:|", len(r.parts)) + "\n")
+	row := func(name string, get func(cpuRun) cpuCost) {
+		fmt.Fprintf(&b, "| %s |", name)
+		for _, p := range r.parts {
+			fmt.Fprintf(&b, " %.2f |", r.costs(get, p).median)
+		}
+		b.WriteString("\n")
+	}
+	row("empty workflow (floor)", floor)
+	for _, k := range kinds {
+		row(k.name, func(run cpuRun) cpuCost { return run.kinds[k.name] })
+	}
+	b.WriteString("\nRuns:")
+	for i, run := range r.runs {
+		mark := ""
+		if run.other > 0.1 {
+			mark = " — **disturbed**: other processes took more than a tenth of the machine"
+		}
+		fmt.Fprintf(&b, " %d. floor %.2f ms, %s; other processes %.0f%% of the machine%s.", i+1, run.floor.ms(),
+			ratiosLine(run), 100*run.other, mark)
+	}
+	fmt.Fprintf(&b, "\n\nFor scripts, the last line `make bench-cost` prints: `%s`.\n", r.scriptLine())
+	b.WriteString(cpuEndMarker + "\n")
+	return b.String()
+}
