@@ -74,11 +74,28 @@ type benchCase struct {
 
 func (c benchCase) name() string { return fmt.Sprintf("%s/clients=%d", c.shape, c.clients) }
 
-// script is the pgbench transaction on one of skus rows.
-func script(skus int) string {
+// pgbenchBatchTxn is the same transaction for :batch orders at once, as reserve_orders commits a
+// combined batch: one conditional UPDATE of the row by the batch's units, one reservation row per
+// order.
+const pgbenchBatchTxn = `BEGIN;
+WITH r AS (UPDATE inventory SET reserved = reserved + :batch, version = version + 1 WHERE sku_id = :sku AND warehouse_id = 1 AND on_hand - reserved >= :batch RETURNING sku_id, warehouse_id) INSERT INTO stock_reservations (order_id, sku_id, warehouse_id, quantity, expires_at) SELECT nextval('bench_order_seq'), sku_id, warehouse_id, 1, now() + interval '15 minutes' FROM r, generate_series(1, :batch);
+COMMIT;
+`
+
+// maxBatchOrders is the engine's bound on one combined batch (inventory's maxBatchOrders).
+const maxBatchOrders = 256
+
+// bestClients are the client counts pgbench runs the one-row transaction at to find its best.
+var bestClients = []int{1, 2, 4, 8, 16, 32}
+
+// script is the pgbench transaction on one of skus rows, for batch orders at a time (1: one).
+func script(skus, batch int) string {
 	set := fmt.Sprintf(`\set sku %d`, benchdata.FirstSKU)
 	if skus > 1 {
 		set = fmt.Sprintf(`\set sku random(%d, %d)`, benchdata.FirstSKU, benchdata.FirstSKU+skus-1)
+	}
+	if batch > 1 {
+		return set + fmt.Sprintf("\n\\set batch %d\n", batch) + pgbenchBatchTxn
 	}
 	return set + "\n" + pgbenchTxn
 }
@@ -89,7 +106,12 @@ type pgRun struct {
 	tps, latencyMs float64
 	txns           int64
 	other          float64
+	// clients and batch are what the run used: its connections, and orders per transaction.
+	clients, batch int
 }
+
+// rate is the run's orders a second: its transactions times the orders in each.
+func (r pgRun) rate() float64 { return r.tps * float64(max(r.batch, 1)) }
 
 // goRun is one run of a BenchmarkReserve case.
 type goRun struct {
@@ -102,6 +124,10 @@ type result struct {
 	pg pgRun
 	// buckets is pgbench over bucketRows rows of the hot SKU's stock (hot cases only).
 	buckets pgRun
+	// batched is pgbench on the hot row committing as the combining engine does: one connection,
+	// min(clients, maxBatchOrders) orders per transaction, one transaction at a time on the row
+	// (hot cases only): the row's limit for batches of that size.
+	batched pgRun
 	// off and on are the Go reserve path with combining off (each order its own transaction)
 	// and on (the default).
 	off, on goRun
@@ -180,7 +206,7 @@ func run(ctx context.Context, seconds int, out string) error {
 		steps := []func() error{
 			func() (err error) {
 				r.pg, err = steady(c.name()+" pgbench", func(attempt int) (pgRun, error) {
-					return b.runPgbench(ctx, c, c.skus, c.shape, attempt)
+					return b.runPgbench(ctx, c.shape, c.skus, c.clients, 1, attempt)
 				})
 				return err
 			},
@@ -197,7 +223,14 @@ func run(ctx context.Context, seconds int, out string) error {
 			steps = append(steps, func() (err error) {
 				label := fmt.Sprintf("buckets%d", bucketRows)
 				r.buckets, err = steady(fmt.Sprintf("%s pgbench over %d rows", c.name(), bucketRows),
-					func(attempt int) (pgRun, error) { return b.runPgbench(ctx, c, bucketRows, label, attempt) })
+					func(attempt int) (pgRun, error) { return b.runPgbench(ctx, label, bucketRows, c.clients, 1, attempt) })
+				return err
+			}, func() (err error) {
+				batch := min(c.clients, maxBatchOrders)
+				r.batched, err = steady(fmt.Sprintf("%s pgbench batched by %d", c.name(), batch),
+					func(attempt int) (pgRun, error) {
+						return b.runPgbench(ctx, fmt.Sprintf("batched%d", batch), 1, 1, batch, attempt)
+					})
 				return err
 			})
 		}
@@ -209,15 +242,31 @@ func run(ctx context.Context, seconds int, out string) error {
 		}
 	}
 
+	// pgbench's best on the one row: the client count it does most at, since more backends on one
+	// row mostly wait for each other.
+	var best pgRun
+	for _, n := range bestClients {
+		r, err := steady(fmt.Sprintf("hot pgbench at %d clients", n), func(attempt int) (pgRun, error) {
+			return b.runPgbench(ctx, "best", 1, n, 1, attempt)
+		})
+		if err != nil {
+			return err
+		}
+		if r.tps > best.tps {
+			best = r
+		}
+	}
+
 	facts, err := machineFacts(ctx, b.srv)
 	if err != nil {
 		return err
 	}
 	facts.loadBefore, facts.loadAfter = loadBefore, fmt.Sprintf("%.2f", benchkit.LoadAverage())
-	section := render(results, facts, seconds)
+	section := render(results, best, facts, seconds)
 	fmt.Println(table(results))
 	fmt.Println(hotTable(results))
-	for _, v := range verdicts(results) {
+	fmt.Println(fairTable(results, best))
+	for _, v := range append(verdicts(results), fairVerdict(results, best)) {
 		fmt.Println(v)
 	}
 	if d := disturbance(results); d != "" {
@@ -267,10 +316,11 @@ func steady[T runOther](name string, run func(attempt int) (T, error)) (T, error
 	return best, nil
 }
 
-// runPgbench measures pgbench's transaction over skus rows on a fresh database seeded like the Go
-// side's.
-func (b *bench) runPgbench(ctx context.Context, c benchCase, skus int, label string, attempt int) (pgRun, error) {
-	var r pgRun
+// runPgbench measures pgbench's transaction over skus rows, batch orders a transaction, with
+// clients connections, on a fresh database seeded like the Go side's.
+func (b *bench) runPgbench(ctx context.Context, label string, skus, clients, batch, attempt int) (pgRun, error) {
+	r := pgRun{clients: clients, batch: batch}
+	c := benchCase{shape: label, skus: skus, clients: clients}
 	dbname := fmt.Sprintf("pgbench_%s_%d_%d", label, c.clients, attempt)
 	if err := b.srv.CreateDatabase(ctx, dbname, ""); err != nil {
 		return r, err
@@ -292,7 +342,7 @@ func (b *bench) runPgbench(ctx context.Context, c benchCase, skus int, label str
 		}
 	}
 	file := fmt.Sprintf("reserve_%s.sql", label)
-	if err := os.WriteFile(filepath.Join(b.tmp, file), []byte(script(skus)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(b.tmp, file), []byte(script(skus, batch)), 0o644); err != nil {
 		return r, err
 	}
 	// One pgbench thread per CPU (as many as clients at most), as the Go side has GOMAXPROCS.
@@ -326,9 +376,9 @@ func (b *bench) runPgbench(ctx context.Context, c benchCase, skus int, label str
 		(SELECT coalesce(sum(reserved), 0) FROM inventory)`).Scan(&rows, &reserved); err != nil {
 		return r, err
 	}
-	if rows != r.txns || reserved != r.txns {
-		return r, fmt.Errorf("pgbench counted %d transactions but left %d reservation rows and %d reserved units",
-			r.txns, rows, reserved)
+	if want := r.txns * int64(max(batch, 1)); rows != want || reserved != want {
+		return r, fmt.Errorf("pgbench counted %d transactions of %d orders but left %d reservation rows and %d reserved units",
+			r.txns, max(batch, 1), rows, reserved)
 	}
 	return r, nil
 }
@@ -539,6 +589,54 @@ func hotTable(rs []result) string {
 	return b.String()
 }
 
+// fairTable sets the combining engine on the hot row beside the two baselines that commit as it
+// can: pgbench at its best client count (more backends on one row only wait for each other), and
+// pgbench committing batches of the size the engine's batches reach at that many clients.
+func fairTable(rs []result, best pgRun) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| hot row, clients | Go, combining on, reservations/s | pgbench at its best (%d clients), tps | "+
+		"on ÷ pgbench best | pgbench batched: orders per commit | pgbench batched, orders/s | **on ÷ pgbench batched** |\n",
+		best.clients)
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rs {
+		if r.skus != 1 {
+			continue
+		}
+		fmt.Fprintf(&b, "| %d | %.0f | %.0f | %.2f | %d | %.0f | **%.2f** |\n", r.clients, r.on.rate, best.tps,
+			ratio(r.on.rate, best.tps), r.batched.batch, r.batched.rate(), ratio(r.on.rate, r.batched.rate()))
+	}
+	return b.String()
+}
+
+// fairVerdict judges the hot row against the batched baseline: the engine at least matches the
+// row's limit for its batch size.
+func fairVerdict(rs []result, best pgRun) string {
+	var met, missed []string
+	for _, r := range rs {
+		if r.skus != 1 {
+			continue
+		}
+		x := ratio(r.on.rate, r.batched.rate())
+		s := fmt.Sprintf("%s (%.2f×)", r.name(), x)
+		if x >= 1 {
+			met = append(met, s)
+		} else {
+			missed = append(missed, s)
+		}
+	}
+	out := "Hot-row target (combining on ≥ 1.0× pgbench committing batches of the same size)"
+	switch {
+	case len(missed) == 0:
+		out += " met in every case: " + strings.Join(met, ", ") + "."
+	case len(met) == 0:
+		out += " missed in every case: " + strings.Join(missed, ", ") + "."
+	default:
+		out += " met for " + strings.Join(met, ", ") + "; missed for " + strings.Join(missed, ", ") + "."
+	}
+	return out + fmt.Sprintf(" Against pgbench's best client count (%d clients, %.0f tps) instead of the same count, "+
+		"the engine's ratios are in the table's fourth column.", best.clients, best.tps)
+}
+
 // verdicts judges the figures: the 0.8× bar for both reserve paths in every case, and the hot-SKU
 // bar.
 func verdicts(rs []result) []string {
@@ -580,7 +678,7 @@ func verdicts(rs []result) []string {
 	return out
 }
 
-func render(rs []result, f facts, seconds int) string {
+func render(rs []result, best pgRun, f facts, seconds int) string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	w("%s\n## Reserve path against pgbench\n\n", startMarker)
@@ -620,6 +718,14 @@ func render(rs []result, f facts, seconds int) string {
 	b.WriteString(table(rs))
 	w("\n")
 	b.WriteString(hotTable(rs))
+	w("\nThe hot row beside baselines that commit as the engine can. pgbench with one order per transaction "+
+		"collapses as backends pile onto one row, so a ratio against it at 200 clients flatters the engine; it was "+
+		"run at %v clients and its best is used here. And the engine commits up to %d orders at once, so the "+
+		"row's real limit is pgbench committing batches: one connection, one transaction on the row at a time, "+
+		"min(clients, %d) orders in each (the size the engine's batches reach when every client waits), the "+
+		"same conditional UPDATE by the batch's units and one reservation row per order:\n\n",
+		bestClients, maxBatchOrders, maxBatchOrders)
+	b.WriteString(fairTable(rs, best))
 	w("\npgbench latency average:")
 	for i, r := range rs {
 		w(" %s %.2f ms%s", r.name(), r.pg.latencyMs, listSep(i, len(rs)))
@@ -633,13 +739,13 @@ func render(rs []result, f facts, seconds int) string {
 		}
 		w("%s", listSep(i, len(rs)))
 	}
-	w("\n\n%s", strings.Join(verdicts(rs), "\n\n"))
+	w("\n\n%s", strings.Join(append(verdicts(rs), fairVerdict(rs, best)), "\n\n"))
 	if d := disturbance(rs); d != "" {
 		w("\n\n%s", d)
 	}
 	w("\n\nThe pgbench transaction (spread; hot sets `:sku` to %d, the %d-row reference draws it from "+
 		"the first %d SKUs):\n\n```sql\n%s```\n%s\n",
-		benchdata.FirstSKU, bucketRows, bucketRows, script(1000), endMarker)
+		benchdata.FirstSKU, bucketRows, bucketRows, script(1000, 1), endMarker)
 	return b.String()
 }
 
@@ -657,7 +763,7 @@ const disturbedShare = 0.10
 func disturbance(rs []result) string {
 	var names []string
 	for _, r := range rs {
-		if max(r.pg.other, r.off.other, r.on.other, r.buckets.other) > disturbedShare {
+		if max(r.pg.other, r.off.other, r.on.other, r.buckets.other, r.batched.other) > disturbedShare {
 			names = append(names, r.name())
 		}
 	}
