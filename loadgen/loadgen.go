@@ -460,6 +460,10 @@ func (g *gen) placeOrder(ctx context.Context, endpoint, tok, key string, body ma
 		target = g.cfg.OrderURL
 	}
 	faults := 0
+	if endpoint == epOrder {
+		start := time.Now()
+		defer func() { g.rec.wait(EndpointOrderShopper, time.Since(start)) }()
+	}
 	for attempt := 0; ; attempt++ {
 		a, err := g.load.send(ctx, request{endpoint: endpoint, method: http.MethodPost, url: target,
 			token: tok, header: h, json: body})

@@ -19,6 +19,11 @@ const EndpointOrder = "POST /api/v1/orders"
 // apart, so that EndpointOrder's latency is that of the orders let in.
 const EndpointOrderBusy = "POST /api/v1/orders (refused BUSY)"
 
+// EndpointOrderShopper names, in Report.Endpoints, each order as its shopper waited for it: from
+// the first try of POST /api/v1/orders to the last answer, every try, every wait a BUSY answer
+// asked for, and the orders given up after it included. It counts orders, not requests.
+const EndpointOrderShopper = "POST /api/v1/orders as the shopper waited (every try and wait)"
+
 // EndpointOrderRepeat names the same order sent again with its key (Config.RepeatShare).
 const EndpointOrderRepeat = "POST /api/v1/orders (same key again)"
 
@@ -45,7 +50,7 @@ const (
 
 // endpointOrder is the order of the endpoint table: a shopper's path, then the seller's.
 var endpointOrder = []string{epAddress, epCartGet, epCartPut, epPreview, epOrder, epRepeat, EndpointOrderBusy,
-	epThreeDS, epCancel, epGetOrder, epStocks}
+	EndpointOrderShopper, epThreeDS, epCancel, epGetOrder, epStocks}
 
 // recorder collects every request of the load phase: latency per endpoint, answers by code.
 type recorder struct {
@@ -78,6 +83,14 @@ func (r *recorder) observe(endpoint string, status int, code string, d time.Dura
 	if status == 0 || status >= 400 {
 		r.errs[errKey{endpoint, status, code}]++
 	}
+}
+
+// wait records how long a shopper waited for something made of several requests (each already
+// observed): its latency only, counted neither as a request nor as an error.
+func (r *recorder) wait(endpoint string, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lat[endpoint] = append(r.lat[endpoint], float64(d.Microseconds())/1000)
 }
 
 func (r *recorder) total() int64 {
