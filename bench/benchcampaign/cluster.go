@@ -38,7 +38,20 @@ func renderCluster(res Results, window time.Duration) string {
 			"way at the same counts (its floor and the campaign mix), so that the two stacks are compared on the same " +
 			"machine within minutes of each other.\n")
 	}
+	if res.DevFullSync != nil {
+		w("- And the dev stack once more with its SQLite fsyncing every commit (`TEMPORAL_DEV_SQLITE_SYNC=full`), " +
+			"the floor and the campaign at the same counts: what each store makes durable differs, as the next table " +
+			"says, and this run measures what that difference is worth.\n")
+	}
 	w("\n")
+	w("| store | what a commit waits for |\n|---|---|\n")
+	w("| the cluster's PostgreSQL (the checkout's database and Temporal's two) | `fsync=on`, `synchronous_commit=on`: " +
+		"each commit returns once its WAL is fsynced |\n")
+	w("| the dev stack's PostgreSQL (the checkout's database) | the same settings: each commit's WAL fsynced |\n")
+	w("| the dev server's SQLite (Temporal's history, `make run`) | `journal_mode=wal`, `synchronous=normal`: a commit " +
+		"is written to the WAL file but not fsynced; the WAL is fsynced at each checkpoint. A crash of the machine " +
+		"(not of the process) can lose the last commits |\n")
+	w("| the dev server's SQLite with `TEMPORAL_DEV_SQLITE_SYNC=full` | `synchronous=full`: each commit fsyncs the WAL |\n\n")
 
 	w("| run | shoppers | per second | POST /orders (floor: update answer) p50 / p99 ms | ÷ floor, per second | answers |\n")
 	w("|---|---:|---:|---:|---:|---|\n")
@@ -55,11 +68,19 @@ func renderCluster(res Results, window time.Duration) string {
 		if res.Dev == nil {
 			continue
 		}
-		df, _ := res.Dev.find(runFloor, n)
-		for _, what := range []string{runFloor, runCampaign} {
-			if r, ok := res.Dev.find(what, n); ok {
-				w("| dev stack (`make run`), %s | %d | %.1f | %.0f / %.0f | %s | %s |\n", labelOf(what), n, r.PerSecond,
-					r.P50Ms, r.P99Ms, ratio(r.PerSecond, df.PerSecond), answers(r))
+		for _, d := range []struct {
+			label string
+			res   *Results
+		}{{"dev stack (`make run`)", res.Dev}, {"dev stack, SQLite at full sync", res.DevFullSync}} {
+			if d.res == nil {
+				continue
+			}
+			df, _ := d.res.find(runFloor, n)
+			for _, what := range []string{runFloor, runCampaign} {
+				if r, ok := d.res.find(what, n); ok {
+					w("| %s, %s | %d | %.1f | %.0f / %.0f | %s | %s |\n", d.label, labelOf(what), n, r.PerSecond,
+						r.P50Ms, r.P99Ms, ratio(r.PerSecond, df.PerSecond), answers(r))
+				}
 			}
 		}
 	}
@@ -82,6 +103,14 @@ func renderCluster(res Results, window time.Duration) string {
 			return []float64{c.Checkout, c.Temporal, c.Postgres, c.Driver, c.OtherPct, c.IdlePct}
 		})
 	}
+	if res.DevFullSync != nil {
+		w("\nThe dev stack's runs with its SQLite at full sync (the same columns):\n\n")
+		w("| run | shoppers | checkout dev %% | Temporal %% | PostgreSQL %% | this tool %% | other %% | idle %% | PG active / lock / idle in tx | SQLite calls/s, mean ms, in flight | SQLite's heaviest operation |\n")
+		w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		writeWindows(&b, *res.DevFullSync, func(c CPU) []float64 {
+			return []float64{c.Checkout, c.Temporal, c.Postgres, c.Driver, c.OtherPct, c.IdlePct}
+		})
+	}
 	w("\n%s\n\n", clusterReading(res))
 	if c := clusterAgainstDev(res); c != "" {
 		w("%s\n\n", c)
@@ -93,6 +122,10 @@ func renderCluster(res Results, window time.Duration) string {
 	if res.Dev != nil {
 		w("\n")
 		writeOutcome(&b, *res.Dev, " on the dev stack")
+	}
+	if res.DevFullSync != nil {
+		w("\n")
+		writeOutcome(&b, *res.DevFullSync, " on the dev stack at full sync")
 	}
 	w("%s\n", clusterEndMarker)
 	return b.String()

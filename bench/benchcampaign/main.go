@@ -277,6 +277,10 @@ type Results struct {
 	// Dev is, for the cluster, the dev stack's floor and campaign at the same counts, measured in
 	// the same invocation after the cluster's runs.
 	Dev *Results `json:"devStack,omitempty"`
+	// DevFullSync is the same dev stack with its SQLite fsyncing every commit (TEMPORAL_DEV_SQLITE_SYNC=full),
+	// as the cluster's PostgreSQL does; Env is what a stack was started with beyond the defaults.
+	DevFullSync *Results `json:"devStackFullSync,omitempty"`
+	Env         []string `json:"env,omitempty"`
 }
 
 // find returns the run of what at shoppers.
@@ -315,6 +319,15 @@ func run(ctx context.Context, counts []int, window time.Duration, stack string) 
 		}
 		dev.LoadAfter = benchkit.LoadAverage()
 		res.Dev = &dev
+		// And again with the dev server's SQLite fsyncing each commit: the cluster's PostgreSQL
+		// does, the dev server's default does not, and the comparison should say what that costs.
+		full := Results{Stack: stackDev, StartedAt: time.Now().UTC(), WindowSeconds: res.WindowSeconds, CPUs: res.CPUs,
+			CPUModel: res.CPUModel, LoadBefore: benchkit.LoadAverage(), Env: []string{"TEMPORAL_DEV_SQLITE_SYNC=full"}}
+		if err := measure(ctx, &full, counts, window, []string{runFloor, runCampaign}); err != nil {
+			return res, fmt.Errorf("the dev stack at full sync: %w", err)
+		}
+		full.LoadAfter = benchkit.LoadAverage()
+		res.DevFullSync = &full
 	} else if err := measure(ctx, &res, counts, window, []string{runFloor, runCampaign, runSagaOK, runPlainOK}); err != nil {
 		return res, err
 	}
@@ -336,7 +349,7 @@ func measure(ctx context.Context, res *Results, counts []int, window time.Durati
 			Env: append(os.Environ(), admissionOff...), Args: []string{"--apis", "2", "--workers", "2"}})
 	} else {
 		log.Printf("starting the dev stack")
-		s, err = benchkit.StartStack(ctx, "checkout-bench-campaign-", admissionOff...)
+		s, err = benchkit.StartStack(ctx, "checkout-bench-campaign-", append(slices.Clone(admissionOff), res.Env...)...)
 	}
 	if err != nil {
 		return err

@@ -95,7 +95,7 @@ func runDev(ctx context.Context, cfg config.Config, args []string) error {
 		ts, err := devtemporal.Start(ctx, devtemporal.Options{CLI: cfg.Dev.TemporalCLI,
 			DBFile: filepath.Join(cfg.Dev.DataDir, "temporal.db"), Port: cfg.Dev.TemporalPort, UIPort: cfg.Dev.TemporalUIPort,
 			MetricsPort: cfg.Dev.TemporalMetricsPort, SearchAttributes: worker.SearchAttributeTypes(),
-			DynamicConfig: cfg.Dev.TemporalDevConfig, UICodecEndpoint: codecEndpoint(cfg),
+			DynamicConfig: cfg.Dev.TemporalDevConfig, SQLiteSync: cfg.Dev.TemporalSQLiteSync, UICodecEndpoint: codecEndpoint(cfg),
 			Namespace: cfg.TemporalNamespace, Log: openLog(cfg.Dev.DataDir, "temporal.log")})
 		if err != nil {
 			return fmt.Errorf("temporal dev server: %w", err)

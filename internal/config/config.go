@@ -194,6 +194,10 @@ type DevStack struct {
 	TemporalMetricsPort int
 	// TemporalDevConfig are more dynamic config values of the dev server (key=value, comma-separated).
 	TemporalDevConfig []string
+	// TemporalSQLiteSync is the dev server's SQLite `synchronous` pragma: normal (the default: in
+	// WAL mode a commit is not fsynced, the checkpoint is) or full (every commit fsynced, as the
+	// cluster's PostgreSQL does).
+	TemporalSQLiteSync string
 	// PrometheusPort, when above 0, makes dev start the distribution's Prometheus on that loopback
 	// port, scraping the stack with the product's rules (`make run PROMETHEUS=1`).
 	PrometheusPort int
@@ -370,6 +374,7 @@ func Load(getenv func(string) string) (Config, error) {
 			TemporalUIPort:      p.int("TEMPORAL_UI_PORT", DefaultTemporalUIPort),
 			TemporalMetricsPort: p.int("TEMPORAL_METRICS_PORT", 0),
 			TemporalDevConfig:   p.list("TEMPORAL_DEV_DYNAMIC_CONFIG"),
+			TemporalSQLiteSync:  p.str("TEMPORAL_DEV_SQLITE_SYNC", "normal"),
 			PrometheusPort:      p.int("PROMETHEUS_PORT", 0),
 			BuildsQueryWindow:   p.duration("BUILDS_QUERY_WINDOW", 10*time.Minute),
 			JaegerUIPort:        p.int("JAEGER_UI_PORT", DefaultJaegerUIPort),
@@ -519,6 +524,9 @@ func (c Config) Validate() error {
 	}
 	if c.CartViewCacheTTL < 0 || c.CartViewCacheTTL > time.Minute {
 		errs = append(errs, fmt.Errorf("CART_VIEW_CACHE_TTL %s: between 0 and 1m", c.CartViewCacheTTL))
+	}
+	if s := c.Dev.TemporalSQLiteSync; s != "normal" && s != "full" {
+		errs = append(errs, fmt.Errorf("TEMPORAL_DEV_SQLITE_SYNC %q: normal or full", s))
 	}
 	if c.CartCacheEntries < 0 || c.CartCacheEntries > 10_000_000 {
 		errs = append(errs, fmt.Errorf("CART_CACHE_ENTRIES %d: between 0 (no cache) and 10000000", c.CartCacheEntries))

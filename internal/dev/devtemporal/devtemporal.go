@@ -3,6 +3,7 @@
 package devtemporal
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -29,6 +30,9 @@ type Options struct {
 	CLI string
 	// DBFile is the SQLite file; empty keeps everything in memory.
 	DBFile string
+	// SQLiteSync is the SQLite file's `synchronous` pragma: normal (empty: in WAL mode a commit is
+	// not fsynced, the checkpoint is) or full (every commit fsynced).
+	SQLiteSync string
 	// Port is the frontend gRPC port; 0 picks a free one.
 	Port int
 	// UIPort serves the Web UI; 0 runs headless.
@@ -126,7 +130,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			return nil, err
 		}
 		args = append(args, "--db-filename", o.DBFile,
-			"--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal")
+			"--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous="+cmp.Or(o.SQLiteSync, "normal"))
 	}
 	if o.MetricsPort > 0 {
 		args = append(args, "--metrics-port", strconv.Itoa(o.MetricsPort))
