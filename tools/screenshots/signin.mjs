@@ -10,6 +10,7 @@ import { createHash, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
+import { checkoutAPI } from './api.mjs';
 
 const API = process.env.API_URL ?? 'http://localhost:8080';
 const UI = process.env.UI_URL ?? 'http://localhost:8233';
@@ -31,51 +32,8 @@ const caSPKI = createHash('sha256')
 const shopperToken = (user) =>
   execFileSync(CHECKOUT, ['token', '--user', String(user), '--role', 'shopper']).toString().trim();
 
-async function call(method, path, tok, body, headers = {}) {
-  const res = await fetch(API + path, {
-    method,
-    headers: { Authorization: `Bearer ${tok}`, 'Content-Type': 'application/json', ...headers },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text}`);
-  return text ? JSON.parse(text) : {};
-}
-
-// placeOrder empties the shopper's cart, fills it with lines ({skuId: quantity}) and orders it.
-async function placeOrder(user, lines, paymentMethodToken) {
-  const tok = shopperToken(user);
-  for (const item of (await call('GET', '/api/v1/cart', tok)).items ?? []) {
-    await call('PUT', `/api/v1/cart/items/${item.skuId}`, tok, { sellerId: item.sellerId, quantity: 0 });
-  }
-  for (const [skuId, quantity] of Object.entries(lines)) {
-    await call('PUT', `/api/v1/cart/items/${skuId}`, tok, { sellerId: SELLER, quantity });
-  }
-  const { priceVersion } = await call('POST', '/api/v1/checkout/preview', tok);
-  const { addresses } = await call('GET', '/api/v1/addresses', tok);
-  const key = `signin-${Date.now().toString(36)}-${Object.keys(lines).join('-')}`;
-  const placed = await call('POST', '/api/v1/orders', tok,
-    { priceVersion, addressId: addresses[0].addressId, paymentMethodToken }, { 'Idempotency-Key': key });
-  console.log(`order ${placed.orderId} (shopper ${user}, ${paymentMethodToken}): ${placed.status}`);
-  return { ...placed, tok, workflowId: `order-u${user}-${key}` };
-}
-
-// approve presses Approve on the simulator's 3-D Secure page, as the shopper's browser would.
-async function approve(order) {
-  const res = await fetch(order.payment.redirectUrl, { method: 'POST', body: new URLSearchParams({ result: 'approve' }) });
-  if (!res.ok) throw new Error(`3-D Secure approve of order ${order.orderId}: ${res.status}`);
-}
-
-async function waitStatus(order, status, seconds = 60) {
-  const deadline = Date.now() + seconds * 1000;
-  let last;
-  while (Date.now() < deadline) {
-    last = await call('GET', `/api/v1/orders/${order.orderId}`, order.tok);
-    if (last.status === status) return last;
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  throw new Error(`order ${order.orderId} is ${last?.status}, not ${status}, after ${seconds}s`);
-}
+const { call, placeOrder, approve, waitStatus } = checkoutAPI({ api: API, seller: SELLER, shopperToken,
+  keyPrefix: 'signin' });
 
 function check(ok, what) {
   if (!ok) throw new Error(what);
