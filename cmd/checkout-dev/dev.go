@@ -71,6 +71,9 @@ func runDev(ctx context.Context, cfg config.Config, args []string) error {
 		}
 		defer pg.Stop()
 		cfg.DatabaseURL = pg.URL("checkout")
+		if cfg.Dev.PGUnixSocket {
+			cfg.DatabaseURL = pg.LocalURL("checkout")
+		}
 		log.Info("postgres started", "url", cfg.DatabaseURL, "data", pg.Dir)
 	}
 	if cfg.Dev.PrometheusPort > 0 && cfg.Dev.TemporalMetricsPort == 0 && cfg.TemporalAddress == "" {

@@ -185,8 +185,11 @@ type Traces struct {
 
 // DevStack is where `dev` runs the servers it starts itself, and what with.
 type DevStack struct {
-	DataDir        string
-	PGPort         int
+	DataDir string
+	PGPort  int
+	// PGUnixSocket makes the stack's processes reach its private cluster over the cluster's Unix
+	// socket rather than TCP on loopback (tools on the port still can).
+	PGUnixSocket   bool
 	TemporalCLI    string
 	TemporalPort   int
 	TemporalUIPort int
@@ -369,6 +372,7 @@ func Load(getenv func(string) string) (Config, error) {
 		Dev: DevStack{
 			DataDir:             p.str("DATA_DIR", ".data"),
 			PGPort:              p.int("PG_PORT", DefaultPGPort),
+			PGUnixSocket:        p.bool("PG_UNIX_SOCKET", true),
 			TemporalCLI:         p.str("TEMPORAL_CLI", "bin/temporal"),
 			TemporalPort:        p.int("TEMPORAL_PORT", DefaultTemporalPort),
 			TemporalUIPort:      p.int("TEMPORAL_UI_PORT", DefaultTemporalUIPort),
