@@ -60,6 +60,8 @@ type cpuRun struct {
 }
 
 type cpuResult struct {
+	label    string
+	env      []string
 	runs     []cpuRun
 	parts    []string
 	idle     map[string]float64 // percent of one CPU, by process
@@ -334,7 +336,22 @@ func (r cpuResult) scriptLine() string {
 		r.ratios("campaign mix").median)
 }
 
-func renderCPU(r cpuResult, label string) string {
+// compareFlag is -cpu-compare: stacks of this build with other settings.
+type compareFlag []config
+
+func (f *compareFlag) String() string { return fmt.Sprint(len(*f)) }
+
+func (f *compareFlag) Set(v string) error {
+	label, env, ok := strings.Cut(v, ":")
+	if !ok || label == "" || !strings.Contains(env, "=") {
+		return fmt.Errorf("%q: label:KEY=VALUE[,KEY=VALUE]", v)
+	}
+	*f = append(*f, config{label: label, binary: "bin/checkout-dev", env: strings.Split(env, ",")})
+	return nil
+}
+
+func renderCPU(r cpuResult, others []cpuResult) string {
+	label := r.label
 	var b strings.Builder
 	b.WriteString(cpuStartMarker + "\n## CPU per order\n\n")
 	b.WriteString("Written by `make bench-cost` (bench/benchcost); running it again replaces this section.\n\n")
@@ -382,6 +399,34 @@ func renderCPU(r cpuResult, label string) string {
 		}
 		fmt.Fprintf(&b, " %d. floor %.2f ms, %s; other processes %.0f%% of the machine%s.", i+1, run.floor.ms(),
 			ratiosLine(run), 100*run.other, mark)
+	}
+	if len(others) > 0 {
+		b.WriteString("\n\nThe same pass on stacks of this build with other settings, measured after it in the same " +
+			"run (medians of their runs; ratios over each stack's own floor):\n\n| stack | settings | floor ms |")
+		for _, k := range kinds {
+			fmt.Fprintf(&b, " %s ms (÷ floor) |", k.name)
+		}
+		b.WriteString("\n|---|---|---:|" + strings.Repeat("---:|", len(kinds)) + "\n")
+		for _, o := range append([]cpuResult{r}, others...) {
+			settings := "defaults"
+			if len(o.env) > 0 {
+				settings = "`" + strings.Join(o.env, " ") + "`"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %.2f |", o.label, settings, o.costs(func(run cpuRun) cpuCost { return run.floor }, "").median)
+			for _, k := range kinds {
+				fmt.Fprintf(&b, " %.2f (%.2f×) |", o.costs(func(run cpuRun) cpuCost { return run.kinds[k.name] }, "").median,
+					o.ratios(k.name).median)
+			}
+			b.WriteString("\n")
+		}
+		for _, o := range others {
+			for i, run := range o.runs {
+				if run.other > 0.1 {
+					fmt.Fprintf(&b, "\n%s, run %d: **disturbed** (other processes %.0f%% of the machine).", o.label, i+1,
+						100*run.other)
+				}
+			}
+		}
 	}
 	fmt.Fprintf(&b, "\n\nFor scripts, the last line `make bench-cost` prints: `%s`.\n", r.scriptLine())
 	b.WriteString(cpuEndMarker + "\n")

@@ -63,6 +63,9 @@ func main() {
 	runs := flag.Int("runs", 3, "runs of the CPU pass (each: the floor, paid at once, 3-D Secure, the campaign mix)")
 	cpuOrders := flag.Int("cpu-orders", 60, "orders per kind (and empty workflows) in each run of the CPU pass")
 	cpuOnly := flag.Bool("cpu-only", false, "only the CPU pass, on this build (no persistence calls, no baseline)")
+	var compare compareFlag
+	flag.Var(&compare, "cpu-compare", "another stack for the CPU pass, label:KEY=VALUE[,KEY=VALUE] (repeatable): "+
+		"this build with those settings, measured after it in the same run (e.g. tcp:PG_UNIX_SOCKET=false)")
 	floorWorker := flag.String(floorWorkerFlag, "", "internal: run the floor's worker against this Temporal frontend")
 	floorDir := flag.String("floor-dir", "", "internal: the dev stack's data folder, for -"+floorWorkerFlag)
 	flag.Parse()
@@ -113,10 +116,21 @@ func main() {
 			}
 		}
 	}
+	var others []cpuResult
+	for _, c := range compare {
+		log.Printf("CPU pass on %s", c.label)
+		_, cr, err := measure(ctx, c, *orders, false, true, *runs, *cpuOrders)
+		if err != nil {
+			log.Fatalf("%s: %v", c.label, err)
+		}
+		cr.label = c.label
+		others = append(others, cr)
+	}
 	if !*cpuOnly {
 		write(render(results, *orders, started), startMarker, endMarker)
 	}
-	write(renderCPU(cpu, "this build"), cpuStartMarker, cpuEndMarker)
+	cpu.label = "this build"
+	write(renderCPU(cpu, others), cpuStartMarker, cpuEndMarker)
 	fmt.Println(cpu.scriptLine())
 }
 
@@ -135,6 +149,7 @@ func measure(ctx context.Context, c config, n int, calls, withCPU bool, runs, cp
 		if cpu, err = measureCPU(ctx, st, runs, cpuOrders); err != nil {
 			return res, cpu, fmt.Errorf("CPU pass: %w", err)
 		}
+		cpu.env = c.env
 	}
 	if !calls {
 		return res, cpu, nil
