@@ -1,7 +1,7 @@
 // Package auth mints and verifies the API's bearer tokens: JWTs with the user id in sub, a role,
 // and a seller id for sellers; RS256 or ES256 from the identity provider's JWKS (IdentityProvider),
-// HS256 with the shared secret for `checkout-dev dev` and tests, and outside them for the roles
-// HMACRoles names only (shoppers and sellers, never staff).
+// HS256 with the shared secret for `checkout-dev dev` and tests only: keys with a provider take no
+// HS256 token at all.
 package auth
 
 import (
@@ -50,8 +50,8 @@ type Key struct {
 // Keys are how tokens are signed and checked: the signing key, older keys still accepted while
 // tokens signed with them live out (a rotation), and, when set, the issuer and audience tokens
 // must name and the longest lifetime a token may have. Provider, when set, verifies the identity
-// provider's asymmetric tokens; HMACRoles, when not nil, are the only roles an HS256 token may
-// carry (outside dev: staff come from the provider alone).
+// provider's asymmetric tokens, and is then the only source of tokens: the shared secret (Signing,
+// Verifying) still mints, for dev and tests, but verifies nothing.
 type Keys struct {
 	Signing     Key
 	Verifying   []Key
@@ -59,7 +59,6 @@ type Keys struct {
 	Audience    string
 	MaxLifetime time.Duration
 	Provider    *IdentityProvider
-	HMACRoles   []string
 
 	now func() time.Time // the clock tokens are minted and checked by; nil: time.Now (tests fix it)
 }
@@ -173,17 +172,20 @@ func (k Keys) key(kid string) ([]byte, bool) {
 	return nil, false
 }
 
-// verify is Verify, also returning the token's expiry: the provider's tokens by its keys, HS256
-// ones by ours.
+// ErrSharedSecretRefused answers an HS256 token where an identity provider is the only source of
+// tokens (every mode but `checkout-dev dev` and tests).
+var ErrSharedSecretRefused = errors.New("an HS256 token of the shared secret is refused here: tokens come from the identity provider")
+
+// verify is Verify, also returning the token's expiry: with a provider, its tokens alone, by its
+// keys; without one (dev, tests), HS256 ones by ours.
 func (k Keys) verify(token string) (Principal, time.Time, error) {
-	if alg := tokenAlg(token); alg != jwt.SigningMethodHS256.Alg() && k.Provider != nil {
-		return k.Provider.verify(token, k.MaxLifetime, k.clock())
+	if k.Provider == nil {
+		return k.verifyHMAC(token)
 	}
-	p, exp, err := k.verifyHMAC(token)
-	if err == nil && !k.hmacAllows(p.Role) {
-		return Principal{}, time.Time{}, fmt.Errorf("a %s token must come from the identity provider, not the shared secret", p.Role)
+	if tokenAlg(token) == jwt.SigningMethodHS256.Alg() {
+		return Principal{}, time.Time{}, ErrSharedSecretRefused
 	}
-	return p, exp, err
+	return k.Provider.verify(token, k.MaxLifetime, k.clock())
 }
 
 func (k Keys) verifyHMAC(token string) (Principal, time.Time, error) {

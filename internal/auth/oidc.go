@@ -6,33 +6,134 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	jose "github.com/go-jose/go-jose/v4"
 )
 
 // IdentityProvider verifies the tokens of an OpenID Connect provider: signed RS256 or ES256 with a
-// key of its JWKS, named by kid (a kid the set does not hold yet makes it fetch the JWKS again, so
-// a rotated key is taken without a restart), from its issuer, for its audience, not expired. The
-// role comes from the provider's role claim; sub is the checkout's user id.
+// key of its JWKS, named by kid, from its issuer, for its audience, not expired. A kid the set
+// does not hold yet makes it fetch the JWKS again, so a rotated key is taken without a restart;
+// at most once per RefetchEvery, so that tokens naming made-up kids cannot make every request a
+// fetch (a kid still unknown after a fetch is refused without another until the interval has
+// passed). The role comes from the provider's role claim; sub is the checkout's user id.
 type IdentityProvider struct {
 	Issuer   string
 	Audience string
 	verifier *oidc.IDTokenVerifier
+	keys     *jwks
 }
+
+// RefetchEvery is the shortest time between two fetches of a provider's JWKS.
+const RefetchEvery = 10 * time.Second
 
 // NewIdentityProvider verifies tokens of issuer for audience against the keys published at
 // jwksURL (fetched when first needed). now is the clock (nil: time.Now).
 func NewIdentityProvider(issuer, audience, jwksURL string, now func() time.Time) *IdentityProvider {
-	ctx := oidc.ClientContext(context.Background(), &http.Client{Timeout: 10 * time.Second})
-	keys := oidc.NewRemoteKeySet(ctx, jwksURL)
-	return &IdentityProvider{Issuer: issuer, Audience: audience,
+	if now == nil {
+		now = time.Now
+	}
+	keys := &jwks{url: jwksURL, client: &http.Client{Timeout: 10 * time.Second}, now: now, every: RefetchEvery}
+	return &IdentityProvider{Issuer: issuer, Audience: audience, keys: keys,
 		verifier: oidc.NewVerifier(issuer, keys, &oidc.Config{ClientID: audience,
 			SupportedSigningAlgs: []string{oidc.RS256, oidc.ES256}, Now: now})}
+}
+
+// Fetches is how many times the provider's JWKS has been fetched.
+func (p *IdentityProvider) Fetches() int64 { return p.keys.fetches.Load() }
+
+// jwks is a provider's key set as last fetched, fetched again for a kid it lacks, no more often
+// than every.
+type jwks struct {
+	url    string
+	client *http.Client
+	now    func() time.Time
+	every  time.Duration
+
+	mu      sync.Mutex
+	keys    []jose.JSONWebKey
+	fetched time.Time // zero: never
+	fetches atomic.Int64
+}
+
+var _ oidc.KeySet = (*jwks)(nil)
+
+// VerifySignature is oidc.KeySet's: the token's signature by the key its kid names.
+func (s *jwks) VerifySignature(ctx context.Context, token string) ([]byte, error) {
+	jws, err := jose.ParseSigned(token, []jose.SignatureAlgorithm{jose.RS256, jose.ES256})
+	if err != nil {
+		return nil, fmt.Errorf("malformed token: %w", err)
+	}
+	if len(jws.Signatures) != 1 {
+		return nil, errors.New("a token has one signature")
+	}
+	kid := jws.Signatures[0].Header.KeyID
+	key, err := s.key(ctx, kid)
+	if err != nil {
+		return nil, err
+	}
+	return jws.Verify(key)
+}
+
+// key is the key of kid: from the set held, else from a new fetch when the last is older than
+// every. The lock is held across the fetch, so that many requests naming a new kid at once make
+// one fetch.
+func (s *jwks) key(ctx context.Context, kid string) (*jose.JSONWebKey, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if k := findKey(s.keys, kid); k != nil {
+		return k, nil
+	}
+	if !s.fetched.IsZero() && s.now().Sub(s.fetched) < s.every {
+		return nil, fmt.Errorf("no key %q in the provider's JWKS (fetched again at most every %s)", kid, s.every)
+	}
+	keys, err := s.fetch(ctx)
+	s.fetched = s.now() // a failed fetch waits its turn too: a provider down is not asked on every request
+	if err != nil {
+		return nil, fmt.Errorf("the provider's JWKS: %w", err)
+	}
+	s.keys = keys
+	if k := findKey(keys, kid); k != nil {
+		return k, nil
+	}
+	return nil, fmt.Errorf("no key %q in the provider's JWKS", kid)
+}
+
+func findKey(keys []jose.JSONWebKey, kid string) *jose.JSONWebKey {
+	for i := range keys {
+		if keys[i].KeyID == kid && keys[i].Use != "enc" {
+			return &keys[i]
+		}
+	}
+	return nil
+}
+
+func (s *jwks) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
+	s.fetches.Add(1)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s answered %s", s.url, resp.Status)
+	}
+	var set jose.JSONWebKeySet
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&set); err != nil {
+		return nil, fmt.Errorf("%s: %w", s.url, err)
+	}
+	return set.Keys, nil
 }
 
 // providerClaims are the claims the checkout reads from a provider's token.
@@ -96,9 +197,4 @@ func tokenAlg(token string) string {
 		return ""
 	}
 	return h.Alg
-}
-
-// hmacAllows: an HS256 token of role may be accepted (HMACRoles nil: every role).
-func (k Keys) hmacAllows(role string) bool {
-	return k.HMACRoles == nil || slices.Contains(k.HMACRoles, role)
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -41,6 +42,12 @@ func newFakeIdP(t *testing.T, kids ...string) *fakeIdP {
 	}))
 	t.Cleanup(f.srv.Close)
 	return f
+}
+
+func (f *fakeIdP) fetchCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fetches
 }
 
 func (f *fakeIdP) addKey(kid string) {
@@ -82,8 +89,7 @@ func staffClaims(role string) map[string]any {
 
 func providerKeys(f *fakeIdP) Keys {
 	return Keys{Signing: Key{Secret: []byte("a-secret-of-at-least-thirty-two-bytes")}, MaxLifetime: 24 * time.Hour,
-		Provider:  NewIdentityProvider(testIssuer, testAudience, f.srv.URL, nil),
-		HMACRoles: []string{RoleShopper, RoleSeller}}
+		Provider: NewIdentityProvider(testIssuer, testAudience, f.srv.URL, nil)}
 }
 
 func TestIdentityProvider_StaffTokenOfItsJWKS_Accepted(t *testing.T) {
@@ -92,19 +98,6 @@ func TestIdentityProvider_StaffTokenOfItsJWKS_Accepted(t *testing.T) {
 	p, err := providerKeys(f).Verify(f.sign("k1", staffClaims("support")))
 	require.NoError(t, err)
 	assert.Equal(t, Principal{UserID: 901, Role: RoleSupport, Name: "Alice Support"}, p)
-}
-
-func TestIdentityProvider_RotatedKey_FetchedWhenATokenNamesIt(t *testing.T) {
-	t.Parallel()
-	f := newFakeIdP(t, "k1")
-	keys := providerKeys(f)
-	_, err := keys.Verify(f.sign("k1", staffClaims("ops")))
-	require.NoError(t, err)
-	f.addKey("k2")
-	p, err := keys.Verify(f.sign("k2", staffClaims("ops")))
-	require.NoError(t, err, "a key published after the first fetch is taken")
-	assert.Equal(t, RoleOps, p.Role)
-	assert.Equal(t, 2, f.fetches, "the JWKS fetched again for the new kid only")
 }
 
 func TestIdentityProvider_Refusals(t *testing.T) {
@@ -138,13 +131,75 @@ func TestIdentityProvider_Refusals(t *testing.T) {
 		_, err := keys.Verify(token)
 		assert.Error(t, err, name)
 	}
-	shopper, err := Keys{Signing: keys.Signing}.Mint(Principal{UserID: 7, Role: RoleShopper}, time.Hour)
-	require.NoError(t, err)
-	p, err := keys.Verify(shopper)
-	require.NoError(t, err, "a shopper's HS256 token is still accepted")
-	assert.Equal(t, RoleShopper, p.Role)
+	for _, p := range []Principal{{UserID: 7, Role: RoleShopper}, {UserID: 1042, Role: RoleSeller, SellerID: 42}} {
+		tok, err := Keys{Signing: keys.Signing}.Mint(p, time.Hour)
+		require.NoError(t, err)
+		_, err = keys.Verify(tok)
+		assert.ErrorIs(t, err, ErrSharedSecretRefused, "a %s's HS256 token, where a provider is set", p.Role)
+	}
+	shopper := map[string]any{"iss": testIssuer, "aud": []string{testAudience}, "sub": "7", "role": RoleShopper,
+		"iat": time.Now().Unix(), "exp": time.Now().Add(10 * time.Minute).Unix()}
+	p, err := keys.Verify(f.sign("k1", shopper))
+	require.NoError(t, err, "the provider's shopper token")
+	assert.Equal(t, Principal{UserID: 7, Role: RoleShopper}, p)
+}
 
-	none := Keys{Signing: keys.Signing, Provider: keys.Provider, HMACRoles: []string{}}
-	_, err = none.Verify(shopper)
-	assert.Error(t, err, "AUTH_JWT_ROLES=none: no HS256 token at all")
+// A token naming a kid the JWKS lacks makes one fetch; more such tokens within RefetchEvery make
+// none, whatever kid they name; after it, the next one fetches again.
+func TestIdentityProvider_UnknownKid_RefetchThrottled(t *testing.T) {
+	t.Parallel()
+	f := newFakeIdP(t, "k1")
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	keys := Keys{MaxLifetime: 24 * time.Hour, now: clock,
+		Provider: NewIdentityProvider(testIssuer, testAudience, f.srv.URL, clock)}
+	_, err := keys.Verify(f.sign("k1", staffClaims("ops")))
+	require.NoError(t, err)
+	require.Equal(t, 1, f.fetchCount())
+
+	advance(RefetchEvery)
+	for i := range 50 {
+		_, err := keys.Verify(f.sign(fmt.Sprintf("made-up-%d", i), staffClaims("ops")))
+		assert.Error(t, err)
+	}
+	assert.Equal(t, 2, f.fetchCount(), "fifty unknown kids: the first fetches, the others wait for the interval")
+
+	advance(RefetchEvery / 2)
+	_, err = keys.Verify(f.sign("made-up-again", staffClaims("ops")))
+	assert.Error(t, err)
+	assert.Equal(t, 2, f.fetchCount(), "still within the interval: no fetch")
+
+	advance(RefetchEvery)
+	_, err = keys.Verify(f.sign("made-up-later", staffClaims("ops")))
+	assert.Error(t, err)
+	assert.Equal(t, 3, f.fetchCount(), "past the interval: a fetch")
+	_, err = keys.Verify(f.sign("k1", staffClaims("ops")))
+	assert.NoError(t, err, "a known kid needs no fetch")
+	assert.Equal(t, 3, f.fetchCount())
+}
+
+// A key the provider publishes later (a rotation) is taken once the interval since the last fetch
+// has passed: a token it signs meanwhile is refused, one after it accepted.
+func TestIdentityProvider_RotatedKey_TakenAfterTheInterval(t *testing.T) {
+	t.Parallel()
+	f := newFakeIdP(t, "k1")
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	keys := Keys{MaxLifetime: 24 * time.Hour, now: clock,
+		Provider: NewIdentityProvider(testIssuer, testAudience, f.srv.URL, clock)}
+	_, err := keys.Verify(f.sign("k1", staffClaims("ops")))
+	require.NoError(t, err)
+	f.addKey("k2")
+	_, err = keys.Verify(f.sign("k2", staffClaims("ops")))
+	assert.Error(t, err, "within the interval of the first fetch")
+	mu.Lock()
+	now = now.Add(RefetchEvery + time.Second)
+	mu.Unlock()
+	p, err := keys.Verify(f.sign("k2", staffClaims("ops")))
+	require.NoError(t, err, "the rotated key, fetched once the interval passed")
+	assert.Equal(t, RoleOps, p.Role)
+	assert.Equal(t, 2, f.fetchCount())
 }

@@ -77,9 +77,11 @@ type Config struct {
 	JWTIssuer      string
 	JWTAudience    string
 	JWTMaxLifetime time.Duration
-	// OIDCIssuer, OIDCAudience and OIDCJWKSURL name the staff's identity provider, whose RS256 or
-	// ES256 tokens the API verifies against the JWKS; with it set, HS256 tokens are accepted only
-	// for JWTRoles (shoppers and sellers), so no holder of the shared secret mints staff tokens.
+	// OIDCIssuer, OIDCAudience and OIDCJWKSURL name the identity provider, whose RS256 or ES256
+	// tokens the API verifies against the JWKS; with it set, every token comes from it and no
+	// HS256 token is accepted, so no holder of the shared secret speaks for anyone. JWTRoles is
+	// what AUTH_JWT_ROLES, a setting no longer read, still names: an api outside dev refuses to
+	// start on it rather than be thought to accept what it names.
 	OIDCIssuer, OIDCAudience, OIDCJWKSURL string
 	JWTRoles                              []string
 	PaymentWebhookSecret                  string
@@ -431,14 +433,8 @@ func Load(getenv func(string) string) (Config, error) {
 	} else {
 		c.JWTKeys = keys
 	}
-	if c.OIDCIssuer != "" {
-		// With an identity provider, the shared secret signs shoppers' and sellers' tokens only.
-		c.JWTRoles = []string{auth.RoleShopper, auth.RoleSeller}
-		if v := strings.TrimSpace(p.getenv("AUTH_JWT_ROLES")); v == "none" {
-			c.JWTRoles = []string{} // every HS256 token refused
-		} else if v != "" {
-			c.JWTRoles = p.list("AUTH_JWT_ROLES")
-		}
+	if v := strings.TrimSpace(p.getenv("AUTH_JWT_ROLES")); v != "" && v != "none" {
+		c.JWTRoles = p.list("AUTH_JWT_ROLES")
 	}
 	if keys, err := parseCodecKeys(p.getenv("TEMPORAL_CODEC_KEYS")); err != nil {
 		p.errs = append(p.errs, err)
@@ -552,12 +548,6 @@ func (c Config) Validate() error {
 	}
 	if c.OIDCIssuer != "" && (c.OIDCAudience == "" || c.OIDCJWKSURL == "") {
 		errs = append(errs, errors.New("AUTH_OIDC_ISSUER is set: also set AUTH_OIDC_AUDIENCE (the tokens' audience) and AUTH_OIDC_JWKS_URL (the provider's keys)"))
-	}
-	for _, r := range c.JWTRoles {
-		if r != auth.RoleShopper && r != auth.RoleSeller {
-			errs = append(errs, fmt.Errorf("AUTH_JWT_ROLES %q: %s, %s or none (staff tokens come from the identity provider only)", r,
-				auth.RoleShopper, auth.RoleSeller))
-		}
 	}
 	for _, o := range c.TemporalUIOrigins {
 		if err := checkOrigin(o); err != nil {

@@ -116,23 +116,29 @@ func isDevelopmentSecret(v string) bool {
 	return false
 }
 
-// AuthKeys are the keys and checks of the API's bearer tokens: the shared secret's (HS256, for the
-// roles JWTRoles allows when an identity provider is set) and the provider's.
+// AuthKeys are the keys and checks of the API's bearer tokens: with an identity provider set, its
+// tokens alone (the shared secret verifies nothing); without one (`checkout-dev dev`, tests), the
+// shared secret's HS256 tokens, for every role.
 func (c Config) AuthKeys() auth.Keys {
 	k := auth.Keys{Signing: auth.Key{ID: c.JWTKeyID, Secret: []byte(c.JWTSecret)}, Verifying: c.JWTKeys,
 		Issuer: c.JWTIssuer, Audience: c.JWTAudience, MaxLifetime: c.JWTMaxLifetime}
 	if c.OIDCIssuer != "" {
 		k.Provider = auth.NewIdentityProvider(c.OIDCIssuer, c.OIDCAudience, c.OIDCJWKSURL, nil)
-		k.HMACRoles = c.JWTRoles
 	}
 	return k
 }
 
-// CheckIdentityProvider is what the API asks before it starts outside `checkout-dev dev`: staff sign
-// in through an identity provider, whose tokens it verifies; the shared secret never makes staff.
+// CheckIdentityProvider is what the API asks before it starts outside `checkout-dev dev`: every
+// token comes from an identity provider, whose JWKS it verifies them with; the shared secret's
+// HS256 tokens are refused for every role, and AUTH_JWT_ROLES, which once let shoppers' and
+// sellers' through, is refused when it names a role.
 func (c Config) CheckIdentityProvider() error {
 	if c.OIDCIssuer == "" {
 		return errors.New("AUTH_OIDC_ISSUER is not set: outside `checkout-dev dev` staff tokens come from an identity provider (set AUTH_OIDC_ISSUER, AUTH_OIDC_AUDIENCE, AUTH_OIDC_JWKS_URL)")
+	}
+	if len(c.JWTRoles) > 0 {
+		return fmt.Errorf("AUTH_JWT_ROLES=%s: outside `checkout-dev dev` no HS256 token is accepted for any role (shoppers and sellers get theirs from the identity provider): unset it",
+			strings.Join(c.JWTRoles, ","))
 	}
 	return nil
 }

@@ -7,10 +7,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/config"
 )
 
@@ -209,4 +211,45 @@ func TestClusterSecrets_MadeOnceInItsFolder_NotTheDevOnes(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEqual(t, dev.JWTSecret, first.JWT)
 	assert.NotEqual(t, dev.CodecKey.ID, first.CodecKeyID)
+}
+
+// provider are the settings of an identity provider, as every mode but `checkout-dev dev` has.
+var provider = []string{"AUTH_OIDC_ISSUER", "https://id.example", "AUTH_OIDC_AUDIENCE", "checkout",
+	"AUTH_OIDC_JWKS_URL", "http://127.0.0.1:1/keys"}
+
+func TestCheckIdentityProvider_RefusesAuthJWTRoles(t *testing.T) {
+	t.Parallel()
+	for _, roles := range []string{"shopper,seller", "shopper", "seller", "support"} {
+		c, err := config.Load(func(k string) string { return secrets(append(provider, "AUTH_JWT_ROLES", roles)...)[k] })
+		if err != nil {
+			assert.NotContains(t, err.Error(), "\n", "%s: one line", roles)
+			continue // refused as it is read
+		}
+		err = c.CheckIdentityProvider()
+		require.Error(t, err, roles)
+		assert.Contains(t, err.Error(), "AUTH_JWT_ROLES="+roles+": outside `checkout-dev dev` no HS256 token is accepted", roles)
+		assert.NotContains(t, err.Error(), "\n", "%s: one line", roles)
+	}
+	for _, roles := range []string{"", "none"} {
+		assert.NoError(t, load(t, secrets(append(provider, "AUTH_JWT_ROLES", roles)...)).CheckIdentityProvider(), "%q", roles)
+	}
+}
+
+// Outside dev the shared secret verifies nothing: a shopper's or a seller's HS256 token, which
+// AUTH_JWT_ROLES once let through by default, is refused like staff's.
+func TestAuthKeys_WithAProvider_RefuseEveryHS256Token(t *testing.T) {
+	t.Parallel()
+	keys := load(t, secrets(provider...)).AuthKeys()
+	for _, p := range []auth.Principal{{UserID: 7, Role: auth.RoleShopper}, {UserID: 1042, Role: auth.RoleSeller, SellerID: 42},
+		{UserID: 900, Role: auth.RoleSupport}} {
+		tok, err := keys.Mint(p, time.Hour)
+		require.NoError(t, err)
+		_, err = keys.Verify(tok)
+		assert.ErrorIs(t, err, auth.ErrSharedSecretRefused, p.Role)
+	}
+	dev := load(t, secrets()).AuthKeys()
+	tok, err := dev.Mint(auth.Principal{UserID: 7, Role: auth.RoleShopper}, time.Hour)
+	require.NoError(t, err)
+	_, err = dev.Verify(tok)
+	assert.NoError(t, err, "without a provider (dev, tests) the shared secret's tokens are accepted")
 }
