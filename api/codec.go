@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"html/template"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -253,7 +254,7 @@ func (s *Server) codecSignIn(c echo.Context) error {
 	if err := s.q.DeleteExpiredCodecSessions(ctx); err != nil {
 		s.Log.Warn("forgetting ended codec sessions", "err", err)
 	}
-	c.SetCookie(s.codecCookie(id, exp))
+	c.SetCookie(s.codecCookie(c.Request(), id, exp))
 	s.Log.InfoContext(c.Request().Context(), "support session for decoding", "user_id", p.UserID, "until", exp, "request_id", requestID(c))
 	return s.codecSessionAnswer(c, form, nil, exp)
 }
@@ -268,15 +269,16 @@ func (s *Server) codecSignOut(c echo.Context) error {
 			return err
 		}
 	}
-	c.SetCookie(s.codecCookie("", time.Unix(0, 0)))
+	c.SetCookie(s.codecCookie(c.Request(), "", time.Unix(0, 0)))
 	return c.NoContent(http.StatusNoContent)
 }
 
 // codecCookie is HttpOnly (no script reads it), SameSite=Strict (no other site's page sends it),
-// scoped to /codec (no other endpoint sees it) and Secure when the API is served over https.
-func (s *Server) codecCookie(id string, exp time.Time) *http.Cookie {
+// scoped to /codec (no other endpoint sees it) and Secure when the API is served over https, or r
+// came over https (the cluster's codec endpoint, HAProxy's TLS frontend, beside a plain one).
+func (s *Server) codecCookie(r *http.Request, id string, exp time.Time) *http.Cookie {
 	ck := &http.Cookie{Name: CodecSessionCookie, Value: id, Path: codecPath, Expires: exp, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: strings.HasPrefix(s.Options.PublicBaseURL, "https://")}
+		SameSite: http.SameSiteStrictMode, Secure: strings.HasPrefix(s.Options.PublicBaseURL, "https://") || s.overHTTPS(r)}
 	if id == "" {
 		ck.MaxAge = -1
 	}
@@ -353,3 +355,25 @@ zone), choose <em>Use my browser setting and ignore Cluster-level setting</em>, 
 <p>The session ends when your token expires.</p>
 </body></html>
 `))
+
+// overHTTPS: r reached the API over TLS, its own or a trusted proxy's, which says so in
+// X-Forwarded-Proto (the header is believed from the proxies of TRUSTED_PROXIES only).
+func (s *Server) overHTTPS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	if r.Header.Get("X-Forwarded-Proto") != "https" {
+		return false
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	ip := net.ParseIP(host)
+	if err != nil || ip == nil {
+		return false
+	}
+	for _, n := range s.Options.TrustedProxies {
+		if n.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}

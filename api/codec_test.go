@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"crypto/tls"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -30,6 +31,8 @@ type codecRequest struct {
 	cookie                    *http.Cookie
 	form                      bool
 	headers                   map[string]string
+	tls                       bool   // the request came over TLS
+	peer                      string // the connection's address (default: httptest's)
 }
 
 func (h *harness) codecCall(r codecRequest) *httptest.ResponseRecorder {
@@ -55,6 +58,12 @@ func (h *harness) codecCall(r codecRequest) *httptest.ResponseRecorder {
 	}
 	for k, v := range r.headers {
 		req.Header.Set(k, v)
+	}
+	if r.tls {
+		req.TLS = &tls.ConnectionState{}
+	}
+	if r.peer != "" {
+		req.RemoteAddr = r.peer
 	}
 	rec := httptest.NewRecorder()
 	h.e.ServeHTTP(rec, req)
@@ -288,4 +297,42 @@ func TestCodecCORS_PreflightForTheUIOriginOnly(t *testing.T) {
 	rec = noUI.codecCall(codecRequest{method: http.MethodOptions, path: "/codec/decode", origin: uiOrigin,
 		headers: map[string]string{"Access-Control-Request-Method": "POST"}})
 	assert.Empty(t, rec.Header().Get(echo.HeaderAccessControlAllowOrigin), "no TEMPORAL_UI_ORIGIN: no browser origin")
+}
+
+// TestCodecSession_CookieSecureOverHTTPS: the session cookie is Secure when the sign-in came over
+// https, the API's own TLS or a trusted proxy's (X-Forwarded-Proto from TRUSTED_PROXIES, as the
+// cluster's HAProxy says it for its codec endpoint), though PUBLIC_BASE_URL is http; over http,
+// or with the header from a client, it is not.
+func TestCodecSession_CookieSecureOverHTTPS(t *testing.T) {
+	t.Parallel()
+	h := newHarnessOf(t, nil, map[string]string{"TEMPORAL_UI_ORIGIN": uiOrigin, "TRUSTED_PROXIES": "192.0.2.10"})
+	base, err := url.Parse(h.cfg.PublicBaseURL)
+	require.NoError(t, err)
+	require.Equal(t, "http", base.Scheme)
+	self := base.Scheme + "://" + base.Host
+	tok, err := auth.Keys{Signing: auth.Key{Secret: []byte(h.cfg.JWTSecret)}}.Mint(auth.Principal{UserID: 900, Role: auth.RoleSupport}, time.Hour)
+	require.NoError(t, err)
+	https := map[string]string{"X-Forwarded-Proto": "https"}
+	for name, tc := range map[string]struct {
+		r      codecRequest
+		secure bool
+	}{
+		"over http":                          {codecRequest{}, false},
+		"over the API's own TLS":             {codecRequest{tls: true}, true},
+		"through the trusted proxy's TLS":    {codecRequest{peer: "192.0.2.10:4711", headers: https}, true},
+		"X-Forwarded-Proto from a client":    {codecRequest{peer: "198.51.100.7:4711", headers: https}, false},
+		"the trusted proxy's plain frontend": {codecRequest{peer: "192.0.2.10:4711"}, false},
+	} {
+		r := tc.r
+		r.path, r.form, r.origin, r.body = "/codec/session", true, self, url.Values{"token": {tok}}.Encode()
+		in := h.codecCall(r)
+		require.Equal(t, http.StatusOK, in.Code, "%s: %s", name, in.Body.String())
+		cookies := in.Result().Cookies()
+		require.Len(t, cookies, 1, name)
+		assert.Equal(t, tc.secure, cookies[0].Secure, name)
+		r.method, r.form, r.body, r.cookie = http.MethodDelete, false, "", cookies[0]
+		out := h.codecCall(r)
+		require.Equal(t, http.StatusNoContent, out.Code, name)
+		assert.Equal(t, tc.secure, out.Result().Cookies()[0].Secure, "%s: the sign-out's cookie", name)
+	}
 }
