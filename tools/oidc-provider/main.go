@@ -1,7 +1,8 @@
-// Command oidc-provider is the checkout's staff sign-in: an OpenID Connect provider built on
+// Command oidc-provider is the checkout's identity provider: an OpenID Connect provider built on
 // github.com/zitadel/oidc (its authorization, token, discovery and JWKS endpoints; ours are the
-// sign-in page and where people, keys and the client are kept). `make cluster` runs it; the
-// Temporal UI signs people in with it, and Temporal and the API verify its tokens against its
+// sign-in page and where people, programs, keys and the client are kept). `make cluster` runs it;
+// the Temporal UI signs people in with it, sellers' ERPs and the load generator get shoppers' and
+// sellers' tokens from it (machines.go), and Temporal and the API verify its tokens against its
 // JWKS. Outside this machine a shop uses its own identity provider the same way.
 //
 // A module of its own, as tools/temporal-server, so that the product's go.mod does not carry it.
@@ -11,6 +12,12 @@
 //	                          the password on standard input
 //	oidc-provider rotate-key  add a signing key to --dir (published at once, signing after
 //	                          OIDC_KEY_PUBLISH_LEAD); remove an old key's file to retire it
+//	oidc-provider seller      add or replace a seller's ERP, a client of the client_credentials
+//	                          grant: --dir, --client-id, --seller (its seller id), --sub (its user
+//	                          id); the client secret (32 bytes or more) on standard input
+//	oidc-provider shopper-key add or replace a program's key for the JWT-profile grant, which may
+//	                          assert shoppers only: --dir, --kid, --min-subject (the lowest user id
+//	                          it may assert); the RSA public key (PEM) on standard input
 //
 // serve's settings (environment):
 //
@@ -33,6 +40,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -79,8 +87,44 @@ func run(args []string) error {
 		}
 		fmt.Println("new signing key", kid, "published now; it signs once it has been published for OIDC_KEY_PUBLISH_LEAD")
 		return nil
+	case "seller":
+		fs := flag.NewFlagSet("seller", flag.ContinueOnError)
+		dir := fs.String("dir", os.Getenv("OIDC_DIR"), "the provider's folder")
+		var c sellerClient
+		fs.StringVar(&c.ClientID, "client-id", "", "the ERP's client id")
+		fs.StringVar(&c.SellerID, "seller", "", "the seller id its tokens carry")
+		fs.StringVar(&c.Subject, "sub", "", "the seller's user id, its tokens' subject")
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if *dir == "" {
+			return errors.New("--dir is required")
+		}
+		line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+		if err != nil && line == "" {
+			return errors.New("the client secret is read from standard input")
+		}
+		return putSeller(*dir, c, strings.TrimRight(line, "\r\n"))
+	case "shopper-key":
+		fs := flag.NewFlagSet("shopper-key", flag.ContinueOnError)
+		dir := fs.String("dir", os.Getenv("OIDC_DIR"), "the provider's folder")
+		var k shopperKey
+		fs.StringVar(&k.KeyID, "kid", "", "the key's id, which assertions name")
+		fs.Int64Var(&k.MinSubject, "min-subject", 0, "the lowest user id the key may assert")
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if *dir == "" {
+			return errors.New("--dir is required")
+		}
+		raw, err := io.ReadAll(io.LimitReader(os.Stdin, 64<<10))
+		if err != nil {
+			return err
+		}
+		k.PublicKey = string(raw)
+		return putShopperKey(*dir, k)
 	}
-	return fmt.Errorf("unknown command %q: serve, user, rotate-key", cmd)
+	return fmt.Errorf("unknown command %q: serve, user, rotate-key, seller, shopper-key", cmd)
 }
 
 func addUser(args []string, stdin *os.File) error {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -106,18 +105,8 @@ func (p *testProvider) signIn(name, password string) (map[string]any, int) {
 }
 
 func (p *testProvider) exchange(code string) (map[string]any, int) {
-	form := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {p.redirect}}
-	req, err := http.NewRequest(http.MethodPost, p.srv.URL+"/oauth/token", strings.NewReader(form.Encode()))
-	require.NoError(p.t, err)
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.SetBasicAuth("temporal-ui", testSecret)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(p.t, err)
-	defer resp.Body.Close()
-	var out map[string]any
-	raw, _ := io.ReadAll(resp.Body)
-	_ = json.Unmarshal(raw, &out)
-	return out, resp.StatusCode
+	return p.token(url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {p.redirect}},
+		"temporal-ui", testSecret)
 }
 
 // verify checks a token's signature against the provider's JWKS and answers its claims and kid.

@@ -13,8 +13,9 @@ import (
 	"github.com/zitadel/oidc/v3/pkg/op"
 )
 
-// storage is what the OpenID provider of zitadel/oidc asks of us: the one client (the Temporal
-// UI), the people (users.json), the signing keys (keys/) and the sign-ins under way. Sign-ins
+// storage is what the OpenID provider of zitadel/oidc asks of us: the one client people sign in
+// to (the Temporal UI), the people (users.json), the programs (machines.json: sellers' ERPs and
+// shopper keys, machines.go), the signing keys (keys/) and the sign-ins under way. Sign-ins
 // under way live in memory, for authRequestTTL: a restart of the provider costs only the sign-ins
 // half done. Tokens are JWTs that verifiers check against the JWKS, so none is stored; no refresh
 // tokens are issued (a person signs in again when the token ends).
@@ -160,7 +161,13 @@ func (s *storage) completeLogin(id, sub string) error {
 	return nil
 }
 
-func (s *storage) CreateAccessToken(_ context.Context, _ op.TokenRequest) (string, time.Time, error) {
+// CreateAccessToken names a token and says when it ends: a person's after OIDC_TOKEN_TTL, a
+// program's (machines.go) sooner.
+func (s *storage) CreateAccessToken(_ context.Context, req op.TokenRequest) (string, time.Time, error) {
+	switch req.(type) {
+	case *sellerRequest, *oidc.JWTTokenRequest:
+		return newID(), s.now().Add(s.machineTTL()), nil
+	}
 	return newID(), s.now().Add(s.tokenTTL), nil
 }
 
@@ -260,14 +267,6 @@ func (s *storage) GetPrivateClaimsFromScopes(_ context.Context, sub, _ string, _
 		return nil, notFound{"person"}
 	}
 	return map[string]any{roleClaim: u.Role, "name": u.DisplayName, "preferred_username": u.Name}, nil
-}
-
-func (s *storage) GetKeyByIDAndClientID(context.Context, string, string) (*jose.JSONWebKey, error) {
-	return nil, errors.New("no JWT profile grant")
-}
-
-func (s *storage) ValidateJWTProfileScopes(context.Context, string, []string) ([]string, error) {
-	return nil, errors.New("no JWT profile grant")
 }
 
 func (s *storage) Health(context.Context) error {

@@ -104,16 +104,21 @@ func putUser(dir string, u user, password string) error {
 	if err != nil {
 		return err
 	}
+	return writeFileAtomic(dir, usersFile, raw)
+}
+
+// writeFileAtomic replaces dir/name whole with raw (owner-only), so a reader never sees half of it.
+func writeFileAtomic(dir, name string, raw []byte) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".users-*.json")
+	tmp, err := os.CreateTemp(dir, "."+name+"-*")
 	if err != nil {
 		return err
 	}
 	_, err = tmp.Write(raw)
 	if err = errors.Join(err, tmp.Close()); err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, usersFile))
+		err = os.Rename(tmp.Name(), filepath.Join(dir, name))
 	}
 	if err != nil {
 		_ = os.Remove(tmp.Name())
