@@ -20,7 +20,9 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/config"
+	"github.com/marketplace/checkout/internal/dev/attack"
 	"github.com/marketplace/checkout/internal/dev/cluster"
 	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/workflows"
@@ -157,11 +159,12 @@ func TestCluster_OrdersThroughHAProxy_AReplicaThatDiesLeavesTheRotation(t *testi
 	require.NoError(t, err)
 	assert.True(t, strings.HasPrefix(secrets.CodecKeyID, "cluster-"), "the cluster's own codec key")
 	s := clusterStack(t, c, secrets)
-	sh := s.shopper(7001)
+	sh := s.shopper(clusterShopper(7001))
 	orderID := placeConfirmed(t, s, sh)
 	c.tracesInJaeger(t)
 	c.onlyStaffSendSupportActions_NoPlaintextObeyed(t, s)
 	c.staffSignInThroughTheProvider(t, s)
+	c.onlyTheProvidersTokens(t, s)
 
 	// One replica killed: every request still answered (HAProxy sends it to the other), the
 	// replica marked DOWN, then started again by the supervisor and back UP.
@@ -175,7 +178,7 @@ func TestCluster_OrdersThroughHAProxy_AReplicaThatDiesLeavesTheRotation(t *testi
 		raw, _ := os.ReadFile(haproxyLog)
 		return strings.Contains(string(raw), "Server api/api-2 is DOWN")
 	}, 15*time.Second, 100*time.Millisecond, "HAProxy takes the dead replica out")
-	placeConfirmed(t, s, s.shopper(7002))
+	placeConfirmed(t, s, s.shopper(clusterShopper(7002)))
 	require.Eventually(t, func() bool { return c.replicaStatus(t, "api-2") == "UP" && c.pids(t)["api-2"] != pids["api-2"] },
 		2*time.Minute, 250*time.Millisecond, "the supervisor starts the replica again and HAProxy takes it back")
 	assert.Contains(t, c.output(), "api-2 exited (signal: killed); starting it again")
@@ -285,7 +288,7 @@ func (c *runningCluster) onlyStaffSendSupportActions_NoPlaintextObeyed(t *testin
 	var notFound *serviceerror.NotFound
 	assert.ErrorAs(t, err, &notFound, "other signals pass the authorizer (and find no such order)")
 
-	sh := s.shopper(7003)
+	sh := s.shopper(clusterShopper(7003))
 	sh.fill(map[int64]int32{71: 1})
 	key := "cluster-plain-" + randomHex(4)
 	r := sh.order(key, sh.preview(), "tok_3ds")
@@ -303,15 +306,52 @@ func (c *runningCluster) onlyStaffSendSupportActions_NoPlaintextObeyed(t *testin
 	assert.Equal(t, "PENDING_PAYMENT", got.str("status"), got.raw)
 }
 
-// clusterStack is the test's client of a running cluster: HTTP through HAProxy, the cluster's
-// secret for tokens, its database for the demo data's sellers.
+// clusterStack is the test's client of a running cluster: HTTP through HAProxy, shoppers' and
+// sellers' tokens from its identity provider (the shared secret only to show that the API refuses
+// what it signs), its database for the demo data's sellers.
 func clusterStack(t *testing.T, c *runningCluster, secrets config.Secrets) *stack {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	cfg := testenv.Config(t, map[string]string{"AUTH_JWT_SECRET": secrets.JWT})
-	return &stack{t: t, ctx: ctx, cfg: cfg, base: fmt.Sprintf("http://127.0.0.1:%d", c.ports.LB),
+	tokens, err := cluster.ClusterTokens(c.dir, cluster.Options{Ports: c.ports}.Issuer(), cluster.OIDCClientID)
+	require.NoError(t, err)
+	return &stack{t: t, ctx: ctx, cfg: cfg, base: fmt.Sprintf("http://127.0.0.1:%d", c.ports.LB), tokens: tokens,
 		pool: testenv.PoolOn(t, cluster.DatabaseURL(c.ports.Postgres, "checkout"), 2),
 		http: &http.Client{Timeout: time.Minute}}
+}
+
+// clusterShopper is the n-th shopper of the test, numbered as the harness's shoppers whose tokens
+// the cluster's provider issues.
+func clusterShopper(n int64) int64 { return cluster.MinShopperSubject + n }
+
+// onlyTheProvidersTokens: the API takes a shopper's and a seller's token from the identity
+// provider (the JWT-profile grant; a seller's ERP's client_credentials) and refuses theirs signed
+// with the shared secret, which every mode but dev no longer accepts; the attack suite's forgery
+// of them against the cluster says the same.
+func (c *runningCluster) onlyTheProvidersTokens(t *testing.T, s *stack) {
+	t.Helper()
+	sh := s.shopper(clusterShopper(7005))
+	r := s.call(http.MethodGet, "/api/v1/addresses", sh.token, nil, nil)
+	require.Equal(t, http.StatusOK, r.status, r.raw)
+	r = s.call(http.MethodGet, "/seller-api/v1/campaigns", s.seller(42), nil, nil)
+	require.Equal(t, http.StatusOK, r.status, "the seller's ERP's token: %s", r.raw)
+	for _, p := range []auth.Principal{{UserID: clusterShopper(7005), Role: auth.RoleShopper},
+		{UserID: 1042, Role: auth.RoleSeller, SellerID: 42}} {
+		tok, err := auth.Mint([]byte(s.cfg.JWTSecret), p, time.Hour)
+		require.NoError(t, err)
+		path := map[string]string{auth.RoleShopper: "/api/v1/addresses", auth.RoleSeller: "/seller-api/v1/campaigns"}[p.Role]
+		r := s.call(http.MethodGet, path, tok, nil, nil)
+		assert.Equal(t, http.StatusUnauthorized, r.status, "a %s's token of the shared secret: %s", p.Role, r.raw)
+	}
+	target, err := attack.ClusterTarget(attack.ClusterEnvFile(c.dir))
+	require.NoError(t, err)
+	target.Base = s.base
+	rep, err := attack.Execute(s.ctx, target, attack.Options{Only: []string{"token-shared-secret", "token-staff-shared-secret",
+		"token-claims-changed", "seller-stock-of-another"}, Out: testWriter{t}})
+	require.NoError(t, err)
+	for _, res := range rep.Results {
+		assert.Equal(t, attack.Pass, res.Outcome.Verdict, "%s: %s", res.Name, res.Outcome.Detail)
+	}
 }
 
 // placeConfirmed places an order of one unit paid at once and waits for it to be CONFIRMED.

@@ -45,6 +45,7 @@ import (
 	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/internal/wiring"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/loadgen"
 	"github.com/marketplace/checkout/payment"
 	"github.com/marketplace/checkout/payment/paysim"
 	"github.com/marketplace/checkout/payment/stripepay"
@@ -81,6 +82,9 @@ type stack struct {
 	deps    worker.Deps
 	worker  sdkworker.Worker
 	cancel  context.CancelFunc
+	// tokens, when set, gives shoppers' and sellers' tokens from an identity provider, for an API
+	// that takes no token of the shared secret (the cluster's); unset, they are minted with it.
+	tokens loadgen.Tokens
 	// moneyDown makes the provider refuse to move money (capture, void, refund) as if it were
 	// down, while it still answers lookups: an outage the order sees only after it has checked
 	// its payment.
@@ -277,7 +281,13 @@ type shopper struct {
 }
 
 func (s *stack) shopper(id int64) *shopper {
-	tok, err := auth.Mint([]byte(s.cfg.JWTSecret), auth.Principal{UserID: id, Role: auth.RoleShopper}, time.Hour)
+	var tok string
+	var err error
+	if s.tokens != nil {
+		tok, err = s.tokens.Shopper(s.ctx, id)
+	} else {
+		tok, err = auth.Mint([]byte(s.cfg.JWTSecret), auth.Principal{UserID: id, Role: auth.RoleShopper}, time.Hour)
+	}
 	require.NoError(s.t, err)
 	sh := &shopper{s: s, id: id, token: tok}
 	r := s.call(http.MethodPost, "/api/v1/addresses", tok, nil, map[string]any{"city": "Istanbul", "line1": "Test 1",
@@ -288,6 +298,11 @@ func (s *stack) shopper(id int64) *shopper {
 }
 
 func (s *stack) seller(id int64) string {
+	if s.tokens != nil {
+		tok, err := s.tokens.Seller(s.ctx, id)
+		require.NoError(s.t, err)
+		return tok
+	}
 	tok, err := auth.Mint([]byte(s.cfg.JWTSecret), auth.Principal{UserID: 1000 + id, Role: auth.RoleSeller, SellerID: id}, time.Hour)
 	require.NoError(s.t, err)
 	return tok

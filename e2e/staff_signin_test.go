@@ -95,7 +95,7 @@ func (c *runningCluster) staffSignInThroughTheProvider(t *testing.T, s *stack) {
 	assert.Equal(t, "shopper", claimsOf(t, sam)["role"], "the shopper signs in, with no staff role")
 
 	// An order waiting for its 3-D Secure payment, which support may cancel.
-	sh := s.shopper(7004)
+	sh := s.shopper(clusterShopper(7004))
 	sh.fill(map[int64]int32{71: 1})
 	key := "cluster-staff-" + randomHex(4)
 	r := sh.order(key, sh.preview(), "tok_3ds")

@@ -3,11 +3,14 @@ package e2e_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strconv"
@@ -17,9 +20,12 @@ import (
 	"testing"
 	"time"
 
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/dev/devjaeger"
 	"github.com/marketplace/checkout/internal/dev/testenv"
 )
@@ -169,7 +175,11 @@ func TestTrace_OneOrderFromRequestToSQL(t *testing.T) {
 	t.Cleanup(func() { stopProcess(w) })
 	var apiLog lockedBuffer
 	apiMetrics := freeAddr(t)
-	a := s.apiProcess(bin, addr, &apiLog, append(traces, "LOG_LEVEL=info", "METRICS_ADDR="+apiMetrics)...)
+	// The API outside dev takes tokens from its identity provider alone: a JWKS of the test's.
+	idp := newTestIdP(t)
+	s.tokens = idp
+	a := s.apiProcess(bin, addr, &apiLog, append(traces, "LOG_LEVEL=info", "METRICS_ADDR="+apiMetrics,
+		"AUTH_OIDC_ISSUER="+idp.issuer, "AUTH_OIDC_AUDIENCE="+idp.audience, "AUTH_OIDC_JWKS_URL="+idp.srv.URL)...)
 	t.Cleanup(func() { stopProcess(a) })
 	waitFor(t, base+"/readyz", func(got) bool { return true })
 	s.base = base
@@ -309,4 +319,40 @@ func names(spans []span) []string {
 		out = append(out, sp.service+":"+sp.name)
 	}
 	return out
+}
+
+// testIdP is an identity provider of a test: a JWKS of one RSA key, and the tokens it signs for
+// shoppers and sellers (RS256, its issuer, its audience, ten minutes), as an API outside dev takes.
+type testIdP struct {
+	key              *rsa.PrivateKey
+	srv              *httptest.Server
+	issuer, audience string
+}
+
+func newTestIdP(t *testing.T) *testIdP {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	p := &testIdP{key: key, issuer: "https://id.example", audience: "temporal-ui"}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "test", Algorithm: "RS256", Use: "sig"}}})
+	}))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func (p *testIdP) sign(c jwt.MapClaims) (string, error) {
+	now := time.Now()
+	c["iss"], c["aud"], c["iat"], c["exp"] = p.issuer, p.audience, now.Unix(), now.Add(10*time.Minute).Unix()
+	tok := jwt.NewWithClaims(jwt.SigningMethodRS256, c)
+	tok.Header["kid"] = "test"
+	return tok.SignedString(p.key)
+}
+
+func (p *testIdP) Shopper(_ context.Context, user int64) (string, error) {
+	return p.sign(jwt.MapClaims{"sub": strconv.FormatInt(user, 10), "role": auth.RoleShopper})
+}
+
+func (p *testIdP) Seller(_ context.Context, seller int64) (string, error) {
+	return p.sign(jwt.MapClaims{"sub": strconv.FormatInt(1000+seller, 10), "role": auth.RoleSeller,
+		"seller_id": strconv.FormatInt(seller, 10)})
 }

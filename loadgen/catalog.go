@@ -96,13 +96,17 @@ func price(s *sku) string {
 	return fmt.Sprintf("%d.%02d", 10+h/100, h%100)
 }
 
-func (g *gen) sellerToken(seller int64) (string, error) {
+// sellerToken is the seller's token: its ERP's from the provider (Tokens), else minted.
+func (g *gen) sellerToken(ctx context.Context, seller int64) (string, error) {
+	if g.cfg.Tokens != nil {
+		return g.cfg.Tokens.Seller(ctx, seller)
+	}
 	return auth.Mint([]byte(g.cfg.JWTSecret), auth.Principal{UserID: 1000 + seller, Role: auth.RoleSeller, SellerID: seller},
 		g.cfg.Duration+g.cfg.HoldTTL+time.Hour)
 }
 
 func (g *gen) sellerCall(ctx context.Context, c *client, endpoint, path string, seller int64, body, out any) error {
-	tok, err := g.sellerToken(seller)
+	tok, err := g.sellerToken(ctx, seller)
 	if err != nil {
 		return err
 	}

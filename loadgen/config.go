@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -112,6 +113,13 @@ func (m Mix) pick(u float64) string {
 	return scenarioUnspecified
 }
 
+// Tokens gives the tokens of shoppers (user ids) and sellers (seller ids) from an identity
+// provider, each valid for a while yet.
+type Tokens interface {
+	Shopper(ctx context.Context, user int64) (string, error)
+	Seller(ctx context.Context, seller int64) (string, error)
+}
+
 // Config is one load run. Zero values take the defaults of Defaults.
 type Config struct {
 	// BaseURL of the API; loopback only.
@@ -120,8 +128,11 @@ type Config struct {
 	// where the run samples the availability projection's lag; loopback only. Empty: not sampled.
 	MetricsURL string
 	// JWTSecret is the server's AUTH_JWT_SECRET: the generator mints its shoppers' and sellers'
-	// tokens with it, as `checkout token` does.
+	// tokens with it, as `checkout token` does, unless Tokens is set.
 	JWTSecret string
+	// Tokens, when set, is where the shoppers' and sellers' tokens come from: the identity
+	// provider of a stack that takes no others (every stack but `checkout-dev dev`).
+	Tokens Tokens
 	// OpsToken is the token of the ops calls (a run's coupon and campaign), where the stack takes
 	// ops only from its identity provider (`make cluster`); empty: minted with JWTSecret.
 	OpsToken string
@@ -292,7 +303,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("metrics URL: %w", err))
 		}
 	}
-	if len(c.JWTSecret) < 16 {
+	if c.Tokens == nil && len(c.JWTSecret) < 16 {
 		errs = append(errs, errors.New("the server's AUTH_JWT_SECRET (at least 16 characters) is needed to mint tokens"))
 	}
 	if c.Shoppers < 1 || c.Shoppers > MaxShoppers {

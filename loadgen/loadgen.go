@@ -56,7 +56,6 @@ type gen struct {
 
 // placedOrder is one POST /orders and what became of it.
 type placedOrder struct {
-	token    string
 	user     int64
 	key      string
 	at       time.Time
@@ -270,11 +269,20 @@ type orderAnswer struct {
 	} `json:"items"`
 }
 
+// shopperToken is the shopper's token: from the provider (Tokens), else minted to outlive the
+// run.
+func (g *gen) shopperToken(ctx context.Context, user int64) (string, error) {
+	if g.cfg.Tokens != nil {
+		return g.cfg.Tokens.Shopper(ctx, user)
+	}
+	return auth.Mint([]byte(g.cfg.JWTSecret), auth.Principal{UserID: user, Role: auth.RoleShopper},
+		g.cfg.Duration+g.cfg.HoldTTL+g.cfg.Settle+time.Hour)
+}
+
 // shop is one shopper's visit, from a new account to the order and what follows it.
 func (g *gen) shop(ctx context.Context, rnd *rand.Rand, zipf *rand.Zipf, n int64) {
 	user := g.cfg.UserBase + n
-	tok, err := auth.Mint([]byte(g.cfg.JWTSecret), auth.Principal{UserID: user, Role: auth.RoleShopper},
-		g.cfg.Duration+g.cfg.HoldTTL+g.cfg.Settle+time.Hour)
+	tok, err := g.shopperToken(ctx, user)
 	if err != nil {
 		g.stopped.add("token: " + err.Error())
 		return
@@ -391,7 +399,7 @@ func (g *gen) shop(ctx context.Context, rnd *rand.Rand, zipf *rand.Zipf, n int64
 			g.mu.Unlock()
 		}
 	}
-	p := &placedOrder{token: tok, user: user, key: key, at: placedAt, scenario: scenario,
+	p := &placedOrder{user: user, key: key, at: placedAt, scenario: scenario,
 		faults: first.faults + second.faults, named: namedOrders(first, second)}
 	var oa orderAnswer
 	if ferr == nil {
@@ -624,8 +632,12 @@ func (g *gen) settle(ctx context.Context) error {
 // readFinal reads an order until it is final (or, for an abandoned order not waited for, once).
 func (g *gen) readFinal(ctx context.Context, p *placedOrder, deadline time.Time) {
 	for {
-		a, err := g.setup.send(ctx, request{endpoint: epGetOrder, method: http.MethodGet, token: p.token,
-			url: "/api/v1/orders/" + strconv.FormatInt(p.orderID, 10)})
+		var a answer
+		tok, err := g.shopperToken(ctx, p.user)
+		if err == nil {
+			a, err = g.setup.send(ctx, request{endpoint: epGetOrder, method: http.MethodGet, token: tok,
+				url: "/api/v1/orders/" + strconv.FormatInt(p.orderID, 10)})
+		}
 		var o struct {
 			Status      string  `json:"status"`
 			FailureCode *string `json:"failureCode"`

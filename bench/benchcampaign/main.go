@@ -546,6 +546,9 @@ func (b *bench) loadReport(ctx context.Context, what string, n int, d time.Durat
 				sm.mark(1)
 			}
 		}}
+	if b.stack.Tokens != nil { // the cluster's API takes its provider's tokens alone
+		cfg.Tokens = b.stack.Tokens
+	}
 	for _, f := range with {
 		f(&cfg)
 	}

@@ -20,7 +20,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/marketplace/checkout/db"
-	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/dev/builds"
 	"github.com/marketplace/checkout/internal/dev/cluster"
@@ -241,7 +240,7 @@ func runCluster(ctx context.Context, cfg config.Config, args []string) error {
 		defer prom.Stop()
 		step("prometheus with the rules at %s, scraping the replicas, the workers and Temporal's services", prom.URL)
 	}
-	printClusterBanner(cfg, o, plan, r)
+	printClusterBanner(ctx, o, plan, r)
 
 	bg, bgCtx := errgroup.WithContext(ctx)
 	bg.Go(func() error { return r.fleet.Run(bgCtx, 15*time.Second) })
@@ -443,9 +442,13 @@ func checkoutEnv(o cluster.Options, plan cluster.Plan) string {
 
 func checkoutEnvFile(o cluster.Options) string { return filepath.Join(o.Dir, "checkout.env") }
 
-func printClusterBanner(cfg config.Config, o cluster.Options, plan cluster.Plan, r *clusterRun) {
-	cfg.JWTSecret = o.Secrets.JWT
-	token, err := cfg.AuthKeys().Mint(auth.Principal{UserID: 7, Role: auth.RoleShopper}, cfg.JWTMaxLifetime)
+func printClusterBanner(ctx context.Context, o cluster.Options, plan cluster.Plan, r *clusterRun) {
+	// The API takes tokens from the provider alone: a shopper's, as the harness gets them.
+	var token string
+	tokens, err := cluster.ClusterTokens(o.Dir, o.Issuer(), cluster.OIDCClientID)
+	if err == nil {
+		token, err = tokens.Shopper(ctx, shopperOfBanner)
+	}
 	if err != nil {
 		token = "(" + err.Error() + ")"
 	}
@@ -465,17 +468,24 @@ checkout cluster is running (Ctrl-C stops everything)
   PostgreSQL      %s
   data and logs   %s (processes.json: what runs where; logs/<process>.log)
 
-  shopper 7       export TOKEN=%s
-  other tokens    set -a; . %s; set +a; bin/checkout token --user 8 --role shopper
+  shopper %d export TOKEN=%s
+                  (from the provider, for 10 minutes; the API takes no token of the shared secret)
+  other tokens    checkout-dev loadgen and make attack get shoppers' (JWT-profile grant, key
+                  %s) and sellers' 42, 43 (client_credentials, their
+                  ERPs' secrets in %s); set -a; . %s; set +a first
   staff sign-in   %s   (the UI sends you there)
                   %s
                   (passwords kept in %s)
 
 `, o.PublicBaseURL, pt.Stats, listens(plan.APIs), strings.Join(r.current, ", "), r.build,
 		cmp.Or(strings.Join(r.fleet.Running(), ", "), "none"), pt.UI, pt.Jaeger, o.CodecEndpoint(), o.PKI().CAFile(), pt.Frontend, o.Dir, pt.History, pt.Matching,
-		pt.Worker, o.Namespace, cluster.DatabaseURL(pt.Postgres, "checkout"), o.Dir, token, checkoutEnvFile(o),
+		pt.Worker, o.Namespace, cluster.DatabaseURL(pt.Postgres, "checkout"), o.Dir, shopperOfBanner, token,
+		filepath.Join(o.Dir, cluster.OIDCDir, "shopper-key.pem"), filepath.Join(o.Dir, cluster.OIDCDir, "secrets.json"), checkoutEnvFile(o),
 		o.Issuer(), staffLines(o), filepath.Join(o.Dir, cluster.OIDCDir, "secrets.json"))
 }
+
+// shopperOfBanner is the shopper whose token the banner shows.
+const shopperOfBanner = cluster.MinShopperSubject + 7
 
 // listens names each process and its first address.
 func listens(ps []cluster.Process) string {

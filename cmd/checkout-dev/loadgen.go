@@ -20,7 +20,8 @@ import (
 
 // runLoadgen is `checkout-dev loadgen`: a load run against a local stack, then the auditor.
 func runLoadgen(ctx context.Context, cfg config.Config, args []string) error {
-	// Tokens are minted with AUTH_JWT_SECRET, or the local stack's development secret.
+	// Tokens are minted with AUTH_JWT_SECRET, or the local stack's development secret, for a stack
+	// without an identity provider (dev); with one (make cluster's settings), they come from it.
 	cfg, err := cfg.WithDevSecrets()
 	if err != nil {
 		return err
@@ -83,7 +84,15 @@ func runLoadgen(ctx context.Context, cfg config.Config, args []string) error {
 			return fmt.Errorf("signing in as the cluster's ops person (or give --ops-token): %w", err)
 		}
 	}
-	lc := loadgen.Config{BaseURL: *base, MetricsURL: *metricsURL, JWTSecret: cfg.JWTSecret, OpsToken: *opsToken, Shoppers: *shoppers, Duration: *duration, Orders: *orders,
+	var tokens loadgen.Tokens
+	if cfg.OIDCIssuer != "" {
+		// The API takes tokens from its identity provider alone: the shoppers' through the
+		// JWT-profile grant, the sellers' as their ERPs, with the keys the cluster keeps.
+		if tokens, err = cluster.ClusterTokens(filepath.Join(cfg.Dev.DataDir, "cluster"), cfg.OIDCIssuer, cfg.OIDCAudience); err != nil {
+			return fmt.Errorf("the cluster's tokens: %w", err)
+		}
+	}
+	lc := loadgen.Config{Tokens: tokens, BaseURL: *base, MetricsURL: *metricsURL, JWTSecret: cfg.JWTSecret, OpsToken: *opsToken, Shoppers: *shoppers, Duration: *duration, Orders: *orders,
 		CatalogSize: *catalog, Zipf: *zipf, Stock: *stock, HotSKUs: splitList(*hot), HotShare: *hotShare, HotStock: *hotStock,
 		CampaignHot: campaign, CouponShare: *couponShare, Lines: *lines, Mix: m, RepeatShare: *repeat, LowWater: *lowWater, RestockLead: *lead, HoldTTL: af.HoldTTL,
 		WaitAbandoned: waitAbandoned, Settle: *settle, RetryFor: *retryFor, Seed: *seed}

@@ -103,6 +103,9 @@ func runToken(args []string) error {
 	if err != nil {
 		return err
 	}
+	if cfg.OIDCIssuer != "" {
+		return fmt.Errorf("AUTH_OIDC_ISSUER is set: that API takes tokens from its identity provider (%s) only, and would refuse one minted here", cfg.OIDCIssuer)
+	}
 	tok, err := cfg.AuthKeys().Mint(auth.Principal{UserID: *user, Role: *role, SellerID: *seller}, *ttl)
 	if err != nil {
 		return err

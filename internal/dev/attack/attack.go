@@ -107,6 +107,10 @@ type Target struct {
 	PersonToken func(ctx context.Context, role string) (string, error)
 	// StaffIssuer and StaffAudience are the identity provider's, where staff come from it alone.
 	StaffIssuer, StaffAudience string
+	// Tokens, when set, is where the shoppers' and sellers' tokens come from: the identity
+	// provider of a target that takes no token of the shared secret (every stack but dev).
+	// Unset, they are minted with Keys.
+	Tokens loadgen.Tokens
 	// TemporalOptions are how a trusted client of the target connects to its frontend (its
 	// certificate and credentials, where the frontend requires them): the plaintext-signal attack
 	// connects so, to show that being let in is not enough to be obeyed.
@@ -284,11 +288,28 @@ func (r *Run) mint(p auth.Principal) string {
 }
 
 func (r *Run) shopper(n int64) string {
+	if r.T.Tokens != nil {
+		return r.provided(func(ctx context.Context) (string, error) { return r.T.Tokens.Shopper(ctx, r.user(n)) })
+	}
 	return r.mint(auth.Principal{UserID: r.user(n), Role: auth.RoleShopper})
 }
 
 func (r *Run) seller(id int64) string {
+	if r.T.Tokens != nil {
+		return r.provided(func(ctx context.Context) (string, error) { return r.T.Tokens.Seller(ctx, id) })
+	}
 	return r.mint(auth.Principal{UserID: 1000 + id, Role: auth.RoleSeller, SellerID: id})
+}
+
+// provided is a token got from the target's identity provider.
+func (r *Run) provided(get func(context.Context) (string, error)) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tok, err := get(ctx)
+	if err != nil {
+		panic(fmt.Sprintf("a token from the identity provider: %v", err))
+	}
+	return tok
 }
 
 func (r *Run) support() string { return r.staff(auth.RoleSupport, 900) }

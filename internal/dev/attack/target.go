@@ -85,11 +85,18 @@ func ClusterTarget(envFile string) (Target, error) {
 	// Its workers run with the file's settings: they refuse plaintext unless it says otherwise.
 	t.PlaintextRefused = !cfg.CodecAcceptPlaintext
 	if cfg.OIDCIssuer != "" {
-		// Staff come from the identity provider alone: the run signs its demo people in, as a
-		// browser does, with the passwords the cluster keeps.
+		// Tokens come from the identity provider alone: the run signs its demo people in, as a
+		// browser does, with the passwords the cluster keeps, and gets shoppers' and sellers'
+		// tokens through the grants the cluster registered its keys for.
 		secrets := filepath.Join(filepath.Dir(envFile), cluster.OIDCDir, "secrets.json")
 		ui := t.TemporalUI
 		t.StaffIssuer, t.StaffAudience = cfg.OIDCIssuer, cfg.OIDCAudience
+		// Shoppers and sellers too: the API takes no token of the shared secret.
+		tokens, err := cluster.ClusterTokens(filepath.Dir(envFile), cfg.OIDCIssuer, cfg.OIDCAudience)
+		if err != nil {
+			return Target{}, fmt.Errorf("the cluster's tokens: %w", err)
+		}
+		t.Tokens = tokens
 		t.PersonToken = func(ctx context.Context, role string) (string, error) {
 			raw, err := os.ReadFile(secrets)
 			if err != nil {

@@ -152,6 +152,20 @@ var tokenAttacks = []Attack{
 			a, err := r.call(ctx, http.MethodGet, "/api/v1/ops/features", r.mint(auth.Principal{UserID: r.user(902), Role: auth.RoleOps}), nil)
 			return refused(a, err, http.StatusUnauthorized, "UNAUTHORIZED")
 		}},
+	{Name: "token-shared-secret", Kind: KindAPI,
+		What: "a shopper's and a seller's token signed with the shared secret are 401 where tokens come from the identity provider alone",
+		Run: func(ctx context.Context, r *Run) Outcome {
+			if r.T.StaffIssuer == "" {
+				return skip("%s takes tokens of the shared secret (dev): nothing to forge", r.T.Name)
+			}
+			a, err := r.call(ctx, http.MethodGet, "/api/v1/addresses", r.mint(auth.Principal{UserID: r.user(1), Role: auth.RoleShopper}), nil)
+			if o := refused(a, err, http.StatusUnauthorized, "UNAUTHORIZED"); o.Verdict != Pass {
+				return o
+			}
+			a, err = r.call(ctx, http.MethodGet, "/seller-api/v1/campaigns",
+				r.mint(auth.Principal{UserID: 1042, Role: auth.RoleSeller, SellerID: 42}), nil)
+			return refused(a, err, http.StatusUnauthorized, "UNAUTHORIZED")
+		}},
 	{Name: "token-staff-foreign-key", Kind: KindAPI,
 		What: "an ops token in the provider's name, RS256 with a key not in its JWKS, is 401",
 		Run: func(ctx context.Context, r *Run) Outcome {

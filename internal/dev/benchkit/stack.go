@@ -46,6 +46,9 @@ type Stack struct {
 	// OpsToken is an ops person's token from the cluster's identity provider (oscar's), which the
 	// cluster's API takes ops from (empty for the dev stack, which takes minted ones).
 	OpsToken string
+	// Tokens gives shoppers' and sellers' tokens from the cluster's identity provider, whose
+	// tokens alone its API takes (nil for the dev stack, which takes tokens minted with Secret).
+	Tokens *cluster.Tokens
 	// TemporalTLS is how the tools dial Temporal: the cluster's tools certificate (nil: the dev
 	// server, plaintext).
 	TemporalTLS *tls.Config
@@ -231,6 +234,10 @@ func StartClusterWith(ctx context.Context, spec ClusterSpec) (*Stack, error) {
 	}
 	if err == nil {
 		s.OpsToken, err = cluster.StaffToken(ctx, dir, pt, "oscar")
+	}
+	if err == nil {
+		o := cluster.Options{Dir: dir, Ports: pt}
+		s.Tokens, err = cluster.ClusterTokens(dir, o.Issuer(), cluster.OIDCClientID)
 	}
 	if err != nil {
 		s.Stop()

@@ -205,6 +205,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 				started <- time.Now()
 			}
 		}}
+	if s.Tokens != nil { // the cluster's API takes its provider's tokens alone
+		cfg.Tokens = s.Tokens
+	}
 	var rep loadgen.Report
 	var loadErr error
 	done := make(chan struct{})

@@ -3,9 +3,12 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -45,11 +48,32 @@ var DemoPeople = []Person{
 	{Name: "sam", Sub: "7", Role: "shopper", Display: "Sam Shopper"},
 }
 
+// DemoSellers are the sellers of the demo data, whose ERPs the cluster makes clients of the
+// provider for (client id seller-<id>, their tokens' sub 1000+id, as the harness numbers them).
+var DemoSellers = []int64{42, 43}
+
+// SellerClientID is the client id of a seller's ERP, and SellerUserID the seller's user id.
+func SellerClientID(seller int64) string { return "seller-" + strconv.FormatInt(seller, 10) }
+
+// SellerUserID is the user id a seller's tokens carry.
+func SellerUserID(seller int64) int64 { return 1000 + seller }
+
+// ShopperKeyID is the kid of the key the harness asserts shoppers with (the JWT-profile grant),
+// and MinShopperSubject the lowest user id it may assert: the harness's shoppers are numbered
+// from there up, clear of the demo's people.
+const (
+	ShopperKeyID      = "harness-shoppers"
+	MinShopperSubject = 1_000_000
+	shopperKeyFile    = "shopper-key.pem"
+)
+
 // OIDCSecrets are the provider's secrets the cluster makes once (<dir>/oidc/secrets.json,
-// owner-only): the UI's client secret and each demo person's password.
+// owner-only): the UI's client secret, each demo person's password and each demo seller's ERP's
+// client secret (by seller id). The harness's shopper key is <dir>/oidc/shopper-key.pem beside it.
 type OIDCSecrets struct {
-	ClientSecret string            `json:"clientSecret"`
-	Passwords    map[string]string `json:"passwords"`
+	ClientSecret  string            `json:"clientSecret"`
+	Passwords     map[string]string `json:"passwords"`
+	SellerSecrets map[string]string `json:"sellerSecrets,omitempty"`
 }
 
 // Issuer is the provider's issuer: the host name browsers use for the API and the UI (cookies
@@ -68,9 +92,11 @@ func (o Options) UICallbackURL() string {
 
 func (o Options) oidcDir() string { return filepath.Join(o.Dir, OIDCDir) }
 
-// EnsureOIDC makes the provider's secrets and demo people the first time (the provider's own
-// `user` command writes each into its users.json, hashed) and reads the secrets every time after.
-// A person the users file has lost is written again with the kept password.
+// EnsureOIDC makes the provider's secrets, demo people and programs the first time (the provider's
+// own `user`, `seller` and `shopper-key` commands write each into its users.json and
+// machines.json, hashed or public halves only) and reads the secrets every time after. A person or
+// program the provider's files have lost is written again with the kept secret; a folder made
+// before programs had tokens gets them added.
 func EnsureOIDC(ctx context.Context, o Options) (OIDCSecrets, error) {
 	dir := o.oidcDir()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -110,7 +136,103 @@ func EnsureOIDC(ctx context.Context, o Options) (OIDCSecrets, error) {
 			return OIDCSecrets{}, fmt.Errorf("oidc-provider user %s: %v: %s", p.Name, err, strings.TrimSpace(string(out)))
 		}
 	}
+	if err := ensurePrograms(ctx, o, &s, path); err != nil {
+		return OIDCSecrets{}, err
+	}
 	return s, nil
+}
+
+// ensurePrograms makes the demo sellers' ERP secrets and the harness's shopper key when the
+// folder lacks them, and registers with the provider those its machines.json lacks.
+func ensurePrograms(ctx context.Context, o Options, s *OIDCSecrets, path string) error {
+	dir := o.oidcDir()
+	changed := false
+	if s.SellerSecrets == nil {
+		s.SellerSecrets = map[string]string{}
+	}
+	for _, id := range DemoSellers {
+		if k := strconv.FormatInt(id, 10); s.SellerSecrets[k] == "" {
+			s.SellerSecrets[k], changed = randomHex(32), true
+		}
+	}
+	if changed {
+		raw, err := json.MarshalIndent(s, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := writeAtomic(path, raw, 0o600); err != nil {
+			return err
+		}
+	}
+	key, err := ensureShopperKey(filepath.Join(dir, shopperKeyFile))
+	if err != nil {
+		return err
+	}
+	machines, _ := os.ReadFile(filepath.Join(dir, "machines.json"))
+	run := func(stdin string, args ...string) error {
+		cmd := exec.CommandContext(ctx, o.OIDCProvider, append(args[:1:1], append([]string{"--dir", dir}, args[1:]...)...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("oidc-provider %s: %v: %s", args[0], err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
+	for _, id := range DemoSellers {
+		if strings.Contains(string(machines), `"clientId": "`+SellerClientID(id)+`"`) {
+			continue
+		}
+		if err := run(s.SellerSecrets[strconv.FormatInt(id, 10)]+"\n", "seller", "--client-id", SellerClientID(id),
+			"--seller", strconv.FormatInt(id, 10), "--sub", strconv.FormatInt(SellerUserID(id), 10)); err != nil {
+			return err
+		}
+	}
+	if !strings.Contains(string(machines), `"kid": "`+ShopperKeyID+`"`) {
+		der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+		if err != nil {
+			return err
+		}
+		if err := run(string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})), "shopper-key",
+			"--kid", ShopperKeyID, "--min-subject", strconv.Itoa(MinShopperSubject)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ensureShopperKey reads the harness's shopper key, making it the first time (owner-only).
+func ensureShopperKey(path string) (*rsa.PrivateKey, error) {
+	if key, err := readShopperKey(path); err == nil || !errors.Is(err, os.ErrNotExist) {
+		return key, err
+	}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return key, writeAtomic(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)
+}
+
+func readShopperKey(path string) (*rsa.PrivateKey, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	block, _ := pem.Decode(raw)
+	if block == nil {
+		return nil, fmt.Errorf("%s: no PEM block", path)
+	}
+	parsed, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	key, ok := parsed.(*rsa.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("%s: not an RSA key", path)
+	}
+	return key, nil
 }
 
 func randomHex(n int) string {

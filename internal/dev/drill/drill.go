@@ -279,6 +279,15 @@ func (d *driver) close() {
 	d.tc.Close()
 }
 
+// shopper is a shopper's token: from the cluster's identity provider, whose tokens alone today's
+// API takes (the previous build takes them too); minted where the stack has none.
+func (d *driver) shopper(ctx context.Context, user int64) (string, error) {
+	if d.stack.Tokens != nil {
+		return d.stack.Tokens.Shopper(ctx, user)
+	}
+	return d.token(auth.Principal{UserID: user, Role: auth.RoleShopper}), nil
+}
+
 func (d *driver) token(p auth.Principal) string {
 	t, err := d.keys.Mint(p, time.Hour)
 	if err != nil {
@@ -358,7 +367,10 @@ func (o order) workflowID() string {
 // place orders SKU sku for a new shopper with the payment token.
 func (d *driver) place(ctx context.Context, scenario, want string, user, sku int64, payment string) (order, error) {
 	o := order{scenario: scenario, want: want, user: user, key: fmt.Sprintf("drill-%s-%d", scenario, time.Now().UnixNano())}
-	o.token = d.token(auth.Principal{UserID: user, Role: auth.RoleShopper})
+	var err error
+	if o.token, err = d.shopper(ctx, user); err != nil {
+		return o, err
+	}
 	addr, err := d.must(ctx, http.MethodPost, "/api/v1/addresses", o.token,
 		map[string]any{"city": "Istanbul", "line1": "Drill Sk. 1", "lat": 41.01, "lon": 28.97})
 	if err != nil {
