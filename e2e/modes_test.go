@@ -84,6 +84,18 @@ func TestModes_APIAndWorkerRefuseToStartWithoutSecretsOfTheirOwn(t *testing.T) {
 	require.Error(t, err, "api without an identity provider must refuse to start")
 	assert.Equal(t, "checkout api: AUTH_OIDC_ISSUER is not set: outside `checkout-dev dev` staff tokens come from an identity provider (set AUTH_OIDC_ISSUER, AUTH_OIDC_AUDIENCE, AUTH_OIDC_JWKS_URL)",
 		strings.TrimSpace(string(out)))
+
+	// With one, no HS256 token is accepted for any role: AUTH_JWT_ROLES, which once let shoppers'
+	// and sellers' through, stops the API with one line.
+	c = exec.Command(bin, "api")
+	c.Env = append(cleanEnv(), "DATABASE_URL=postgres://nobody@127.0.0.1:1/none", "TEMPORAL_ADDRESS=127.0.0.1:1",
+		"PAYMENT_PROVIDER=paysim", "AUTH_OIDC_ISSUER=https://id.example", "AUTH_OIDC_AUDIENCE=temporal-ui",
+		"AUTH_OIDC_JWKS_URL=http://127.0.0.1:1/keys", "AUTH_JWT_ROLES=shopper,seller")
+	c.Env = append(c.Env, with(secrets, codec, plaintext)...)
+	out, err = c.CombinedOutput()
+	require.Error(t, err, "api with AUTH_JWT_ROLES must refuse to start")
+	assert.Equal(t, "checkout api: AUTH_JWT_ROLES=shopper,seller: outside `checkout-dev dev` no HS256 token is accepted for any role (shoppers and sellers get theirs from the identity provider): unset it",
+		strings.TrimSpace(string(out)))
 }
 
 // TestModes_MetricsOnlyOnTheirInternalPort: every mode serves Prometheus /metrics on METRICS_ADDR
