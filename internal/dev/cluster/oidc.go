@@ -52,7 +52,7 @@ var DemoPeople = []Person{
 // provider for (client id seller-<id>, their tokens' sub 1000+id, as the harness numbers them).
 var DemoSellers = []int64{42, 43}
 
-// SellerClientID is the client id of a seller's ERP, and SellerUserID the seller's user id.
+// SellerClientID is the client id of a seller's ERP.
 func SellerClientID(seller int64) string { return "seller-" + strconv.FormatInt(seller, 10) }
 
 // SellerUserID is the user id a seller's tokens carry.
@@ -186,12 +186,15 @@ func ensurePrograms(ctx context.Context, o Options, s *OIDCSecrets, path string)
 			return err
 		}
 	}
-	if !strings.Contains(string(machines), `"kid": "`+ShopperKeyID+`"`) {
-		der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
-		if err != nil {
-			return err
-		}
-		if err := run(string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})), "shopper-key",
+	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return err
+	}
+	public := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+	quoted, _ := json.Marshal(string(public))
+	// Registered unless the provider holds this very key (a new key file replaces the old entry).
+	if !strings.Contains(string(machines), `"kid": "`+ShopperKeyID+`"`) || !strings.Contains(string(machines), string(quoted)) {
+		if err := run(string(public), "shopper-key",
 			"--kid", ShopperKeyID, "--min-subject", strconv.Itoa(MinShopperSubject)); err != nil {
 			return err
 		}
