@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -28,7 +27,6 @@ type IdentityProvider struct {
 	Issuer   string
 	Audience string
 	verifier *oidc.IDTokenVerifier
-	keys     *jwks
 }
 
 // RefetchEvery is the shortest time between two fetches of a provider's JWKS.
@@ -41,13 +39,10 @@ func NewIdentityProvider(issuer, audience, jwksURL string, now func() time.Time)
 		now = time.Now
 	}
 	keys := &jwks{url: jwksURL, client: &http.Client{Timeout: 10 * time.Second}, now: now, every: RefetchEvery}
-	return &IdentityProvider{Issuer: issuer, Audience: audience, keys: keys,
+	return &IdentityProvider{Issuer: issuer, Audience: audience,
 		verifier: oidc.NewVerifier(issuer, keys, &oidc.Config{ClientID: audience,
 			SupportedSigningAlgs: []string{oidc.RS256, oidc.ES256}, Now: now})}
 }
-
-// Fetches is how many times the provider's JWKS has been fetched.
-func (p *IdentityProvider) Fetches() int64 { return p.keys.fetches.Load() }
 
 // jwks is a provider's key set as last fetched, fetched again for a kid it lacks, no more often
 // than every.
@@ -57,10 +52,10 @@ type jwks struct {
 	now    func() time.Time
 	every  time.Duration
 
-	mu      sync.Mutex
-	keys    []jose.JSONWebKey
-	fetched time.Time // zero: never
-	fetches atomic.Int64
+	mu       sync.Mutex
+	keys     []jose.JSONWebKey
+	fetched  time.Time     // when the last fetch began (zero: never)
+	inflight chan struct{} // closed when the fetch under way ends (nil: none)
 }
 
 var _ oidc.KeySet = (*jwks)(nil)
@@ -82,20 +77,43 @@ func (s *jwks) VerifySignature(ctx context.Context, token string) ([]byte, error
 	return jws.Verify(key)
 }
 
-// key is the key of kid: from the set held, else from a new fetch when the last is older than
-// every. The lock is held across the fetch, so that many requests naming a new kid at once make
-// one fetch.
+// key is the key of kid: from the set held, else from a new fetch when the last began longer
+// than every ago. Callers of kids the set holds never wait for a fetch; those of a kid it lacks
+// while a fetch is under way wait for that one.
 func (s *jwks) key(ctx context.Context, kid string) (*jose.JSONWebKey, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if k := findKey(s.keys, kid); k != nil {
+		s.mu.Unlock()
 		return k, nil
 	}
+	if wait := s.inflight; wait != nil {
+		s.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if k := findKey(s.keys, kid); k != nil {
+			return k, nil
+		}
+		return nil, fmt.Errorf("no key %q in the provider's JWKS", kid)
+	}
 	if !s.fetched.IsZero() && s.now().Sub(s.fetched) < s.every {
+		s.mu.Unlock()
 		return nil, fmt.Errorf("no key %q in the provider's JWKS (fetched again at most every %s)", kid, s.every)
 	}
+	// A failed fetch waits its turn too: a provider down is not asked on every request.
+	done := make(chan struct{})
+	s.inflight, s.fetched = done, s.now()
+	s.mu.Unlock()
+
 	keys, err := s.fetch(ctx)
-	s.fetched = s.now() // a failed fetch waits its turn too: a provider down is not asked on every request
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inflight = nil
+	close(done)
 	if err != nil {
 		return nil, fmt.Errorf("the provider's JWKS: %w", err)
 	}
@@ -116,7 +134,6 @@ func findKey(keys []jose.JSONWebKey, kid string) *jose.JSONWebKey {
 }
 
 func (s *jwks) fetch(ctx context.Context) ([]jose.JSONWebKey, error) {
-	s.fetches.Add(1)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	if err != nil {
 		return nil, err
