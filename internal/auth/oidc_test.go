@@ -44,6 +44,16 @@ func newFakeIdP(t *testing.T, kids ...string) *fakeIdP {
 	return f
 }
 
+// keysOnAClock are keys of the provider whose clock moves only when advance says.
+func (f *fakeIdP) keysOnAClock() (Keys, func(time.Duration)) {
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	return Keys{MaxLifetime: 24 * time.Hour, now: clock,
+		Provider: NewIdentityProvider(testIssuer, testAudience, f.srv.URL, clock)}, advance
+}
+
 func (f *fakeIdP) fetchCount() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -149,12 +159,7 @@ func TestIdentityProvider_Refusals(t *testing.T) {
 func TestIdentityProvider_UnknownKid_RefetchThrottled(t *testing.T) {
 	t.Parallel()
 	f := newFakeIdP(t, "k1")
-	now := time.Now()
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	keys := Keys{MaxLifetime: 24 * time.Hour, now: clock,
-		Provider: NewIdentityProvider(testIssuer, testAudience, f.srv.URL, clock)}
+	keys, advance := f.keysOnAClock()
 	_, err := keys.Verify(f.sign("k1", staffClaims("ops")))
 	require.NoError(t, err)
 	require.Equal(t, 1, f.fetchCount())
@@ -185,19 +190,13 @@ func TestIdentityProvider_UnknownKid_RefetchThrottled(t *testing.T) {
 func TestIdentityProvider_RotatedKey_TakenAfterTheInterval(t *testing.T) {
 	t.Parallel()
 	f := newFakeIdP(t, "k1")
-	now := time.Now()
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	keys := Keys{MaxLifetime: 24 * time.Hour, now: clock,
-		Provider: NewIdentityProvider(testIssuer, testAudience, f.srv.URL, clock)}
+	keys, advance := f.keysOnAClock()
 	_, err := keys.Verify(f.sign("k1", staffClaims("ops")))
 	require.NoError(t, err)
 	f.addKey("k2")
 	_, err = keys.Verify(f.sign("k2", staffClaims("ops")))
 	assert.Error(t, err, "within the interval of the first fetch")
-	mu.Lock()
-	now = now.Add(RefetchEvery + time.Second)
-	mu.Unlock()
+	advance(RefetchEvery + time.Second)
 	token := f.sign("k2", staffClaims("ops"))
 	var wg sync.WaitGroup
 	for range 20 { // at once: one fetch, which the others wait for
