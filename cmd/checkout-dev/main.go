@@ -33,6 +33,8 @@ commands:
             current once they poll, the earlier build drained: release [--binary PATH] [--ramp 10,50]
   loadgen   drive a local stack's API as shoppers and sellers do, then audit: loadgen --duration 60s
             (loadgen -h lists the mix, hot SKUs and bounds)
+  token     a shopper's token from the running cluster's identity provider, with its
+            checkout.env's settings: token [--user 1000000]
 
 The product's binary, checkout, is the one beside this binary (make build builds the two into
 bin/) unless --binary names another: the cluster runs it, a release releases it, dev keeps it as
@@ -58,6 +60,8 @@ func main() {
 		err = service.WithConfig(func(cfg config.Config) error { return runRelease(ctx, cfg, args) })
 	case "loadgen":
 		err = service.WithConfig(func(cfg config.Config) error { return runLoadgen(ctx, cfg, args) })
+	case "token":
+		err = service.WithConfig(func(cfg config.Config) error { return runToken(ctx, cfg, args) })
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return

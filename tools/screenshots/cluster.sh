@@ -66,8 +66,8 @@ UI_URL=$(sed -n 's/^  Temporal UI *\(http[^ ]*\).*/\1/p' "$DATA_DIR/cluster.out"
 [ -n "$API_URL" ] && [ -n "$UI_URL" ] || { echo "the cluster's banner names no API or UI address" >&2; exit 1; }
 
 mkdir -p docs/screenshots
-# Shoppers' tokens come from bin/checkout token with the cluster's settings (its JWT secret); the
-# staff's from the provider, signed in through the UI in the browser. In the background, so that
+# Shoppers' tokens come from the cluster's provider through bin/checkout-dev token with the
+# cluster's settings; the staff's from the provider too, signed in through the UI in the browser. In the background, so that
 # a signal stops it and the cluster at once.
 (
 	set -a

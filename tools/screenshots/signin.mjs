@@ -15,7 +15,7 @@ import { checkoutAPI } from './api.mjs';
 const API = process.env.API_URL ?? 'http://localhost:8080';
 const UI = process.env.UI_URL ?? 'http://localhost:8233';
 const OUT = process.env.OUT_DIR ?? 'docs/screenshots';
-const CHECKOUT = process.env.CHECKOUT_BIN ?? 'bin/checkout';
+const CHECKOUT_DEV = process.env.CHECKOUT_DEV_BIN ?? 'bin/checkout-dev';
 const { passwords } = JSON.parse(readFileSync(process.env.OIDC_SECRETS ?? '.data/cluster/oidc/secrets.json', 'utf8'));
 const SELLER = 42; // the demo seller of SKUs 71–81
 
@@ -27,10 +27,10 @@ const caSPKI = createHash('sha256')
   .update(new X509Certificate(readFileSync(CA_FILE)).publicKey.export({ type: 'spki', format: 'der' }))
   .digest('base64');
 
-// Shoppers' tokens as the cluster's tools make them: bin/checkout token with its JWT secret
-// (AUTH_JWT_SECRET from checkout.env). Staff tokens come from the provider only.
+// Shoppers' tokens from the cluster's provider as the harness gets them (bin/checkout-dev token,
+// with checkout.env's settings); the API takes no other. Staff sign in through the browser.
 const shopperToken = (user) =>
-  execFileSync(CHECKOUT, ['token', '--user', String(user), '--role', 'shopper']).toString().trim();
+  execFileSync(CHECKOUT_DEV, ['token', '--user', String(user)]).toString().trim();
 
 const { call, placeOrder, approve, waitStatus } = checkoutAPI({ api: API, seller: SELLER, shopperToken,
   keyPrefix: 'signin' });
@@ -93,11 +93,11 @@ try {
   await asOscar.context.close();
   await call('PUT', '/api/v1/ops/payment-faults', ops, {}); // none to begin with
 
-  const confirmed = await placeOrder(7, { 71: 1 }, 'tok_3ds');
+  const confirmed = await placeOrder(1_000_007, { 71: 1 }, 'tok_3ds');
   await approve(confirmed);
   await waitStatus(confirmed, 'CONFIRMED');
 
-  const parked = await placeOrder(8, { 73: 1, 75: 2 }, 'tok_3ds');
+  const parked = await placeOrder(1_000_008, { 73: 1, 75: 2 }, 'tok_3ds');
   // The provider keeps answering lookups; only the capture after the approval fails.
   await call('PUT', '/api/v1/ops/payment-faults', ops, { moneyDownForSeconds: 600 });
   // Each process trusts its copy of the simulator's faults for a moment (paysim's faultsTTL).
