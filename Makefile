@@ -181,11 +181,11 @@ lint: $(STATICCHECK) $(WORKFLOWCHECK) ## gofmt, go vet, staticcheck and Temporal
 	cd tools/oidc-provider && $(STATICCHECK) ./...
 
 .PHONY: sqlc
-sqlc: $(SQLC) ## regenerate db/ from db/queries and migrations, and payment/paysim/simdb from the simulator's own
+sqlc: $(SQLC) ## regenerate the stores sqlc.yaml names (db/, each area's internal store, payment/paysim/simdb) from their queries
 	$(SQLC) generate
 
 .PHONY: sqlc-check
-sqlc-check: $(SQLC) ## fail when the generated code in db/ or payment/paysim/simdb is stale
+sqlc-check: $(SQLC) ## fail when the generated code of a store sqlc.yaml names is stale
 	$(SQLC) diff
 
 .PHONY: bench

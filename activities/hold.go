@@ -65,11 +65,11 @@ func (a *Orders) extendHold(ctx context.Context, orderID int64) (ExtendedHold, e
 		return ExtendedHold{}, err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit this is a no-op
-	q := db.New(tx)
-	rows, err := q.LockReservationsOfOrder(ctx, orderID)
+	active, err := inventory.LockReservations(ctx, tx, orderID)
 	if err != nil {
 		return ExtendedHold{}, err
 	}
+	q := db.New(tx)
 	moved, err := q.ExtendOrderHold(ctx, db.ExtendOrderHoldParams{OrderID: orderID, BySeconds: ext.By.Seconds(),
 		WindowSeconds: ext.Window.Seconds(), MaxExtensions: int32(ext.Max)})
 	switch {
@@ -77,7 +77,7 @@ func (a *Orders) extendHold(ctx context.Context, orderID int64) (ExtendedHold, e
 		return ExtendedHold{}, a.holdRefusal(ctx, q, orderID)
 	case err != nil:
 		return ExtendedHold{}, err
-	case int(moved.Moved) != activeCount(rows):
+	case int(moved.Moved) != active:
 		// Not reachable under the row locks; refused rather than trusted.
 		return ExtendedHold{}, a.holdRefusal(ctx, q, orderID)
 	}
@@ -89,16 +89,6 @@ func (a *Orders) extendHold(ctx context.Context, orderID int64) (ExtendedHold, e
 		return ExtendedHold{}, err
 	}
 	return ExtendedHold{ExpiresAt: moved.HoldExpiresAt, ExtensionsLeft: max(ext.Max-int(moved.HoldExtensions), 0)}, nil
-}
-
-func activeCount(rows []db.LockReservationsOfOrderRow) int {
-	n := 0
-	for _, r := range rows {
-		if r.Status == inventory.StatusActive {
-			n++
-		}
-	}
-	return n
 }
 
 // holdRefusal explains a refused extension from the order's hold as it stands.

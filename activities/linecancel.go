@@ -116,7 +116,7 @@ func (a *Orders) RecordLineCancel(ctx context.Context, in LineCancelRequest) (Li
 		} else if err != nil {
 			return err
 		}
-		at, err := inventory.CancelConfirmedUnits(ctx, q, in.OrderID, in.SKUID, in.Units)
+		at, err := inventory.CancelConfirmedUnits(ctx, tx, in.OrderID, in.SKUID, in.Units)
 		if err != nil {
 			return asApplicationError(err, "taking the units off their reservations")
 		}

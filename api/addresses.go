@@ -67,7 +67,7 @@ func (s *Server) createAddress(c echo.Context) error {
 	var row db.CreateAddressRow
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		q := db.New(tx)
-		if err := q.LockUser(ctx, db.LockAddressBook, p.UserID); err != nil {
+		if err := db.LockUser(ctx, tx, db.LockAddressBook, p.UserID); err != nil {
 			return err
 		}
 		var err error

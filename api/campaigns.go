@@ -8,12 +8,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/labstack/echo/v4"
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/money"
+	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/pricing"
 )
 
@@ -60,9 +60,9 @@ type campaignView struct {
 	CreatedAt time.Time `json:"createdAt"`
 }
 
-func viewCampaign(c db.Campaign) campaignView {
-	return campaignView{ID: c.ID, Name: c.Name, SellerID: c.SellerID, SKUIDs: c.SkuIds, Kind: c.Kind,
-		Value: discountText(c.Kind, c.Value, c.Currency.String), Currency: c.Currency.String, StartsAt: c.StartsAt, EndsAt: c.EndsAt,
+func viewCampaign(c pricing.StoredCampaign) campaignView {
+	return campaignView{ID: c.ID, Name: c.Name, SellerID: c.SellerID, SKUIDs: c.SKUIDs, Kind: c.Kind,
+		Value: discountText(c.Kind, c.Value, c.Currency), Currency: c.Currency, StartsAt: c.StartsAt, EndsAt: c.EndsAt,
 		Priority: c.Priority, Stackable: c.Stackable, CreatedBy: c.CreatedBy, CreatedAt: c.CreatedAt}
 }
 
@@ -83,20 +83,20 @@ func (s *Server) createCampaign(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	row, err := s.q.InsertCampaign(c.Request().Context(), params)
+	row, err := pricing.CreateCampaign(c.Request().Context(), s.Pool, params)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusCreated, viewCampaign(row))
 }
 
-func (s *Server) campaignParams(c echo.Context, b campaignBody, p auth.Principal) (db.InsertCampaignParams, error) {
+func (s *Server) campaignParams(c echo.Context, b campaignBody, p auth.Principal) (pricing.StoredCampaign, error) {
 	var v validation
 	if b.Name = strings.TrimSpace(b.Name); b.Name == "" || len(b.Name) > 100 {
 		v.add("name", "required, at most 100 characters")
 	}
 	value := discountValue(b.Kind, b.Value, b.Currency, &v)
-	var currency pgtype.Text
+	var currency string
 	switch b.Kind {
 	case pricing.CampaignPercent:
 		if b.Currency != "" {
@@ -106,7 +106,7 @@ func (s *Server) campaignParams(c echo.Context, b campaignBody, p auth.Principal
 		if !money.ValidCurrency(b.Currency) {
 			v.add("currency", "required for FIXED: three capital letters, such as TRY")
 		}
-		currency = pgtype.Text{String: b.Currency, Valid: true}
+		currency = b.Currency
 	default:
 		v.add("kind", `"PERCENT" or "FIXED"`)
 	}
@@ -132,15 +132,15 @@ func (s *Server) campaignParams(c echo.Context, b campaignBody, p auth.Principal
 			MaxSellerCampaignPriority))
 	}
 	if err := v.err(); err != nil {
-		return db.InsertCampaignParams{}, err
+		return pricing.StoredCampaign{}, err
 	}
 	ctx := c.Request().Context()
 	var skus []int64
 	if len(b.SKUIDs) > 0 {
 		skus = slices.Compact(slices.Sorted(slices.Values(b.SKUIDs)))
-		found, err := s.q.SKUsByIDs(ctx, skus)
+		found, err := inventory.SKUs(ctx, s.Pool, skus)
 		if err != nil {
-			return db.InsertCampaignParams{}, err
+			return pricing.StoredCampaign{}, err
 		}
 		owner := map[int64]int64{}
 		for _, r := range found {
@@ -155,15 +155,15 @@ func (s *Server) campaignParams(c echo.Context, b campaignBody, p auth.Principal
 				v.add("skuIds["+strconv.Itoa(i)+"]", fmt.Sprintf("SKU %d is not seller %d's", id, *b.SellerID))
 			}
 		}
-	} else if ok, err := s.q.SellerExists(ctx, *b.SellerID); err != nil {
-		return db.InsertCampaignParams{}, err
+	} else if ok, err := inventory.SellerExists(ctx, s.Pool, *b.SellerID); err != nil {
+		return pricing.StoredCampaign{}, err
 	} else if !ok {
 		v.add("sellerId", "no such seller")
 	}
 	if err := v.err(); err != nil {
-		return db.InsertCampaignParams{}, err
+		return pricing.StoredCampaign{}, err
 	}
-	return db.InsertCampaignParams{Name: b.Name, SellerID: b.SellerID, SkuIds: skus, Kind: b.Kind, Value: value,
+	return pricing.StoredCampaign{Name: b.Name, SellerID: b.SellerID, SKUIDs: skus, Kind: b.Kind, Value: value,
 		Currency: currency, StartsAt: starts, EndsAt: *b.EndsAt, Priority: b.Priority, Stackable: b.Stackable,
 		CreatedBy: string(p.Role) + ":" + strconv.FormatInt(principalID(p), 10)}, nil
 }
@@ -220,7 +220,7 @@ func sellerScope(p auth.Principal) *int64 {
 
 // listCampaigns lists the campaigns not yet ended: a seller's own, or all for ops.
 func (s *Server) listCampaigns(c echo.Context) error {
-	rows, err := s.q.ListCampaigns(c.Request().Context(), sellerScope(mustPrincipal(c)))
+	rows, err := pricing.Campaigns(c.Request().Context(), s.Pool, sellerScope(mustPrincipal(c)))
 	if err != nil {
 		return err
 	}
@@ -237,7 +237,7 @@ func (s *Server) endCampaign(c echo.Context) error {
 	if err != nil || id <= 0 {
 		return notFound()
 	}
-	row, err := s.q.EndCampaign(c.Request().Context(), id, sellerScope(mustPrincipal(c)))
+	row, err := pricing.EndCampaign(c.Request().Context(), s.Pool, id, sellerScope(mustPrincipal(c)))
 	if db.NotFound(err) {
 		return notFound()
 	}

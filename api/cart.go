@@ -40,7 +40,7 @@ type cartHandlers struct {
 }
 
 func (s *Server) cartRoutes(e *echo.Echo) {
-	h := &cartHandlers{Server: s, viewer: cart.NewViewer(s.q, s.Options.CartViewCacheTTL).WithCache(s.CartCache),
+	h := &cartHandlers{Server: s, viewer: cart.NewViewer(s.Pool, s.Options.CartViewCacheTTL).WithCache(s.CartCache),
 		store: cart.NewStore(s.Pool, s.Options.CartLimits).WithCache(s.CartCache).WithNotices(s.CartNotices)}
 	e.GET("/api/v1/cart", h.getCart, s.cartOwner)
 	writes := s.rateLimit(s.limits.cart)

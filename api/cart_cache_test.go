@@ -19,7 +19,6 @@ import (
 
 	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/cart"
-	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/events"
 	"github.com/marketplace/checkout/internal/dev/demo"
 	"github.com/marketplace/checkout/internal/dev/natsserver"
@@ -201,7 +200,7 @@ func TestCartCache_ChangeNoProcessAnnounced_ServedAtMostMaxAge(t *testing.T) {
 	hits := b.carts.Stats().Hits
 	getCart(b, shopper, "")
 	require.Equal(t, hits+1, b.carts.Stats().Hits, "B holds the idle cart")
-	res, err := (&cart.Janitor{Q: db.New(pool)}).DeleteIdle(context.Background(), cart.DefaultIdleTTL)
+	res, err := (&cart.Janitor{Conn: pool}).DeleteIdle(context.Background(), cart.DefaultIdleTTL)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, res.Deleted, 1)
 	eventually(t, b, shopper, "", "B sees the janitor's deletion", func(r reply) bool {

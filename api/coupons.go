@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/labstack/echo/v4"
 
-	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/money"
 	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/pricing"
@@ -48,11 +47,11 @@ type couponAdminView struct {
 	SKUIDs         []int64   `json:"skuIds,omitempty"`
 }
 
-func viewCoupon(c db.Coupon) couponAdminView {
+func viewCoupon(c pricing.Coupon) couponAdminView {
 	v := couponAdminView{ID: c.ID, Code: c.Code, Kind: c.Kind, Value: discountText(c.Kind, c.Value, c.Currency),
 		Currency: c.Currency, MinBasket: money.FormatIn(c.MinBasketMinor, c.Currency), StartsAt: c.StartsAt, EndsAt: c.EndsAt,
 		MaxRedemptions: c.MaxRedemptions, MaxPerShopper: c.MaxPerShopper, Redeemed: c.Redeemed, SellerID: c.SellerID,
-		SKUIDs: c.SkuIds}
+		SKUIDs: c.SKUIDs}
 	if c.MaxDiscountMinor != nil {
 		v.MaxDiscount = money.FormatIn(*c.MaxDiscountMinor, c.Currency)
 	}
@@ -116,10 +115,10 @@ func (s *Server) createCoupon(c echo.Context) error {
 		return err
 	}
 	p := mustPrincipal(c)
-	row, err := s.q.InsertCoupon(c.Request().Context(), db.InsertCouponParams{Code: code, Kind: b.Kind, Value: value,
+	row, err := pricing.CreateCoupon(c.Request().Context(), s.Pool, pricing.Coupon{Code: code, Kind: b.Kind, Value: value,
 		MaxDiscountMinor: maxDiscount, Currency: b.Currency, MinBasketMinor: minBasket, StartsAt: starts,
 		EndsAt: *b.EndsAt, MaxRedemptions: b.MaxRedemptions, MaxPerShopper: perShopper, SellerID: b.SellerID,
-		SkuIds: b.SKUIDs, CreatedBy: "ops:" + strconv.FormatInt(p.UserID, 10)})
+		SKUIDs: b.SKUIDs, CreatedBy: "ops:" + strconv.FormatInt(p.UserID, 10)})
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == "23505":
@@ -134,7 +133,7 @@ func (s *Server) createCoupon(c echo.Context) error {
 
 // listCoupons lists the coupons not yet ended, with how many redemptions each has spent.
 func (s *Server) listCoupons(c echo.Context) error {
-	rows, err := s.q.ListCoupons(c.Request().Context())
+	rows, err := pricing.Coupons(c.Request().Context(), s.Pool)
 	if err != nil {
 		return err
 	}

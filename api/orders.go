@@ -509,7 +509,7 @@ func (s *Server) getOrder(c echo.Context) error {
 		v.Cancellations = append(v.Cancellations, cancellationView(lc, support))
 	}
 	for _, r := range ov.Reservations {
-		v.Warehouses = append(v.Warehouses, allocationView{SKUID: r.SkuID, WarehouseID: r.WarehouseID, Quantity: r.Quantity, Status: r.Status})
+		v.Warehouses = append(v.Warehouses, allocationView{SKUID: r.SKUID, WarehouseID: r.WarehouseID, Quantity: r.Quantity, Status: r.Status})
 	}
 	if pay := ov.Payment; pay != nil {
 		inPay := func(minor int64) string { return money.FormatIn(minor, pay.Currency) }

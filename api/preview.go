@@ -114,7 +114,7 @@ func (h *cartHandlers) preview(c echo.Context) error {
 			return validation{{Field: "couponCode", Message: "3 to 32 letters, digits, - or _"}}.err()
 		}
 	}
-	checkout, err := cart.Price(ctx, h.q, mustPrincipal(c).UserID, pricing.NormalCode(req.CouponCode))
+	checkout, err := cart.Price(ctx, h.Pool, mustPrincipal(c).UserID, pricing.NormalCode(req.CouponCode))
 	if err != nil {
 		return err
 	}
@@ -139,7 +139,7 @@ func (h *cartHandlers) preview(c echo.Context) error {
 		for i, it := range quote.Items {
 			ids[i] = it.SKUID
 		}
-		if sellable, err = availability.Sellable(ctx, h.q, ids); err != nil {
+		if sellable, err = availability.Sellable(ctx, h.Pool, ids); err != nil {
 			return fmt.Errorf("reading the sellable stock of the cart: %w", err)
 		}
 	} else {

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/marketplace/checkout/cart"
-	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/pricing"
@@ -35,9 +34,9 @@ func fmtKey(sku float64, code string) string { return fmt.Sprintf("%s/%d", code,
 func cartQuote(t *testing.T, h *harness, userID int64) pricing.Quote {
 	t.Helper()
 	ctx := context.Background()
-	snap, err := cart.Load(ctx, db.New(h.pool), cart.MemberID(userID))
+	snap, err := cart.Load(ctx, h.pool, cart.MemberID(userID))
 	require.NoError(t, err)
-	q, err := pricing.Compute(ctx, db.New(h.pool), snap.Doc.Lines())
+	q, err := pricing.Compute(ctx, h.pool, snap.Doc.Lines())
 	require.NoError(t, err)
 	return q
 }

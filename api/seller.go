@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
-	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/money"
 	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/inventory"
@@ -94,24 +93,23 @@ func (s *Server) putSKUs(c echo.Context) error {
 	seller := mustPrincipal(c).SellerID
 	results := make([]skuResult, len(rows))
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		q := s.q.WithTx(tx)
-		if ok, err := q.SellerExists(ctx, seller); err != nil || !ok {
+		if ok, err := inventory.SellerExists(ctx, tx, seller); err != nil || !ok {
 			if err == nil {
 				err = forbidden("seller is not registered")
 			}
 			return err
 		}
 		for i, r := range rows {
-			out, err := q.UpsertSKU(ctx, db.UpsertSKUParams{SellerID: seller, Code: r.SKU, Title: r.Title,
+			id, created, err := inventory.UpsertSKU(ctx, tx, inventory.SKU{SellerID: seller, Code: r.SKU, Title: r.Title,
 				PriceMinor: prices[i], Currency: r.Currency, MaxPerOrder: *r.MaxPerOrder})
 			if err != nil {
 				return err
 			}
 			status := "UPDATED"
-			if out.Created {
+			if created {
 				status = "CREATED"
 			}
-			results[i] = skuResult{SKU: r.SKU, SKUID: out.ID, Status: status}
+			results[i] = skuResult{SKU: r.SKU, SKUID: id, Status: status}
 		}
 		return nil
 	})
@@ -186,7 +184,7 @@ func (s *Server) putStocks(c echo.Context) error {
 	for _, r := range rows {
 		whs = append(whs, *r.WarehouseID)
 	}
-	known, err := s.q.ExistingWarehouses(ctx, whs)
+	known, err := inventory.ExistingWarehouses(ctx, s.Pool, whs)
 	if err != nil {
 		return err
 	}
@@ -236,17 +234,14 @@ func (s *Server) resolveSellerSKUs(c echo.Context, seller int64, rows []stockRow
 	}
 	byCode := map[string]int64{}
 	if len(codes) > 0 {
-		found, err := s.q.SKUsBySellerCodes(ctx, seller, codes)
-		if err != nil {
+		var err error
+		if byCode, err = inventory.SellerSKUs(ctx, s.Pool, seller, codes); err != nil {
 			return nil, err
-		}
-		for _, f := range found {
-			byCode[f.Code] = f.ID
 		}
 	}
 	owner := map[int64]int64{}
 	if len(ids) > 0 {
-		found, err := s.q.SKUsByIDs(ctx, ids)
+		found, err := inventory.SKUs(ctx, s.Pool, ids)
 		if err != nil {
 			return nil, err
 		}

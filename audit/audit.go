@@ -27,7 +27,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/audit/internal/auditstore"
 	"github.com/marketplace/checkout/internal/money"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment"
@@ -165,7 +165,7 @@ func Run(ctx context.Context, pool *pgxpool.Pool, o Options) (Report, error) {
 
 	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 		func(tx pgx.Tx) error {
-			q := db.New(tx)
+			q := auditstore.New(tx)
 			counts, err := q.AuditCounts(ctx)
 			if err != nil {
 				return err
@@ -180,7 +180,7 @@ func Run(ctx context.Context, pool *pgxpool.Pool, o Options) (Report, error) {
 				rep.Orders[s.Status] = s.Orders
 			}
 			a.tx = tx
-			for _, step := range []func(context.Context, *db.Queries) error{
+			for _, step := range []func(context.Context, *auditstore.Queries) error{
 				a.stock, a.settledOrders, a.coupons, a.staleReservations, a.openOrders,
 			} {
 				if err := step(ctx, q); err != nil {
@@ -231,7 +231,7 @@ func rowSubject(sku int64, wh int32) string { return fmt.Sprintf("sku %d @ wareh
 func orderSubject(id int64) string          { return "order " + strconv.FormatInt(id, 10) }
 
 // stock checks every inventory row against its ledger and its reservations.
-func (a *auditor) stock(ctx context.Context, q *db.Queries) error {
+func (a *auditor) stock(ctx context.Context, q *auditstore.Queries) error {
 	rows, err := q.AuditInventoryRows(ctx)
 	if err != nil {
 		return err
@@ -278,8 +278,8 @@ const settledBatch = 1000
 
 // settledOrders checks stock and money of every order that reached a final status, a batch at a
 // time: the stock and the payments row from the snapshot, the provider's intents from o.Provider.
-func (a *auditor) settledOrders(ctx context.Context, q *db.Queries) error {
-	p := db.AuditSettledOrdersParams{Since: a.o.Since, SettleSeconds: a.o.Slack.Seconds(), BatchSize: settledBatch}
+func (a *auditor) settledOrders(ctx context.Context, q *auditstore.Queries) error {
+	p := auditstore.AuditSettledOrdersParams{Since: a.o.Since, SettleSeconds: a.o.Slack.Seconds(), BatchSize: settledBatch}
 	for {
 		rows, err := q.AuditSettledOrders(ctx, p)
 		if err != nil || len(rows) == 0 {
@@ -305,7 +305,7 @@ func (a *auditor) settledOrders(ctx context.Context, q *db.Queries) error {
 
 // settledOrder judges one settled order, naming each broken invariant in the order the report
 // has always listed them.
-func (a *auditor) settledOrder(r db.AuditSettledOrdersRow, intents map[int64][]payment.Intent) {
+func (a *auditor) settledOrder(r auditstore.AuditSettledOrdersRow, intents map[int64][]payment.Intent) {
 	s := orderSubject(r.ID)
 	status := r.Status
 	if r.FailureCode != "" {
@@ -360,7 +360,7 @@ func amountRange(lo, hi int64, currency string) string {
 
 // coupons checks that a coupon is never spent twice or beyond its limit, and that a redemption
 // goes the way of its order.
-func (a *auditor) coupons(ctx context.Context, q *db.Queries) error {
+func (a *auditor) coupons(ctx context.Context, q *auditstore.Queries) error {
 	counts, err := q.AuditCoupons(ctx)
 	if err != nil {
 		return err
@@ -380,7 +380,7 @@ func (a *auditor) coupons(ctx context.Context, q *db.Queries) error {
 }
 
 // staleReservations finds ACTIVE reservations that both the hold child and the sweeper missed.
-func (a *auditor) staleReservations(ctx context.Context, q *db.Queries) error {
+func (a *auditor) staleReservations(ctx context.Context, q *auditstore.Queries) error {
 	allowed := a.o.SweeperPeriod + a.o.Slack
 	rows, err := q.AuditStaleReservations(ctx, allowed.Seconds())
 	if err != nil {
@@ -395,7 +395,7 @@ func (a *auditor) staleReservations(ctx context.Context, q *db.Queries) error {
 }
 
 // openOrders finds orders still waiting for payment well after their hold ended.
-func (a *auditor) openOrders(ctx context.Context, q *db.Queries) error {
+func (a *auditor) openOrders(ctx context.Context, q *auditstore.Queries) error {
 	rows, err := q.AuditOpenOrdersPastHold(ctx, a.o.HoldTTL.Seconds(), a.o.Slack.Seconds(), a.o.attentionWindow().Seconds())
 	if err != nil {
 		return err
@@ -412,7 +412,7 @@ func seconds(s float64) string {
 }
 
 // openWorkflows judges the open order and hold workflows against their orders' rows.
-func (a *auditor) openWorkflows(ctx context.Context, q *db.Queries, open []openWorkflow, now time.Time) error {
+func (a *auditor) openWorkflows(ctx context.Context, q *auditstore.Queries, open []openWorkflow, now time.Time) error {
 	if len(open) == 0 {
 		return nil
 	}
@@ -429,8 +429,8 @@ func (a *auditor) openWorkflows(ctx context.Context, q *db.Queries, open []openW
 	if err != nil {
 		return err
 	}
-	byWorkflow := map[string]db.AuditOrdersOfWorkflowsRow{}
-	byID := map[int64]db.AuditOrdersOfWorkflowsRow{}
+	byWorkflow := map[string]auditstore.AuditOrdersOfWorkflowsRow{}
+	byID := map[int64]auditstore.AuditOrdersOfWorkflowsRow{}
 	for _, r := range rows {
 		byWorkflow[r.WorkflowID], byID[r.ID] = r, r
 	}

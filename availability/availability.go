@@ -9,6 +9,7 @@ package availability
 import (
 	"context"
 
+	"github.com/marketplace/checkout/availability/internal/availabilitystore"
 	"github.com/marketplace/checkout/db"
 )
 
@@ -40,8 +41,8 @@ func Hint(available int32, known bool, lowStockThreshold int32) string {
 
 // Sellable reads the truth for the checkout preview: sellable units per SKU summed over warehouses,
 // from the inventory table itself. SKUs without any inventory row are absent from the map.
-func Sellable(ctx context.Context, q *db.Queries, skuIDs []int64) (map[int64]int32, error) {
-	rows, err := q.SellableBySKU(ctx, skuIDs)
+func Sellable(ctx context.Context, conn db.DBTX, skuIDs []int64) (map[int64]int32, error) {
+	rows, err := availabilitystore.New(conn).SellableBySKU(ctx, skuIDs)
 	if err != nil {
 		return nil, err
 	}

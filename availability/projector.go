@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/availability/internal/availabilitystore"
 	"github.com/marketplace/checkout/events"
 )
 
@@ -126,7 +126,7 @@ func (p *Projector) Step(ctx context.Context) (int, error) {
 
 // apply writes a batch in one transaction, then acknowledges it.
 func (p *Projector) apply(ctx context.Context, msgs []jetstream.Msg) error {
-	var args db.ApplyStockEventsParams
+	var args availabilitystore.ApplyStockEventsParams
 	var times []time.Time
 	for _, m := range msgs {
 		e, err := events.Decode(m.Data())
@@ -149,7 +149,7 @@ func (p *Projector) apply(ctx context.Context, msgs []jetstream.Msg) error {
 	}
 	var skus []int64
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		q := db.New(tx)
+		q := availabilitystore.New(tx)
 		if err := q.LockProjection(ctx); err != nil {
 			return err
 		}
@@ -268,7 +268,7 @@ func (p *Projector) fetchWait() time.Duration {
 // ops do when the projector fell further behind than the stream keeps (events lost to it).
 func Rebuild(ctx context.Context, pool *pgxpool.Pool) error {
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		q := db.New(tx)
+		q := availabilitystore.New(tx)
 		if err := q.LockProjection(ctx); err != nil {
 			return err
 		}

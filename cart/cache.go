@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/marketplace/checkout/cart/internal/cartstore"
 	"github.com/marketplace/checkout/db"
 )
 
@@ -161,15 +162,15 @@ func (c *Cache) serving() bool {
 
 // Read returns the cart id: from the cache when it holds it, else from the database (filling
 // the cache). A nil cache always reads the database.
-func (c *Cache) Read(ctx context.Context, q *db.Queries, id string) (Entry, error) {
+func (c *Cache) Read(ctx context.Context, conn db.DBTX, id string) (Entry, error) {
 	if c == nil {
-		return readEntry(ctx, q, id)
+		return readEntry(ctx, conn, id)
 	}
 	if e, ok := c.get(id); ok {
 		return e, nil
 	}
 	token := c.reserve(id)
-	e, err := readEntry(ctx, q, id)
+	e, err := readEntry(ctx, conn, id)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -177,8 +178,8 @@ func (c *Cache) Read(ctx context.Context, q *db.Queries, id string) (Entry, erro
 	return e, nil
 }
 
-func readEntry(ctx context.Context, q *db.Queries, id string) (Entry, error) {
-	row, err := q.CartDoc(ctx, id)
+func readEntry(ctx context.Context, conn db.DBTX, id string) (Entry, error) {
+	row, err := cartstore.New(conn).CartDoc(ctx, id)
 	if db.NotFound(err) {
 		return Entry{Snapshot: Snapshot{ID: id}}, nil
 	}

@@ -13,7 +13,6 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/marketplace/checkout/cart"
-	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/dev/demo"
 	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/pricing"
@@ -61,7 +60,7 @@ func TestSetQuantity_LostRaces_NoWriteIsLost(t *testing.T) {
 	for _, err := range errs {
 		require.NoError(t, err)
 	}
-	snap, err := cart.Load(ctx, db.New(pool), owner.CartID)
+	snap, err := cart.Load(ctx, pool, owner.CartID)
 	require.NoError(t, err)
 	assert.Len(t, snap.Doc.Items, 20)
 	assert.EqualValues(t, 20, snap.Version, "one version per write")
@@ -76,7 +75,7 @@ func TestDocLines_PricedLikeTheOrder(t *testing.T) {
 		_, err := store.SetQuantity(ctx, owner, sku, 42, 1, nil)
 		require.NoError(t, err)
 	}
-	snap, err := cart.Load(ctx, db.New(pool), owner.CartID)
+	snap, err := cart.Load(ctx, pool, owner.CartID)
 	require.NoError(t, err)
 	assert.Equal(t, []pricing.Line{{SKUID: 77, Quantity: 1}, {SKUID: 71, Quantity: 1}}, snap.Doc.Lines())
 }
@@ -103,7 +102,7 @@ func TestJanitor_DeleteIdle_RemovesIdleCartsAndAnnouncesAbandonedMemberCarts(t *
 	t.Parallel()
 	pool, store := setup(t)
 	idleCarts(t, pool, store)
-	j := &cart.Janitor{Q: db.New(pool), BatchSize: 2}
+	j := &cart.Janitor{Conn: pool, BatchSize: 2}
 
 	res, err := j.DeleteIdle(context.Background(), cart.DefaultIdleTTL)
 	require.NoError(t, err)
@@ -146,7 +145,7 @@ func TestActivities_DeleteIdleCarts_RunsAsTemporalActivity(t *testing.T) {
 	idleCarts(t, pool, store)
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
-	env.RegisterActivity(&cart.Activities{Janitor: &cart.Janitor{Q: db.New(pool)}})
+	env.RegisterActivity(&cart.Activities{Janitor: &cart.Janitor{Conn: pool}})
 
 	val, err := env.ExecuteActivity("DeleteIdleCarts", cart.DeleteIdleCartsInput{})
 	require.NoError(t, err)
@@ -180,7 +179,7 @@ func TestViewer_LinesInDocumentOrder_WithPricesAndProjectedStock(t *testing.T) {
 	_, err = pool.Exec(ctx, `UPDATE skus SET price_minor = 130000 WHERE id = 71`)
 	require.NoError(t, err)
 
-	v, err := cart.NewViewer(db.New(pool), 0).View(ctx, owner.CartID)
+	v, err := cart.NewViewer(pool, 0).View(ctx, owner.CartID)
 	require.NoError(t, err)
 	assert.EqualValues(t, 5, v.Version)
 	var order []int64
@@ -199,7 +198,7 @@ func TestViewer_LinesInDocumentOrder_WithPricesAndProjectedStock(t *testing.T) {
 	assert.EqualValues(t, 1, v.Lines[0].Available)
 	assert.False(t, v.Lines[2].Known, "no projection row")
 
-	empty, err := cart.NewViewer(db.New(pool), 0).View(ctx, cart.MemberID(904))
+	empty, err := cart.NewViewer(pool, 0).View(ctx, cart.MemberID(904))
 	require.NoError(t, err)
 	assert.Zero(t, empty.Version)
 	assert.Empty(t, empty.Lines)
@@ -212,7 +211,7 @@ func TestViewer_Cache_ServesFiguresUntilTheyExpire_CartAlwaysFresh(t *testing.T)
 	owner := cart.Member(905)
 	_, err := store.SetQuantity(ctx, owner, 71, 42, 1, nil)
 	require.NoError(t, err)
-	cachedViewer, uncached := cart.NewViewer(db.New(pool), time.Hour), cart.NewViewer(db.New(pool), 0)
+	cachedViewer, uncached := cart.NewViewer(pool, time.Hour), cart.NewViewer(pool, 0)
 	_, err = cachedViewer.View(ctx, owner.CartID) // fills the cache
 	require.NoError(t, err)
 

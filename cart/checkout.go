@@ -24,18 +24,18 @@ type Checkout struct {
 // from priceAtAdd), then applies the coupon (empty: none). A cart that cannot be priced is refused
 // with the coded error of pricing.Compute: CART_EMPTY (also when there is no cart), CART_INVALID
 // (SKUs no longer sold, skuIds named) or MIXED_CURRENCY.
-func Price(ctx context.Context, q *db.Queries, userID int64, coupon string) (Checkout, error) {
-	snap, err := Load(ctx, q, MemberID(userID))
+func Price(ctx context.Context, conn db.DBTX, userID int64, coupon string) (Checkout, error) {
+	snap, err := Load(ctx, conn, MemberID(userID))
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return Checkout{}, fmt.Errorf("reading the cart: %w", err)
 	}
-	quote, err := pricing.Compute(ctx, q, snap.Doc.Lines())
+	quote, err := pricing.Compute(ctx, conn, snap.Doc.Lines())
 	if err != nil {
 		return Checkout{}, fmt.Errorf("pricing the cart: %w", err)
 	}
 	c := Checkout{Cart: snap, Quote: quote}
 	if coupon != "" {
-		if c.Quote, c.Coupon, err = pricing.WithCoupon(ctx, q, quote, coupon, userID); err != nil {
+		if c.Quote, c.Coupon, err = pricing.WithCoupon(ctx, conn, quote, coupon, userID); err != nil {
 			return Checkout{}, fmt.Errorf("applying the coupon: %w", err)
 		}
 	}

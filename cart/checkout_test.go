@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/marketplace/checkout/cart"
-	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/problem"
 )
 
@@ -19,7 +18,7 @@ func TestPrice_RefusalsAreCoded(t *testing.T) {
 	t.Parallel()
 	pool, store := setup(t)
 	ctx := context.Background()
-	q := db.New(pool)
+	q := pool
 
 	_, err := cart.Price(ctx, q, 951, "")
 	assert.Equal(t, problem.CartEmpty, problem.CodeOf(err), "no cart at all: %v", err)

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/marketplace/checkout/cart/internal/cartstore"
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/pricing"
 )
@@ -51,8 +52,8 @@ type Snapshot struct {
 var ErrNotFound = errors.New("cart not found")
 
 // Load reads a cart.
-func Load(ctx context.Context, q *db.Queries, id string) (Snapshot, error) {
-	row, err := q.GetCart(ctx, id)
+func Load(ctx context.Context, conn db.DBTX, id string) (Snapshot, error) {
+	row, err := cartstore.New(conn).GetCart(ctx, id)
 	if db.NotFound(err) {
 		return Snapshot{ID: id}, ErrNotFound
 	}

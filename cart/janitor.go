@@ -6,6 +6,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/marketplace/checkout/cart/internal/cartstore"
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/features"
 )
@@ -19,7 +20,7 @@ const DefaultIdleTTL = 90 * 24 * time.Hour
 
 // Janitor removes idle carts.
 type Janitor struct {
-	Q         *db.Queries
+	Conn      db.DBTX
 	BatchSize int32 // carts per statement; 0 means 500
 }
 
@@ -41,7 +42,7 @@ func (j *Janitor) DeleteIdle(ctx context.Context, olderThan time.Duration) (Jani
 	}
 	var res JanitorResult
 	for {
-		row, err := j.Q.DeleteIdleCarts(ctx, olderThan.Seconds(), batch, EventCartAbandoned)
+		row, err := cartstore.New(j.Conn).DeleteIdleCarts(ctx, olderThan.Seconds(), batch, EventCartAbandoned)
 		if err != nil {
 			return res, err
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/inventory"
 )
 
 // Outcomes of a merge.
@@ -92,7 +93,7 @@ func (s *Store) merge(ctx context.Context, userID int64, guestToken string) (Mer
 		if err != nil {
 			return err
 		}
-		next, adjustments, changed, err := s.combine(ctx, q, mine.Doc, theirs.Doc)
+		next, adjustments, changed, err := s.combine(ctx, tx, mine.Doc, theirs.Doc)
 		if err != nil {
 			return err
 		}
@@ -126,7 +127,7 @@ func (s *Store) merge(ctx context.Context, userID int64, guestToken string) (Mer
 }
 
 // combine adds the guest lines to the member's document.
-func (s *Store) combine(ctx context.Context, q *db.Queries, mine, theirs Doc) (Doc, []Adjustment, bool, error) {
+func (s *Store) combine(ctx context.Context, tx db.DBTX, mine, theirs Doc) (Doc, []Adjustment, bool, error) {
 	if len(theirs.Items) == 0 {
 		return mine, nil, false, nil
 	}
@@ -134,11 +135,11 @@ func (s *Store) combine(ctx context.Context, q *db.Queries, mine, theirs Doc) (D
 	for i, it := range theirs.Items {
 		ids[i] = it.SKUID
 	}
-	rows, err := q.SKUsByIDs(ctx, ids)
+	rows, err := inventory.SKUs(ctx, tx, ids)
 	if err != nil {
 		return mine, nil, false, err
 	}
-	skus := make(map[int64]db.SKUsByIDsRow, len(rows))
+	skus := make(map[int64]inventory.SKU, len(rows))
 	for _, r := range rows {
 		skus[r.ID] = r
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/marketplace/checkout/cart/internal/cartstore"
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/money"
 	"github.com/marketplace/checkout/pricing"
@@ -88,7 +89,7 @@ func (e *LimitError) Error() string { return fmt.Sprintf("cart limit %s is %d", 
 // unless the caller pinned a version with If-Match.
 type Store struct {
 	pool    *pgxpool.Pool
-	q       *db.Queries
+	q       *cartstore.Queries
 	limits  Limits
 	cache   *Cache
 	notices *Notices
@@ -102,7 +103,7 @@ func NewStore(pool *pgxpool.Pool, limits Limits) *Store {
 	if limits.MaxUnitsPerLine <= 0 {
 		limits.MaxUnitsPerLine = DefaultMaxUnitsPerLine
 	}
-	return &Store{pool: pool, q: db.New(pool), limits: limits}
+	return &Store{pool: pool, q: cartstore.New(pool), limits: limits}
 }
 
 // Limits are the store's limits.
@@ -166,7 +167,7 @@ func (s *Store) setQuantity(ctx context.Context, o Owner, skuID, sellerID int64,
 	var line *Item
 	if quantity > 0 || sellerID != 0 {
 		// One read: the SKU's seller and limit with its price now, campaigns applied.
-		sku, err := pricing.UnitPrice(ctx, s.q, skuID)
+		sku, err := pricing.UnitPrice(ctx, s.pool, skuID)
 		if errors.Is(err, pricing.ErrUnknownSKUs) {
 			return Snapshot{}, ErrUnknownSKU
 		}

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/marketplace/checkout/cart/internal/cartstore"
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/pricing"
 )
@@ -41,7 +42,8 @@ type View struct {
 // the product, usually costs no query at all. The figures are display hints at most TTL old (the
 // projection itself is seconds behind); the checkout preview and the order read the truth.
 type Viewer struct {
-	q     *db.Queries
+	conn  db.DBTX
+	q     *cartstore.Queries
 	ttl   time.Duration
 	carts *Cache
 
@@ -59,8 +61,8 @@ type cached struct {
 const MaxCachedSKUs = 100_000
 
 // NewViewer returns a viewer whose SKU figures live ttl; 0 turns the cache off.
-func NewViewer(q *db.Queries, ttl time.Duration) *Viewer {
-	return &Viewer{q: q, ttl: ttl, entries: map[int64]cached{}}
+func NewViewer(conn db.DBTX, ttl time.Duration) *Viewer {
+	return &Viewer{conn: conn, q: cartstore.New(conn), ttl: ttl, entries: map[int64]cached{}}
 }
 
 // WithCache makes the viewer read cart documents through c (nil: always from the database).
@@ -72,7 +74,7 @@ func (v *Viewer) WithCache(c *Cache) *Viewer {
 // View reads a cart with current prices and stock hints. A missing cart is an empty one at
 // version 0.
 func (v *Viewer) View(ctx context.Context, id string) (View, error) {
-	e, err := v.carts.Read(ctx, v.q, id)
+	e, err := v.carts.Read(ctx, v.conn, id)
 	if err != nil {
 		return View{}, err
 	}

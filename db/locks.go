@@ -1,5 +1,7 @@
 package db
 
+import "context"
+
 // Classes of the transaction-scoped advisory locks (pg_advisory_xact_lock(class, key)). Class 1
 // is an order's reservation (reserve_order, migrations 00005 and 00010), class 2 the relays'
 // turns (key 0: the outbox relay of releases before the broker, 1: the outbox relay to the
@@ -15,3 +17,12 @@ const (
 	// LockWebhookEndpoints serialises the endpoint registrations of one seller, for their limit.
 	LockWebhookEndpoints int32 = 6
 )
+
+// LockUser takes the lock of class on one user's rows (or one seller's), held until tx ends: a
+// count and the insert it allows are decided by one transaction at a time. It is a statement of
+// its own, before the conditional insert, so that the insert's snapshot is taken after the lock is
+// granted and sees what the previous holder committed.
+func LockUser(ctx context.Context, tx DBTX, class int32, userID int64) error {
+	_, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1::int, mod($2::bigint, 2147483647)::int)", class, userID)
+	return err
+}

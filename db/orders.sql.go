@@ -679,19 +679,6 @@ func (q *Queries) LockOrder(ctx context.Context, id int64) error {
 	return err
 }
 
-const lockUser = `-- name: LockUser :exec
-SELECT pg_advisory_xact_lock($1::int, mod($2::bigint, 2147483647)::int)
-`
-
-// A lock on one user's rows of one kind (the lock classes in db/locks.go), held until the
-// transaction ends: a count and the insert it allows are decided by one transaction at a time.
-// It is a statement of its own, before the conditional insert, so that the insert's snapshot is
-// taken after the lock is granted and sees what the previous holder committed.
-func (q *Queries) LockUser(ctx context.Context, lockClass int32, userID int64) error {
-	_, err := q.db.Exec(ctx, lockUser, lockClass, userID)
-	return err
-}
-
 const markLineCancellationRefunded = `-- name: MarkLineCancellationRefunded :execrows
 UPDATE line_cancellations
    SET refunded_at = now(), attention = NULL, updated_at = now()

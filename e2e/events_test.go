@@ -20,7 +20,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/marketplace/checkout/cart"
-	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/events"
 	"github.com/marketplace/checkout/internal/dev/devprometheus"
 	"github.com/marketplace/checkout/internal/dev/natsserver"
@@ -90,7 +89,7 @@ func TestEvents_EveryTypeTheRelayPublishes_FollowsItsSchema(t *testing.T) {
 	idle.fill(map[int64]int32{75: 3})
 	_, err := s.pool.Exec(s.ctx, `UPDATE carts SET updated_at = now() - interval '100 days' WHERE user_id = $1`, idle.id)
 	require.NoError(t, err)
-	j := &cart.Janitor{Q: db.New(s.pool)}
+	j := &cart.Janitor{Conn: s.pool}
 	_, err = j.DeleteIdle(context.Background(), 90*24*time.Hour)
 	require.NoError(t, err)
 

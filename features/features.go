@@ -20,7 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/features/internal/featurestore"
 )
 
 // Name names a switch.
@@ -75,7 +75,7 @@ type State struct {
 // cannot be read, the last state holds (on, before the first read).
 type Switches struct {
 	pool *pgxpool.Pool
-	q    *db.Queries
+	q    *featurestore.Queries
 	ttl  time.Duration
 	log  *slog.Logger
 	now  func() time.Time
@@ -106,7 +106,7 @@ func New(pool *pgxpool.Pool, o Options) *Switches {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Switches{pool: pool, q: db.New(pool), ttl: o.TTL, log: o.Log, now: o.Now, off: map[Name]bool{}}
+	return &Switches{pool: pool, q: featurestore.New(pool), ttl: o.TTL, log: o.Log, now: o.Now, off: map[Name]bool{}}
 }
 
 // readTimeout bounds one read of the switches, so that a slow database does not hold the request
@@ -157,7 +157,7 @@ func (s *Switches) refresh(ctx context.Context) {
 
 // store keeps what a read begun at generation gen found, unless this process changed a switch
 // since.
-func (s *Switches) store(rows []db.FeatureSwitch, err error, gen uint64) {
+func (s *Switches) store(rows []featurestore.FeatureSwitch, err error, gen uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if gen != s.gen {
@@ -186,7 +186,7 @@ func (s *Switches) States(ctx context.Context) ([]State, error) {
 		return nil, err
 	}
 	s.store(rows, nil, gen)
-	byName := make(map[Name]db.FeatureSwitch, len(rows))
+	byName := make(map[Name]featurestore.FeatureSwitch, len(rows))
 	for _, r := range rows {
 		byName[Name(r.Name)] = r
 	}

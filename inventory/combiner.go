@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/inventory/internal/stockstore"
 )
 
 // Combining concurrent reservations (group commit inside the process).
@@ -297,7 +297,7 @@ func (c *combiner) run(ctx context.Context, batch []*pending) (requeue []*pendin
 		b.done <- outcome{res: res, short: short}
 		return nil
 	}
-	var p db.ReserveOrdersParams
+	var p stockstore.ReserveOrdersParams
 	index := make(map[int64]int, len(batch))
 	for i, b := range batch {
 		index[b.req.OrderID] = i

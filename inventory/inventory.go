@@ -1,6 +1,6 @@
 // Package inventory is the stock engine: reserve at order time, confirm, release, sweep expired
 // holds, apply sellers' stock reports and reconcile. Its rules are the conditional statements in
-// db/queries/inventory.sql; this package chooses warehouses, orders the locks and runs the
+// internal/stockstore/queries/inventory.sql, the area's store; this package chooses warehouses, orders the locks and runs the
 // transactions around them.
 package inventory
 
@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/inventory/internal/stockstore"
 )
 
 // Reservation statuses, as stored.
@@ -28,7 +28,7 @@ const (
 // Engine runs the inventory rules on one PostgreSQL database.
 type Engine struct {
 	pool    *pgxpool.Pool
-	q       *db.Queries
+	q       *stockstore.Queries
 	metrics Observer
 	// comb combines concurrent reservations into shared transactions; nil: each order its own.
 	comb *combiner
@@ -49,7 +49,7 @@ func New(pool *pgxpool.Pool, obs Observer, opts ...Option) *Engine {
 	if obs == nil {
 		obs = noObserver{}
 	}
-	e := &Engine{pool: pool, q: db.New(pool), metrics: obs}
+	e := &Engine{pool: pool, q: stockstore.New(pool), metrics: obs}
 	e.comb = newCombiner(e, DefaultBatchesInFlight)
 	for _, o := range opts {
 		o(e)
@@ -170,7 +170,7 @@ func (e *Engine) Reserve(ctx context.Context, req ReserveRequest) (Reservation, 
 // reserveOnce runs reserve_order, which chooses the warehouses and reserves in one statement.
 // done=false means the stock moved between its choice and its reservation; the caller tries again.
 func (e *Engine) reserveOnce(ctx context.Context, req ReserveRequest, lines []Line) (res Reservation, short *OutOfStockError, done bool, err error) {
-	p := db.ReserveOrderParams{OrderID: req.OrderID, Lat: req.ShipTo.Lat, Lon: req.ShipTo.Lon,
+	p := stockstore.ReserveOrderParams{OrderID: req.OrderID, Lat: req.ShipTo.Lat, Lon: req.ShipTo.Lon,
 		HoldSeconds: req.Hold.Seconds()}
 	for _, l := range lines {
 		p.SkuIds = append(p.SkuIds, l.SKUID)
@@ -250,7 +250,7 @@ func normalise(req ReserveRequest) ([]Line, error) {
 	return lines, nil
 }
 
-func fromRows(orderID int64, rows []db.ReservationsOfOrderRow) Reservation {
+func fromRows(orderID int64, rows []stockstore.ReservationsOfOrderRow) Reservation {
 	res := Reservation{OrderID: orderID}
 	for _, r := range rows {
 		res.Allocations = append(res.Allocations, Allocation{ReservationID: r.ID, SKUID: r.SkuID,
@@ -283,7 +283,7 @@ type ConfirmResult struct {
 // says the order cannot be fulfilled. A repeat after success changes nothing.
 func (e *Engine) Confirm(ctx context.Context, orderID int64) (ConfirmResult, error) {
 	var out ConfirmResult
-	err := e.inTx(ctx, func(q *db.Queries) error {
+	err := e.inTx(ctx, func(q *stockstore.Queries) error {
 		rows, err := q.LockReservationsOfOrder(ctx, orderID)
 		if err != nil {
 			return err
@@ -291,7 +291,7 @@ func (e *Engine) Confirm(ctx context.Context, orderID int64) (ConfirmResult, err
 		if len(rows) == 0 {
 			return ErrNoReservation
 		}
-		var active []db.LockReservationsOfOrderRow
+		var active []stockstore.LockReservationsOfOrderRow
 		released := 0
 		for _, r := range rows {
 			switch r.Status {
@@ -341,12 +341,12 @@ func (e *Engine) Confirm(ctx context.Context, orderID int64) (ConfirmResult, err
 // released; a repeat releases none.
 func (e *Engine) Release(ctx context.Context, orderID int64) (int, error) {
 	n := 0
-	err := e.inTx(ctx, func(q *db.Queries) error {
+	err := e.inTx(ctx, func(q *stockstore.Queries) error {
 		rows, err := q.LockReservationsOfOrder(ctx, orderID)
 		if err != nil {
 			return err
 		}
-		var active []db.LockReservationsOfOrderRow
+		var active []stockstore.LockReservationsOfOrderRow
 		for _, r := range rows {
 			if r.Status == StatusActive {
 				active = append(active, r)
@@ -376,7 +376,7 @@ type Expiry struct {
 // win: the extension moves only unexpired rows (orders.sql ExtendOrderHold).
 func (e *Engine) ReleaseExpired(ctx context.Context, orderID int64) (Expiry, error) {
 	var out Expiry
-	err := e.inTx(ctx, func(q *db.Queries) error {
+	err := e.inTx(ctx, func(q *stockstore.Queries) error {
 		rows, err := q.LockReservationsOfOrder(ctx, orderID)
 		if err != nil {
 			return err
@@ -385,7 +385,7 @@ func (e *Engine) ReleaseExpired(ctx context.Context, orderID int64) (Expiry, err
 		if err != nil {
 			return err
 		}
-		var expired []db.LockReservationsOfOrderRow
+		var expired []stockstore.LockReservationsOfOrderRow
 		for _, r := range rows {
 			switch {
 			case r.Status != StatusActive:
@@ -411,7 +411,7 @@ func (e *Engine) ReleaseExpired(ctx context.Context, orderID int64) (Expiry, err
 }
 
 // releaseLocked releases reservation rows the transaction already holds.
-func releaseLocked(ctx context.Context, q *db.Queries, rows []db.LockReservationsOfOrderRow) error {
+func releaseLocked(ctx context.Context, q *stockstore.Queries, rows []stockstore.LockReservationsOfOrderRow) error {
 	skus, whs, ids := keys(rows)
 	if err := q.LockInventoryRows(ctx, skus, whs); err != nil {
 		return err
@@ -420,7 +420,7 @@ func releaseLocked(ctx context.Context, q *db.Queries, rows []db.LockReservation
 	return err
 }
 
-func keys(rows []db.LockReservationsOfOrderRow) (skus []int64, whs []int32, ids []int64) {
+func keys(rows []stockstore.LockReservationsOfOrderRow) (skus []int64, whs []int32, ids []int64) {
 	for _, r := range rows {
 		skus = append(skus, r.SkuID)
 		whs = append(whs, r.WarehouseID)
@@ -431,7 +431,7 @@ func keys(rows []db.LockReservationsOfOrderRow) (skus []int64, whs []int32, ids 
 
 // inTx runs fn in a transaction. An error from fn that is a *NotActiveError still commits,
 // because the work fn did before refusing (releasing what was left) must stay done.
-func (e *Engine) inTx(ctx context.Context, fn func(q *db.Queries) error) error {
+func (e *Engine) inTx(ctx context.Context, fn func(q *stockstore.Queries) error) error {
 	tx, err := e.pool.Begin(ctx)
 	if err != nil {
 		return err
@@ -453,12 +453,12 @@ func (e *Engine) inTx(ctx context.Context, fn func(q *db.Queries) error) error {
 // many reservations it moved; a repeat moves none.
 func (e *Engine) Restock(ctx context.Context, orderID int64) (int, error) {
 	n := 0
-	err := e.inTx(ctx, func(q *db.Queries) error {
+	err := e.inTx(ctx, func(q *stockstore.Queries) error {
 		rows, err := q.LockReservationsOfOrder(ctx, orderID)
 		if err != nil {
 			return err
 		}
-		var confirmed []db.LockReservationsOfOrderRow
+		var confirmed []stockstore.LockReservationsOfOrderRow
 		for _, r := range rows {
 			if r.Status == StatusConfirmed {
 				confirmed = append(confirmed, r)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/inventory/internal/stockstore"
 )
 
 // Why units of a confirmed order's line are cancelled after payment.
@@ -50,7 +51,8 @@ type UnitsAt struct {
 // conditional UPDATE. The units stay counted as sold (they left the shelf at confirm) until
 // RestockCancelled puts them back. The caller has already taken the units off the order's line
 // under its row lock, so concurrent cancellations of the line reach here one at a time.
-func CancelConfirmedUnits(ctx context.Context, q *db.Queries, orderID, skuID int64, units int32) ([]UnitsAt, error) {
+func CancelConfirmedUnits(ctx context.Context, tx db.DBTX, orderID, skuID int64, units int32) ([]UnitsAt, error) {
+	q := stockstore.New(tx)
 	rows, err := q.LockConfirmedReservationsOfLine(ctx, orderID, skuID)
 	if err != nil {
 		return nil, err
@@ -84,7 +86,7 @@ func CancelConfirmedUnits(ctx context.Context, q *db.Queries, orderID, skuID int
 // reservation rows, then inventory rows in (sku, warehouse) order.
 func (e *Engine) RestockCancelled(ctx context.Context, id int64) (int32, error) {
 	var put int32
-	err := e.inTx(ctx, func(q *db.Queries) error {
+	err := e.inTx(ctx, func(q *stockstore.Queries) error {
 		c, err := q.ClaimLineCancellationRestock(ctx, id)
 		if db.NotFound(err) {
 			return nil // already put back, or no such cancellation
@@ -101,7 +103,7 @@ func (e *Engine) RestockCancelled(ctx context.Context, id int64) (int32, error) 
 		}
 		skus, whs := make([]int64, len(at)), make([]int32, len(at))
 		for i, a := range at {
-			n, err := q.RestockCancelledUnits(ctx, db.RestockCancelledUnitsParams{Units: a.Units, OrderID: c.OrderID,
+			n, err := q.RestockCancelledUnits(ctx, stockstore.RestockCancelledUnitsParams{Units: a.Units, OrderID: c.OrderID,
 				SkuID: c.SkuID, WarehouseID: a.WarehouseID})
 			if err != nil {
 				return err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/inventory/internal/stockstore"
 )
 
 // Results of one seller stock row.
@@ -88,7 +89,7 @@ func (e *Engine) applyOnce(ctx context.Context, sellerID int64, u StockUpdate) (
 	q := e.q.WithTx(tx)
 
 	ts := u.SourceUpdatedAt
-	created, err := q.CreateInventoryRow(ctx, db.CreateInventoryRowParams{
+	created, err := q.CreateInventoryRow(ctx, stockstore.CreateInventoryRowParams{
 		SkuID: u.SKUID, WarehouseID: u.WarehouseID, OnHand: u.Quantity, SourceUpdatedAt: &ts})
 	if err != nil {
 		return res, false, err
@@ -108,7 +109,7 @@ func (e *Engine) applyOnce(ctx context.Context, sellerID int64, u StockUpdate) (
 	if err != nil {
 		return res, false, err
 	}
-	set := db.SetOnHandParams{ReportedQuantity: u.Quantity, SoldAfterReport: sold, SourceUpdatedAt: &ts,
+	set := stockstore.SetOnHandParams{ReportedQuantity: u.Quantity, SoldAfterReport: sold, SourceUpdatedAt: &ts,
 		SkuID: u.SKUID, WarehouseID: u.WarehouseID}
 	onHand := max(u.Quantity-sold, 0)
 	res = StockResult{Status: StockApplied, SoldAfterCount: sold, OnHand: onHand}
@@ -145,11 +146,11 @@ func (e *Engine) applyOnce(ctx context.Context, sellerID int64, u StockUpdate) (
 	if _, err := q.SetOnHand(ctx, set); err != nil {
 		return res, false, err
 	}
-	orders, units, err := announceReleases(ctx, q, sellerID, u.SKUID, u.WarehouseID, released)
+	orders, units, err := announceReleases(ctx, tx, sellerID, u.SKUID, u.WarehouseID, released)
 	if err != nil {
 		return res, false, err
 	}
-	if err := q.InsertShortfallEvent(ctx, db.InsertShortfallEventParams{
+	if err := q.InsertShortfallEvent(ctx, stockstore.InsertShortfallEventParams{
 		SellerID: sellerID, SkuID: u.SKUID, WarehouseID: u.WarehouseID,
 		OnHandBefore: row.OnHand, OnHandAfter: onHand, ReservedBefore: row.Reserved,
 		ReleasedUnits: units, OrderIds: orders, SourceUpdatedAt: ts,
@@ -164,8 +165,8 @@ func (e *Engine) applyOnce(ctx context.Context, sellerID int64, u StockUpdate) (
 }
 
 // announceReleases writes one outbox event per order that lost reserved stock.
-func announceReleases(ctx context.Context, q *db.Queries, sellerID, skuID int64, warehouseID int32,
-	released []db.ReleaseReservationsRow) (orders []int64, units int32, err error) {
+func announceReleases(ctx context.Context, tx db.DBTX, sellerID, skuID int64, warehouseID int32,
+	released []stockstore.ReleaseReservationsRow) (orders []int64, units int32, err error) {
 	for _, r := range released {
 		units += r.Quantity
 		orders = append(orders, r.OrderID)
@@ -174,7 +175,7 @@ func announceReleases(ctx context.Context, q *db.Queries, sellerID, skuID int64,
 		if err != nil {
 			return nil, 0, err
 		}
-		if err := q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{AggregateType: "order",
+		if err := db.New(tx).InsertOutboxEvent(ctx, db.InsertOutboxEventParams{AggregateType: "order",
 			AggregateID: strconv.FormatInt(r.OrderID, 10), EventType: EventOrderStockShortfall,
 			Payload: payload}); err != nil {
 			return nil, 0, err
@@ -192,9 +193,24 @@ type Drift struct {
 	ReleasedUnits  int32 `json:"releasedUnits"`
 }
 
+// DriftedRow is an inventory row whose reserved differs from the sum of its ACTIVE reservations.
+type DriftedRow struct {
+	SKUID       int64
+	WarehouseID int32
+	OnHand      int32
+	Reserved    int32
+	ActiveSum   int32
+}
+
 // FindDrift lists the rows where reserved differs from the sum of ACTIVE reservations.
-func (e *Engine) FindDrift(ctx context.Context) ([]db.FindInventoryDriftRow, error) {
-	return e.q.FindInventoryDrift(ctx)
+func (e *Engine) FindDrift(ctx context.Context) ([]DriftedRow, error) {
+	rows, err := e.q.FindInventoryDrift(ctx)
+	out := make([]DriftedRow, len(rows))
+	for i, r := range rows {
+		out[i] = DriftedRow{SKUID: r.SkuID, WarehouseID: r.WarehouseID, OnHand: r.OnHand, Reserved: r.Reserved,
+			ActiveSum: r.ActiveSum}
+	}
+	return out, err
 }
 
 // Reconcile repairs every drifted row and records each repair. reserved is set to the sum of the
@@ -263,18 +279,18 @@ func (e *Engine) repairRow(ctx context.Context, skuID int64, warehouseID int32) 
 		if err != nil {
 			return d, false, err
 		}
-		rows := make([]db.ReleaseReservationsRow, len(released))
+		rows := make([]stockstore.ReleaseReservationsRow, len(released))
 		for i, r := range released {
-			rows[i] = db.ReleaseReservationsRow{OrderID: r.OrderID, SkuID: skuID, WarehouseID: warehouseID, Quantity: r.Quantity}
+			rows[i] = stockstore.ReleaseReservationsRow{OrderID: r.OrderID, SkuID: skuID, WarehouseID: warehouseID, Quantity: r.Quantity}
 		}
-		if _, d.ReleasedUnits, err = announceReleases(ctx, q, 0, skuID, warehouseID, rows); err != nil {
+		if _, d.ReleasedUnits, err = announceReleases(ctx, tx, 0, skuID, warehouseID, rows); err != nil {
 			return d, false, err
 		}
 	}
 	if err := q.SetReserved(ctx, target, skuID, warehouseID); err != nil {
 		return d, false, err
 	}
-	if err := q.InsertDriftEvent(ctx, db.InsertDriftEventParams{SkuID: skuID, WarehouseID: warehouseID,
+	if err := q.InsertDriftEvent(ctx, stockstore.InsertDriftEventParams{SkuID: skuID, WarehouseID: warehouseID,
 		ReservedBefore: row.Reserved, ActiveSum: sum, ReleasedUnits: d.ReleasedUnits}); err != nil {
 		return d, false, err
 	}

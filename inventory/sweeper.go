@@ -5,7 +5,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/inventory/internal/stockstore"
 )
 
 // SweepResult is what one sweep released.
@@ -27,7 +27,7 @@ func (e *Engine) Sweep(ctx context.Context, batchSize int32, maxBatches int) (Sw
 	orders := map[int64]bool{}
 	for out.Batches < maxBatches {
 		var claimed int
-		err := e.inTx(ctx, func(q *db.Queries) error {
+		err := e.inTx(ctx, func(q *stockstore.Queries) error {
 			rows, err := q.ClaimExpiredReservations(ctx, batchSize)
 			if err != nil || len(rows) == 0 {
 				return err
@@ -80,7 +80,7 @@ func (e *Engine) Sweep(ctx context.Context, batchSize int32, maxBatches int) (Sw
 const maxSweepOrders = 100
 
 // rowKeys lists the distinct inventory rows of claimed reservations.
-func rowKeys(rows []db.ClaimExpiredReservationsRow) (skus []int64, whs []int32) {
+func rowKeys(rows []stockstore.ClaimExpiredReservationsRow) (skus []int64, whs []int32) {
 	type key struct {
 		sku int64
 		wh  int32

@@ -14,7 +14,6 @@ import (
 	"github.com/sqlc-dev/pqtype"
 
 	"github.com/marketplace/checkout/db"
-	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/pricing"
 )
 
@@ -99,7 +98,7 @@ func (s Store) Create(ctx context.Context, n New) (Created, error) {
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		q := db.New(tx)
 		var err error
-		if out, err = Insert(ctx, q, n); err != nil || !out.Made {
+		if out, err = Insert(ctx, tx, n); err != nil || !out.Made {
 			return err
 		}
 		return q.InsertPayment(ctx, db.InsertPaymentParams{OrderID: out.ID, IdempotencyKey: PaymentKey(out.ID),
@@ -113,7 +112,8 @@ func (s Store) Create(ctx context.Context, n New) (Created, error) {
 // new order over the shopper's cap (MaxOpen) is refused (TooManyOpenError) before anything is
 // written; the count and the insert are one decision under the shopper's lock. A coupon that can
 // no longer be redeemed refuses the order with its *pricing.CouponRefusal.
-func Insert(ctx context.Context, q *db.Queries, n New) (Created, error) {
+func Insert(ctx context.Context, tx db.DBTX, n New) (Created, error) {
+	q := db.New(tx)
 	_, err := q.GetAddress(ctx, n.AddressID, n.UserID)
 	if db.NotFound(err) {
 		return Created{}, ErrAddressNotFound
@@ -122,7 +122,7 @@ func Insert(ctx context.Context, q *db.Queries, n New) (Created, error) {
 		return Created{}, err
 	}
 	if n.MaxOpen > 0 {
-		if err := q.LockUser(ctx, db.LockOpenOrders, n.UserID); err != nil {
+		if err := db.LockUser(ctx, tx, db.LockOpenOrders, n.UserID); err != nil {
 			return Created{}, err
 		}
 	}
@@ -147,7 +147,7 @@ func Insert(ctx context.Context, q *db.Queries, n New) (Created, error) {
 		}
 	}
 	if n.Quote.Coupon != nil {
-		if err := redeem(ctx, q, id, n.UserID, *n.Quote.Coupon); err != nil {
+		if err := pricing.Redeem(ctx, tx, id, n.UserID, *n.Quote.Coupon); err != nil {
 			return Created{}, err
 		}
 	}
@@ -187,29 +187,6 @@ func existing(ctx context.Context, q *db.Queries, n New) (Created, error) {
 	return Created{ID: o.ID, Status: status, Existing: !status.Open()}, nil
 }
 
-// redeem spends one redemption of the order's coupon in the order's transaction: one conditional
-// statement decides, under the shopper's coupon lock. A refusal rolls the order back with it.
-func redeem(ctx context.Context, q *db.Queries, orderID, userID int64, c pricing.AppliedCoupon) error {
-	if err := q.LockUser(ctx, db.LockCoupons, userID); err != nil {
-		return err
-	}
-	_, err := q.RedeemCoupon(ctx, db.RedeemCouponParams{CouponID: c.ID, UserID: userID, OrderID: orderID,
-		DiscountMinor: c.DiscountMinor})
-	if !db.NotFound(err) {
-		return err
-	}
-	// Say why, as the preview would now.
-	now, err := q.CouponByCode(ctx, userID, c.Code)
-	if err != nil {
-		return err
-	}
-	if refusal := pricing.Unavailable(now); refusal != nil {
-		return refusal
-	}
-	// A redemption given back since the statement ran: the refusal stands.
-	return &pricing.CouponRefusal{Code: problem.CouponUsedUp, Message: "the coupon has been used up"}
-}
-
 // Waiting reads the shopper's orders waiting for payment, which the open-order cap counts.
 func (s Store) Waiting(ctx context.Context, userID int64) (Waiting, error) {
 	return waiting(ctx, s.q(), userID)
@@ -245,11 +222,7 @@ func (s Store) PricesOf(ctx context.Context, userID int64, idempotencyKey string
 		}
 		quote.Items = append(quote.Items, item)
 	}
-	c, err := q.CouponOfOrder(ctx, o.ID)
-	switch {
-	case err == nil:
-		quote.Coupon = &pricing.AppliedCoupon{ID: c.ID, Code: c.Code, DiscountMinor: c.DiscountMinor}
-	case !db.NotFound(err):
+	if quote.Coupon, err = pricing.CouponOfOrder(ctx, s.Pool, o.ID); err != nil {
 		return pricing.Quote{}, false, err
 	}
 	return quote, true, nil
@@ -289,7 +262,7 @@ func (s Store) Transition(ctx context.Context, orderID int64, to Status, code Fa
 			return err
 		}
 		changed = true
-		if err := q.SettleCouponRedemption(ctx, string(to), orderID); err != nil {
+		if err := pricing.SettleRedemption(ctx, tx, orderID, string(to)); err != nil {
 			return err
 		}
 		entry := map[string]any{"status": to}

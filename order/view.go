@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/inventory"
 )
 
 // View is an order as its shopper and support read it: the row, its lines, the units cancelled
@@ -14,7 +15,7 @@ type View struct {
 	Items []db.OrderItemsRow
 	// Cancellations are units of lines cancelled after payment, each with its refund.
 	Cancellations []db.LineCancellation
-	Reservations  []db.ReservationsOfOrderRow
+	Reservations  []inventory.Allocation
 	// Payment is nil while the order has no payment row.
 	Payment  *db.Payment
 	Timeline []db.OrderEventsRow
@@ -43,9 +44,11 @@ func (s Store) View(ctx context.Context, o db.Order) (View, error) {
 	if v.Cancellations, err = q.LineCancellationsOfOrder(ctx, o.ID); err != nil {
 		return v, err
 	}
-	if v.Reservations, err = q.ReservationsOfOrder(ctx, o.ID); err != nil {
+	res, err := inventory.ReservationOf(ctx, s.Pool, o.ID)
+	if err != nil {
 		return v, err
 	}
+	v.Reservations = res.Allocations
 	pay, err := q.GetPayment(ctx, o.ID)
 	switch {
 	case err == nil:

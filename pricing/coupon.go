@@ -9,6 +9,7 @@ import (
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/money"
 	"github.com/marketplace/checkout/internal/problem"
+	"github.com/marketplace/checkout/pricing/internal/pricingstore"
 )
 
 // CouponRefusal says why a coupon does not apply to a basket: one of the problem.Coupon* codes.
@@ -41,9 +42,9 @@ type AppliedCoupon struct {
 // NormalCode is a coupon code as stored: trimmed, in capitals.
 func NormalCode(code string) string { return strings.ToUpper(strings.TrimSpace(code)) }
 
-// Unavailable says why the coupon cannot be redeemed by this shopper now, whatever the basket:
+// unavailable says why the coupon cannot be redeemed by this shopper now, whatever the basket:
 // outside its window, used up, or used by the shopper as often as it allows (nil: it can).
-func Unavailable(c db.CouponByCodeRow) *CouponRefusal {
+func unavailable(c pricingstore.CouponByCodeRow) *CouponRefusal {
 	switch {
 	case c.Now.Before(c.StartsAt):
 		return &CouponRefusal{Code: problem.CouponNotStarted, Message: "the coupon is not valid yet"}
@@ -61,15 +62,15 @@ func Unavailable(c db.CouponByCodeRow) *CouponRefusal {
 // the priceVersion names it. When it does not apply, the quote comes back unchanged with the
 // reason. Whether a redemption is still free is decided for good when the order is written
 // (RedeemCoupon); this answer is what the shopper sees before.
-func WithCoupon(ctx context.Context, q *db.Queries, quote Quote, code string, userID int64) (Quote, *CouponRefusal, error) {
-	c, err := q.CouponByCode(ctx, userID, NormalCode(code))
+func WithCoupon(ctx context.Context, conn db.DBTX, quote Quote, code string, userID int64) (Quote, *CouponRefusal, error) {
+	c, err := pricingstore.New(conn).CouponByCode(ctx, userID, NormalCode(code))
 	if db.NotFound(err) {
 		return quote, &CouponRefusal{Code: problem.CouponNotFound, Message: "there is no coupon with this code"}, nil
 	}
 	if err != nil {
 		return quote, nil, err
 	}
-	if refusal := Unavailable(c); refusal != nil {
+	if refusal := unavailable(c); refusal != nil {
 		return quote, refusal, nil
 	}
 	var eligible int64

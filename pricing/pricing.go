@@ -17,6 +17,7 @@ import (
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/money"
 	"github.com/marketplace/checkout/internal/problem"
+	"github.com/marketplace/checkout/pricing/internal/pricingstore"
 )
 
 // Line is a SKU and a quantity.
@@ -96,8 +97,8 @@ func Apply(list int64, currency string, campaignsJSON []byte) (int64, []int64, e
 }
 
 // UnitPrice is one SKU's unit price now, campaigns applied (what the cart shows as priceAtAdd).
-func UnitPrice(ctx context.Context, q *db.Queries, skuID int64) (Item, error) {
-	quote, err := Compute(ctx, q, []Line{{SKUID: skuID, Quantity: 1}})
+func UnitPrice(ctx context.Context, conn db.DBTX, skuID int64) (Item, error) {
+	quote, err := Compute(ctx, conn, []Line{{SKUID: skuID, Quantity: 1}})
 	if err != nil {
 		return Item{}, err
 	}
@@ -125,7 +126,7 @@ var (
 
 // Compute prices lines from the catalog. Lines of the same SKU are summed; items come back in SKU
 // order.
-func Compute(ctx context.Context, q *db.Queries, lines []Line) (Quote, error) {
+func Compute(ctx context.Context, conn db.DBTX, lines []Line) (Quote, error) {
 	qty := map[int64]int32{}
 	for _, l := range lines {
 		if l.Quantity > 0 {
@@ -140,11 +141,11 @@ func Compute(ctx context.Context, q *db.Queries, lines []Line) (Quote, error) {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	rows, err := q.PricedSKUs(ctx, ids)
+	rows, err := pricingstore.New(conn).PricedSKUs(ctx, ids)
 	if err != nil {
 		return Quote{}, fmt.Errorf("pricing SKUs %v: %w", ids, err)
 	}
-	found := map[int64]db.PricedSKUsRow{}
+	found := map[int64]pricingstore.PricedSKUsRow{}
 	for _, r := range rows {
 		found[r.ID] = r
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/dev/demo"
 	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/internal/problem"
@@ -57,7 +56,7 @@ func TestCompute_CampaignsInForce(t *testing.T) {
 	pool := testenv.Pool(t)
 	ctx := context.Background()
 	require.NoError(t, demo.Load(ctx, pool))
-	q := db.New(pool)
+	q := pool
 	lines := []pricing.Line{{SKUID: 71, Quantity: 2}, {SKUID: 88, Quantity: 1}}
 	before, err := pricing.Compute(ctx, q, lines)
 	require.NoError(t, err)
@@ -110,7 +109,7 @@ func TestWithCoupon_SaysWhyNot(t *testing.T) {
 	pool := testenv.Pool(t)
 	ctx := context.Background()
 	require.NoError(t, demo.Load(ctx, pool))
-	q := db.New(pool)
+	q := pool
 	_, err := pool.Exec(ctx, `INSERT INTO coupons (code, kind, value, max_discount_minor, currency, min_basket_minor,
 		starts_at, ends_at, max_redemptions, max_per_shopper, seller_id, sku_ids, redeemed, created_by) VALUES
 		('TEN', 'PERCENT', 1000, 5000, 'TRY', 0, now() - interval '1h', now() + interval '1h', 10, 1, NULL, NULL, 0, 't'),

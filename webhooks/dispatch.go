@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/webhooks/internal/webhookstore"
 )
 
 // Observer receives each attempt's result; *metrics.Metrics is one.
@@ -101,10 +102,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	slots := make(chan struct{}, d.Concurrency)
 	for {
 		free := d.Concurrency - len(slots)
-		var claimed []db.ClaimWebhookEndpointsRow
+		var claimed []webhookstore.ClaimWebhookEndpointsRow
 		var err error
 		if free > 0 {
-			claimed, err = db.New(d.Pool).ClaimWebhookEndpoints(ctx, d.lease().Seconds(), int32(free))
+			claimed, err = webhookstore.New(d.Pool).ClaimWebhookEndpoints(ctx, d.lease().Seconds(), int32(free))
 		}
 		if err != nil && ctx.Err() == nil {
 			d.Log.Warn("webhooks: claiming endpoints", "error", err)
@@ -133,8 +134,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 
 // endpoint sends an endpoint's due deliveries in order until one fails, none is due or the
 // context ends; then it lets the endpoint go.
-func (d *Dispatcher) endpoint(ctx context.Context, ep db.ClaimWebhookEndpointsRow) {
-	q := db.New(d.Pool)
+func (d *Dispatcher) endpoint(ctx context.Context, ep webhookstore.ClaimWebhookEndpointsRow) {
+	q := webhookstore.New(d.Pool)
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -155,8 +156,8 @@ func (d *Dispatcher) endpoint(ctx context.Context, ep db.ClaimWebhookEndpointsRo
 }
 
 // attempt sends one delivery and records it; true when it was delivered.
-func (d *Dispatcher) attempt(ctx context.Context, ep db.ClaimWebhookEndpointsRow, del db.NextWebhookDeliveryRow) bool {
-	q := db.New(d.Pool)
+func (d *Dispatcher) attempt(ctx context.Context, ep webhookstore.ClaimWebhookEndpointsRow, del webhookstore.NextWebhookDeliveryRow) bool {
+	q := webhookstore.New(d.Pool)
 	secrets, err := q.WebhookSigningSecrets(ctx, ep.ID)
 	if err != nil || len(secrets) == 0 {
 		d.Log.Error("webhooks: no secret to sign with", "endpoint_id", ep.ID, "error", err)
@@ -177,7 +178,7 @@ func (d *Dispatcher) attempt(ctx context.Context, ep db.ClaimWebhookEndpointsRow
 		t := sendErr.Error()
 		errText = &t
 	}
-	if err := q.RecordWebhookAttempt(ctx, db.RecordWebhookAttemptParams{DeliveryID: del.ID, StatusCode: codePtr,
+	if err := q.RecordWebhookAttempt(ctx, webhookstore.RecordWebhookAttemptParams{DeliveryID: del.ID, StatusCode: codePtr,
 		LatencyMs: ms, Error: errText, Replay: del.Replay}); err != nil {
 		d.Log.Warn("webhooks: recording an attempt", "delivery_id", del.ID, "error", err)
 	}
@@ -204,7 +205,7 @@ func (d *Dispatcher) attempt(ctx context.Context, ep db.ClaimWebhookEndpointsRow
 		return false
 	}
 	d.Obs.WebhookAttempt(ResultFailed, latency)
-	if err := q.WebhookFailed(ctx, db.WebhookFailedParams{ID: del.ID, StatusCode: codePtr, Error: errText,
+	if err := q.WebhookFailed(ctx, webhookstore.WebhookFailedParams{ID: del.ID, StatusCode: codePtr, Error: errText,
 		LatencyMs: &ms, RetryInSeconds: d.backoff(del.Attempts + 1).Seconds()}); err != nil {
 		d.Log.Warn("webhooks: recording a failed attempt", "delivery_id", del.ID, "error", err)
 	}

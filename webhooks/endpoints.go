@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/webhooks/internal/webhookstore"
 )
 
 // Endpoint statuses.
@@ -71,7 +72,7 @@ type Endpoint struct {
 	UpdatedAt      time.Time  `json:"updatedAt"`
 }
 
-func endpointOf(e db.WebhookEndpoint) Endpoint {
+func endpointOf(e webhookstore.WebhookEndpoint) Endpoint {
 	out := Endpoint{ID: e.ID, SellerID: e.SellerID, URL: e.Url, EventTypes: e.EventTypes, Description: e.Description,
 		Status: e.Status, DisabledAt: e.DisabledAt, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
 	if e.DisabledReason != nil {
@@ -125,10 +126,10 @@ func (s Endpoints) Create(ctx context.Context, sellerID int64, spec Spec) (Endpo
 	if err != nil {
 		return Endpoint{}, "", err
 	}
-	var out db.WebhookEndpoint
+	var out webhookstore.WebhookEndpoint
 	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		q := db.New(tx)
-		if err := q.LockUser(ctx, db.LockWebhookEndpoints, sellerID); err != nil {
+		q := webhookstore.New(tx)
+		if err := db.LockUser(ctx, tx, db.LockWebhookEndpoints, sellerID); err != nil {
 			return err
 		}
 		n, err := q.CountWebhookEndpoints(ctx, sellerID)
@@ -138,7 +139,7 @@ func (s Endpoints) Create(ctx context.Context, sellerID int64, spec Spec) (Endpo
 		if n >= int64(s.maxPerSeller()) {
 			return ErrTooMany
 		}
-		if out, err = q.CreateWebhookEndpoint(ctx, db.CreateWebhookEndpointParams{SellerID: sellerID, Url: spec.URL,
+		if out, err = q.CreateWebhookEndpoint(ctx, webhookstore.CreateWebhookEndpointParams{SellerID: sellerID, Url: spec.URL,
 			EventTypes: spec.EventTypes, Description: spec.Description}); err != nil {
 			return err
 		}
@@ -159,12 +160,12 @@ func (s Endpoints) maxPerSeller() int {
 
 // List is a seller's endpoints; ops pass sellerID 0 for every seller's.
 func (s Endpoints) List(ctx context.Context, sellerID int64, all bool) ([]Endpoint, error) {
-	var rows []db.WebhookEndpoint
+	var rows []webhookstore.WebhookEndpoint
 	var err error
 	if all {
-		rows, err = db.New(s.Pool).WebhookEndpoints(ctx, sellerID)
+		rows, err = webhookstore.New(s.Pool).WebhookEndpoints(ctx, sellerID)
 	} else {
-		rows, err = db.New(s.Pool).SellerWebhookEndpoints(ctx, sellerID)
+		rows, err = webhookstore.New(s.Pool).SellerWebhookEndpoints(ctx, sellerID)
 	}
 	out := make([]Endpoint, 0, len(rows))
 	for _, r := range rows {
@@ -175,7 +176,7 @@ func (s Endpoints) List(ctx context.Context, sellerID int64, all bool) ([]Endpoi
 
 // Get is one of a seller's endpoints (another seller's is not found).
 func (s Endpoints) Get(ctx context.Context, sellerID, id int64) (Endpoint, error) {
-	e, err := db.New(s.Pool).SellerWebhookEndpoint(ctx, id, sellerID)
+	e, err := webhookstore.New(s.Pool).SellerWebhookEndpoint(ctx, id, sellerID)
 	if db.NotFound(err) {
 		return Endpoint{}, ErrNotFound
 	}
@@ -184,7 +185,7 @@ func (s Endpoints) Get(ctx context.Context, sellerID, id int64) (Endpoint, error
 
 // Owner is the seller of an endpoint, for ops.
 func (s Endpoints) Owner(ctx context.Context, id int64) (int64, error) {
-	e, err := db.New(s.Pool).WebhookEndpoint(ctx, id)
+	e, err := webhookstore.New(s.Pool).WebhookEndpoint(ctx, id)
 	if db.NotFound(err) {
 		return 0, ErrNotFound
 	}
@@ -197,7 +198,7 @@ func (s Endpoints) Update(ctx context.Context, sellerID, id int64, spec Spec) (E
 	if err != nil {
 		return Endpoint{}, err
 	}
-	e, err := db.New(s.Pool).UpdateWebhookEndpoint(ctx, db.UpdateWebhookEndpointParams{Url: spec.URL,
+	e, err := webhookstore.New(s.Pool).UpdateWebhookEndpoint(ctx, webhookstore.UpdateWebhookEndpointParams{Url: spec.URL,
 		EventTypes: spec.EventTypes, Description: spec.Description, ID: id, SellerID: sellerID})
 	if db.NotFound(err) {
 		return Endpoint{}, ErrNotFound
@@ -208,13 +209,13 @@ func (s Endpoints) Update(ctx context.Context, sellerID, id int64, spec Spec) (E
 // SetEnabled enables an endpoint (what waited, and what was given up when it was disabled for
 // failing, goes out in order) or disables it (its deliveries wait).
 func (s Endpoints) SetEnabled(ctx context.Context, sellerID, id int64, enabled bool) (Endpoint, error) {
-	q := db.New(s.Pool)
-	var e db.WebhookEndpoint
+	q := webhookstore.New(s.Pool)
+	var e webhookstore.WebhookEndpoint
 	var err error
 	if enabled {
-		var r db.EnableWebhookEndpointRow
+		var r webhookstore.EnableWebhookEndpointRow
 		r, err = q.EnableWebhookEndpoint(ctx, id, sellerID)
-		e = db.WebhookEndpoint(r)
+		e = webhookstore.WebhookEndpoint(r)
 	} else {
 		reason := "disabled by the seller"
 		e, err = q.DisableWebhookEndpoint(ctx, &reason, id, sellerID)
@@ -227,7 +228,7 @@ func (s Endpoints) SetEnabled(ctx context.Context, sellerID, id int64, enabled b
 
 // Delete removes an endpoint with its secrets and deliveries.
 func (s Endpoints) Delete(ctx context.Context, sellerID, id int64) error {
-	n, err := db.New(s.Pool).DeleteWebhookEndpoint(ctx, id, sellerID)
+	n, err := webhookstore.New(s.Pool).DeleteWebhookEndpoint(ctx, id, sellerID)
 	if err == nil && n == 0 {
 		return ErrNotFound
 	}
@@ -250,7 +251,7 @@ func (s Endpoints) RotateSecret(ctx context.Context, sellerID, id int64) (string
 	}
 	var until time.Time
 	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		q := db.New(tx)
+		q := webhookstore.New(tx)
 		var err error
 		if until, err = q.RotateWebhookSecrets(ctx, overlap.Seconds(), id); err != nil {
 			return err
@@ -294,7 +295,7 @@ func (s Endpoints) Deliveries(ctx context.Context, sellerID, endpointID int64, s
 	if _, err := s.Get(ctx, sellerID, endpointID); err != nil {
 		return nil, err
 	}
-	rows, err := db.New(s.Pool).WebhookDeliveries(ctx, db.WebhookDeliveriesParams{EndpointID: endpointID,
+	rows, err := webhookstore.New(s.Pool).WebhookDeliveries(ctx, webhookstore.WebhookDeliveriesParams{EndpointID: endpointID,
 		BeforeID: before, Status: status, MaxRows: limit})
 	out := make([]Delivery, 0, len(rows))
 	for _, r := range rows {
@@ -317,7 +318,7 @@ func (s Endpoints) Delivery(ctx context.Context, sellerID, endpointID, id int64)
 	if _, err := s.Get(ctx, sellerID, endpointID); err != nil {
 		return Delivery{}, err
 	}
-	q := db.New(s.Pool)
+	q := webhookstore.New(s.Pool)
 	r, err := q.WebhookDelivery(ctx, id, endpointID)
 	if db.NotFound(err) {
 		return Delivery{}, ErrNotFound
@@ -351,7 +352,7 @@ func (s Endpoints) Replay(ctx context.Context, sellerID, endpointID, id int64) e
 	if _, err := s.Get(ctx, sellerID, endpointID); err != nil {
 		return err
 	}
-	_, err := db.New(s.Pool).ReplayWebhookDelivery(ctx, id, endpointID)
+	_, err := webhookstore.New(s.Pool).ReplayWebhookDelivery(ctx, id, endpointID)
 	if db.NotFound(err) {
 		return ErrNotFound
 	}

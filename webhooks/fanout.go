@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/events"
+	"github.com/marketplace/checkout/webhooks/internal/webhookstore"
 )
 
 // FanoutConsumer is the fan-out's durable consumer on the checkout's stream.
@@ -76,7 +76,7 @@ func (f *Fanout) Step(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	err = pgx.BeginFunc(ctx, f.Pool, func(tx pgx.Tx) error {
-		q := db.New(tx)
+		q := webhookstore.New(tx)
 		for _, m := range msgs {
 			if err := f.fanout(ctx, q, m.Data()); err != nil {
 				return err
@@ -93,7 +93,7 @@ func (f *Fanout) Step(ctx context.Context) (int, error) {
 	return len(msgs), nil
 }
 
-func (f *Fanout) fanout(ctx context.Context, q *db.Queries, body []byte) error {
+func (f *Fanout) fanout(ctx context.Context, q *webhookstore.Queries, body []byte) error {
 	e, err := events.Decode(body)
 	if err != nil || !slices.Contains(Subscribable, e.Type) {
 		return nil // nothing a seller receives
@@ -120,7 +120,7 @@ func (f *Fanout) fanout(ctx context.Context, q *db.Queries, body []byte) error {
 			}
 			bodies[ep.SellerID] = b
 		}
-		if err := q.InsertWebhookDelivery(ctx, db.InsertWebhookDeliveryParams{EndpointID: ep.ID, EventID: id,
+		if err := q.InsertWebhookDelivery(ctx, webhookstore.InsertWebhookDeliveryParams{EndpointID: ep.ID, EventID: id,
 			EventType: e.Type, Body: b}); err != nil {
 			return err
 		}

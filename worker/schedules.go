@@ -15,7 +15,6 @@ import (
 
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/cart"
-	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/workflows"
@@ -152,7 +151,7 @@ func registerJobs(w sdkworker.Worker, c client.Client, d Deps) {
 	if d.Metrics != nil && d.Metrics.Jobs != nil {
 		carts = d.Metrics.Jobs
 	}
-	w.RegisterActivity(&cart.Activities{Janitor: &cart.Janitor{Q: db.New(d.Pool)}, Observer: carts, Switches: d.Features})
+	w.RegisterActivity(&cart.Activities{Janitor: &cart.Janitor{Conn: d.Pool}, Observer: carts, Switches: d.Features})
 	w.RegisterActivity(&activities.PaymentReconciler{Pool: d.Pool, Gateway: d.Gateway, Signaler: signaler{c: c},
 		Observer: jobObserver(d), Inventory: d.Inventory, LineCancelWorkflowID: workflows.LineCancelWorkflowID})
 }

@@ -159,7 +159,7 @@ func (p *plain) checkout(ctx context.Context, userID int64, key, hash string, re
 		} else if err != nil {
 			return err
 		}
-		priced, err := cart.Price(ctx, q, userID, "")
+		priced, err := cart.Price(ctx, tx, userID, "")
 		if refusal, ok := problem.As(err); ok {
 			out = fail(refusal)
 			return nil
@@ -173,7 +173,7 @@ func (p *plain) checkout(ctx context.Context, userID int64, key, hash string, re
 		quote := priced.Quote
 		// The order as the saga's CreateOrder writes it, but without a payment row: the plain
 		// checkout has no payment step.
-		created, err := order.Insert(ctx, q, order.New{UserID: userID, IdempotencyKey: key, RequestHash: hash,
+		created, err := order.Insert(ctx, tx, order.New{UserID: userID, IdempotencyKey: key, RequestHash: hash,
 			WorkflowID: plainWorkflowID, AddressID: req.AddressID, Quote: quote})
 		switch {
 		case errors.Is(err, order.ErrKeyReused):
@@ -190,25 +190,18 @@ func (p *plain) checkout(ctx context.Context, userID int64, key, hash string, re
 		id := created.ID
 		// Reserved last but one, so the inventory rows (a hot SKU's among them) are held only
 		// from here to the commit.
-		rp := db.ReserveOrderParams{OrderID: id, Lat: addr.Lat, Lon: addr.Lon, HoldSeconds: p.hold.Seconds()}
+		var skuIDs []int64
+		var quantities []int32
 		for _, it := range quote.Items {
-			rp.SkuIds = append(rp.SkuIds, it.SKUID)
-			rp.Quantities = append(rp.Quantities, it.Quantity)
+			skuIDs = append(skuIDs, it.SKUID)
+			quantities = append(quantities, it.Quantity)
 		}
-		rows, err := q.ReserveOrder(ctx, rp)
+		short, expires, err := reserveOrder(ctx, tx, id, skuIDs, quantities, addr.Lat, addr.Lon, p.hold)
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == stockMovedCode {
 			return errStockMoved
 		} else if err != nil {
 			return err
-		}
-		var short []map[string]any
-		var expires time.Time
-		for _, r := range rows {
-			if r.Kind == "short" {
-				short = append(short, map[string]any{"skuId": r.SkuID, "requested": r.Quantity, "available": r.Available})
-			}
-			expires = r.ExpiresAt
 		}
 		if short != nil {
 			out = fail(problem.New(problem.OutOfStock, "some lines are out of stock").With("items", short))
@@ -271,4 +264,30 @@ func settlePlain(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 	close(work)
 	wg.Wait()
 	return len(ids), firstErr
+}
+
+// reserveOrder runs the product's reserve_order in tx with plain SQL, as the product's own
+// reservation does: its short lines (nil: every line reserved) and when the hold ends.
+func reserveOrder(ctx context.Context, tx pgx.Tx, orderID int64, skuIDs []int64, quantities []int32, lat, lon float64,
+	hold time.Duration) (short []map[string]any, expires time.Time, err error) {
+	rows, err := tx.Query(ctx, `SELECT kind::text, sku_id::bigint, quantity::int, coalesce(available, 0)::int,
+		coalesce(expires_at, 'epoch')::timestamptz
+		FROM reserve_order($1::bigint, $2::bigint[], $3::int[], $4::float8, $5::float8, $6::float8)`,
+		orderID, skuIDs, quantities, lat, lon, hold.Seconds())
+	if err != nil {
+		return nil, expires, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kind string
+		var skuID int64
+		var quantity, available int32
+		if err := rows.Scan(&kind, &skuID, &quantity, &available, &expires); err != nil {
+			return nil, expires, err
+		}
+		if kind == "short" {
+			short = append(short, map[string]any{"skuId": skuID, "requested": quantity, "available": available})
+		}
+	}
+	return short, expires, rows.Err()
 }

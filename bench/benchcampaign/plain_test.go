@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/dev/demo"
 	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/internal/problem"
@@ -29,7 +28,7 @@ func TestPlainCheckout_OneOrderPerKey_SettleGivesItsStockBack(t *testing.T) {
 	require.NoError(t, demo.Load(ctx, pool))
 	_, err := pool.Exec(ctx, `INSERT INTO carts (id, user_id, doc) VALUES ('u:7', 7, '{"items":[{"skuId":71,"sellerId":42,"quantity":2}]}')`)
 	require.NoError(t, err)
-	quote, err := pricing.Compute(ctx, db.New(pool), []pricing.Line{{SKUID: 71, Quantity: 2}})
+	quote, err := pricing.Compute(ctx, pool, []pricing.Line{{SKUID: 71, Quantity: 2}})
 	require.NoError(t, err)
 	reserved := func() (n int) {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT sum(reserved) FROM inventory WHERE sku_id = 71`).Scan(&n))

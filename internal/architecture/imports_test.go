@@ -21,10 +21,13 @@ const module = "github.com/marketplace/checkout/"
 // layers lists every package of the product, lowest first. A package may import packages of lower
 // layers; none of its own layer or above. A new package must be placed here (and in the document).
 var layers = [][]string{
-	// Foundations: the database's generated queries and migrations (the product's, and the payment
-	// simulator's own queries), the error vocabulary, money, tokens, the codec, metrics, the
-	// payment provider's interface, a deployment's certificates, the dev PostgreSQL and child processes.
-	{"db", "migrations", "payment/paysim/simdb", "internal/problem", "internal/money", "internal/auth", "internal/codec",
+	// Foundations: the shared pool and locks (db), the migrations, each area's store (its generated
+	// queries, which only the area imports; the payment simulator's on its own schema), the error
+	// vocabulary, money, tokens, the codec, metrics, the payment provider's interface, a
+	// deployment's certificates, the dev PostgreSQL and child processes.
+	{"db", "migrations", "payment/paysim/simdb", "inventory/internal/stockstore", "pricing/internal/pricingstore",
+		"cart/internal/cartstore", "availability/internal/availabilitystore", "webhooks/internal/webhookstore",
+		"features/internal/featurestore", "audit/internal/auditstore", "internal/problem", "internal/money", "internal/auth", "internal/codec",
 		"internal/metrics", "payment", "internal/pki", "internal/dev/pgserver", "internal/dev/childproc", "deploy"},
 	// The business rules, each on its own tables.
 	{"inventory", "pricing", "events", "payment/paysim", "payment/stripepay", "internal/config", "internal/dev/demo",

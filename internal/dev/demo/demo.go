@@ -9,8 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/marketplace/checkout/db"
 )
 
 // Warehouse of the demo.
@@ -79,30 +77,35 @@ var Addresses = []Address{
 	{8, "Ankara", "Atatürk Bulvarı 200, Çankaya", 39.9100, 32.8540},
 }
 
-// Load writes the demo data where it is missing, in one transaction.
+// Load writes the demo data where it is missing, in one transaction. The demo is the harness's: it
+// writes the areas' tables with plain SQL, as an operator would, and through no area's store.
 func Load(ctx context.Context, pool *pgxpool.Pool) error {
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		q := db.New(tx)
 		for _, w := range Warehouses {
-			if err := q.UpsertWarehouse(ctx, db.UpsertWarehouseParams{ID: w.ID, Code: w.Code,
-				Name: w.City + " warehouse", City: w.City, Lat: w.Lat, Lon: w.Lon}); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO warehouses (id, code, name, city, lat, lon)
+				VALUES ($1, $2, $3, $4, $5, $6)
+				ON CONFLICT (id) DO UPDATE SET code = EXCLUDED.code, name = EXCLUDED.name, city = EXCLUDED.city,
+				    lat = EXCLUDED.lat, lon = EXCLUDED.lon`,
+				w.ID, w.Code, w.City+" warehouse", w.City, w.Lat, w.Lon); err != nil {
 				return err
 			}
 		}
 		for id, name := range Sellers {
-			if err := q.UpsertSeller(ctx, id, name); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO sellers (id, name) VALUES ($1, $2)
+				ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name`, id, name); err != nil {
 				return err
 			}
 		}
 		for _, s := range SKUs {
-			if err := q.InsertSKUWithID(ctx, db.InsertSKUWithIDParams{ID: s.ID, SellerID: s.SellerID,
-				Code: fmt.Sprintf("S-%d", s.ID), Title: s.Title, PriceMinor: s.PriceMinor, Currency: "TRY",
-				MaxPerOrder: s.MaxPerOrder}); err != nil {
+			// Fixed ids, so that examples in the documentation stay true.
+			if _, err := tx.Exec(ctx, `INSERT INTO skus (id, seller_id, code, title, price_minor, currency, max_per_order)
+				VALUES ($1, $2, $3, $4, $5, 'TRY', $6) ON CONFLICT (id) DO NOTHING`,
+				s.ID, s.SellerID, fmt.Sprintf("S-%d", s.ID), s.Title, s.PriceMinor, s.MaxPerOrder); err != nil {
 				return err
 			}
 			for wh, n := range s.Stock {
-				if _, err := q.CreateInventoryRow(ctx, db.CreateInventoryRowParams{SkuID: s.ID, WarehouseID: wh,
-					OnHand: n}); err != nil {
+				if _, err := tx.Exec(ctx, `INSERT INTO inventory (sku_id, warehouse_id, on_hand, reported_quantity)
+					VALUES ($1, $2, $3, $3) ON CONFLICT (sku_id, warehouse_id) DO NOTHING`, s.ID, wh, n); err != nil {
 					return err
 				}
 			}
@@ -110,8 +113,8 @@ func Load(ctx context.Context, pool *pgxpool.Pool) error {
 		users := map[int64]bool{}
 		for _, a := range Addresses {
 			if _, seen := users[a.UserID]; !seen {
-				n, err := q.CountAddresses(ctx, a.UserID)
-				if err != nil {
+				var n int64
+				if err := tx.QueryRow(ctx, `SELECT count(*) FROM addresses WHERE user_id = $1`, a.UserID).Scan(&n); err != nil {
 					return err
 				}
 				users[a.UserID] = n == 0
@@ -119,8 +122,8 @@ func Load(ctx context.Context, pool *pgxpool.Pool) error {
 			if !users[a.UserID] {
 				continue
 			}
-			if _, err := q.CreateAddress(ctx, db.CreateAddressParams{UserID: a.UserID, City: a.City,
-				Line1: a.Line1, Lat: a.Lat, Lon: a.Lon}); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO addresses (user_id, city, line1, lat, lon) VALUES ($1, $2, $3, $4, $5)`,
+				a.UserID, a.City, a.Line1, a.Lat, a.Lon); err != nil {
 				return err
 			}
 		}

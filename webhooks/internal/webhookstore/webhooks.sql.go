@@ -3,7 +3,7 @@
 //   sqlc v1.31.1
 // source: webhooks.sql
 
-package db
+package webhookstore
 
 import (
 	"context"

@@ -3,7 +3,7 @@
 //   sqlc v1.31.1
 // source: features.sql
 
-package db
+package featurestore
 
 import (
 	"context"

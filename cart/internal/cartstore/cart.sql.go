@@ -3,7 +3,7 @@
 //   sqlc v1.31.1
 // source: cart.sql
 
-package db
+package cartstore
 
 import (
 	"context"

@@ -3,7 +3,7 @@
 //   sqlc v1.31.1
 // source: availability.sql
 
-package db
+package availabilitystore
 
 import (
 	"context"

@@ -3,7 +3,7 @@
 //   sqlc v1.31.1
 // source: coupons.sql
 
-package db
+package pricingstore
 
 import (
 	"context"

@@ -3,7 +3,7 @@
 //   sqlc v1.31.1
 // source: audit.sql
 
-package db
+package auditstore
 
 import (
 	"context"

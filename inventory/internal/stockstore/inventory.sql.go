@@ -3,7 +3,7 @@
 //   sqlc v1.31.1
 // source: inventory.sql
 
-package db
+package stockstore
 
 import (
 	"context"
