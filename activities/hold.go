@@ -69,8 +69,8 @@ func (a *Orders) extendHold(ctx context.Context, orderID int64) (ExtendedHold, e
 	if err != nil {
 		return ExtendedHold{}, err
 	}
-	q := db.New(tx)
-	moved, err := q.ExtendOrderHold(ctx, db.ExtendOrderHoldParams{OrderID: orderID, BySeconds: ext.By.Seconds(),
+	q := order.DataOf(tx)
+	moved, err := q.ExtendOrderHold(ctx, order.HoldExtension{OrderID: orderID, BySeconds: ext.By.Seconds(),
 		WindowSeconds: ext.Window.Seconds(), MaxExtensions: int32(ext.Max)})
 	switch {
 	case db.NotFound(err):
@@ -81,7 +81,7 @@ func (a *Orders) extendHold(ctx context.Context, orderID int64) (ExtendedHold, e
 		// Not reachable under the row locks; refused rather than trusted.
 		return ExtendedHold{}, a.holdRefusal(ctx, q, orderID)
 	}
-	if err := order.Note(ctx, q, orderID, "hold extended", map[string]any{
+	if err := q.Note(ctx, orderID, "hold extended", map[string]any{
 		"expiresAt": moved.HoldExpiresAt, "by": ext.By.String()}); err != nil {
 		return ExtendedHold{}, err
 	}
@@ -92,7 +92,7 @@ func (a *Orders) extendHold(ctx context.Context, orderID int64) (ExtendedHold, e
 }
 
 // holdRefusal explains a refused extension from the order's hold as it stands.
-func (a *Orders) holdRefusal(ctx context.Context, q *db.Queries, orderID int64) error {
+func (a *Orders) holdRefusal(ctx context.Context, q order.Data, orderID int64) error {
 	st, err := q.OrderHoldState(ctx, orderID)
 	if db.NotFound(err) {
 		return RefusalError(problem.Wrap(err, problem.NotFound, "order not found"))

@@ -11,9 +11,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/order"
 )
 
 // Inventory exposes the inventory engine's operations as activities.
@@ -39,7 +39,7 @@ type ReserveInput struct {
 // short lines its details' items.
 func (a *Inventory) Reserve(ctx context.Context, in ReserveInput) (inventory.Reservation, error) {
 	if in.ShipTo == (inventory.Location{}) {
-		to, err := db.New(a.Pool).OrderShipTo(ctx, in.OrderID)
+		to, err := order.DataOf(a.Pool).OrderShipTo(ctx, in.OrderID)
 		if err != nil {
 			return inventory.Reservation{}, fmt.Errorf("reading where order %d ships to: %w", in.OrderID, err)
 		}

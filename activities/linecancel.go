@@ -76,12 +76,12 @@ func (a *Orders) RecordLineCancel(ctx context.Context, in LineCancelRequest) (Li
 		workflowID = &id
 	}
 	err := pgx.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
-		q := db.New(tx)
+		q := order.DataOf(tx)
 		// One cancellation of the order at a time: each is priced from the units the last one kept.
 		if err := q.LockOrder(ctx, in.OrderID); err != nil {
 			return err
 		}
-		id, err := q.InsertLineCancellation(ctx, db.InsertLineCancellationParams{RequestID: in.RequestID,
+		id, err := q.InsertLineCancellation(ctx, order.NewLineCancellation{RequestID: in.RequestID,
 			Reason: in.Reason, RequestedBy: in.RequestedBy, WorkflowID: workflowID, OrderID: in.OrderID, SkuID: in.SKUID,
 			Units: in.Units})
 		if db.NotFound(err) {
@@ -132,7 +132,7 @@ func (a *Orders) RecordLineCancel(ctx context.Context, in LineCancelRequest) (Li
 		if in.Actor != nil {
 			note["actor"] = in.Actor
 		}
-		if err := order.Note(ctx, q, in.OrderID, "line_cancel_requested", note); err != nil {
+		if err := q.Note(ctx, in.OrderID, "line_cancel_requested", note); err != nil {
 			return err
 		}
 		if err := recordLineCancelActor(ctx, q, in, id, false); err != nil {
@@ -146,7 +146,7 @@ func (a *Orders) RecordLineCancel(ctx context.Context, in LineCancelRequest) (Li
 
 // recordLineCancelActor writes the request's staff_actions row: who asked for the cancellation
 // (a repeat of a recorded request, sent again by a workflow of its own, is an action too).
-func recordLineCancelActor(ctx context.Context, q *db.Queries, in LineCancelRequest, cancellationID int64, repeat bool) error {
+func recordLineCancelActor(ctx context.Context, q order.Data, in LineCancelRequest, cancellationID int64, repeat bool) error {
 	if in.Actor == nil {
 		return nil
 	}
@@ -154,7 +154,7 @@ func recordLineCancelActor(ctx context.Context, q *db.Queries, in LineCancelRequ
 	if repeat {
 		detail["repeat"] = true
 	}
-	_, err := order.RecordStaffAction(ctx, q, order.StaffAction{OrderID: in.OrderID, LineCancellationID: cancellationID,
+	_, err := q.RecordStaffAction(ctx, order.StaffAction{OrderID: in.OrderID, LineCancellationID: cancellationID,
 		Action: order.StaffLineCancel, Reason: in.Reason, Actor: *in.Actor, Detail: detail, WorkflowID: in.WorkflowID,
 		RunID: in.RunID})
 	return err
@@ -162,7 +162,7 @@ func recordLineCancelActor(ctx context.Context, q *db.Queries, in LineCancelRequ
 
 // lineRefusal says why a cancellation cannot be recorded: no such order or line, an order that is
 // not CONFIRMED, or fewer units left on the line than asked.
-func lineRefusal(ctx context.Context, q *db.Queries, in LineCancelRequest) error {
+func lineRefusal(ctx context.Context, q order.Data, in LineCancelRequest) error {
 	l, err := q.LineOfOrder(ctx, in.SKUID, in.OrderID)
 	switch {
 	case db.NotFound(err):
@@ -181,7 +181,7 @@ func lineRefusal(ctx context.Context, q *db.Queries, in LineCancelRequest) error
 		With("remaining", left))
 }
 
-func lineCancelByID(ctx context.Context, q *db.Queries, id int64) (LineCancel, error) {
+func lineCancelByID(ctx context.Context, q order.Data, id int64) (LineCancel, error) {
 	c, err := q.GetLineCancellation(ctx, id)
 	if err != nil {
 		return LineCancel{}, err
@@ -189,7 +189,7 @@ func lineCancelByID(ctx context.Context, q *db.Queries, id int64) (LineCancel, e
 	return lineCancelOf(ctx, q, c)
 }
 
-func lineCancelOf(ctx context.Context, q *db.Queries, c db.LineCancellation) (LineCancel, error) {
+func lineCancelOf(ctx context.Context, q order.Data, c order.LineCancellation) (LineCancel, error) {
 	out := LineCancel{ID: c.ID, AmountMinor: c.AmountMinor, Currency: c.Currency, Restock: inventory.ReturnsToShelf(c.Reason),
 		Refunded: c.RefundedAt != nil, Restocked: c.RestockedAt != nil, Announced: c.AnnouncedAt != nil}
 	if err := json.Unmarshal(c.Allocations, &out.Allocations); err != nil {
@@ -216,7 +216,7 @@ func LineRefundKey(orderID, cancellationID int64) string {
 // cancellation refunded. A repeat moves no more money. A provider that is down is retried; one
 // that refuses (PaymentRefused: the intent is not captured, or less is left of it) is not.
 func (a *Payments) RefundLineCancel(ctx context.Context, cancellationID int64) (PaymentResult, error) {
-	q := db.New(a.Pool)
+	q := order.DataOf(a.Pool)
 	c, err := q.GetLineCancellation(ctx, cancellationID)
 	if err != nil {
 		return PaymentResult{}, fmt.Errorf("reading line cancellation %d: %w", cancellationID, err)
@@ -254,14 +254,14 @@ func (a *Inventory) RestockLineCancel(ctx context.Context, cancellationID int64)
 func (a *Orders) AnnounceLineCancel(ctx context.Context, cancellationID int64) (LineCancel, error) {
 	var out LineCancel
 	err := pgx.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
-		q := db.New(tx)
+		q := order.DataOf(tx)
 		r, err := q.AnnounceLineCancellation(ctx, cancellationID)
 		if err != nil && !db.NotFound(err) {
 			return err
 		}
 		if err == nil {
 			refund := money.FormatIn(r.AmountMinor, r.Currency)
-			if err := order.Note(ctx, q, r.OrderID, "line_cancelled", map[string]any{"skuId": r.SkuID,
+			if err := q.Note(ctx, r.OrderID, "line_cancelled", map[string]any{"skuId": r.SkuID,
 				"units": r.Units, "code": r.Reason, "refund": refund, "currency": r.Currency,
 				"restocked": r.Restocked}); err != nil {
 				return err
@@ -273,7 +273,7 @@ func (a *Orders) AnnounceLineCancel(ctx context.Context, cancellationID int64) (
 			if err != nil {
 				return err
 			}
-			if err := q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{AggregateType: "order",
+			if err := db.New(tx).InsertOutboxEvent(ctx, db.InsertOutboxEventParams{AggregateType: "order",
 				AggregateID: strconv.FormatInt(r.OrderID, 10), EventType: EventOrderLineCancelled, Payload: payload}); err != nil {
 				return err
 			}
@@ -303,6 +303,6 @@ func (a *Orders) LineCancelAttention(ctx context.Context, in LineCancelAttention
 			return err
 		}
 	}
-	err := db.New(a.Pool).SetLineCancellationAttention(ctx, nullJSON(raw), in.CancellationID)
+	err := order.DataOf(a.Pool).SetLineCancellationAttention(ctx, nullJSON(raw), in.CancellationID)
 	return failed(err, "keeping the attention of line cancellation %d", in.CancellationID)
 }

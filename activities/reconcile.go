@@ -13,7 +13,6 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment"
@@ -159,11 +158,11 @@ func (a *PaymentReconciler) ReconcilePayments(ctx context.Context, in ReconcileP
 	if in.BatchSize <= 0 {
 		in.BatchSize = 200
 	}
-	q := db.New(a.Pool)
+	q := order.DataOf(a.Pool)
 	pays := &Payments{Pool: a.Pool, Gateway: a.Gateway}
 	var after int64
 	for {
-		rows, err := q.PaymentsToReconcile(ctx, db.PaymentsToReconcileParams{AfterOrderID: after, OrderID: in.OrderID,
+		rows, err := q.PaymentsToReconcile(ctx, order.PaymentsToReconcileQuery{AfterOrderID: after, OrderID: in.OrderID,
 			PendingSeconds: in.PendingAfter.Seconds(), OrphanAfterSeconds: in.OrphanAfter.Seconds(),
 			LateSeconds: in.LateWindow.Seconds(), BatchSize: in.BatchSize})
 		if err != nil {
@@ -201,7 +200,7 @@ func (a *PaymentReconciler) ReconcilePayments(ctx context.Context, in ReconcileP
 	return res, nil
 }
 
-func (a *PaymentReconciler) resolve(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
+func (a *PaymentReconciler) resolve(ctx context.Context, pays *Payments, r order.PaymentToReconcile,
 	in ReconcilePaymentsInput, res *ReconcilePaymentsResult, byStatus map[string]int) error {
 	switch status := order.Status(r.OrderStatus); {
 	case status == order.StatusFailed && order.FailureCode(r.FailureCode) == order.FailOrphaned:
@@ -288,7 +287,7 @@ type Orphan struct {
 // confirmed it keeps its stock, and one whose workflow runs (a reset run) is left alone.
 func (a *PaymentReconciler) EndIfOrphaned(ctx context.Context, in EndIfOrphanedInput) (Orphan, error) {
 	var out Orphan
-	o, err := db.New(a.Pool).GetOrder(ctx, in.OrderID)
+	o, err := order.DataOf(a.Pool).GetOrder(ctx, in.OrderID)
 	if err != nil {
 		return out, err
 	}
@@ -299,7 +298,7 @@ func (a *PaymentReconciler) EndIfOrphaned(ctx context.Context, in EndIfOrphanedI
 		}
 		var res ReconcilePaymentsResult
 		out.Ended, out.Released, err = a.endOrphanAs(ctx, &Payments{Pool: a.Pool, Gateway: a.Gateway},
-			db.PaymentsToReconcileRow{OrderID: in.OrderID, WorkflowID: in.WorkflowID}, &res, cmp.Or(in.By, "payment reconciler"))
+			order.PaymentToReconcile{OrderID: in.OrderID, WorkflowID: in.WorkflowID}, &res, cmp.Or(in.By, "payment reconciler"))
 		if err != nil || out.Ended {
 			return out, err
 		}
@@ -318,7 +317,7 @@ func (a *PaymentReconciler) orders() order.Store { return order.Store{Pool: a.Po
 // the order's compensation had found nothing to reverse. A payment the provider does not know is
 // settled once the order has been over for longer than settleAfter (settleNothingHeld), and
 // asked about again on the next runs until then.
-func (a *PaymentReconciler) reverseLate(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
+func (a *PaymentReconciler) reverseLate(ctx context.Context, pays *Payments, r order.PaymentToReconcile,
 	settleAfter time.Duration, res *ReconcilePaymentsResult) error {
 	p, err := pays.Reverse(ctx, r.OrderID)
 	if err != nil {
@@ -350,7 +349,7 @@ const DefaultOrphanAfter = 2 * time.Minute
 // nobody else will. The order fails, its stock goes back and its payment is reversed — whatever
 // the provider did meanwhile (a late 3-D Secure approval included). Each step is conditional,
 // so a repeat changes nothing.
-func (a *PaymentReconciler) endOrphan(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
+func (a *PaymentReconciler) endOrphan(ctx context.Context, pays *Payments, r order.PaymentToReconcile,
 	res *ReconcilePaymentsResult) error {
 	_, _, err := a.endOrphanAs(ctx, pays, r, res, "payment reconciler")
 	return err
@@ -361,7 +360,7 @@ func (a *PaymentReconciler) endOrphan(ctx context.Context, pays *Payments, r db.
 // reservations it released. The order was read open before its workflow was found gone: the
 // workflow may have ended it meanwhile (confirmed, with the money captured). Only an order still
 // open is ended here, and only then is anything given back.
-func (a *PaymentReconciler) endOrphanAs(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
+func (a *PaymentReconciler) endOrphanAs(ctx context.Context, pays *Payments, r order.PaymentToReconcile,
 	res *ReconcilePaymentsResult, by string) (bool, int, error) {
 	g, err := a.orders().GiveUp(ctx, r.OrderID, order.StatusFailed, order.FailOrphaned, map[string]any{"by": by})
 	if err == nil && g.Ended {
@@ -373,7 +372,7 @@ func (a *PaymentReconciler) endOrphanAs(ctx context.Context, pays *Payments, r d
 // finishOrphan gives back what an order ended as ORPHANED still holds: its stock, then its
 // payment. Every step is conditional, so a repeat changes nothing. A payment the provider never
 // saw is settled as reverseLate settles it.
-func (a *PaymentReconciler) finishOrphan(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
+func (a *PaymentReconciler) finishOrphan(ctx context.Context, pays *Payments, r order.PaymentToReconcile,
 	settleAfter time.Duration, res *ReconcilePaymentsResult) error {
 	if _, err := a.orders().GiveBack(ctx, r.OrderID); err != nil {
 		return err
@@ -395,10 +394,10 @@ func (a *PaymentReconciler) finishOrphan(ctx context.Context, pays *Payments, r 
 // late window (an order refused out of stock never authorized at all). A call that lands later
 // after all records its answer on the payment row (the order's own step, or the provider's
 // webhook), which puts it back on the list.
-func (a *PaymentReconciler) settleNothingHeld(ctx context.Context, r db.PaymentsToReconcileRow,
+func (a *PaymentReconciler) settleNothingHeld(ctx context.Context, r order.PaymentToReconcile,
 	settleAfter time.Duration, res *ReconcilePaymentsResult) error {
 	res.NotFound++
-	n, err := db.New(a.Pool).SettleNothingHeld(ctx, r.OrderID, settleAfter.Seconds())
+	n, err := order.DataOf(a.Pool).SettleNothingHeld(ctx, r.OrderID, settleAfter.Seconds())
 	if err != nil {
 		return fmt.Errorf("settling the payment of order %d: %w", r.OrderID, err)
 	}
@@ -413,7 +412,7 @@ func (a *PaymentReconciler) settleNothingHeld(ctx context.Context, r db.Payments
 
 // reverseOrphan reverses the payment of an order ended as ORPHANED, whatever the provider did
 // meanwhile (a late 3-D Secure approval included), and counts the orphan.
-func (a *PaymentReconciler) reverseOrphan(ctx context.Context, pays *Payments, r db.PaymentsToReconcileRow,
+func (a *PaymentReconciler) reverseOrphan(ctx context.Context, pays *Payments, r order.PaymentToReconcile,
 	res *ReconcilePaymentsResult) error {
 	if _, err := pays.Reverse(ctx, r.OrderID); err != nil {
 		return err
@@ -423,7 +422,7 @@ func (a *PaymentReconciler) reverseOrphan(ctx context.Context, pays *Payments, r
 }
 
 // countOrphan counts an orphan whose payment was reversed (or found holding nothing as it was ended).
-func countOrphan(r db.PaymentsToReconcileRow, res *ReconcilePaymentsResult) {
+func countOrphan(r order.PaymentToReconcile, res *ReconcilePaymentsResult) {
 	res.Orphaned++
 	if len(res.Payments) < maxListed {
 		res.Payments = append(res.Payments, ResolvedPayment{OrderID: r.OrderID, Was: r.Status, Status: "ORPHAN_ENDED"})
@@ -438,7 +437,7 @@ func countOrphan(r db.PaymentsToReconcileRow, res *ReconcilePaymentsResult) {
 // cannot be finished yet is counted and tried again by the next run; only a failure to list them
 // fails the run.
 func (a *PaymentReconciler) finishLineCancels(ctx context.Context, in ReconcilePaymentsInput, res *ReconcilePaymentsResult) error {
-	q := db.New(a.Pool)
+	q := order.DataOf(a.Pool)
 	var after int64
 	for {
 		rows, err := q.LineCancellationsToFinish(ctx, after, in.OrphanAfter.Seconds(), in.BatchSize)
@@ -468,7 +467,7 @@ func (a *PaymentReconciler) finishLineCancels(ctx context.Context, in ReconcileP
 // says whether it did. A refund the provider refuses leaves the cancellation waiting for support
 // (its attention, shown on the order), as its workflow would have; once fixed at the provider,
 // the next run pays it.
-func (a *PaymentReconciler) finishLineCancel(ctx context.Context, r db.LineCancellationsToFinishRow) (bool, error) {
+func (a *PaymentReconciler) finishLineCancel(ctx context.Context, r order.LineCancellationToFinish) (bool, error) {
 	wf := r.WorkflowID
 	if wf == "" {
 		if a.LineCancelWorkflowID == nil {
@@ -480,7 +479,7 @@ func (a *PaymentReconciler) finishLineCancel(ctx context.Context, r db.LineCance
 		return false, err
 	}
 	orders := &Orders{Pool: a.Pool}
-	c, err := lineCancelByID(ctx, db.New(a.Pool), r.ID)
+	c, err := lineCancelByID(ctx, order.DataOf(a.Pool), r.ID)
 	if err != nil {
 		return false, err
 	}

@@ -1,17 +1,17 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
-	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/problem"
+	"github.com/marketplace/checkout/order"
 )
 
 // MaxAddressesPerUser bounds a shopper's address book, in PostgreSQL (CreateAddress): it holds
@@ -62,20 +62,10 @@ func (s *Server) createAddress(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	p := mustPrincipal(c)
-	// The count and the insert are one decision: the user's lock serialises concurrent writes to
-	// one address book, and the insert happens only while the book has room.
-	var row db.CreateAddressRow
-	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		q := db.New(tx)
-		if err := db.LockUser(ctx, tx, db.LockAddressBook, p.UserID); err != nil {
-			return err
-		}
-		var err error
-		row, err = q.CreateAddress(ctx, db.CreateAddressParams{UserID: p.UserID, City: req.City,
-			Line1: req.Line1, Lat: *req.Lat, Lon: *req.Lon, MaxAddresses: MaxAddressesPerUser})
-		return err
-	})
-	if db.NotFound(err) {
+	// The count and the insert are one decision, under the user's lock (order.CreateAddress).
+	row, err := order.CreateAddress(ctx, s.Pool, order.Address{UserID: p.UserID, City: req.City, Line1: req.Line1,
+		Lat: *req.Lat, Lon: *req.Lon}, MaxAddressesPerUser)
+	if errors.Is(err, order.ErrAddressBookFull) {
 		return problem.New(problem.LimitReached, "address book is full").
 			With("limit", MaxAddressesPerUser)
 	}
@@ -87,7 +77,7 @@ func (s *Server) createAddress(c echo.Context) error {
 }
 
 func (s *Server) listAddresses(c echo.Context) error {
-	rows, err := s.q.ListAddresses(c.Request().Context(), mustPrincipal(c).UserID)
+	rows, err := s.orders.ListAddresses(c.Request().Context(), mustPrincipal(c).UserID)
 	if err != nil {
 		return fmt.Errorf("listing addresses: %w", err)
 	}

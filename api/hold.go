@@ -17,7 +17,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/marketplace/checkout/activities"
-	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/workflows"
@@ -63,7 +62,7 @@ func (s *Server) extendHold(c echo.Context) error {
 			With("holdExpiresAt", o.HoldExpiresAt)
 	case errors.As(err, &nf):
 		// The order's workflow has ended since the order was read.
-		cur, gerr := s.q.GetOrder(c.Request().Context(), o.ID)
+		cur, gerr := s.orders.GetOrder(c.Request().Context(), o.ID)
 		if gerr != nil {
 			return fmt.Errorf("reading order %d after its workflow ended: %w", o.ID, gerr)
 		}
@@ -111,7 +110,7 @@ func holdNotExtendable(refusal *problem.Error) *problem.Error {
 // HoldUntil reads until when an order waiting for its payment holds its stock (nil otherwise),
 // for the payment provider's 3-D Secure page in the processes that serve it.
 func HoldUntil(pool *pgxpool.Pool) func(ctx context.Context, orderID int64) *time.Time {
-	q := db.New(pool)
+	q := order.DataOf(pool)
 	return func(ctx context.Context, orderID int64) *time.Time {
 		o, err := q.GetOrder(ctx, orderID)
 		if err != nil || order.Status(o.Status) != order.StatusPendingPayment {

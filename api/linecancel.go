@@ -67,7 +67,7 @@ func (s *Server) cancelLine(c echo.Context) error {
 		Actor: &actor}
 	// A recorded request is never refused for what happened since (the order's line has fewer
 	// units left now): it is the same cancellation, answered again.
-	prior, err := s.q.LineCancellationByRequest(ctx, orderID, key)
+	prior, err := s.orders.LineCancellationByRequest(ctx, orderID, key)
 	switch {
 	case err == nil:
 		if prior.SkuID != skuID || prior.Units != b.Units || prior.Reason != b.Reason {
@@ -126,7 +126,7 @@ func (s *Server) cancelLine(c echo.Context) error {
 // lineCancellable checks a new request against the order before a workflow is started for it;
 // the workflow's own conditional statement decides when requests race.
 func (s *Server) lineCancellable(ctx context.Context, in workflows.LineCancelInput) error {
-	l, err := s.q.LineOfOrder(ctx, in.SKUID, in.OrderID)
+	l, err := s.orders.LineOfOrder(ctx, in.SKUID, in.OrderID)
 	switch {
 	case db.NotFound(err):
 		return notFound()
@@ -212,7 +212,7 @@ type lineCancellationView struct {
 }
 
 // cancellationView is a cancellation as the staff see it (full) or its shopper (codes only).
-func cancellationView(c db.LineCancellation, forStaff bool) lineCancellationView {
+func cancellationView(c order.LineCancellation, forStaff bool) lineCancellationView {
 	v := lineCancellationView{SKUID: c.SkuID, Units: c.Units, Reason: c.Reason, Refund: money.FormatIn(c.AmountMinor, c.Currency),
 		Currency: c.Currency, Restocked: c.RestockedAt != nil, Status: lineCancellationStatus(c), At: c.CreatedAt}
 	if forStaff {
@@ -227,7 +227,7 @@ func cancellationView(c db.LineCancellation, forStaff bool) lineCancellationView
 
 // lineCancellationStatus: DONE once announced; NEEDS_ATTENTION while a step waits for support;
 // REFUNDED once the money is back; RECORDED while the refund is under way.
-func lineCancellationStatus(c db.LineCancellation) string {
+func lineCancellationStatus(c order.LineCancellation) string {
 	switch {
 	case c.AnnouncedAt != nil:
 		return workflows.LineCancelDone
@@ -243,11 +243,11 @@ func lineCancellationStatus(c db.LineCancellation) string {
 // is under way.
 func (s *Server) lineAnswer(c echo.Context, orderID, skuID int64, key string) error {
 	ctx := c.Request().Context()
-	items, err := s.q.OrderItems(ctx, orderID)
+	items, err := s.orders.OrderItems(ctx, orderID)
 	if err != nil {
 		return fmt.Errorf("reading the lines of order %d: %w", orderID, err)
 	}
-	all, err := s.q.LineCancellationsOfOrder(ctx, orderID)
+	all, err := s.orders.LineCancellationsOfOrder(ctx, orderID)
 	if err != nil {
 		return fmt.Errorf("reading the cancellations of order %d: %w", orderID, err)
 	}

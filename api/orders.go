@@ -116,7 +116,7 @@ func (s *Server) createOrder(c echo.Context) error {
 	// The token is a capability on the shopper's card: it stays here, by request, for the
 	// Authorize step, and never travels through the workflow's input or history. The same
 	// statement checks that the address is the shopper's.
-	addressOK, err := s.q.SavePaymentMethodToken(ctx, db.SavePaymentMethodTokenParams{AddressID: req.AddressID,
+	addressOK, err := s.orders.SavePaymentMethodToken(ctx, order.PaymentMethod{AddressID: req.AddressID,
 		UserID: p.UserID, IdempotencyKey: key, RequestHash: h, Token: req.PaymentMethodToken})
 	if err != nil {
 		return fmt.Errorf("keeping the payment method of the order: %w", err)
@@ -219,7 +219,7 @@ func (s *Server) placeFree(ctx context.Context, userID int64, limit int) bool {
 // renderExisting answers a repeated request from its order as it stands.
 func (s *Server) renderExisting(c echo.Context, orderID int64) error {
 	ctx := c.Request().Context()
-	o, err := s.q.GetOrder(ctx, orderID)
+	o, err := s.orders.GetOrder(ctx, orderID)
 	if err != nil {
 		return fmt.Errorf("reading order %d: %w", orderID, err)
 	}
@@ -239,7 +239,7 @@ func (s *Server) renderExisting(c echo.Context, orderID int64) error {
 			"; place the order again with a new Idempotency-Key").With("orderId", o.ID).With("failureCode", code)
 	}
 	view := &workflows.PaymentView{Status: "PENDING"}
-	if pay, err := s.q.GetPayment(ctx, o.ID); err == nil {
+	if pay, err := s.orders.GetPayment(ctx, o.ID); err == nil {
 		view.Status = pay.Status
 		if pay.RedirectUrl != nil && pay.Status == "REQUIRES_ACTION" {
 			view.RedirectURL = *pay.RedirectUrl
@@ -252,7 +252,7 @@ func (s *Server) renderExisting(c echo.Context, orderID int64) error {
 // replay answers from the recorded outcome of (user, key), if there is one. (A refusal of a
 // reused key is never recorded as the key's answer: see InsertIdempotencyRecord.)
 func (s *Server) replay(c echo.Context, userID int64, key, hash string) (bool, error) {
-	rec, err := s.q.GetIdempotencyRecord(c.Request().Context(), userID, key)
+	rec, err := s.orders.GetIdempotencyRecord(c.Request().Context(), userID, key)
 	if db.NotFound(err) {
 		return false, nil
 	}
@@ -451,21 +451,21 @@ type staffActionView struct {
 
 // loadOrder reads an order the caller may see: its shopper, or support. Anyone else gets 404, so
 // order ids cannot be probed.
-func (s *Server) loadOrder(c echo.Context) (db.Order, error) {
+func (s *Server) loadOrder(c echo.Context) (order.Order, error) {
 	id, err := strconv.ParseInt(c.Param("orderId"), 10, 64)
 	if err != nil || id <= 0 {
-		return db.Order{}, notFound()
+		return order.Order{}, notFound()
 	}
-	o, err := s.q.GetOrder(c.Request().Context(), id)
+	o, err := s.orders.GetOrder(c.Request().Context(), id)
 	if db.NotFound(err) {
-		return db.Order{}, notFound()
+		return order.Order{}, notFound()
 	}
 	if err != nil {
-		return db.Order{}, fmt.Errorf("reading order %d: %w", id, err)
+		return order.Order{}, fmt.Errorf("reading order %d: %w", id, err)
 	}
 	p := mustPrincipal(c)
 	if o.UserID != p.UserID && p.Role != auth.RoleSupport {
-		return db.Order{}, notFound()
+		return order.Order{}, notFound()
 	}
 	return o, nil
 }
@@ -577,7 +577,7 @@ func (s *Server) listOrders(c echo.Context) error {
 		}
 		before = n
 	}
-	rows, err := s.q.ListOrdersOfUser(c.Request().Context(), mustPrincipal(c).UserID, before, limit)
+	rows, err := s.orders.ListOrdersOfUser(c.Request().Context(), mustPrincipal(c).UserID, before, limit)
 	if err != nil {
 		return fmt.Errorf("listing the caller's orders: %w", err)
 	}
@@ -623,7 +623,7 @@ func (s *Server) cancelOrder(c echo.Context) error {
 	var nf *serviceerror.NotFound
 	switch {
 	case activities.RefusedWith(err, problem.OrderNotCancellable), errors.As(err, &nf):
-		cur, gerr := s.q.GetOrder(c.Request().Context(), o.ID)
+		cur, gerr := s.orders.GetOrder(c.Request().Context(), o.ID)
 		if gerr != nil {
 			return fmt.Errorf("reading order %d after its cancel: %w", o.ID, gerr)
 		}

@@ -33,6 +33,7 @@ import (
 	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/internal/telemetry"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment"
 )
 
@@ -106,6 +107,7 @@ type Deps struct {
 type Server struct {
 	Deps
 	q      *db.Queries
+	orders order.Data
 	tokens *auth.Verifier
 	guests *auth.GuestTokens
 	limits rateLimits
@@ -138,7 +140,7 @@ func New(d Deps) *echo.Echo {
 	if d.Features == nil {
 		d.Features = features.New(d.Pool, features.Options{TTL: d.Options.FeaturesCacheTTL, Log: d.Log})
 	}
-	s := &Server{Deps: d, q: db.New(d.Pool),
+	s := &Server{Deps: d, q: db.New(d.Pool), orders: order.DataOf(d.Pool),
 		tokens: auth.NewVerifier(d.Options.AuthKeys, d.Options.AuthTokenCacheEntries),
 		guests: auth.NewGuestTokens(d.Options.AuthKeys), limits: newRateLimits(d.Options.RateLimits),
 		admission: newAdmission(d.Options.OrdersMaxInFlight, d.Options.OrdersAdmitMaxLatency, time.Now)}

@@ -63,10 +63,10 @@ func (s *Server) paymentWebhook(c echo.Context) error {
 		return problem.New(problem.InvalidJSON, "not a payment event")
 	}
 	ctx := c.Request().Context()
-	claim, err := s.q.ClaimWebhookEvent(ctx, db.ClaimWebhookEventParams{EventID: ev.ID, IntentID: ev.Intent.ID,
+	claim, err := s.orders.ClaimWebhookEvent(ctx, order.WebhookEventClaim{EventID: ev.ID, IntentID: ev.Intent.ID,
 		Type: ev.Type, ClaimSeconds: webhookClaim.Seconds()})
 	if db.NotFound(err) {
-		acted, err := s.q.WebhookEventActedOn(ctx, ev.ID)
+		acted, err := s.orders.WebhookEventActedOn(ctx, ev.ID)
 		if err != nil && !db.NotFound(err) {
 			return fmt.Errorf("reading payment event %s: %w", ev.ID, err)
 		}
@@ -86,13 +86,13 @@ func (s *Server) paymentWebhook(c echo.Context) error {
 	// Written even when the provider has hung up: what was done is recorded.
 	dbctx := context.WithoutCancel(ctx)
 	if err != nil {
-		if rerr := s.q.ReleaseWebhookEvent(dbctx, ev.ID, claim); rerr != nil {
+		if rerr := s.orders.ReleaseWebhookEvent(dbctx, ev.ID, claim); rerr != nil {
 			s.Log.WarnContext(ctx, "payment event not given back: the next delivery acts on it once its claim runs out",
 				"event_id", ev.ID, "error", rerr)
 		}
 		return fmt.Errorf("routing payment event %s: %w", ev.ID, err)
 	}
-	if err := s.q.WebhookEventDone(dbctx, ev.ID, claim); err != nil {
+	if err := s.orders.WebhookEventDone(dbctx, ev.ID, claim); err != nil {
 		return fmt.Errorf("marking payment event %s done: %w", ev.ID, err)
 	}
 	if unknown {
@@ -137,23 +137,23 @@ func (s *Server) actOnEvent(ctx context.Context, ev payment.WebhookEvent) (unkno
 // for that order.
 // A provider that cannot be asked is an error, so the event is delivered again later. The intent
 // the provider confirmed is returned when it was asked (nil otherwise).
-func (s *Server) routeEvent(ctx context.Context, ev payment.WebhookEvent) (db.PaymentByIntentRow, *payment.Intent, bool, error) {
-	order, err := s.q.PaymentByIntent(ctx, &ev.Intent.ID)
+func (s *Server) routeEvent(ctx context.Context, ev payment.WebhookEvent) (order.PaymentOfIntent, *payment.Intent, bool, error) {
+	paid, err := s.orders.PaymentByIntent(ctx, &ev.Intent.ID)
 	if err == nil || !db.NotFound(err) {
-		return order, nil, err == nil, err
+		return paid, nil, err == nil, err
 	}
-	byKey, err := s.q.PaymentByKey(ctx, ev.Intent.IdempotencyKey)
+	byKey, err := s.orders.PaymentByKey(ctx, ev.Intent.IdempotencyKey)
 	if db.NotFound(err) {
-		return order, nil, false, nil
+		return paid, nil, false, nil
 	}
 	if err != nil {
-		return order, nil, false, err
+		return paid, nil, false, err
 	}
 	intent, ok, err := s.providerIntent(ctx, ev, byKey.OrderID)
 	if err != nil || !ok {
-		return order, nil, false, err
+		return paid, nil, false, err
 	}
-	return db.PaymentByIntentRow(byKey), &intent, true, nil
+	return byKey, &intent, true, nil
 }
 
 // providerIntent asks the provider, by its id, for the intent the event names: ok when the
@@ -190,7 +190,7 @@ func (s *Server) providerUnavailable(err error) error {
 // so the provider delivers it again.
 func (s *Server) paymentForClosedOrder(ctx context.Context, orderID int64, ev payment.WebhookEvent,
 	confirmed *payment.Intent) error {
-	o, err := s.q.GetOrder(ctx, orderID)
+	o, err := s.orders.GetOrder(ctx, orderID)
 	if err != nil {
 		return err
 	}
@@ -214,7 +214,7 @@ func (s *Server) paymentForClosedOrder(ctx context.Context, orderID int64, ev pa
 		return nil
 	}
 	intentID := intent.ID
-	if err := s.q.RecordPayment(ctx, db.RecordPaymentParams{OrderID: orderID, Status: string(intent.Status),
+	if err := s.orders.RecordPayment(ctx, order.PaymentUpdate{OrderID: orderID, Status: string(intent.Status),
 		IntentID: &intentID, CapturedMinor: intent.CapturedMinor, RefundedMinor: intent.RefundedMinor}); err != nil {
 		return err
 	}

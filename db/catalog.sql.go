@@ -8,67 +8,7 @@ package db
 import (
 	"context"
 	"encoding/json"
-	"time"
 )
-
-const createAddress = `-- name: CreateAddress :one
-INSERT INTO addresses (user_id, city, line1, lat, lon)
-SELECT $1::bigint, $2::text, $3::text, $4::float8, $5::float8
-WHERE $6::int = 0
-   OR (SELECT count(*) FROM addresses a WHERE a.user_id = $1::bigint) < $6::int
-RETURNING id, created_at
-`
-
-type CreateAddressParams struct {
-	UserID       int64
-	City         string
-	Line1        string
-	Lat          float64
-	Lon          float64
-	MaxAddresses int32
-}
-
-type CreateAddressRow struct {
-	ID        int64
-	CreatedAt time.Time
-}
-
-// With max_addresses above 0 the address is written only while the user has fewer; the caller
-// holds the user's LockUser(LockAddressBook), so concurrent inserts cannot pass the count together.
-func (q *Queries) CreateAddress(ctx context.Context, arg CreateAddressParams) (CreateAddressRow, error) {
-	row := q.db.QueryRow(ctx, createAddress,
-		arg.UserID,
-		arg.City,
-		arg.Line1,
-		arg.Lat,
-		arg.Lon,
-		arg.MaxAddresses,
-	)
-	var i CreateAddressRow
-	err := row.Scan(&i.ID, &i.CreatedAt)
-	return i, err
-}
-
-const getAddress = `-- name: GetAddress :one
-SELECT id, user_id, city, line1, lat, lon, created_at
-FROM addresses
-WHERE id = $1 AND user_id = $2
-`
-
-func (q *Queries) GetAddress(ctx context.Context, iD int64, userID int64) (Address, error) {
-	row := q.db.QueryRow(ctx, getAddress, iD, userID)
-	var i Address
-	err := row.Scan(
-		&i.ID,
-		&i.UserID,
-		&i.City,
-		&i.Line1,
-		&i.Lat,
-		&i.Lon,
-		&i.CreatedAt,
-	)
-	return i, err
-}
 
 const insertOrderOutboxEvent = `-- name: InsertOrderOutboxEvent :exec
 INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
@@ -101,61 +41,4 @@ func (q *Queries) InsertOutboxEvent(ctx context.Context, arg InsertOutboxEventPa
 		arg.Payload,
 	)
 	return err
-}
-
-const listAddresses = `-- name: ListAddresses :many
-SELECT id, user_id, city, line1, lat, lon, created_at
-FROM addresses
-WHERE user_id = $1
-ORDER BY id
-LIMIT 100
-`
-
-func (q *Queries) ListAddresses(ctx context.Context, userID int64) ([]Address, error) {
-	rows, err := q.db.Query(ctx, listAddresses, userID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []Address{}
-	for rows.Next() {
-		var i Address
-		if err := rows.Scan(
-			&i.ID,
-			&i.UserID,
-			&i.City,
-			&i.Line1,
-			&i.Lat,
-			&i.Lon,
-			&i.CreatedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const orderShipTo = `-- name: OrderShipTo :one
-SELECT a.lat, a.lon
-FROM orders o
-JOIN addresses a ON a.id = o.address_id
-WHERE o.id = $1
-`
-
-type OrderShipToRow struct {
-	Lat float64
-	Lon float64
-}
-
-// Where an order ships to, read by its reserve step, so that the coordinates never travel through
-// the order workflow.
-func (q *Queries) OrderShipTo(ctx context.Context, orderID int64) (OrderShipToRow, error) {
-	row := q.db.QueryRow(ctx, orderShipTo, orderID)
-	var i OrderShipToRow
-	err := row.Scan(&i.Lat, &i.Lon)
-	return i, err
 }

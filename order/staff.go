@@ -8,6 +8,7 @@ import (
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/staff"
+	"github.com/marketplace/checkout/order/internal/orderstore"
 )
 
 // Staff actions on an order (staff_actions.action).
@@ -36,7 +37,11 @@ type StaffAction struct {
 
 // RecordStaffAction writes the action's staff_actions row in the caller's transaction, and says
 // whether it was new (false: a repeat, written before).
-func RecordStaffAction(ctx context.Context, q *db.Queries, a StaffAction) (bool, error) {
+func RecordStaffAction(ctx context.Context, conn db.DBTX, a StaffAction) (bool, error) {
+	return recordStaffAction(ctx, orderstore.New(conn), a)
+}
+
+func recordStaffAction(ctx context.Context, q *orderstore.Queries, a StaffAction) (bool, error) {
 	detail := a.Detail
 	if detail == nil {
 		detail = map[string]any{}
@@ -45,7 +50,7 @@ func RecordStaffAction(ctx context.Context, q *db.Queries, a StaffAction) (bool,
 	if err != nil {
 		return false, err
 	}
-	p := db.InsertStaffActionParams{OrderID: a.OrderID, Action: a.Action, Reason: a.Reason, ActorSub: a.Actor.Sub,
+	p := orderstore.InsertStaffActionParams{OrderID: a.OrderID, Action: a.Action, Reason: a.Reason, ActorSub: a.Actor.Sub,
 		ActorRole: a.Actor.Role, ActorName: a.Actor.Name, ActorVia: a.Actor.Via, ActorIp: a.Actor.IP, Detail: raw,
 		WorkflowID: a.WorkflowID, RunID: a.RunID, Seq: int32(a.Seq)}
 	if a.LineCancellationID != 0 {
@@ -63,8 +68,8 @@ func RecordStaffAction(ctx context.Context, q *db.Queries, a StaffAction) (bool,
 // transaction, once.
 func (s Store) StaffActed(ctx context.Context, a StaffAction) error {
 	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		q := db.New(tx)
-		added, err := RecordStaffAction(ctx, q, a)
+		q := orderstore.New(tx)
+		added, err := recordStaffAction(ctx, q, a)
 		if err != nil || !added {
 			return err
 		}
@@ -75,6 +80,6 @@ func (s Store) StaffActed(ctx context.Context, a StaffAction) error {
 		if a.LineCancellationID != 0 {
 			detail["lineCancellationId"] = a.LineCancellationID
 		}
-		return Note(ctx, q, a.OrderID, "support_action", detail)
+		return note(ctx, q, a.OrderID, "support_action", detail)
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/sqlc-dev/pqtype"
 
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/order/internal/orderstore"
 	"github.com/marketplace/checkout/pricing"
 )
 
@@ -23,7 +24,7 @@ type Store struct {
 	Pool *pgxpool.Pool
 }
 
-func (s Store) q() *db.Queries { return db.New(s.Pool) }
+func (s Store) q() *orderstore.Queries { return orderstore.New(s.Pool) }
 
 // Outbox event types of an order: its creation and its end (docs/events.md).
 const (
@@ -96,12 +97,12 @@ func (e *TooManyOpenError) Error() string {
 func (s Store) Create(ctx context.Context, n New) (Created, error) {
 	var out Created
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		q := db.New(tx)
+		q := orderstore.New(tx)
 		var err error
 		if out, err = Insert(ctx, tx, n); err != nil || !out.Made {
 			return err
 		}
-		return q.InsertPayment(ctx, db.InsertPaymentParams{OrderID: out.ID, IdempotencyKey: PaymentKey(out.ID),
+		return q.InsertPayment(ctx, orderstore.InsertPaymentParams{OrderID: out.ID, IdempotencyKey: PaymentKey(out.ID),
 			Provider: n.Provider, AmountMinor: n.Quote.TotalMinor, Currency: n.Quote.Currency})
 	})
 	return out, err
@@ -113,7 +114,7 @@ func (s Store) Create(ctx context.Context, n New) (Created, error) {
 // written; the count and the insert are one decision under the shopper's lock. A coupon that can
 // no longer be redeemed refuses the order with its *pricing.CouponRefusal.
 func Insert(ctx context.Context, tx db.DBTX, n New) (Created, error) {
-	q := db.New(tx)
+	q := orderstore.New(tx)
 	_, err := q.GetAddress(ctx, n.AddressID, n.UserID)
 	if db.NotFound(err) {
 		return Created{}, ErrAddressNotFound
@@ -126,7 +127,7 @@ func Insert(ctx context.Context, tx db.DBTX, n New) (Created, error) {
 			return Created{}, err
 		}
 	}
-	id, err := q.InsertOrder(ctx, db.InsertOrderParams{UserID: n.UserID, IdempotencyKey: n.IdempotencyKey,
+	id, err := q.InsertOrder(ctx, orderstore.InsertOrderParams{UserID: n.UserID, IdempotencyKey: n.IdempotencyKey,
 		RequestHash: n.RequestHash, WorkflowID: n.WorkflowID, RunID: n.RunID, AddressID: n.AddressID,
 		PriceVersion: n.Quote.PriceVersion, TotalMinor: n.Quote.TotalMinor, Currency: n.Quote.Currency,
 		MaxOpen: int32(n.MaxOpen)})
@@ -137,7 +138,7 @@ func Insert(ctx context.Context, tx db.DBTX, n New) (Created, error) {
 		return Created{}, err
 	}
 	for _, it := range n.Quote.Items {
-		p := db.InsertOrderItemParams{OrderID: id, SkuID: it.SKUID, SellerID: it.SellerID, Title: it.Title,
+		p := orderstore.InsertOrderItemParams{OrderID: id, SkuID: it.SKUID, SellerID: it.SellerID, Title: it.Title,
 			Quantity: it.Quantity, UnitPriceMinor: it.UnitPriceMinor, Currency: it.Currency, CampaignIds: it.Campaigns}
 		if it.ListPriceMinor > 0 {
 			p.ListPriceMinor = &it.ListPriceMinor
@@ -151,18 +152,18 @@ func Insert(ctx context.Context, tx db.DBTX, n New) (Created, error) {
 			return Created{}, err
 		}
 	}
-	err = Note(ctx, q, id, "created", map[string]any{"workflowId": n.WorkflowID, "total": n.Quote.TotalMinor,
+	err = note(ctx, q, id, "created", map[string]any{"workflowId": n.WorkflowID, "total": n.Quote.TotalMinor,
 		"currency": n.Quote.Currency})
 	if err != nil {
 		return Created{}, err
 	}
-	err = q.InsertOrderOutboxEvent(ctx, id, EventCreated, []byte("{}"))
+	err = db.New(tx).InsertOrderOutboxEvent(ctx, id, EventCreated, []byte("{}"))
 	return Created{ID: id, Status: StatusPendingPayment, Made: true}, err
 }
 
 // existing is the order a request's key already holds, when the insert wrote nothing; the cap's
 // refusal when no order holds it.
-func existing(ctx context.Context, q *db.Queries, n New) (Created, error) {
+func existing(ctx context.Context, q *orderstore.Queries, n New) (Created, error) {
 	o, err := q.OrderByKey(ctx, n.UserID, n.IdempotencyKey)
 	if db.NotFound(err) {
 		w, err := waiting(ctx, q, n.UserID)
@@ -192,7 +193,7 @@ func (s Store) Waiting(ctx context.Context, userID int64) (Waiting, error) {
 	return waiting(ctx, s.q(), userID)
 }
 
-func waiting(ctx context.Context, q *db.Queries, userID int64) (Waiting, error) {
+func waiting(ctx context.Context, q *orderstore.Queries, userID int64) (Waiting, error) {
 	p, err := q.PendingOrdersOf(ctx, userID)
 	return Waiting{Pending: p.Pending, NextHoldEnd: p.NextHoldEnd}, err
 }
@@ -248,12 +249,12 @@ func (s Store) Transition(ctx context.Context, orderID int64, to Status, code Fa
 	}
 	changed := false
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		q := db.New(tx)
+		q := orderstore.New(tx)
 		var failure *string
 		if code != "" {
 			failure = (*string)(&code)
 		}
-		_, err := q.TransitionOrder(ctx, db.TransitionOrderParams{ToStatus: string(to), FailureCode: failure,
+		_, err := q.TransitionOrder(ctx, orderstore.TransitionOrderParams{ToStatus: string(to), FailureCode: failure,
 			ID: orderID, FromStatuses: openStatuses})
 		if db.NotFound(err) {
 			return nil
@@ -272,14 +273,14 @@ func (s Store) Transition(ctx context.Context, orderID int64, to Status, code Fa
 		for k, v := range detail {
 			entry[k] = v
 		}
-		if err := Note(ctx, q, orderID, "status", entry); err != nil {
+		if err := note(ctx, q, orderID, "status", entry); err != nil {
 			return err
 		}
 		extra := []byte("{}")
 		if code != "" {
 			extra, _ = json.Marshal(map[string]any{"code": code})
 		}
-		return q.InsertOrderOutboxEvent(ctx, orderID, event, extra)
+		return db.New(tx).InsertOrderOutboxEvent(ctx, orderID, event, extra)
 	})
 	return changed, err
 }
@@ -322,7 +323,7 @@ func (s Store) Finish(ctx context.Context, orderID int64, to Status, code Failur
 // An order parked again after it was escalated keeps its escalation (esc).
 func (s Store) Park(ctx context.Context, orderID int64, step, cause string, esc *Escalation) error {
 	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		q := db.New(tx)
+		q := orderstore.New(tx)
 		detail := map[string]any{"step": step, "error": cause}
 		attention := maps.Clone(detail)
 		if esc != nil {
@@ -335,7 +336,7 @@ func (s Store) Park(ctx context.Context, orderID int64, step, cause string, esc 
 		if _, err := q.ParkOrder(ctx, nullJSON(raw), orderID); err != nil && !db.NotFound(err) {
 			return err
 		}
-		return Note(ctx, q, orderID, "needs_attention", detail)
+		return note(ctx, q, orderID, "needs_attention", detail)
 	})
 }
 
@@ -350,7 +351,7 @@ type Escalation struct {
 // timeline. An order no longer parked is left as it is.
 func (s Store) Escalate(ctx context.Context, orderID int64, givesUpAt *time.Time) error {
 	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		q := db.New(tx)
+		q := orderstore.New(tx)
 		if _, err := q.EscalateOrder(ctx, givesUpAt, orderID); db.NotFound(err) {
 			return nil
 		} else if err != nil {
@@ -360,7 +361,7 @@ func (s Store) Escalate(ctx context.Context, orderID int64, givesUpAt *time.Time
 		if givesUpAt != nil {
 			detail["givesUpAt"] = givesUpAt
 		}
-		return Note(ctx, q, orderID, "escalated", detail)
+		return note(ctx, q, orderID, "escalated", detail)
 	})
 }
 
@@ -378,11 +379,15 @@ func (s Store) Resume(ctx context.Context, orderID int64) error {
 // Note appends an entry to the order's timeline. What a shopper sees of its detail is
 // ShopperDetail's choice.
 func (s Store) Note(ctx context.Context, orderID int64, kind string, detail map[string]any) error {
-	return Note(ctx, s.q(), orderID, kind, detail)
+	return note(ctx, s.q(), orderID, kind, detail)
 }
 
 // Note appends an entry to the order's timeline in the caller's transaction.
-func Note(ctx context.Context, q *db.Queries, orderID int64, kind string, detail map[string]any) error {
+func Note(ctx context.Context, conn db.DBTX, orderID int64, kind string, detail map[string]any) error {
+	return note(ctx, orderstore.New(conn), orderID, kind, detail)
+}
+
+func note(ctx context.Context, q *orderstore.Queries, orderID int64, kind string, detail map[string]any) error {
 	var raw []byte
 	if detail != nil {
 		var err error
@@ -401,7 +406,7 @@ func (s Store) RecordOutcome(ctx context.Context, userID int64, idempotencyKey, 
 	if orderID > 0 {
 		id = &orderID
 	}
-	return s.q().InsertIdempotencyRecord(ctx, db.InsertIdempotencyRecordParams{UserID: userID,
+	return s.q().InsertIdempotencyRecord(ctx, orderstore.InsertIdempotencyRecordParams{UserID: userID,
 		IdempotencyKey: idempotencyKey, RequestHash: requestHash, OrderID: id, Outcome: outcome})
 }
 

@@ -11,16 +11,16 @@ import (
 // View is an order as its shopper and support read it: the row, its lines, the units cancelled
 // after payment, where its stock is held or went, its payment and its timeline.
 type View struct {
-	Order db.Order
-	Items []db.OrderItemsRow
+	Order Order
+	Items []Item
 	// Cancellations are units of lines cancelled after payment, each with its refund.
-	Cancellations []db.LineCancellation
+	Cancellations []LineCancellation
 	Reservations  []inventory.Allocation
 	// Payment is nil while the order has no payment row.
-	Payment  *db.Payment
-	Timeline []db.OrderEventsRow
+	Payment  *Payment
+	Timeline []TimelineEntry
 	// StaffActions are the staff actions on the order, each with the person who sent it.
-	StaffActions []db.StaffActionsOfOrderRow
+	StaffActions []StaffActionEntry
 }
 
 // CancelledMinor is what the line cancellations took off the order: each is worth what it
@@ -34,14 +34,14 @@ func (v View) CancelledMinor() int64 {
 }
 
 // View reads the rest of an order its caller has read (and may see).
-func (s Store) View(ctx context.Context, o db.Order) (View, error) {
-	q := s.q()
+func (s Store) View(ctx context.Context, o Order) (View, error) {
+	d, q := DataOf(s.Pool), s.q()
 	v := View{Order: o}
 	var err error
-	if v.Items, err = q.OrderItems(ctx, o.ID); err != nil {
+	if v.Items, err = d.OrderItems(ctx, o.ID); err != nil {
 		return v, err
 	}
-	if v.Cancellations, err = q.LineCancellationsOfOrder(ctx, o.ID); err != nil {
+	if v.Cancellations, err = d.LineCancellationsOfOrder(ctx, o.ID); err != nil {
 		return v, err
 	}
 	res, err := inventory.ReservationOf(ctx, s.Pool, o.ID)
@@ -49,17 +49,24 @@ func (s Store) View(ctx context.Context, o db.Order) (View, error) {
 		return v, err
 	}
 	v.Reservations = res.Allocations
-	pay, err := q.GetPayment(ctx, o.ID)
+	pay, err := d.GetPayment(ctx, o.ID)
 	switch {
 	case err == nil:
 		v.Payment = &pay
 	case !db.NotFound(err):
 		return v, err
 	}
-	if v.Timeline, err = q.OrderEvents(ctx, o.ID); err != nil {
+	events, err := q.OrderEvents(ctx, o.ID)
+	if err != nil {
 		return v, err
 	}
-	v.StaffActions, err = q.StaffActionsOfOrder(ctx, o.ID)
+	for _, e := range events {
+		v.Timeline = append(v.Timeline, TimelineEntry(e))
+	}
+	actions, err := q.StaffActionsOfOrder(ctx, o.ID)
+	for _, a := range actions {
+		v.StaffActions = append(v.StaffActions, StaffActionEntry(a))
+	}
 	return v, err
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/order"
 )
@@ -12,7 +11,7 @@ import (
 var _ metrics.OrderGauges = orderGauges{}
 
 // orderGauges reads the orders waiting in the saga and their unknown payments for /metrics.
-type orderGauges struct{ q *db.Queries }
+type orderGauges struct{ q order.Data }
 
 func (g orderGauges) OrderFigures(ctx context.Context) (metrics.OrderFigures, error) {
 	var f metrics.OrderFigures

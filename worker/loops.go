@@ -13,6 +13,7 @@ import (
 	"github.com/marketplace/checkout/features"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/kafkasink"
+	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/outbox"
 	"github.com/marketplace/checkout/webhooks"
 	"github.com/marketplace/checkout/workflows"
@@ -53,7 +54,7 @@ func Loops(d Deps) []Loop {
 		d.Metrics.RegisterOutboxGauges(out)
 		// The orders waiting in the saga: database figures like the relays' lag, so served by the
 		// worker's /metrics alone.
-		d.Metrics.RegisterOrderGauges(orderGauges{q: db.New(d.Pool)})
+		d.Metrics.RegisterOrderGauges(orderGauges{q: order.DataOf(d.Pool)})
 	}
 	loops = append(loops, Loop{Name: "outbox relay", Run: out.Run})
 

@@ -151,8 +151,7 @@ func (p *plain) checkout(ctx context.Context, userID int64, key, hash string, re
 	var out *answer
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		out = nil
-		q := db.New(tx)
-		addr, err := q.GetAddress(ctx, req.AddressID, userID)
+		addr, err := order.DataOf(tx).GetAddress(ctx, req.AddressID, userID)
 		if db.NotFound(err) {
 			out = fail(problem.New(problem.ValidationFailed, "addressId: not one of your addresses"))
 			return nil
@@ -208,7 +207,7 @@ func (p *plain) checkout(ctx context.Context, userID int64, key, hash string, re
 			return errOutOfStock // roll back the order row
 		}
 		payload, _ := json.Marshal(map[string]any{"orderId": id, "status": order.StatusPendingPayment, "total": quote.TotalMinor})
-		if err := q.InsertOutboxEvent(ctx, db.InsertOutboxEventParams{AggregateType: "order",
+		if err := db.New(tx).InsertOutboxEvent(ctx, db.InsertOutboxEventParams{AggregateType: "order",
 			AggregateID: strconv.FormatInt(id, 10), EventType: "order.placed", Payload: payload}); err != nil {
 			return err
 		}

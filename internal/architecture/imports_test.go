@@ -25,7 +25,7 @@ var layers = [][]string{
 	// queries, which only the area imports; the payment simulator's on its own schema), the error
 	// vocabulary, money, tokens, the codec, metrics, the payment provider's interface, a
 	// deployment's certificates, the dev PostgreSQL and child processes.
-	{"db", "migrations", "payment/paysim/simdb", "inventory/internal/stockstore", "pricing/internal/pricingstore",
+	{"db", "migrations", "payment/paysim/simdb", "order/internal/orderstore", "inventory/internal/stockstore", "pricing/internal/pricingstore",
 		"cart/internal/cartstore", "availability/internal/availabilitystore", "webhooks/internal/webhookstore",
 		"features/internal/featurestore", "audit/internal/auditstore", "internal/problem", "internal/money", "internal/auth", "internal/codec",
 		"internal/metrics", "payment", "internal/pki", "internal/dev/pgserver", "internal/dev/childproc", "deploy"},

@@ -3,7 +3,7 @@
 //   sqlc v1.31.1
 // source: staff.sql
 
-package db
+package orderstore
 
 import (
 	"context"

@@ -3,7 +3,7 @@
 //   sqlc v1.31.1
 // source: jobs.sql
 
-package db
+package orderstore
 
 import (
 	"context"
