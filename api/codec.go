@@ -23,7 +23,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/codec"
 	"github.com/marketplace/checkout/internal/problem"
@@ -97,7 +96,7 @@ func (s *Server) authenticateCodec(next echo.HandlerFunc) echo.HandlerFunc {
 		if !s.codecOriginAllowed(c.Request().Header.Get(echo.HeaderOrigin)) {
 			return forbidden("the support session is for the Temporal UI (TEMPORAL_UI_ORIGIN) and this API only")
 		}
-		row, err := s.q.CodecSession(c.Request().Context(), sessionHash(cookie.Value))
+		row, err := staff.SessionOf(c.Request().Context(), s.Pool, sessionHash(cookie.Value))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return unauthorized("the support session has expired: sign in again at " + s.codecSessionURL())
 		}
@@ -247,11 +246,11 @@ func (s *Server) codecSignIn(c echo.Context) error {
 	}
 	id := base64.RawURLEncoding.EncodeToString(raw)
 	ctx := c.Request().Context()
-	if err := s.q.CreateCodecSession(ctx, db.CreateCodecSessionParams{IDHash: sessionHash(id), UserID: p.UserID,
+	if err := staff.OpenSession(ctx, s.Pool, sessionHash(id), staff.Session{UserID: p.UserID,
 		Role: p.Role, Name: p.Name, ExpiresAt: exp}); err != nil {
 		return err
 	}
-	if err := s.q.DeleteExpiredCodecSessions(ctx); err != nil {
+	if err := staff.ForgetEndedSessions(ctx, s.Pool); err != nil {
 		s.Log.Warn("forgetting ended codec sessions", "err", err)
 	}
 	c.SetCookie(s.codecCookie(c.Request(), id, exp))
@@ -265,7 +264,7 @@ func (s *Server) codecSignOut(c echo.Context) error {
 		return forbidden("sign out from this API's page or the Temporal UI's only")
 	}
 	if cookie, err := c.Cookie(CodecSessionCookie); err == nil && cookie.Value != "" {
-		if err := s.q.DeleteCodecSession(c.Request().Context(), sessionHash(cookie.Value)); err != nil {
+		if err := staff.CloseSession(c.Request().Context(), s.Pool, sessionHash(cookie.Value)); err != nil {
 			return err
 		}
 	}

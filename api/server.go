@@ -26,7 +26,6 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/marketplace/checkout/cart"
-	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/features"
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/metrics"
@@ -106,7 +105,6 @@ type Deps struct {
 // Server holds the API's dependencies; its methods are the handlers.
 type Server struct {
 	Deps
-	q      *db.Queries
 	orders order.Data
 	tokens *auth.Verifier
 	guests *auth.GuestTokens
@@ -140,7 +138,7 @@ func New(d Deps) *echo.Echo {
 	if d.Features == nil {
 		d.Features = features.New(d.Pool, features.Options{TTL: d.Options.FeaturesCacheTTL, Log: d.Log})
 	}
-	s := &Server{Deps: d, q: db.New(d.Pool), orders: order.DataOf(d.Pool),
+	s := &Server{Deps: d, orders: order.DataOf(d.Pool),
 		tokens: auth.NewVerifier(d.Options.AuthKeys, d.Options.AuthTokenCacheEntries),
 		guests: auth.NewGuestTokens(d.Options.AuthKeys), limits: newRateLimits(d.Options.RateLimits),
 		admission: newAdmission(d.Options.OrdersMaxInFlight, d.Options.OrdersAdmitMaxLatency, time.Now)}

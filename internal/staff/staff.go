@@ -3,7 +3,8 @@
 // staff_actions table record. An Actor is only ever filled in from a verified identity — by the
 // API's codec endpoint for a signed-in staff member of the Temporal UI, by the API's ops routes
 // from the verified bearer token — never from what someone typed into the input; the workflows
-// refuse an action that names nobody.
+// refuse an action that names nobody. The package also keeps the staff's signed-in sessions for
+// decoding in the Temporal UI (Session), in a store of its own.
 package staff
 
 import (
