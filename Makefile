@@ -181,7 +181,7 @@ lint: $(STATICCHECK) $(WORKFLOWCHECK) ## gofmt, go vet, staticcheck and Temporal
 	cd tools/oidc-provider && $(STATICCHECK) ./...
 
 .PHONY: sqlc
-sqlc: $(SQLC) ## regenerate the stores sqlc.yaml names (db/, each area's internal store, payment/paysim/simdb) from their queries
+sqlc: $(SQLC) ## regenerate the stores sqlc.yaml names (each area's internal store, payment/paysim/simdb) from their queries
 	$(SQLC) generate
 
 .PHONY: sqlc-check

@@ -15,6 +15,7 @@ import (
 	"github.com/marketplace/checkout/internal/staff"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
+	"github.com/marketplace/checkout/outbox/emit"
 	"github.com/marketplace/checkout/payment"
 )
 
@@ -273,8 +274,7 @@ func (a *Orders) AnnounceLineCancel(ctx context.Context, cancellationID int64) (
 			if err != nil {
 				return err
 			}
-			if err := db.New(tx).InsertOutboxEvent(ctx, db.InsertOutboxEventParams{AggregateType: "order",
-				AggregateID: strconv.FormatInt(r.OrderID, 10), EventType: EventOrderLineCancelled, Payload: payload}); err != nil {
+			if err := emit.Event(ctx, tx, "order", strconv.FormatInt(r.OrderID, 10), EventOrderLineCancelled, payload); err != nil {
 				return err
 			}
 		}

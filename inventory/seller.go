@@ -9,6 +9,7 @@ import (
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/inventory/internal/stockstore"
+	"github.com/marketplace/checkout/outbox/emit"
 )
 
 // Results of one seller stock row.
@@ -175,9 +176,7 @@ func announceReleases(ctx context.Context, tx db.DBTX, sellerID, skuID int64, wa
 		if err != nil {
 			return nil, 0, err
 		}
-		if err := db.New(tx).InsertOutboxEvent(ctx, db.InsertOutboxEventParams{AggregateType: "order",
-			AggregateID: strconv.FormatInt(r.OrderID, 10), EventType: EventOrderStockShortfall,
-			Payload: payload}); err != nil {
+		if err := emit.Event(ctx, tx, "order", strconv.FormatInt(r.OrderID, 10), EventOrderStockShortfall, payload); err != nil {
 			return nil, 0, err
 		}
 	}

@@ -592,3 +592,9 @@ func (d Data) Note(ctx context.Context, orderID int64, kind string, detail map[s
 func (d Data) RecordStaffAction(ctx context.Context, a StaffAction) (bool, error) {
 	return recordStaffAction(ctx, d.q, a)
 }
+
+// OrderWorkflowID is the workflow of the order id (for the handlers of events that name the
+// order only).
+func (d Data) OrderWorkflowID(ctx context.Context, id int64) (string, error) {
+	return d.q.OrderWorkflowID(ctx, id)
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/order/internal/orderstore"
+	"github.com/marketplace/checkout/outbox/emit"
 	"github.com/marketplace/checkout/pricing"
 )
 
@@ -157,7 +158,7 @@ func Insert(ctx context.Context, tx db.DBTX, n New) (Created, error) {
 	if err != nil {
 		return Created{}, err
 	}
-	err = db.New(tx).InsertOrderOutboxEvent(ctx, id, EventCreated, []byte("{}"))
+	err = emit.OrderEvent(ctx, tx, id, EventCreated, []byte("{}"))
 	return Created{ID: id, Status: StatusPendingPayment, Made: true}, err
 }
 
@@ -280,7 +281,7 @@ func (s Store) Transition(ctx context.Context, orderID int64, to Status, code Fa
 		if code != "" {
 			extra, _ = json.Marshal(map[string]any{"code": code})
 		}
-		return db.New(tx).InsertOrderOutboxEvent(ctx, orderID, event, extra)
+		return emit.OrderEvent(ctx, tx, orderID, event, extra)
 	})
 	return changed, err
 }

@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/events"
+	"github.com/marketplace/checkout/outbox/internal/outboxstore"
 )
 
 // Event is one outbox row.
@@ -148,7 +148,7 @@ func (r *Relay) purge(ctx context.Context) error {
 		keep = 72 * time.Hour
 	}
 	for {
-		n, err := db.New(r.Pool).PurgePublishedOutbox(ctx, keep.Seconds(), 5000)
+		n, err := outboxstore.New(r.Pool).PurgePublishedOutbox(ctx, keep.Seconds(), 5000)
 		if err != nil || n < 5000 {
 			return err
 		}
@@ -157,7 +157,7 @@ func (r *Relay) purge(ctx context.Context) error {
 
 // Backlog is the relay's lag: events not yet published nor set aside, and the age of the oldest.
 func (r *Relay) Backlog(ctx context.Context) (pending int64, oldest time.Duration, err error) {
-	row, err := db.New(r.Pool).OutboxLag(ctx)
+	row, err := outboxstore.New(r.Pool).OutboxLag(ctx)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -175,7 +175,7 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 	published := 0
 	var stopErr error
 	err := pgx.BeginFunc(ctx, r.Pool, func(tx pgx.Tx) error {
-		q := db.New(tx)
+		q := outboxstore.New(tx)
 		locked, err := q.TryLockOutboxRelay(ctx)
 		if err != nil || !locked {
 			return err

@@ -100,7 +100,7 @@ func shortfallToWorkflow(d Deps) outbox.Handler {
 			d.Log.Error("malformed shortfall event", "event_id", e.ID, "error", err)
 			return nil
 		}
-		wfID, err := db.New(d.Pool).OrderWorkflowID(ctx, ev.OrderID)
+		wfID, err := order.DataOf(d.Pool).OrderWorkflowID(ctx, ev.OrderID)
 		if db.NotFound(err) {
 			d.Log.Warn("shortfall for an unknown order", "order_id", ev.OrderID)
 			return nil

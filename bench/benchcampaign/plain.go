@@ -26,6 +26,7 @@ import (
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/order"
+	"github.com/marketplace/checkout/outbox/emit"
 )
 
 // plainWorkflowID marks the orders of the plain endpoint (orders.workflow_id is NOT NULL; no
@@ -207,8 +208,7 @@ func (p *plain) checkout(ctx context.Context, userID int64, key, hash string, re
 			return errOutOfStock // roll back the order row
 		}
 		payload, _ := json.Marshal(map[string]any{"orderId": id, "status": order.StatusPendingPayment, "total": quote.TotalMinor})
-		if err := db.New(tx).InsertOutboxEvent(ctx, db.InsertOutboxEventParams{AggregateType: "order",
-			AggregateID: strconv.FormatInt(id, 10), EventType: "order.placed", Payload: payload}); err != nil {
+		if err := emit.Event(ctx, tx, "order", strconv.FormatInt(id, 10), "order.placed", payload); err != nil {
 			return err
 		}
 		out = &answer{status: http.StatusCreated, body: map[string]any{"orderId": id, "status": order.StatusPendingPayment,

@@ -27,8 +27,10 @@ var layers = [][]string{
 	// deployment's certificates, the dev PostgreSQL and child processes.
 	{"db", "migrations", "payment/paysim/simdb", "order/internal/orderstore", "inventory/internal/stockstore", "pricing/internal/pricingstore",
 		"cart/internal/cartstore", "availability/internal/availabilitystore", "webhooks/internal/webhookstore",
-		"features/internal/featurestore", "audit/internal/auditstore", "internal/staff/internal/sessionstore", "internal/problem", "internal/money", "internal/auth", "internal/codec",
+		"features/internal/featurestore", "audit/internal/auditstore", "internal/staff/internal/sessionstore", "outbox/internal/outboxstore", "internal/problem", "internal/money", "internal/auth", "internal/codec",
 		"internal/metrics", "payment", "internal/pki", "internal/dev/pgserver", "internal/dev/childproc", "deploy"},
+	// The outbox's writer, through which every area writes its events in its own transaction.
+	{"outbox/emit"},
 	// The business rules, each on its own tables.
 	{"inventory", "pricing", "events", "payment/paysim", "payment/stripepay", "internal/config", "internal/dev/demo",
 		"internal/dev/devtemporal", "internal/dev/devprometheus", "internal/dev/devjaeger", "internal/dev/natsserver",

@@ -19,11 +19,6 @@ import (
 // import no store at all.
 var edges = []string{"api", "activities", "workflows", "worker"}
 
-// legacyQueries are the query files still generated into the shared db package, each waiting to
-// move to the store of the area that owns its tables. The list only shrinks: a new query goes to
-// its area's store.
-var legacyQueries = []string{"catalog.sql", "outbox.sql"}
-
 // stores reads sqlc.yaml: the package each sqlc target generates, by its out directory.
 func stores(t *testing.T) []string {
 	raw, err := os.ReadFile("../../sqlc.yaml")
@@ -91,7 +86,7 @@ func TestStores_OwnedByTheirArea(t *testing.T) {
 	all := stores(t)
 	for pkg, deps := range imports(t) {
 		for _, dep := range deps {
-			if !slices.Contains(all, dep) || dep == "db" {
+			if !slices.Contains(all, dep) {
 				continue
 			}
 			if area := areaOf(dep); !within(pkg, area) {
@@ -106,17 +101,12 @@ func TestStores_OwnedByTheirArea(t *testing.T) {
 	}
 }
 
-// TestStores_SharedDBHoldsOnlyLegacyQueries: the shared db package keeps the pool, the locks and
-// the not-found helper; of queries, only those of legacyQueries, which have not moved yet.
-func TestStores_SharedDBHoldsOnlyLegacyQueries(t *testing.T) {
-	entries, err := os.ReadDir("../../db/queries")
-	if errors.Is(err, fs.ErrNotExist) {
-		return
-	}
-	require.NoError(t, err)
-	for _, e := range entries {
-		assert.Contains(t, legacyQueries, e.Name(), "db/queries/%s: a query belongs in the store of the area that owns its tables", e.Name())
-	}
+// TestStores_SharedDBHoldsNoQuery: db keeps what the stores share (the pool, the locks, NotFound,
+// DBTX) and no query: it is no sqlc target, and has no queries of its own.
+func TestStores_SharedDBHoldsNoQuery(t *testing.T) {
+	assert.NotContains(t, stores(t), "db", "sqlc.yaml generates into db: a query belongs in the store of the area that owns its tables")
+	_, err := os.Stat("../../db/queries")
+	assert.ErrorIs(t, err, fs.ErrNotExist, "db/queries: a query belongs in the store of the area that owns its tables")
 }
 
 // TestStores_DocumentMatchesTheCode: the stores table of docs/architecture.md lists every store
@@ -134,9 +124,7 @@ func TestStores_DocumentMatchesTheCode(t *testing.T) {
 	}
 	want := map[string]string{}
 	for _, s := range stores(t) {
-		if s != "db" {
-			want[s] = areaOf(s)
-		}
+		want[s] = areaOf(s)
 	}
 	assert.Equal(t, want, documented, "docs/architecture.md's stores table (area, store) and sqlc.yaml's targets")
 

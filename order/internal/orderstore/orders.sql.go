@@ -853,6 +853,18 @@ func (q *Queries) OrderItems(ctx context.Context, orderID int64) ([]OrderItemsRo
 	return items, nil
 }
 
+const orderWorkflowID = `-- name: OrderWorkflowID :one
+SELECT workflow_id FROM orders WHERE id = $1
+`
+
+// The workflow of an order (for the handlers of events that name the order only).
+func (q *Queries) OrderWorkflowID(ctx context.Context, id int64) (string, error) {
+	row := q.db.QueryRow(ctx, orderWorkflowID, id)
+	var workflow_id string
+	err := row.Scan(&workflow_id)
+	return workflow_id, err
+}
+
 const parkOrder = `-- name: ParkOrder :one
 UPDATE orders
    SET status = CASE WHEN status IN ('PENDING_PAYMENT', 'NEEDS_ATTENTION') THEN 'NEEDS_ATTENTION' ELSE status END,

@@ -389,3 +389,7 @@ UPDATE line_cancellations lc
 RETURNING lc.order_id, lc.sku_id, lc.units, lc.reason, lc.amount_minor, lc.currency,
           (lc.restocked_at IS NOT NULL)::bool AS restocked, oi.seller_id, o.user_id, oi.quantity,
           oi.cancelled_quantity;
+
+-- name: OrderWorkflowID :one
+-- The workflow of an order (for the handlers of events that name the order only).
+SELECT workflow_id FROM orders WHERE id = @id;

@@ -34,6 +34,3 @@ DELETE FROM outbox_events
  WHERE id IN (SELECT id FROM outbox_events
                WHERE published_at < now() - make_interval(secs => @keep_seconds::float8)
                ORDER BY published_at LIMIT @batch_size);
-
--- name: OrderWorkflowID :one
-SELECT workflow_id FROM orders WHERE id = @id;

@@ -3,7 +3,7 @@
 //   sqlc v1.31.1
 // source: outbox.sql
 
-package db
+package outboxstore
 
 import (
 	"context"
@@ -18,17 +18,6 @@ UPDATE outbox_events SET published_at = now() WHERE id = ANY ($1::bigint[]) AND 
 func (q *Queries) MarkOutboxPublished(ctx context.Context, ids []int64) error {
 	_, err := q.db.Exec(ctx, markOutboxPublished, ids)
 	return err
-}
-
-const orderWorkflowID = `-- name: OrderWorkflowID :one
-SELECT workflow_id FROM orders WHERE id = $1
-`
-
-func (q *Queries) OrderWorkflowID(ctx context.Context, id int64) (string, error) {
-	row := q.db.QueryRow(ctx, orderWorkflowID, id)
-	var workflow_id string
-	err := row.Scan(&workflow_id)
-	return workflow_id, err
 }
 
 const outboxHandlerFailed = `-- name: OutboxHandlerFailed :one
