@@ -18,7 +18,8 @@ import (
 // staff actions, addresses, kept answers) on a pool or in the caller's transaction: the API, the
 // activities, the worker and the harness read and write them through it, never through the
 // store. Each method runs the statement of the same name of order/internal/orderstore/queries;
-// absence is an error db.NotFound recognises.
+// absence is an error db.NotFound recognises. The types below carry the fields of the statements'
+// rows and are converted from them, so the compiler keeps the two in step.
 type Data struct{ q *orderstore.Queries }
 
 // DataOf is the order's data on conn, a pool or a transaction.
