@@ -63,7 +63,7 @@ type payRef struct {
 }
 
 func (a *Payments) ref(ctx context.Context, orderID int64) (payRef, error) {
-	row, err := db.New(a.Pool).PaymentRef(ctx, orderID)
+	row, err := db.New(db.Traced(a.Pool)).PaymentRef(ctx, orderID)
 	if err != nil {
 		return payRef{}, fmt.Errorf("reading the payment of order %d: %w", orderID, err)
 	}
@@ -111,7 +111,7 @@ func (a *Payments) Authorize(ctx context.Context, in AuthorizeInput) (PaymentRes
 		return PaymentResult{}, err
 	}
 	if in.Token == "" {
-		token, err := db.New(a.Pool).PaymentMethodToken(ctx, in.OrderID)
+		token, err := db.New(db.Traced(a.Pool)).PaymentMethodToken(ctx, in.OrderID)
 		if db.NotFound(err) {
 			// The token is forgotten once the provider answered: this is a repeat of a call whose
 			// answer was recorded but lost on its way back (the worker died). The provider's
@@ -126,7 +126,7 @@ func (a *Payments) Authorize(ctx context.Context, in AuthorizeInput) (PaymentRes
 	if r.attempted >= 0 && !a.withinKeyWindow(r) {
 		return a.answered(ctx, r)
 	}
-	q := db.New(a.Pool)
+	q := db.New(db.Traced(a.Pool))
 	if err := q.AuthorizeAttempted(ctx, in.OrderID); err != nil {
 		return PaymentResult{}, fmt.Errorf("recording the authorization of order %d: %w", in.OrderID, err)
 	}
@@ -376,7 +376,7 @@ func (a *Payments) record(ctx context.Context, orderID int64, intent payment.Int
 	if !intent.CaptureBefore.IsZero() {
 		p.CaptureBefore = &intent.CaptureBefore
 	}
-	if err := db.New(a.Pool).RecordPayment(ctx, p); err != nil {
+	if err := db.New(db.Traced(a.Pool)).RecordPayment(ctx, p); err != nil {
 		return fmt.Errorf("recording the payment of order %d: %w", orderID, err)
 	}
 	return nil

@@ -159,7 +159,7 @@ func (a *PaymentReconciler) ReconcilePayments(ctx context.Context, in ReconcileP
 	if in.BatchSize <= 0 {
 		in.BatchSize = 200
 	}
-	q := db.New(a.Pool)
+	q := db.New(db.Traced(a.Pool))
 	pays := &Payments{Pool: a.Pool, Gateway: a.Gateway}
 	var after int64
 	for {
@@ -288,7 +288,7 @@ type Orphan struct {
 // confirmed it keeps its stock, and one whose workflow runs (a reset run) is left alone.
 func (a *PaymentReconciler) EndIfOrphaned(ctx context.Context, in EndIfOrphanedInput) (Orphan, error) {
 	var out Orphan
-	o, err := db.New(a.Pool).GetOrder(ctx, in.OrderID)
+	o, err := db.New(db.Traced(a.Pool)).GetOrder(ctx, in.OrderID)
 	if err != nil {
 		return out, err
 	}
@@ -398,7 +398,7 @@ func (a *PaymentReconciler) finishOrphan(ctx context.Context, pays *Payments, r 
 func (a *PaymentReconciler) settleNothingHeld(ctx context.Context, r db.PaymentsToReconcileRow,
 	settleAfter time.Duration, res *ReconcilePaymentsResult) error {
 	res.NotFound++
-	n, err := db.New(a.Pool).SettleNothingHeld(ctx, r.OrderID, settleAfter.Seconds())
+	n, err := db.New(db.Traced(a.Pool)).SettleNothingHeld(ctx, r.OrderID, settleAfter.Seconds())
 	if err != nil {
 		return fmt.Errorf("settling the payment of order %d: %w", r.OrderID, err)
 	}
@@ -438,7 +438,7 @@ func countOrphan(r db.PaymentsToReconcileRow, res *ReconcilePaymentsResult) {
 // cannot be finished yet is counted and tried again by the next run; only a failure to list them
 // fails the run.
 func (a *PaymentReconciler) finishLineCancels(ctx context.Context, in ReconcilePaymentsInput, res *ReconcilePaymentsResult) error {
-	q := db.New(a.Pool)
+	q := db.New(db.Traced(a.Pool))
 	var after int64
 	for {
 		rows, err := q.LineCancellationsToFinish(ctx, after, in.OrphanAfter.Seconds(), in.BatchSize)
@@ -480,7 +480,7 @@ func (a *PaymentReconciler) finishLineCancel(ctx context.Context, r db.LineCance
 		return false, err
 	}
 	orders := &Orders{Pool: a.Pool}
-	c, err := lineCancelByID(ctx, db.New(a.Pool), r.ID)
+	c, err := lineCancelByID(ctx, db.New(db.Traced(a.Pool)), r.ID)
 	if err != nil {
 		return false, err
 	}

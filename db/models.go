@@ -237,6 +237,8 @@ type OutboxEvent struct {
 	Attempts      int32
 	LastError     *string
 	DeadAt        *time.Time
+	Traceparent   *string
+	Tracestate    *string
 }
 
 type Payment struct {

@@ -49,7 +49,7 @@ func New(pool *pgxpool.Pool, obs Observer, opts ...Option) *Engine {
 	if obs == nil {
 		obs = noObserver{}
 	}
-	e := &Engine{pool: pool, q: db.New(pool), metrics: obs}
+	e := &Engine{pool: pool, q: db.New(db.Traced(pool)), metrics: obs}
 	e.comb = newCombiner(e, DefaultBatchesInFlight)
 	for _, o := range opts {
 		o(e)
@@ -432,7 +432,7 @@ func keys(rows []db.LockReservationsOfOrderRow) (skus []int64, whs []int32, ids 
 // inTx runs fn in a transaction. An error from fn that is a *NotActiveError still commits,
 // because the work fn did before refusing (releasing what was left) must stay done.
 func (e *Engine) inTx(ctx context.Context, fn func(q *db.Queries) error) error {
-	tx, err := e.pool.Begin(ctx)
+	tx, err := db.Begin(ctx, e.pool)
 	if err != nil {
 		return err
 	}

@@ -62,7 +62,7 @@ func RecordStaffAction(ctx context.Context, q *db.Queries, a StaffAction) (bool,
 // timeline entry (support_action: the action, its reason, the step, the person), in one
 // transaction, once.
 func (s Store) StaffActed(ctx context.Context, a StaffAction) error {
-	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+	return db.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		q := db.New(tx)
 		added, err := RecordStaffAction(ctx, q, a)
 		if err != nil || !added {
