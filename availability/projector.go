@@ -90,7 +90,7 @@ func (p *Projector) Step(ctx context.Context) (int, error) {
 }
 
 // apply writes a batch in one transaction (acknowledged by Step once it returns).
-func (p *Projector) apply(ctx context.Context, msgs []jetstream.Msg) error {
+func (p *Projector) apply(ctx context.Context, msgs []events.Message) error {
 	var args db.ApplyStockEventsParams
 	var times []time.Time
 	for _, m := range msgs {

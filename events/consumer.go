@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Consumer is one of the checkout's durable pull consumers of its stream, shared by every worker
@@ -17,6 +19,8 @@ type Consumer struct {
 	Broker *Broker
 	// Config is the consumer's configuration on the deployment's prefix.
 	Config func(prefix string) jetstream.ConsumerConfig
+	// Tracing makes the consumer's spans; nil means the process's (otel's global).
+	Tracing trace.TracerProvider
 
 	mu sync.Mutex
 	c  jetstream.Consumer
@@ -52,20 +56,47 @@ func (c *Consumer) Forget() {
 	c.c = nil
 }
 
+// Message is a fetched message with its context: a child of the message's trace, in the
+// consumer's span of it, when the message carries a trace context; the batch's context otherwise.
+type Message struct {
+	jetstream.Msg
+	Ctx context.Context
+}
+
 // Step fetches up to n messages (waiting up to wait for the first, as Fetch) and hands them to
 // apply; it acknowledges them all once apply returns nil and returns how many it fetched. An
-// apply that fails leaves them unacknowledged (it may Nak or Term some itself).
+// apply that fails leaves them unacknowledged (it may Nak or Term some itself). Each message
+// that carries a trace context is processed in a span of that trace (StartProcess), which ends
+// once the batch is acknowledged or has failed.
 func (c *Consumer) Step(ctx context.Context, n int, wait time.Duration,
-	apply func(ctx context.Context, msgs []jetstream.Msg) error) (int, error) {
+	apply func(ctx context.Context, msgs []Message) error) (int, error) {
 	js, err := c.Ensure(ctx)
 	if err != nil {
 		return 0, err
 	}
-	msgs, err := Fetch(js, n, wait)
-	if err != nil || len(msgs) == 0 {
+	fetched, err := Fetch(js, n, wait)
+	if err != nil || len(fetched) == 0 {
 		return 0, err
 	}
-	if err := apply(ctx, msgs); err != nil {
+	durable := c.Config(c.Broker.Options().Prefix).Durable
+	msgs := make([]Message, len(fetched))
+	var spans []trace.Span
+	for i, m := range fetched {
+		mctx, span := StartProcess(ctx, c.Tracing, durable, m.Subject(), m.Headers())
+		msgs[i] = Message{Msg: m, Ctx: mctx}
+		if span != nil {
+			spans = append(spans, span)
+		}
+	}
+	err = apply(ctx, msgs)
+	for _, span := range spans {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		defer span.End()
+	}
+	if err != nil {
 		return 0, err
 	}
 	for _, m := range msgs {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/marketplace/checkout/events"
 )
@@ -31,6 +32,8 @@ type Options struct {
 	Topic   string
 	// Batch is how many events one fetch from the stream takes (default 500).
 	Batch int
+	// Tracing makes the sink's spans; nil means the process's (otel's global).
+	Tracing trace.TracerProvider
 }
 
 // Sink is the forwarder.
@@ -62,7 +65,7 @@ func New(b *events.Broker, o Options, log *slog.Logger) (*Sink, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Sink{broker: b, client: client, opts: o, log: log, consumer: &events.Consumer{Broker: b, Config: ConsumerConfig}}, nil
+	return &Sink{broker: b, client: client, opts: o, log: log, consumer: &events.Consumer{Broker: b, Config: ConsumerConfig, Tracing: o.Tracing}}, nil
 }
 
 // Close closes the producer.
@@ -80,7 +83,7 @@ func ConsumerConfig(prefix string) jetstream.ConsumerConfig {
 // consumers drop a repeat by the event's id, as the broker's do).
 func (s *Sink) Step(ctx context.Context) (int, error) {
 	n := 0
-	_, err := s.consumer.Step(ctx, s.opts.Batch, time.Second, func(ctx context.Context, fetched []jetstream.Msg) error {
+	_, err := s.consumer.Step(ctx, s.opts.Batch, time.Second, func(ctx context.Context, fetched []events.Message) error {
 		var err error
 		n, err = s.forward(ctx, fetched)
 		return err
@@ -90,7 +93,7 @@ func (s *Sink) Step(ctx context.Context) (int, error) {
 
 // forward produces a batch's events; it terminates the messages that are not events and naks the
 // rest when Kafka did not take them.
-func (s *Sink) forward(ctx context.Context, fetched []jetstream.Msg) (int, error) {
+func (s *Sink) forward(ctx context.Context, fetched []events.Message) (int, error) {
 	var msgs []jetstream.Msg
 	var records []*kgo.Record
 	for _, m := range fetched {
@@ -100,9 +103,16 @@ func (s *Sink) forward(ctx context.Context, fetched []jetstream.Msg) (int, error
 			_ = m.Term()
 			continue
 		}
-		msgs = append(msgs, m)
-		records = append(records, &kgo.Record{Key: []byte(e.PartitionKey), Value: m.Data(), Headers: []kgo.RecordHeader{
-			{Key: "content-type", Value: []byte(events.ContentType)}}})
+		msgs = append(msgs, m.Msg)
+		headers := []kgo.RecordHeader{{Key: "content-type", Value: []byte(events.ContentType)}}
+		// The event's trace goes on from the sink's span of it, for Kafka's consumers.
+		if tp, ts := events.TraceContext(m.Ctx); tp != "" {
+			headers = append(headers, kgo.RecordHeader{Key: events.HeaderTraceparent, Value: []byte(tp)})
+			if ts != "" {
+				headers = append(headers, kgo.RecordHeader{Key: events.HeaderTracestate, Value: []byte(ts)})
+			}
+		}
+		records = append(records, &kgo.Record{Key: []byte(e.PartitionKey), Value: m.Data(), Headers: headers})
 	}
 	if len(records) == 0 {
 		return 0, nil

@@ -48,11 +48,12 @@ func (f *Fanout) c() *events.Consumer {
 
 // Step fetches one batch and writes its deliveries; it returns how many events it took.
 func (f *Fanout) Step(ctx context.Context) (int, error) {
-	return f.c().Step(ctx, 200, time.Second, func(ctx context.Context, msgs []jetstream.Msg) error {
+	return f.c().Step(ctx, 200, time.Second, func(ctx context.Context, msgs []events.Message) error {
 		return pgx.BeginFunc(ctx, f.Pool, func(tx pgx.Tx) error {
 			q := db.New(tx)
 			for _, m := range msgs {
-				if err := f.fanout(ctx, q, m.Data()); err != nil {
+				// In the event's trace, when it has one: its deliveries' statements.
+				if err := f.fanout(m.Ctx, q, m.Data()); err != nil {
 					return err
 				}
 			}
