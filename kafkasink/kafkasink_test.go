@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -25,21 +26,30 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
+var quiet = slog.New(slog.NewJSONHandler(io.Discard, nil))
+
+// setup is a test's database, its broker connection and an in-process Kafka whose topic
+// checkout.events has the given partitions.
+func setup(t *testing.T, partitions int32) (*pgxpool.Pool, *events.Broker, *kfake.Cluster) {
+	t.Helper()
+	pool := testenv.Pool(t)
+	b, err := events.Connect(events.Options{URL: testenv.NATSURL(t), Prefix: testenv.EventsPrefix(t), Replicas: 1,
+		MaxAge: time.Hour, MaxBytes: 64 << 20, Log: quiet})
+	require.NoError(t, err)
+	t.Cleanup(b.Close)
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "checkout.events"))
+	require.NoError(t, err)
+	t.Cleanup(cluster.Close)
+	return pool, b, cluster
+}
+
 // TestSink_EveryEventOnceInOrderPerKey_OnAnInProcessKafka: events the relay published reach the
 // Kafka topic — franz-go's in-process cluster (kfake), not a Kafka broker — each once, as the same
 // CloudEvents envelope, keyed by its partition key and in order per key; a sink stopped and
 // started again goes on from where it was.
 func TestSink_EveryEventOnceInOrderPerKey_OnAnInProcessKafka(t *testing.T) {
 	t.Parallel()
-	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	pool := testenv.Pool(t)
-	b, err := events.Connect(events.Options{URL: testenv.NATSURL(t), Prefix: testenv.EventsPrefix(t), Replicas: 1,
-		MaxAge: time.Hour, MaxBytes: 64 << 20, Log: quiet})
-	require.NoError(t, err)
-	t.Cleanup(b.Close)
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "checkout.events"))
-	require.NoError(t, err)
-	t.Cleanup(cluster.Close)
+	pool, b, cluster := setup(t, 3)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -115,15 +125,7 @@ func TestSink_EveryEventOnceInOrderPerKey_OnAnInProcessKafka(t *testing.T) {
 // header; an event of an unsampled change carries none.
 func TestSink_TracedEvent_RecordCarriesTheSinksSpanOfIt(t *testing.T) {
 	t.Parallel()
-	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	pool := testenv.Pool(t)
-	b, err := events.Connect(events.Options{URL: testenv.NATSURL(t), Prefix: testenv.EventsPrefix(t), Replicas: 1,
-		MaxAge: time.Hour, MaxBytes: 64 << 20, Log: quiet})
-	require.NoError(t, err)
-	t.Cleanup(b.Close)
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "checkout.events"))
-	require.NoError(t, err)
-	t.Cleanup(cluster.Close)
+	pool, b, cluster := setup(t, 1)
 	ctx := context.Background()
 	require.NoError(t, b.EnsureStream(ctx))
 
@@ -134,7 +136,7 @@ func TestSink_TracedEvent_RecordCarriesTheSinksSpanOfIt(t *testing.T) {
 			VALUES ('order', '1', 'order.stock_shortfall', $1, NULLIF($2, ''))`, payload, traceparent)
 		require.NoError(t, err)
 	}
-	_, err = (&outbox.Relay{Pool: pool, Broker: b, Log: quiet}).Once(ctx)
+	_, err := (&outbox.Relay{Pool: pool, Broker: b, Log: quiet}).Once(ctx)
 	require.NoError(t, err)
 
 	rec := tracetest.NewSpanRecorder()
