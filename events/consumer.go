@@ -88,19 +88,20 @@ func (c *Consumer) Step(ctx context.Context, n int, wait time.Duration,
 			spans = append(spans, span)
 		}
 	}
-	err = apply(ctx, msgs)
+	if err = apply(ctx, msgs); err == nil {
+		for _, m := range msgs {
+			_ = m.Ack()
+		}
+	}
 	for _, span := range spans {
 		if err != nil {
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
 		}
-		defer span.End()
+		span.End()
 	}
 	if err != nil {
 		return 0, err
-	}
-	for _, m := range msgs {
-		_ = m.Ack()
 	}
 	return len(msgs), nil
 }
