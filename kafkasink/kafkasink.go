@@ -38,7 +38,6 @@ type Options struct {
 
 // Sink is the forwarder.
 type Sink struct {
-	broker *events.Broker
 	client *kgo.Client
 	opts   Options
 	log    *slog.Logger
@@ -65,7 +64,8 @@ func New(b *events.Broker, o Options, log *slog.Logger) (*Sink, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Sink{broker: b, client: client, opts: o, log: log, consumer: &events.Consumer{Broker: b, Config: ConsumerConfig, Tracing: o.Tracing}}, nil
+	return &Sink{client: client, opts: o, log: log,
+		consumer: &events.Consumer{Broker: b, Config: ConsumerConfig, Tracing: o.Tracing}}, nil
 }
 
 // Close closes the producer.
