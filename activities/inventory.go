@@ -39,7 +39,7 @@ type ReserveInput struct {
 // short lines its details' items.
 func (a *Inventory) Reserve(ctx context.Context, in ReserveInput) (inventory.Reservation, error) {
 	if in.ShipTo == (inventory.Location{}) {
-		to, err := db.New(db.Traced(a.Pool)).OrderShipTo(ctx, in.OrderID)
+		to, err := db.New(a.Pool).OrderShipTo(ctx, in.OrderID)
 		if err != nil {
 			return inventory.Reservation{}, fmt.Errorf("reading where order %d ships to: %w", in.OrderID, err)
 		}

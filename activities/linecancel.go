@@ -303,6 +303,6 @@ func (a *Orders) LineCancelAttention(ctx context.Context, in LineCancelAttention
 			return err
 		}
 	}
-	err := db.New(db.Traced(a.Pool)).SetLineCancellationAttention(ctx, nullJSON(raw), in.CancellationID)
+	err := db.New(a.Pool).SetLineCancellationAttention(ctx, nullJSON(raw), in.CancellationID)
 	return failed(err, "keeping the attention of line cancellation %d", in.CancellationID)
 }

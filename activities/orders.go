@@ -77,7 +77,7 @@ func (a *Orders) CheckPrices(ctx context.Context, in CheckPricesInput) (pricing.
 	if quote, made, err := a.store().PricesOf(ctx, in.UserID, in.IdempotencyKey); made || err != nil {
 		return quote, failed(err, "reading the prices of the request's order")
 	}
-	c, err := cart.Price(ctx, db.New(db.Traced(a.Pool)), in.UserID, in.CouponCode)
+	c, err := cart.Price(ctx, db.New(a.Pool), in.UserID, in.CouponCode)
 	if p, refused := problem.As(err); refused {
 		return pricing.Quote{}, RefusalError(p)
 	} else if err != nil {

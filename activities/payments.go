@@ -63,7 +63,7 @@ type payRef struct {
 }
 
 func (a *Payments) ref(ctx context.Context, orderID int64) (payRef, error) {
-	row, err := db.New(db.Traced(a.Pool)).PaymentRef(ctx, orderID)
+	row, err := db.New(a.Pool).PaymentRef(ctx, orderID)
 	if err != nil {
 		return payRef{}, fmt.Errorf("reading the payment of order %d: %w", orderID, err)
 	}
@@ -111,7 +111,7 @@ func (a *Payments) Authorize(ctx context.Context, in AuthorizeInput) (PaymentRes
 		return PaymentResult{}, err
 	}
 	if in.Token == "" {
-		token, err := db.New(db.Traced(a.Pool)).PaymentMethodToken(ctx, in.OrderID)
+		token, err := db.New(a.Pool).PaymentMethodToken(ctx, in.OrderID)
 		if db.NotFound(err) {
 			// The token is forgotten once the provider answered: this is a repeat of a call whose
 			// answer was recorded but lost on its way back (the worker died). The provider's

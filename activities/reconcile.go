@@ -288,7 +288,7 @@ type Orphan struct {
 // confirmed it keeps its stock, and one whose workflow runs (a reset run) is left alone.
 func (a *PaymentReconciler) EndIfOrphaned(ctx context.Context, in EndIfOrphanedInput) (Orphan, error) {
 	var out Orphan
-	o, err := db.New(db.Traced(a.Pool)).GetOrder(ctx, in.OrderID)
+	o, err := db.New(a.Pool).GetOrder(ctx, in.OrderID)
 	if err != nil {
 		return out, err
 	}
@@ -480,7 +480,7 @@ func (a *PaymentReconciler) finishLineCancel(ctx context.Context, r db.LineCance
 		return false, err
 	}
 	orders := &Orders{Pool: a.Pool}
-	c, err := lineCancelByID(ctx, db.New(db.Traced(a.Pool)), r.ID)
+	c, err := lineCancelByID(ctx, db.New(a.Pool), r.ID)
 	if err != nil {
 		return false, err
 	}

@@ -311,7 +311,7 @@ func (c *combiner) run(ctx context.Context, batch []*pending) (requeue []*pendin
 			p.Quantities = append(p.Quantities, ln.Quantity)
 		}
 	}
-	// Several orders' stock events in one statement are no one caller's trace: not traced (db.Traced).
+	// One statement writes several orders' stock events: it carries no one caller's trace.
 	rows, err := db.New(c.e.pool).ReserveOrders(ctx, p)
 	if err != nil {
 		c.failed(len(batch), err)
