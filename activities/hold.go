@@ -60,7 +60,7 @@ func (a *Orders) ExtendHold(ctx context.Context, orderID int64) (ExtendedHold, e
 
 func (a *Orders) extendHold(ctx context.Context, orderID int64) (ExtendedHold, error) {
 	ext := a.HoldExtension
-	tx, err := a.Pool.Begin(ctx)
+	tx, err := db.Begin(ctx, a.Pool)
 	if err != nil {
 		return ExtendedHold{}, err
 	}

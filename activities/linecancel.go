@@ -76,7 +76,7 @@ func (a *Orders) RecordLineCancel(ctx context.Context, in LineCancelRequest) (Li
 		id := activity.GetInfo(ctx).WorkflowExecution.ID
 		workflowID = &id
 	}
-	err := pgx.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
+	err := db.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
 		q := order.DataOf(tx)
 		// One cancellation of the order at a time: each is priced from the units the last one kept.
 		if err := q.LockOrder(ctx, in.OrderID); err != nil {
@@ -217,7 +217,7 @@ func LineRefundKey(orderID, cancellationID int64) string {
 // cancellation refunded. A repeat moves no more money. A provider that is down is retried; one
 // that refuses (PaymentRefused: the intent is not captured, or less is left of it) is not.
 func (a *Payments) RefundLineCancel(ctx context.Context, cancellationID int64) (PaymentResult, error) {
-	q := order.DataOf(a.Pool)
+	q := order.DataOf(db.Traced(a.Pool))
 	c, err := q.GetLineCancellation(ctx, cancellationID)
 	if err != nil {
 		return PaymentResult{}, fmt.Errorf("reading line cancellation %d: %w", cancellationID, err)
@@ -254,7 +254,7 @@ func (a *Inventory) RestockLineCancel(ctx context.Context, cancellationID int64)
 // event that tells the shopper and the seller, in one transaction. A repeat writes nothing.
 func (a *Orders) AnnounceLineCancel(ctx context.Context, cancellationID int64) (LineCancel, error) {
 	var out LineCancel
-	err := pgx.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
+	err := db.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
 		q := order.DataOf(tx)
 		r, err := q.AnnounceLineCancellation(ctx, cancellationID)
 		if err != nil && !db.NotFound(err) {

@@ -127,7 +127,7 @@ func (a *Payments) Authorize(ctx context.Context, in AuthorizeInput) (PaymentRes
 	if r.attempted >= 0 && !a.withinKeyWindow(r) {
 		return a.answered(ctx, r)
 	}
-	q := order.DataOf(a.Pool)
+	q := order.DataOf(db.Traced(a.Pool))
 	if err := q.AuthorizeAttempted(ctx, in.OrderID); err != nil {
 		return PaymentResult{}, fmt.Errorf("recording the authorization of order %d: %w", in.OrderID, err)
 	}
@@ -377,7 +377,7 @@ func (a *Payments) record(ctx context.Context, orderID int64, intent payment.Int
 	if !intent.CaptureBefore.IsZero() {
 		p.CaptureBefore = &intent.CaptureBefore
 	}
-	if err := order.DataOf(a.Pool).RecordPayment(ctx, p); err != nil {
+	if err := order.DataOf(db.Traced(a.Pool)).RecordPayment(ctx, p); err != nil {
 		return fmt.Errorf("recording the payment of order %d: %w", orderID, err)
 	}
 	return nil

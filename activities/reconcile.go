@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment"
@@ -158,7 +159,7 @@ func (a *PaymentReconciler) ReconcilePayments(ctx context.Context, in ReconcileP
 	if in.BatchSize <= 0 {
 		in.BatchSize = 200
 	}
-	q := order.DataOf(a.Pool)
+	q := order.DataOf(db.Traced(a.Pool))
 	pays := &Payments{Pool: a.Pool, Gateway: a.Gateway}
 	var after int64
 	for {
@@ -397,7 +398,7 @@ func (a *PaymentReconciler) finishOrphan(ctx context.Context, pays *Payments, r 
 func (a *PaymentReconciler) settleNothingHeld(ctx context.Context, r order.PaymentToReconcile,
 	settleAfter time.Duration, res *ReconcilePaymentsResult) error {
 	res.NotFound++
-	n, err := order.DataOf(a.Pool).SettleNothingHeld(ctx, r.OrderID, settleAfter.Seconds())
+	n, err := order.DataOf(db.Traced(a.Pool)).SettleNothingHeld(ctx, r.OrderID, settleAfter.Seconds())
 	if err != nil {
 		return fmt.Errorf("settling the payment of order %d: %w", r.OrderID, err)
 	}
@@ -437,7 +438,7 @@ func countOrphan(r order.PaymentToReconcile, res *ReconcilePaymentsResult) {
 // cannot be finished yet is counted and tried again by the next run; only a failure to list them
 // fails the run.
 func (a *PaymentReconciler) finishLineCancels(ctx context.Context, in ReconcilePaymentsInput, res *ReconcilePaymentsResult) error {
-	q := order.DataOf(a.Pool)
+	q := order.DataOf(db.Traced(a.Pool))
 	var after int64
 	for {
 		rows, err := q.LineCancellationsToFinish(ctx, after, in.OrphanAfter.Seconds(), in.BatchSize)

@@ -3,11 +3,9 @@ package availability
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -54,8 +52,7 @@ type Projector struct {
 	// Paused, when set and true, makes the projector fetch nothing.
 	Paused func(ctx context.Context) bool
 
-	mu       sync.Mutex
-	consumer jetstream.Consumer
+	consumer *events.Consumer
 }
 
 // Defaults of the projector.
@@ -72,7 +69,8 @@ func NewProjector(pool *pgxpool.Pool, broker *events.Broker, obs Observer, log *
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Projector{pool: pool, broker: broker, obs: obs, log: log, BatchSize: DefaultBatchSize, FetchWait: DefaultFetchWait}
+	return &Projector{pool: pool, broker: broker, obs: obs, log: log, BatchSize: DefaultBatchSize, FetchWait: DefaultFetchWait,
+		consumer: &events.Consumer{Broker: broker, Config: ConsumerConfig}}
 }
 
 // ConsumerConfig is the projector's durable consumer: every stock.changed event the stream keeps,
@@ -83,49 +81,16 @@ func ConsumerConfig(prefix string) jetstream.ConsumerConfig {
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, MaxDeliver: -1, MaxAckPending: 20_000}
 }
 
-// ensure creates the consumer (and the stream it reads) or finds them as configured.
-func (p *Projector) ensure(ctx context.Context) (jetstream.Consumer, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.consumer != nil {
-		return p.consumer, nil
-	}
-	if p.broker == nil {
-		return nil, events.ErrNoBroker
-	}
-	if err := p.broker.EnsureStream(ctx); err != nil {
-		return nil, err
-	}
-	prefix := p.broker.Options().Prefix
-	c, err := p.broker.JetStream().CreateOrUpdateConsumer(ctx, events.StreamName(prefix), ConsumerConfig(prefix))
-	if err != nil {
-		return nil, fmt.Errorf("consumer %s: %w", ConsumerName, err)
-	}
-	p.consumer = c
-	return c, nil
-}
-
 // Step fetches one batch and applies it; it returns how many events it applied.
 func (p *Projector) Step(ctx context.Context) (int, error) {
 	if p.Paused != nil && p.Paused(ctx) {
 		return 0, nil
 	}
-	c, err := p.ensure(ctx)
-	if err != nil {
-		return 0, err
-	}
-	msgs, err := events.Fetch(c, p.batchSize(), p.fetchWait())
-	if err != nil {
-		return 0, err
-	}
-	if len(msgs) == 0 {
-		return 0, nil
-	}
-	return len(msgs), p.apply(ctx, msgs)
+	return p.consumer.Step(ctx, p.batchSize(), p.fetchWait(), p.apply)
 }
 
-// apply writes a batch in one transaction, then acknowledges it.
-func (p *Projector) apply(ctx context.Context, msgs []jetstream.Msg) error {
+// apply writes a batch in one transaction (acknowledged by Step once it returns).
+func (p *Projector) apply(ctx context.Context, msgs []events.Message) error {
 	var args availabilitystore.ApplyStockEventsParams
 	var times []time.Time
 	for _, m := range msgs {
@@ -172,9 +137,6 @@ func (p *Projector) apply(ctx context.Context, msgs []jetstream.Msg) error {
 	for _, t := range times {
 		p.obs.AvailabilityLag(now.Sub(t))
 	}
-	for _, m := range msgs {
-		_ = m.Ack()
-	}
 	p.obs.AvailabilityApplied(len(args.EventIds), len(skus))
 	return nil
 }
@@ -198,7 +160,7 @@ func (p *Projector) Run(ctx context.Context) error {
 			return nil
 		case err != nil:
 			p.log.Warn("availability projector: waiting for the broker", "error", err)
-			p.forget()
+			p.consumer.Forget()
 			select {
 			case <-ctx.Done():
 				return nil
@@ -214,13 +176,13 @@ func (p *Projector) Run(ctx context.Context) error {
 // Backlog is the projector's lag: stock events on the stream not yet applied, and the age of the
 // oldest of them (0 when none).
 func (p *Projector) Backlog(ctx context.Context) (pending int64, oldest time.Duration, err error) {
-	c, err := p.ensure(ctx)
+	c, err := p.consumer.Ensure(ctx)
 	if err != nil {
 		return 0, 0, err
 	}
 	info, err := c.Info(ctx)
 	if err != nil {
-		p.forget()
+		p.consumer.Forget()
 		return 0, 0, err
 	}
 	pending = int64(info.NumPending) + int64(info.NumAckPending)
@@ -241,13 +203,6 @@ func (p *Projector) Backlog(ctx context.Context) (pending int64, oldest time.Dur
 		return pending, 0, err
 	}
 	return pending, max(time.Since(e.Time), 0), nil
-}
-
-// forget drops the consumer, to be found (or made) again: the broker may have lost it.
-func (p *Projector) forget() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.consumer = nil
 }
 
 func (p *Projector) batchSize() int {

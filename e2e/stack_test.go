@@ -124,6 +124,9 @@ type stackOptions struct {
 	stepRetryWindow time.Duration
 	// noWorker leaves the worker to the test (started as a separate process).
 	noWorker bool
+	// noLoops leaves the worker's loops (the outbox relay, the event consumers) to that process
+	// too, so that every event is relayed and consumed there.
+	noLoops bool
 	// gateway, when set, wraps the payment provider the worker calls.
 	gateway func(payment.Gateway) payment.Gateway
 	// apiTemporal and apiPayments, when set, wrap the Temporal client and the payment provider the
@@ -239,7 +242,9 @@ func startStack(t *testing.T, o stackOptions) *stack {
 		s.deps.Gateway = o.gateway(s.deps.Gateway)
 	}
 	for _, l := range worker.Loops(s.deps) {
-		go func() { _ = l.Run(ctx) }()
+		if !o.noLoops {
+			go func() { _ = l.Run(ctx) }()
+		}
 	}
 	if !o.noWorker {
 		s.startWorker()

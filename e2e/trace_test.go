@@ -156,7 +156,9 @@ func stopProcess(cmd *exec.Cmd) {
 // there, continued from the caller's W3C traceparent: the API's POST /orders, the
 // update-with-start, the workflow run, its activities (named with the order), their SQL
 // statements and the payment provider's calls, and the steps after the shopper's 3-D Secure
-// answer. No span carries a statement's parameters, the card token or the shopper's address.
+// answer; then past the outbox: the relay's publish of the order's events, the availability
+// projector's processing of its stock.changed and the sellers' webhooks fan-out's of its order
+// events. No span carries a statement's parameters, the card token or the shopper's address.
 func TestTrace_OneOrderFromRequestToSQL(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
@@ -166,7 +168,8 @@ func TestTrace_OneOrderFromRequestToSQL(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(jaeger.Stop)
 
-	s := startStack(t, stackOptions{noWorker: true})
+	// The worker process alone relays and consumes the events, in its traces.
+	s := startStack(t, stackOptions{noWorker: true, noLoops: true})
 	addr := freeAddr(t)
 	base := "http://" + addr
 	traces := []string{"TRACES_ENDPOINT=" + jaeger.TracesEndpoint, "TRACES_SAMPLE_RATIO=1"}
@@ -212,7 +215,9 @@ func TestTrace_OneOrderFromRequestToSQL(t *testing.T) {
 		if tr := jaegerTraceOf(t, jaeger.URL, traceID); tr != nil {
 			spans = tr.spans()
 			if has("checkout-api", "POST /api/v1/orders") && has("checkout-worker", "RunWorkflow:OrderWorkflow") &&
-				has("checkout-worker", "RunActivity:Capture") && has("checkout-worker", "payment capture") {
+				has("checkout-worker", "RunActivity:Capture") && has("checkout-worker", "payment capture") &&
+				has("checkout-worker", "publish order.confirmed") && has("checkout-worker", "process stock.changed") &&
+				has("checkout-worker", "process order.confirmed") {
 				break
 			}
 		}
@@ -242,7 +247,7 @@ func TestTrace_OneOrderFromRequestToSQL(t *testing.T) {
 		return span{}, false
 	}
 	order := strconv.FormatInt(orderID, 10)
-	var request, update, activity, statement, provider bool
+	var request, update, activity, statement, provider, published, projected, fannedOut bool
 	for _, sp := range spans {
 		switch {
 		case sp.service == "checkout-api" && sp.name == "POST /api/v1/orders":
@@ -261,6 +266,16 @@ func TestTrace_OneOrderFromRequestToSQL(t *testing.T) {
 			}
 		case sp.service == "checkout-worker" && sp.name == "payment authorize":
 			provider = sp.tags["payment.key"] != ""
+		case sp.service == "checkout-worker" && sp.name == "publish stock.changed":
+			// The relay's publish is a child of the change that wrote the event: the hold's.
+			_, underActivity := ancestor(sp, "RunActivity:")
+			published = underActivity && sp.tags["span.kind"] == "producer"
+		case sp.service == "checkout-worker" && sp.name == "process stock.changed":
+			_, underPublish := ancestor(sp, "publish stock.changed")
+			projected = underPublish && sp.tags["span.kind"] == "consumer" && sp.tags["messaging.consumer.group.name"] == "availability"
+		case sp.service == "checkout-worker" && strings.HasPrefix(sp.name, "process order."):
+			_, underPublish := ancestor(sp, "publish order.")
+			fannedOut = fannedOut || (underPublish && sp.tags["messaging.consumer.group.name"] == "seller-webhooks")
 		}
 		for k, v := range sp.tags {
 			assert.NotContains(t, []string{"db.query.parameters", "pgx.query.parameters", "client.address",
@@ -273,6 +288,9 @@ func TestTrace_OneOrderFromRequestToSQL(t *testing.T) {
 	assert.True(t, activity, "an activity of order %d under its workflow's run", orderID)
 	assert.True(t, statement, "a SQL statement under an activity of order %d", orderID)
 	assert.True(t, provider, "the provider's authorize call")
+	assert.True(t, published, "the relay's publish of the hold's stock.changed, under the hold's activity")
+	assert.True(t, projected, "the availability projector's span of that stock.changed, under its publish")
+	assert.True(t, fannedOut, "the webhooks fan-out's span of an order event, under its publish")
 	for _, step := range []string{"RunActivity:VerifyEvent", "RunActivity:Confirm", "RunActivity:Capture", "RunActivity:Finish"} {
 		assert.True(t, has("checkout-worker", step), "%s: the steps after the shopper's 3-D Secure answer", step)
 	}

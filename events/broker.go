@@ -156,7 +156,8 @@ func (b *Broker) EnsureStream(ctx context.Context) error {
 
 // Publish sends the envelope to its type's subject with the event id as the broker's
 // de-duplication id, and returns once the stream has stored it (dup: it had already). The
-// envelope travels in CloudEvents' structured mode.
+// envelope travels in CloudEvents' structured mode; its trace context, if any, also goes as the
+// message's traceparent and tracestate headers.
 func (b *Broker) Publish(ctx context.Context, e Envelope) (dup bool, err error) {
 	body, err := json.Marshal(e)
 	if err != nil {
@@ -165,6 +166,12 @@ func (b *Broker) Publish(ctx context.Context, e Envelope) (dup bool, err error) 
 	m := nats.NewMsg(Subject(b.opts.Prefix, e.Type))
 	m.Data = body
 	m.Header.Set("Content-Type", ContentType)
+	if e.TraceParent != "" {
+		m.Header.Set(HeaderTraceparent, e.TraceParent)
+		if e.TraceState != "" {
+			m.Header.Set(HeaderTracestate, e.TraceState)
+		}
+	}
 	ack, err := b.js.PublishMsg(ctx, m, jetstream.WithMsgID(e.ID), jetstream.WithExpectStream(StreamName(b.opts.Prefix)))
 	if err != nil {
 		return false, err

@@ -62,6 +62,10 @@ type Row struct {
 	Type          string
 	Payload       json.RawMessage
 	CreatedAt     time.Time
+	// Traceparent and Tracestate are the W3C trace context of the change that wrote the event,
+	// when that change was traced and sampled; empty otherwise.
+	Traceparent string
+	Tracestate  string
 }
 
 // Envelope is a CloudEvents 1.0 event in its structured JSON form. The id is the outbox row's (it
@@ -69,16 +73,20 @@ type Row struct {
 // extension) is the aggregate whose events keep their order: "order/98213", "stock/77/3",
 // "cart/u:7".
 type Envelope struct {
-	SpecVersion     string          `json:"specversion"`
-	ID              string          `json:"id"`
-	Source          string          `json:"source"`
-	Type            string          `json:"type"`
-	Subject         string          `json:"subject"`
-	Time            time.Time       `json:"time"`
-	DataContentType string          `json:"datacontenttype"`
-	DataSchema      string          `json:"dataschema"`
-	PartitionKey    string          `json:"partitionkey"`
-	Data            json.RawMessage `json:"data"`
+	SpecVersion     string    `json:"specversion"`
+	ID              string    `json:"id"`
+	Source          string    `json:"source"`
+	Type            string    `json:"type"`
+	Subject         string    `json:"subject"`
+	Time            time.Time `json:"time"`
+	DataContentType string    `json:"datacontenttype"`
+	DataSchema      string    `json:"dataschema"`
+	PartitionKey    string    `json:"partitionkey"`
+	// TraceParent and TraceState (CloudEvents' distributed-tracing extension) are the W3C trace
+	// context of the event's publish, when the change that wrote it was sampled; absent otherwise.
+	TraceParent string          `json:"traceparent,omitempty"`
+	TraceState  string          `json:"tracestate,omitempty"`
+	Data        json.RawMessage `json:"data"`
 }
 
 // ErrUnknownType is an outbox row of a type this build does not publish.

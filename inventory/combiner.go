@@ -311,7 +311,8 @@ func (c *combiner) run(ctx context.Context, batch []*pending) (requeue []*pendin
 			p.Quantities = append(p.Quantities, ln.Quantity)
 		}
 	}
-	rows, err := c.e.q.ReserveOrders(ctx, p)
+	// One statement writes several orders' stock events: it carries no one caller's trace.
+	rows, err := stockstore.New(c.e.pool).ReserveOrders(ctx, p)
 	if err != nil {
 		c.failed(len(batch), err)
 		// Rolled back as a whole (or, if the commit's answer was lost, committed: reserving the

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/inventory/internal/stockstore"
 )
 
@@ -49,7 +50,7 @@ func New(pool *pgxpool.Pool, obs Observer, opts ...Option) *Engine {
 	if obs == nil {
 		obs = noObserver{}
 	}
-	e := &Engine{pool: pool, q: stockstore.New(pool), metrics: obs}
+	e := &Engine{pool: pool, q: stockstore.New(db.Traced(pool)), metrics: obs}
 	e.comb = newCombiner(e, DefaultBatchesInFlight)
 	for _, o := range opts {
 		o(e)
@@ -432,7 +433,7 @@ func keys(rows []stockstore.LockReservationsOfOrderRow) (skus []int64, whs []int
 // inTx runs fn in a transaction. An error from fn that is a *NotActiveError still commits,
 // because the work fn did before refusing (releasing what was left) must stay done.
 func (e *Engine) inTx(ctx context.Context, fn func(q *stockstore.Queries) error) error {
-	tx, err := e.pool.Begin(ctx)
+	tx, err := db.Begin(ctx, e.pool)
 	if err != nil {
 		return err
 	}

@@ -82,7 +82,7 @@ func (e *Engine) ApplySellerStock(ctx context.Context, sellerID int64, u StockUp
 }
 
 func (e *Engine) applyOnce(ctx context.Context, sellerID int64, u StockUpdate) (res StockResult, retry bool, err error) {
-	tx, err := e.pool.Begin(ctx)
+	tx, err := db.Begin(ctx, e.pool)
 	if err != nil {
 		return res, false, err
 	}
@@ -235,7 +235,7 @@ func (e *Engine) Reconcile(ctx context.Context) ([]Drift, error) {
 
 func (e *Engine) repairRow(ctx context.Context, skuID int64, warehouseID int32) (Drift, bool, error) {
 	d := Drift{SKUID: skuID, WarehouseID: warehouseID}
-	tx, err := e.pool.Begin(ctx)
+	tx, err := db.Begin(ctx, e.pool)
 	if err != nil {
 		return d, false, err
 	}

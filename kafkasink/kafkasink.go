@@ -13,11 +13,11 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/marketplace/checkout/events"
 )
@@ -32,17 +32,17 @@ type Options struct {
 	Topic   string
 	// Batch is how many events one fetch from the stream takes (default 500).
 	Batch int
+	// Tracing makes the sink's spans; nil means the process's (otel's global).
+	Tracing trace.TracerProvider
 }
 
 // Sink is the forwarder.
 type Sink struct {
-	broker *events.Broker
 	client *kgo.Client
 	opts   Options
 	log    *slog.Logger
 
-	mu       sync.Mutex
-	consumer jetstream.Consumer
+	consumer *events.Consumer
 }
 
 // New connects the producer: idempotent (a retried produce is written once), every in-sync
@@ -64,7 +64,8 @@ func New(b *events.Broker, o Options, log *slog.Logger) (*Sink, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Sink{broker: b, client: client, opts: o, log: log}, nil
+	return &Sink{client: client, opts: o, log: log,
+		consumer: &events.Consumer{Broker: b, Config: ConsumerConfig, Tracing: o.Tracing}}, nil
 }
 
 // Close closes the producer.
@@ -77,36 +78,22 @@ func ConsumerConfig(prefix string) jetstream.ConsumerConfig {
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute, MaxDeliver: -1, MaxAckPending: 5_000}
 }
 
-func (s *Sink) ensure(ctx context.Context) (jetstream.Consumer, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.consumer != nil {
-		return s.consumer, nil
-	}
-	if err := s.broker.EnsureStream(ctx); err != nil {
-		return nil, err
-	}
-	prefix := s.broker.Options().Prefix
-	c, err := s.broker.JetStream().CreateOrUpdateConsumer(ctx, events.StreamName(prefix), ConsumerConfig(prefix))
-	if err != nil {
-		return nil, fmt.Errorf("consumer %s: %w", ConsumerName, err)
-	}
-	s.consumer = c
-	return c, nil
-}
-
 // Step forwards one batch: produced (every record acknowledged by Kafka) before the stream's
 // messages are acknowledged, so a sink that stops in between forwards them again (Kafka's
 // consumers drop a repeat by the event's id, as the broker's do).
 func (s *Sink) Step(ctx context.Context) (int, error) {
-	c, err := s.ensure(ctx)
-	if err != nil {
-		return 0, err
-	}
-	fetched, err := events.Fetch(c, s.opts.Batch, time.Second)
-	if err != nil {
-		return 0, err
-	}
+	n := 0
+	_, err := s.consumer.Step(ctx, s.opts.Batch, time.Second, func(ctx context.Context, fetched []events.Message) error {
+		var err error
+		n, err = s.forward(ctx, fetched)
+		return err
+	})
+	return n, err
+}
+
+// forward produces a batch's events; it terminates the messages that are not events and naks the
+// rest when Kafka did not take them.
+func (s *Sink) forward(ctx context.Context, fetched []events.Message) (int, error) {
 	var msgs []jetstream.Msg
 	var records []*kgo.Record
 	for _, m := range fetched {
@@ -116,9 +103,16 @@ func (s *Sink) Step(ctx context.Context) (int, error) {
 			_ = m.Term()
 			continue
 		}
-		msgs = append(msgs, m)
-		records = append(records, &kgo.Record{Key: []byte(e.PartitionKey), Value: m.Data(), Headers: []kgo.RecordHeader{
-			{Key: "content-type", Value: []byte(events.ContentType)}}})
+		msgs = append(msgs, m.Msg)
+		headers := []kgo.RecordHeader{{Key: "content-type", Value: []byte(events.ContentType)}}
+		// The event's trace goes on from the sink's span of it, for Kafka's consumers.
+		if tp, ts := events.TraceContext(m.Ctx); tp != "" {
+			headers = append(headers, kgo.RecordHeader{Key: events.HeaderTraceparent, Value: []byte(tp)})
+			if ts != "" {
+				headers = append(headers, kgo.RecordHeader{Key: events.HeaderTracestate, Value: []byte(ts)})
+			}
+		}
+		records = append(records, &kgo.Record{Key: []byte(e.PartitionKey), Value: m.Data(), Headers: headers})
 	}
 	if len(records) == 0 {
 		return 0, nil
@@ -128,9 +122,6 @@ func (s *Sink) Step(ctx context.Context) (int, error) {
 			_ = m.NakWithDelay(time.Second)
 		}
 		return 0, fmt.Errorf("kafka: %w", err)
-	}
-	for _, m := range msgs {
-		_ = m.Ack()
 	}
 	return len(msgs), nil
 }
@@ -145,9 +136,7 @@ func (s *Sink) Run(ctx context.Context) error {
 			return nil
 		case err != nil:
 			s.log.Warn("kafka sink: waiting", "error", err)
-			s.mu.Lock()
-			s.consumer = nil
-			s.mu.Unlock()
+			s.consumer.Forget()
 			select {
 			case <-ctx.Done():
 				return nil

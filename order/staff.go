@@ -67,7 +67,7 @@ func recordStaffAction(ctx context.Context, q *orderstore.Queries, a StaffAction
 // timeline entry (support_action: the action, its reason, the step, the person), in one
 // transaction, once.
 func (s Store) StaffActed(ctx context.Context, a StaffAction) error {
-	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+	return db.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		q := orderstore.New(tx)
 		added, err := recordStaffAction(ctx, q, a)
 		if err != nil || !added {

@@ -25,7 +25,7 @@ type Store struct {
 	Pool *pgxpool.Pool
 }
 
-func (s Store) q() *orderstore.Queries { return orderstore.New(s.Pool) }
+func (s Store) q() *orderstore.Queries { return orderstore.New(db.Traced(s.Pool)) }
 
 // Outbox event types of an order: its creation and its end (docs/events.md).
 const (
@@ -97,7 +97,7 @@ func (e *TooManyOpenError) Error() string {
 // provider's answers into, in one transaction.
 func (s Store) Create(ctx context.Context, n New) (Created, error) {
 	var out Created
-	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+	err := db.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		q := orderstore.New(tx)
 		var err error
 		if out, err = Insert(ctx, tx, n); err != nil || !out.Made {
@@ -249,7 +249,7 @@ func (s Store) Transition(ctx context.Context, orderID int64, to Status, code Fa
 		return false, fmt.Errorf("order %d to %s: %w", orderID, to, ErrNotFinal)
 	}
 	changed := false
-	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+	err := db.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		q := orderstore.New(tx)
 		var failure *string
 		if code != "" {
@@ -323,7 +323,7 @@ func (s Store) Finish(ctx context.Context, orderID int64, to Status, code Failur
 //
 // An order parked again after it was escalated keeps its escalation (esc).
 func (s Store) Park(ctx context.Context, orderID int64, step, cause string, esc *Escalation) error {
-	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+	return db.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		q := orderstore.New(tx)
 		detail := map[string]any{"step": step, "error": cause}
 		attention := maps.Clone(detail)
@@ -351,7 +351,7 @@ type Escalation struct {
 // Escalate marks a parked order escalated, with when it is given up, and notes it on the
 // timeline. An order no longer parked is left as it is.
 func (s Store) Escalate(ctx context.Context, orderID int64, givesUpAt *time.Time) error {
-	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+	return db.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		q := orderstore.New(tx)
 		if _, err := q.EscalateOrder(ctx, givesUpAt, orderID); db.NotFound(err) {
 			return nil

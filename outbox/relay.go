@@ -15,6 +15,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/marketplace/checkout/events"
 	"github.com/marketplace/checkout/outbox/internal/outboxstore"
@@ -65,6 +68,8 @@ type Relay struct {
 	BrokerFailures prometheus.Counter
 	// MaxAttempts bounds the attempts at an event whose handler keeps failing (default 20).
 	MaxAttempts int32
+	// Tracing makes the publish spans; nil means the process's (otel's global).
+	Tracing trace.TracerProvider
 }
 
 func (r *Relay) maxAttempts() int32 {
@@ -188,6 +193,12 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 		for _, row := range rows {
 			e := Event{ID: row.ID, AggregateType: row.AggregateType, AggregateID: row.AggregateID, Type: row.EventType,
 				Payload: row.Payload, CreatedAt: row.CreatedAt}
+			if row.Traceparent != nil {
+				e.Traceparent = *row.Traceparent
+			}
+			if row.Tracestate != nil {
+				e.Tracestate = *row.Tracestate
+			}
 			if stopErr = r.relay(ctx, e); stopErr != nil {
 				if errors.Is(stopErr, ErrBroker) {
 					break
@@ -226,11 +237,28 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 	return published, err
 }
 
-// relay publishes one event and runs its handler.
-func (r *Relay) relay(ctx context.Context, e Event) error {
+// relay publishes one event and runs its handler, in a span of the event's trace when the change
+// that wrote it was sampled.
+func (r *Relay) relay(ctx context.Context, e Event) (err error) {
 	env, err := events.Build(e)
 	if err != nil {
 		return err // a payload this build cannot publish: counted as a failed attempt
+	}
+	if parent, ok := events.RemoteContext(ctx, e.Traceparent, e.Tracestate); ok {
+		var span trace.Span
+		ctx, span = events.Tracer(r.Tracing).Start(parent, "publish "+e.Type, trace.WithSpanKind(trace.SpanKindProducer),
+			trace.WithAttributes(attribute.String("messaging.system", "nats"),
+				attribute.String("messaging.operation.type", "send"),
+				attribute.String("messaging.message.id", env.ID), attribute.String("event.type", e.Type),
+				attribute.String("event.subject", env.Subject)))
+		defer func() {
+			if err != nil {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, err.Error())
+			}
+			span.End()
+		}()
+		env.TraceParent, env.TraceState = events.TraceContext(ctx)
 	}
 	timeout := r.PublishTimeout
 	if timeout <= 0 {

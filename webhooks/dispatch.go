@@ -3,6 +3,7 @@ package webhooks
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,8 +14,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/events"
 	"github.com/marketplace/checkout/webhooks/internal/webhookstore"
 )
 
@@ -53,6 +59,8 @@ type Dispatcher struct {
 	RetryMax    time.Duration
 	// Interval is how often an idle dispatcher looks for due deliveries.
 	Interval time.Duration
+	// Tracing makes the deliveries' spans; nil means the process's (otel's global).
+	Tracing trace.TracerProvider
 
 	client *http.Client
 }
@@ -226,8 +234,31 @@ func (d *Dispatcher) backoff(attempts int32) time.Duration {
 // ErrStatus is an answer other than 2xx.
 var ErrStatus = errors.New("endpoint answered")
 
-// send POSTs one delivery, signed; a 2xx answer is a delivery.
-func (d *Dispatcher) send(ctx context.Context, url, id string, body []byte, secrets [][]byte) (int, time.Duration, error) {
+// send POSTs one delivery, signed; a 2xx answer is a delivery. When the event carries a trace
+// context (the body's traceparent, its publish), the attempt is a client span of that trace and
+// the request carries the span's traceparent and tracestate headers.
+func (d *Dispatcher) send(ctx context.Context, url, id string, body []byte, secrets [][]byte) (code int, latency time.Duration, err error) {
+	var tc struct {
+		TraceParent string `json:"traceparent"`
+		TraceState  string `json:"tracestate"`
+	}
+	_ = json.Unmarshal(body, &tc)
+	if parent, ok := events.RemoteContext(ctx, tc.TraceParent, tc.TraceState); ok {
+		var span trace.Span
+		ctx, span = events.Tracer(d.Tracing).Start(parent, "webhook delivery", trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(attribute.String("http.request.method", http.MethodPost),
+				attribute.String("webhook.event_id", id)))
+		defer func() {
+			if code > 0 {
+				span.SetAttributes(attribute.Int("http.response.status_code", code))
+			}
+			if err != nil {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, err.Error())
+			}
+			span.End()
+		}()
+	}
 	at := time.Now()
 	sig, err := Sign(secrets, id, at, body)
 	if err != nil {
@@ -244,8 +275,9 @@ func (d *Dispatcher) send(ctx context.Context, url, id string, body []byte, secr
 	req.Header.Set(HeaderID, id)
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(at.Unix(), 10))
 	req.Header.Set(HeaderSignature, sig)
+	propagation.TraceContext{}.Inject(rctx, propagation.HeaderCarrier(req.Header))
 	resp, err := d.client.Do(req)
-	latency := time.Since(at)
+	latency = time.Since(at)
 	if err != nil {
 		return 0, latency, err
 	}

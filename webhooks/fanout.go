@@ -2,7 +2,6 @@ package webhooks
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -30,8 +29,8 @@ type Fanout struct {
 	Broker *events.Broker
 	Log    *slog.Logger
 
-	mu       sync.Mutex
-	consumer jetstream.Consumer
+	once     sync.Once
+	consumer *events.Consumer
 }
 
 // FanoutConfig is the fan-out's consumer: every order event the stream keeps.
@@ -41,56 +40,26 @@ func FanoutConfig(prefix string) jetstream.ConsumerConfig {
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, MaxDeliver: -1, MaxAckPending: 10_000}
 }
 
-func (f *Fanout) ensure(ctx context.Context) (jetstream.Consumer, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.consumer != nil {
-		return f.consumer, nil
-	}
-	if f.Broker == nil {
-		return nil, events.ErrNoBroker
-	}
-	if err := f.Broker.EnsureStream(ctx); err != nil {
-		return nil, err
-	}
-	prefix := f.Broker.Options().Prefix
-	c, err := f.Broker.JetStream().CreateOrUpdateConsumer(ctx, events.StreamName(prefix), FanoutConfig(prefix))
-	if err != nil {
-		return nil, fmt.Errorf("consumer %s: %w", FanoutConsumer, err)
-	}
-	f.consumer = c
-	return c, nil
+// c is the fan-out's consumer, made at its first use (a Fanout is a struct literal).
+func (f *Fanout) c() *events.Consumer {
+	f.once.Do(func() { f.consumer = &events.Consumer{Broker: f.Broker, Config: FanoutConfig} })
+	return f.consumer
 }
 
 // Step fetches one batch and writes its deliveries; it returns how many events it took.
 func (f *Fanout) Step(ctx context.Context) (int, error) {
-	c, err := f.ensure(ctx)
-	if err != nil {
-		return 0, err
-	}
-	msgs, err := events.Fetch(c, 200, time.Second)
-	if err != nil {
-		return 0, err
-	}
-	if len(msgs) == 0 {
-		return 0, nil
-	}
-	err = pgx.BeginFunc(ctx, f.Pool, func(tx pgx.Tx) error {
-		q := webhookstore.New(tx)
-		for _, m := range msgs {
-			if err := f.fanout(ctx, q, m.Data()); err != nil {
-				return err
+	return f.c().Step(ctx, 200, time.Second, func(ctx context.Context, msgs []events.Message) error {
+		return pgx.BeginFunc(ctx, f.Pool, func(tx pgx.Tx) error {
+			q := webhookstore.New(tx)
+			for _, m := range msgs {
+				// In the event's trace, when it has one: its deliveries' statements.
+				if err := f.fanout(m.Ctx, q, m.Data()); err != nil {
+					return err
+				}
 			}
-		}
-		return nil
+			return nil
+		}) // an error: not acked, delivered again
 	})
-	if err != nil {
-		return 0, err // not acked: delivered again
-	}
-	for _, m := range msgs {
-		_ = m.Ack()
-	}
-	return len(msgs), nil
 }
 
 func (f *Fanout) fanout(ctx context.Context, q *webhookstore.Queries, body []byte) error {
@@ -138,9 +107,7 @@ func (f *Fanout) Run(ctx context.Context) error {
 			return nil
 		case err != nil:
 			f.Log.Warn("webhooks fan-out: waiting for the broker or the database", "error", err)
-			f.mu.Lock()
-			f.consumer = nil
-			f.mu.Unlock()
+			f.c().Forget()
 			select {
 			case <-ctx.Done():
 				return nil

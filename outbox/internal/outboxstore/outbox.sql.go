@@ -86,7 +86,7 @@ func (q *Queries) TryLockOutboxRelay(ctx context.Context) (bool, error) {
 }
 
 const unpublishedOutbox = `-- name: UnpublishedOutbox :many
-SELECT id, aggregate_type, aggregate_id, event_type, payload, created_at, attempts
+SELECT id, aggregate_type, aggregate_id, event_type, payload, created_at, attempts, traceparent, tracestate
 FROM outbox_events
 WHERE published_at IS NULL AND dead_at IS NULL
 ORDER BY id
@@ -101,6 +101,8 @@ type UnpublishedOutboxRow struct {
 	Payload       json.RawMessage
 	CreatedAt     time.Time
 	Attempts      int32
+	Traceparent   *string
+	Tracestate    *string
 }
 
 func (q *Queries) UnpublishedOutbox(ctx context.Context, batchSize int32) ([]UnpublishedOutboxRow, error) {
@@ -120,6 +122,8 @@ func (q *Queries) UnpublishedOutbox(ctx context.Context, batchSize int32) ([]Unp
 			&i.Payload,
 			&i.CreatedAt,
 			&i.Attempts,
+			&i.Traceparent,
+			&i.Tracestate,
 		); err != nil {
 			return nil, err
 		}

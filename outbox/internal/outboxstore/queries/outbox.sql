@@ -5,7 +5,7 @@
 SELECT pg_try_advisory_xact_lock(2, 1);
 
 -- name: UnpublishedOutbox :many
-SELECT id, aggregate_type, aggregate_id, event_type, payload, created_at, attempts
+SELECT id, aggregate_type, aggregate_id, event_type, payload, created_at, attempts, traceparent, tracestate
 FROM outbox_events
 WHERE published_at IS NULL AND dead_at IS NULL
 ORDER BY id
