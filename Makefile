@@ -184,6 +184,10 @@ lint: $(STATICCHECK) $(WORKFLOWCHECK) ## gofmt, go vet, staticcheck and Temporal
 sqlc: $(SQLC) ## regenerate the stores sqlc.yaml names (each area's internal store, payment/paysim/simdb) from their queries
 	$(SQLC) generate
 
+.PHONY: settings-doc
+settings-doc: ## write docs/settings.md from the settings' table in internal/config/settings.go (a test fails when they differ)
+	$(GO) test ./internal/config/ -run '^TestSettingsDoc_IsTheTable$$' -update -count=1
+
 .PHONY: sqlc-check
 sqlc-check: $(SQLC) ## fail when the generated code of a store sqlc.yaml names is stale
 	$(SQLC) diff

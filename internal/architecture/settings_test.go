@@ -9,22 +9,25 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/marketplace/checkout/internal/config"
 )
 
 // settingName is an environment variable's name as internal/config spells it in a string literal.
 var settingName = regexp.MustCompile(`"([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)"`)
 
-// TestSettings_DescribedOnceInSettingsDoc: docs/settings.md names every environment variable
-// internal/config reads, and it alone describes settings: no other document has a table row of
-// its own for one (others link to it).
+// TestSettings_DescribedOnceInSettingsDoc: the settings' table (internal/config/settings.go, from
+// which docs/settings.md is generated) names every environment variable internal/config reads, and
+// docs/settings.md alone describes settings: no other document has a table row of its own for one
+// (others link to it).
 func TestSettings_DescribedOnceInSettingsDoc(t *testing.T) {
 	root := filepath.Join("..", "..")
 	sources, err := filepath.Glob(filepath.Join(root, "internal", "config", "*.go"))
 	require.NoError(t, err)
 	names := map[string]bool{}
 	for _, f := range sources {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
+		if strings.HasSuffix(f, "_test.go") || filepath.Base(f) == "settings.go" {
+			continue // settings.go is the table itself
 		}
 		raw, err := os.ReadFile(f)
 		require.NoError(t, err)
@@ -34,10 +37,14 @@ func TestSettings_DescribedOnceInSettingsDoc(t *testing.T) {
 	}
 	require.Greater(t, len(names), 50, "too few settings found in internal/config: is the pattern still right?")
 
-	settings, err := os.ReadFile(filepath.Join(root, "docs", "settings.md"))
-	require.NoError(t, err)
+	table := map[string]bool{}
+	for _, s := range config.Settings {
+		for _, n := range s.Names {
+			table[n] = true
+		}
+	}
 	for n := range names {
-		assert.Contains(t, string(settings), "`"+n+"`", "docs/settings.md does not name the setting %s", n)
+		assert.True(t, table[n], "internal/config reads %s, which its settings' table (settings.go) does not describe", n)
 	}
 
 	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
