@@ -73,9 +73,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 
-	d := &demo{base: strings.TrimRight(t.Base, "/"), keys: t.Keys, sku: *sku, seller: seller, holdWait: *wait,
-		run: fmt.Sprintf("%06x", rand.IntN(1<<24)), user: 3_000_000_000 + rand.Int64N(1_000_000)*100,
-		http: &http.Client{Timeout: 30 * time.Second}, out: os.Stdout}
+	d := newDemo(t, *sku, seller, *wait, os.Stdout)
 	if *natsURL == "" {
 		*natsURL = os.Getenv("NATS_URL")
 	}
@@ -99,6 +97,14 @@ func main() {
 	if !d.placeAll(ctx) {
 		os.Exit(1)
 	}
+}
+
+// newDemo is a run against target's stack: orders of sku (seller's), waiting for a hold to end only
+// when the stack's is at most holdWait, printed to out. Each run's shoppers and keys are its own.
+func newDemo(target attack.Target, sku, seller int64, holdWait time.Duration, out io.Writer) *demo {
+	return &demo{base: strings.TrimRight(target.Base, "/"), keys: target.Keys, sku: sku, seller: seller, holdWait: holdWait,
+		run: fmt.Sprintf("%06x", rand.IntN(1<<24)), user: 3_000_000_000 + rand.Int64N(1_000_000)*100,
+		http: &http.Client{Timeout: 30 * time.Second}, out: out}
 }
 
 // demo is one run: where the stack is, how its tokens are minted, and what it prints.

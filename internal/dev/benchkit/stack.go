@@ -40,6 +40,8 @@ type Stack struct {
 	// dev server's frontend, TemporalMetrics the dev server's Prometheus /metrics, DatabaseURL the
 	// cluster's checkout database, Secret the JWT secret the API accepts.
 	Base, Metrics, Temporal, TemporalMetrics, DatabaseURL, Secret string
+	// NATS is the event broker's URL (the dev stack's; empty for the cluster).
+	NATS string
 	// DataConverter is the stack's codec over the SDK's converter: the floor's workflows pay for
 	// encryption as the orders do (the default converter for a build from before the codec).
 	DataConverter converter.DataConverter
@@ -94,7 +96,8 @@ func StartStackOf(ctx context.Context, binary, prefix string, env ...string) (*S
 	s := &Stack{Dir: dir, Base: fmt.Sprintf("http://127.0.0.1:%d", httpPort), Temporal: fmt.Sprintf("127.0.0.1:%d", tport),
 		Metrics:         fmt.Sprintf("http://127.0.0.1:%d/metrics", ownMetricsPort),
 		TemporalMetrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort),
-		DatabaseURL:     fmt.Sprintf("postgres://%s@127.0.0.1:%d/checkout?sslmode=disable", pgserver.Superuser, pgPort)}
+		DatabaseURL:     fmt.Sprintf("postgres://%s@127.0.0.1:%d/checkout?sslmode=disable", pgserver.Superuser, pgPort),
+		NATS:            fmt.Sprintf("nats://127.0.0.1:%d", ports[6])}
 	s.Cmd = exec.CommandContext(ctx, binary, "dev")
 	s.Cmd.Env = append(os.Environ(), "DATA_DIR="+dir, "PG_PORT="+strconv.Itoa(pgPort),
 		"HTTP_ADDR=127.0.0.1:"+strconv.Itoa(httpPort), "PUBLIC_BASE_URL="+s.Base,
