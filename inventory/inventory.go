@@ -32,7 +32,9 @@ type Engine struct {
 	q       *stockstore.Queries
 	metrics Observer
 	// comb combines concurrent reservations into shared transactions; nil: each order its own.
-	comb *combiner
+	comb *combiner[reserveJob, reserved]
+	// confirmComb does the same for confirms.
+	confirmComb *combiner[struct{}, ConfirmResult]
 }
 
 // Observer receives the outcomes the engine reports as metrics; nil means none.
@@ -44,14 +46,16 @@ type noObserver struct{}
 
 func (noObserver) ReserveResult(string) {}
 
-// New returns an engine on pool. Without options it combines concurrent reservations, with up to
-// DefaultBatchesInFlight batches in flight (see combiner.go); WithCombining(0) turns that off.
+// New returns an engine on pool. Without options it combines concurrent reservations and
+// concurrent confirms, with up to DefaultBatchesInFlight batches of each in flight (see
+// combiner.go); WithCombining(0) and WithConfirmCombining(0) turn them off.
 func New(pool *pgxpool.Pool, obs Observer, opts ...Option) *Engine {
 	if obs == nil {
 		obs = noObserver{}
 	}
 	e := &Engine{pool: pool, q: stockstore.New(db.Traced(pool)), metrics: obs}
-	e.comb = newCombiner(e, DefaultBatchesInFlight)
+	WithCombining(DefaultBatchesInFlight)(e)
+	WithConfirmCombining(DefaultBatchesInFlight)(e)
 	for _, o := range opts {
 		o(e)
 	}
@@ -148,7 +152,7 @@ func (e *Engine) Reserve(ctx context.Context, req ReserveRequest) (Reservation, 
 		var done bool
 		if attempt == 0 && e.comb != nil {
 			// done=false without an error: the batch failed as a whole; reserve on our own.
-			res, short, done, err = e.comb.reserve(ctx, req, lines)
+			res, short, done, err = e.reserveCombined(ctx, req, lines)
 		} else {
 			res, short, done, err = e.reserveOnce(ctx, req, lines)
 		}
@@ -281,8 +285,21 @@ type ConfirmResult struct {
 
 // Confirm moves all of the order's reservations ACTIVE → CONFIRMED, or none: when any of them was
 // already released, the rest are released too (nothing stays stranded) and a *NotActiveError
-// says the order cannot be fulfilled. A repeat after success changes nothing.
+// says the order cannot be fulfilled. A repeat after success changes nothing. With confirm
+// combining on, concurrent confirms of a SKU share one transaction (confirmbatch.go), each order
+// still decided on its own.
 func (e *Engine) Confirm(ctx context.Context, orderID int64) (ConfirmResult, error) {
+	if e.confirmComb != nil {
+		res, fallback, err := e.confirmCombined(ctx, orderID)
+		if !fallback {
+			return res, err
+		}
+	}
+	return e.confirmOnce(ctx, orderID)
+}
+
+// confirmOnce is one order's confirm in a transaction of its own.
+func (e *Engine) confirmOnce(ctx context.Context, orderID int64) (ConfirmResult, error) {
 	var out ConfirmResult
 	err := e.inTx(ctx, func(q *stockstore.Queries) error {
 		rows, err := q.LockReservationsOfOrder(ctx, orderID)

@@ -148,9 +148,11 @@ type Config struct {
 
 	// ReserveCombining combines concurrent reservations into shared transactions (one commit for
 	// many orders: the hot-SKU path); ReserveCombiningInFlight is how many such transactions may
-	// be in flight at once (0: the inventory engine's default).
+	// be in flight at once (0: the inventory engine's default). ConfirmCombining does the same for
+	// confirms, with as many in flight.
 	ReserveCombining         bool
 	ReserveCombiningInFlight int
+	ConfirmCombining         bool
 
 	// Scheduled jobs: whether the worker creates or updates their Temporal Schedules at start-up,
 	// a prefix of the schedule ids (several deployments in one namespace; tests), and when each runs.
@@ -414,6 +416,7 @@ func Load(getenv func(string) string) (Config, error) {
 		CodecAcceptPlaintext:     p.bool("TEMPORAL_CODEC_ACCEPT_PLAINTEXT", false),
 		ReserveCombining:         p.bool("RESERVE_COMBINING", true),
 		ReserveCombiningInFlight: p.int("RESERVE_COMBINING_IN_FLIGHT", 0),
+		ConfirmCombining:         p.bool("CONFIRM_COMBINING", true),
 
 		SchedulesEnabled:       p.bool("SCHEDULES_ENABLED", true),
 		WorkerLoops:            p.bool("WORKER_LOOPS", true),

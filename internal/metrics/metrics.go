@@ -25,6 +25,9 @@ type Metrics struct {
 	// ReserveBatchFailures counts those that failed as a whole.
 	ReserveBatchSize     prometheus.Histogram
 	ReserveBatchFailures prometheus.Counter
+	// ConfirmBatchSize and ConfirmBatchFailures are the same for combined confirm transactions.
+	ConfirmBatchSize     prometheus.Histogram
+	ConfirmBatchFailures prometheus.Counter
 
 	// RateLimited counts requests refused by a rate limit, by route group and by what was
 	// limited (user or ip); OpenOrdersRefused orders refused by the open-order cap.
@@ -88,6 +91,15 @@ func New() *Metrics {
 		ReserveBatchFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "checkout_reserve_batch_failures_total",
 			Help: "Combined reserve transactions that failed as a whole (a row held past the lock timeout, a deadlock, a lost connection); their orders went again each on its own.",
+		}),
+		ConfirmBatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "checkout_confirm_batch_size",
+			Help:    "Orders per combined confirm transaction (CONFIRM_COMBINING): 1 at low load, larger on a hot SKU.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
+		}),
+		ConfirmBatchFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "checkout_confirm_batch_failures_total",
+			Help: "Combined confirm transactions that failed as a whole (a row held past the lock timeout, a deadlock, a lost connection); their orders went again each on its own.",
 		}),
 		HTTPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "checkout_http_requests_total",
@@ -156,7 +168,8 @@ func New() *Metrics {
 			Help: "Publishes of the outbox relay the event broker did not acknowledge (down, unreachable, no stream); the relay stops and tries again.",
 		}),
 	}
-	reg.MustRegister(m.ReserveAttempts, m.ReserveResults, m.ReserveBatchSize, m.ReserveBatchFailures, m.HTTPRequests, m.HTTPDuration,
+	reg.MustRegister(m.ReserveAttempts, m.ReserveResults, m.ReserveBatchSize, m.ReserveBatchFailures,
+		m.ConfirmBatchSize, m.ConfirmBatchFailures, m.HTTPRequests, m.HTTPDuration,
 		m.SagaStepDuration, m.WorkflowHistoryEvents, m.WorkflowHistoryBytes,
 		m.RateLimited, m.OpenOrdersRefused, m.OrdersBusy, m.AvailabilityEvents, m.AvailabilityEventLag,
 		m.OutboxPublished, m.OutboxDead, m.OutboxBrokerFailures, m.WebhookAttempts, m.WebhookLatency,
@@ -179,6 +192,14 @@ func (m *Metrics) ReserveBatch(orders int) { m.ReserveBatchSize.Observe(float64(
 // ReserveBatchFailed counts a combined reserve transaction that failed as a whole; it makes
 // *Metrics an inventory.BatchFailureObserver.
 func (m *Metrics) ReserveBatchFailed(int, error) { m.ReserveBatchFailures.Inc() }
+
+// ConfirmBatch records the size of one combined confirm transaction; it makes *Metrics an
+// inventory.ConfirmBatchObserver.
+func (m *Metrics) ConfirmBatch(orders int) { m.ConfirmBatchSize.Observe(float64(orders)) }
+
+// ConfirmBatchFailed counts a combined confirm transaction that failed as a whole; it makes
+// *Metrics an inventory.ConfirmBatchFailureObserver.
+func (m *Metrics) ConfirmBatchFailed(int, error) { m.ConfirmBatchFailures.Inc() }
 
 // RegisterAdmission exports the API process's admission control of POST /orders, read through
 // read at each scrape: the orders being placed now, and the latency signal it admits by.

@@ -131,14 +131,19 @@ func Connect(ctx context.Context, cfg config.Config, service string) (*App, erro
 		a.pool.Close()
 		return nil, fmt.Errorf("temporal at %s: %w", cfg.TemporalAddress, err)
 	}
-	inFlight := 0 // combining off
-	if cfg.ReserveCombining {
-		inFlight = cfg.ReserveCombiningInFlight
-		if inFlight == 0 {
-			inFlight = inventory.DefaultBatchesInFlight
-		}
+	inFlight := cfg.ReserveCombiningInFlight
+	if inFlight == 0 {
+		inFlight = inventory.DefaultBatchesInFlight
 	}
-	a.inv = inventory.New(a.pool, a.metrics, inventory.WithCombining(inFlight))
+	reserveInFlight, confirmInFlight := 0, 0 // combining off
+	if cfg.ReserveCombining {
+		reserveInFlight = inFlight
+	}
+	if cfg.ConfirmCombining {
+		confirmInFlight = inFlight
+	}
+	a.inv = inventory.New(a.pool, a.metrics, inventory.WithCombining(reserveInFlight),
+		inventory.WithConfirmCombining(confirmInFlight))
 	a.metrics.RegisterInventoryGauges(a.inv)
 	a.features = features.New(a.pool, features.Options{TTL: cfg.FeaturesCacheTTL, Log: a.log})
 	a.metrics.RegisterFeatures(a.features.Snapshot)

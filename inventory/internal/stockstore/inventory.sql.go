@@ -114,6 +114,46 @@ func (q *Queries) ClaimLineCancellationRestock(ctx context.Context, id int64) (C
 	return i, err
 }
 
+const confirmOrders = `-- name: ConfirmOrders :many
+SELECT order_id::bigint AS order_id, kind::text AS kind, reservations::int AS reservations,
+       released::int AS released
+FROM confirm_orders($1::bigint[])
+`
+
+type ConfirmOrdersRow struct {
+	OrderID      int64
+	Kind         string
+	Reservations int32
+	Released     int32
+}
+
+// A batch of confirms, each order decided on its own, in one transaction: the combining path of
+// Confirm (see migrations/00033_confirm_orders_batch.sql for the rules it runs).
+func (q *Queries) ConfirmOrders(ctx context.Context, orderIds []int64) ([]ConfirmOrdersRow, error) {
+	rows, err := q.db.Query(ctx, confirmOrders, orderIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ConfirmOrdersRow{}
+	for rows.Next() {
+		var i ConfirmOrdersRow
+		if err := rows.Scan(
+			&i.OrderID,
+			&i.Kind,
+			&i.Reservations,
+			&i.Released,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const confirmReservations = `-- name: ConfirmReservations :many
 WITH t AS (
     UPDATE stock_reservations
@@ -139,7 +179,7 @@ type ConfirmReservationsRow struct {
 // ACTIVE → CONFIRMED: the units leave the warehouse, so on_hand and reserved both decrease.
 // The caller holds the inventory rows (LockInventoryRows) when this statement starts, so
 // confirmed_at is later than the commit of any seller report that held one of them: see
-// SoldAfterCount.
+// SoldAfterCount. The combined path (ConfirmOrders) keeps the same order and stamp.
 func (q *Queries) ConfirmReservations(ctx context.Context, ids []int64) ([]ConfirmReservationsRow, error) {
 	rows, err := q.db.Query(ctx, confirmReservations, ids)
 	if err != nil {

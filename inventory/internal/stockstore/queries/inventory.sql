@@ -24,7 +24,7 @@ FOR UPDATE OF i;
 -- ACTIVE → CONFIRMED: the units leave the warehouse, so on_hand and reserved both decrease.
 -- The caller holds the inventory rows (LockInventoryRows) when this statement starts, so
 -- confirmed_at is later than the commit of any seller report that held one of them: see
--- SoldAfterCount.
+-- SoldAfterCount. The combined path (ConfirmOrders) keeps the same order and stamp.
 WITH t AS (
     UPDATE stock_reservations
        SET status = 'CONFIRMED', confirmed_at = statement_timestamp()
@@ -211,6 +211,13 @@ SELECT order_id::bigint AS order_id, kind::text AS kind, coalesce(reservation_id
        coalesce(available, 0)::int AS available
 FROM reserve_orders(@order_ids::bigint[], @lats::float8[], @lons::float8[], @hold_seconds::float8[],
                     @line_orders::int[], @sku_ids::bigint[], @quantities::int[]);
+
+-- name: ConfirmOrders :many
+-- A batch of confirms, each order decided on its own, in one transaction: the combining path of
+-- Confirm (see migrations/00033_confirm_orders_batch.sql for the rules it runs).
+SELECT order_id::bigint AS order_id, kind::text AS kind, reservations::int AS reservations,
+       released::int AS released
+FROM confirm_orders(@order_ids::bigint[]);
 
 -- name: Now :one
 -- The database's clock, which decides every expiry.
