@@ -52,12 +52,30 @@ func BenchmarkReserve(b *testing.B) {
 // benchReserve runs b.N reservations shared by exactly clients goroutines. The client count is
 // the point of the case, so it does not come from GOMAXPROCS as b.RunParallel's would.
 func benchReserve(b *testing.B, skus, clients, inFlight int) {
-	ctx := context.Background()
 	pool := testenv.PoolOn(b, testenv.DatabaseURL(b), int32(clients+2))
 	seedBench(b, pool, skus)
 	eng := inventory.New(pool, nil, inventory.WithCombining(inFlight))
+	shipTo := inventory.Location{Lat: 41.01, Lon: 28.97}
 
-	// Open every connection before the clock starts, as pgbench's tps excludes connecting.
+	lat, elapsed := driveClients(b, pool, clients, func(ctx context.Context, order int64) error {
+		sku := int64(benchdata.FirstSKU + rand.IntN(skus))
+		_, err := eng.Reserve(ctx, inventory.ReserveRequest{OrderID: order,
+			Lines: []inventory.Line{{SKUID: sku, Quantity: 1}}, ShipTo: shipTo, Hold: 15 * time.Minute})
+		if err != nil {
+			return fmt.Errorf("reserve order %d sku %d: %w", order, sku, err)
+		}
+		return nil
+	})
+	checkBenchRows(b, pool, b.N)
+	reportLatencies(b, lat, elapsed, "reservations/s")
+}
+
+// driveClients runs op for orders 1..b.N from exactly clients goroutines, on the clock, and
+// returns each call's latency, as the caller sees it, and the time they all took. Every
+// connection of pool is opened before the clock starts, as pgbench's tps excludes connecting.
+// The first error fails the benchmark.
+func driveClients(b *testing.B, pool *pgxpool.Pool, clients int, op func(ctx context.Context, order int64) error) ([]time.Duration, time.Duration) {
+	ctx := context.Background()
 	conns := make([]*pgxpool.Conn, 0, clients)
 	for range clients {
 		c, err := pool.Acquire(ctx)
@@ -78,7 +96,6 @@ func benchReserve(b *testing.B, skus, clients, inFlight int) {
 		wg      sync.WaitGroup
 	)
 	lat := make([][]time.Duration, clients)
-	shipTo := inventory.Location{Lat: 41.01, Lon: 28.97}
 
 	b.ResetTimer()
 	start := time.Now()
@@ -89,14 +106,11 @@ func benchReserve(b *testing.B, skus, clients, inFlight int) {
 				if order > int64(b.N) {
 					return
 				}
-				sku := int64(benchdata.FirstSKU + rand.IntN(skus))
 				t0 := time.Now()
-				_, err := eng.Reserve(ctx, inventory.ReserveRequest{OrderID: order,
-					Lines: []inventory.Line{{SKUID: sku, Quantity: 1}}, ShipTo: shipTo, Hold: 15 * time.Minute})
-				if err != nil {
+				if err := op(ctx, order); err != nil {
 					firstMu.Lock()
 					if first == nil {
-						first = fmt.Errorf("reserve order %d sku %d: %w", order, sku, err)
+						first = err
 					}
 					firstMu.Unlock()
 					failed.Store(true)
@@ -112,16 +126,19 @@ func benchReserve(b *testing.B, skus, clients, inFlight int) {
 	if first != nil {
 		b.Fatal(first)
 	}
-
 	all := slices.Concat(lat...)
 	if len(all) != b.N {
-		b.Fatalf("%d reservations succeeded, want %d", len(all), b.N)
+		b.Fatalf("%d calls succeeded, want %d", len(all), b.N)
 	}
-	checkBenchRows(b, pool, b.N)
-	slices.Sort(all)
-	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "reservations/s")
-	b.ReportMetric(ms(percentile(all, 0.50)), "p50-ms")
-	b.ReportMetric(ms(percentile(all, 0.99)), "p99-ms")
+	return all, elapsed
+}
+
+// reportLatencies reports the rate of calls (in unit) and their median and 99th percentile.
+func reportLatencies(b *testing.B, lat []time.Duration, elapsed time.Duration, unit string) {
+	slices.Sort(lat)
+	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), unit)
+	b.ReportMetric(ms(percentile(lat, 0.50)), "p50-ms")
+	b.ReportMetric(ms(percentile(lat, 0.99)), "p99-ms")
 }
 
 func seedBench(b *testing.B, pool *pgxpool.Pool, skus int) {

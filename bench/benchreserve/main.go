@@ -2,7 +2,8 @@
 // ./inventory, with combining off and on) and, as its baseline, pgbench running the same
 // reserve-and-insert transaction on the same schema, on one private cluster in the same run, and
 // writes both into docs/benchmarks.md. A figure without a baseline measured beside it says little
-// about the code.
+// about the code. It also measures the confirm path on the hot row (BenchmarkConfirm, combining
+// off and on), each side the other's baseline.
 //
 // For the hot row it also runs pgbench over a few rows instead of one: the ceiling of splitting
 // the row into logical buckets, the design the engine did not take, measured beside the one it did.
@@ -113,7 +114,7 @@ type pgRun struct {
 // rate is the run's orders a second: its transactions times the orders in each.
 func (r pgRun) rate() float64 { return r.tps * float64(max(r.batch, 1)) }
 
-// goRun is one run of a BenchmarkReserve case.
+// goRun is one run of a BenchmarkReserve or BenchmarkConfirm case.
 type goRun struct {
 	rate, p50, p99 float64
 	other          float64
@@ -132,6 +133,16 @@ type result struct {
 	// and on (the default).
 	off, on goRun
 }
+
+// confirmResult is one client count of BenchmarkConfirm on the hot row: every confirm its own
+// transaction (off) and the default engine, which combines them (on).
+type confirmResult struct {
+	clients int
+	off, on goRun
+}
+
+// confirmClients are the client counts BenchmarkConfirm runs at.
+var confirmClients = []int{50, 200}
 
 // bench is what every run needs.
 type bench struct {
@@ -211,11 +222,15 @@ func run(ctx context.Context, seconds int, out string) error {
 				return err
 			},
 			func() (err error) {
-				r.off, err = steady(c.name()+" combining=off", func(int) (goRun, error) { return b.runGoBench(ctx, c, "off") })
+				r.off, err = steady(c.name()+" combining=off", func(int) (goRun, error) {
+					return b.runGoBench(ctx, "BenchmarkReserve", c, "off", "reservations/s")
+				})
 				return err
 			},
 			func() (err error) {
-				r.on, err = steady(c.name()+" combining=on", func(int) (goRun, error) { return b.runGoBench(ctx, c, "on") })
+				r.on, err = steady(c.name()+" combining=on", func(int) (goRun, error) {
+					return b.runGoBench(ctx, "BenchmarkReserve", c, "on", "reservations/s")
+				})
 				return err
 			},
 		}
@@ -257,13 +272,38 @@ func run(ctx context.Context, seconds int, out string) error {
 		}
 	}
 
+	confirms := make([]confirmResult, len(confirmClients))
+	for i, clients := range confirmClients {
+		c := benchCase{shape: "hot", skus: 1, clients: clients}
+		r := &confirms[i]
+		r.clients = clients
+		modes := []string{"off", "on"}
+		if i%2 == 1 {
+			modes = []string{"on", "off"} // take turns running first, as the reserve cases do
+		}
+		for _, mode := range modes {
+			run, err := steady(c.name()+" confirm combining="+mode, func(int) (goRun, error) {
+				return b.runGoBench(ctx, "BenchmarkConfirm", c, mode, "confirms/s")
+			})
+			if err != nil {
+				return fmt.Errorf("%s confirm: %w", c.name(), err)
+			}
+			if mode == "off" {
+				r.off = run
+			} else {
+				r.on = run
+			}
+		}
+	}
+
 	facts, err := machineFacts(ctx, b.srv)
 	if err != nil {
 		return err
 	}
 	facts.loadBefore, facts.loadAfter = loadBefore, fmt.Sprintf("%.2f", benchkit.LoadAverage())
-	section := render(results, best, facts, seconds)
+	section := render(results, confirms, best, facts, seconds)
 	fmt.Println(table(results))
+	fmt.Println(confirmTable(confirms))
 	fmt.Println(hotTable(results))
 	fmt.Println(fairTable(results, best))
 	for _, v := range append(verdicts(results), fairVerdict(results, best)) {
@@ -383,13 +423,14 @@ func (b *bench) runPgbench(ctx context.Context, label string, skus, clients, bat
 	return r, nil
 }
 
-// runGoBench runs one case of BenchmarkReserve on the same cluster through TEST_PG_URL.
-func (b *bench) runGoBench(ctx context.Context, c benchCase, combining string) (goRun, error) {
+// runGoBench runs one case of benchmark (BenchmarkReserve or BenchmarkConfirm) on the same
+// cluster through TEST_PG_URL; unit is the metric its rate is reported in.
+func (b *bench) runGoBench(ctx context.Context, benchmark string, c benchCase, combining, unit string) (goRun, error) {
 	var r goRun
 	if err := checkpoint(ctx, b.srv); err != nil {
 		return r, err
 	}
-	pattern := fmt.Sprintf("^BenchmarkReserve$/^%s$/^clients=%d$/^combining=%s$", c.shape, c.clients, combining)
+	pattern := fmt.Sprintf("^%s$/^%s$/^clients=%d$/^combining=%s$", benchmark, c.shape, c.clients, combining)
 	logf("%s: go test ./inventory -run '^$' -bench '%s' -benchtime %ds -count 1", c.name(), pattern, b.seconds)
 	output, other, err := b.measured(ctx, b.pkgDir, []string{"TEST_PG_URL=" + b.srv.URL("postgres")}, b.testBin,
 		"-test.run", "^$", "-test.bench", pattern, "-test.benchtime", fmt.Sprintf("%ds", b.seconds), "-test.count", "1")
@@ -398,7 +439,7 @@ func (b *bench) runGoBench(ctx context.Context, c benchCase, combining string) (
 	}
 	r.other = other
 	line := ""
-	prefix := "BenchmarkReserve/" + c.name() + "/combining=" + combining
+	prefix := benchmark + "/" + c.name() + "/combining=" + combining
 	for l := range strings.Lines(output) {
 		if rest, ok := strings.CutPrefix(l, prefix); ok && (strings.HasPrefix(rest, "-") || strings.HasPrefix(rest, " ") || strings.HasPrefix(rest, "\t")) {
 			line = l
@@ -416,7 +457,7 @@ func (b *bench) runGoBench(ctx context.Context, c benchCase, combining string) (
 		}
 		metrics[f[i+1]] = v
 	}
-	for unit, dst := range map[string]*float64{"reservations/s": &r.rate, "p50-ms": &r.p50, "p99-ms": &r.p99} {
+	for unit, dst := range map[string]*float64{unit: &r.rate, "p50-ms": &r.p50, "p99-ms": &r.p99} {
 		v, ok := metrics[unit]
 		if !ok {
 			return r, fmt.Errorf("metric %s missing from %q", unit, line)
@@ -608,6 +649,19 @@ func fairTable(rs []result, best pgRun) string {
 	return b.String()
 }
 
+// confirmTable sets the confirm path on the hot row with combining off beside on.
+func confirmTable(rs []confirmResult) string {
+	var b strings.Builder
+	b.WriteString("| hot row, clients | Go confirm, combining off, confirms/s | Go confirm, combining on (default), confirms/s | " +
+		"on ÷ off | off p50 / p99 ms | on p50 / p99 ms |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rs {
+		fmt.Fprintf(&b, "| %d | %.0f | %.0f | %.2f | %.2f / %.2f | %.2f / %.2f |\n", r.clients, r.off.rate, r.on.rate,
+			ratio(r.on.rate, r.off.rate), r.off.p50, r.off.p99, r.on.p50, r.on.p99)
+	}
+	return b.String()
+}
+
 // fairVerdict judges the hot row against the batched baseline: the engine at least matches the
 // row's limit for its batch size.
 func fairVerdict(rs []result, best pgRun) string {
@@ -678,7 +732,7 @@ func verdicts(rs []result) []string {
 	return out
 }
 
-func render(rs []result, best pgRun, f facts, seconds int) string {
+func render(rs []result, confirms []confirmResult, best pgRun, f facts, seconds int) string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	w("%s\n## Reserve path against pgbench\n\n", startMarker)
@@ -743,7 +797,19 @@ func render(rs []result, best pgRun, f facts, seconds int) string {
 	if d := disturbance(rs); d != "" {
 		w("\n\n%s", d)
 	}
-	w("\n\nThe pgbench transaction (spread; hot sets `:sku` to %d, the %d-row reference draws it from "+
+	w("\n\nThe confirm path on the hot row: `Engine.Confirm` of orders reserved beforehand (one unit "+
+		"each, off the clock), exactly `clients` goroutines, through a pool of clients+2 connections. "+
+		"combining=off: every confirm its own transaction (`CONFIRM_COMBINING=false`); combining=on: the "+
+		"default engine, whose confirms that wait while a batch of their SKU is in flight go together as "+
+		"the next batch, one `confirm_orders` statement. Per case: `go test ./inventory -run '^$' -bench "+
+		"'^BenchmarkConfirm$/^hot$/^clients=<clients>$/^combining=<off|on>$' -benchtime %ds -count 1`. "+
+		"CPU taken by other processes (off / on):", seconds)
+	for i, r := range confirms {
+		w(" %d clients %.0f%% / %.0f%%%s", r.clients, 100*r.off.other, 100*r.on.other, listSep(i, len(confirms)))
+	}
+	w("\n\n")
+	b.WriteString(confirmTable(confirms))
+	w("\nThe pgbench transaction (spread; hot sets `:sku` to %d, the %d-row reference draws it from "+
 		"the first %d SKUs):\n\n```sql\n%s```\n%s\n",
 		benchdata.FirstSKU, bucketRows, bucketRows, script(1000, 1), endMarker)
 	return b.String()
