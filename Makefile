@@ -244,6 +244,10 @@ bench-lockwaits: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) ## the p
 bench-cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build $(NATS_SERVER) ## campaign traffic at 50 and 200 shoppers through make cluster's shape beside its own Temporal floor, then the dev stack's floor and campaign at the same counts; writes docs/benchmarks.md and docs/bench-cluster.json
 	$(call bench-tool,benchcampaign) -stack cluster
 
+.PHONY: capacity
+capacity: ## a queueing model of the campaign fed by the measured costs per order: checked against make bench-cluster's two load points, then sized for 1,000 orders/s (hosts, shards, PostgreSQL, the ceiling that binds first); reads docs/bench-cluster.json, bench-campaign.json and bench-lockwaits.json, measures nothing; writes docs/benchmarks.md
+	$(call bench-tool,capacity)
+
 .PHONY: bench-cost
 bench-cost: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) ## CPU per order (paid at once, 3-D Secure, the campaign mix) over the empty workflow's, three runs, then Temporal persistence calls and visibility writes per order beside an empty workflow; writes docs/benchmarks.md and ends with `cpu ratio: paid-at-once X campaign Y` (BASELINE=path of another build for the persistence calls; BENCH_COST_FLAGS=-cpu-only for the CPU pass alone)
 	$(call bench-tool,benchcost) $(if $(BASELINE),-baseline $(BASELINE)) $(BENCH_COST_FLAGS)

@@ -1,0 +1,269 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strings"
+)
+
+// The figures the model reads, as bench/benchcampaign writes them (only the fields used here).
+type benchFile struct {
+	Stack string     `json:"stack"`
+	CPUs  int        `json:"cpus"`
+	Runs  []benchRun `json:"runs"`
+}
+
+type benchRun struct {
+	What      string  `json:"what"`
+	Shoppers  int     `json:"shoppers"`
+	Seconds   float64 `json:"seconds"`
+	Created   int64   `json:"created"`
+	PerSecond float64 `json:"createdPerSecond"`
+	Placed    int64   `json:"placed"`
+	P50Ms     float64 `json:"p50Ms"`
+	P99Ms     float64 `json:"p99Ms"`
+	Window    struct {
+		CPU struct {
+			Checkout float64 `json:"checkoutDevPct"`
+			Temporal float64 `json:"temporalPct"`
+			Balancer float64 `json:"haproxyPct"`
+			Postgres float64 `json:"postgresPct"`
+			Driver   float64 `json:"driverPct"`
+			Other    float64 `json:"otherPct"`
+			Idle     float64 `json:"idlePct"`
+		} `json:"cpu"`
+		PG struct {
+			TopLocks []struct {
+				Event string  `json:"event"`
+				Query string  `json:"query"`
+				Mean  float64 `json:"mean"`
+			} `json:"topLocks"`
+		} `json:"postgres"`
+		Persistence *struct {
+			PerSecond float64 `json:"callsPerSecond"`
+			MeanMs    float64 `json:"meanMs"`
+			Top       []struct {
+				Operation string  `json:"operation"`
+				PerSecond float64 `json:"perSecond"`
+				MeanMs    float64 `json:"meanMs"`
+			} `json:"topOperations"`
+		} `json:"temporalPersistence"`
+	} `json:"window"`
+}
+
+// The lock-wait runs: the plain checkout with the cart notices in PostgreSQL or on the broker.
+type lockWaitFile struct {
+	Runs []struct {
+		Notify bool     `json:"notifyInPostgres"`
+		Run    benchRun `json:"run"`
+	} `json:"runs"`
+}
+
+func readJSON(path string, v any) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+func (f benchFile) find(what string, shoppers int) (benchRun, error) {
+	for _, r := range f.Runs {
+		if r.What == what && r.Shoppers == shoppers {
+			return r, nil
+		}
+	}
+	return benchRun{}, fmt.Errorf("no %s run at %d shoppers", what, shoppers)
+}
+
+// placedPerSec is the rate of the shoppers' loop: every POST /orders, whatever its answer.
+func (r benchRun) placedPerSec() float64 { return float64(r.Placed) / r.Seconds }
+
+// writesPerSec is the execution writes (Create/UpdateWorkflowExecution) among the operations the
+// run listed.
+func (r benchRun) writesPerSec() float64 {
+	var w float64
+	if p := r.Window.Persistence; p != nil {
+		for _, op := range p.Top {
+			if op.Operation == "history CreateWorkflowExecution" || op.Operation == "history UpdateWorkflowExecution" {
+				w += op.PerSecond
+			}
+		}
+	}
+	return w
+}
+
+// hotRowWaits is, over the saga's runs, the most backends waiting on the stock rows' locks
+// (ReserveOrder, LockInventoryRows) on average: a run's figure where its heaviest waits list it,
+// and otherwise the least of the waits it lists, which bounds it.
+func (f benchFile) hotRowWaits() float64 {
+	var most float64
+	for _, r := range f.Runs {
+		if r.What == "floor" {
+			continue
+		}
+		locks := r.Window.PG.TopLocks
+		bound, listed := math.Inf(1), 0.0
+		for _, l := range locks {
+			bound = math.Min(bound, l.Mean)
+			if l.Query == "ReserveOrder" || l.Query == "LockInventoryRows" || l.Query == "LockInventoryRow" {
+				listed = math.Max(listed, l.Mean)
+			}
+		}
+		switch {
+		case listed > 0:
+			most = math.Max(most, listed)
+		case len(locks) >= 3:
+			most = math.Max(most, bound)
+		}
+	}
+	return most
+}
+
+// Input is one figure the model was given and where it comes from.
+type Input struct {
+	What, Value, From string
+}
+
+// Inputs are the model's costs with their provenance.
+type Inputs struct {
+	Costs Costs
+	List  []Input
+	CPUs  int
+}
+
+// commitFlush is a PostgreSQL commit's latency beyond CPU (its WAL flush): pgbench's mean
+// latency of a one-row reserve transaction at 8 clients on spread rows, durable commits, on this
+// machine (docs/benchmarks.md, "Reserve path against pgbench": 0.85 ms). The JSON files of the
+// campaign runs do not separate it from CPU.
+const commitFlush = 0.85e-3
+
+// calibrate derives the costs per placed order from the cluster's campaign run at shoppers, the
+// cluster's floor at the same count, the dev stack's plain run (the shopper's other requests) and
+// the lock-wait runs (the notification lock).
+func calibrate(cluster benchFile, campaign benchFile, lockWaits lockWaitFile, shoppers int) (Inputs, error) {
+	c, err := cluster.find("campaign", shoppers)
+	if err != nil {
+		return Inputs{}, fmt.Errorf("cluster: %w", err)
+	}
+	floor, err := cluster.find("floor", shoppers)
+	if err != nil {
+		return Inputs{}, fmt.Errorf("cluster: %w", err)
+	}
+	plain, err := lowestPlain(campaign)
+	if err != nil {
+		return Inputs{}, err
+	}
+	if c.Window.Persistence == nil || floor.Window.Persistence == nil || c.Placed == 0 || plain.Placed == 0 {
+		return Inputs{}, fmt.Errorf("cluster: the campaign or floor run at %d shoppers lacks persistence or order counts", shoppers)
+	}
+	var in Inputs
+	in.CPUs = cluster.CPUs
+	add := func(what, value, from string) { in.List = append(in.List, Input{what, value, from}) }
+	campaignRun := fmt.Sprintf("bench-cluster.json, campaign at %d", shoppers)
+	floorRun := fmt.Sprintf("bench-cluster.json, floor at %d", shoppers)
+	plainRun := fmt.Sprintf("bench-campaign.json, plain-ok at %d (dev stack)", plain.Shoppers)
+
+	x := c.placedPerSec()
+	per := func(pct float64) float64 { return pct / 100 / x }
+	cpu := c.Window.CPU
+	api, temporal, pg := per(cpu.Checkout), per(cpu.Temporal), per(cpu.Postgres)
+	front, driver := per(cpu.Other+cpu.Balancer), per(cpu.Driver)
+	add("orders placed per second (every POST /orders)", fmt.Sprintf("%.2f", x), campaignRun)
+	add("CPU per placed order: checkout (API replicas, workers)", ms(api), campaignRun+": its CPU share ÷ orders placed/s")
+	add("CPU per placed order: Temporal's services", ms(temporal), campaignRun)
+	add("CPU per placed order: PostgreSQL (both databases)", ms(pg), campaignRun)
+	add("CPU per placed order: HAProxy, broker, unattributed (other)", ms(front), campaignRun)
+	add("CPU per placed order: load generator", ms(driver), campaignRun)
+
+	calls := c.Window.Persistence.PerSecond / x
+	add("Temporal persistence calls per placed order", fmt.Sprintf("%.1f", calls), campaignRun)
+	floorCalls := floor.Window.Persistence.PerSecond / floor.PerSecond
+	pgPerCall := floor.Window.CPU.Postgres / 100 / floor.Window.Persistence.PerSecond
+	add("persistence calls per Update-with-Start (the floor's empty workflow)", fmt.Sprintf("%.1f", floorCalls), floorRun)
+	add("PostgreSQL CPU per persistence call", ms(pgPerCall), floorRun+": PostgreSQL served only Temporal")
+	pgT := math.Min(calls*pgPerCall, pg)
+	pgC := pg - pgT
+	writeShare := c.writesPerSec() / c.Window.Persistence.PerSecond
+	add("share of calls that write an execution (Create/UpdateWorkflowExecution)", fmt.Sprintf("%.2f", writeShare),
+		campaignRun+": the two operations' calls/s ÷ all calls/s")
+	crit := math.Min(floorCalls/calls, 1)
+	add("share of an order's work on POST /orders' path", fmt.Sprintf("%.2f", crit),
+		"the floor's calls per Update-with-Start ÷ the campaign's calls per order")
+
+	pp := plain.placedPerSec()
+	restAPI := math.Min(plain.Window.CPU.Checkout/100/pp, api)
+	restPG := math.Min(plain.Window.CPU.Postgres/100/pp, pgC)
+	add("CPU of a shopper's other requests: checkout / PostgreSQL", ms(restAPI)+" / "+ms(restPG),
+		plainRun+": the same requests around a one-transaction order, so an upper bound")
+
+	var notify []float64
+	for _, r := range lockWaits.Runs {
+		if r.Notify && r.Run.PerSecond > 0 {
+			notify = append(notify, 1/r.Run.PerSecond)
+		}
+	}
+	hold := median(notify)
+	if hold > 0 {
+		add("notification-queue lock held per order (cart writes, notices in PostgreSQL)", ms(hold),
+			fmt.Sprintf("bench-lockwaits.json: 1 ÷ orders/s, median of the %d runs with notices in PostgreSQL (the lock busy throughout)", len(notify)))
+	}
+	add("a write's flush, beyond CPU", ms(commitFlush), "docs/benchmarks.md, reserve path: pgbench's one-row commit at 8 clients")
+	createdShare := float64(c.Created) / float64(c.Placed)
+	add("share of placed orders answered 201", fmt.Sprintf("%.3f", createdShare), campaignRun)
+
+	postCalls := max(int(math.Round(crit*calls)), 1)
+	in.Costs = Costs{
+		Rest: map[string]float64{partAPI: restAPI, partPGC: restPG, partFront: front, partDriver: driver},
+		Post: map[string]float64{partAPI: crit * (api - restAPI), partTemporal: crit * temporal, partPGT: crit * pgT,
+			partPGC: crit * (pgC - restPG)},
+		Async: map[string]float64{partAPI: (1 - crit) * (api - restAPI), partTemporal: (1 - crit) * temporal,
+			partPGT: (1 - crit) * pgT, partPGC: (1 - crit) * (pgC - restPG)},
+		PostCalls: postCalls, AsyncCalls: max(int(math.Round(calls))-postCalls, 0),
+		WriteShare: writeShare, Commit: commitFlush, NotifyHold: hold, CreatedShare: createdShare,
+	}
+	return in, nil
+}
+
+// lowestPlain is the dev stack's plain run at its lowest shopper count (the least contended).
+func lowestPlain(f benchFile) (benchRun, error) {
+	var best benchRun
+	for _, r := range f.Runs {
+		if r.What == "plain-ok" && (best.Shoppers == 0 || r.Shoppers < best.Shoppers) {
+			best = r
+		}
+	}
+	if best.Shoppers == 0 {
+		return best, fmt.Errorf("campaign: no plain-ok run")
+	}
+	return best, nil
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func ms(seconds float64) string {
+	v := seconds * 1000
+	switch {
+	case v >= 10:
+		return fmt.Sprintf("%.0f ms", v)
+	case v >= 1:
+		return fmt.Sprintf("%.1f ms", v)
+	}
+	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.2f", v), "0"), ".") + " ms"
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+)
+
+// clusterShards is the history shards of `make cluster`'s Temporal (deploy/temporal-server.yaml's
+// default, which the cluster runs used).
+const clusterShards = 16
+
+// The simulated time of a validation run: long enough for several turns of 200 shoppers' loop
+// (about 20 s each when the machine is saturated).
+const (
+	validateWarmup  = 60.0
+	validateMeasure = 240.0
+)
+
+// Check is one measured campaign run beside the model's prediction of it.
+type Check struct {
+	Shoppers    int
+	Measured    benchRun
+	Predicted   Result
+	Calibration bool // the run the costs came from
+	// Processes is the prediction with the cores shared among processes (the kernel's threads,
+	// Go's goroutines) rather than among requests: the sensitivity to that choice.
+	Processes Result
+	// WriteMs is the run's measured mean latency of its execution writes.
+	WriteMs float64
+}
+
+// Validation is the model against the cluster's campaign runs on this machine.
+type Validation struct {
+	Checks []Check
+	// WriteMs is the measured mean latency of the execution writes in the calibration run (the
+	// time a write holds its shard), beside the model's; FloorWriteMs the floor's at the same count,
+	// on a machine that was not saturated.
+	WriteMs, FloorWriteMs float64
+	// HotRowWaits is the most backends the saga's runs had waiting on the stock rows' locks.
+	HotRowWaits float64
+	// Reverse is the model calibrated from the other load point instead, predicting this one.
+	Reverse     []Check
+	ReverseFrom int
+}
+
+// writeMs is the mean latency of the run's execution writes (Create/UpdateWorkflowExecution).
+func (r benchRun) writeMs() float64 {
+	var n, sum float64
+	if p := r.Window.Persistence; p != nil {
+		for _, op := range p.Top {
+			if op.Operation == "history CreateWorkflowExecution" || op.Operation == "history UpdateWorkflowExecution" {
+				n += op.PerSecond
+				sum += op.PerSecond * op.MeanMs
+			}
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / n
+}
+
+// machine is this machine as the cluster runs had it: every part on one host of cpus cores. With
+// processes, the cores are shared among the processes the cluster ran (two API replicas and two
+// workers, Temporal's four services, HAProxy and the broker, the load generator, and a PostgreSQL
+// backend per statement); without, among requests.
+func machine(cpus int, processes bool) Topology {
+	t := Topology{Pools: map[string]Pool{"machine": {Hosts: 1, Cores: float64(cpus)}}, Place: map[string]string{},
+		Shards: clusterShards}
+	if processes {
+		t.Procs = map[string]int{partAPI: 4, partTemporal: 4, partFront: 2, partDriver: 1}
+	}
+	for _, p := range parts {
+		t.Place[p] = "machine"
+	}
+	return t
+}
+
+func validate(in Inputs, cluster benchFile, calibrateAt int, seed uint64) (Validation, error) {
+	var v Validation
+	for _, r := range cluster.Runs {
+		if r.What != "campaign" {
+			continue
+		}
+		p := Simulate(in.Costs, machine(in.CPUs, false), r.Shoppers, validateWarmup, validateMeasure, seed)
+		q := Simulate(in.Costs, machine(in.CPUs, true), r.Shoppers, validateWarmup, validateMeasure, seed)
+		v.Checks = append(v.Checks, Check{Shoppers: r.Shoppers, Measured: r, Predicted: p, Processes: q,
+			Calibration: r.Shoppers == calibrateAt, WriteMs: r.writeMs()})
+		if r.Shoppers == calibrateAt {
+			v.WriteMs = r.writeMs()
+		}
+	}
+	if f, err := cluster.find("floor", calibrateAt); err == nil {
+		v.FloorWriteMs = f.writeMs()
+	}
+	v.HotRowWaits = cluster.hotRowWaits()
+	if len(v.Checks) < 2 {
+		return v, fmt.Errorf("cluster: %d campaign runs, the validation needs two load points", len(v.Checks))
+	}
+	slices.SortFunc(v.Checks, func(a, b Check) int { return a.Shoppers - b.Shoppers })
+	return v, nil
+}
+
+// reverse calibrates from every other campaign run in turn and predicts the calibration count's
+// run from it: the same check the other way round.
+func reverse(v *Validation, cluster benchFile, campaign benchFile, lockWaits lockWaitFile, calibrateAt int, seed uint64) error {
+	target, err := cluster.find("campaign", calibrateAt)
+	if err != nil {
+		return err
+	}
+	for _, k := range v.Checks {
+		if k.Calibration {
+			continue
+		}
+		in, err := calibrate(cluster, campaign, lockWaits, k.Shoppers)
+		if err != nil {
+			return err
+		}
+		for _, r := range []benchRun{k.Measured, target} {
+			p := Simulate(in.Costs, machine(in.CPUs, false), r.Shoppers, validateWarmup, validateMeasure, seed)
+			v.Reverse = append(v.Reverse, Check{Shoppers: r.Shoppers, Measured: r, Predicted: p, Calibration: r.Shoppers == k.Shoppers})
+		}
+		v.ReverseFrom = k.Shoppers
+		break
+	}
+	return nil
+}
