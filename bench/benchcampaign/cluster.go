@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"math"
 	"strings"
 	"time"
 )
@@ -211,12 +210,12 @@ func clusterAgainstDev(res Results) string {
 		"runs nine processes where the dev stack runs two (four Temporal services, two API replicas, two workers and " +
 		"HAProxy against `checkout-dev dev` and the dev server) and puts Temporal's persistence on the same PostgreSQL as the checkout, where the dev " +
 		"server keeps it in SQLite in its own process; what the cluster buys is the shape that scales out, which the " +
-		"projection below reads."
+		"capacity section's model sizes."
 }
 
-// clusterProjection says, from the CPU each part spent per order in the campaign run at the
-// highest count, what more hosts would change. It is a projection, and says so: it assumes each
-// part's CPU per order stays what it was here when the part gets machines of its own.
+// clusterProjection points at what more hosts would change: not an extrapolation here, but the
+// capacity section's model (bench/capacity, `make capacity`), which reads this run's JSON for its
+// costs per order, is checked against this run's load points and sizes the topology from them.
 func clusterProjection(res Results) string {
 	n, c, ok := res.highestCampaign()
 	if !ok || c.PerSecond <= 0 {
@@ -224,25 +223,11 @@ func clusterProjection(res Results) string {
 	}
 	cpu := c.Window.CPU
 	perOrder := func(pct float64) float64 { return 10 * pct / c.PerSecond } // ms of CPU per order
-	checkout, temporal, pg := perOrder(cpu.Checkout), perOrder(cpu.Temporal), perOrder(cpu.Postgres)
-	if checkout <= 0 || temporal <= 0 || pg <= 0 {
-		return ""
-	}
-	const cores = 8.0 // a host of the projection
-	var b strings.Builder
-	fmt.Fprintf(&b, "**Projection, not a measurement.** In the campaign run at %d shoppers each order cost %.0f ms of CPU "+
-		"in the checkout's API replicas and workers, %.0f ms in the Temporal server and %.0f ms in PostgreSQL (which "+
-		"served both). On this machine all of them share 2 CPUs, so adding history hosts, shards or workers here only "+
-		"adds processes competing for the same CPUs. Given hosts of their own, and if those costs per order held, ", n,
-		checkout, temporal, pg)
-	fmt.Fprintf(&b, "each %.0f-core host would carry about %.0f orders/s of checkout work (API replicas and workers scale out "+
-		"behind HAProxy: add them until Temporal or PostgreSQL is the limit), about %.0f orders/s of Temporal work (history "+
-		"hosts with the shards spread over them: more shards than hosts, so that a shard's writes are not the queue; the "+
-		"shard count is fixed when the cluster is created), and a %.0f-core PostgreSQL about %.0f orders/s; the design's "+
-		"~1,000 orders/s at a campaign peak would take on that reading about %.0f checkout hosts, %.0f history hosts and "+
-		"%.0f cores of PostgreSQL, split between the checkout's database and Temporal's. Costs per order fall on a machine that is not "+
-		"saturated (less waiting and context switching), so these are cautious figures.", cores,
-		cores*1000/checkout, cores*1000/temporal, 2*cores, 2*cores*1000/pg,
-		math.Ceil(1000*checkout/(cores*1000)), math.Ceil(1000*temporal/(cores*1000)), math.Ceil(pg))
-	return b.String()
+	return fmt.Sprintf("What more hosts would change is not read here: on this machine every part shares 2 CPUs, so "+
+		"adding history hosts, shards or workers only adds processes competing for them (in the campaign run at %d "+
+		"shoppers an order cost %.0f ms of CPU in the checkout's API replicas and workers, %.0f ms in the Temporal server "+
+		"and %.0f ms in PostgreSQL). The capacity section below (`make capacity`) reads these runs' costs per order into "+
+		"a queueing model, checks it against these load points and sizes the topology for ~1,000 orders/s from it: "+
+		"hosts per part, history shards, PostgreSQL, and the serialization ceiling that binds first.",
+		n, perOrder(cpu.Checkout), perOrder(cpu.Temporal), perOrder(cpu.Postgres))
 }
