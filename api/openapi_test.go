@@ -93,6 +93,9 @@ func TestOpenAPI_NamesEveryCodeWithItsStatus(t *testing.T) {
 		said[m[1]] = append(said[m[1]], m[2])
 	}
 	for _, code := range problem.Codes() {
+		if code.Kind() == problem.KindEnded {
+			continue // an order's failureCode: TestOpenAPI_FailureCodesAreTheOrdersEndings
+		}
 		if code.Internal() {
 			// Never answered as it is: as INTERNAL or UNAVAILABLE, named with their statuses.
 			assert.Contains(t, []int{500, 503}, api.StatusOf(code), code)
@@ -106,4 +109,37 @@ func TestOpenAPI_NamesEveryCodeWithItsStatus(t *testing.T) {
 		assert.True(t, slices.ContainsFunc(said[status], named.MatchString),
 			"openapi.yaml names %s nowhere with status %s", code, status)
 	}
+}
+
+// TestOpenAPI_ErrorCodesAreTheVocabularys: the Error schema's code enum is every code a request may
+// be answered with (internal/problem's answered codes, as AnsweredAs answers them), in the order
+// of their declarations: a code added to one and not the other fails here.
+func TestOpenAPI_ErrorCodesAreTheVocabularys(t *testing.T) {
+	t.Parallel()
+	var want []string
+	for _, code := range problem.Codes() {
+		if code.Answered() && api.AnsweredAs(code) == code {
+			want = append(want, string(code))
+		}
+	}
+	assert.Equal(t, want, schemaEnum(t, "Error", "code"),
+		"api/openapi.yaml's Error.code enum: [%s]", strings.Join(want, ", "))
+}
+
+// schemaEnum is the enum of a property of one of openapi.yaml's schemas.
+func schemaEnum(t *testing.T, schema, property string) []string {
+	t.Helper()
+	raw, err := os.ReadFile("openapi.yaml")
+	require.NoError(t, err)
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]struct {
+					Enum []string `yaml:"enum"`
+				} `yaml:"properties"`
+			} `yaml:"schemas"`
+		} `yaml:"components"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &doc))
+	return doc.Components.Schemas[schema].Properties[property].Enum
 }

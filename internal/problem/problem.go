@@ -8,7 +8,6 @@ package problem
 import (
 	"errors"
 	"maps"
-	"slices"
 )
 
 // Code names a refusal or a failure. Codes never change: clients, stored answers and recorded
@@ -16,7 +15,9 @@ import (
 type Code string
 
 // The codes a client may be answered with. Each is answered by the API with the status of its row
-// in api/errors.go, and named in api/openapi.yaml.
+// in api/errors.go, and named in api/openapi.yaml (the ErrorCode enum).
+//
+//problem:answered
 const (
 	// The request itself.
 	InvalidJSON         Code = "INVALID_JSON"
@@ -99,6 +100,8 @@ const (
 // in the Temporal UI. No client is answered with them (they are Internal); should one reach the
 // API, it answers with its row's status as UNAVAILABLE (503, a dependency down or not answering)
 // or INTERNAL (500, a fault of ours).
+//
+//problem:internal
 const (
 	// The inventory: a reservation released meanwhile (expired, swept, taken by a seller's lower
 	// count), an order that holds none, a request the saga should never have built.
@@ -134,35 +137,78 @@ const (
 	InvalidSupportAction Code = "INVALID_SUPPORT_ACTION"
 )
 
-// codes are all of them, for Known and the API's tests.
-var codes = []Code{InvalidJSON, ValidationFailed, PayloadTooLarge, MethodNotAllowed,
-	BatchTooLarge, PayloadNotDecodable, Unauthorized, Forbidden, InvalidSignature, InvalidGuestToken, NotFound,
-	SKUNotFound, LineNotFound, LimitReached, RateLimited, TooManyOpenOrders, Busy, Unavailable, Internal,
-	WebhookTargetForbidden, CartConflict, CartMerged, CartLimit, CartEmpty, CartInvalid, MixedCurrency, PriceChanged, CouponNotFound,
-	CouponNotStarted, CouponExpired, CouponUsedUp, CouponAlreadyUsed, CouponNotApplicable, CouponMinBasket,
-	CouponExists, IdempotencyKeyReused, OutOfStock, PaymentDeclined, PaymentUnavailable, OrderFailed,
-	OrderNotCancellable, OrderNotPendingPayment, HoldExtensionUsed, HoldExtensionTooEarly, HoldExpired,
-	HoldNotExtendable, OrderNotConfirmed, UnitsExceedLine,
-	ReservationNotActive, NoReservation, InvalidInventoryRequest, OrderTransitionRefused, OutcomeNotRecordable,
-	PaymentProviderUnavailable, PaymentOutcomeUnknown, PaymentStillUnknown, PaymentRefused, PaymentNotFound,
-	PaymentMethodGone, PaymentEventRefused, PaymentAuthorizationExpired, InvalidSupportAction}
+// Why an order ended, beside the codes above that end one too (OUT_OF_STOCK, PAYMENT_DECLINED,
+// PAYMENT_UNAVAILABLE, HOLD_EXPIRED, UNAVAILABLE): an order's failureCode (orders.failure_code),
+// which the shopper, sellers' webhooks and support read. No request is answered with one as its
+// code. Which codes end an order, and in which status, is order.Endings.
+//
+//problem:ended
+const (
+	// The reservation was gone when the payment came.
+	StockReleased Code = "STOCK_RELEASED"
+	// A seller's lower count took the stock.
+	StockShortfall     Code = "STOCK_SHORTFALL"
+	CancelledByShopper Code = "CANCELLED_BY_SHOPPER"
+	CancelledBySupport Code = "CANCELLED_BY_SUPPORT"
+	RefundedBySupport  Code = "REFUNDED_BY_SUPPORT"
+	// Orphaned: the order was left open by a workflow that ended without finishing it (support
+	// terminated it); the payment reconciler or the order's hold ended it.
+	Orphaned Code = "ORPHANED"
+	// AttentionExpired: the order waited for support past the worker's PARKED_GIVE_UP_AFTER; its
+	// saga gave it up (stock back, payment voided) before the authorization expired.
+	AttentionExpired Code = "ATTENTION_EXPIRED"
+	// AuthorizationExpired: the payment's authorization lapsed at the provider (or was about to)
+	// before the order could capture it; the order gives its stock back and voids it.
+	AuthorizationExpired Code = "AUTHORIZATION_EXPIRED"
+)
 
-// internal are the codes no client is answered with.
-var internal = []Code{ReservationNotActive, NoReservation, InvalidInventoryRequest, OrderTransitionRefused,
-	OutcomeNotRecordable, PaymentProviderUnavailable, PaymentOutcomeUnknown, PaymentStillUnknown, PaymentRefused,
-	PaymentNotFound, PaymentMethodGone, PaymentEventRefused, PaymentAuthorizationExpired, InvalidSupportAction}
+// Kind says who reads a code: the const block that declares it (its //problem: line), listed in
+// codes_gen.go, which is generated from the declarations (go generate ./internal/problem).
+type Kind int
 
-// Codes are every code of the vocabulary.
-func Codes() []Code { return append([]Code(nil), codes...) }
+const (
+	// KindAnswered: a client is answered with it (api/errors.go gives its status).
+	KindAnswered Kind = iota + 1
+	// KindInternal: a failure inside the checkout that the saga and support read; a request that
+	// meets one is answered UNAVAILABLE or INTERNAL.
+	KindInternal
+	// KindEnded: only why an order ended (its failureCode); no request is answered with it.
+	KindEnded
+)
+
+//go:generate go test -run TestCodes_GeneratedFromTheirDeclarations -update .
+
+// Codes are every code of the vocabulary, in the order of their declarations.
+func Codes() []Code {
+	out := make([]Code, len(vocabulary))
+	for i, v := range vocabulary {
+		out[i] = v.code
+	}
+	return out
+}
+
+// Kind is who reads c (0 for a string that is no code).
+func (c Code) Kind() Kind { return kindOf[c] }
+
+var kindOf = func() map[Code]Kind {
+	out := make(map[Code]Kind, len(vocabulary))
+	for _, v := range vocabulary {
+		out[v.code] = v.kind
+	}
+	return out
+}()
 
 // Known: c is a code of the vocabulary (an activity's error type that is not one is a driver's or
 // the SDK's, or a name an earlier release raised, which package activities reads as its code).
-func (c Code) Known() bool { return slices.Contains(codes, c) }
+func (c Code) Known() bool { return c.Kind() != 0 }
 
 // Internal: c names a failure inside the checkout (a step's, or a workflow handler's refusal of
 // support) that the saga and support read and no client is answered with: it is no refusal of a
 // client's request, and api/openapi.yaml does not name it.
-func (c Code) Internal() bool { return slices.Contains(internal, c) }
+func (c Code) Internal() bool { return c.Kind() == KindInternal }
+
+// Answered: a request may be answered with c as its code (with its status in api/errors.go).
+func (c Code) Answered() bool { return c.Kind() == KindAnswered }
 
 // Error is a coded refusal or failure. errors.Is matches two of them by code; errors.As finds one
 // anywhere in a chain wrapped with %w.
