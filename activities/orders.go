@@ -178,12 +178,12 @@ func (a *Orders) SetHold(ctx context.Context, in SetHoldInput) error {
 	return failed(a.store().SetHold(ctx, in.OrderID, in.ExpiresAt), "recording the hold of order %d", in.OrderID)
 }
 
-// TransitionInput moves an order to a final status. To is an order.Status and Code an
-// order.FailureCode, as plain strings: the shape the histories of every build carry.
+// TransitionInput moves an order to a final status, with the code it ends with (typed strings:
+// the same JSON as the plain strings the histories of earlier builds carry).
 type TransitionInput struct {
 	OrderID int64          `json:"orderId"`
-	To      string         `json:"to"`
-	Code    string         `json:"code,omitempty"`
+	To      order.Status   `json:"to"`
+	Code    problem.Code   `json:"code,omitempty"`
 	Detail  map[string]any `json:"detail,omitempty"`
 }
 
@@ -191,7 +191,7 @@ type TransitionInput struct {
 // (ORDER_TRANSITION_REFUSED).
 func transitionRefused(err error, in TransitionInput) error {
 	if errors.Is(err, order.ErrNotFinal) {
-		return failure(problem.OrderTransitionRefused, "unknown final status "+in.To, nil)
+		return failure(problem.OrderTransitionRefused, "unknown final status "+string(in.To), nil)
 	}
 	return failed(err, "ending order %d %s", in.OrderID, in.To)
 }
@@ -204,7 +204,7 @@ type Finished = order.Finished
 // another actor (the payment reconciler, the order's hold) ended it first, and the caller must
 // not report a status the row does not have. A repeat changes nothing.
 func (a *Orders) Finish(ctx context.Context, in TransitionInput) (Finished, error) {
-	f, err := a.store().Finish(ctx, in.OrderID, order.Status(in.To), order.FailureCode(in.Code), in.Detail)
+	f, err := a.store().Finish(ctx, in.OrderID, in.To, in.Code, in.Detail)
 	return f, transitionRefused(err, in)
 }
 

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment"
@@ -204,7 +205,7 @@ func (a *PaymentReconciler) ReconcilePayments(ctx context.Context, in ReconcileP
 func (a *PaymentReconciler) resolve(ctx context.Context, pays *Payments, r order.PaymentToReconcile,
 	in ReconcilePaymentsInput, res *ReconcilePaymentsResult, byStatus map[string]int) error {
 	switch status := order.Status(r.OrderStatus); {
-	case status == order.StatusFailed && order.FailureCode(r.FailureCode) == order.FailOrphaned:
+	case status == order.StatusFailed && problem.Code(r.FailureCode) == problem.Orphaned:
 		// Ended as ORPHANED by an earlier run that stopped before the payment was reversed, or
 		// whose reversal found nothing at the provider.
 		return a.finishOrphan(ctx, pays, r, in.SettleAfter, res)
@@ -363,7 +364,7 @@ func (a *PaymentReconciler) endOrphan(ctx context.Context, pays *Payments, r ord
 // open is ended here, and only then is anything given back.
 func (a *PaymentReconciler) endOrphanAs(ctx context.Context, pays *Payments, r order.PaymentToReconcile,
 	res *ReconcilePaymentsResult, by string) (bool, int, error) {
-	g, err := a.orders().GiveUp(ctx, r.OrderID, order.StatusFailed, order.FailOrphaned, map[string]any{"by": by})
+	g, err := a.orders().GiveUp(ctx, r.OrderID, order.StatusFailed, problem.Orphaned, map[string]any{"by": by})
 	if err == nil && g.Ended {
 		err = a.reverseOrphan(ctx, pays, r, res)
 	}

@@ -260,7 +260,7 @@ func TestReconcilePayments_OrderWhoseWorkflowIsGone_Ended(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT o.status, o.failure_code, p.status FROM orders o JOIN payments p
 		ON p.order_id = o.id WHERE o.id = $1`, id).Scan(&status, &code, &pay))
 	assert.Equal(t, "FAILED", status)
-	assert.Equal(t, string(order.FailOrphaned), code)
+	assert.Equal(t, string(problem.Orphaned), code)
 	assert.Equal(t, "VOIDED", pay)
 	assert.Equal(t, payment.StatusVoided, provider.intents[order.PaymentKey(id)].Status, "nothing left authorized")
 	assert.Empty(t, sig.got, "no workflow to tell")
@@ -374,7 +374,7 @@ func TestReconcilePayments_OrphanEndedButNotYetReversed_ReversedNextRun(t *testi
 	ctx := context.Background()
 	// An earlier run ended the order and stopped before reversing its payment.
 	id, _ := insertOrder(t, pool, "FAILED", "AUTHORIZED", time.Hour)
-	_, err := pool.Exec(ctx, `UPDATE orders SET failure_code = $2 WHERE id = $1`, id, string(order.FailOrphaned))
+	_, err := pool.Exec(ctx, `UPDATE orders SET failure_code = $2 WHERE id = $1`, id, string(problem.Orphaned))
 	require.NoError(t, err)
 	// Another order failed for its own reasons (its workflow reversed what the provider held then),
 	// and an authorization arrived afterwards: it is reversed as a late payment.
@@ -474,7 +474,7 @@ func TestReconcilePayments_ClosedOrderWhosePaymentTheProviderNeverSaw_SettledOnc
 	sim := paysim.New(pool, paysim.Options{Log: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	t.Cleanup(sim.Close)
 	kinds := []struct{ status, payment, code string }{
-		{"FAILED", "PENDING", string(order.FailOrphaned)},
+		{"FAILED", "PENDING", string(problem.Orphaned)},
 		{"FAILED", "PENDING", "OUT_OF_STOCK"},
 		{"CANCELLED", "UNKNOWN", ""},
 	}

@@ -127,7 +127,7 @@ func TestSteps_RaiseTheirFailuresUnderTheirCodes(t *testing.T) {
 		{"reserve of no lines", step(stock.Reserve(ctx, activities.ReserveInput{OrderID: 1,
 			ShipTo: inventory.Location{Lat: 41, Lon: 29}, Hold: time.Minute})), problem.InvalidInventoryRequest, false},
 		{"an order ended in no final status", step(orders.Finish(ctx, activities.TransitionInput{OrderID: 1,
-			To: string(order.StatusPendingPayment)})), problem.OrderTransitionRefused, false},
+			To: order.StatusPendingPayment})), problem.OrderTransitionRefused, false},
 		{"an answer that is no JSON", orders.RecordOutcome(ctx, activities.RecordOutcomeInput{UserID: 1,
 			IdempotencyKey: "k", Outcome: func() {}}), problem.OutcomeNotRecordable, false},
 		{"the provider down", step(pays(payment.ErrUnavailable, payment.Intent{}).Capture(ctx, paid)),

@@ -11,6 +11,7 @@ import (
 
 	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/internal/problem"
+	"github.com/marketplace/checkout/order"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
@@ -142,4 +143,26 @@ func schemaEnum(t *testing.T, schema, property string) []string {
 	}
 	require.NoError(t, yaml.Unmarshal(raw, &doc))
 	return doc.Components.Schemas[schema].Properties[property].Enum
+}
+
+// TestOpenAPI_FailureCodesAreTheOrdersEndings: the FailureCode schema's enum is every code an
+// order ends with (order.Endings), in its order.
+func TestOpenAPI_FailureCodesAreTheOrdersEndings(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("openapi.yaml")
+	require.NoError(t, err)
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Enum []string `yaml:"enum"`
+			} `yaml:"schemas"`
+		} `yaml:"components"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &doc))
+	var want []string
+	for _, c := range order.Endings() {
+		want = append(want, string(c))
+	}
+	assert.Equal(t, want, doc.Components.Schemas["FailureCode"].Enum,
+		"api/openapi.yaml's FailureCode enum: [%s]", strings.Join(want, ", "))
 }

@@ -223,16 +223,16 @@ func (s *Server) renderExisting(c echo.Context, orderID int64) error {
 	if err != nil {
 		return fmt.Errorf("reading order %d: %w", orderID, err)
 	}
-	code := order.FailureCode("")
+	var code problem.Code
 	if o.FailureCode != nil {
-		code = order.FailureCode(*o.FailureCode)
+		code = problem.Code(*o.FailureCode)
 	}
 	switch order.Status(o.Status) {
 	case order.StatusFailed, order.StatusCancelled:
 		switch code {
-		case order.FailOutOfStock:
+		case problem.OutOfStock:
 			return renderOutcome(c, workflows.PlaceOrderResult{Outcome: workflows.OutcomeOutOfStock, OrderID: o.ID})
-		case order.FailPaymentDeclined:
+		case problem.PaymentDeclined:
 			return renderOutcome(c, workflows.PlaceOrderResult{Outcome: workflows.OutcomePaymentDeclined, OrderID: o.ID})
 		}
 		return problem.New(problem.OrderFailed, "this request's order ended as "+strings.ToLower(o.Status)+
@@ -640,7 +640,7 @@ func (s *Server) cancelOrder(c echo.Context) error {
 // cancelAnswer answers a cancel of an order that is no longer open: cancelled by its shopper (a
 // repeat, or one whose first answer was lost) is the cancel's own answer; anything else is 409.
 func (s *Server) cancelAnswer(c echo.Context, orderID int64, status order.Status, code *string) error {
-	if status == order.StatusCancelled && code != nil && order.FailureCode(*code) == order.FailCancelledByShopper {
+	if status == order.StatusCancelled && code != nil && problem.Code(*code) == problem.CancelledByShopper {
 		return c.JSON(http.StatusOK, map[string]any{"orderId": orderID, "status": status})
 	}
 	return notCancellable(status)

@@ -21,6 +21,7 @@ import (
 	"github.com/marketplace/checkout/internal/dev/demo"
 	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/internal/money"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment/paysim"
@@ -56,17 +57,17 @@ func newWorld(t *testing.T) *world {
 	_, err := w.eng.Confirm(ctx, w.confirmed)
 	require.NoError(t, err)
 
-	w.expired = w.order(order.StatusFailed, order.FailHoldExpired, map[int64]int32{71: 1}, "tok_3ds", "VOIDED")
+	w.expired = w.order(order.StatusFailed, problem.HoldExpired, map[int64]int32{71: 1}, "tok_3ds", "VOIDED")
 	w.reserve(w.expired, map[int64]int32{71: 1})
 	_, err = w.eng.Release(ctx, w.expired)
 	require.NoError(t, err)
 
-	w.declined = w.order(order.StatusFailed, order.FailPaymentDeclined, map[int64]int32{73: 1}, "tok_decline", "DECLINED")
+	w.declined = w.order(order.StatusFailed, problem.PaymentDeclined, map[int64]int32{73: 1}, "tok_decline", "DECLINED")
 	w.reserve(w.declined, map[int64]int32{73: 1})
 	_, err = w.eng.Release(ctx, w.declined)
 	require.NoError(t, err)
 
-	w.refunded = w.order(order.StatusCancelled, order.FailRefundedBySupport, map[int64]int32{74: 3}, "tok_ok", "REFUNDED")
+	w.refunded = w.order(order.StatusCancelled, problem.RefundedBySupport, map[int64]int32{74: 3}, "tok_ok", "REFUNDED")
 	w.reserve(w.refunded, map[int64]int32{74: 3})
 	_, err = w.eng.Confirm(ctx, w.refunded)
 	require.NoError(t, err)
@@ -127,7 +128,7 @@ func (w *world) exec(sql string, args ...any) {
 
 // order writes an order with its items, its payment row and the provider's intent, in the final
 // state given (the money side of the saga, as its activities leave it).
-func (w *world) order(status order.Status, code order.FailureCode, lines map[int64]int32, token, payStatus string) int64 {
+func (w *world) order(status order.Status, code problem.Code, lines map[int64]int32, token, payStatus string) int64 {
 	w.t.Helper()
 	var total int64
 	for sku, q := range lines {
@@ -478,7 +479,7 @@ func TestAudit_MoneyViolations_NameBothRecords(t *testing.T) {
 		w.exec(`UPDATE paysim.intents SET status = 'CAPTURED', captured_minor = amount_minor WHERE order_id = $1`, w.expired)
 		assert.Equal(t, map[string]string{
 			audit.FailedOrderNoMoneyKept: fmt.Sprintf("FAILED (%s): provider captured %s and refunded 0.00; payments row captured 0.00 and refunded 0.00",
-				order.FailHoldExpired, total(w, w.expired)),
+				problem.HoldExpired, total(w, w.expired)),
 		}, details(w, w.expired))
 	})
 	t.Run("authorization left open", func(t *testing.T) {
@@ -486,7 +487,7 @@ func TestAudit_MoneyViolations_NameBothRecords(t *testing.T) {
 		w := newWorld(t)
 		w.exec(`UPDATE paysim.intents SET status = 'AUTHORIZED' WHERE order_id = $1`, w.declined)
 		assert.Equal(t, map[string]string{
-			audit.FailedOrderAuthVoided: fmt.Sprintf("FAILED (%s): 1 provider intents still open (pi_%d AUTHORIZED)", order.FailPaymentDeclined, w.declined),
+			audit.FailedOrderAuthVoided: fmt.Sprintf("FAILED (%s): 1 provider intents still open (pi_%d AUTHORIZED)", problem.PaymentDeclined, w.declined),
 		}, details(w, w.declined))
 	})
 }
@@ -510,7 +511,7 @@ func TestAudit_NoProvider_SaysItsSideWasNotChecked(t *testing.T) {
 	require.NoError(t, w.pool.QueryRow(w.ctx, `SELECT total_minor FROM orders WHERE id = $1`, w.expired).Scan(&total))
 	assert.Equal(t, []audit.Violation{{Invariant: audit.FailedOrderNoMoneyKept, Subject: fmt.Sprintf("order %d", w.expired),
 		Detail: fmt.Sprintf("FAILED (%s): provider not checked; payments row captured %s and refunded 0.00",
-			order.FailHoldExpired, money.Format(total))}}, rep.Violations)
+			problem.HoldExpired, money.Format(total))}}, rep.Violations)
 
 	rep = w.audit()
 	assert.True(t, rep.ProviderChecked)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/audit"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment"
 	"github.com/marketplace/checkout/payment/paysim"
@@ -131,7 +132,7 @@ func TestPaymentReconciler_OrderTerminatedBeforeItsHold_EndedAndEverythingGivenB
 	assert.Equal(t, 1, res.Orphaned, "%+v", res)
 	final := s.waitFinal(sh.token, id, 10*time.Second)
 	assert.Equal(t, "FAILED", final.str("status"), final.raw)
-	assert.Equal(t, string(order.FailOrphaned), final.str("failureCode"))
+	assert.Equal(t, string(problem.Orphaned), final.str("failureCode"))
 	assert.Equal(t, "VOIDED", final.str("payment", "status"), "the authorization is given back")
 	assert.Equal(t, int64(1), s.scalar(`SELECT count(*) FROM paysim.intents WHERE idempotency_key = $1 AND status = 'VOIDED'`,
 		order.PaymentKey(id)), "at the provider too")

@@ -414,7 +414,7 @@ func (g *gen) shop(ctx context.Context, rnd *rand.Rand, zipf *rand.Zipf, n int64
 
 	switch p.answer {
 	case string(problem.OutOfStock):
-		p.final = ended(order.StatusFailed, order.FailOutOfStock)
+		p.final = ended(order.StatusFailed, problem.OutOfStock)
 		for _, it := range oa.Items {
 			if s := g.cat.byID[it.SKUID]; s != nil {
 				g.keeper.low(s)
@@ -422,7 +422,7 @@ func (g *gen) shop(ctx context.Context, rnd *rand.Rand, zipf *rand.Zipf, n int64
 		}
 		return
 	case string(problem.PaymentDeclined):
-		p.final = ended(order.StatusFailed, order.FailPaymentDeclined)
+		p.final = ended(order.StatusFailed, problem.PaymentDeclined)
 		return
 	case "CREATED":
 	default:
@@ -670,14 +670,14 @@ func expectedFinal(scenario string) string {
 	case ScenarioOK, Scenario3DSApprove, ScenarioTimeout:
 		return string(order.StatusConfirmed)
 	case Scenario3DSDecline, ScenarioDecline:
-		return ended(order.StatusFailed, order.FailPaymentDeclined)
+		return ended(order.StatusFailed, problem.PaymentDeclined)
 	case ScenarioAbandon:
-		return ended(order.StatusFailed, order.FailHoldExpired)
+		return ended(order.StatusFailed, problem.HoldExpired)
 	case ScenarioCancel:
-		return ended(order.StatusCancelled, order.FailCancelledByShopper)
+		return ended(order.StatusCancelled, problem.CancelledByShopper)
 	}
 	return ""
 }
 
 // ended is how the report writes an order's end: its status and why.
-func ended(s order.Status, why order.FailureCode) string { return string(s) + "/" + string(why) }
+func ended(s order.Status, why problem.Code) string { return string(s) + "/" + string(why) }

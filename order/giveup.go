@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/inventory"
 )
 
@@ -31,7 +32,7 @@ type GaveBack struct {
 // and gives back the stock it holds (GiveBack). An order that has already ended is left as it is:
 // Ended is false and nothing is given back here (whoever ended it gives back). The money the
 // provider holds is the caller's to reverse once Ended.
-func (s Store) GiveUp(ctx context.Context, orderID int64, to Status, code FailureCode,
+func (s Store) GiveUp(ctx context.Context, orderID int64, to Status, code problem.Code,
 	detail map[string]any) (GaveBack, error) {
 	if !to.GaveUp() {
 		return GaveBack{}, fmt.Errorf("order %d given up as %s: %w", orderID, to, ErrNotFinal)

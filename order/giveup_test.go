@@ -11,6 +11,7 @@ import (
 
 	"github.com/marketplace/checkout/internal/dev/demo"
 	"github.com/marketplace/checkout/internal/dev/testenv"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/pricing"
@@ -90,10 +91,10 @@ func TestGiveUp_OpenOrders_EndedOnceWithTheirStockBack(t *testing.T) {
 		t.Fatalf("the confirm took %d units off the shelf", onHand72-on)
 	}
 
-	g, err := s.orders.GiveUp(s.ctx, held, order.StatusFailed, order.FailOrphaned, map[string]any{"by": "test"})
+	g, err := s.orders.GiveUp(s.ctx, held, order.StatusFailed, problem.Orphaned, map[string]any{"by": "test"})
 	require.NoError(t, err)
 	assert.Equal(t, order.GaveBack{Ended: true, Released: 1}, g)
-	g, err = s.orders.GiveUp(s.ctx, taken, order.StatusFailed, order.FailOrphaned, nil)
+	g, err = s.orders.GiveUp(s.ctx, taken, order.StatusFailed, problem.Orphaned, nil)
 	require.NoError(t, err)
 	assert.Equal(t, order.GaveBack{Ended: true, Restocked: 1}, g)
 
@@ -107,7 +108,7 @@ func TestGiveUp_OpenOrders_EndedOnceWithTheirStockBack(t *testing.T) {
 	on, res = s.units(72)
 	assert.Equal(t, [2]int{onHand72, reserved72}, [2]int{on, res}, "the confirmed unit back on the shelf")
 
-	again, err := s.orders.GiveUp(s.ctx, held, order.StatusCancelled, order.FailCancelledBySupport, nil)
+	again, err := s.orders.GiveUp(s.ctx, held, order.StatusCancelled, problem.CancelledBySupport, nil)
 	require.NoError(t, err)
 	assert.Zero(t, again, "an order ends once")
 	st, code := s.status(held)
@@ -128,7 +129,7 @@ func TestGiveUp_ConfirmedOrder_KeepsItsStock(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ended)
 
-	g, err := s.orders.GiveUp(s.ctx, sold, order.StatusFailed, order.FailOrphaned, nil)
+	g, err := s.orders.GiveUp(s.ctx, sold, order.StatusFailed, problem.Orphaned, nil)
 	require.NoError(t, err)
 	assert.Zero(t, g)
 	g, err = s.orders.GiveBack(s.ctx, sold)
@@ -144,7 +145,7 @@ func TestGiveUp_ConfirmedOrder_KeepsItsStock(t *testing.T) {
 
 	// Failed by its workflow with its reservation still held (its compensation never ran).
 	left := s.reserved("left", 73)
-	ended, err = s.orders.Transition(s.ctx, left, order.StatusFailed, order.FailHoldExpired, nil)
+	ended, err = s.orders.Transition(s.ctx, left, order.StatusFailed, problem.HoldExpired, nil)
 	require.NoError(t, err)
 	require.True(t, ended)
 	g, err = s.orders.GiveBack(s.ctx, left)

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/order"
 )
 
@@ -25,7 +26,7 @@ func TestPark_EndedOrder_KeepsItsStatusAndCarriesTheAttention(t *testing.T) {
 	}
 
 	ended := s.reserved("park-ended", 71)
-	changed, err := s.orders.Transition(s.ctx, ended, order.StatusFailed, order.FailHoldExpired, nil)
+	changed, err := s.orders.Transition(s.ctx, ended, order.StatusFailed, problem.HoldExpired, nil)
 	require.NoError(t, err)
 	require.True(t, changed)
 	require.NoError(t, s.orders.Park(s.ctx, ended, "release stock", "database down", nil))

@@ -5,6 +5,8 @@
 // is what each move writes.
 package order
 
+import "github.com/marketplace/checkout/internal/problem"
+
 // Status is an order's status, as stored in orders.status and shown to shoppers and support.
 type Status string
 
@@ -34,38 +36,46 @@ func (s Status) GaveUp() bool { return s == StatusFailed || s == StatusCancelled
 // openStatuses are the statuses an order can leave, as the conditional statements take them.
 var openStatuses = []string{string(StatusPendingPayment), string(StatusNeedsAttention)}
 
-// FailureCode says why an order failed or was cancelled (orders.failure_code).
-type FailureCode string
+// Endings are the codes an order ends with (orders.failure_code, its failureCode), each with the
+// status it ends in: CANCELLED when someone chose to stop it (its shopper, or support), FAILED
+// otherwise. Every code of internal/problem's "why an order ended" kind is one; the others are
+// codes a request is answered with too.
+var endings = []struct {
+	code problem.Code
+	ends Status
+}{
+	{problem.OutOfStock, StatusFailed},
+	{problem.PaymentDeclined, StatusFailed},
+	{problem.PaymentUnavailable, StatusFailed},
+	{problem.HoldExpired, StatusFailed},
+	{problem.StockReleased, StatusFailed},
+	{problem.StockShortfall, StatusFailed},
+	{problem.CancelledByShopper, StatusCancelled},
+	{problem.CancelledBySupport, StatusCancelled},
+	{problem.RefundedBySupport, StatusCancelled},
+	{problem.Unavailable, StatusFailed},
+	{problem.Orphaned, StatusFailed},
+	{problem.AttentionExpired, StatusFailed},
+	{problem.AuthorizationExpired, StatusFailed},
+}
 
-// Failure codes.
-const (
-	FailOutOfStock         FailureCode = "OUT_OF_STOCK"
-	FailPaymentDeclined    FailureCode = "PAYMENT_DECLINED"
-	FailPaymentUnavailable FailureCode = "PAYMENT_UNAVAILABLE"
-	FailHoldExpired        FailureCode = "HOLD_EXPIRED"
-	FailStockReleased      FailureCode = "STOCK_RELEASED"
-	FailStockShortfall     FailureCode = "STOCK_SHORTFALL"
-	FailCancelledByShopper FailureCode = "CANCELLED_BY_SHOPPER"
-	FailCancelledBySupport FailureCode = "CANCELLED_BY_SUPPORT"
-	FailRefundedBySupport  FailureCode = "REFUNDED_BY_SUPPORT"
-	FailUnavailable        FailureCode = "UNAVAILABLE"
-	// FailOrphaned: the order was left open by a workflow that ended without finishing it
-	// (support terminated it); the payment reconciler or the order's hold ended it.
-	FailOrphaned FailureCode = "ORPHANED"
-	// FailAttentionExpired: the order waited for support past the worker's PARKED_GIVE_UP_AFTER;
-	// its saga gave it up (stock back, payment voided) before the authorization expired.
-	FailAttentionExpired FailureCode = "ATTENTION_EXPIRED"
-	// FailAuthorizationExpired: the payment's authorization lapsed at the provider (or was about
-	// to) before the order could capture it; the order gives its stock back and voids it.
-	FailAuthorizationExpired FailureCode = "AUTHORIZATION_EXPIRED"
-)
+// Endings are the codes an order may end with, in a fixed order (api/openapi.yaml's
+// Order.failureCode enum is checked against them).
+func Endings() []problem.Code {
+	out := make([]problem.Code, len(endings))
+	for i, e := range endings {
+		out[i] = e.code
+	}
+	return out
+}
 
-// Ends is the status an order given up for this reason ends in: CANCELLED when someone chose to
+// Ends is the status an order given up with this code ends in: CANCELLED when someone chose to
 // stop it (its shopper, or support), FAILED otherwise.
-func (c FailureCode) Ends() Status {
-	switch c {
-	case FailCancelledByShopper, FailCancelledBySupport, FailRefundedBySupport:
-		return StatusCancelled
+func Ends(code problem.Code) Status {
+	for _, e := range endings {
+		if e.code == code {
+			return e.ends
+		}
 	}
 	return StatusFailed
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/order"
 )
 
@@ -29,23 +30,43 @@ func TestStatus_OpenFinalGaveUp(t *testing.T) {
 	}
 }
 
-// TestFailureCode_Ends_CancelledOnlyWhenSomeoneChoseToStop: the shopper's cancel and support's
+// TestEnds_CancelledOnlyWhenSomeoneChoseToStop: the shopper's cancel and support's
 // cancel or refund end an order CANCELLED; every other reason FAILED.
-func TestFailureCode_Ends_CancelledOnlyWhenSomeoneChoseToStop(t *testing.T) {
+func TestEnds_CancelledOnlyWhenSomeoneChoseToStop(t *testing.T) {
 	t.Parallel()
-	for code, want := range map[order.FailureCode]order.Status{
-		order.FailCancelledByShopper: order.StatusCancelled,
-		order.FailCancelledBySupport: order.StatusCancelled,
-		order.FailRefundedBySupport:  order.StatusCancelled,
-		order.FailOutOfStock:         order.StatusFailed,
-		order.FailPaymentDeclined:    order.StatusFailed,
-		order.FailPaymentUnavailable: order.StatusFailed,
-		order.FailHoldExpired:        order.StatusFailed,
-		order.FailStockReleased:      order.StatusFailed,
-		order.FailStockShortfall:     order.StatusFailed,
-		order.FailUnavailable:        order.StatusFailed,
-		order.FailOrphaned:           order.StatusFailed,
+	for code, want := range map[problem.Code]order.Status{
+		problem.CancelledByShopper: order.StatusCancelled,
+		problem.CancelledBySupport: order.StatusCancelled,
+		problem.RefundedBySupport:  order.StatusCancelled,
+		problem.OutOfStock:         order.StatusFailed,
+		problem.PaymentDeclined:    order.StatusFailed,
+		problem.PaymentUnavailable: order.StatusFailed,
+		problem.HoldExpired:        order.StatusFailed,
+		problem.StockReleased:      order.StatusFailed,
+		problem.StockShortfall:     order.StatusFailed,
+		problem.Unavailable:        order.StatusFailed,
+		problem.Orphaned:           order.StatusFailed,
 	} {
-		assert.Equal(t, want, code.Ends(), "%s", code)
+		assert.Equal(t, want, order.Ends(code), "%s", code)
+	}
+}
+
+// TestEndings_EveryEndedCodeEndsAnOrder: every code of the vocabulary's "why an order ended" kind
+// is one an order ends with, each listed once, and every ending is a code: a code added to one
+// list only fails here.
+func TestEndings_EveryEndedCodeEndsAnOrder(t *testing.T) {
+	t.Parallel()
+	endings := order.Endings()
+	seen := map[problem.Code]bool{}
+	for _, c := range endings {
+		assert.True(t, c.Known(), "%s is no code of internal/problem", c)
+		assert.False(t, c.Internal(), "%s: an order's failureCode is read by its shopper", c)
+		assert.False(t, seen[c], "%s listed twice", c)
+		seen[c] = true
+	}
+	for _, c := range problem.Codes() {
+		if c.Kind() == problem.KindEnded {
+			assert.True(t, seen[c], "%s says why an order ended, but order.Endings does not list it", c)
+		}
 	}
 }

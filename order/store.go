@@ -14,6 +14,7 @@ import (
 	"github.com/sqlc-dev/pqtype"
 
 	"github.com/marketplace/checkout/db"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/order/internal/orderstore"
 	"github.com/marketplace/checkout/outbox/emit"
 	"github.com/marketplace/checkout/pricing"
@@ -242,7 +243,7 @@ var ErrNotFinal = errors.New("not a final status")
 // transaction, settles its coupon (spent when confirmed, given back otherwise), writes the timeline
 // entry and the outbox event. It returns false when the order had already ended: a repeat, or
 // another actor first, changes nothing.
-func (s Store) Transition(ctx context.Context, orderID int64, to Status, code FailureCode,
+func (s Store) Transition(ctx context.Context, orderID int64, to Status, code problem.Code,
 	detail map[string]any) (bool, error) {
 	event, ok := events[to]
 	if !ok {
@@ -289,15 +290,15 @@ func (s Store) Transition(ctx context.Context, orderID int64, to Status, code Fa
 // Finished is what Finish did: whether this call ended the order, and the order's status and
 // failure code as they stand after it.
 type Finished struct {
-	Changed     bool        `json:"changed"`
-	Status      Status      `json:"status"`
-	FailureCode FailureCode `json:"failureCode,omitempty"`
+	Changed     bool         `json:"changed"`
+	Status      Status       `json:"status"`
+	FailureCode problem.Code `json:"failureCode,omitempty"`
 }
 
 // Finish is Transition that also says where the order stands when it had already ended: another
 // actor (the payment reconciler, the order's hold) ended it first, and the caller must not report a
 // status the row does not have.
-func (s Store) Finish(ctx context.Context, orderID int64, to Status, code FailureCode,
+func (s Store) Finish(ctx context.Context, orderID int64, to Status, code problem.Code,
 	detail map[string]any) (Finished, error) {
 	changed, err := s.Transition(ctx, orderID, to, code, detail)
 	if err != nil {
@@ -312,7 +313,7 @@ func (s Store) Finish(ctx context.Context, orderID int64, to Status, code Failur
 	}
 	f := Finished{Status: Status(o.Status)}
 	if o.FailureCode != nil {
-		f.FailureCode = FailureCode(*o.FailureCode)
+		f.FailureCode = problem.Code(*o.FailureCode)
 	}
 	return f, nil
 }

@@ -36,10 +36,10 @@ func (w *orderFlow) push(name string, run func(workflow.Context) error, kind int
 // never restocks sold units nor refunds their money. An order another actor ended FAILED or
 // CANCELLED first (its workflow taken for gone) still gets back what this run did; giving back is
 // idempotent.
-func (w *orderFlow) fail(ctx workflow.Context, code order.FailureCode, answer *PlaceOrderResult) {
+func (w *orderFlow) fail(ctx workflow.Context, code problem.Code, answer *PlaceOrderResult) {
 	w.phase = phaseFailing
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	status := code.Ends()
+	status := order.Ends(code)
 	w.st.FailureCode = code
 	w.holdAt = nil // the order gives its stock back itself: no hold child is started for it
 	if answer != nil && answer.Outcome == OutcomeUnavailable {
@@ -49,7 +49,7 @@ func (w *orderFlow) fail(ctx workflow.Context, code order.FailureCode, answer *P
 	}
 	var done activities.Finished
 	_ = w.mustStep(dctx, stepFinish, ordersA.Finish, &done,
-		activities.TransitionInput{OrderID: w.st.OrderID, To: string(status), Code: string(code)})
+		activities.TransitionInput{OrderID: w.st.OrderID, To: status, Code: code})
 	if !done.Changed && done.Status != "" && !done.Status.Open() {
 		// Someone else ended the order first: the row's word stands.
 		status = done.Status
@@ -144,20 +144,20 @@ func (w *orderFlow) reversePayment(ctx workflow.Context) error {
 }
 
 // failAfterStep ends the order after a step after the answer failed for good.
-func (w *orderFlow) failAfterStep(ctx workflow.Context, err error, code order.FailureCode) {
+func (w *orderFlow) failAfterStep(ctx workflow.Context, err error, code problem.Code) {
 	switch {
 	case errors.Is(err, errParkedCancel):
-		code = order.FailCancelledBySupport
+		code = problem.CancelledBySupport
 	case errors.Is(err, errParkedRefund):
-		code = order.FailRefundedBySupport
+		code = problem.RefundedBySupport
 	case errors.Is(err, errParkedGiveUp):
-		code = order.FailAttentionExpired
+		code = problem.AttentionExpired
 	case activities.FailedWith(err, problem.PaymentAuthorizationExpired):
-		code = order.FailAuthorizationExpired
+		code = problem.AuthorizationExpired
 	case stockGone(err):
-		code = order.FailStockReleased
+		code = problem.StockReleased
 		if w.expired {
-			code = order.FailHoldExpired
+			code = problem.HoldExpired
 		}
 	}
 	w.fail(ctx, code, nil)

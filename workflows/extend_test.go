@@ -91,7 +91,7 @@ func TestOrder_HoldExtended_NotPaid_ExpiresAtTheNewTime(t *testing.T) {
 	require.NotNil(t, ext.res)
 	assert.Equal(t, 1, ext.res.ExtensionsLeft)
 	assert.Equal(t, order.StatusFailed, st.Status)
-	assert.Equal(t, order.FailHoldExpired, st.FailureCode)
+	assert.Equal(t, problem.HoldExpired, st.FailureCode)
 	require.Len(t, released, 1)
 	assert.GreaterOrEqual(t, released[0], hold+5*time.Minute, "released at the extended expiry, not the first")
 }

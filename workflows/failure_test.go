@@ -24,7 +24,7 @@ func confirmFails(s *saga, err error) {
 // stockReleased: the order failed at once for its stock, never captured nor parked.
 func stockReleased(t *testing.T, p pathTaken) {
 	assert.Equal(t, string(order.StatusFailed), p.Status)
-	assert.Equal(t, string(order.FailStockReleased), p.FailureCode)
+	assert.Equal(t, string(problem.StockReleased), p.FailureCode)
 	assert.Zero(t, p.Calls["Capture"]+p.Calls["Park"], "the order fails at once, never captured")
 }
 
@@ -42,7 +42,7 @@ func eventVerifyFails(s *saga, err error) {
 func eventNotActedOn(asked int, why string) func(t *testing.T, p pathTaken) {
 	return func(t *testing.T, p pathTaken) {
 		assert.Equal(t, asked, p.Calls["VerifyEvent"], why)
-		assert.Equal(t, string(order.FailHoldExpired), p.FailureCode, "the event was not acted on")
+		assert.Equal(t, string(problem.HoldExpired), p.FailureCode, "the event was not acted on")
 	}
 }
 

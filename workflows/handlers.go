@@ -10,7 +10,6 @@ import (
 
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/internal/problem"
-	"github.com/marketplace/checkout/order"
 )
 
 // registerHandlers sets up what the outside sends the order: the shopper's place-order and cancel
@@ -40,7 +39,7 @@ func (w *orderFlow) registerHandlers(ctx workflow.Context) error {
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateCancel,
 		func(ctx workflow.Context) (CancelResult, error) {
 			if w.cancel == "" {
-				w.cancel = order.FailCancelledByShopper
+				w.cancel = problem.CancelledByShopper
 			}
 			if err := workflow.Await(ctx, func() bool { return w.phase == phaseDone || w.st.Status.Final() }); err != nil {
 				return CancelResult{}, err
@@ -144,7 +143,7 @@ func signalIgnored(ctx workflow.Context, name string, note func(workflow.Context
 // or already being failed.
 func (w *orderFlow) cancellable() bool {
 	return w.placed != nil && w.st.OrderID != 0 && w.phase == phaseWaiting && !w.paid &&
-		(w.cancel == "" || w.cancel == order.FailCancelledByShopper)
+		(w.cancel == "" || w.cancel == problem.CancelledByShopper)
 }
 
 // ExtendHoldResult answers the shopper's extension: the hold's new end and how many extensions

@@ -126,7 +126,7 @@ type OrderState struct {
 	OrderID        int64                  `json:"orderId"`
 	CustomerID     int64                  `json:"customerId"`
 	Status         order.Status           `json:"status"`
-	FailureCode    order.FailureCode      `json:"failureCode,omitempty"`
+	FailureCode    problem.Code           `json:"failureCode,omitempty"`
 	PaymentStatus  string                 `json:"paymentStatus"`
 	IntentID       string                 `json:"intentId,omitempty"`
 	RedirectURL    string                 `json:"redirectUrl,omitempty"`
@@ -193,7 +193,7 @@ type orderFlow struct {
 	paid, declined, expired, shortfall bool
 	// events are payment events not yet checked with the provider.
 	events  []PaymentSignal
-	cancel  order.FailureCode // why a requested cancel stops the order
+	cancel  problem.Code // why a requested cancel stops the order
 	support []SupportRequest
 	// parked is the step waiting for support (nil when none); parkedAt when a step first parked
 	// the order, from which its deadlines run; escalation once it waited past the first.
@@ -284,17 +284,17 @@ func (w *orderFlow) run(ctx workflow.Context) {
 	if err != nil {
 		if refusal := activities.Refusal(err); refusal != nil && refusal.Code == problem.OutOfStock {
 			d, _ := activities.DetailsOf[activities.OutOfStockDetails](refusal)
-			w.fail(ctx, order.FailOutOfStock, &PlaceOrderResult{Outcome: OutcomeOutOfStock, Short: d.Items})
+			w.fail(ctx, problem.OutOfStock, &PlaceOrderResult{Outcome: OutcomeOutOfStock, Short: d.Items})
 			return
 		}
-		w.fail(ctx, order.FailUnavailable, &PlaceOrderResult{Outcome: OutcomeUnavailable})
+		w.fail(ctx, problem.Unavailable, &PlaceOrderResult{Outcome: OutcomeUnavailable})
 		return
 	}
 	w.st.Allocations = res.Allocations
 	for _, a := range res.Allocations {
 		if a.Status == inventory.StatusReleased {
 			// This order's stock was already given back (a reset run of an order whose hold ended).
-			w.fail(ctx, order.FailStockReleased, &PlaceOrderResult{Outcome: OutcomeOutOfStock})
+			w.fail(ctx, problem.StockReleased, &PlaceOrderResult{Outcome: OutcomeOutOfStock})
 			return
 		}
 	}
@@ -309,13 +309,13 @@ func (w *orderFlow) run(ctx workflow.Context) {
 	w.push("reverse payment", w.reversePayment, compensatePayment)
 	pay, err := w.authorize(ctx, lctx)
 	if err != nil {
-		w.fail(ctx, order.FailPaymentUnavailable, &PlaceOrderResult{Outcome: OutcomePaymentUnavailable})
+		w.fail(ctx, problem.PaymentUnavailable, &PlaceOrderResult{Outcome: OutcomePaymentUnavailable})
 		return
 	}
 	w.st.IntentID, w.st.RedirectURL = pay.IntentID, pay.RedirectURL
 	w.onPayment(pay.Status, "authorize")
 	if w.declined {
-		w.fail(ctx, order.FailPaymentDeclined, &PlaceOrderResult{Outcome: OutcomePaymentDeclined})
+		w.fail(ctx, problem.PaymentDeclined, &PlaceOrderResult{Outcome: OutcomePaymentDeclined})
 		return
 	}
 
@@ -439,7 +439,7 @@ func (w *orderFlow) verified(ctx workflow.Context, f workflow.Future, source str
 // failure code when it must stop. Nothing here wakes the order on a clock: the hold child's end is
 // the expiry, and an unknown payment outcome is settled by an activity the server retries with
 // backoff (the payment reconciler is the backstop of both).
-func (w *orderFlow) awaitOutcome(ctx workflow.Context) order.FailureCode {
+func (w *orderFlow) awaitOutcome(ctx workflow.Context) problem.Code {
 	w.phase = phaseWaiting
 	var unknown, verify workflow.Future
 	var verifying string
@@ -481,7 +481,7 @@ func (w *orderFlow) awaitOutcome(ctx workflow.Context) order.FailureCode {
 					(holding && w.hold.IsReady()) || (timer != nil && timer.IsReady()) || w.holdMoved
 			})
 			if err != nil && w.cancel == "" { // the workflow itself was cancelled (from the UI)
-				w.cancel = order.FailCancelledBySupport
+				w.cancel = problem.CancelledBySupport
 			}
 		}
 		stopTimer()
@@ -517,17 +517,17 @@ func (w *orderFlow) awaitOutcome(ctx workflow.Context) order.FailureCode {
 			req := w.support[0]
 			w.support = w.support[1:]
 			w.recordSupport(ctx, req, "")
-			w.cancel = order.FailCancelledBySupport
+			w.cancel = problem.CancelledBySupport
 		}
 		switch {
 		case w.cancel != "":
 			return w.cancel
 		case w.shortfall:
-			return order.FailStockShortfall
+			return problem.StockShortfall
 		case w.expired:
-			return order.FailHoldExpired
+			return problem.HoldExpired
 		case w.declined:
-			return order.FailPaymentDeclined
+			return problem.PaymentDeclined
 		case w.paid:
 			return ""
 		}
@@ -558,21 +558,21 @@ func (w *orderFlow) settle(ctx workflow.Context) {
 	// answer said (it may have committed and then failed to answer).
 	w.push("restock", w.restock, compensateStock)
 	if err := w.step(dctx, stepConfirm, stockA.Confirm, nil, w.st.OrderID); err != nil {
-		w.failAfterStep(ctx, err, order.FailStockReleased)
+		w.failAfterStep(ctx, err, problem.StockReleased)
 		return
 	}
 	w.holdAt = nil // nothing left to hold
 	w.note(ctx, "stock confirmed", "")
 	var p activities.PaymentResult
 	if err := w.step(dctx, stepCapture, paymentsA.Capture, &p, w.st.OrderID); err != nil {
-		w.failAfterStep(ctx, err, order.FailPaymentDeclined)
+		w.failAfterStep(ctx, err, problem.PaymentDeclined)
 		return
 	}
 	w.onPayment(p.Status, "capture")
 	var done activities.Finished
 	if err := w.step(dctx, stepComplete, ordersA.Finish, &done,
-		activities.TransitionInput{OrderID: w.st.OrderID, To: string(order.StatusConfirmed)}); err != nil {
-		w.failAfterStep(ctx, err, order.FailPaymentDeclined)
+		activities.TransitionInput{OrderID: w.st.OrderID, To: order.StatusConfirmed}); err != nil {
+		w.failAfterStep(ctx, err, problem.PaymentDeclined)
 		return
 	}
 	if done.Status != order.StatusConfirmed {

@@ -108,7 +108,7 @@ func (s *saga) defaults() {
 	def("ResolvePayment", activities.PaymentResult{Status: activities.PaymentNotFound}, nil)
 	def("Finish", func(ctx context.Context, in activities.TransitionInput) (activities.Finished, error) {
 		s.final[order.Status(in.To)]++
-		return activities.Finished{Changed: true, Status: order.Status(in.To), FailureCode: order.FailureCode(in.Code)}, nil
+		return activities.Finished{Changed: true, Status: order.Status(in.To), FailureCode: problem.Code(in.Code)}, nil
 	})
 	def("EndIfOrphaned", activities.Orphan{Running: true}, nil)
 	def("SettleUnknown", activities.PaymentResult{Status: "AUTHORIZED", IntentID: "pi_1"}, nil)
@@ -207,7 +207,7 @@ func TestOrder_3DSDeclined_FailedAndCompensated(t *testing.T) {
 	st := s.run(input("tok_3ds"))
 
 	assert.Equal(t, order.StatusFailed, st.Status)
-	assert.Equal(t, order.FailPaymentDeclined, st.FailureCode)
+	assert.Equal(t, problem.PaymentDeclined, st.FailureCode)
 	assert.GreaterOrEqual(t, s.calls["Release"], 1, "stock given back")
 	assert.Equal(t, 1, s.calls["Reverse"], "authorization voided")
 	assert.Zero(t, s.calls["Capture"])
@@ -223,7 +223,7 @@ func TestOrder_EventTheProviderDoesNotBack_NotActedOn(t *testing.T) {
 
 	assert.Equal(t, 1, s.calls["VerifyEvent"], "the provider was asked before acting")
 	assert.Equal(t, order.StatusFailed, st.Status)
-	assert.Equal(t, order.FailHoldExpired, st.FailureCode, "the order kept waiting for a real payment")
+	assert.Equal(t, problem.HoldExpired, st.FailureCode, "the order kept waiting for a real payment")
 	assert.Zero(t, s.calls["Confirm"]+s.calls["Capture"], "nothing confirmed on the event's word")
 }
 
@@ -280,7 +280,7 @@ func TestOrder_HoldExpiresBeforePayment_FailedOnTheHoldsEnd(t *testing.T) {
 	st := s.run(input("tok_3ds"))
 
 	assert.Equal(t, order.StatusFailed, st.Status)
-	assert.Equal(t, order.FailHoldExpired, st.FailureCode)
+	assert.Equal(t, problem.HoldExpired, st.FailureCode)
 	assert.GreaterOrEqual(t, s.calls["ReleaseExpired"], 1, "the hold child released the stock")
 	assert.Equal(t, 1, s.calls["Reverse"], "the pending authorization is voided")
 	assert.Equal(t, 1, s.calls["EndIfOrphaned"], "the hold looked whether its order was still there")
@@ -294,7 +294,7 @@ func TestOrder_LatePaymentAfterExpiry_VoidedNeverConfirmed(t *testing.T) {
 	st := s.run(input("tok_3ds"))
 
 	assert.Equal(t, order.StatusFailed, st.Status)
-	assert.Equal(t, order.FailHoldExpired, st.FailureCode)
+	assert.Equal(t, problem.HoldExpired, st.FailureCode)
 	assert.Zero(t, s.calls["Confirm"])
 	assert.Zero(t, s.calls["Capture"], "no money taken without goods")
 	assert.Equal(t, 1, s.calls["Reverse"])
@@ -308,7 +308,7 @@ func TestOrder_ConfirmFindsReservationReleased_VoidedAndFailed(t *testing.T) {
 	st := s.run(input("tok_ok"))
 
 	assert.Equal(t, order.StatusFailed, st.Status)
-	assert.Equal(t, order.FailStockReleased, st.FailureCode)
+	assert.Equal(t, problem.StockReleased, st.FailureCode)
 	assert.Zero(t, s.calls["Capture"])
 	assert.Equal(t, 1, s.calls["Reverse"], "authorization voided")
 }
@@ -428,7 +428,7 @@ func TestOrder_SellerShortfall_PendingOrderFails(t *testing.T) {
 	st := s.run(input("tok_3ds"))
 
 	assert.Equal(t, order.StatusFailed, st.Status)
-	assert.Equal(t, order.FailStockShortfall, st.FailureCode)
+	assert.Equal(t, problem.StockShortfall, st.FailureCode)
 	assert.Equal(t, 1, s.calls["Reverse"], "payment voided")
 	assert.GreaterOrEqual(t, s.calls["Release"], 1, "what is left of the reservation goes back")
 }
@@ -569,7 +569,7 @@ func TestOrder_CaptureRefused_ParkedOnceWithItsCodeAndNotRetried(t *testing.T) {
 	assert.Equal(t, 1, s.calls["Capture"], "no retry can change a refusal: tried once, then support decides")
 	assert.Equal(t, 1, s.calls["Park"])
 	assert.Equal(t, order.StatusCancelled, st.Status)
-	assert.Equal(t, order.FailRefundedBySupport, st.FailureCode)
+	assert.Equal(t, problem.RefundedBySupport, st.FailureCode)
 	assert.Equal(t, 1, s.calls["Restock"], "the confirmed units go back")
 	assert.Equal(t, 1, s.calls["Reverse"])
 }
@@ -586,7 +586,7 @@ func TestOrder_CaptureOfALapsedAuthorization_FailsTheOrderWithoutSupport(t *test
 	st := s.run(input("tok_ok"))
 
 	assert.Equal(t, order.StatusFailed, st.Status)
-	assert.Equal(t, order.FailAuthorizationExpired, st.FailureCode)
+	assert.Equal(t, problem.AuthorizationExpired, st.FailureCode)
 	assert.Zero(t, s.calls["Park"], "no retry and no support can capture a lapsed authorization")
 	assert.Equal(t, 1, s.calls["Capture"])
 	assert.Equal(t, 1, s.calls["Restock"], "the confirmed units go back")
@@ -639,12 +639,12 @@ func TestOrder_CompleteFindsTheOrderEndedMeanwhile_NeverReportedConfirmed(t *tes
 	s.authorizeReturns("AUTHORIZED")
 	s.on("Finish").Return(func(ctx context.Context, in activities.TransitionInput) (activities.Finished, error) {
 		s.final[order.Status(in.To)]++
-		return activities.Finished{Changed: false, Status: order.StatusFailed, FailureCode: order.FailOrphaned}, nil
+		return activities.Finished{Changed: false, Status: order.StatusFailed, FailureCode: problem.Orphaned}, nil
 	})
 	st := s.run(input("tok_ok"))
 
 	assert.Equal(t, order.StatusFailed, st.Status, "the row's status, not CONFIRMED")
-	assert.Equal(t, order.FailOrphaned, st.FailureCode)
+	assert.Equal(t, problem.Orphaned, st.FailureCode)
 	assert.Equal(t, 1, s.calls["Restock"], "what this run confirmed goes back")
 	assert.Equal(t, 1, s.calls["Reverse"], "and what it captured")
 }
@@ -732,7 +732,7 @@ func TestOrder_AuthorizationArrivesWhileTheOrderIsFailed_ReversedToo(t *testing.
 	st := s.run(input("tok_3ds"))
 
 	assert.Equal(t, order.StatusFailed, st.Status)
-	assert.Equal(t, order.FailHoldExpired, st.FailureCode)
+	assert.Equal(t, problem.HoldExpired, st.FailureCode)
 	assert.Equal(t, 6, s.calls["Reverse"], "reversed again once the authorization was known")
 	assert.Equal(t, "VOIDED", st.PaymentStatus)
 }
@@ -797,7 +797,7 @@ func TestOrder_CompensatedAfterConfirm_RestockThenMoney(t *testing.T) {
 		}, []string{"answer", "confirm", "capture", "finish", "restock", "release", "reverse"}},
 		{"the order ended meanwhile", func(s *saga) {
 			s.on("Finish").Return(func(ctx context.Context, in activities.TransitionInput) (activities.Finished, error) {
-				return activities.Finished{Changed: false, Status: order.StatusFailed, FailureCode: order.FailOrphaned}, nil
+				return activities.Finished{Changed: false, Status: order.StatusFailed, FailureCode: problem.Orphaned}, nil
 			})
 		}, []string{"answer", "confirm", "capture", "finish", "restock", "release", "reverse"}},
 		{"confirm committed but answered an error, support cancels", func(s *saga) {
@@ -862,7 +862,7 @@ func TestOrder_ParkedPastItsDeadlines_EscalatedThenGivenUpBeforeTheAuthorization
 	var ended time.Duration
 	s.on("Finish").Return(func(ctx context.Context, in activities.TransitionInput) (activities.Finished, error) {
 		ended = s.env.Now().Sub(start)
-		return activities.Finished{Changed: true, Status: order.Status(in.To), FailureCode: order.FailureCode(in.Code)}, nil
+		return activities.Finished{Changed: true, Status: order.Status(in.To), FailureCode: problem.Code(in.Code)}, nil
 	})
 	var before, after workflows.OrderState
 	s.at(23*time.Hour, func() { before = s.query() })
@@ -880,7 +880,7 @@ func TestOrder_ParkedPastItsDeadlines_EscalatedThenGivenUpBeforeTheAuthorization
 	assert.WithinDuration(t, after.Attention.Since.Add(6*24*time.Hour), *escalated[0].GivesUpAt, time.Minute)
 
 	assert.Equal(t, order.StatusFailed, st.Status)
-	assert.Equal(t, order.FailAttentionExpired, st.FailureCode)
+	assert.Equal(t, problem.AttentionExpired, st.FailureCode)
 	assert.InDelta(t, (6 * 24 * time.Hour).Seconds(), ended.Seconds(), 60, "given up at its deadline")
 	assert.Less(t, ended, 7*24*time.Hour, "before the provider lets the authorization expire")
 	assert.Equal(t, 1, s.calls["Restock"], "the confirmed units go back")
@@ -900,11 +900,11 @@ func TestOrder_ParkedDeadlinesAreTheWorkersSettings(t *testing.T) {
 	var ended time.Duration
 	s.on("Finish").Return(func(ctx context.Context, in activities.TransitionInput) (activities.Finished, error) {
 		ended = s.env.Now().Sub(start)
-		return activities.Finished{Changed: true, Status: order.Status(in.To), FailureCode: order.FailureCode(in.Code)}, nil
+		return activities.Finished{Changed: true, Status: order.Status(in.To), FailureCode: problem.Code(in.Code)}, nil
 	})
 	st := s.run(input("tok_ok"))
 
-	assert.Equal(t, order.FailAttentionExpired, st.FailureCode)
+	assert.Equal(t, problem.AttentionExpired, st.FailureCode)
 	assert.Equal(t, 1, s.calls["Escalate"])
 	assert.InDelta(t, (3*time.Hour + time.Minute).Seconds(), ended.Seconds(), 120, "parked after its minute of retries, given up three hours later")
 }
@@ -927,7 +927,7 @@ func TestOrder_SupportCancelWhileWaiting_CancelledBySupport_ThePersonRecorded(t 
 
 	require.NoError(t, rejected)
 	assert.Equal(t, order.StatusCancelled, st.Status)
-	assert.Equal(t, order.FailCancelledBySupport, st.FailureCode)
+	assert.Equal(t, problem.CancelledBySupport, st.FailureCode)
 	require.Len(t, acted, 1)
 	assert.Equal(t, staffMember, acted[0].Actor)
 	assert.Equal(t, workflows.ActionCancel, acted[0].Action)

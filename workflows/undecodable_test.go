@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/marketplace/checkout/activities"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/workflows"
@@ -78,7 +79,7 @@ func TestOrder_SignalsThatDoNotDecode_NotedAndIgnored(t *testing.T) {
 	st := s.run(input("tok_3ds"))
 
 	assert.Equal(t, order.StatusFailed, st.Status, "neither obeyed")
-	assert.Equal(t, order.FailHoldExpired, st.FailureCode)
+	assert.Equal(t, problem.HoldExpired, st.FailureCode)
 	assert.Zero(t, s.calls["VerifyEvent"]+s.calls["Confirm"], "the approval in clear was not acted on")
 	var ignored []string
 	for _, e := range st.Timeline {

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/marketplace/checkout/internal/money"
+	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/internal/staff"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
@@ -104,7 +105,7 @@ func details(st OrderState) string {
 		switch {
 		case a.GivesUpAt != nil:
 			add(" **Escalated** %s: unless you act, the order is given up at %s (`%s`: stock back, payment voided).",
-				a.EscalatedAt.UTC().Format(time.RFC3339), a.GivesUpAt.UTC().Format(time.RFC3339), order.FailAttentionExpired)
+				a.EscalatedAt.UTC().Format(time.RFC3339), a.GivesUpAt.UTC().Format(time.RFC3339), problem.AttentionExpired)
 		case a.EscalatedAt != nil:
 			add(" **Escalated** %s: its stock or money goes back only once this step goes through.",
 				a.EscalatedAt.UTC().Format(time.RFC3339))

@@ -224,7 +224,7 @@ func (p *plain) checkout(ctx context.Context, userID int64, key, hash string, re
 var errOutOfStock = errors.New("out of stock")
 
 // plainSettled is the failure code of the plain orders settlePlain cancels.
-const plainSettled order.FailureCode = "BENCH_PLAIN"
+const plainSettled problem.Code = "BENCH_PLAIN"
 
 // settlePlain cancels the plain orders still open and gives their stock back as the product gives
 // up an order (order.Store.GiveUp), untimed, so that the stock is exact and the audit judges only
