@@ -34,3 +34,16 @@ func TestRenderOutcome_Unavailable_SaysWhetherTheKeyIsSpent(t *testing.T) {
 	assert.Equal(t, int64(42), given.Details["orderId"])
 	assert.Contains(t, given.Message, "new Idempotency-Key")
 }
+
+// TestRenderOutcome_RefusalAnsweredWithItsOwnCode: an outcome that refuses the order is the code
+// it is answered with.
+func TestRenderOutcome_RefusalAnsweredWithItsOwnCode(t *testing.T) {
+	t.Parallel()
+	for _, outcome := range []workflows.Outcome{workflows.OutcomePriceChanged, workflows.OutcomeOutOfStock,
+		workflows.OutcomePaymentDeclined, workflows.OutcomePaymentUnavailable, workflows.OutcomeUnavailable} {
+		c := echo.New().NewContext(httptest.NewRequest(http.MethodPost, "/api/v1/orders", nil), httptest.NewRecorder())
+		code := problem.CodeOf(renderOutcome(c, workflows.PlaceOrderResult{Outcome: outcome}))
+		assert.Equal(t, problem.Code(outcome), code, outcome)
+		assert.True(t, code.Answered(), outcome)
+	}
+}

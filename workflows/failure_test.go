@@ -140,7 +140,7 @@ func TestSaga_StepFailingUnderItsCodeOrItsEarlierName_TakesTheSamePath(t *testin
 				c.fails(s, c.raise(typ))
 				st := s.run(input("tok_ok"))
 				require.NotNil(t, s.placed, typ)
-				p := pathTaken{Placed: s.placed.Outcome, Status: string(st.Status), FailureCode: string(st.FailureCode),
+				p := pathTaken{Placed: string(s.placed.Outcome), Status: string(st.Status), FailureCode: string(st.FailureCode),
 					PaymentStatus: st.PaymentStatus, Parked: s.parked, Calls: s.calls, Final: s.final}
 				if s.placed.Payment != nil {
 					p.Payment = s.placed.Payment.Status

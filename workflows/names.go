@@ -10,6 +10,8 @@ import (
 	"strconv"
 
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/marketplace/checkout/internal/problem"
 )
 
 // BuildID names this build's workflow code as a worker deployment version. Workers run every
@@ -51,17 +53,22 @@ const (
 	QueryStatus = "status"
 )
 
-// Outcomes of placing an order: what POST /orders answers (the API maps them to HTTP).
+// Outcome is how placing an order ended: what POST /orders answers (the API maps it to HTTP,
+// api/orders.go's renderOutcome). An outcome that refuses the order is the code it is answered
+// with; REJECTED carries its code beside it (PlaceOrderResult.RejectCode).
+type Outcome string
+
+// Outcomes of placing an order.
 const (
-	OutcomeCreated            = "CREATED"
-	OutcomePriceChanged       = "PRICE_CHANGED"
-	OutcomeOutOfStock         = "OUT_OF_STOCK"
-	OutcomePaymentDeclined    = "PAYMENT_DECLINED"
-	OutcomePaymentUnavailable = "PAYMENT_UNAVAILABLE"
-	OutcomeRejected           = "REJECTED"
-	OutcomeUnavailable        = "UNAVAILABLE"
+	OutcomeCreated            Outcome = "CREATED"
+	OutcomePriceChanged               = Outcome(problem.PriceChanged)
+	OutcomeOutOfStock                 = Outcome(problem.OutOfStock)
+	OutcomePaymentDeclined            = Outcome(problem.PaymentDeclined)
+	OutcomePaymentUnavailable         = Outcome(problem.PaymentUnavailable)
+	OutcomeRejected           Outcome = "REJECTED"
+	OutcomeUnavailable                = Outcome(problem.Unavailable)
 	// OutcomeReplay: an earlier run answered this request; the answer is recorded under the key.
-	OutcomeReplay = "REPLAY"
+	OutcomeReplay Outcome = "REPLAY"
 )
 
 // The handlers refuse with codes: a place-order with another request's body under its key

@@ -38,7 +38,7 @@ type OrderInput struct {
 // PlaceOrderResult is the outcome of placing the order, as soon as reserve and authorize are
 // done; the API renders it (and renders the same one for every repeat of the key).
 type PlaceOrderResult struct {
-	Outcome       string                `json:"outcome"`
+	Outcome       Outcome               `json:"outcome"`
 	OrderID       int64                 `json:"orderId,omitempty"`
 	Status        order.Status          `json:"status,omitempty"`
 	Payment       *PaymentView          `json:"payment,omitempty"`
