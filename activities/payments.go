@@ -17,13 +17,6 @@ import (
 	"github.com/marketplace/checkout/payment"
 )
 
-// Payment statuses as the order sees them: the provider's, plus UNKNOWN (a call timed out and
-// the provider has not yet told us what happened) and NOT_FOUND (the provider never saw it).
-const (
-	PaymentUnknown  = "UNKNOWN"
-	PaymentNotFound = "NOT_FOUND"
-)
-
 // Payments are the order's calls to the payment provider. Every call carries the order's
 // idempotency key, and the payments row mirrors the provider's answer.
 type Payments struct {
@@ -44,10 +37,10 @@ type AuthorizeInput struct {
 
 // PaymentResult is the provider's state of the order's payment.
 type PaymentResult struct {
-	Status      string `json:"status"`
-	IntentID    string `json:"intentId,omitempty"`
-	RedirectURL string `json:"redirectUrl,omitempty"`
-	DeclineCode string `json:"declineCode,omitempty"`
+	Status      payment.Status `json:"status"`
+	IntentID    string         `json:"intentId,omitempty"`
+	RedirectURL string         `json:"redirectUrl,omitempty"`
+	DeclineCode string         `json:"declineCode,omitempty"`
 }
 
 // CaptureMargin: a capture is not sent when the provider's authorization lapses sooner than
@@ -141,10 +134,10 @@ func (a *Payments) Authorize(ctx context.Context, in AuthorizeInput) (PaymentRes
 		}}
 	intent, err := a.Gateway.Authorize(ctx, req)
 	if errors.Is(err, payment.ErrTimeout) {
-		if rerr := a.record(ctx, in.OrderID, payment.Intent{Status: PaymentUnknown}); rerr != nil {
+		if rerr := a.record(ctx, in.OrderID, payment.Intent{Status: payment.StatusUnknown}); rerr != nil {
 			return PaymentResult{}, rerr
 		}
-		return PaymentResult{Status: PaymentUnknown}, failure(problem.PaymentOutcomeUnknown,
+		return PaymentResult{Status: payment.StatusUnknown}, failure(problem.PaymentOutcomeUnknown,
 			"payment provider timed out: outcome unknown", err)
 	}
 	if err != nil {
@@ -180,11 +173,11 @@ func (a *Payments) ResolvePayment(ctx context.Context, orderID int64) (PaymentRe
 	intent, err := a.lookup(ctx, r)
 	switch {
 	case errors.Is(err, payment.ErrNotFound), err == nil && intent.Status == payment.StatusCreated:
-		return PaymentResult{Status: PaymentNotFound}, nil
+		return PaymentResult{Status: payment.StatusNotFound}, nil
 	case errors.Is(err, errNotSearchableYet) && a.withinKeyWindow(r):
-		return PaymentResult{Status: PaymentNotFound}, nil
+		return PaymentResult{Status: payment.StatusNotFound}, nil
 	case errors.Is(err, errNotSearchableYet):
-		return PaymentResult{Status: PaymentUnknown}, nil
+		return PaymentResult{Status: payment.StatusUnknown}, nil
 	case err != nil:
 		return PaymentResult{}, providerError(err)
 	}
@@ -203,14 +196,14 @@ func (a *Payments) ResolvePayment(ctx context.Context, orderID int64) (PaymentRe
 // the order reads before its reversal.
 func (a *Payments) SettleUnknown(ctx context.Context, in AuthorizeInput) (PaymentResult, error) {
 	res, err := a.ResolvePayment(ctx, in.OrderID)
-	if err == nil && res.Status == PaymentNotFound {
+	if err == nil && res.Status == payment.StatusNotFound {
 		activity.RecordHeartbeat(ctx)
 		if err := ctx.Err(); err != nil {
 			return PaymentResult{}, err
 		}
 		res, err = a.Authorize(ctx, in)
 	}
-	if err != nil || res.Status == PaymentUnknown {
+	if err != nil || res.Status == payment.StatusUnknown {
 		msg := "the provider cannot tell the payment's outcome yet"
 		if err != nil {
 			msg += ": " + err.Error()
@@ -227,7 +220,7 @@ type VerifyEventInput struct {
 	AmountMinor int64  `json:"amountMinor"`
 	Currency    string `json:"currency"`
 	// Claimed is the status the event said; only the provider's answer is acted on.
-	Claimed string `json:"claimed,omitempty"`
+	Claimed payment.Status `json:"claimed,omitempty"`
 }
 
 // VerifyEvent asks the provider for the order's intent before the order acts on an event about
@@ -256,7 +249,7 @@ func (a *Payments) VerifyEvent(ctx context.Context, in VerifyEventInput) (Paymen
 		activity.GetLogger(ctx).Warn("payment event refused", "order_id", in.OrderID, "intent_id", in.IntentID, "reason", msg)
 		return PaymentResult{}, failure(problem.PaymentEventRefused, msg, nil)
 	}
-	if in.Claimed != "" && in.Claimed != string(intent.Status) {
+	if in.Claimed != "" && in.Claimed != intent.Status {
 		activity.GetLogger(ctx).Warn("payment event disagrees with the provider", "order_id", in.OrderID,
 			"event_status", in.Claimed, "provider_status", intent.Status)
 	}
@@ -330,7 +323,7 @@ func (a *Payments) Reverse(ctx context.Context, orderID int64) (PaymentResult, e
 	}
 	intent, err := a.lookup(ctx, r)
 	if errors.Is(err, payment.ErrNotFound) {
-		return PaymentResult{Status: PaymentNotFound}, nil
+		return PaymentResult{Status: payment.StatusNotFound}, nil
 	}
 	if err != nil {
 		return PaymentResult{}, providerError(err)
@@ -357,7 +350,7 @@ func (a *Payments) mirror(ctx context.Context, orderID int64, intent payment.Int
 	if err := a.record(ctx, orderID, intent); err != nil {
 		return PaymentResult{}, err
 	}
-	return PaymentResult{Status: string(intent.Status), IntentID: intent.ID, RedirectURL: intent.RedirectURL,
+	return PaymentResult{Status: intent.Status, IntentID: intent.ID, RedirectURL: intent.RedirectURL,
 		DeclineCode: intent.DeclineCode}, nil
 }
 

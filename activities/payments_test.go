@@ -15,6 +15,7 @@ import (
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/internal/problem"
+	"github.com/marketplace/checkout/payment"
 	"github.com/marketplace/checkout/payment/paysim"
 )
 
@@ -74,14 +75,14 @@ func TestAuthorize_LostCreateUnderSearchLag_AuthorizedAgainUnderTheSameKeys_OneI
 	// The search cannot see it yet; the provider keeps the keys: authorizing again is safe.
 	res, err := pays.ResolvePayment(ctx, id)
 	require.NoError(t, err)
-	assert.Equal(t, activities.PaymentNotFound, res.Status)
+	assert.Equal(t, payment.StatusNotFound, res.Status)
 	// Its compensation must not take "not found" for "nothing held" while the search lags.
 	_, err = pays.Reverse(ctx, id)
 	assert.Equal(t, string(problem.PaymentProviderUnavailable), codeOf(t, err), "retried until the search can tell")
 
 	again, err := pays.Authorize(ctx, in)
 	require.NoError(t, err)
-	assert.Equal(t, "AUTHORIZED", again.Status)
+	assert.Equal(t, payment.StatusAuthorized, again.Status)
 	assert.Equal(t, 1, scalar[int](t, pool, `SELECT count(*) FROM paysim.intents WHERE order_id = $1`, id))
 	assert.Equal(t, again.IntentID, *scalar[*string](t, pool, `SELECT intent_id FROM payments WHERE order_id = $1`, id))
 }
@@ -95,7 +96,7 @@ func TestResolvePayment_PastTheKeyWindowAndWithinTheSearchLag_StaysUnknown(t *te
 	require.NoError(t, err)
 	res, err := pays.ResolvePayment(ctx, id)
 	require.NoError(t, err)
-	assert.Equal(t, activities.PaymentUnknown, res.Status,
+	assert.Equal(t, payment.StatusUnknown, res.Status,
 		"neither the search nor the keys can tell: the order waits, it does not authorize again")
 }
 
@@ -116,7 +117,7 @@ func TestAuthorize_PastTheProvidersKeyWindow_FoundBySearch_NeverAuthorizedTwice(
 
 	res, err := pays.Authorize(ctx, in)
 	require.NoError(t, err)
-	assert.Equal(t, "AUTHORIZED", res.Status, "the intent found by its metadata")
+	assert.Equal(t, payment.StatusAuthorized, res.Status, "the intent found by its metadata")
 	assert.Equal(t, 1, scalar[int](t, pool, `SELECT count(*) FROM paysim.intents WHERE order_id = $1`, id),
 		"the forgotten keys were not sent again: they would have made a second authorization")
 }
@@ -128,7 +129,7 @@ func TestCapture_AuthorizationLapsedAtTheProvider_RefusedAsExpired_NothingCaptur
 	id, _ := insertOrder(t, pool, "PENDING_PAYMENT", "PENDING", 0)
 	res, err := pays.Authorize(ctx, activities.AuthorizeInput{OrderID: id, AmountMinor: 1000, Currency: "TRY", Token: paysim.TokenOK})
 	require.NoError(t, err)
-	require.Equal(t, "AUTHORIZED", res.Status)
+	require.Equal(t, payment.StatusAuthorized, res.Status)
 	assert.True(t, scalar[bool](t, pool, `SELECT capture_before > now() + interval '6 days' FROM payments WHERE order_id = $1`, id),
 		"the provider's deadline is mirrored")
 

@@ -219,8 +219,8 @@ func (a *PaymentReconciler) resolve(ctx context.Context, pays *Payments, r order
 	if !running {
 		return a.endOrphan(ctx, pays, r, res)
 	}
-	switch r.Status {
-	case "UNKNOWN", "PENDING", "REQUIRES_ACTION":
+	switch payment.Status(r.Status) {
+	case payment.StatusUnknown, payment.StatusPending, payment.StatusRequiresAction:
 	default:
 		// Here only for being past its hold; its workflow runs and knows its payment.
 		return nil
@@ -242,11 +242,11 @@ func (a *PaymentReconciler) resolve(ctx context.Context, pays *Payments, r order
 	if err != nil {
 		return err
 	}
-	if string(intent.Status) == r.Status {
+	if intent.Status == payment.Status(r.Status) {
 		// No news (a 3-D Secure payment the shopper has not answered yet).
 		return nil
 	}
-	pr := PaymentResult{Status: string(intent.Status), IntentID: intent.ID, RedirectURL: intent.RedirectURL,
+	pr := PaymentResult{Status: intent.Status, IntentID: intent.ID, RedirectURL: intent.RedirectURL,
 		DeclineCode: intent.DeclineCode}
 	if err := a.Signaler.PaymentResolved(ctx, r.WorkflowID, r.OrderID, pr); errors.Is(err, ErrWorkflowGone) {
 		return a.endOrphan(ctx, pays, r, res)
@@ -258,9 +258,9 @@ func (a *PaymentReconciler) resolve(ctx context.Context, pays *Payments, r order
 		return err
 	}
 	res.Resolved++
-	byStatus[pr.Status]++
+	byStatus[string(pr.Status)]++
 	if len(res.Payments) < maxListed {
-		res.Payments = append(res.Payments, ResolvedPayment{OrderID: r.OrderID, Was: r.Status, Status: pr.Status})
+		res.Payments = append(res.Payments, ResolvedPayment{OrderID: r.OrderID, Was: r.Status, Status: string(pr.Status)})
 	}
 	return nil
 }
@@ -325,12 +325,12 @@ func (a *PaymentReconciler) reverseLate(ctx context.Context, pays *Payments, r o
 	if err != nil {
 		return err
 	}
-	if p.Status == PaymentNotFound {
+	if p.Status == payment.StatusNotFound {
 		return a.settleNothingHeld(ctx, r, settleAfter, res)
 	}
 	res.Reversed++
 	if len(res.Payments) < maxListed {
-		res.Payments = append(res.Payments, ResolvedPayment{OrderID: r.OrderID, Was: r.Status, Status: p.Status})
+		res.Payments = append(res.Payments, ResolvedPayment{OrderID: r.OrderID, Was: r.Status, Status: string(p.Status)})
 	}
 	return nil
 }
@@ -383,7 +383,7 @@ func (a *PaymentReconciler) finishOrphan(ctx context.Context, pays *Payments, r 
 	if err != nil {
 		return err
 	}
-	if p.Status != PaymentNotFound {
+	if p.Status != payment.StatusNotFound {
 		countOrphan(r, res)
 		return nil
 	}

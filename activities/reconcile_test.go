@@ -91,7 +91,7 @@ func (f *fakeSignaler) PaymentResolved(_ context.Context, workflowID string, _ i
 	if f.fail[workflowID] {
 		return errors.New("temporal unavailable")
 	}
-	f.got[workflowID] = res.Status
+	f.got[workflowID] = string(res.Status)
 	return nil
 }
 

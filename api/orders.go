@@ -27,6 +27,7 @@ import (
 	"github.com/marketplace/checkout/internal/staff"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
+	"github.com/marketplace/checkout/payment"
 	"github.com/marketplace/checkout/pricing"
 	"github.com/marketplace/checkout/workflows"
 )
@@ -238,10 +239,10 @@ func (s *Server) renderExisting(c echo.Context, orderID int64) error {
 		return problem.New(problem.OrderFailed, "this request's order ended as "+strings.ToLower(o.Status)+
 			"; place the order again with a new Idempotency-Key").With("orderId", o.ID).With("failureCode", code)
 	}
-	view := &workflows.PaymentView{Status: "PENDING"}
+	view := &workflows.PaymentView{Status: payment.StatusPending}
 	if pay, err := s.orders.GetPayment(ctx, o.ID); err == nil {
-		view.Status = pay.Status
-		if pay.RedirectUrl != nil && pay.Status == "REQUIRES_ACTION" {
+		view.Status = payment.Status(pay.Status)
+		if pay.RedirectUrl != nil && view.Status == payment.StatusRequiresAction {
 			view.RedirectURL = *pay.RedirectUrl
 		}
 	}
@@ -519,7 +520,7 @@ func (s *Server) getOrder(c echo.Context) error {
 		if pay.IntentID != nil {
 			v.Payment["intentId"] = *pay.IntentID
 		}
-		if pay.RedirectUrl != nil && pay.Status == "REQUIRES_ACTION" {
+		if pay.RedirectUrl != nil && payment.Status(pay.Status) == payment.StatusRequiresAction {
 			v.Payment["redirectUrl"] = *pay.RedirectUrl
 		}
 	}

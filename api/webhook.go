@@ -124,7 +124,7 @@ func (s *Server) actOnEvent(ctx context.Context, ev payment.WebhookEvent) (unkno
 		return false, s.paymentForClosedOrder(ctx, routed.OrderID, ev, confirmed)
 	}
 	err = s.Temporal.SignalWorkflow(ctx, routed.WorkflowID, "", workflows.SignalPaymentResult,
-		workflows.PaymentSignal{EventID: ev.ID, IntentID: ev.Intent.ID, Status: string(ev.Intent.Status)})
+		workflows.PaymentSignal{EventID: ev.ID, IntentID: ev.Intent.ID, Status: ev.Intent.Status})
 	var nf *serviceerror.NotFound
 	if errors.As(err, &nf) {
 		return false, s.paymentForClosedOrder(ctx, routed.OrderID, ev, confirmed)

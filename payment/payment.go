@@ -26,6 +26,17 @@ const (
 	StatusDeclined       Status = "DECLINED"
 )
 
+// The payment as the order sees it, beside the intent's statuses: PENDING (not asked yet, or the
+// answer to the authorize lost before anything was recorded), UNKNOWN (a call timed out and the
+// provider has not yet told us what happened) and NOT_FOUND (the provider never saw it). The
+// payments row, the order's state and its PaymentStatus search attribute hold these and the
+// intent's.
+const (
+	StatusPending  Status = "PENDING"
+	StatusUnknown  Status = "UNKNOWN"
+	StatusNotFound Status = "NOT_FOUND"
+)
+
 // DeclineAuthorizationExpired is the DeclineCode of an intent VOIDED by the provider because its
 // authorization lapsed before it was captured.
 const DeclineAuthorizationExpired = "authorization_expired"

@@ -8,6 +8,7 @@ import (
 	"github.com/marketplace/checkout/activities"
 	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/order"
+	"github.com/marketplace/checkout/payment"
 )
 
 type compensation struct {
@@ -108,8 +109,9 @@ func (w *orderFlow) has(kind int) bool {
 	return false
 }
 
-func moneyMaybeHeld(paymentStatus string) bool {
-	return paymentStatus == "AUTHORIZED" || paymentStatus == "CAPTURED" || paymentStatus == "REQUIRES_ACTION"
+func moneyMaybeHeld(status payment.Status) bool {
+	return status == payment.StatusAuthorized || status == payment.StatusCaptured ||
+		status == payment.StatusRequiresAction
 }
 
 // compensateKind runs the compensations of one kind, last registered first.
@@ -137,7 +139,7 @@ func (w *orderFlow) reversePayment(ctx workflow.Context) error {
 	if err := w.mustStep(ctx, stepReverse, paymentsA.Reverse, &p, w.st.OrderID); err != nil {
 		return err
 	}
-	if p.Status != activities.PaymentNotFound {
+	if p.Status != payment.StatusNotFound {
 		w.onPayment(p.Status, "compensation")
 	}
 	return nil

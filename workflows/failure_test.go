@@ -12,6 +12,7 @@ import (
 	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
+	"github.com/marketplace/checkout/payment"
 	"github.com/marketplace/checkout/workflows"
 )
 
@@ -85,7 +86,7 @@ func TestSaga_StepFailingUnderItsCodeOrItsEarlierName_TakesTheSamePath(t *testin
 		{"the confirm finds no reservation", problem.NoReservation, confirmFails, stockReleased, failing(false)},
 		{"the authorization times out", problem.PaymentOutcomeUnknown,
 			func(s *saga, err error) {
-				s.on("Authorize").Return(activities.PaymentResult{Status: activities.PaymentUnknown}, err).Once()
+				s.on("Authorize").Return(activities.PaymentResult{Status: payment.StatusUnknown}, err).Once()
 				s.on("ResolvePayment").Return(activities.PaymentResult{Status: "AUTHORIZED", IntentID: "pi_1"}, nil)
 			},
 			func(t *testing.T, p pathTaken) {
@@ -141,9 +142,9 @@ func TestSaga_StepFailingUnderItsCodeOrItsEarlierName_TakesTheSamePath(t *testin
 				st := s.run(input("tok_ok"))
 				require.NotNil(t, s.placed, typ)
 				p := pathTaken{Placed: string(s.placed.Outcome), Status: string(st.Status), FailureCode: string(st.FailureCode),
-					PaymentStatus: st.PaymentStatus, Parked: s.parked, Calls: s.calls, Final: s.final}
+					PaymentStatus: string(st.PaymentStatus), Parked: s.parked, Calls: s.calls, Final: s.final}
 				if s.placed.Payment != nil {
-					p.Payment = s.placed.Payment.Status
+					p.Payment = string(s.placed.Payment.Status)
 				}
 				if p.Parked != nil {
 					p.Parked.Since = time.Time{}

@@ -12,6 +12,7 @@ import (
 	"github.com/marketplace/checkout/internal/staff"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
+	"github.com/marketplace/checkout/payment"
 	"github.com/marketplace/checkout/pricing"
 )
 
@@ -57,16 +58,16 @@ type PlaceOrderResult struct {
 
 // PaymentView is the payment as the shopper sees it.
 type PaymentView struct {
-	Status      string `json:"status"`
-	RedirectURL string `json:"redirectUrl,omitempty"`
+	Status      payment.Status `json:"status"`
+	RedirectURL string         `json:"redirectUrl,omitempty"`
 }
 
 // PaymentSignal is the provider's word on the payment: from its signed webhook, or from the
 // payment reconciler that asked it.
 type PaymentSignal struct {
-	EventID  string `json:"eventId"`
-	IntentID string `json:"intentId"`
-	Status   string `json:"status"`
+	EventID  string         `json:"eventId"`
+	IntentID string         `json:"intentId"`
+	Status   payment.Status `json:"status"`
 	// Source says who learnt it ("webhook" when empty).
 	Source string `json:"source,omitempty"`
 }
@@ -127,7 +128,7 @@ type OrderState struct {
 	CustomerID     int64                  `json:"customerId"`
 	Status         order.Status           `json:"status"`
 	FailureCode    problem.Code           `json:"failureCode,omitempty"`
-	PaymentStatus  string                 `json:"paymentStatus"`
+	PaymentStatus  payment.Status         `json:"paymentStatus"`
 	IntentID       string                 `json:"intentId,omitempty"`
 	RedirectURL    string                 `json:"redirectUrl,omitempty"`
 	Items          []pricing.Item         `json:"items,omitempty"`
@@ -147,7 +148,7 @@ type OrderState struct {
 // cancellation. Every run is pinned to the build that began it (worker versioning), so this code
 // runs only the orders it began.
 func OrderWorkflow(ctx workflow.Context, in OrderInput) (OrderState, error) {
-	w := &orderFlow{root: ctx, in: in, st: OrderState{CustomerID: in.UserID, PaymentStatus: "PENDING"}}
+	w := &orderFlow{root: ctx, in: in, st: OrderState{CustomerID: in.UserID, PaymentStatus: payment.StatusPending}}
 	if err := w.registerHandlers(ctx); err != nil {
 		return w.st, err
 	}
@@ -373,16 +374,16 @@ func (w *orderFlow) authorize(ctx, lctx workflow.Context) (activities.PaymentRes
 		if !activities.FailedWith(err, problem.PaymentOutcomeUnknown) {
 			return pay, err
 		}
-		w.st.PaymentStatus = activities.PaymentUnknown
+		w.st.PaymentStatus = payment.StatusUnknown
 		w.note(ctx, "payment outcome unknown", "asking the provider")
 		if err := workflow.ExecuteLocalActivity(lctx, paymentsA.ResolvePayment, w.st.OrderID).Get(ctx, &pay); err != nil {
 			break // the provider cannot be asked now
 		}
-		if pay.Status != activities.PaymentNotFound {
+		if pay.Status != payment.StatusNotFound {
 			return pay, nil
 		}
 	}
-	return activities.PaymentResult{Status: activities.PaymentUnknown}, nil
+	return activities.PaymentResult{Status: payment.StatusUnknown}, nil
 }
 
 func (w *orderFlow) authorizeInput() activities.AuthorizeInput {
@@ -390,15 +391,15 @@ func (w *orderFlow) authorizeInput() activities.AuthorizeInput {
 		Token: w.in.PaymentMethodToken}
 }
 
-func (w *orderFlow) onPayment(status, source string) {
+func (w *orderFlow) onPayment(status payment.Status, source string) {
 	switch status {
-	case "AUTHORIZED", "CAPTURED":
+	case payment.StatusAuthorized, payment.StatusCaptured:
 		w.paid = true
-	case "DECLINED":
+	case payment.StatusDeclined:
 		w.declined = true
 	}
 	w.st.PaymentStatus = status
-	w.st.Timeline = appendTimeline(w.st.Timeline, TimelineEntry{Event: "payment " + lower(status), Detail: source})
+	w.st.Timeline = appendTimeline(w.st.Timeline, TimelineEntry{Event: "payment " + lower(string(status)), Detail: source})
 	w.searchDirty = true
 }
 
@@ -464,7 +465,7 @@ func (w *orderFlow) awaitOutcome(ctx workflow.Context) problem.Code {
 		stopTimer := func() {}
 		holding := w.hold != nil && !w.holdLost
 		if !decided() {
-			if w.st.PaymentStatus == activities.PaymentUnknown && !unknownAsked {
+			if w.st.PaymentStatus == payment.StatusUnknown && !unknownAsked {
 				unknownAsked = true
 				unknown = workflow.ExecuteActivity(workflow.WithActivityOptions(unknownCtx,
 					settleOptions(w.st.HoldExpiresAt.Sub(workflow.Now(ctx)))), paymentsA.SettleUnknown, w.authorizeInput())

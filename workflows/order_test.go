@@ -24,6 +24,7 @@ import (
 	"github.com/marketplace/checkout/internal/staff"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
+	"github.com/marketplace/checkout/payment"
 	"github.com/marketplace/checkout/pricing"
 	"github.com/marketplace/checkout/workflows"
 )
@@ -105,7 +106,7 @@ func (s *saga) defaults() {
 	def("Confirm", inventory.ConfirmResult{Confirmed: 1}, nil)
 	def("Capture", activities.PaymentResult{Status: "CAPTURED", IntentID: "pi_1"}, nil)
 	def("Authorize", activities.PaymentResult{Status: "AUTHORIZED", IntentID: "pi_1"}, nil)
-	def("ResolvePayment", activities.PaymentResult{Status: activities.PaymentNotFound}, nil)
+	def("ResolvePayment", activities.PaymentResult{Status: payment.StatusNotFound}, nil)
 	def("Finish", func(ctx context.Context, in activities.TransitionInput) (activities.Finished, error) {
 		s.final[order.Status(in.To)]++
 		return activities.Finished{Changed: true, Status: order.Status(in.To), FailureCode: problem.Code(in.Code)}, nil
@@ -124,9 +125,9 @@ func (s *saga) on(name string) *testsuite.MockCallWrapper {
 	return s.env.OnActivity(name, mock.Anything, mock.Anything).Run(func(mock.Arguments) { s.calls[name]++ })
 }
 
-func (s *saga) authorizeReturns(status string) {
+func (s *saga) authorizeReturns(status payment.Status) {
 	s.on("Authorize").Return(activities.PaymentResult{Status: status, IntentID: "pi_1",
-		RedirectURL: map[bool]string{true: "http://localhost:8080/paysim/3ds/pi_1"}[status == "REQUIRES_ACTION"]}, nil)
+		RedirectURL: map[bool]string{true: "http://localhost:8080/paysim/3ds/pi_1"}[status == payment.StatusRequiresAction]}, nil)
 }
 
 // at runs f after d of workflow time.
@@ -175,9 +176,9 @@ func TestOrder_ImmediateAuthorization_ConfirmedInOneTaskWithoutHold(t *testing.T
 
 	require.NotNil(t, s.placed)
 	assert.Equal(t, workflows.OutcomeCreated, s.placed.Outcome)
-	assert.Equal(t, "AUTHORIZED", s.placed.Payment.Status)
+	assert.Equal(t, payment.StatusAuthorized, s.placed.Payment.Status)
 	assert.Equal(t, order.StatusConfirmed, st.Status)
-	assert.Equal(t, "CAPTURED", st.PaymentStatus)
+	assert.Equal(t, payment.StatusCaptured, st.PaymentStatus)
 	assert.Equal(t, 1, s.calls["Confirm"])
 	assert.Equal(t, 1, s.calls["Capture"])
 	assert.Equal(t, 1, s.final[order.StatusConfirmed])
@@ -192,7 +193,7 @@ func TestOrder_3DSApproved_Confirmed_NoTimerButTheHolds(t *testing.T) {
 	s.signal(2*time.Minute, workflows.SignalPaymentResult, workflows.PaymentSignal{EventID: "evt_1", IntentID: "pi_1", Status: "AUTHORIZED"})
 	st := s.run(input("tok_3ds"))
 
-	assert.Equal(t, "REQUIRES_ACTION", s.placed.Payment.Status)
+	assert.Equal(t, payment.StatusRequiresAction, s.placed.Payment.Status)
 	assert.Equal(t, "http://localhost:8080/paysim/3ds/pi_1", s.placed.Payment.RedirectURL)
 	assert.Equal(t, order.StatusConfirmed, st.Status)
 	assert.Equal(t, 1, s.calls["Capture"])
@@ -341,12 +342,12 @@ func TestOrder_ConfirmRetriesPastItsQuickTry_HoldChildStartsFirst(t *testing.T) 
 
 func TestOrder_PaymentUnknown_ResolvedInTheSameTask_NoHoldChild(t *testing.T) {
 	s := newSaga(t)
-	s.on("Authorize").Return(activities.PaymentResult{Status: activities.PaymentUnknown},
+	s.on("Authorize").Return(activities.PaymentResult{Status: payment.StatusUnknown},
 		temporal.NewNonRetryableApplicationError("timeout", string(problem.PaymentOutcomeUnknown), nil))
 	s.on("ResolvePayment").Return(activities.PaymentResult{Status: "AUTHORIZED", IntentID: "pi_1"}, nil)
 	st := s.run(input("tok_timeout"))
 
-	assert.Equal(t, "AUTHORIZED", s.placed.Payment.Status, "decided by asking, not by guessing")
+	assert.Equal(t, payment.StatusAuthorized, s.placed.Payment.Status, "decided by asking, not by guessing")
 	assert.Equal(t, order.StatusConfirmed, st.Status)
 	assert.Equal(t, 1, s.calls["Authorize"])
 	assert.Zero(t, s.holds, "decided in the same workflow task: no hold child")
@@ -355,10 +356,10 @@ func TestOrder_PaymentUnknown_ResolvedInTheSameTask_NoHoldChild(t *testing.T) {
 
 func TestOrder_PaymentUnknown_ProviderNeverSawIt_AuthorizedAgainThenDeclined(t *testing.T) {
 	s := newSaga(t)
-	s.on("Authorize").Return(activities.PaymentResult{Status: activities.PaymentUnknown},
+	s.on("Authorize").Return(activities.PaymentResult{Status: payment.StatusUnknown},
 		temporal.NewNonRetryableApplicationError("timeout", string(problem.PaymentOutcomeUnknown), nil)).Once()
 	s.on("Authorize").Return(activities.PaymentResult{Status: "DECLINED"}, nil)
-	s.on("ResolvePayment").Return(activities.PaymentResult{Status: activities.PaymentNotFound}, nil)
+	s.on("ResolvePayment").Return(activities.PaymentResult{Status: payment.StatusNotFound}, nil)
 	st := s.run(input("tok_timeout"))
 
 	assert.Equal(t, 2, s.calls["Authorize"], "the same key again, once the provider said it never saw it")
@@ -369,7 +370,7 @@ func TestOrder_PaymentUnknown_ProviderNeverSawIt_AuthorizedAgainThenDeclined(t *
 
 func TestOrder_PaymentStillUnknown_SettledByServerRetriesNotPolling(t *testing.T) {
 	s := newSaga(t)
-	s.on("Authorize").Return(activities.PaymentResult{Status: activities.PaymentUnknown},
+	s.on("Authorize").Return(activities.PaymentResult{Status: payment.StatusUnknown},
 		temporal.NewNonRetryableApplicationError("timeout", string(problem.PaymentOutcomeUnknown), nil))
 	s.on("ResolvePayment").Return(activities.PaymentResult{}, down)
 	// The provider cannot tell for five attempts; the server retries with backoff.
@@ -378,7 +379,7 @@ func TestOrder_PaymentStillUnknown_SettledByServerRetriesNotPolling(t *testing.T
 	s.on("SettleUnknown").Return(activities.PaymentResult{Status: "AUTHORIZED", IntentID: "pi_1"}, nil)
 	st := s.run(input("tok_timeout"))
 
-	assert.Equal(t, activities.PaymentUnknown, s.placed.Payment.Status)
+	assert.Equal(t, payment.StatusUnknown, s.placed.Payment.Status)
 	assert.Equal(t, order.StatusConfirmed, st.Status)
 	assert.Equal(t, 6, s.calls["SettleUnknown"])
 	assert.Equal(t, 1, s.holds, "it waited with stock held: its hold ran")
@@ -726,7 +727,7 @@ func TestOrder_AuthorizationArrivesWhileTheOrderIsFailed_ReversedToo(t *testing.
 	s := newSaga(t)
 	s.authorizeReturns("REQUIRES_ACTION")
 	s.on("Reverse").Return(activities.PaymentResult{}, down).Times(4)
-	s.on("Reverse").Return(activities.PaymentResult{Status: activities.PaymentNotFound}, nil).Once()
+	s.on("Reverse").Return(activities.PaymentResult{Status: payment.StatusNotFound}, nil).Once()
 	s.on("Reverse").Return(activities.PaymentResult{Status: "VOIDED"}, nil)
 	s.signal(hold+500*time.Millisecond, workflows.SignalPaymentResult, workflows.PaymentSignal{EventID: "evt_late", Status: "AUTHORIZED"})
 	st := s.run(input("tok_3ds"))
@@ -734,7 +735,7 @@ func TestOrder_AuthorizationArrivesWhileTheOrderIsFailed_ReversedToo(t *testing.
 	assert.Equal(t, order.StatusFailed, st.Status)
 	assert.Equal(t, problem.HoldExpired, st.FailureCode)
 	assert.Equal(t, 6, s.calls["Reverse"], "reversed again once the authorization was known")
-	assert.Equal(t, "VOIDED", st.PaymentStatus)
+	assert.Equal(t, payment.StatusVoided, st.PaymentStatus)
 }
 
 // TestOrder_OverTheOpenOrderCap_RefusedNothingReservedKeyNotRecorded: the order row's step refuses
@@ -885,7 +886,7 @@ func TestOrder_ParkedPastItsDeadlines_EscalatedThenGivenUpBeforeTheAuthorization
 	assert.Less(t, ended, 7*24*time.Hour, "before the provider lets the authorization expire")
 	assert.Equal(t, 1, s.calls["Restock"], "the confirmed units go back")
 	assert.GreaterOrEqual(t, s.calls["Reverse"], 1, "the authorization is voided")
-	assert.Equal(t, "VOIDED", st.PaymentStatus)
+	assert.Equal(t, payment.StatusVoided, st.PaymentStatus)
 }
 
 // TestOrder_ParkedDeadlinesAreTheWorkersSettings: the deadlines come with the order's settings

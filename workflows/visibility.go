@@ -13,6 +13,7 @@ import (
 	"github.com/marketplace/checkout/internal/staff"
 	"github.com/marketplace/checkout/inventory"
 	"github.com/marketplace/checkout/order"
+	"github.com/marketplace/checkout/payment"
 )
 
 // maxTimeline bounds the timeline kept in the workflow's state.
@@ -60,7 +61,7 @@ func (w *orderFlow) flushSearch(ctx workflow.Context) {
 		AttrOrderID.ValueSet(w.st.OrderID),
 		AttrCustomerID.ValueSet(w.st.CustomerID),
 		AttrOrderStatus.ValueSet(string(w.st.Status)),
-		AttrPaymentStatus.ValueSet(w.st.PaymentStatus),
+		AttrPaymentStatus.ValueSet(string(w.st.PaymentStatus)),
 		AttrNeedsAttention.ValueSet(w.st.NeedsAttention),
 		AttrEscalated.ValueSet(escalated))
 }
@@ -69,7 +70,7 @@ func (w *orderFlow) flushSearch(ctx workflow.Context) {
 type searchState struct {
 	orderID        int64
 	status         order.Status
-	paymentStatus  string
+	paymentStatus  payment.Status
 	needsAttention bool
 	escalated      bool
 }
