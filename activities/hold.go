@@ -31,16 +31,17 @@ type HoldRefusal struct {
 // Problem is the refusal as a coded error: its reason is the code, the rest its details.
 func (r HoldRefusal) Problem(message string) *problem.Error {
 	p := problem.New(r.Reason, message)
-	if r.Status != "" {
-		p = p.With("status", r.Status)
-	}
-	if r.ExtendableFrom != nil {
-		p = p.With("extendableFrom", r.ExtendableFrom)
-	}
-	if r.Max != 0 {
-		p = p.With("max", r.Max)
+	if d := (HoldDetails{ExtendableFrom: r.ExtendableFrom, Max: r.Max, Status: r.Status}); d != (HoldDetails{}) {
+		p = p.WithDetails(d)
 	}
 	return p
+}
+
+// HoldDetails are the details of a refused extension (HoldRefusal.Problem).
+type HoldDetails struct {
+	ExtendableFrom *time.Time `json:"extendableFrom,omitempty"`
+	Max            int        `json:"max,omitempty"`
+	Status         string     `json:"status,omitempty"`
 }
 
 // ExtendedHold is the hold after an extension.

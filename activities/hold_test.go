@@ -76,7 +76,8 @@ func TestExtendHold_OnlyInTheLastMinutes_OnceEveryReservationMoves(t *testing.T)
 	_, err := a.ExtendHold(ctx, early)
 	r := refusal(t, err)
 	assert.Equal(t, problem.HoldExtensionTooEarly, r.Code)
-	from, _ := r.Details["extendableFrom"].(*time.Time)
+	d, _ := activities.DetailsOf[activities.HoldDetails](r)
+	from := d.ExtendableFrom
 	require.NotNil(t, from)
 	assert.WithinDuration(t, before.Add(-3*time.Minute), *from, time.Millisecond)
 	after, _ := expiries(t, pool, early)
@@ -108,7 +109,7 @@ func TestExtendHold_OnlyInTheLastMinutes_OnceEveryReservationMoves(t *testing.T)
 	_, err = a.ExtendHold(ctx, early)
 	r = refusal(t, err)
 	assert.Equal(t, problem.OrderNotPendingPayment, r.Code)
-	assert.Equal(t, "CONFIRMED", r.Details["status"])
+	assert.Equal(t, activities.HoldDetails{Max: 1, Status: "CONFIRMED"}, r.Details)
 }
 
 // TestExtendHold_ExpiredHold_RefusedAndReleased: a hold past its expiry (not yet swept) is not

@@ -103,7 +103,7 @@ func asApplicationError(err error, doing string, args ...any) error {
 	var notActive *inventory.NotActiveError
 	switch {
 	case errors.As(err, &oos):
-		return RefusalError(problem.Wrap(err, problem.OutOfStock, err.Error()).With("items", oos.Lines))
+		return RefusalError(problem.Wrap(err, problem.OutOfStock, err.Error()).WithDetails(OutOfStockDetails{Items: oos.Lines}))
 	case errors.As(err, &notActive):
 		return failure(problem.ReservationNotActive, err.Error(), err)
 	case errors.Is(err, inventory.ErrNoReservation):

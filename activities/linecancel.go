@@ -172,14 +172,14 @@ func lineRefusal(ctx context.Context, q order.Data, in LineCancelRequest) error 
 		return fmt.Errorf("reading line %d of order %d: %w", in.SKUID, in.OrderID, err)
 	case order.Status(l.Status) != order.StatusConfirmed:
 		return RefusalError(problem.New(problem.OrderNotConfirmed,
-			"the order is "+l.Status+": only a CONFIRMED order's lines are cancelled").With("status", l.Status))
+			"the order is "+l.Status+": only a CONFIRMED order's lines are cancelled").WithDetails(problem.StatusDetails{Status: l.Status}))
 	case l.Quantity == nil:
 		return RefusalError(problem.New(problem.LineNotFound,
 			fmt.Sprintf("order %d has no line of SKU %d", in.OrderID, in.SKUID)))
 	}
 	left := *l.Quantity - *l.CancelledQuantity
 	return RefusalError(problem.New(problem.UnitsExceedLine, fmt.Sprintf("%d units asked, %d left on the line", in.Units, left)).
-		With("remaining", left))
+		WithDetails(UnitsExceedLineDetails{Remaining: left}))
 }
 
 func lineCancelByID(ctx context.Context, q order.Data, id int64) (LineCancel, error) {

@@ -60,12 +60,6 @@ type CheckPricesInput struct {
 	CouponCode string `json:"couponCode,omitempty"`
 }
 
-// PriceChangedDetails are the details of a PRICE_CHANGED refusal: the version the shopper must see
-// now.
-type PriceChangedDetails struct {
-	PriceVersion string `json:"priceVersion"`
-}
-
 // CheckPrices prices the member cart now, as the checkout preview does (cart.Price). A cart that
 // cannot be ordered is refused with its code (CART_EMPTY, CART_INVALID, MIXED_CURRENCY, the
 // coupon's); a priceVersion other than the current one is refused with PRICE_CHANGED, carrying the
@@ -148,23 +142,23 @@ func (a *Orders) CreateOrder(ctx context.Context, in CreateOrderInput) (CreatedO
 
 // addressNotFound refuses an order whose address is not the shopper's, as the API refuses one.
 func addressNotFound() *problem.Error {
-	return problem.New(problem.ValidationFailed, "some fields are invalid").
-		With("fields", []map[string]string{{"field": "addressId", "message": "not one of your addresses"}})
+	return problem.Invalid(problem.FieldError{Field: "addressId", Message: "not one of your addresses"})
 }
 
-// TooManyOpenOrdersDetails are the details of a TOO_MANY_OPEN_ORDERS refusal.
+// TooManyOpenOrdersDetails are the details of a TOO_MANY_OPEN_ORDERS refusal (their fields in the
+// order of their names, with nextHoldEnd null rather than left out: the JSON recorded histories
+// hold).
 type TooManyOpenOrdersDetails struct {
-	Limit   int   `json:"limit"`
-	Pending int64 `json:"pending"`
+	Limit int `json:"limit"`
 	// NextHoldEnd is when the first of the shopper's open orders ends by itself if nobody pays
 	// it (nil while none has its hold recorded yet).
-	NextHoldEnd *time.Time `json:"nextHoldEnd,omitempty"`
+	NextHoldEnd *time.Time `json:"nextHoldEnd"`
+	Pending     int64      `json:"pending"`
 }
 
 // Problem is the TOO_MANY_OPEN_ORDERS refusal with these details.
 func (d TooManyOpenOrdersDetails) Problem(msg string) *problem.Error {
-	return problem.New(problem.TooManyOpenOrders, msg).With("limit", d.Limit).With("pending", d.Pending).
-		With("nextHoldEnd", d.NextHoldEnd)
+	return problem.New(problem.TooManyOpenOrders, msg).WithDetails(d)
 }
 
 // SetHoldInput records when the order's reservation expires.

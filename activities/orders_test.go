@@ -34,7 +34,8 @@ func TestCheckPrices_OrderExists_KeepsTheOrdersPrices(t *testing.T) {
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "an empty priceVersion never matches")
 	require.Equal(t, string(problem.PriceChanged), appErr.Type())
-	current, _ := activities.Refusal(err).Details["priceVersion"].(string)
+	d, _ := activities.DetailsOf[pricing.PriceChangedDetails](activities.Refusal(err))
+	current := d.PriceVersion
 	require.NotEmpty(t, current, "the refusal names the version to confirm")
 
 	quote, err := a.CheckPrices(ctx, activities.CheckPricesInput{UserID: 7, IdempotencyKey: "k1", PriceVersion: current})
@@ -116,9 +117,10 @@ func TestCreateOrder_OpenOrderCap_ConcurrentOrdersNeverPassIt(t *testing.T) {
 			first = fmt.Sprintf("k%d", i)
 		case errors.As(err, &appErr) && appErr.Type() == string(problem.TooManyOpenOrders):
 			refused++
-			d := activities.Refusal(err).Details
-			assert.Equal(t, 3, d["limit"])
-			assert.Equal(t, int64(3), d["pending"])
+			d, ok := activities.DetailsOf[activities.TooManyOpenOrdersDetails](activities.Refusal(err))
+			require.True(t, ok)
+			assert.Equal(t, 3, d.Limit)
+			assert.Equal(t, int64(3), d.Pending)
 		default:
 			t.Fatalf("order %d: %v", i, err)
 		}

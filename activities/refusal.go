@@ -98,21 +98,57 @@ type OutOfStockDetails struct {
 	Items []inventory.ShortLine `json:"items"`
 }
 
-// DetailsOf reads a refusal's details into T, the type they were written from (their JSON shape):
-// a refusal crosses Temporal as JSON and is read back as a map (Refusal). JSON encoding is
-// deterministic, so the saga reads details with it.
-func DetailsOf[T any](p *problem.Error) (T, error) {
-	var out T
-	raw, err := json.Marshal(p.Details) //workflowcheck:ignore (encoding a value to JSON is deterministic)
-	if err == nil {
-		err = json.Unmarshal(raw, &out) //workflowcheck:ignore
+// detailsOf is the type of each code's details, as its refusals are raised and read back (Refusal):
+// the one place a code names it. A refusal of a code not here keeps its details as the JSON they
+// crossed Temporal as (json.RawMessage), answered as they are.
+var detailsOf = map[problem.Code]func(*temporal.ApplicationError) any{
+	problem.ValidationFailed:       decode[problem.Fields],
+	problem.CartInvalid:            decode[problem.SKUsDetails],
+	problem.PriceChanged:           decode[pricing.PriceChangedDetails],
+	problem.CouponMinBasket:        decode[pricing.CouponDetails],
+	problem.TooManyOpenOrders:      decode[TooManyOpenOrdersDetails],
+	problem.OutOfStock:             decode[OutOfStockDetails],
+	problem.OrderNotCancellable:    decode[problem.StatusDetails],
+	problem.OrderNotPendingPayment: decode[HoldDetails],
+	problem.HoldExtensionUsed:      decode[HoldDetails],
+	problem.HoldExtensionTooEarly:  decode[HoldDetails],
+	problem.HoldExpired:            decode[HoldDetails],
+	problem.OrderNotConfirmed:      decode[problem.StatusDetails],
+	problem.UnitsExceedLine:        decode[UnitsExceedLineDetails],
+}
+
+// decode reads an application error's details into T (nil when they are not T's JSON).
+func decode[T any](appErr *temporal.ApplicationError) any {
+	var d T
+	if appErr.Details(&d) != nil {
+		return nil
 	}
-	return out, err
+	return d
+}
+
+// DetailsOf are a refusal's details as the type its code's refusals carry (detailsOf); false when
+// it has none of that type.
+func DetailsOf[T any](p *problem.Error) (T, bool) {
+	d, ok := p.Details.(T)
+	return d, ok
+}
+
+// RawDetails are a refusal's details as JSON, for an answer that carries them on (a REJECTED
+// order's outcome); nil when it has none. JSON encoding is deterministic, so the saga may call it.
+func RawDetails(p *problem.Error) json.RawMessage {
+	if p.Details == nil {
+		return nil
+	}
+	raw, err := json.Marshal(p.Details) //workflowcheck:ignore (encoding a value to JSON is deterministic)
+	if err != nil {
+		return nil
+	}
+	return raw
 }
 
 // RefusalError raises a coded refusal from a step (or a workflow's handler): no retry changes it.
 func RefusalError(p *problem.Error) error {
-	if len(p.Details) == 0 {
+	if p.Details == nil {
 		return temporal.NewNonRetryableApplicationError(p.Message, string(p.Code), p.Err)
 	}
 	return temporal.NewNonRetryableApplicationError(p.Message, string(p.Code), p.Err, p.Details)
@@ -184,7 +220,14 @@ func coded(err error) *problem.Error {
 	if code := problem.Code(typ); code.Known() {
 		p := problem.New(code, appErr.Message())
 		if appErr.HasDetails() {
-			_ = appErr.Details(&p.Details)
+			if read, ok := detailsOf[code]; ok {
+				p.Details = read(appErr)
+			} else {
+				var raw json.RawMessage
+				if appErr.Details(&raw) == nil {
+					p.Details = raw
+				}
+			}
 		}
 		return p
 	}
@@ -195,13 +238,13 @@ func coded(err error) *problem.Error {
 	p := problem.New(code, appErr.Message())
 	switch typ {
 	case ErrTypePriceChanged:
-		var d PriceChangedDetails
+		var d pricing.PriceChangedDetails
 		_ = appErr.Details(&d)
-		p = p.With("priceVersion", d.PriceVersion)
+		p = p.WithDetails(d)
 	case ErrTypeCartInvalid:
 		var skus []int64
 		if appErr.Details(&skus) == nil && len(skus) > 0 {
-			p = p.With("skuIds", skus)
+			p = p.WithDetails(problem.SKUsDetails{SKUIDs: skus})
 		}
 	case ErrTypeAddressNotFound:
 		p = addressNotFound()
@@ -216,7 +259,7 @@ func coded(err error) *problem.Error {
 	case ErrTypeOutOfStock:
 		var short []inventory.ShortLine
 		_ = appErr.Details(&short)
-		p = p.With("items", short)
+		p = p.WithDetails(OutOfStockDetails{Items: short})
 	case ErrTypeHoldNotExtendable:
 		var r HoldRefusal
 		_ = appErr.Details(&r)
@@ -224,11 +267,11 @@ func coded(err error) *problem.Error {
 	case ErrTypeOrderNotConfirmed, ErrTypeOrderNotCancellable:
 		var status string
 		_ = appErr.Details(&status)
-		p = p.With("status", status)
+		p = p.WithDetails(problem.StatusDetails{Status: status})
 	case ErrTypeUnitsExceedLine:
 		var d UnitsExceedLineDetails
 		_ = appErr.Details(&d)
-		p = p.With("remaining", d.Remaining)
+		p = p.WithDetails(d)
 	}
 	return p
 }

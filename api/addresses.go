@@ -67,7 +67,7 @@ func (s *Server) createAddress(c echo.Context) error {
 		Lat: *req.Lat, Lon: *req.Lon}, MaxAddressesPerUser)
 	if errors.Is(err, order.ErrAddressBookFull) {
 		return problem.New(problem.LimitReached, "address book is full").
-			With("limit", MaxAddressesPerUser)
+			WithDetails(problem.LimitDetails{Limit: MaxAddressesPerUser})
 	}
 	if err != nil {
 		return fmt.Errorf("adding an address: %w", err)

@@ -255,7 +255,7 @@ func (h *cartHandlers) merge(c echo.Context) error {
 	req.GuestCartToken = strings.TrimSpace(req.GuestCartToken)
 	if !h.guests.Valid(req.GuestCartToken) {
 		return problem.New(problem.ValidationFailed, "some fields are invalid").
-			With("fields", []FieldError{{Field: "guestCartToken", Message: "required, the X-Guest-Token this server issued for the guest cart"}})
+			WithDetails(problem.Fields{Fields: []problem.FieldError{{Field: "guestCartToken", Message: "required, the X-Guest-Token this server issued for the guest cart"}}})
 	}
 	ctx := c.Request().Context()
 	res, err := h.store.Merge(ctx, mustPrincipal(c).UserID, req.GuestCartToken)
@@ -304,18 +304,18 @@ func cartError(err error, sku int64) error {
 	switch {
 	case errors.As(err, &conflict):
 		return problem.New(problem.CartConflict, "the cart changed since the version in If-Match; read it again").
-			With("currentVersion", conflict.Current)
+			WithDetails(cartConflict{CurrentVersion: conflict.Current})
 	case errors.Is(err, cart.ErrMerged):
 		return problem.New(problem.CartMerged,
 			"this guest cart was merged into a member cart; sign in, or start a new guest cart without X-Guest-Token")
 	case errors.Is(err, cart.ErrUnknownSKU):
-		return problem.New(problem.SKUNotFound, "no such SKU").With("skuId", sku)
+		return problem.New(problem.SKUNotFound, "no such SKU").WithDetails(skuDetails{SKUID: sku})
 	case errors.As(err, &seller):
 		return problem.New(problem.ValidationFailed, "some fields are invalid").
-			With("fields", []FieldError{{Field: "sellerId", Message: seller.Error()}})
+			WithDetails(problem.Fields{Fields: []problem.FieldError{{Field: "sellerId", Message: seller.Error()}}})
 	case errors.As(err, &limit):
 		return problem.New(problem.CartLimit, limitMessage(limit)).
-			With("limit", limit.Limit).With("max", limit.Max)
+			WithDetails(cartLimit{Limit: limit.Limit, Max: limit.Max})
 	case err != nil:
 		return fmt.Errorf("writing the cart: %w", err)
 	}
@@ -330,4 +330,21 @@ func limitMessage(l *cart.LimitError) string {
 		return "this SKU sells at most " + strconv.Itoa(l.Max) + " per order"
 	}
 	return "a line holds at most " + strconv.Itoa(l.Max) + " units"
+}
+
+// cartConflict are the details of CART_CONFLICT: the cart's version now.
+type cartConflict struct {
+	CurrentVersion int64 `json:"currentVersion"`
+}
+
+// skuDetails name the SKU a request names and the catalog does not hold.
+type skuDetails struct {
+	SKUID int64 `json:"skuId"`
+}
+
+// cartLimit are the details of CART_LIMIT: which limit (maxPerOrder, unitsPerLine, linesPerCart)
+// and its value.
+type cartLimit struct {
+	Limit string `json:"limit"`
+	Max   int    `json:"max"`
 }

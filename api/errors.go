@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -109,32 +110,31 @@ func StatusOf(code problem.Code) int {
 	return http.StatusInternalServerError
 }
 
-// FieldError names one invalid field of a request.
-type FieldError struct {
-	Field   string `json:"field"`
-	Message string `json:"message"`
-}
-
 // validation collects field errors and turns them into one VALIDATION_FAILED answer.
-type validation []FieldError
+type validation []problem.FieldError
 
-func (v *validation) add(field, message string) { *v = append(*v, FieldError{field, message}) }
+func (v *validation) add(field, message string) {
+	*v = append(*v, problem.FieldError{Field: field, Message: message})
+}
 
 func (v validation) err() error {
 	if len(v) == 0 {
 		return nil
 	}
-	return problem.New(problem.ValidationFailed, "some fields are invalid").With("fields", []FieldError(v))
+	return problem.Invalid(v...)
 }
 
-// body is the answer's JSON: the details, then code and message.
-func body(e *problem.Error) map[string]any {
-	out := make(map[string]any, len(e.Details)+2)
-	for k, v := range e.Details {
-		out[k] = v
+// body is the answer's JSON: the details' fields, then code and message. Details that are no JSON
+// object (a refusal of an earlier release's shape) are left out.
+func body(e *problem.Error) map[string]json.RawMessage {
+	out := map[string]json.RawMessage{}
+	if e.Details != nil {
+		if raw, err := json.Marshal(e.Details); err == nil {
+			_ = json.Unmarshal(raw, &out)
+		}
 	}
-	out["code"] = e.Code
-	out["message"] = e.Message
+	out["code"], _ = json.Marshal(e.Code)
+	out["message"], _ = json.Marshal(e.Message)
 	return out
 }
 

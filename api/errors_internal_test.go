@@ -44,7 +44,7 @@ func TestErrorHandler_AnswersEachCodeWithItsStatus(t *testing.T) {
 		status, ok := statusOf[code]
 		require.True(t, ok, "%s has no status in statusOf", code)
 		got, retryAfter, body := answer(t, fmt.Errorf("handler: %w",
-			problem.Wrap(errors.New("secret cause"), code, "what the client reads").With("skuIds", []int64{7})))
+			problem.Wrap(errors.New("secret cause"), code, "what the client reads").WithDetails(problem.SKUsDetails{SKUIDs: []int64{7}})))
 		assert.Equal(t, status, got, code)
 		if status == http.StatusServiceUnavailable {
 			assert.NotEmpty(t, retryAfter, "%s: a 503 says when to come back", code)
@@ -73,7 +73,7 @@ func TestErrorHandler_InternalCodesAnsweredAsOurFailures(t *testing.T) {
 		}
 		internal++
 		status, retryAfter, body := answer(t, fmt.Errorf("handler: %w",
-			problem.Wrap(errors.New("secret cause"), code, "secret message").With("secret", true)))
+			problem.Wrap(errors.New("secret cause"), code, "secret message").WithDetails(map[string]bool{"secret": true})))
 		want := problem.Internal
 		if down[code] {
 			want = problem.Unavailable

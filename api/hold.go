@@ -41,7 +41,8 @@ func (s *Server) extendHold(c echo.Context) error {
 		opts.UpdateID = "extend-hold:" + key
 	}
 	if order.Status(o.Status) != order.StatusPendingPayment {
-		return holdNotExtendable(problem.New(problem.OrderNotPendingPayment, "").With("status", o.Status))
+		return holdNotExtendable(problem.New(problem.OrderNotPendingPayment, "").
+			WithDetails(activities.HoldDetails{Status: o.Status}))
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), placeTimeout)
 	defer cancel()
@@ -59,14 +60,15 @@ func (s *Server) extendHold(c echo.Context) error {
 	case errors.As(err, &appErr) && strings.HasPrefix(appErr.Message(), "unknown update"):
 		return problem.New(problem.HoldNotExtendable,
 			"this order was placed before holds could be extended; its hold ends at holdExpiresAt").
-			With("holdExpiresAt", o.HoldExpiresAt)
+			WithDetails(holdExpires{HoldExpiresAt: o.HoldExpiresAt})
 	case errors.As(err, &nf):
 		// The order's workflow has ended since the order was read.
 		cur, gerr := s.orders.GetOrder(c.Request().Context(), o.ID)
 		if gerr != nil {
 			return fmt.Errorf("reading order %d after its workflow ended: %w", o.ID, gerr)
 		}
-		return holdNotExtendable(problem.New(problem.OrderNotPendingPayment, "").With("status", cur.Status))
+		return holdNotExtendable(problem.New(problem.OrderNotPendingPayment, "").
+			WithDetails(activities.HoldDetails{Status: cur.Status}))
 	case errors.As(err, &appErr), errors.As(err, new(*temporal.ActivityError)), errors.As(err, new(*temporal.TimeoutError)):
 		// The extension could not be made now (the database did not answer); the hold is as it
 		// was, or moved in full, which its timer finds from the reservations.
@@ -82,27 +84,31 @@ func (s *Server) extendHold(c echo.Context) error {
 var holdRefusals = []problem.Code{problem.OrderNotPendingPayment, problem.HoldExtensionUsed,
 	problem.HoldExtensionTooEarly, problem.HoldExpired}
 
+// holdExpires are the details of HOLD_NOT_EXTENDABLE: when the hold ends.
+type holdExpires struct {
+	HoldExpiresAt *time.Time `json:"holdExpiresAt"`
+}
+
 // holdNotExtendable answers a refused extension for the shopper, with the order's status and, too
 // early, when the hold can be extended.
 func holdNotExtendable(refusal *problem.Error) *problem.Error {
-	status, _ := refusal.Details["status"].(string)
+	d, _ := activities.DetailsOf[activities.HoldDetails](refusal)
+	answered := activities.HoldDetails{Status: d.Status}
 	var e *problem.Error
 	switch refusal.Code {
 	case problem.HoldExtensionUsed:
 		e = problem.New(problem.HoldExtensionUsed, "the hold has already been extended as many times as allowed")
 	case problem.HoldExtensionTooEarly:
 		e = problem.New(problem.HoldExtensionTooEarly, "the hold can be extended only in its last minutes")
-		if from := refusal.Details["extendableFrom"]; from != nil {
-			e = e.With("extendableFrom", from)
-		}
+		answered.ExtendableFrom = d.ExtendableFrom
 	case problem.HoldExpired:
 		e = problem.New(problem.HoldExpired, "the hold has already expired; the stock was given back")
 	default:
 		e = problem.New(problem.OrderNotPendingPayment, "the order is "+
-			strings.ToLower(strings.ReplaceAll(status, "_", " "))+", not waiting for its payment")
+			strings.ToLower(strings.ReplaceAll(d.Status, "_", " "))+", not waiting for its payment")
 	}
-	if status != "" {
-		e = e.With("status", status)
+	if answered != (activities.HoldDetails{}) {
+		e = e.WithDetails(answered)
 	}
 	return e
 }

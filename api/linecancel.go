@@ -150,10 +150,11 @@ func lineCancelRefusal(err error) error {
 	}
 	switch refusal.Code {
 	case problem.OrderNotConfirmed:
-		status, _ := refusal.Details["status"].(string)
-		return orderNotConfirmed(status)
+		d, _ := activities.DetailsOf[problem.StatusDetails](refusal)
+		return orderNotConfirmed(d.Status)
 	case problem.UnitsExceedLine:
-		return unitsExceedLine(refusal.Details["remaining"])
+		d, _ := activities.DetailsOf[activities.UnitsExceedLineDetails](refusal)
+		return unitsExceedLine(d.Remaining)
 	case problem.LineNotFound:
 		return lineNotFound()
 	case problem.NotFound:
@@ -168,13 +169,13 @@ func lineCancelRefusal(err error) error {
 
 func orderNotConfirmed(status string) *problem.Error {
 	return problem.New(problem.OrderNotConfirmed, "the order is "+strings.ToLower(status)+
-		": only a confirmed order's lines are cancelled this way").With("status", status)
+		": only a confirmed order's lines are cancelled this way").WithDetails(problem.StatusDetails{Status: status})
 }
 
-// unitsExceedLine refuses more units than are left on the line (remaining, a number).
-func unitsExceedLine(remaining any) *problem.Error {
+// unitsExceedLine refuses more units than are left on the line.
+func unitsExceedLine(remaining int32) *problem.Error {
 	return problem.New(problem.UnitsExceedLine, "more units than are left on the line").
-		With("remaining", remaining)
+		WithDetails(activities.UnitsExceedLineDetails{Remaining: remaining})
 }
 
 func lineNotFound() *problem.Error {

@@ -82,7 +82,7 @@ func idempotencyKey(c echo.Context) (string, error) {
 	}
 	if !ok {
 		return "", problem.New(problem.ValidationFailed, "an Idempotency-Key header is required").
-			With("fields", []FieldError{{Field: "Idempotency-Key", Message: "required header: 1 to 255 visible ASCII characters"}})
+			WithDetails(problem.Fields{Fields: []problem.FieldError{{Field: "Idempotency-Key", Message: "required header: 1 to 255 visible ASCII characters"}}})
 	}
 	return key, nil
 }
@@ -237,7 +237,7 @@ func (s *Server) renderExisting(c echo.Context, orderID int64) error {
 			return renderOutcome(c, workflows.PlaceOrderResult{Outcome: workflows.OutcomePaymentDeclined, OrderID: o.ID})
 		}
 		return problem.New(problem.OrderFailed, "this request's order ended as "+strings.ToLower(o.Status)+
-			"; place the order again with a new Idempotency-Key").With("orderId", o.ID).With("failureCode", code)
+			"; place the order again with a new Idempotency-Key").WithDetails(orderFailed{FailureCode: code, OrderID: o.ID})
 	}
 	view := &workflows.PaymentView{Status: payment.StatusPending}
 	if pay, err := s.orders.GetPayment(ctx, o.ID); err == nil {
@@ -276,6 +276,19 @@ func keyReused() *problem.Error {
 		"this Idempotency-Key was already used with a different request body")
 }
 
+// orderFailed are the details of ORDER_FAILED: the order the key placed and why it ended.
+type orderFailed struct {
+	FailureCode problem.Code `json:"failureCode"`
+	OrderID     int64        `json:"orderId"`
+}
+
+// outOfStock are the details of OUT_OF_STOCK answered to an order: every short line, and the
+// order that failed for them (0 when none was written).
+type outOfStock struct {
+	Items   []inventory.ShortLine `json:"items"`
+	OrderID int64                 `json:"orderId"`
+}
+
 // renderOutcome is the one mapping from an order outcome to HTTP.
 func renderOutcome(c echo.Context, r workflows.PlaceOrderResult) error {
 	if r.OrderID > 0 {
@@ -287,20 +300,20 @@ func renderOutcome(c echo.Context, r workflows.PlaceOrderResult) error {
 			"payment": r.Payment, "holdExpiresAt": r.HoldExpiresAt})
 	case workflows.OutcomePriceChanged:
 		return problem.New(problem.PriceChanged, "prices changed since the preview; review the cart and confirm again").
-			With("priceVersion", r.PriceVersion)
+			WithDetails(pricing.PriceChangedDetails{PriceVersion: r.PriceVersion})
 	case workflows.OutcomeOutOfStock:
 		items := r.Short
 		if items == nil {
 			items = []inventory.ShortLine{}
 		}
 		return problem.New(problem.OutOfStock, "some items are not available in the quantity requested").
-			With("items", items).With("orderId", r.OrderID)
+			WithDetails(outOfStock{Items: items, OrderID: r.OrderID})
 	case workflows.OutcomePaymentDeclined:
 		return problem.New(problem.PaymentDeclined, "the payment was declined; the items were released").
-			With("orderId", r.OrderID)
+			WithDetails(problem.OrderDetails{OrderID: r.OrderID})
 	case workflows.OutcomePaymentUnavailable:
 		return problem.New(problem.PaymentUnavailable, "the payment provider is unavailable; the items were released").
-			With("orderId", r.OrderID)
+			WithDetails(problem.OrderDetails{OrderID: r.OrderID})
 	case workflows.OutcomeRejected:
 		return rejected(c, r)
 	}
@@ -308,7 +321,7 @@ func renderOutcome(c echo.Context, r workflows.PlaceOrderResult) error {
 		// The order row exists and has failed, its stock given back: this key is spent.
 		return problem.New(problem.Unavailable,
 			"the order could not be placed now and was given up; place it again with a new Idempotency-Key").
-			With("orderId", r.OrderID)
+			WithDetails(problem.OrderDetails{OrderID: r.OrderID})
 	}
 	return problem.New(problem.Unavailable, "the order could not be placed now; try again")
 }
@@ -331,7 +344,9 @@ func rejected(c echo.Context, r workflows.PlaceOrderResult) error {
 		return problem.New(problem.CartInvalid, r.Message)
 	}
 	p := problem.New(r.RejectCode, r.Message)
-	p.Details = r.Details
+	if len(r.Details) > 0 {
+		p.Details = r.Details
+	}
 	return p
 }
 
@@ -367,7 +382,7 @@ func tooManyOpenOrders(c echo.Context, r workflows.PlaceOrderResult) error {
 	setRetryAfter(c, wait)
 	return problem.New(problem.TooManyOpenOrders, fmt.Sprintf("at most %d of your orders may "+
 		"wait for payment at once; pay or cancel one of them, or wait until its hold ends, then send this request again",
-		r.OpenOrderLimit)).With("limit", r.OpenOrderLimit)
+		r.OpenOrderLimit)).WithDetails(problem.LimitDetails{Limit: r.OpenOrderLimit})
 }
 
 // setRetryAfter tells the client how long to wait, in whole seconds rounded up, and returns them.
@@ -656,5 +671,5 @@ func cancelSettled(err error) bool {
 
 func notCancellable(status order.Status) *problem.Error {
 	return problem.New(problem.OrderNotCancellable, "the order is "+strings.ToLower(string(status))+
-		" and can no longer be cancelled").With("status", status)
+		" and can no longer be cancelled").WithDetails(problem.StatusDetails{Status: string(status)})
 }

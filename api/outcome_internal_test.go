@@ -26,12 +26,12 @@ func TestRenderOutcome_Unavailable_SaysWhetherTheKeyIsSpent(t *testing.T) {
 	}
 	before := render(workflows.PlaceOrderResult{Outcome: workflows.OutcomeUnavailable})
 	assert.Equal(t, problem.Unavailable, before.Code)
-	assert.NotContains(t, before.Details, "orderId")
+	assert.Nil(t, before.Details, "no order to name")
 	assert.Contains(t, before.Message, "try again")
 
 	given := render(workflows.PlaceOrderResult{Outcome: workflows.OutcomeUnavailable, OrderID: 42})
 	assert.Equal(t, problem.Unavailable, given.Code)
-	assert.Equal(t, int64(42), given.Details["orderId"])
+	assert.Equal(t, problem.OrderDetails{OrderID: 42}, given.Details)
 	assert.Contains(t, given.Message, "new Idempotency-Key")
 }
 

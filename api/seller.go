@@ -42,11 +42,11 @@ const maxCurrencyDigits = 3
 func checkBatch(n int) error {
 	if n == 0 {
 		return problem.New(problem.ValidationFailed, "the batch is empty").
-			With("fields", []FieldError{{Field: "body", Message: "at least one row"}})
+			WithDetails(problem.Fields{Fields: []problem.FieldError{{Field: "body", Message: "at least one row"}}})
 	}
 	if n > MaxSellerBatch {
 		return problem.New(problem.BatchTooLarge, fmt.Sprintf("at most %d rows per call", MaxSellerBatch)).
-			With("limit", MaxSellerBatch)
+			WithDetails(problem.LimitDetails{Limit: MaxSellerBatch})
 	}
 	return nil
 }
@@ -250,13 +250,13 @@ func (s *Server) resolveSellerSKUs(c echo.Context, seller int64, rows []stockRow
 		}
 	}
 	out := make([]int64, len(rows))
-	var missing, foreign []map[string]any
+	var missing, foreign []rowSKU
 	for i, r := range rows {
 		switch {
 		case r.SKU != "":
 			id, ok := byCode[r.SKU]
 			if !ok {
-				missing = append(missing, map[string]any{"row": i, "sku": r.SKU})
+				missing = append(missing, rowSKU{Row: i, SKU: r.SKU})
 			} else if r.SKUID > 0 && r.SKUID != id {
 				v := validation{}
 				v.add(fmt.Sprintf("[%d].skuId", i), "does not match sku")
@@ -267,18 +267,30 @@ func (s *Server) resolveSellerSKUs(c echo.Context, seller int64, rows []stockRow
 			o, ok := owner[r.SKUID]
 			switch {
 			case !ok:
-				missing = append(missing, map[string]any{"row": i, "skuId": r.SKUID})
+				missing = append(missing, rowSKU{Row: i, SKUID: r.SKUID})
 			case o != seller:
-				foreign = append(foreign, map[string]any{"row": i, "skuId": r.SKUID})
+				foreign = append(foreign, rowSKU{Row: i, SKUID: r.SKUID})
 			}
 			out[i] = r.SKUID
 		}
 	}
 	if len(foreign) > 0 {
-		return nil, forbidden("some SKUs belong to another seller").With("rows", foreign)
+		return nil, forbidden("some SKUs belong to another seller").WithDetails(badRows{Rows: foreign})
 	}
 	if len(missing) > 0 {
-		return nil, problem.New(problem.SKUNotFound, "some SKUs are not in your catalog").With("rows", missing)
+		return nil, problem.New(problem.SKUNotFound, "some SKUs are not in your catalog").WithDetails(badRows{Rows: missing})
 	}
 	return out, nil
+}
+
+// badRows are the details of a batch refused for some of its rows: each row's index and SKU.
+type badRows struct {
+	Rows []rowSKU `json:"rows"`
+}
+
+// rowSKU is one row of a batch, by its index, and the SKU it names (by the seller's code or by id).
+type rowSKU struct {
+	Row   int    `json:"row"`
+	SKU   string `json:"sku,omitempty"`
+	SKUID int64  `json:"skuId,omitempty"`
 }

@@ -384,7 +384,7 @@ func bind(c echo.Context, v any) error {
 				field = "body"
 			}
 			return problem.New(problem.ValidationFailed, "some fields are invalid").
-				With("fields", []FieldError{{Field: field, Message: "must be " + jsonType(typeErr.Type.Kind().String())}})
+				WithDetails(problem.Fields{Fields: []problem.FieldError{{Field: field, Message: "must be " + jsonType(typeErr.Type.Kind().String())}}})
 		}
 		return problem.New(problem.InvalidJSON, "request body is not valid JSON")
 	}
@@ -393,7 +393,7 @@ func bind(c echo.Context, v any) error {
 	}
 	if holdsNUL(body) {
 		return problem.New(problem.ValidationFailed, "some fields are invalid").
-			With("fields", []FieldError{{Field: "body", Message: `no text may hold the NUL character \u0000`}})
+			WithDetails(problem.Fields{Fields: []problem.FieldError{{Field: "body", Message: `no text may hold the NUL character \u0000`}}})
 	}
 	return nil
 }

@@ -56,9 +56,9 @@ func webhookError(err error) error {
 	switch {
 	case errors.As(err, &inv) && inv.Forbidden:
 		return problem.Wrap(err, problem.WebhookTargetForbidden, "the endpoint's address is not a public one: webhooks go to the seller's own servers only").
-			With("fields", []FieldError{{Field: inv.Field, Message: inv.Message}})
+			WithDetails(problem.Fields{Fields: []problem.FieldError{{Field: inv.Field, Message: inv.Message}}})
 	case errors.As(err, &inv):
-		return problem.New(problem.ValidationFailed, "some fields are invalid").With("fields", []FieldError{{Field: inv.Field, Message: inv.Message}})
+		return problem.New(problem.ValidationFailed, "some fields are invalid").WithDetails(problem.Fields{Fields: []problem.FieldError{{Field: inv.Field, Message: inv.Message}}})
 	case errors.Is(err, webhooks.ErrNotFound):
 		return problem.New(problem.NotFound, "no such webhook endpoint or delivery")
 	case errors.Is(err, webhooks.ErrTooMany):
@@ -125,7 +125,7 @@ func (s *Server) listWebhooks(c echo.Context) error {
 			n, err := strconv.ParseInt(q, 10, 64)
 			if err != nil || n <= 0 {
 				return problem.New(problem.ValidationFailed, "some fields are invalid").
-					With("fields", []FieldError{{Field: "sellerId", Message: "a seller id"}})
+					WithDetails(problem.Fields{Fields: []problem.FieldError{{Field: "sellerId", Message: "a seller id"}}})
 			}
 			seller = n
 		}
@@ -183,7 +183,7 @@ func (s *Server) patchWebhook(c echo.Context) error {
 		case webhooks.StatusEnabled, webhooks.StatusDisabled:
 		default:
 			return problem.New(problem.ValidationFailed, "some fields are invalid").
-				With("fields", []FieldError{{Field: "status", Message: "ENABLED or DISABLED"}})
+				WithDetails(problem.Fields{Fields: []problem.FieldError{{Field: "status", Message: "ENABLED or DISABLED"}}})
 		}
 		if ep, err = store.SetEnabled(ctx, seller, id, *b.Status == webhooks.StatusEnabled); err != nil {
 			return webhookError(err)

@@ -59,7 +59,7 @@ func (c Checkout) Refusal(priceVersion string) *problem.Error {
 	for _, it := range c.Quote.Items {
 		if it.Quantity > it.MaxPerOrder {
 			return problem.New(problem.CartInvalid, fmt.Sprintf("sku %d: at most %d per order", it.SKUID, it.MaxPerOrder)).
-				With("skuIds", []int64{it.SKUID})
+				WithDetails(problem.SKUsDetails{SKUIDs: []int64{it.SKUID}})
 		}
 	}
 	if c.Coupon != nil {
@@ -67,7 +67,7 @@ func (c Checkout) Refusal(priceVersion string) *problem.Error {
 	}
 	if c.Quote.PriceVersion != priceVersion {
 		return problem.New(problem.PriceChanged, "prices changed since the preview").
-			With("priceVersion", c.Quote.PriceVersion)
+			WithDetails(pricing.PriceChangedDetails{PriceVersion: c.Quote.PriceVersion})
 	}
 	return nil
 }

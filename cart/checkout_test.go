@@ -9,6 +9,7 @@ import (
 
 	"github.com/marketplace/checkout/cart"
 	"github.com/marketplace/checkout/internal/problem"
+	"github.com/marketplace/checkout/pricing"
 )
 
 // TestPrice_RefusalsAreCoded: a cart that cannot be priced is refused with its code; a priced one
@@ -30,7 +31,7 @@ func TestPrice_RefusalsAreCoded(t *testing.T) {
 	p, ok := problem.As(err)
 	require.True(t, ok, "%v", err)
 	assert.Equal(t, problem.CartInvalid, p.Code)
-	assert.Equal(t, []int64{99999}, p.Details["skuIds"])
+	assert.Equal(t, problem.SKUsDetails{SKUIDs: []int64{99999}}, p.Details)
 
 	_, err = store.SetQuantity(ctx, cart.Member(953), 74, 42, 2, nil)
 	require.NoError(t, err)
@@ -40,7 +41,7 @@ func TestPrice_RefusalsAreCoded(t *testing.T) {
 	changed := c.Refusal("pv_other")
 	require.NotNil(t, changed)
 	assert.Equal(t, problem.PriceChanged, changed.Code)
-	assert.Equal(t, c.Quote.PriceVersion, changed.Details["priceVersion"])
+	assert.Equal(t, pricing.PriceChangedDetails{PriceVersion: c.Quote.PriceVersion}, changed.Details)
 
 	withCoupon, err := cart.Price(ctx, q, 953, "NO-SUCH")
 	require.NoError(t, err)
@@ -54,5 +55,5 @@ func TestPrice_RefusalsAreCoded(t *testing.T) {
 	require.NoError(t, err)
 	first := over.Refusal("pv_other")
 	assert.Equal(t, problem.CartInvalid, first.Code, "the line over maxPerOrder comes first")
-	assert.Equal(t, []int64{74}, first.Details["skuIds"])
+	assert.Equal(t, problem.SKUsDetails{SKUIDs: []int64{74}}, first.Details)
 }

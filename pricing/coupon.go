@@ -27,9 +27,20 @@ func (r *CouponRefusal) Error() string { return string(r.Code) + ": " + r.Messag
 func (r *CouponRefusal) Problem() *problem.Error {
 	p := problem.New(r.Code, r.Message)
 	if r.MinBasketMinor > 0 {
-		p = p.With("minBasketMinor", r.MinBasketMinor)
+		p = p.WithDetails(CouponDetails{MinBasketMinor: r.MinBasketMinor})
 	}
 	return p
+}
+
+// CouponDetails are the details of a coupon's refusal that has any (COUPON_MIN_BASKET).
+type CouponDetails struct {
+	MinBasketMinor int64 `json:"minBasketMinor"`
+}
+
+// PriceChangedDetails are the details of a PRICE_CHANGED refusal: the version the shopper must see
+// now.
+type PriceChangedDetails struct {
+	PriceVersion string `json:"priceVersion"`
 }
 
 // AppliedCoupon is the coupon a quote applies and what it takes off the total.

@@ -176,7 +176,7 @@ func Compute(ctx context.Context, conn db.DBTX, lines []Line) (Quote, error) {
 		quote.TotalMinor += it.LineTotalMinor
 	}
 	if len(missing) > 0 {
-		return Quote{}, ErrUnknownSKUs.With("skuIds", missing)
+		return Quote{}, ErrUnknownSKUs.WithDetails(problem.SKUsDetails{SKUIDs: missing})
 	}
 	if quote.TotalMinor > money.MaxMinor {
 		return Quote{}, fmt.Errorf("total %d exceeds the largest amount", quote.TotalMinor)

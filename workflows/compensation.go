@@ -9,6 +9,7 @@ import (
 	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/order"
 	"github.com/marketplace/checkout/payment"
+	"github.com/marketplace/checkout/pricing"
 )
 
 type compensation struct {
@@ -177,7 +178,7 @@ func (w *orderFlow) refuseBeforeOrder(ctx workflow.Context, err error) {
 		w.st.Status = order.StatusFailed
 		w.placed = &PlaceOrderResult{Outcome: OutcomeUnavailable, Message: "the order could not be placed now; try again"}
 	case refusal.Code == problem.PriceChanged:
-		d, _ := activities.DetailsOf[activities.PriceChangedDetails](refusal)
+		d, _ := activities.DetailsOf[pricing.PriceChangedDetails](refusal)
 		w.answer(ctx, &PlaceOrderResult{Outcome: OutcomePriceChanged, PriceVersion: d.PriceVersion})
 	case refusal.Code == problem.TooManyOpenOrders:
 		// Answered, never recorded: the key stays free for this request once the shopper has
@@ -187,7 +188,7 @@ func (w *orderFlow) refuseBeforeOrder(ctx workflow.Context, err error) {
 			OpenOrderLimit: d.Limit, NextHoldEnd: d.NextHoldEnd}
 	default:
 		w.answer(ctx, &PlaceOrderResult{Outcome: OutcomeRejected, RejectCode: refusal.Code, Message: refusal.Message,
-			Details: refusal.Details})
+			Details: activities.RawDetails(refusal)})
 	}
 }
 

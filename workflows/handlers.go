@@ -49,7 +49,7 @@ func (w *orderFlow) registerHandlers(ctx workflow.Context) error {
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context) error {
 			if !w.cancellable() {
 				return activities.RefusalError(problem.New(problem.OrderNotCancellable,
-					"the order can no longer be cancelled").With("status", w.st.Status))
+					"the order can no longer be cancelled").WithDetails(problem.StatusDetails{Status: string(w.st.Status)}))
 			}
 			return nil
 		}}); err != nil {

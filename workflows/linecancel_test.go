@@ -206,7 +206,7 @@ func TestLineCancel_SupportActionWhileNothingWaits_Refused(t *testing.T) {
 func TestLineCancel_RecordRefused_FailsWithTheRefusal_NothingElseRuns(t *testing.T) {
 	r := newLineCancelRun(t)
 	r.on("RecordLineCancel").Return(activities.LineCancel{}, activities.RefusalError(problem.New(
-		problem.UnitsExceedLine, "3 units asked, 1 left on the line").With("remaining", 1)))
+		problem.UnitsExceedLine, "3 units asked, 1 left on the line").WithDetails(activities.UnitsExceedLineDetails{Remaining: 1})))
 	r.defaults(inventory.CancelDamaged)
 	_, err := r.run(lineCancelInput(inventory.CancelDamaged))
 

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -47,9 +48,9 @@ type PlaceOrderResult struct {
 	Short         []inventory.ShortLine `json:"short,omitempty"`
 	PriceVersion  string                `json:"priceVersion,omitempty"`
 	// RejectCode, Message and Details are the refusal of a REJECTED order, as its step raised it.
-	RejectCode problem.Code   `json:"rejectCode,omitempty"`
-	Message    string         `json:"message,omitempty"`
-	Details    map[string]any `json:"details,omitempty"`
+	RejectCode problem.Code    `json:"rejectCode,omitempty"`
+	Message    string          `json:"message,omitempty"`
+	Details    json.RawMessage `json:"details,omitempty"`
 	// OpenOrderLimit and NextHoldEnd go with TOO_MANY_OPEN_ORDERS: the shopper's cap, and when
 	// the first of their open orders ends by itself.
 	OpenOrderLimit int        `json:"openOrderLimit,omitempty"`

@@ -437,7 +437,7 @@ func TestOrder_SellerShortfall_PendingOrderFails(t *testing.T) {
 func TestOrder_PriceChanged_NoOrder(t *testing.T) {
 	s := newSaga(t)
 	s.on("CheckPrices").Return(pricing.Quote{}, activities.RefusalError(problem.New(problem.PriceChanged, "changed").
-		With("priceVersion", "pv_2")))
+		WithDetails(pricing.PriceChangedDetails{PriceVersion: "pv_2"})))
 	st := s.run(input("tok_ok"))
 
 	assert.Equal(t, workflows.OutcomePriceChanged, s.placed.Outcome)
@@ -450,7 +450,7 @@ func TestOrder_OutOfStock_FailedWithShortLines(t *testing.T) {
 	s := newSaga(t)
 	short := []inventory.ShortLine{{SKUID: 77, Requested: 1, Available: 0}}
 	s.on("Reserve").Return(inventory.Reservation{},
-		activities.RefusalError(problem.New(problem.OutOfStock, "out of stock").With("items", short)))
+		activities.RefusalError(problem.New(problem.OutOfStock, "out of stock").WithDetails(activities.OutOfStockDetails{Items: short})))
 	st := s.run(input("tok_ok"))
 
 	assert.Equal(t, workflows.OutcomeOutOfStock, s.placed.Outcome)
@@ -465,7 +465,7 @@ func TestOrder_OutOfStock_FailedWithShortLines(t *testing.T) {
 func TestOrder_PaymentEventWhileBeingFailed_Reversed(t *testing.T) {
 	s := newSaga(t)
 	s.on("Reserve").Return(inventory.Reservation{},
-		activities.RefusalError(problem.New(problem.OutOfStock, "out of stock").With("items", []inventory.ShortLine{})))
+		activities.RefusalError(problem.New(problem.OutOfStock, "out of stock").WithDetails(activities.OutOfStockDetails{Items: []inventory.ShortLine{}})))
 	s.on("Release").After(time.Minute).Return(0, nil)
 	s.signal(10*time.Second, workflows.SignalPaymentResult, workflows.PaymentSignal{EventID: "evt_late", IntentID: "pi_1", Status: "AUTHORIZED"})
 	st := s.run(input("tok_3ds"))
@@ -745,8 +745,8 @@ func TestOrder_AuthorizationArrivesWhileTheOrderIsFailed_ReversedToo(t *testing.
 func TestOrder_OverTheOpenOrderCap_RefusedNothingReservedKeyNotRecorded(t *testing.T) {
 	s := newSaga(t)
 	ends := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
-	s.on("CreateOrder").Return(activities.CreatedOrder{}, activities.RefusalError(problem.New(problem.TooManyOpenOrders,
-		"3 orders are waiting").With("limit", 3).With("pending", 3).With("nextHoldEnd", &ends)))
+	s.on("CreateOrder").Return(activities.CreatedOrder{}, activities.RefusalError(activities.TooManyOpenOrdersDetails{
+		Limit: 3, Pending: 3, NextHoldEnd: &ends}.Problem("3 orders are waiting")))
 	s.run(input("tok_3ds"))
 
 	require.NotNil(t, s.placed)

@@ -37,8 +37,9 @@ func TestOrder_RefusedBeforeTheOrder_EarlierTypesAndCodesAnswerAlike(t *testing.
 		recorded     int
 	}{
 		{"prices changed", "CheckPrices",
-			legacy("prices changed since the preview", activities.ErrTypePriceChanged, activities.PriceChangedDetails{PriceVersion: "pv_2"}),
-			coded(problem.New(problem.PriceChanged, "prices changed since the preview").With("priceVersion", "pv_2")),
+			legacy("prices changed since the preview", activities.ErrTypePriceChanged, pricing.PriceChangedDetails{PriceVersion: "pv_2"}),
+			coded(problem.New(problem.PriceChanged, "prices changed since the preview").
+				WithDetails(pricing.PriceChangedDetails{PriceVersion: "pv_2"})),
 			workflows.PlaceOrderResult{Outcome: workflows.OutcomePriceChanged, PriceVersion: "pv_2"}, 1},
 		{"empty cart", "CheckPrices",
 			legacy("the cart is empty", activities.ErrTypeCartEmpty), coded(pricing.ErrEmpty),
@@ -46,9 +47,9 @@ func TestOrder_RefusedBeforeTheOrder_EarlierTypesAndCodesAnswerAlike(t *testing.
 				Message: "the cart is empty"}, 1},
 		{"SKUs no longer sold", "CheckPrices",
 			legacy("some SKUs of the cart are no longer sold; remove them", activities.ErrTypeCartInvalid, []int64{99}),
-			coded(pricing.ErrUnknownSKUs.With("skuIds", []int64{99})),
+			coded(pricing.ErrUnknownSKUs.WithDetails(problem.SKUsDetails{SKUIDs: []int64{99}})),
 			workflows.PlaceOrderResult{Outcome: workflows.OutcomeRejected, RejectCode: problem.CartInvalid,
-				Message: "some SKUs of the cart are no longer sold; remove them", Details: map[string]any{"skuIds": []any{99.0}}}, 1},
+				Message: "some SKUs of the cart are no longer sold; remove them", Details: json.RawMessage(`{"skuIds":[99]}`)}, 1},
 		{"coupon used up at the price check", "CheckPrices",
 			legacy(used.Message, activities.ErrTypeCouponRefused, *used), coded(used.Problem()),
 			workflows.PlaceOrderResult{Outcome: workflows.OutcomeRejected, RejectCode: problem.CouponUsedUp,
@@ -59,11 +60,9 @@ func TestOrder_RefusedBeforeTheOrder_EarlierTypesAndCodesAnswerAlike(t *testing.
 				Message: used.Message}, 1},
 		{"not the shopper's address", "CreateOrder",
 			legacy("unknown address", activities.ErrTypeAddressNotFound),
-			coded(problem.New(problem.ValidationFailed, "some fields are invalid").With("fields",
-				[]map[string]string{{"field": "addressId", "message": "not one of your addresses"}})),
+			coded(problem.Invalid(problem.FieldError{Field: "addressId", Message: "not one of your addresses"})),
 			workflows.PlaceOrderResult{Outcome: workflows.OutcomeRejected, RejectCode: problem.ValidationFailed,
-				Message: "some fields are invalid", Details: map[string]any{"fields": []any{
-					map[string]any{"field": "addressId", "message": "not one of your addresses"}}}}, 1},
+				Message: "some fields are invalid", Details: json.RawMessage(`{"fields":[{"field":"addressId","message":"not one of your addresses"}]}`)}, 1},
 		{"another request's body under the key", "CreateOrder",
 			legacy("this Idempotency-Key was used with a different request", activities.ErrTypeKeyReused),
 			coded(problem.New(problem.IdempotencyKeyReused, "this Idempotency-Key was used with a different request")),
@@ -72,13 +71,12 @@ func TestOrder_RefusedBeforeTheOrder_EarlierTypesAndCodesAnswerAlike(t *testing.
 		{"too many open orders", "CreateOrder",
 			legacy("3 orders are waiting", activities.ErrTypeTooManyOpenOrders,
 				activities.TooManyOpenOrdersDetails{Limit: 3, Pending: 3, NextHoldEnd: &ends}),
-			coded(problem.New(problem.TooManyOpenOrders, "3 orders are waiting").With("limit", 3).With("pending", 3).
-				With("nextHoldEnd", &ends)),
+			coded(activities.TooManyOpenOrdersDetails{Limit: 3, Pending: 3, NextHoldEnd: &ends}.Problem("3 orders are waiting")),
 			workflows.PlaceOrderResult{Outcome: workflows.OutcomeRejected, RejectCode: problem.TooManyOpenOrders,
 				Message: "3 orders are waiting", OpenOrderLimit: 3, NextHoldEnd: &ends}, 0},
 		{"out of stock", "Reserve",
 			legacy("out of stock", activities.ErrTypeOutOfStock, short),
-			coded(problem.New(problem.OutOfStock, "out of stock").With("items", short)),
+			coded(problem.New(problem.OutOfStock, "out of stock").WithDetails(activities.OutOfStockDetails{Items: short})),
 			workflows.PlaceOrderResult{Outcome: workflows.OutcomeOutOfStock, Short: short}, 1},
 		{"no refusal: the database down", "CheckPrices",
 			legacy("connection refused", "ConnectError"), errors.New("connection refused"),
@@ -129,7 +127,7 @@ func TestRefusal_ReadsEveryEarlierType(t *testing.T) {
 	hold := activities.Refusal(temporal.NewNonRetryableApplicationError("no", activities.ErrTypeHoldNotExtendable, nil,
 		activities.HoldRefusal{Reason: problem.HoldExpired, Status: "PENDING_PAYMENT"}))
 	assert.Equal(t, problem.HoldExpired, hold.Code, "a hold's refusal is coded by its reason")
-	assert.Equal(t, "PENDING_PAYMENT", hold.Details["status"])
+	assert.Equal(t, activities.HoldDetails{Status: "PENDING_PAYMENT"}, hold.Details)
 	for _, typ := range []string{"wrapError", "ConnectError", activities.ErrTypeReservationNotActive,
 		string(problem.ReservationNotActive), ""} {
 		assert.Nil(t, activities.Refusal(temporal.NewApplicationError("failed", typ)), typ)

@@ -95,12 +95,18 @@ type answer struct {
 	body   map[string]any
 }
 
+// shortLines are an OUT_OF_STOCK answer's details: every short line.
+type shortLines struct {
+	Items []map[string]any `json:"items"`
+}
+
 // fail answers a coded refusal as the API does: its code's status, its code, message and details.
 func fail(p *problem.Error) *answer {
-	body := map[string]any{"code": p.Code, "message": p.Message}
-	for k, v := range p.Details {
-		body[k] = v
+	body := map[string]any{}
+	if raw, err := json.Marshal(p.Details); err == nil && p.Details != nil {
+		_ = json.Unmarshal(raw, &body)
 	}
+	body["code"], body["message"] = p.Code, p.Message
 	return &answer{status: api.StatusOf(p.Code), body: body}
 }
 
@@ -204,7 +210,7 @@ func (p *plain) checkout(ctx context.Context, userID int64, key, hash string, re
 			return err
 		}
 		if short != nil {
-			out = fail(problem.New(problem.OutOfStock, "some lines are out of stock").With("items", short))
+			out = fail(problem.New(problem.OutOfStock, "some lines are out of stock").WithDetails(shortLines{Items: short}))
 			return errOutOfStock // roll back the order row
 		}
 		payload, _ := json.Marshal(map[string]any{"orderId": id, "status": order.StatusPendingPayment, "total": quote.TotalMinor})

@@ -5,10 +5,7 @@
 // code to an HTTP status in one table (api/errors.go).
 package problem
 
-import (
-	"errors"
-	"maps"
-)
+import "errors"
 
 // Code names a refusal or a failure. Codes never change: clients, stored answers and recorded
 // workflow histories hold them.
@@ -216,9 +213,11 @@ type Error struct {
 	Code Code
 	// Message is for people: the client reads it, so it never holds an internal error's text.
 	Message string
-	// Details are for programs, answered beside code and message (the SKUs named, the price
-	// version to confirm, the fields that are invalid, …).
-	Details map[string]any
+	// Details are for programs, answered beside code and message: a struct whose JSON fields are
+	// the answer's (the SKUs named, the price version to confirm, the fields that are invalid, …),
+	// nil when there are none. A refusal that crosses Temporal is read back into the same type
+	// (package activities), never into a map.
+	Details any
 	// Err is what it comes from, for logs and errors.Is; never answered.
 	Err error
 }
@@ -231,14 +230,11 @@ func Wrap(err error, code Code, message string) *Error {
 	return &Error{Code: code, Message: message, Err: err}
 }
 
-// With is e with one more detail (a copy: e itself, which may be a shared sentinel, is unchanged).
-func (e *Error) With(key string, value any) *Error {
+// WithDetails is e with these details (a copy: e itself, which may be a shared sentinel, is
+// unchanged).
+func (e *Error) WithDetails(details any) *Error {
 	out := *e
-	out.Details = maps.Clone(e.Details)
-	if out.Details == nil {
-		out.Details = map[string]any{}
-	}
-	out.Details[key] = value
+	out.Details = details
 	return &out
 }
 

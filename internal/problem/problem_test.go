@@ -27,14 +27,13 @@ func TestError_FoundByCodeThroughWrapping(t *testing.T) {
 	assert.Equal(t, "CART_EMPTY: the cart is empty: driver said no", p.Error())
 }
 
-func TestError_WithLeavesTheSentinelAlone(t *testing.T) {
+func TestError_WithDetailsLeavesTheSentinelAlone(t *testing.T) {
 	t.Parallel()
 	sentinel := problem.New(problem.CartInvalid, "some SKUs are no longer sold")
-	a := sentinel.With("skuIds", []int64{1})
-	b := a.With("more", true)
+	a := sentinel.WithDetails(problem.SKUsDetails{SKUIDs: []int64{1}})
 	assert.Nil(t, sentinel.Details)
-	assert.Equal(t, map[string]any{"skuIds": []int64{1}}, a.Details)
-	assert.Equal(t, map[string]any{"skuIds": []int64{1}, "more": true}, b.Details)
+	assert.Equal(t, problem.SKUsDetails{SKUIDs: []int64{1}}, a.Details)
+	assert.Equal(t, sentinel.Message, a.Message)
 }
 
 func TestCodes_KnownAndDistinct(t *testing.T) {
