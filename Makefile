@@ -180,6 +180,10 @@ lint: $(STATICCHECK) $(WORKFLOWCHECK) ## gofmt, go vet, staticcheck and Temporal
 	$(GO) -C tools/oidc-provider vet ./...
 	cd tools/oidc-provider && $(STATICCHECK) ./...
 
+.PHONY: codes
+codes: ## regenerate internal/problem/codes_gen.go (Codes, Kind) from the error codes' declarations
+	$(GO) generate ./internal/problem
+
 .PHONY: sqlc
 sqlc: $(SQLC) ## regenerate the stores sqlc.yaml names (each area's internal store, payment/paysim/simdb) from their queries
 	$(SQLC) generate
