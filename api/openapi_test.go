@@ -127,21 +127,26 @@ func TestOpenAPI_ErrorCodesAreTheVocabularys(t *testing.T) {
 		"api/openapi.yaml's Error.code enum: [%s]", strings.Join(want, ", "))
 }
 
-// schemaEnum is the enum of a property of one of openapi.yaml's schemas.
+// schemaEnum is the enum of one of openapi.yaml's schemas, or of one of its properties.
 func schemaEnum(t *testing.T, schema, property string) []string {
 	t.Helper()
 	raw, err := os.ReadFile("openapi.yaml")
 	require.NoError(t, err)
+	type enum struct {
+		Enum []string `yaml:"enum"`
+	}
 	var doc struct {
 		Components struct {
 			Schemas map[string]struct {
-				Properties map[string]struct {
-					Enum []string `yaml:"enum"`
-				} `yaml:"properties"`
+				enum       `yaml:",inline"`
+				Properties map[string]enum `yaml:"properties"`
 			} `yaml:"schemas"`
 		} `yaml:"components"`
 	}
 	require.NoError(t, yaml.Unmarshal(raw, &doc))
+	if property == "" {
+		return doc.Components.Schemas[schema].Enum
+	}
 	return doc.Components.Schemas[schema].Properties[property].Enum
 }
 
@@ -149,20 +154,10 @@ func schemaEnum(t *testing.T, schema, property string) []string {
 // order ends with (order.Endings), in its order.
 func TestOpenAPI_FailureCodesAreTheOrdersEndings(t *testing.T) {
 	t.Parallel()
-	raw, err := os.ReadFile("openapi.yaml")
-	require.NoError(t, err)
-	var doc struct {
-		Components struct {
-			Schemas map[string]struct {
-				Enum []string `yaml:"enum"`
-			} `yaml:"schemas"`
-		} `yaml:"components"`
-	}
-	require.NoError(t, yaml.Unmarshal(raw, &doc))
 	var want []string
 	for _, c := range order.Endings() {
 		want = append(want, string(c))
 	}
-	assert.Equal(t, want, doc.Components.Schemas["FailureCode"].Enum,
+	assert.Equal(t, want, schemaEnum(t, "FailureCode", ""),
 		"api/openapi.yaml's FailureCode enum: [%s]", strings.Join(want, ", "))
 }
