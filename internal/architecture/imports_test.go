@@ -66,9 +66,49 @@ func TestImports_FollowTheLayers(t *testing.T) {
 			layerOf[p] = i
 		}
 	}
+	seen := 0
+	eachPackage(t, func(name string, pkg *build.Package) {
+		seen++
+		layer, placed := layerOf[name]
+		if !placed {
+			assert.True(t, slices.Contains(tools, name), "package %s is in no layer: place it in layers and in docs/architecture.md", name)
+			return
+		}
+		for _, imp := range pkg.Imports {
+			dep, ok := strings.CutPrefix(imp, module)
+			if !ok {
+				continue
+			}
+			if slices.Contains(tools, dep) {
+				t.Errorf("%s imports %s, a test and benchmark tool", name, dep)
+				continue
+			}
+			if l, ok := layerOf[dep]; ok && l >= layer {
+				t.Errorf("%s (layer %d) imports %s (layer %d): only lower layers may be imported", name, layer, dep, l)
+			}
+		}
+	})
+	assert.Greater(t, seen, 30, "the walk found the packages")
+}
+
+// TestImports_DocumentNamesEveryPackage: docs/architecture.md names every package of the layers.
+func TestImports_DocumentNamesEveryPackage(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/architecture.md")
+	require.NoError(t, err)
+	for _, l := range layers {
+		for _, p := range l {
+			assert.Contains(t, string(raw), "`"+p+"`", "docs/architecture.md does not name %s", p)
+		}
+	}
+}
+
+// eachPackage calls fn with every Go package of the repository (the bench and tools modules
+// included), named by its folder relative to the root, skipping hidden folders, bin, testdata and
+// node_modules.
+func eachPackage(t *testing.T, fn func(name string, pkg *build.Package)) {
+	t.Helper()
 	root, err := filepath.Abs("../..")
 	require.NoError(t, err)
-	seen := 0
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || !d.IsDir() {
 			return err
@@ -86,39 +126,8 @@ func TestImports_FollowTheLayers(t *testing.T) {
 			}
 			return err
 		}
-		name := filepath.ToSlash(rel)
-		seen++
-		layer, placed := layerOf[name]
-		if !placed {
-			assert.True(t, slices.Contains(tools, name), "package %s is in no layer: place it in layers and in docs/architecture.md", name)
-			return nil
-		}
-		for _, imp := range pkg.Imports {
-			dep, ok := strings.CutPrefix(imp, module)
-			if !ok {
-				continue
-			}
-			if slices.Contains(tools, dep) {
-				t.Errorf("%s imports %s, a test and benchmark tool", name, dep)
-				continue
-			}
-			if l, ok := layerOf[dep]; ok && l >= layer {
-				t.Errorf("%s (layer %d) imports %s (layer %d): only lower layers may be imported", name, layer, dep, l)
-			}
-		}
+		fn(filepath.ToSlash(rel), pkg)
 		return nil
 	})
 	require.NoError(t, err)
-	assert.Greater(t, seen, 30, "the walk found the packages")
-}
-
-// TestImports_DocumentNamesEveryPackage: docs/architecture.md names every package of the layers.
-func TestImports_DocumentNamesEveryPackage(t *testing.T) {
-	raw, err := os.ReadFile("../../docs/architecture.md")
-	require.NoError(t, err)
-	for _, l := range layers {
-		for _, p := range l {
-			assert.Contains(t, string(raw), "`"+p+"`", "docs/architecture.md does not name %s", p)
-		}
-	}
 }

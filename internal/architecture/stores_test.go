@@ -1,7 +1,6 @@
 package architecture_test
 
 import (
-	"errors"
 	"go/build"
 	"io/fs"
 	"os"
@@ -45,36 +44,16 @@ func within(pkg, area string) bool { return pkg == area || strings.HasPrefix(pkg
 // imports lists every package of the module (tests included) with the module's packages it
 // imports.
 func imports(t *testing.T) map[string][]string {
-	root, err := filepath.Abs("../..")
-	require.NoError(t, err)
 	out := map[string][]string{}
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		if name := d.Name(); rel != "." && (strings.HasPrefix(name, ".") || name == "bin" || name == "testdata" ||
-			name == "node_modules") {
-			return filepath.SkipDir
-		}
-		pkg, err := build.ImportDir(path, 0)
-		if err != nil {
-			var none *build.NoGoError
-			if errors.As(err, &none) {
-				return nil
-			}
-			return err
-		}
+	eachPackage(t, func(name string, pkg *build.Package) {
 		var deps []string
 		for _, imp := range slices.Concat(pkg.Imports, pkg.TestImports, pkg.XTestImports) {
 			if dep, ok := strings.CutPrefix(imp, module); ok {
 				deps = append(deps, dep)
 			}
 		}
-		out[filepath.ToSlash(rel)] = deps
-		return nil
+		out[name] = deps
 	})
-	require.NoError(t, err)
 	return out
 }
 
