@@ -256,6 +256,10 @@ capacity: ## a queueing model of the campaign fed by the measured costs per orde
 bench-cost: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) ## CPU per order (paid at once, 3-D Secure, the campaign mix) over the empty workflow's, three runs, then Temporal persistence calls and visibility writes per order beside an empty workflow; writes docs/benchmarks.md and ends with `cpu ratio: paid-at-once X campaign Y` (BASELINE=path of another build for the persistence calls; BENCH_COST_FLAGS=-cpu-only for the CPU pass alone)
 	$(call bench-tool,benchcost) $(if $(BASELINE),-baseline $(BASELINE)) $(BENCH_COST_FLAGS)
 
+.PHONY: bench-profile
+bench-profile: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) perf ## where an order's CPU goes: every process of the dev stack under perf while paid-at-once orders run one at a time, beside empty workflows; writes docs/benchmarks.md (BENCH_PROFILE_FLAGS=-orders N)
+	$(call bench-tool,benchprofile) $(BENCH_PROFILE_FLAGS)
+
 .PHONY: bench-cart
 bench-cart: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) wrk ## GET /api/v1/cart driven by wrk in its own process beside GET /healthz through the same server, cart cache on and off, three rounds each; writes docs/benchmarks.md
 	$(call bench-tool,benchcart)
@@ -355,6 +359,11 @@ graphviz:
 		$(call install-package,Graphviz,graphviz,dot is missing: install your distribution's graphviz package); }
 
 # wrk, the HTTP load tool bench-cart drives the API with from a process of its own: Debian's package.
+.PHONY: perf
+perf:
+	@command -v perf >/dev/null 2>&1 || { \
+		$(call install-package,Linux perf,linux-perf,perf is missing: install your distribution's linux-perf package); }
+
 .PHONY: wrk
 wrk:
 	@command -v wrk >/dev/null 2>&1 || { \
