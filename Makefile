@@ -236,6 +236,10 @@ bench-campaign: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) ## campai
 bench-admission: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) ## campaign traffic past the knee (200 shoppers, 30 s) with admission control off and on, each audited; writes docs/benchmarks.md (a few minutes)
 	$(call bench-tool,benchcampaign) -admission
 
+.PHONY: bench-admission-cluster
+bench-admission-cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build $(NATS_SERVER) ## the same on `make cluster`'s shape (Temporal's four services on PostgreSQL, two workers, two API replicas behind HAProxy), admission control off and on, each audited; writes docs/benchmarks.md (several minutes)
+	$(call bench-tool,benchcampaign) -admission -stack cluster
+
 .PHONY: bench-promotions
 bench-promotions: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) ## the campaign mix with and without a coupon on half the orders and a hot-SKU campaign, three runs each in turns at 30 shoppers, audited; writes docs/benchmarks.md (about 6 minutes)
 	$(call bench-tool,benchcampaign) -promotions

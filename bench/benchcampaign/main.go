@@ -128,11 +128,14 @@ func main() {
 	switch *stack {
 	case stackDev:
 	case stackCluster:
-		if !set["shoppers"] {
+		if !set["shoppers"] && !*admission {
 			*shoppers = "50,200"
 		}
 		if !set["json"] {
 			*jsonOut = "docs/bench-cluster.json"
+			if *admission {
+				*jsonOut = "docs/bench-admission-cluster.json"
+			}
 		}
 	default:
 		log.Fatalf("--stack %q: dev or cluster", *stack)
@@ -156,7 +159,7 @@ func main() {
 		if len(counts) != 1 {
 			log.Fatal("-admission: one shopper count")
 		}
-		if err := mainAdmission(ctx, counts[0], *window, *from, *jsonOut, *out); err != nil {
+		if err := mainAdmission(ctx, *stack, counts[0], *window, *from, *jsonOut, *out); err != nil {
 			log.Fatal(err)
 		}
 		return
