@@ -29,20 +29,23 @@ type procs struct {
 	cpus                         int
 }
 
-// findProcs finds the dev server and the postmaster among the children of `checkout-dev dev`.
+// findProcs finds the processes of `checkout-dev dev` (benchkit.DevParts). Its event broker is
+// none of the parties this benchmark reports: its CPU counts as other processes'.
 func findProcs(checkoutPID int, dataDir string) (procs, error) {
-	p := procs{checkout: []int{checkoutPID}, cpus: benchkit.OnlineCPUs()}
-	var err error
-	if p.postmaster, err = benchkit.PostmasterPID(filepath.Join(dataDir, "pg")); err != nil {
-		return p, fmt.Errorf("postmaster.pid: %w", err)
+	p := procs{cpus: benchkit.OnlineCPUs()}
+	parts, err := benchkit.DevParts(checkoutPID, dataDir)
+	if err != nil {
+		return p, err
 	}
-	for _, pid := range benchkit.PIDs() {
-		if st, err := benchkit.ProcTimes(pid); err == nil && st.PPID == checkoutPID && st.Comm == "temporal" {
-			p.temporal = append(p.temporal, pid)
+	for _, part := range parts {
+		switch part.Name {
+		case "checkout":
+			p.checkout = append(p.checkout, part.PID)
+		case "temporal":
+			p.temporal = append(p.temporal, part.PID)
+		case "postgres":
+			p.postmaster = part.PID
 		}
-	}
-	if len(p.temporal) == 0 {
-		return p, fmt.Errorf("no temporal process under `checkout-dev dev` (pid %d)", checkoutPID)
 	}
 	return p, nil
 }
