@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"math"
 	"strings"
 	"time"
 
@@ -136,16 +135,6 @@ func runLockWaits(ctx context.Context, counts []int, window time.Duration) (Lock
 	return res, nil
 }
 
-// spreadOf is the mean, lowest and highest of xs.
-func spreadOf(xs []float64) (mean, lo, hi float64) {
-	lo, hi = math.Inf(1), math.Inf(-1)
-	for _, x := range xs {
-		mean += x
-		lo, hi = min(lo, x), max(hi, x)
-	}
-	return mean / float64(max(len(xs), 1)), lo, hi
-}
-
 func renderLockWaits(res LockWaitResults) string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
@@ -196,10 +185,9 @@ func renderLockWaits(res LockWaitResults) string {
 			if notify {
 				how = "notify in PostgreSQL"
 			}
-			lm, ll, lh := spreadOf(lock)
-			rm, rl, rh := spreadOf(rate)
-			pm, pl, ph := spreadOf(p99)
-			w("| %d | %s | %.2f (%.2f–%.2f) | %.1f (%.1f–%.1f) | %.0f (%.0f–%.0f) |\n", n, how, lm, ll, lh, rm, rl, rh, pm, pl, ph)
+			l, r, p := benchkit.SpreadOf(lock), benchkit.SpreadOf(rate), benchkit.SpreadOf(p99)
+			w("| %d | %s | %.2f (%.2f–%.2f) | %.1f (%.1f–%.1f) | %.0f (%.0f–%.0f) |\n", n, how, l.Mean, l.Lo, l.Hi,
+				r.Mean, r.Lo, r.Hi, p.Mean, p.Lo, p.Hi)
 		}
 	}
 	w("\n")

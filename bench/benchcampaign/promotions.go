@@ -98,7 +98,7 @@ type promotionFigures struct {
 
 func figuresOf(res PromotionResults, what string) promotionFigures {
 	var f promotionFigures
-	lo, hi := math.Inf(1), math.Inf(-1)
+	var rates []float64
 	for _, r := range res.Runs {
 		if r.What != what {
 			continue
@@ -108,14 +108,12 @@ func figuresOf(res PromotionResults, what string) promotionFigures {
 			continue
 		}
 		f.runs = append(f.runs, r)
-		f.mean += r.PerSecond
-		lo, hi = min(lo, r.PerSecond), max(hi, r.PerSecond)
+		rates = append(rates, r.PerSecond)
 	}
-	if len(f.runs) > 0 {
-		f.mean /= float64(len(f.runs))
-		if f.mean > 0 {
-			f.spread = (hi - lo) / f.mean
-		}
+	sp := benchkit.SpreadOf(rates)
+	f.mean = sp.Mean
+	if f.mean > 0 {
+		f.spread = (sp.Hi - sp.Lo) / f.mean
 	}
 	return f
 }

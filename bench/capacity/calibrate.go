@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"slices"
 	"strings"
+
+	"github.com/marketplace/checkout/internal/dev/benchkit"
 )
 
 // The figures the model reads, as bench/benchcampaign writes them (only the fields used here).
@@ -209,7 +210,7 @@ func calibrate(cluster benchFile, campaign benchFile, lockWaits lockWaitFile, sh
 			notify = append(notify, 1/r.Run.PerSecond)
 		}
 	}
-	hold := median(notify)
+	hold := benchkit.SpreadOf(notify).Median
 	if hold > 0 {
 		add("notification-queue lock held per order (cart writes, notices in PostgreSQL)", ms(hold),
 			fmt.Sprintf("bench-lockwaits.json: 1 ÷ orders/s, median of the %d runs with notices in PostgreSQL (the lock busy throughout)", len(notify)))
@@ -243,18 +244,6 @@ func lowestPlain(f benchFile) (benchRun, error) {
 		return best, fmt.Errorf("campaign: no plain-ok run")
 	}
 	return best, nil
-}
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func ms(seconds float64) string {
