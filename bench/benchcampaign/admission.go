@@ -15,6 +15,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/marketplace/checkout/audit"
+	"github.com/marketplace/checkout/bench/internal/figures"
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/dev/benchkit"
@@ -54,7 +55,7 @@ func admissionConfigs() []admissionConfig {
 // AdmissionRun is one stack's run: the campaign mix past the knee, then the audit.
 type AdmissionRun struct {
 	Config admissionConfig `json:"config"`
-	Run    Run             `json:"run"`
+	Run    figures.Run     `json:"run"`
 	// Busy is POST /orders answered BUSY (every try, first ones and repeats), with the latency of
 	// those answers; BusyByReason is what the API counted (checkout_orders_busy_total).
 	Busy loadgen.EndpointStats `json:"busy"`

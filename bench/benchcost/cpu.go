@@ -280,36 +280,16 @@ func percents(m map[string]float64, order []string) string {
 	return strings.Join(parts, ", ")
 }
 
-// spread is the median of xs with its lowest and highest.
-type spread struct{ median, lo, hi float64 }
-
-func spreadOf(xs []float64) spread {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return spread{}
-	}
-	m := s[len(s)/2]
-	if len(s)%2 == 0 {
-		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return spread{median: m, lo: s[0], hi: s[len(s)-1]}
-}
-
-func (s spread) String() string {
-	return fmt.Sprintf("%.2f (%.2f–%.2f)", s.median, s.lo, s.hi)
-}
-
 // ratios are each kind's CPU per order over the floor's CPU per workflow, run by run.
-func (r cpuResult) ratios(kind string) spread {
+func (r cpuResult) ratios(kind string) benchkit.Spread {
 	xs := make([]float64, 0, len(r.runs))
 	for _, run := range r.runs {
 		xs = append(xs, run.kinds[kind].ms()/run.floor.ms())
 	}
-	return spreadOf(xs)
+	return benchkit.SpreadOf(xs)
 }
 
-func (r cpuResult) costs(get func(cpuRun) cpuCost, part string) spread {
+func (r cpuResult) costs(get func(cpuRun) cpuCost, part string) benchkit.Spread {
 	xs := make([]float64, 0, len(r.runs))
 	for _, run := range r.runs {
 		c := get(run)
@@ -319,21 +299,21 @@ func (r cpuResult) costs(get func(cpuRun) cpuCost, part string) spread {
 			xs = append(xs, c.byPart[part])
 		}
 	}
-	return spreadOf(xs)
+	return benchkit.SpreadOf(xs)
 }
 
-func (r cpuResult) p50(get func(cpuRun) cpuCost) spread {
+func (r cpuResult) p50(get func(cpuRun) cpuCost) benchkit.Spread {
 	xs := make([]float64, 0, len(r.runs))
 	for _, run := range r.runs {
 		xs = append(xs, get(run).p50Ms)
 	}
-	return spreadOf(xs)
+	return benchkit.SpreadOf(xs)
 }
 
 // scriptLine is the last line the program prints, for scripts: the medians of the ratios.
 func (r cpuResult) scriptLine() string {
-	return fmt.Sprintf("cpu ratio: paid-at-once %.2f campaign %.2f", r.ratios("paid-at-once").median,
-		r.ratios("campaign mix").median)
+	return fmt.Sprintf("cpu ratio: paid-at-once %.2f campaign %.2f", r.ratios("paid-at-once").Median,
+		r.ratios("campaign mix").Median)
 }
 
 // compareFlag is -cpu-compare: stacks of this build with other settings.
@@ -383,7 +363,7 @@ func renderCPU(r cpuResult, others []cpuResult) string {
 	row := func(name string, get func(cpuRun) cpuCost) {
 		fmt.Fprintf(&b, "| %s |", name)
 		for _, p := range r.parts {
-			fmt.Fprintf(&b, " %.2f |", r.costs(get, p).median)
+			fmt.Fprintf(&b, " %.2f |", r.costs(get, p).Median)
 		}
 		b.WriteString("\n")
 	}
@@ -412,10 +392,10 @@ func renderCPU(r cpuResult, others []cpuResult) string {
 			if len(o.env) > 0 {
 				settings = "`" + strings.Join(o.env, " ") + "`"
 			}
-			fmt.Fprintf(&b, "| %s | %s | %.2f |", o.label, settings, o.costs(func(run cpuRun) cpuCost { return run.floor }, "").median)
+			fmt.Fprintf(&b, "| %s | %s | %.2f |", o.label, settings, o.costs(func(run cpuRun) cpuCost { return run.floor }, "").Median)
 			for _, k := range kinds {
-				fmt.Fprintf(&b, " %.2f (%.2f×) |", o.costs(func(run cpuRun) cpuCost { return run.kinds[k.name] }, "").median,
-					o.ratios(k.name).median)
+				fmt.Fprintf(&b, " %.2f (%.2f×) |", o.costs(func(run cpuRun) cpuCost { return run.kinds[k.name] }, "").Median,
+					o.ratios(k.name).Median)
 			}
 			b.WriteString("\n")
 		}
