@@ -123,47 +123,6 @@ func startFloorWorker(ctx context.Context, st *benchkit.Stack) (*exec.Cmd, error
 	return cmd, nil
 }
 
-// reading is the parts' CPU counters and the machine's at one instant.
-type reading struct {
-	at          time.Time
-	parts       map[string]float64
-	busy, total float64
-	self        float64
-}
-
-func read(parts []benchkit.Part) (reading, error) {
-	r := reading{at: time.Now(), parts: benchkit.PartJiffies(parts), self: benchkit.SelfJiffies()}
-	var err error
-	r.busy, r.total, err = benchkit.MachineJiffies()
-	return r, err
-}
-
-// between is the CPU, in milliseconds by part, that n orders took from a to b once the idle rate
-// (jiffies per second, by part) is taken off.
-func between(a, b reading, idle map[string]float64, n int) map[string]float64 {
-	secs := b.at.Sub(a.at).Seconds()
-	out := map[string]float64{}
-	for name, j := range b.parts {
-		d := j - a.parts[name] - idle[name]*secs
-		out[name] = d / benchkit.UserHZ * 1000 / float64(n)
-	}
-	return out
-}
-
-// otherShare is the share of the machine's CPU from a to b that went neither to the parts nor to
-// this tool.
-func otherShare(a, b reading) float64 {
-	total := b.total - a.total
-	if total <= 0 {
-		return 0
-	}
-	ours := b.self - a.self
-	for name, j := range b.parts {
-		ours += j - a.parts[name]
-	}
-	return max((b.busy-a.busy)-ours, 0) / total
-}
-
 // measureCPU is the CPU pass on stack st: the idle stack's rate, then runs × (n empty workflows,
 // n orders of each kind), one shopper at a time so that nothing queues.
 func measureCPU(ctx context.Context, st *benchkit.Stack, runs, n int) (cpuResult, error) {
@@ -188,26 +147,22 @@ func measureCPU(ctx context.Context, st *benchkit.Stack, runs, n int) (cpuResult
 	defer floor.Close()
 
 	time.Sleep(5 * time.Second) // the worker's first polls and the stack's start-up settle
-	a, err := read(parts)
+	a, err := benchkit.Read(parts)
 	if err != nil {
 		return res, err
 	}
 	time.Sleep(idleWindow)
-	b, err := read(parts)
+	b, err := benchkit.Read(parts)
 	if err != nil {
 		return res, err
 	}
-	idle := map[string]float64{}
-	res.idle = map[string]float64{}
-	for name, j := range b.parts {
-		idle[name] = (j - a.parts[name]) / b.at.Sub(a.at).Seconds()
-		res.idle[name] = idle[name] // jiffies a second = percent of one CPU
-	}
+	idle := benchkit.Rates(a, b)
+	res.idle = idle // jiffies a second = percent of one CPU
 	log.Printf("idle stack: %s", percents(res.idle, res.parts))
 
 	for r := range runs {
 		run := cpuRun{kinds: map[string]cpuCost{}}
-		first, err := read(parts)
+		first, err := benchkit.Read(parts)
 		if err != nil {
 			return res, err
 		}
@@ -221,12 +176,12 @@ func measureCPU(ctx context.Context, st *benchkit.Stack, runs, n int) (cpuResult
 			lat = append(lat, time.Since(t))
 		}
 		time.Sleep(2 * time.Second)
-		end, err := read(parts)
+		end, err := benchkit.Read(parts)
 		if err != nil {
 			return res, err
 		}
 		slices.Sort(lat)
-		run.floor = cpuCost{byPart: between(first, end, idle, n), p50Ms: benchkit.QuantileMs(lat, 0.5), orders: n}
+		run.floor = cpuCost{byPart: benchkit.PerOrder(first, end, idle, n), p50Ms: benchkit.QuantileMs(lat, 0.5), orders: n}
 
 		if run.visit, err = batch(ctx, st, parts, idle, res.shoppers, n, visit); err != nil {
 			return res, err
@@ -236,11 +191,11 @@ func measureCPU(ctx context.Context, st *benchkit.Stack, runs, n int) (cpuResult
 				return res, err
 			}
 		}
-		last, err := read(parts)
+		last, err := benchkit.Read(parts)
 		if err != nil {
 			return res, err
 		}
-		run.other = otherShare(first, last)
+		run.other = benchkit.OtherShare(first, last)
 		log.Printf("cpu run %d: floor %.2f ms; %s; other processes %.0f%% of the machine", r+1, run.floor.ms(),
 			ratiosLine(run), 100*run.other)
 		res.runs = append(res.runs, run)
@@ -258,11 +213,11 @@ func batch(ctx context.Context, st *benchkit.Stack, parts []benchkit.Part, idle 
 	cfg.Mix, cfg.BrowseOnly = k.mix, k.browse
 	cfg.RepeatShare, cfg.HotShare = 0, 0
 	cfg.HoldTTL, cfg.WaitAbandoned, cfg.Settle = holdTTL, true, time.Minute
-	var from reading
+	var from benchkit.Reading
 	var readErr error
 	cfg.OnPhase = func(p string) {
 		if p == loadgen.PhaseLoad {
-			from, readErr = read(parts)
+			from, readErr = benchkit.Read(parts)
 		}
 	}
 	rep, err := loadgen.Run(ctx, cfg)
@@ -279,7 +234,7 @@ func batch(ctx context.Context, st *benchkit.Stack, parts []benchkit.Part, idle 
 		wait = holdTTL + 5*time.Second
 	}
 	time.Sleep(wait)
-	to, err := read(parts)
+	to, err := benchkit.Read(parts)
 	if err != nil {
 		return cpuCost{}, err
 	}
@@ -290,7 +245,7 @@ func batch(ctx context.Context, st *benchkit.Stack, parts []benchkit.Part, idle 
 	if done == 0 {
 		return cpuCost{}, fmt.Errorf("%s: no order placed", k.name)
 	}
-	c := cpuCost{byPart: between(from, to, idle, int(done)), orders: int(done)}
+	c := cpuCost{byPart: benchkit.PerOrder(from, to, idle, int(done)), orders: int(done)}
 	for _, e := range rep.Endpoints {
 		if e.Endpoint == loadgen.EndpointOrder {
 			c.p50Ms = e.P50Ms

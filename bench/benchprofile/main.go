@@ -119,13 +119,10 @@ func profile(ctx context.Context, n, freq int) (result, error) {
 		}
 	}
 	time.Sleep(5 * time.Second)
-	a, _ := read(parts)
+	a, _ := benchkit.Read(parts)
 	time.Sleep(idleWindow)
-	b, _ := read(parts)
-	res.idle = map[string]float64{}
-	for name, j := range b.parts {
-		res.idle[name] = (j - a.parts[name]) / b.at.Sub(a.at).Seconds()
-	}
+	b, _ := benchkit.Read(parts)
+	res.idle = benchkit.Rates(a, b)
 	log.Printf("idle stack (jiffies a second): %v", res.idle)
 
 	dir := filepath.Join(st.Dir, "perf")
@@ -196,7 +193,7 @@ func profiled(ctx context.Context, parts []benchkit.Part, idle map[string]float6
 	name string, work func(start func()) (int, error)) (batch, error) {
 	bt := batch{name: name, tally: map[string]*tally{}}
 	var perf *exec.Cmd
-	var from reading
+	var from benchkit.Reading
 	var startErr error
 	start := func() {
 		perf = exec.CommandContext(ctx, "perf", append([]string{"record", "-q", "-o", file}, args...)...)
@@ -205,7 +202,7 @@ func profiled(ctx context.Context, parts []benchkit.Part, idle map[string]float6
 			return
 		}
 		time.Sleep(500 * time.Millisecond) // perf is recording
-		from, _ = read(parts, perf.Process.Pid)
+		from, _ = benchkit.Read(parts, perf.Process.Pid)
 	}
 	n, err := work(start)
 	if startErr != nil {
@@ -214,15 +211,15 @@ func profiled(ctx context.Context, parts []benchkit.Part, idle map[string]float6
 	if perf == nil {
 		return bt, fmt.Errorf("%s: the batch never began", name)
 	}
-	to, _ := read(parts, perf.Process.Pid)
+	to, _ := benchkit.Read(parts, perf.Process.Pid)
 	_ = perf.Process.Signal(syscall.SIGINT)
 	_ = perf.Wait()
 	if err != nil {
 		return bt, err
 	}
-	bt.n, bt.window = n, to.at.Sub(from.at)
-	bt.ms = between(from, to, idle, n)
-	bt.other = otherShare(from, to)
+	bt.n, bt.window = n, to.At.Sub(from.At)
+	bt.ms = benchkit.PerOrder(from, to, idle, n)
+	bt.other = benchkit.OtherShare(from, to)
 	owner := owners(parts)
 	cmd := exec.CommandContext(ctx, "perf", "script", "-i", file, "-F", "comm,pid,ip,sym,dso")
 	stdout, err := cmd.StdoutPipe()
@@ -294,49 +291,4 @@ func joinInts(xs []int) string {
 		s[i] = fmt.Sprint(x)
 	}
 	return strings.Join(s, ",")
-}
-
-// reading is the parts' CPU counters and the machine's at one instant.
-type reading struct {
-	at          time.Time
-	parts       map[string]float64
-	busy, total float64
-	self        float64
-}
-
-// read reads the parts' counters and the machine's; helpers (perf) count as this tool.
-func read(parts []benchkit.Part, helpers ...int) (reading, error) {
-	r := reading{at: time.Now(), parts: benchkit.PartJiffies(parts), self: benchkit.SelfJiffies()}
-	for _, pid := range helpers {
-		if st, err := benchkit.ProcTimes(pid); err == nil {
-			r.self += st.UTime + st.STime
-		}
-	}
-	var err error
-	r.busy, r.total, err = benchkit.MachineJiffies()
-	return r, err
-}
-
-// between is each part's CPU in milliseconds per order from a to b, the idle rate taken off.
-func between(a, b reading, idle map[string]float64, n int) map[string]float64 {
-	secs := b.at.Sub(a.at).Seconds()
-	out := map[string]float64{}
-	for name, j := range b.parts {
-		out[name] = (j - a.parts[name] - idle[name]*secs) / benchkit.UserHZ * 1000 / float64(n)
-	}
-	return out
-}
-
-// otherShare is the share of the machine's CPU from a to b that went neither to the parts nor to
-// this tool (perf's included in this tool's).
-func otherShare(a, b reading) float64 {
-	total := b.total - a.total
-	if total <= 0 {
-		return 0
-	}
-	ours := b.self - a.self
-	for name, j := range b.parts {
-		ours += j - a.parts[name]
-	}
-	return max((b.busy-a.busy)-ours, 0) / total
 }
