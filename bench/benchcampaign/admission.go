@@ -171,18 +171,8 @@ func startDevBench(ctx context.Context, prefix string, env ...string) (*bench, e
 	if err != nil {
 		return nil, err
 	}
-	b := &bench{stack: s, metrics: []string{s.TemporalMetrics}}
-	if b.procs, err = findProcs(s.Cmd.Process.Pid, s.Dir); err == nil {
-		b.pg, err = startPGSampler(ctx, s.DatabaseURL, 100*time.Millisecond)
-	}
-	if err == nil {
-		_, err = b.loadRun(ctx, "warm-up", 10, 5*time.Second, loadgen.CampaignMix, "")
-	}
-	if err != nil {
-		b.close()
-		return nil, err
-	}
-	return b, nil
+	return warmBench(ctx, &bench{stack: s, metrics: []string{s.TemporalMetrics}},
+		func() (procs, error) { return findProcs(s.Cmd.Process.Pid, s.Dir) })
 }
 
 // startClusterBench starts `make cluster`'s shape (two API replicas behind HAProxy, two workers)
@@ -193,9 +183,16 @@ func startClusterBench(ctx context.Context, prefix string, env ...string) (*benc
 	if err != nil {
 		return nil, err
 	}
-	b := &bench{stack: s, metrics: s.TemporalServiceMetrics}
-	if b.procs, err = findClusterProcs(s.Dir); err == nil {
-		b.pg, err = startPGSampler(ctx, s.DatabaseURL, 100*time.Millisecond)
+	return warmBench(ctx, &bench{stack: s, metrics: s.TemporalServiceMetrics},
+		func() (procs, error) { return findClusterProcs(s.Dir) })
+}
+
+// warmBench finds b's processes, starts its PostgreSQL sampler and warms the stack up (10
+// shoppers for 5 s); on failure it stops the stack.
+func warmBench(ctx context.Context, b *bench, find func() (procs, error)) (*bench, error) {
+	var err error
+	if b.procs, err = find(); err == nil {
+		b.pg, err = startPGSampler(ctx, b.stack.DatabaseURL, 100*time.Millisecond)
 	}
 	if err == nil {
 		_, err = b.loadRun(ctx, "warm-up", 10, 5*time.Second, loadgen.CampaignMix, "")

@@ -138,24 +138,21 @@ func innerTable(b *strings.Builder, bt batch, part, prefix string, n int) {
 }
 
 func entryTable(b *strings.Builder, bt batch, part string, n int) {
-	t := bt.tally[part]
-	if t == nil || t.total == 0 {
-		return
-	}
-	b.WriteString("| started by | share | ms per order |\n|---|---:|---:|\n")
-	for _, e := range top(t.entries, n) {
-		share := float64(e.n) / float64(t.total)
-		fmt.Fprintf(b, "| `%s` | %.1f%% | %.2f |\n", e.k, 100*share, share*bt.ms[part])
-	}
+	countTable(b, bt, part, n, "started by", func(t *tally) map[string]int { return t.entries })
 }
 
 func leafTable(b *strings.Builder, bt batch, part string, n int) {
+	countTable(b, bt, part, n, "function (self)", func(t *tally) map[string]int { return t.leaves })
+}
+
+// countTable lists the n largest of a part's counts with their share and ms per order.
+func countTable(b *strings.Builder, bt batch, part string, n int, head string, counts func(*tally) map[string]int) {
 	t := bt.tally[part]
 	if t == nil || t.total == 0 {
 		return
 	}
-	b.WriteString("| function | self share | ms per order |\n|---|---:|---:|\n")
-	for _, e := range top(t.leaves, n) {
+	fmt.Fprintf(b, "| %s | share | ms per order |\n|---|---:|---:|\n", head)
+	for _, e := range top(counts(t), n) {
 		share := float64(e.n) / float64(t.total)
 		fmt.Fprintf(b, "| `%s` | %.1f%% | %.2f |\n", e.k, 100*share, share*bt.ms[part])
 	}
