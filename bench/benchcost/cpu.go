@@ -403,8 +403,9 @@ func renderCPU(r cpuResult, others []cpuResult) string {
 			ratiosLine(run), 100*run.other, mark)
 	}
 	if len(others) > 0 {
-		b.WriteString("\n\nThe same pass on stacks of this build with other settings, measured after it in the same " +
-			"run (medians of their runs; ratios over each stack's own floor):\n\n| stack | settings | floor ms |")
+		b.WriteString("\n\nThe same pass on other stacks in the same run: another build's (`-baseline`, measured before " +
+			"this one) and this build's with other settings (`-cpu-compare`, measured after it); medians of their runs, " +
+			"ratios over each stack's own floor:\n\n| stack | settings | floor ms |")
 		for _, k := range kinds {
 			fmt.Fprintf(&b, " %s ms (÷ floor) |", k.name)
 		}

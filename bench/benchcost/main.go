@@ -57,12 +57,12 @@ type result struct {
 
 func main() {
 	orders := flag.Int("orders", 20, "orders per scenario (and empty workflows for the floor)")
-	baseline := flag.String("baseline", "", "another build's binary that runs `dev` to measure beside this one (a path: its checkout-dev, or its checkout from before the two binaries)")
+	baseline := flag.String("baseline", "", "another build's binary that runs `dev` to measure beside this one, its CPU pass and persistence calls (a path: its checkout-dev, or its checkout from before the two binaries)")
 	baselineLabel := flag.String("baseline-label", "baseline", "what to call the baseline build")
 	out := flag.String("out", "docs/benchmarks.md", "the document to write the sections into")
 	runs := flag.Int("runs", 3, "runs of the CPU pass (each: the floor, paid at once, 3-D Secure, the campaign mix)")
 	cpuOrders := flag.Int("cpu-orders", 60, "orders per kind (and empty workflows) in each run of the CPU pass")
-	cpuOnly := flag.Bool("cpu-only", false, "only the CPU pass, on this build (no persistence calls, no baseline)")
+	cpuOnly := flag.Bool("cpu-only", false, "only the CPU pass (no persistence calls): on this build, and on -baseline's when given")
 	var compare compareFlag
 	flag.Var(&compare, "cpu-compare", "another stack for the CPU pass, label:KEY=VALUE[,KEY=VALUE] (repeatable): "+
 		"this build with those settings, measured after it in the same run (e.g. tcp:PG_UNIX_SOCKET=false)")
@@ -84,7 +84,7 @@ func main() {
 	}
 
 	var cfgs []config
-	if *baseline != "" && !*cpuOnly {
+	if *baseline != "" {
 		cfgs = append(cfgs, config{label: *baselineLabel, binary: *baseline})
 	}
 	if !*cpuOnly {
@@ -95,17 +95,25 @@ func main() {
 	started := time.Now().UTC()
 	var results []result
 	var cpu cpuResult
+	var others []cpuResult
 	for i, c := range cfgs {
 		log.Printf("measuring %s", c.label)
-		// The CPU pass runs on this build's own stack, the last one, before its persistence calls.
-		last := i == len(cfgs)-1
-		r, cr, err := measure(ctx, c, *orders, !*cpuOnly, last, *runs, *cpuOrders)
+		// The CPU pass runs on this build's own stack, the last one, before its persistence calls,
+		// and on the baseline build's, whose figures go beside it.
+		last, base := i == len(cfgs)-1, *baseline != "" && i == 0
+		r, cr, err := measure(ctx, c, *orders, !*cpuOnly, last || base, *runs, *cpuOrders)
 		if err != nil {
 			log.Fatalf("%s: %v", c.label, err)
 		}
-		results = append(results, r)
-		if last {
+		if !*cpuOnly {
+			results = append(results, r)
+		}
+		switch {
+		case last:
 			cpu = cr
+		case base:
+			cr.label = c.label + " (`" + c.binary + "`)"
+			others = append(others, cr)
 		}
 	}
 	write := func(section, start, end string) {
@@ -116,7 +124,6 @@ func main() {
 			}
 		}
 	}
-	var others []cpuResult
 	for _, c := range compare {
 		log.Printf("CPU pass on %s", c.label)
 		_, cr, err := measure(ctx, c, *orders, false, true, *runs, *cpuOrders)
