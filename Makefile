@@ -197,7 +197,7 @@ sqlc-check: $(SQLC) ## fail when the generated code of a store sqlc.yaml names i
 	$(SQLC) diff
 
 .PHONY: bench
-bench: postgres-binaries $(NATS_SERVER) ## reserve path (combining off and on) vs pgbench, hot and spread rows at 8, 50 and 200 clients, and the confirm path on the hot row (combining off and on); writes docs/benchmarks.md
+bench: postgres-binaries $(NATS_SERVER) ## reserve path (combining off and on) vs pgbench, hot and spread rows at 8, 50 and 200 clients, and the confirm path on the hot row (combining off and on), three rounds with the headline ratios' spread; writes docs/benchmarks.md (about 15 minutes)
 	$(call bench-tool,benchreserve)
 
 .PHONY: screenshots

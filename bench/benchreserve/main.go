@@ -166,21 +166,24 @@ type bench struct {
 	pkgDir     string // where go test would run that binary
 	tmp        string
 	seconds    int
+	// rounds is how many times every case is measured; round is the one under way (from 1).
+	rounds, round int
 }
 
 func main() {
-	seconds := flag.Int("seconds", 10, "duration of each measured run, for pgbench (-T) and go test (-benchtime)")
+	seconds := flag.Int("seconds", 5, "duration of each measured run, for pgbench (-T) and go test (-benchtime)")
+	rounds := flag.Int("rounds", 3, "times every case is measured; the tables show each figure's median, the ratios their spread")
 	out := flag.String("out", "docs/benchmarks.md", "file to write the section into, relative to the module root")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *seconds, *out); err != nil {
+	if err := run(ctx, *seconds, *rounds, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "benchreserve:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, seconds int, out string) error {
+func run(ctx context.Context, seconds, rounds int, out string) error {
 	root, err := benchkit.ModuleRoot()
 	if err != nil {
 		return err
@@ -189,7 +192,7 @@ func run(ctx context.Context, seconds int, out string) error {
 	if err != nil {
 		return err
 	}
-	b := &bench{seconds: seconds, pkgDir: filepath.Join(root, "inventory")}
+	b := &bench{seconds: seconds, rounds: max(rounds, 1), pkgDir: filepath.Join(root, "inventory")}
 	b.pgbench = filepath.Join(bindir, "pgbench")
 	if _, err := os.Stat(b.pgbench); err != nil {
 		if b.pgbench, err = exec.LookPath("pgbench"); err != nil {
@@ -220,10 +223,59 @@ func run(ctx context.Context, seconds int, out string) error {
 		return err
 	}
 
+	var measured []round
+	for n := range b.rounds {
+		b.round = n + 1
+		logf("round %d of %d", b.round, b.rounds)
+		r, err := b.measureRound(ctx)
+		if err != nil {
+			return err
+		}
+		measured = append(measured, r)
+	}
+	results, confirms, best := medians(measured)
+
+	facts, err := machineFacts(ctx, b.srv)
+	if err != nil {
+		return err
+	}
+	facts.loadBefore, facts.loadAfter = loadBefore, fmt.Sprintf("%.2f", benchkit.LoadAverage())
+	section := render(results, confirms, best, facts, seconds, measured)
+	fmt.Println(table(results))
+	fmt.Println(confirmTable(confirms))
+	fmt.Println(hotTable(results))
+	fmt.Println(fairTable(results, best))
+	for _, v := range append(verdicts(results), fairVerdict(results, best)) {
+		fmt.Println(v)
+	}
+	if d := disturbance(results); d != "" {
+		fmt.Println(d)
+	}
+	path := out
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(root, out)
+	}
+	if err := benchkit.WriteSection(path, startMarker, endMarker, section); err != nil {
+		return err
+	}
+	logf("wrote %s", path)
+	return nil
+}
+
+// round is one measurement of every case, pgbench's best and the confirms.
+type round struct {
+	results  []result
+	confirms []confirmResult
+	best     pgRun
+}
+
+// measureRound measures every case once (each side steady: run again while disturbed).
+func (b *bench) measureRound(ctx context.Context) (round, error) {
 	// 200 clients: pgbench opens 200 connections, the Go side a pool of 202; the cluster allows 300.
 	cases := []benchCase{{"hot", 1, 8}, {"hot", 1, 50}, {"hot", 1, 200},
 		{"spread", 1000, 8}, {"spread", 1000, 50}, {"spread", 1000, 200}}
 	results := make([]result, len(cases))
+	var err error
 	for i, c := range cases {
 		r := &results[i]
 		r.benchCase = c
@@ -258,7 +310,7 @@ func run(ctx context.Context, seconds int, out string) error {
 		// Rotate which side runs first, so that none always gets the fresher machine.
 		for k := range steps {
 			if err := steps[(k+i)%len(steps)](); err != nil {
-				return fmt.Errorf("%s: %w", c.name(), err)
+				return round{}, fmt.Errorf("%s: %w", c.name(), err)
 			}
 		}
 		if c.skus == 1 {
@@ -269,7 +321,7 @@ func run(ctx context.Context, seconds int, out string) error {
 					return b.runPgbench(ctx, fmt.Sprintf("batched%d", batch), 1, 1, batch, attempt)
 				})
 			if err != nil {
-				return fmt.Errorf("%s: %w", c.name(), err)
+				return round{}, fmt.Errorf("%s: %w", c.name(), err)
 			}
 		}
 	}
@@ -282,7 +334,7 @@ func run(ctx context.Context, seconds int, out string) error {
 			return b.runPgbench(ctx, "best", 1, n, 1, attempt)
 		})
 		if err != nil {
-			return err
+			return round{}, err
 		}
 		if r.tps > best.tps {
 			best = r
@@ -303,7 +355,7 @@ func run(ctx context.Context, seconds int, out string) error {
 				return b.runGoBench(ctx, "BenchmarkConfirm", c, mode, "confirms/s")
 			})
 			if err != nil {
-				return fmt.Errorf("%s confirm: %w", c.name(), err)
+				return round{}, fmt.Errorf("%s confirm: %w", c.name(), err)
 			}
 			if mode == "off" {
 				r.off = run
@@ -313,31 +365,96 @@ func run(ctx context.Context, seconds int, out string) error {
 		}
 	}
 
-	facts, err := machineFacts(ctx, b.srv)
-	if err != nil {
-		return err
+	return round{results: results, confirms: confirms, best: best}, nil
+}
+
+// medians are the rounds' figures, each the median of its rounds (a ratio of two medians is then
+// set beside the spread of the rounds' own ratios: spreads).
+func medians(rounds []round) ([]result, []confirmResult, pgRun) {
+	med := func(get func(round) float64) float64 {
+		xs := make([]float64, len(rounds))
+		for i, r := range rounds {
+			xs[i] = get(r)
+		}
+		return benchkit.SpreadOf(xs).Median
 	}
-	facts.loadBefore, facts.loadAfter = loadBefore, fmt.Sprintf("%.2f", benchkit.LoadAverage())
-	section := render(results, confirms, best, facts, seconds)
-	fmt.Println(table(results))
-	fmt.Println(confirmTable(confirms))
-	fmt.Println(hotTable(results))
-	fmt.Println(fairTable(results, best))
-	for _, v := range append(verdicts(results), fairVerdict(results, best)) {
-		fmt.Println(v)
+	medPG := func(get func(round) pgRun) pgRun {
+		p := get(rounds[0])
+		p.tps = med(func(r round) float64 { return get(r).tps })
+		p.latencyMs = med(func(r round) float64 { return get(r).latencyMs })
+		p.other = med(func(r round) float64 { return get(r).other })
+		p.batch = int(math.Round(med(func(r round) float64 { return float64(get(r).batch) })))
+		return p
 	}
-	if d := disturbance(results); d != "" {
-		fmt.Println(d)
+	medGo := func(get func(round) goRun) goRun {
+		return goRun{rate: med(func(r round) float64 { return get(r).rate }),
+			p50: med(func(r round) float64 { return get(r).p50 }), p99: med(func(r round) float64 { return get(r).p99 }),
+			other: med(func(r round) float64 { return get(r).other }), batch: med(func(r round) float64 { return get(r).batch })}
 	}
-	path := out
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(root, out)
+	results := slices.Clone(rounds[0].results)
+	for i := range results {
+		results[i].pg = medPG(func(r round) pgRun { return r.results[i].pg })
+		results[i].buckets = medPG(func(r round) pgRun { return r.results[i].buckets })
+		results[i].batched = medPG(func(r round) pgRun { return r.results[i].batched })
+		results[i].off = medGo(func(r round) goRun { return r.results[i].off })
+		results[i].on = medGo(func(r round) goRun { return r.results[i].on })
 	}
-	if err := benchkit.WriteSection(path, startMarker, endMarker, section); err != nil {
-		return err
+	confirms := slices.Clone(rounds[0].confirms)
+	for i := range confirms {
+		confirms[i].off = medGo(func(r round) goRun { return r.confirms[i].off })
+		confirms[i].on = medGo(func(r round) goRun { return r.confirms[i].on })
 	}
-	logf("wrote %s", path)
-	return nil
+	best := medPG(func(r round) pgRun { return r.best })
+	best.clients = rounds[0].best.clients
+	return results, confirms, best
+}
+
+// spreads is the table of the headline ratios round by round: each round's own ratio, their
+// median and their lowest and highest.
+func spreads(measured []round) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| ratio | %s |\n|---|", roundHeads(len(measured)))
+	b.WriteString(strings.Repeat("---:|", len(measured)+1) + "\n")
+	row := func(name string, get func(round) float64) {
+		xs := make([]float64, len(measured))
+		fmt.Fprintf(&b, "| %s |", name)
+		for i, r := range measured {
+			xs[i] = get(r)
+			fmt.Fprintf(&b, " %.2f |", xs[i])
+		}
+		fmt.Fprintf(&b, " %s |\n", benchkit.SpreadOf(xs))
+	}
+	for i, c := range measured[0].results {
+		if c.skus == 1 {
+			row(fmt.Sprintf("%s, combining on ÷ pgbench batched", c.name()), func(r round) float64 {
+				return ratio(r.results[i].on.rate, r.results[i].batched.rate())
+			})
+			row(fmt.Sprintf("%s, combining on ÷ pgbench at its best", c.name()), func(r round) float64 {
+				return ratio(r.results[i].on.rate, r.best.tps)
+			})
+		} else {
+			row(fmt.Sprintf("%s, combining off ÷ pgbench", c.name()), func(r round) float64 {
+				return ratio(r.results[i].off.rate, r.results[i].pg.tps)
+			})
+			row(fmt.Sprintf("%s, combining on ÷ pgbench", c.name()), func(r round) float64 {
+				return ratio(r.results[i].on.rate, r.results[i].pg.tps)
+			})
+		}
+	}
+	for i, c := range measured[0].confirms {
+		row(fmt.Sprintf("confirm hot/clients=%d, combining on ÷ off", c.clients), func(r round) float64 {
+			return ratio(r.confirms[i].on.rate, r.confirms[i].off.rate)
+		})
+	}
+	return b.String()
+}
+
+func roundHeads(n int) string {
+	heads := make([]string, 0, n+1)
+	for i := range n {
+		heads = append(heads, fmt.Sprintf("round %d", i+1))
+	}
+	return strings.Join(append(heads, "median (lowest–highest)"), " | ")
 }
 
 // maxRuns bounds the runs of one side of one case; see steady.
@@ -378,7 +495,7 @@ func steady[T runOther](name string, run func(attempt int) (T, error)) (T, error
 func (b *bench) runPgbench(ctx context.Context, label string, skus, clients, batch, attempt int) (pgRun, error) {
 	r := pgRun{clients: clients, batch: batch}
 	c := benchCase{shape: label, skus: skus, clients: clients}
-	dbname := fmt.Sprintf("pgbench_%s_%d_%d", label, c.clients, attempt)
+	dbname := fmt.Sprintf("pgbench_%s_%d_%d_%d", label, c.clients, b.round, attempt)
 	if err := b.srv.CreateDatabase(ctx, dbname, ""); err != nil {
 		return r, err
 	}
@@ -750,7 +867,7 @@ func verdicts(rs []result) []string {
 	return out
 }
 
-func render(rs []result, confirms []confirmResult, best pgRun, f facts, seconds int) string {
+func render(rs []result, confirms []confirmResult, best pgRun, f facts, seconds int, measured []round) string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	w("%s\n## Reserve path against pgbench\n\n", startMarker)
@@ -786,7 +903,10 @@ func render(rs []result, confirms []confirmResult, best pgRun, f facts, seconds 
 		"line, rebalancing).\n", seconds, bucketRows, benchdata.Stock, bucketRows)
 	w("- Fairness: the sides of a case take turns running first. A run during which other "+
 		"processes took more than %.0f%% of the CPUs is run again (at most %d runs) and the least "+
-		"disturbed one is kept; the share kept is listed below the tables.\n\n", 100*disturbedShare, maxRuns)
+		"disturbed one is kept; the share kept is listed below the tables.\n", 100*disturbedShare, maxRuns)
+	w("- Rounds: every case, pgbench's best and the confirms are measured %d times, one round after another; "+
+		"each figure in the tables is the median of its rounds (so a ratio in them is of two medians), and the "+
+		"headline ratios are listed round by round, with their spread, after the confirm path.\n\n", len(measured))
 	b.WriteString(table(rs))
 	w("\n")
 	b.WriteString(hotTable(rs))
@@ -829,6 +949,8 @@ func render(rs []result, confirms []confirmResult, best pgRun, f facts, seconds 
 	}
 	w("\n\n")
 	b.WriteString(confirmTable(confirms))
+	w("\nThe headline ratios round by round, each round's own (its two sides measured in that round):\n\n")
+	b.WriteString(spreads(measured))
 	w("\nThe pgbench transaction (spread; hot sets `:sku` to %d, the %d-row reference draws it from "+
 		"the first %d SKUs):\n\n```sql\n%s```\n%s\n",
 		benchdata.FirstSKU, bucketRows, bucketRows, script(1000, 1), endMarker)
