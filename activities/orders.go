@@ -202,6 +202,30 @@ func (a *Orders) Finish(ctx context.Context, in TransitionInput) (Finished, erro
 	return f, transitionRefused(err, in)
 }
 
+// FinishInput is a TransitionInput whose transaction also records the answer to the order's
+// request (Answer, when set).
+type FinishInput struct {
+	TransitionInput
+	Answer *RecordOutcomeInput `json:"answer,omitempty"`
+}
+
+// FinishAnswered is Finish that records the answer to the order's request in the transaction that
+// ends the order (order.Store.FinishAlong): the saga's answer to an order it decided in the
+// workflow task that answered is written with the order's end instead of a transaction of its own.
+// A repeat changes nothing (the first answer recorded stays).
+func (a *Orders) FinishAnswered(ctx context.Context, in FinishInput) (Finished, error) {
+	if in.Answer == nil {
+		return a.Finish(ctx, in.TransitionInput)
+	}
+	raw, err := answerJSON(*in.Answer)
+	if err != nil {
+		return Finished{}, err
+	}
+	f, err := a.store().FinishAlong(ctx, in.OrderID, in.To, in.Code, in.Detail, order.OutcomeAlong(in.Answer.UserID,
+		in.Answer.IdempotencyKey, in.Answer.RequestHash, in.Answer.OrderID, raw))
+	return f, transitionRefused(err, in.TransitionInput)
+}
+
 // ParkInput says which step exhausted its retries and why; Escalation, of an order parked again
 // after it was escalated, is kept.
 type ParkInput struct {
@@ -283,10 +307,19 @@ type RecordOutcomeInput struct {
 // RecordOutcome stores the answer to the request, so that the same key answers the same after
 // the workflow has closed. The first record wins.
 func (a *Orders) RecordOutcome(ctx context.Context, in RecordOutcomeInput) error {
-	raw, err := json.Marshal(in.Outcome)
+	raw, err := answerJSON(in)
 	if err != nil {
-		return failure(problem.OutcomeNotRecordable, "outcome is not JSON", err)
+		return err
 	}
 	err = a.store().RecordOutcome(ctx, in.UserID, in.IdempotencyKey, in.RequestHash, in.OrderID, raw)
 	return failed(err, "recording the answer to user %d's key", in.UserID)
+}
+
+// answerJSON is the answer as it is recorded; OUTCOME_NOT_RECORDABLE when it is not JSON.
+func answerJSON(in RecordOutcomeInput) (json.RawMessage, error) {
+	raw, err := json.Marshal(in.Outcome)
+	if err != nil {
+		return nil, failure(problem.OutcomeNotRecordable, "outcome is not JSON", err)
+	}
+	return raw, nil
 }
