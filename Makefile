@@ -236,6 +236,10 @@ bench-campaign: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) ## campai
 bench-admission: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) ## campaign traffic past the knee (200 shoppers, 30 s) with admission control off and on, each audited; writes docs/benchmarks.md (a few minutes)
 	$(call bench-tool,benchcampaign) -admission
 
+.PHONY: bench-admission-cluster
+bench-admission-cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build $(NATS_SERVER) ## the same on `make cluster`'s shape (Temporal's four services on PostgreSQL, two workers, two API replicas behind HAProxy), admission control off and on, each audited; writes docs/benchmarks.md (several minutes)
+	$(call bench-tool,benchcampaign) -admission -stack cluster
+
 .PHONY: bench-promotions
 bench-promotions: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) ## the campaign mix with and without a coupon on half the orders and a hot-SKU campaign, three runs each in turns at 30 shoppers, audited; writes docs/benchmarks.md (about 6 minutes)
 	$(call bench-tool,benchcampaign) -promotions
@@ -255,6 +259,10 @@ capacity: ## a queueing model of the campaign fed by the measured costs per orde
 .PHONY: bench-cost
 bench-cost: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) ## CPU per order (paid at once, 3-D Secure, the campaign mix) over the empty workflow's, three runs, then Temporal persistence calls and visibility writes per order beside an empty workflow; writes docs/benchmarks.md and ends with `cpu ratio: paid-at-once X campaign Y` (BASELINE=path of another build for the persistence calls; BENCH_COST_FLAGS=-cpu-only for the CPU pass alone)
 	$(call bench-tool,benchcost) $(if $(BASELINE),-baseline $(BASELINE)) $(BENCH_COST_FLAGS)
+
+.PHONY: bench-profile
+bench-profile: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) perf ## where an order's CPU goes: every process of the dev stack under perf while paid-at-once orders run one at a time, beside empty workflows; writes docs/benchmarks.md (BENCH_PROFILE_FLAGS=-orders N)
+	$(call bench-tool,benchprofile) $(BENCH_PROFILE_FLAGS)
 
 .PHONY: bench-cart
 bench-cart: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) wrk ## GET /api/v1/cart driven by wrk in its own process beside GET /healthz through the same server, cart cache on and off, three rounds each; writes docs/benchmarks.md
@@ -355,6 +363,11 @@ graphviz:
 		$(call install-package,Graphviz,graphviz,dot is missing: install your distribution's graphviz package); }
 
 # wrk, the HTTP load tool bench-cart drives the API with from a process of its own: Debian's package.
+.PHONY: perf
+perf:
+	@command -v perf >/dev/null 2>&1 || { \
+		$(call install-package,Linux perf,linux-perf,perf is missing: install your distribution's linux-perf package); }
+
 .PHONY: wrk
 wrk:
 	@command -v wrk >/dev/null 2>&1 || { \

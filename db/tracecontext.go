@@ -94,15 +94,15 @@ func (t traced) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comma
 	if br == nil {
 		return t.pool.Exec(ctx, sql, args...)
 	}
-	defer br.Close()
 	if _, err := br.Exec(); err != nil {
+		br.Close()
 		return pgconn.CommandTag{}, err
 	}
 	tag, err := br.Exec()
-	if err != nil {
-		return tag, err
+	if cerr := br.Close(); err == nil {
+		err = cerr
 	}
-	return tag, br.Close()
+	return tag, err
 }
 
 func (t traced) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {

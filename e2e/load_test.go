@@ -63,3 +63,22 @@ func TestLoad_ShortCampaign_AuditorFindsNothing(t *testing.T) {
 	require.NoError(t, res.WriteText(&out, 20))
 	assert.Empty(t, res.Violations, out.String())
 }
+
+// TestLoad_BrowseOnly_VisitsWithoutOrders: with BrowseOnly every shopper makes the visit (address,
+// cart, preview) and places no order, so that a benchmark can weigh an order apart from the visit.
+func TestLoad_BrowseOnly_VisitsWithoutOrders(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, stackOptions{})
+	rep, err := loadgen.Run(s.ctx, loadgen.Config{BaseURL: s.base, MetricsURL: s.metrics, JWTSecret: s.cfg.JWTSecret,
+		Shoppers: 2, Duration: time.Minute, Orders: 6, CatalogSize: 10, Stock: 100, BrowseOnly: true,
+		UserBase: 7_100_000, Settle: 5 * time.Second})
+	require.NoError(t, err)
+	assert.Equal(t, int64(6), rep.Browsed, "visits made: %+v", rep.Stopped)
+	assert.Zero(t, rep.Orders, "orders placed")
+	var orders, carts int
+	require.NoError(t, s.pool.QueryRow(s.ctx, `SELECT
+		(SELECT count(*) FROM orders WHERE user_id >= 7100000 AND user_id < 7200000),
+		(SELECT count(*) FROM carts WHERE user_id >= 7100000 AND user_id < 7200000)`).Scan(&orders, &carts))
+	assert.Zero(t, orders, "orders in the database")
+	assert.Equal(t, 6, carts, "each visit's cart")
+}

@@ -29,7 +29,11 @@ import (
 //     one per order id (a second call for the same order waits for the next batch, where it finds
 //     what the first one did);
 //   - each SKU is first come, first served: an order that must wait holds back the later orders
-//     that share a SKU with it, so an order of several SKUs is never overtaken for ever.
+//     that share a SKU with it, so an order of several SKUs is never overtaken for ever;
+//   - a caller that finds nothing in flight and nothing waiting may instead do its order's work
+//     alone, outside any batch, without naming its SKUs (goAlone; Confirm does, sparing the read
+//     of the order's SKUs at low load): until it ends, every order that comes waits, whatever its
+//     SKUs.
 //
 // A caller whose context ends while its order waits leaves with nothing done. One whose context
 // ends while its batch is in flight returns ctx.Err() and the batch may still do the order's work,
@@ -122,6 +126,7 @@ type combiner[J, R any] struct {
 	queue    []*pending[J, R] // waiting orders, in arrival order
 	busy     map[int64]bool   // SKUs of the batches in flight
 	inFlight int
+	alone    bool // an order of unknown SKUs is in flight on its own (goAlone): nothing else goes
 }
 
 // pending is one caller's order waiting for its batch.
@@ -200,10 +205,45 @@ func (c *combiner[J, R]) submit(ctx context.Context, order int64, skus []int64, 
 	}
 }
 
+// goAlone lets the caller do one order's work now, outside any batch, when nothing is in flight or
+// waiting, as at low load: the caller need not learn the order's SKUs first. The order takes a slot
+// and, its SKUs unknown, holds back every order that comes meanwhile, as a batch holds back the
+// orders of its SKUs; they go together once endAlone frees it. ok=false: the caller submits the
+// order as usual.
+func (c *combiner[J, R]) goAlone() (ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inFlight > 0 || len(c.queue) > 0 {
+		return false
+	}
+	c.inFlight++
+	c.alone = true
+	return true
+}
+
+// endAlone frees the slot goAlone took and sends the orders that waited meanwhile.
+func (c *combiner[J, R]) endAlone() {
+	c.mu.Lock()
+	c.alone = false
+	c.inFlight--
+	batches := c.dispatch()
+	c.mu.Unlock()
+	for _, b := range batches {
+		go c.runFrom(b)
+	}
+}
+
+// sentAlone tells the observer of an order that went alone and takes its rows: a batch of one.
+func (c *combiner[J, R]) sentAlone() {
+	if c.sent != nil {
+		c.sent(1)
+	}
+}
+
 // dispatch forms batches from the waiting orders while slots are free. c.mu is held.
 func (c *combiner[J, R]) dispatch() [][]*pending[J, R] {
 	var out [][]*pending[J, R]
-	for c.inFlight < c.maxInFlight {
+	for !c.alone && c.inFlight < c.maxInFlight {
 		b := c.take()
 		if len(b) == 0 {
 			break

@@ -40,7 +40,8 @@ func benchConfirm(b *testing.B, clients, inFlight int) {
 	pool := testenv.PoolOn(b, testenv.DatabaseURL(b), int32(clients+2))
 	seedBench(b, pool, 1)
 	seedActive(b, pool, b.N)
-	eng := inventory.New(pool, nil, inventory.WithConfirmCombining(inFlight))
+	sizes := &benchBatches{}
+	eng := inventory.New(pool, sizes, inventory.WithConfirmCombining(inFlight))
 
 	lat, elapsed := driveClients(b, pool, clients, func(ctx context.Context, order int64) error {
 		res, err := eng.Confirm(ctx, order)
@@ -54,6 +55,7 @@ func benchConfirm(b *testing.B, clients, inFlight int) {
 	})
 	checkBenchConfirmed(b, pool, b.N)
 	reportLatencies(b, lat, elapsed, "confirms/s")
+	sizes.report(b)
 }
 
 // seedActive gives orders 1..n an ACTIVE reservation of one unit of the hot SKU each, as n

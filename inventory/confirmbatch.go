@@ -9,10 +9,12 @@ import (
 )
 
 // Combined confirms: every paid order's confirm changes its SKU's inventory row, so on a hot SKU
-// confirms queue on that row as reservations do. With confirm combining on, Confirm learns the
-// SKUs of the order's ACTIVE reservations (a plain read, no lock) and goes through a combiner (see
-// combiner.go): the confirms that wait while a batch of their SKU is in flight go together as the
-// next batch, one confirm_orders statement that decides each order on its own, exactly as the
+// confirms queue on that row as reservations do. With confirm combining on, a confirm that finds
+// the combiner idle (nothing in flight, nothing waiting: low load) goes at once on its own, as
+// with combining off, and the confirms that come meanwhile wait for it. Otherwise Confirm learns
+// the SKUs of the order's ACTIVE reservations (a plain read, no lock) and goes through the combiner
+// (see combiner.go): the confirms that wait while a batch of their SKU is in flight go together as
+// the next batch, one confirm_orders statement that decides each order on its own, exactly as the
 // one-order transaction (Engine.confirmOnce) does, and updates each inventory row once.
 
 // confirmCombined confirms the order through the combiner. fallback means the caller confirms
@@ -51,7 +53,7 @@ func (e *Engine) runConfirmBatch(ctx context.Context, batch []*pending[struct{},
 	if len(batch) == 1 {
 		// Alone: the one-order transaction, on the caller's trace.
 		b := batch[0]
-		res, err := e.confirmOnce(ctx, b.order)
+		res, err := e.confirmOnce(ctx, b.order, nil)
 		if !confirmAnswer(err) {
 			b.done <- outcome[ConfirmResult]{fallback: true}
 			return nil, err

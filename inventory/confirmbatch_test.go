@@ -1,16 +1,21 @@
 package inventory_test
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/marketplace/checkout/audit"
+	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/inventory"
 )
 
@@ -377,4 +382,80 @@ func TestConfirmOrders_EachKindOfOrderInOneStatement_StampedAfterTheReportItWait
 		WHERE order_id IN (1, 5) AND (status <> 'CONFIRMED' OR confirmed_at <= $1)`, reportDone).Scan(&early))
 	assert.Zero(t, early, "every confirm of the batch is stamped after the report it waited for (%s)", reportDone)
 	f.assertConsistent()
+}
+
+// statements records the statements a pool sends while on: the sqlc name of each (its first line,
+// "-- name: X :kind"), or its first line.
+type statements struct {
+	mu    sync.Mutex
+	on    bool
+	names []string
+}
+
+func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.on {
+		first, _, _ := strings.Cut(strings.TrimSpace(data.SQL), "\n")
+		s.names = append(s.names, strings.TrimSpace(first))
+	}
+	return ctx
+}
+
+func (*statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// during returns the statements sent while fn ran.
+func (s *statements) during(fn func()) []string {
+	s.mu.Lock()
+	s.on, s.names = true, nil
+	s.mu.Unlock()
+	fn()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.on = false
+	return s.names
+}
+
+// TestConfirm_Uncontended_SendsWhatTheDirectConfirmSends: with combining on, a confirm that has
+// nothing to combine with sends exactly the statements of a confirm with combining off: no read of
+// the order's SKUs before it. It still counts as a batch of one; a repeat counts as none.
+func TestConfirm_Uncontended_SendsWhatTheDirectConfirmSends(t *testing.T) {
+	t.Parallel()
+	sent := map[string][]string{}
+	for _, mode := range confirmModes {
+		cfg, err := pgxpool.ParseConfig(testenv.DatabaseURL(t))
+		require.NoError(t, err)
+		rec := &statements{}
+		cfg.ConnConfig.Tracer = rec
+		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		obs := newConfirmBatches()
+		f := newFixtureOn(t, pool, obs, mode.opts...)
+		f.sku(77, map[int32]int32{whIstanbul: 10})
+		f.sku(78, map[int32]int32{whIstanbul: 10})
+		f.reserveEach(map[int64][]inventory.Line{1: {line(77, 2), line(78, 1)}})
+
+		var res inventory.ConfirmResult
+		sent[mode.name] = rec.during(func() { res, err = f.eng.Confirm(f.ctx, 1) })
+		require.NoError(t, err)
+		assert.Equal(t, inventory.ConfirmResult{Confirmed: 2}, res, mode.name)
+		again := rec.during(func() { res, err = f.eng.Confirm(f.ctx, 1) })
+		require.NoError(t, err)
+		assert.True(t, res.Already, mode.name)
+		assert.NotContains(t, strings.Join(sent[mode.name], "\n")+strings.Join(again, "\n"),
+			"-- name: ReservationsOfOrder ", "%s: no read of the order's SKUs", mode.name)
+
+		sizes, failed := obs.all()
+		assert.Empty(t, failed)
+		if mode.name == "combined" {
+			assert.Equal(t, []int{1}, sizes, "the confirm is a batch of one, its repeat none")
+		}
+		onHand, reserved := f.row(77, whIstanbul)
+		assert.EqualValues(t, 8, onHand, mode.name)
+		assert.Zero(t, reserved, mode.name)
+		f.assertConsistent()
+	}
+	assert.Equal(t, sent["direct"], sent["combined"], "a lone combined confirm sends what a direct one sends")
+	assert.Contains(t, sent["combined"], "-- name: LockReservationsOfOrder :many", "the recorder saw the confirm")
 }

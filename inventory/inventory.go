@@ -290,16 +290,22 @@ type ConfirmResult struct {
 // still decided on its own.
 func (e *Engine) Confirm(ctx context.Context, orderID int64) (ConfirmResult, error) {
 	if e.confirmComb != nil {
+		if e.confirmComb.goAlone() {
+			// Nothing to combine with (low load): confirm at once, without reading the order's SKUs.
+			defer e.confirmComb.endAlone()
+			return e.confirmOnce(ctx, orderID, e.confirmComb.sentAlone)
+		}
 		res, fallback, err := e.confirmCombined(ctx, orderID)
 		if !fallback {
 			return res, err
 		}
 	}
-	return e.confirmOnce(ctx, orderID)
+	return e.confirmOnce(ctx, orderID, nil)
 }
 
-// confirmOnce is one order's confirm in a transaction of its own.
-func (e *Engine) confirmOnce(ctx context.Context, orderID int64) (ConfirmResult, error) {
+// confirmOnce is one order's confirm in a transaction of its own. takesRows, when not nil, is
+// called once the order is found to have ACTIVE reservations, before their inventory rows are taken.
+func (e *Engine) confirmOnce(ctx context.Context, orderID int64, takesRows func()) (ConfirmResult, error) {
 	var out ConfirmResult
 	err := e.inTx(ctx, func(q *stockstore.Queries) error {
 		rows, err := q.LockReservationsOfOrder(ctx, orderID)
@@ -318,6 +324,9 @@ func (e *Engine) confirmOnce(ctx context.Context, orderID int64) (ConfirmResult,
 			case StatusReleased:
 				released++
 			}
+		}
+		if len(active) > 0 && takesRows != nil {
+			takesRows()
 		}
 		if released > 0 {
 			if len(active) > 0 {

@@ -50,7 +50,12 @@ func newFixture(t *testing.T) *fixture {
 // newFixtureWith builds the fixture's engine with obs and opts (the default engine combines).
 func newFixtureWith(t *testing.T, obs inventory.Observer, opts ...inventory.Option) *fixture {
 	t.Helper()
-	pool := testenv.Pool(t)
+	return newFixtureOn(t, testenv.Pool(t), obs, opts...)
+}
+
+// newFixtureOn is newFixtureWith on pool, a fresh migrated database's.
+func newFixtureOn(t *testing.T, pool *pgxpool.Pool, obs inventory.Observer, opts ...inventory.Option) *fixture {
+	t.Helper()
 	f := &fixture{t: t, pool: pool, eng: inventory.New(pool, obs, opts...), ctx: context.Background()}
 	f.exec(`INSERT INTO warehouses (id, code, name, city, lat, lon) VALUES
 		(1, 'IST', 'Istanbul', 'Istanbul', 41.01, 28.97),

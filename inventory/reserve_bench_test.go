@@ -54,7 +54,8 @@ func BenchmarkReserve(b *testing.B) {
 func benchReserve(b *testing.B, skus, clients, inFlight int) {
 	pool := testenv.PoolOn(b, testenv.DatabaseURL(b), int32(clients+2))
 	seedBench(b, pool, skus)
-	eng := inventory.New(pool, nil, inventory.WithCombining(inFlight))
+	sizes := &benchBatches{}
+	eng := inventory.New(pool, sizes, inventory.WithCombining(inFlight))
 	shipTo := inventory.Location{Lat: 41.01, Lon: 28.97}
 
 	lat, elapsed := driveClients(b, pool, clients, func(ctx context.Context, order int64) error {
@@ -68,6 +69,26 @@ func benchReserve(b *testing.B, skus, clients, inFlight int) {
 	})
 	checkBenchRows(b, pool, b.N)
 	reportLatencies(b, lat, elapsed, "reservations/s")
+	sizes.report(b)
+}
+
+// benchBatches counts the combined batches the engine commits and the orders in them, so that a
+// run says how large its batches were (what a batched baseline should be sized by).
+type benchBatches struct {
+	batches, orders atomic.Int64
+}
+
+func (*benchBatches) ReserveResult(string) {}
+
+func (s *benchBatches) ReserveBatch(orders int) { s.batches.Add(1); s.orders.Add(int64(orders)) }
+
+func (s *benchBatches) ConfirmBatch(orders int) { s.batches.Add(1); s.orders.Add(int64(orders)) }
+
+// report adds the mean orders per combined batch (nothing when nothing was combined).
+func (s *benchBatches) report(b *testing.B) {
+	if n := s.batches.Load(); n > 0 {
+		b.ReportMetric(float64(s.orders.Load())/float64(n), "orders/batch")
+	}
 }
 
 // driveClients runs op for orders 1..b.N from exactly clients goroutines, on the clock, and

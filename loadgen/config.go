@@ -213,6 +213,10 @@ type Config struct {
 	// KeepOrders lists every order placed in Report.Placed: its shopper and key, and each order
 	// its answers named.
 	KeepOrders bool
+	// BrowseOnly makes every shopper stop after the preview: the visit (address, cart, preview)
+	// without its order, counted in Report.Browsed. For benchmarks that set an order's cost
+	// apart from what the shopper did before it.
+	BrowseOnly bool
 
 	// OnPhase, when set, is called with PhaseLoad as the shoppers start and PhaseSettle as the
 	// load phase ends (before the end's wait), on the generator's goroutine: for tools that sample

@@ -41,6 +41,7 @@ type gen struct {
 
 	next     atomic.Int64
 	placedN  atomic.Int64
+	browsedN atomic.Int64
 	hotN     atomic.Int64
 	couponN  atomic.Int64
 	coupons  tally // previews with the coupon, by what they said of it
@@ -362,6 +363,10 @@ func (g *gen) shop(ctx context.Context, rnd *rand.Rand, zipf *rand.Zipf, n int64
 		}
 	}
 
+	if g.cfg.BrowseOnly {
+		g.browsedN.Add(1)
+		return
+	}
 	scenario := g.cfg.Mix.pick(rnd.Float64())
 	key := "lg-" + g.cfg.RunID + "-" + strconv.FormatInt(n, 10)
 	body := map[string]any{"priceVersion": pv.PriceVersion, "addressId": addr.AddressID,

@@ -38,6 +38,8 @@ type Report struct {
 	RequestsPerS float64 `json:"requestsPerSecond"`
 	Orders       int64   `json:"orders"`
 	OrdersPerS   float64 `json:"ordersPerSecond"`
+	// Browsed counts the visits that stopped after the preview, with Config.BrowseOnly.
+	Browsed int64 `json:"browsed,omitempty"`
 	// Stopped counts shoppers who gave up before POST /orders, by step and answer.
 	Stopped []Count `json:"stopped"`
 	// Answers counts orders by the answer to POST /orders; Finals by the status they ended in.
@@ -112,6 +114,7 @@ func (g *gen) report(start time.Time, seconds float64, shortfalls int) Report {
 	r := Report{BaseURL: g.cfg.BaseURL, MetricsURL: g.cfg.MetricsURL, StartedAt: start.UTC(), LoadSeconds: seconds, Shoppers: g.cfg.Shoppers,
 		Mix: g.cfg.Mix.String(), HotSKUs: hotCodes(g.cfg.HotSKUs), HotShare: g.cfg.HotShare, CatalogSize: g.cfg.CatalogSize,
 		HoldTTL: g.cfg.HoldTTL.String(), HotOrders: g.hotN.Load(), Requests: g.rec.total(), Orders: g.placedN.Load(),
+		Browsed:     g.browsedN.Load(),
 		CampaignHot: g.cfg.CampaignHot, CouponShare: g.cfg.CouponShare, Coupon: g.promo.coupon, CouponOrders: g.couponN.Load(),
 		Repeats: g.repeats.Load(), SetupShortfalls: shortfalls, Lag: g.lag.summary(), Mismatches: []string{}}
 	r.RequestsPerS, r.OrdersPerS = rate(r.Requests, seconds), rate(r.Orders, seconds)

@@ -15,6 +15,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/marketplace/checkout/audit"
+	"github.com/marketplace/checkout/bench/internal/figures"
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/dev/benchkit"
@@ -27,6 +28,9 @@ import (
 const (
 	admissionStart = "<!-- admission-bench:start -->"
 	admissionEnd   = "<!-- admission-bench:end -->"
+	// The same on `make cluster`'s shape (-stack cluster), a section of its own.
+	admissionClusterStart = "<!-- admission-cluster-bench:start -->"
+	admissionClusterEnd   = "<!-- admission-cluster-bench:end -->"
 )
 
 // admissionOff is the environment of the baseline stack, and of the campaign section's runs,
@@ -51,7 +55,7 @@ func admissionConfigs() []admissionConfig {
 // AdmissionRun is one stack's run: the campaign mix past the knee, then the audit.
 type AdmissionRun struct {
 	Config admissionConfig `json:"config"`
-	Run    Run             `json:"run"`
+	Run    figures.Run     `json:"run"`
 	// Busy is POST /orders answered BUSY (every try, first ones and repeats), with the latency of
 	// those answers; BusyByReason is what the API counted (checkout_orders_busy_total).
 	Busy loadgen.EndpointStats `json:"busy"`
@@ -66,6 +70,8 @@ type AdmissionRun struct {
 
 // AdmissionResults are everything one -admission invocation measured.
 type AdmissionResults struct {
+	// Stack is the stack measured: dev (also for figures from before there was a choice) or cluster.
+	Stack         string         `json:"stack,omitempty"`
 	StartedAt     time.Time      `json:"startedAt"`
 	WindowSeconds float64        `json:"windowSeconds"`
 	Shoppers      int            `json:"shoppers"`
@@ -76,9 +82,13 @@ type AdmissionResults struct {
 
 // mainAdmission measures (or, with from, reads an earlier run's JSON), writes the JSON and the
 // section.
-func mainAdmission(ctx context.Context, shoppers int, window time.Duration, from, jsonOut, doc string) error {
-	res, err := measureSection(from, jsonOut, doc, admissionStart, admissionEnd,
-		func() (AdmissionResults, error) { return runAdmission(ctx, shoppers, window) }, renderAdmission)
+func mainAdmission(ctx context.Context, stack string, shoppers int, window time.Duration, from, jsonOut, doc string) error {
+	start, end := admissionStart, admissionEnd
+	if stack == stackCluster {
+		start, end = admissionClusterStart, admissionClusterEnd
+	}
+	res, err := measureSection(from, jsonOut, doc, start, end,
+		func() (AdmissionResults, error) { return runAdmission(ctx, stack, shoppers, window) }, renderAdmission)
 	if err != nil {
 		return err
 	}
@@ -90,11 +100,11 @@ func mainAdmission(ctx context.Context, shoppers int, window time.Duration, from
 	return nil
 }
 
-func runAdmission(ctx context.Context, shoppers int, window time.Duration) (AdmissionResults, error) {
-	res := AdmissionResults{StartedAt: time.Now().UTC(), WindowSeconds: window.Seconds(), Shoppers: shoppers,
+func runAdmission(ctx context.Context, stack string, shoppers int, window time.Duration) (AdmissionResults, error) {
+	res := AdmissionResults{Stack: stack, StartedAt: time.Now().UTC(), WindowSeconds: window.Seconds(), Shoppers: shoppers,
 		CPUs: benchkit.OnlineCPUs(), CPUModel: benchkit.CPUModel()}
 	for _, c := range admissionConfigs() {
-		r, err := admissionRun(ctx, c, shoppers, window)
+		r, err := admissionRun(ctx, stack, c, shoppers, window)
 		if err != nil {
 			return res, fmt.Errorf("%s: %w", c.Name, err)
 		}
@@ -107,10 +117,17 @@ func runAdmission(ctx context.Context, shoppers int, window time.Duration) (Admi
 
 // admissionRun starts a stack with c's settings, warms it up, runs the campaign mix with shoppers
 // for window, and audits what the run left.
-func admissionRun(ctx context.Context, c admissionConfig, shoppers int, window time.Duration) (AdmissionRun, error) {
+func admissionRun(ctx context.Context, stack string, c admissionConfig, shoppers int, window time.Duration) (AdmissionRun, error) {
 	out := AdmissionRun{Config: c, LoadBefore: benchkit.LoadAverage()}
-	log.Printf("%s: starting the dev stack", c.Name)
-	b, err := startDevBench(ctx, "checkout-bench-admission-", c.Env...)
+	var b *bench
+	var err error
+	if stack == stackCluster {
+		log.Printf("%s: starting the cluster", c.Name)
+		b, err = startClusterBench(ctx, "checkout-bench-admission-cluster-", c.Env...)
+	} else {
+		log.Printf("%s: starting the dev stack", c.Name)
+		b, err = startDevBench(ctx, "checkout-bench-admission-", c.Env...)
+	}
 	if err != nil {
 		return out, err
 	}
@@ -129,13 +146,15 @@ func admissionRun(ctx context.Context, c admissionConfig, shoppers int, window t
 		}
 	}
 	out.BusyByReason = map[string]int64{}
-	err = benchkit.ScrapeMetrics(ctx, s.Metrics, func(name string, labels map[string]string, v float64) {
-		if name == "checkout_orders_busy_total" {
-			out.BusyByReason[labels["reason"]] = int64(v)
+	for _, url := range b.apiMetrics() {
+		err = benchkit.ScrapeMetrics(ctx, url, func(name string, labels map[string]string, v float64) {
+			if name == "checkout_orders_busy_total" {
+				out.BusyByReason[labels["reason"]] += int64(v)
+			}
+		})
+		if err != nil {
+			return out, err
 		}
-	})
-	if err != nil {
-		return out, err
 	}
 
 	log.Printf("%s: auditing", c.Name)
@@ -152,9 +171,28 @@ func startDevBench(ctx context.Context, prefix string, env ...string) (*bench, e
 	if err != nil {
 		return nil, err
 	}
-	b := &bench{stack: s, metrics: []string{s.TemporalMetrics}}
-	if b.procs, err = findProcs(s.Cmd.Process.Pid, s.Dir); err == nil {
-		b.pg, err = startPGSampler(ctx, s.DatabaseURL, 100*time.Millisecond)
+	return warmBench(ctx, &bench{stack: s, metrics: []string{s.TemporalMetrics}},
+		func() (procs, error) { return findProcs(s.Cmd.Process.Pid, s.Dir) })
+}
+
+// startClusterBench starts `make cluster`'s shape (two API replicas behind HAProxy, two workers)
+// with env added to its settings, its samplers, and warms it up.
+func startClusterBench(ctx context.Context, prefix string, env ...string) (*bench, error) {
+	s, err := benchkit.StartClusterWith(ctx, benchkit.ClusterSpec{Prefix: prefix,
+		Env: append(os.Environ(), env...), Args: []string{"--apis", "2", "--workers", "2"}})
+	if err != nil {
+		return nil, err
+	}
+	return warmBench(ctx, &bench{stack: s, metrics: s.TemporalServiceMetrics},
+		func() (procs, error) { return findClusterProcs(s.Dir) })
+}
+
+// warmBench finds b's processes, starts its PostgreSQL sampler and warms the stack up (10
+// shoppers for 5 s); on failure it stops the stack.
+func warmBench(ctx context.Context, b *bench, find func() (procs, error)) (*bench, error) {
+	var err error
+	if b.procs, err = find(); err == nil {
+		b.pg, err = startPGSampler(ctx, b.stack.DatabaseURL, 100*time.Millisecond)
 	}
 	if err == nil {
 		_, err = b.loadRun(ctx, "warm-up", 10, 5*time.Second, loadgen.CampaignMix, "")
@@ -164,6 +202,20 @@ func startDevBench(ctx context.Context, prefix string, env ...string) (*bench, e
 		return nil, err
 	}
 	return b, nil
+}
+
+// apiMetrics are the /metrics of every API process of the stack: the dev stack's one, or each of
+// the cluster's replicas.
+func (b *bench) apiMetrics() []string {
+	if !b.stack.Cluster {
+		return []string{b.stack.Metrics}
+	}
+	// startClusterBench starts two replicas, whose /metrics follow one another.
+	var urls []string
+	for i := range 2 {
+		urls = append(urls, fmt.Sprintf("http://127.0.0.1:%d/metrics", b.stack.Ports.APIMetrics+i))
+	}
+	return urls
 }
 
 // close stops what startDevBench started.
@@ -205,12 +257,20 @@ func renderAdmission(res AdmissionResults) string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	window := time.Duration(res.WindowSeconds * float64(time.Second))
-	w("%s\n## Admission control past the knee: POST /orders with and without it\n\n", admissionStart)
-	w("Written by `make bench-admission` (bench/benchcampaign -admission); running it again replaces this section.\n\n")
-	w("- Command: `make bench-admission` (`bin/benchcampaign -admission -shoppers %d -window %s`), measured %s "+
-		"on %d CPUs (%s).\n", res.Shoppers, window, res.StartedAt.Format("2006-01-02 15:04 UTC"), res.CPUs, res.CPUModel)
-	w("- Two stacks, one after the other, each a fresh `bin/checkout-dev dev` (as `make run` starts it) with default " +
-		"settings but for admission control: ")
+	start, end, title, cmd, flags := admissionStart, admissionEnd, "", "make bench-admission", ""
+	stack := "a fresh `bin/checkout-dev dev` (as `make run` starts it)"
+	if res.Stack == stackCluster {
+		start, end, title, cmd, flags = admissionClusterStart, admissionClusterEnd, " on `make cluster`'s shape",
+			"make bench-admission-cluster", " -stack cluster"
+		stack = "a fresh `bin/checkout-dev cluster` (as `make cluster` starts it: the Temporal server as four " +
+			"processes on PostgreSQL, two workers, two API replicas behind HAProxy, each replica with its own " +
+			"admission limits)"
+	}
+	w("%s\n## Admission control past the knee%s: POST /orders with and without it\n\n", start, title)
+	w("Written by `%s` (bench/benchcampaign -admission%s); running it again replaces this section.\n\n", cmd, flags)
+	w("- Command: `%s` (`bin/benchcampaign -admission%s -shoppers %d -window %s`), measured %s "+
+		"on %d CPUs (%s).\n", cmd, flags, res.Shoppers, window, res.StartedAt.Format("2006-01-02 15:04 UTC"), res.CPUs, res.CPUModel)
+	w("- Two stacks, one after the other, each %s with default settings but for admission control: ", stack)
 	for i, r := range res.Runs {
 		if i > 0 {
 			w("; then ")
@@ -269,7 +329,7 @@ func renderAdmission(res AdmissionResults) string {
 	}
 	w("What else ran on the machine, per load phase (CPU in %% of one CPU, the machine has %d × 100 %%; \"other\" is "+
 		"every process outside the stack and this tool, such as other people's builds and tests):\n\n", res.CPUs)
-	w("| stack | checkout dev %% | Temporal %% | PostgreSQL %% | this tool %% | other %% | idle %% | 1-minute load average at start / end |\n")
+	w("| stack | checkout %% | Temporal %% | PostgreSQL %% | this tool %% | other %% | idle %% | 1-minute load average at start / end |\n")
 	w("|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range res.Runs {
 		c := r.Run.Window.CPU
@@ -312,7 +372,7 @@ func renderAdmission(res AdmissionResults) string {
 		w("\nErrors other than BUSY (an order that waited the 30 s an order may wait is answered 503 UNAVAILABLE, and "+
 			"one whose client gave up has no answer): %s.\n", strings.Join(slow, "; "))
 	}
-	w("%s\n", admissionEnd)
+	w("%s\n", end)
 	return b.String()
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/marketplace/checkout/bench/internal/figures"
 )
 
 // The section of `-stack cluster` in docs/benchmarks.md.
@@ -13,10 +15,10 @@ const (
 )
 
 // renderCluster writes the cluster's section of docs/benchmarks.md.
-func renderCluster(res Results, window time.Duration) string {
+func renderCluster(res figures.Results, window time.Duration) string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	counts := res.counts()
+	counts := res.Counts()
 	w("%s\n## Campaign traffic through `make cluster`'s shape, beside its own floor\n\n", clusterStartMarker)
 	w("Written by `make bench-cluster` (bench/benchcampaign with `-stack cluster`); running it again replaces this section.\n\n")
 	w("%s", commandAndMachine(res, window, "make bench-cluster", "-stack cluster ",
@@ -55,9 +57,9 @@ func renderCluster(res Results, window time.Duration) string {
 	w("| run | shoppers | per second | POST /orders (floor: update answer) p50 / p99 ms | ÷ floor, per second | answers |\n")
 	w("|---|---:|---:|---:|---:|---|\n")
 	for _, n := range counts {
-		f, _ := res.find(runFloor, n)
+		f, _ := res.Find(runFloor, n)
 		for _, s := range series {
-			r, ok := res.find(s.what, n)
+			r, ok := res.Find(s.what, n)
 			if !ok {
 				continue
 			}
@@ -69,14 +71,14 @@ func renderCluster(res Results, window time.Duration) string {
 		}
 		for _, d := range []struct {
 			label string
-			res   *Results
+			res   *figures.Results
 		}{{"dev stack (`make run`)", res.Dev}, {"dev stack, SQLite at full sync", res.DevFullSync}} {
 			if d.res == nil {
 				continue
 			}
-			df, _ := d.res.find(runFloor, n)
+			df, _ := d.res.Find(runFloor, n)
 			for _, what := range []string{runFloor, runCampaign} {
-				if r, ok := d.res.find(what, n); ok {
+				if r, ok := d.res.Find(what, n); ok {
 					w("| %s, %s | %d | %.1f | %.0f / %.0f | %s | %s |\n", d.label, labelOf(what), n, r.PerSecond,
 						r.P50Ms, r.P99Ms, ratio(r.PerSecond, df.PerSecond), answers(r))
 				}
@@ -90,7 +92,7 @@ func renderCluster(res Results, window time.Duration) string {
 		"how many were under way on average, and the operation that took most of their time):\n\n", res.CPUs)
 	w("| run | shoppers | checkout (API replicas and workers) %% | Temporal (four services, UI) %% | HAProxy %% | PostgreSQL %% | this tool %% | other %% | idle %% | PG active / lock / idle in tx | Temporal persistence calls/s, mean ms, in flight | its heaviest operation |\n")
 	w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
-	writeWindows(&b, res, func(c CPU) []float64 {
+	writeWindows(&b, res, func(c figures.CPU) []float64 {
 		return []float64{c.Checkout, c.Temporal, c.Balancer, c.Postgres, c.Driver, c.OtherPct, c.IdlePct}
 	})
 	if res.Dev != nil {
@@ -98,7 +100,7 @@ func renderCluster(res Results, window time.Duration) string {
 			"worker in one process, Temporal the dev server, its persistence SQLite):\n\n")
 		w("| run | shoppers | checkout dev %% | Temporal %% | PostgreSQL %% | this tool %% | other %% | idle %% | PG active / lock / idle in tx | SQLite calls/s, mean ms, in flight | SQLite's heaviest operation |\n")
 		w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
-		writeWindows(&b, *res.Dev, func(c CPU) []float64 {
+		writeWindows(&b, *res.Dev, func(c figures.CPU) []float64 {
 			return []float64{c.Checkout, c.Temporal, c.Postgres, c.Driver, c.OtherPct, c.IdlePct}
 		})
 	}
@@ -106,7 +108,7 @@ func renderCluster(res Results, window time.Duration) string {
 		w("\nThe dev stack's runs with its SQLite at full sync (the same columns):\n\n")
 		w("| run | shoppers | checkout dev %% | Temporal %% | PostgreSQL %% | this tool %% | other %% | idle %% | PG active / lock / idle in tx | SQLite calls/s, mean ms, in flight | SQLite's heaviest operation |\n")
 		w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
-		writeWindows(&b, *res.DevFullSync, func(c CPU) []float64 {
+		writeWindows(&b, *res.DevFullSync, func(c figures.CPU) []float64 {
 			return []float64{c.Checkout, c.Temporal, c.Postgres, c.Driver, c.OtherPct, c.IdlePct}
 		})
 	}
@@ -141,8 +143,8 @@ func labelOf(what string) string {
 
 // clusterReading says, from the figures, where the campaign run at the highest count spent its
 // CPU and what an order cost Temporal's persistence beside an empty workflow.
-func clusterReading(res Results) string {
-	n, c, ok := res.highestCampaign()
+func clusterReading(res figures.Results) string {
+	n, c, ok := highestCampaign(res)
 	if !ok {
 		return ""
 	}
@@ -154,7 +156,7 @@ func clusterReading(res Results) string {
 		saturation(cpu, res.CPUs), cpu.IdlePct, res.CPUs)
 	fmt.Fprintf(&b, "the largest share went to %s (%.0f %%), then %s (%.0f %%) and %s (%.0f %%); HAProxy took %.0f %%. ",
 		parts[0].name, parts[0].pct, parts[1].name, parts[1].pct, parts[2].name, parts[2].pct, cpu.Balancer)
-	if f, ok := res.find(runFloor, n); ok {
+	if f, ok := res.Find(runFloor, n); ok {
 		cp, fp := c.Window.Persistence, f.Window.Persistence
 		if cp != nil && fp != nil && c.Placed > 0 && f.Created > 0 {
 			fmt.Fprintf(&b, "Per order placed the Temporal server made %.0f persistence calls to PostgreSQL, against %.0f "+
@@ -175,14 +177,14 @@ func clusterReading(res Results) string {
 
 // clusterAgainstDev says, count by count, how the cluster's campaign compared with the dev
 // stack's of the same invocation, and what each did beside its own floor.
-func clusterAgainstDev(res Results) string {
+func clusterAgainstDev(res figures.Results) string {
 	if res.Dev == nil {
 		return ""
 	}
 	var parts []string
-	for _, n := range res.counts() {
-		c, ok := res.find(runCampaign, n)
-		d, dok := res.Dev.find(runCampaign, n)
+	for _, n := range res.Counts() {
+		c, ok := res.Find(runCampaign, n)
+		d, dok := res.Dev.Find(runCampaign, n)
 		if !ok || !dok || d.PerSecond <= 0 {
 			continue
 		}
@@ -216,8 +218,8 @@ func clusterAgainstDev(res Results) string {
 // clusterProjection points at what more hosts would change: not an extrapolation here, but the
 // capacity section's model (bench/capacity, `make capacity`), which reads this run's JSON for its
 // costs per order, is checked against this run's load points and sizes the topology from them.
-func clusterProjection(res Results) string {
-	n, c, ok := res.highestCampaign()
+func clusterProjection(res figures.Results) string {
+	n, c, ok := highestCampaign(res)
 	if !ok || c.PerSecond <= 0 {
 		return ""
 	}

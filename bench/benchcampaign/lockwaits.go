@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"math"
 	"strings"
 	"time"
 
-	"github.com/marketplace/checkout/audit"
+	"github.com/marketplace/checkout/bench/internal/figures"
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/dev/benchkit"
@@ -46,30 +45,9 @@ DROP TRIGGER IF EXISTS carts_truncated ON carts;
 DROP TRIGGER IF EXISTS carts_changed ON carts;
 DROP FUNCTION IF EXISTS cart_changed();`
 
-// LockWaitResults are the runs of the lock-waits section.
-type LockWaitResults struct {
-	StartedAt     time.Time     `json:"startedAt"`
-	WindowSeconds float64       `json:"windowSeconds"`
-	Counts        []int         `json:"shoppers"`
-	CPUs          int           `json:"cpus"`
-	CPUModel      string        `json:"cpuModel"`
-	LoadBefore    float64       `json:"loadAverageBefore"`
-	LoadAfter     float64       `json:"loadAverageAfter"`
-	Runs          []LockWaitRun `json:"runs"`
-	PlainSettle   int           `json:"plainSettled"`
-	Audit         audit.Report  `json:"audit"`
-}
-
-// LockWaitRun is one plain run, with the notices in PostgreSQL (Notify) or on the broker.
-type LockWaitRun struct {
-	Notify bool `json:"notifyInPostgres"`
-	Round  int  `json:"round"`
-	Run    Run  `json:"run"`
-}
-
 func mainLockWaits(ctx context.Context, counts []int, window time.Duration, from, jsonOut, doc string) error {
 	res, err := measureSection(from, jsonOut, doc, lockWaitsStart, lockWaitsEnd,
-		func() (LockWaitResults, error) { return runLockWaits(ctx, counts, window) }, renderLockWaits)
+		func() (figures.LockWaitResults, error) { return runLockWaits(ctx, counts, window) }, renderLockWaits)
 	if err != nil {
 		return err
 	}
@@ -79,8 +57,8 @@ func mainLockWaits(ctx context.Context, counts []int, window time.Duration, from
 	return nil
 }
 
-func runLockWaits(ctx context.Context, counts []int, window time.Duration) (LockWaitResults, error) {
-	res := LockWaitResults{StartedAt: time.Now().UTC(), WindowSeconds: window.Seconds(), Counts: counts,
+func runLockWaits(ctx context.Context, counts []int, window time.Duration) (figures.LockWaitResults, error) {
+	res := figures.LockWaitResults{StartedAt: time.Now().UTC(), WindowSeconds: window.Seconds(), Counts: counts,
 		CPUs: benchkit.OnlineCPUs(), CPUModel: benchkit.CPUModel(), LoadBefore: benchkit.LoadAverage()}
 	log.Printf("starting the dev stack")
 	b, err := startDevBench(ctx, "checkout-bench-lockwaits-", admissionOff...)
@@ -118,7 +96,7 @@ func runLockWaits(ctx context.Context, counts []int, window time.Duration) (Lock
 				}
 				log.Printf("plain at %d shoppers, notify in postgres %v: %.1f orders/s, p99 %.0f ms, backends waiting on a lock %.2f",
 					n, notify, r.PerSecond, r.P99Ms, r.Window.PG.Lock)
-				res.Runs = append(res.Runs, LockWaitRun{Notify: notify, Round: round + 1, Run: r})
+				res.Runs = append(res.Runs, figures.LockWaitRun{Notify: notify, Round: round + 1, Run: r})
 			}
 		}
 	}
@@ -136,17 +114,7 @@ func runLockWaits(ctx context.Context, counts []int, window time.Duration) (Lock
 	return res, nil
 }
 
-// spreadOf is the mean, lowest and highest of xs.
-func spreadOf(xs []float64) (mean, lo, hi float64) {
-	lo, hi = math.Inf(1), math.Inf(-1)
-	for _, x := range xs {
-		mean += x
-		lo, hi = min(lo, x), max(hi, x)
-	}
-	return mean / float64(max(len(xs), 1)), lo, hi
-}
-
-func renderLockWaits(res LockWaitResults) string {
+func renderLockWaits(res figures.LockWaitResults) string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	window := time.Duration(res.WindowSeconds * float64(time.Second))
@@ -196,21 +164,20 @@ func renderLockWaits(res LockWaitResults) string {
 			if notify {
 				how = "notify in PostgreSQL"
 			}
-			lm, ll, lh := spreadOf(lock)
-			rm, rl, rh := spreadOf(rate)
-			pm, pl, ph := spreadOf(p99)
-			w("| %d | %s | %.2f (%.2f–%.2f) | %.1f (%.1f–%.1f) | %.0f (%.0f–%.0f) |\n", n, how, lm, ll, lh, rm, rl, rh, pm, pl, ph)
+			l, r, p := benchkit.SpreadOf(lock), benchkit.SpreadOf(rate), benchkit.SpreadOf(p99)
+			w("| %d | %s | %.2f (%.2f–%.2f) | %.1f (%.1f–%.1f) | %.0f (%.0f–%.0f) |\n", n, how, l.Mean, l.Lo, l.Hi,
+				r.Mean, r.Lo, r.Hi, p.Mean, p.Lo, p.Hi)
 		}
 	}
 	w("\n")
-	writeOutcome(&b, Results{Runs: runsOf(res.Runs), Audit: res.Audit},
+	writeOutcome(&b, figures.Results{Runs: runsOf(res.Runs), Audit: res.Audit},
 		fmt.Sprintf(" (the plain endpoint's %d unpaid orders cancelled and their stock given back first)", res.PlainSettle))
 	w("%s\n", lockWaitsEnd)
 	return b.String()
 }
 
-func runsOf(rs []LockWaitRun) []Run {
-	out := make([]Run, len(rs))
+func runsOf(rs []figures.LockWaitRun) []figures.Run {
+	out := make([]figures.Run, len(rs))
 	for i, r := range rs {
 		out[i] = r.Run
 	}

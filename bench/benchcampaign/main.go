@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/marketplace/checkout/audit"
+	"github.com/marketplace/checkout/bench/internal/figures"
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/dev/benchkit"
@@ -128,11 +129,14 @@ func main() {
 	switch *stack {
 	case stackDev:
 	case stackCluster:
-		if !set["shoppers"] {
+		if !set["shoppers"] && !*admission {
 			*shoppers = "50,200"
 		}
 		if !set["json"] {
 			*jsonOut = "docs/bench-cluster.json"
+			if *admission {
+				*jsonOut = "docs/bench-admission-cluster.json"
+			}
 		}
 	default:
 		log.Fatalf("--stack %q: dev or cluster", *stack)
@@ -156,7 +160,7 @@ func main() {
 		if len(counts) != 1 {
 			log.Fatal("-admission: one shopper count")
 		}
-		if err := mainAdmission(ctx, counts[0], *window, *from, *jsonOut, *out); err != nil {
+		if err := mainAdmission(ctx, *stack, counts[0], *window, *from, *jsonOut, *out); err != nil {
 			log.Fatal(err)
 		}
 		return
@@ -176,7 +180,7 @@ func main() {
 		}
 		return
 	}
-	var res Results
+	var res figures.Results
 	var err error
 	if *from != "" {
 		// Only the writing: the figures of an earlier run.
@@ -220,78 +224,11 @@ func main() {
 	}
 }
 
-// Window is what the machine did during one measured load phase.
-type Window struct {
-	CPU         CPU          `json:"cpu"`
-	PG          PGWaits      `json:"postgres"`
-	Persistence *Persistence `json:"temporalPersistence,omitempty"`
-}
-
-// Run is one measured run: for the floor, workflows; otherwise orders placed through POST /orders.
-type Run struct {
-	What     string  `json:"what"`
-	Shoppers int     `json:"shoppers"`
-	Seconds  float64 `json:"seconds"`
-	// Created is how many orders were answered 201 (the floor: workflows that answered), and
-	// PerSecond that over the load phase; Placed counts every POST /orders, whatever its answer.
-	Created   int64   `json:"created"`
-	PerSecond float64 `json:"createdPerSecond"`
-	Placed    int64   `json:"placed"`
-	P50Ms     float64 `json:"p50Ms"`
-	P95Ms     float64 `json:"p95Ms"`
-	P99Ms     float64 `json:"p99Ms"`
-	// Errors are answers of 5xx or none at all; Unexpected, orders that ended otherwise than their
-	// scenario says; Mismatches, repeated keys whose answers differed.
-	Errors     int64           `json:"errors"`
-	Unexpected int64           `json:"unexpected"`
-	Mismatches int             `json:"mismatches"`
-	Answers    []loadgen.Count `json:"answers,omitempty"`
-	Window     Window          `json:"window"`
-	// Refusals are POST /orders' error answers by code, every try counted (BUSY among them).
-	Refusals []loadgen.ErrorCount `json:"refusals,omitempty"`
-	// CouponOrders are the orders placed with the run's coupon, and Coupons what the previews
-	// with it said of it (runPromo only).
-	CouponOrders int64           `json:"couponOrders,omitempty"`
-	Coupons      []loadgen.Count `json:"coupons,omitempty"`
-}
-
 // The stacks measured (-stack).
 const (
 	stackDev     = "dev"
 	stackCluster = "cluster"
 )
-
-// Results are everything one invocation measured.
-type Results struct {
-	// Stack is the stack measured: dev (also for figures from before there was a choice) or cluster.
-	Stack         string       `json:"stack,omitempty"`
-	StartedAt     time.Time    `json:"startedAt"`
-	WindowSeconds float64      `json:"windowSeconds"`
-	CPUs          int          `json:"cpus"`
-	CPUModel      string       `json:"cpuModel"`
-	LoadBefore    float64      `json:"loadAverageBefore"`
-	LoadAfter     float64      `json:"loadAverageAfter"`
-	Runs          []Run        `json:"runs"`
-	Audit         audit.Report `json:"audit"`
-	PlainSettle   int          `json:"plainOrdersSettled"`
-	// Dev is, for the cluster, the dev stack's floor and campaign at the same counts, measured in
-	// the same invocation after the cluster's runs.
-	Dev *Results `json:"devStack,omitempty"`
-	// DevFullSync is the same dev stack with its SQLite fsyncing every commit (TEMPORAL_DEV_SQLITE_SYNC=full),
-	// as the cluster's PostgreSQL does; Env is what a stack was started with beyond the defaults.
-	DevFullSync *Results `json:"devStackFullSync,omitempty"`
-	Env         []string `json:"env,omitempty"`
-}
-
-// find returns the run of what at shoppers.
-func (r Results) find(what string, shoppers int) (Run, bool) {
-	for _, x := range r.Runs {
-		if x.What == what && x.Shoppers == shoppers {
-			return x, true
-		}
-	}
-	return Run{}, false
-}
 
 // bench is what the runs share.
 type bench struct {
@@ -303,8 +240,8 @@ type bench struct {
 	plain   *plain
 }
 
-func run(ctx context.Context, counts []int, window time.Duration, stack string) (Results, error) {
-	res := Results{Stack: stack, StartedAt: time.Now().UTC(), WindowSeconds: window.Seconds(), CPUs: benchkit.OnlineCPUs(),
+func run(ctx context.Context, counts []int, window time.Duration, stack string) (figures.Results, error) {
+	res := figures.Results{Stack: stack, StartedAt: time.Now().UTC(), WindowSeconds: window.Seconds(), CPUs: benchkit.OnlineCPUs(),
 		CPUModel: benchkit.CPUModel(), LoadBefore: benchkit.LoadAverage()}
 	if stack == stackCluster {
 		if err := measure(ctx, &res, counts, window, []string{runFloor, runCampaign, runSagaOK}); err != nil {
@@ -312,7 +249,7 @@ func run(ctx context.Context, counts []int, window time.Duration, stack string) 
 		}
 		// The dev stack's floor and campaign at the same counts, in this invocation, once the
 		// cluster has stopped: the figures the cluster's are set beside.
-		dev := Results{Stack: stackDev, StartedAt: time.Now().UTC(), WindowSeconds: res.WindowSeconds, CPUs: res.CPUs,
+		dev := figures.Results{Stack: stackDev, StartedAt: time.Now().UTC(), WindowSeconds: res.WindowSeconds, CPUs: res.CPUs,
 			CPUModel: res.CPUModel, LoadBefore: benchkit.LoadAverage()}
 		if err := measure(ctx, &dev, counts, window, []string{runFloor, runCampaign}); err != nil {
 			return res, fmt.Errorf("the dev stack: %w", err)
@@ -321,7 +258,7 @@ func run(ctx context.Context, counts []int, window time.Duration, stack string) 
 		res.Dev = &dev
 		// And again with the dev server's SQLite fsyncing each commit: the cluster's PostgreSQL
 		// does, the dev server's default does not, and the comparison should say what that costs.
-		full := Results{Stack: stackDev, StartedAt: time.Now().UTC(), WindowSeconds: res.WindowSeconds, CPUs: res.CPUs,
+		full := figures.Results{Stack: stackDev, StartedAt: time.Now().UTC(), WindowSeconds: res.WindowSeconds, CPUs: res.CPUs,
 			CPUModel: res.CPUModel, LoadBefore: benchkit.LoadAverage(), Env: []string{"TEMPORAL_DEV_SQLITE_SYNC=full"}}
 		if err := measure(ctx, &full, counts, window, []string{runFloor, runCampaign}); err != nil {
 			return res, fmt.Errorf("the dev stack at full sync: %w", err)
@@ -337,7 +274,7 @@ func run(ctx context.Context, counts []int, window time.Duration, stack string) 
 
 // measure starts res.Stack, runs each of whats at each count, the runs of a count taking turns
 // going first from one count to the next, then audits what they left, and stops the stack.
-func measure(ctx context.Context, res *Results, counts []int, window time.Duration, whats []string) error {
+func measure(ctx context.Context, res *figures.Results, counts []int, window time.Duration, whats []string) error {
 	onCluster := res.Stack == stackCluster
 	var s *benchkit.Stack
 	var err error
@@ -390,9 +327,9 @@ func measure(ctx context.Context, res *Results, counts []int, window time.Durati
 		return err
 	}
 	for _, n := range counts {
-		steps := make([]func() (Run, error), len(whats))
+		steps := make([]func() (figures.Run, error), len(whats))
 		for i, what := range whats {
-			steps[i] = func() (Run, error) {
+			steps[i] = func() (figures.Run, error) {
 				switch what {
 				case runFloor:
 					return b.floorRun(ctx, n, window)
@@ -473,13 +410,13 @@ func (s *sampler) mark(i int) {
 	}
 }
 
-func (s *sampler) window() Window {
-	return Window{CPU: cpuBetween(s.cpu[0], s.cpu[1], s.b.procs.cpus), PG: s.b.pg.between(s.from, s.to),
+func (s *sampler) window() figures.Window {
+	return figures.Window{CPU: cpuBetween(s.cpu[0], s.cpu[1], s.b.procs.cpus), PG: s.b.pg.between(s.from, s.to),
 		Persistence: persistenceBetween(s.persist[0], s.persist[1])}
 }
 
 // floorRun starts empty workflows from n clients, one after another each, for d.
-func (b *bench) floorRun(ctx context.Context, n int, d time.Duration) (Run, error) {
+func (b *bench) floorRun(ctx context.Context, n int, d time.Duration) (figures.Run, error) {
 	b.quiet()
 	log.Printf("%s at %d clients", runFloor, n)
 	tag := strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -511,14 +448,14 @@ func (b *bench) floorRun(ctx context.Context, n int, d time.Duration) (Run, erro
 	wg.Wait()
 	sm.mark(1)
 	if err := cmp.Or(ctx.Err(), sm.err); err != nil {
-		return Run{}, err
+		return figures.Run{}, err
 	}
 	if errs > 0 {
 		log.Printf("floor: %d errors, the first: %v", errs, firstErr)
 	}
 	secs := sm.to.Sub(sm.from).Seconds()
 	slices.Sort(lat)
-	return Run{What: runFloor, Shoppers: n, Seconds: secs, Created: int64(len(lat)), Placed: int64(len(lat)) + errs,
+	return figures.Run{What: runFloor, Shoppers: n, Seconds: secs, Created: int64(len(lat)), Placed: int64(len(lat)) + errs,
 		PerSecond: float64(len(lat)) / secs, P50Ms: benchkit.QuantileMs(lat, 0.50), P95Ms: benchkit.QuantileMs(lat, 0.95), P99Ms: benchkit.QuantileMs(lat, 0.99),
 		Errors: errs, Window: sm.window()}, nil
 }
@@ -526,14 +463,14 @@ func (b *bench) floorRun(ctx context.Context, n int, d time.Duration) (Run, erro
 // loadRun is one run of the load generator with n shoppers for d; orderURL, when set, sends the
 // orders to the plain endpoint; with changes the load generator's configuration further.
 func (b *bench) loadRun(ctx context.Context, what string, n int, d time.Duration, mix loadgen.Mix, orderURL string,
-	with ...func(*loadgen.Config)) (Run, error) {
+	with ...func(*loadgen.Config)) (figures.Run, error) {
 	r, _, err := b.loadReport(ctx, what, n, d, mix, orderURL, with...)
 	return r, err
 }
 
 // loadReport is loadRun with the load generator's whole report.
 func (b *bench) loadReport(ctx context.Context, what string, n int, d time.Duration, mix loadgen.Mix, orderURL string,
-	with ...func(*loadgen.Config)) (Run, loadgen.Report, error) {
+	with ...func(*loadgen.Config)) (figures.Run, loadgen.Report, error) {
 	b.quiet()
 	log.Printf("%s at %d shoppers", what, n)
 	sm := &sampler{b: b}
@@ -558,12 +495,12 @@ func (b *bench) loadReport(ctx context.Context, what string, n int, d time.Durat
 	}
 	rep, err := loadgen.Run(ctx, cfg)
 	if err != nil {
-		return Run{}, rep, fmt.Errorf("%s at %d shoppers: %w", what, n, err)
+		return figures.Run{}, rep, fmt.Errorf("%s at %d shoppers: %w", what, n, err)
 	}
 	if sm.err != nil {
-		return Run{}, rep, sm.err
+		return figures.Run{}, rep, sm.err
 	}
-	r := Run{What: what, Shoppers: n, Seconds: rep.LoadSeconds, Placed: rep.Orders, Answers: rep.Answers,
+	r := figures.Run{What: what, Shoppers: n, Seconds: rep.LoadSeconds, Placed: rep.Orders, Answers: rep.Answers,
 		Mismatches: len(rep.Mismatches), Window: sm.window(), CouponOrders: rep.CouponOrders, Coupons: rep.Coupons}
 	if orderURL == "" {
 		r.Unexpected = rep.Unexpected()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/marketplace/checkout/audit"
+	"github.com/marketplace/checkout/bench/internal/figures"
 	"github.com/marketplace/checkout/internal/dev/benchkit"
 	"github.com/marketplace/checkout/loadgen"
 )
@@ -27,15 +28,15 @@ const promotionRounds = 3
 
 // PromotionResults are everything one -promotions invocation measured.
 type PromotionResults struct {
-	StartedAt     time.Time    `json:"startedAt"`
-	WindowSeconds float64      `json:"windowSeconds"`
-	Shoppers      int          `json:"shoppers"`
-	CPUs          int          `json:"cpus"`
-	CPUModel      string       `json:"cpuModel"`
-	LoadBefore    float64      `json:"loadAverageBefore"`
-	LoadAfter     float64      `json:"loadAverageAfter"`
-	Runs          []Run        `json:"runs"`
-	Audit         audit.Report `json:"audit"`
+	StartedAt     time.Time     `json:"startedAt"`
+	WindowSeconds float64       `json:"windowSeconds"`
+	Shoppers      int           `json:"shoppers"`
+	CPUs          int           `json:"cpus"`
+	CPUModel      string        `json:"cpuModel"`
+	LoadBefore    float64       `json:"loadAverageBefore"`
+	LoadAfter     float64       `json:"loadAverageAfter"`
+	Runs          []figures.Run `json:"runs"`
+	Audit         audit.Report  `json:"audit"`
 }
 
 // mainPromotions measures (or, with from, reads an earlier run's JSON), writes the JSON and the
@@ -61,9 +62,11 @@ func runPromotions(ctx context.Context, shoppers int, window time.Duration) (Pro
 		return res, err
 	}
 	defer b.close()
-	steps := []func() (Run, error){
-		func() (Run, error) { return b.loadRun(ctx, runCampaign, shoppers, window, loadgen.CampaignMix, "") },
-		func() (Run, error) {
+	steps := []func() (figures.Run, error){
+		func() (figures.Run, error) {
+			return b.loadRun(ctx, runCampaign, shoppers, window, loadgen.CampaignMix, "")
+		},
+		func() (figures.Run, error) {
 			return b.loadRun(ctx, runPromo, shoppers, window, loadgen.CampaignMix, "", withPromotions)
 		},
 	}
@@ -91,14 +94,14 @@ func runPromotions(ctx context.Context, shoppers int, window time.Duration) (Pro
 // unanswered requests: the stack stalled) is left out of both and counted in stalled: its
 // figure is the stall's, not the mix's.
 type promotionFigures struct {
-	runs         []Run
+	runs         []figures.Run
 	stalled      int
 	mean, spread float64
 }
 
 func figuresOf(res PromotionResults, what string) promotionFigures {
 	var f promotionFigures
-	lo, hi := math.Inf(1), math.Inf(-1)
+	var rates []float64
 	for _, r := range res.Runs {
 		if r.What != what {
 			continue
@@ -108,14 +111,12 @@ func figuresOf(res PromotionResults, what string) promotionFigures {
 			continue
 		}
 		f.runs = append(f.runs, r)
-		f.mean += r.PerSecond
-		lo, hi = min(lo, r.PerSecond), max(hi, r.PerSecond)
+		rates = append(rates, r.PerSecond)
 	}
-	if len(f.runs) > 0 {
-		f.mean /= float64(len(f.runs))
-		if f.mean > 0 {
-			f.spread = (hi - lo) / f.mean
-		}
+	sp := benchkit.SpreadOf(rates)
+	f.mean = sp.Mean
+	if f.mean > 0 {
+		f.spread = (sp.Hi - sp.Lo) / f.mean
 	}
 	return f
 }
@@ -178,7 +179,7 @@ func renderPromotions(res PromotionResults) string {
 	} else {
 		w("The change is larger than that spread: coupons and a campaign have a measurable cost here.\n\n")
 	}
-	writeOutcome(&b, Results{Runs: res.Runs, Audit: res.Audit}, "")
+	writeOutcome(&b, figures.Results{Runs: res.Runs, Audit: res.Audit}, "")
 	w("%s\n", promotionsEnd)
 	return b.String()
 }

@@ -16,6 +16,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/marketplace/checkout/bench/internal/figures"
 )
 
 // series are the runs as they appear in the plot and the tables.
@@ -29,24 +31,10 @@ var series = []struct {
 	{runPlainOK, "plain transaction, all tok_ok", color.RGBA{R: 30, G: 90, B: 200, A: 255}},
 }
 
-// counts are the shopper counts measured, in order.
-func (r Results) counts() []int {
-	seen := map[int]bool{}
-	var out []int
-	for _, x := range r.Runs {
-		if !seen[x.Shoppers] {
-			seen[x.Shoppers] = true
-			out = append(out, x.Shoppers)
-		}
-	}
-	sort.Ints(out)
-	return out
-}
-
 // drawPlot draws throughput (left) and POST /orders p99 (right) against shoppers, one line per
 // series, into a PNG.
-func drawPlot(path string, res Results) error {
-	counts := res.counts()
+func drawPlot(path string, res figures.Results) error {
+	counts := res.Counts()
 	ticks := make([]plot.Tick, 0, len(counts))
 	for _, n := range counts {
 		ticks = append(ticks, plot.Tick{Value: float64(n), Label: strconv.Itoa(n)})
@@ -70,7 +58,7 @@ func drawPlot(path string, res Results) error {
 	for _, s := range series {
 		var tp, lp plotter.XYs
 		for _, n := range counts {
-			if r, ok := res.find(s.what, n); ok {
+			if r, ok := res.Find(s.what, n); ok {
 				tp = append(tp, plotter.XY{X: float64(n), Y: r.PerSecond})
 				lp = append(lp, plotter.XY{X: float64(n), Y: max(r.P99Ms, 0.1)})
 			}
@@ -129,10 +117,10 @@ func ratio(a, b float64) string {
 }
 
 // render writes the section of docs/benchmarks.md.
-func render(res Results, window time.Duration, plotPath, docPath string) string {
+func render(res figures.Results, window time.Duration, plotPath, docPath string) string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	counts := res.counts()
+	counts := res.Counts()
 	w("%s\n## Campaign traffic through the whole stack, beside the Temporal floor and a plain checkout\n\n", startMarker)
 	w("Written by `make bench-campaign` (bench/benchcampaign); running it again replaces this section and the plot.\n\n")
 	w("%s", commandAndMachine(res, window, "make bench-campaign", "", "The stack, the load generator and the plain endpoint"))
@@ -161,16 +149,16 @@ func render(res Results, window time.Duration, plotPath, docPath string) string 
 	w("| shoppers | floor: workflows/s | floor p50 / p99 ms | saga, campaign: orders/s | POST /orders p50 / p99 ms | campaign ÷ floor, per second | campaign answers |\n")
 	w("|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, n := range counts {
-		f, _ := res.find(runFloor, n)
-		c, _ := res.find(runCampaign, n)
+		f, _ := res.Find(runFloor, n)
+		c, _ := res.Find(runCampaign, n)
 		w("| %d | %.1f | %.0f / %.0f | %.1f | %.0f / %.0f | %s | %s |\n", n, f.PerSecond, f.P50Ms, f.P99Ms,
 			c.PerSecond, c.P50Ms, c.P99Ms, ratio(c.PerSecond, f.PerSecond), answers(c))
 	}
 	w("\n| shoppers | saga, tok_ok: orders/s | plain, tok_ok: orders/s | saga ÷ plain, per second | saga p50 / p99 ms | plain p50 / p99 ms | saga ÷ plain, p99 |\n")
 	w("|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, n := range counts {
-		s, _ := res.find(runSagaOK, n)
-		p, _ := res.find(runPlainOK, n)
+		s, _ := res.Find(runSagaOK, n)
+		p, _ := res.Find(runPlainOK, n)
 		w("| %d | %.1f | %.1f | %s | %.0f / %.0f | %.0f / %.0f | %s |\n", n, s.PerSecond, p.PerSecond,
 			ratio(s.PerSecond, p.PerSecond), s.P50Ms, s.P99Ms, p.P50Ms, p.P99Ms, ratio(s.P99Ms, p.P99Ms))
 	}
@@ -186,7 +174,7 @@ func render(res Results, window time.Duration, plotPath, docPath string) string 
 		"under way on average, and the operation that took most of their time):\n\n", res.CPUs)
 	w("| run | shoppers | checkout dev %% | Temporal %% | PostgreSQL %% | this tool (load generator, floor client, plain endpoint) %% | other %% | idle %% | PG active / lock / idle in tx | SQLite calls/s, mean ms, in flight | SQLite's heaviest operation |\n")
 	w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
-	writeWindows(&b, res, func(c CPU) []float64 {
+	writeWindows(&b, res, func(c figures.CPU) []float64 {
 		return []float64{c.Checkout, c.Temporal, c.Postgres, c.Driver, c.OtherPct, c.IdlePct}
 	})
 	w("\n%s\n\n", ceiling(res))
@@ -197,9 +185,9 @@ func render(res Results, window time.Duration, plotPath, docPath string) string 
 
 // commandAndMachine are a section's first two items: the command that measured it (flags are
 // the tool's flags before -shoppers) and the machine, which who shares.
-func commandAndMachine(res Results, window time.Duration, target, flags, who string) string {
-	list := make([]string, 0, len(res.counts()))
-	for _, n := range res.counts() {
+func commandAndMachine(res figures.Results, window time.Duration, target, flags, who string) string {
+	list := make([]string, 0, len(res.Counts()))
+	for _, n := range res.Counts() {
 		list = append(list, strconv.Itoa(n))
 	}
 	return fmt.Sprintf("- Command: `%s` (`bin/benchcampaign %s-shoppers %s -window %s`), measured %s.\n"+
@@ -210,10 +198,10 @@ func commandAndMachine(res Results, window time.Duration, target, flags, who str
 
 // writeWindows writes a row per run of what its window saw: the CPU figures cpu picks, then
 // PostgreSQL's backends and the Temporal server's persistence.
-func writeWindows(b *strings.Builder, res Results, cpu func(CPU) []float64) {
-	for _, n := range res.counts() {
+func writeWindows(b *strings.Builder, res figures.Results, cpu func(figures.CPU) []float64) {
+	for _, n := range res.Counts() {
 		for _, s := range series {
-			r, ok := res.find(s.what, n)
+			r, ok := res.Find(s.what, n)
 			if !ok {
 				continue
 			}
@@ -236,7 +224,7 @@ func writeWindows(b *strings.Builder, res Results, cpu func(CPU) []float64) {
 
 // writeOutcome writes the audit after the runs (first saying what was done before it) and the
 // faults the runs saw.
-func writeOutcome(b *strings.Builder, res Results, before string) {
+func writeOutcome(b *strings.Builder, res figures.Results, before string) {
 	w := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
 	if res.Audit.OK() {
 		w("Audit after the runs%s: **clean**, %d checks over %d inventory rows, %d reservations and %s.\n",
@@ -265,7 +253,7 @@ func writeOutcome(b *strings.Builder, res Results, before string) {
 	}
 }
 
-func answers(r Run) string {
+func answers(r figures.Run) string {
 	parts := make([]string, 0, len(r.Answers))
 	for _, a := range r.Answers {
 		parts = append(parts, fmt.Sprintf("%s %d", a.Outcome, a.Orders))
@@ -296,13 +284,13 @@ func joinCounts(m map[string]int64) string {
 }
 
 // highestCampaign is the campaign run at the highest shopper count.
-func (r Results) highestCampaign() (int, Run, bool) {
-	counts := r.counts()
+func highestCampaign(r figures.Results) (int, figures.Run, bool) {
+	counts := r.Counts()
 	if len(counts) == 0 {
-		return 0, Run{}, false
+		return 0, figures.Run{}, false
 	}
 	n := counts[len(counts)-1]
-	c, ok := r.find(runCampaign, n)
+	c, ok := r.Find(runCampaign, n)
 	return n, c, ok
 }
 
@@ -319,7 +307,7 @@ func largestFirst(shares ...share) []share {
 }
 
 // saturation says whether a run left the machine's CPUs saturated (less than 10 % of each idle).
-func saturation(cpu CPU, cpus int) string {
+func saturation(cpu figures.CPU, cpus int) string {
 	if cpu.IdlePct < 10*float64(cpus) {
 		return "saturated"
 	}
@@ -327,8 +315,8 @@ func saturation(cpu CPU, cpus int) string {
 }
 
 // ceiling says, from the figures, where the campaign run at the highest count met its limit.
-func ceiling(res Results) string {
-	n, c, ok := res.highestCampaign()
+func ceiling(res figures.Results) string {
+	n, c, ok := highestCampaign(res)
 	if !ok {
 		return ""
 	}
@@ -358,7 +346,7 @@ func ceiling(res Results) string {
 		fmt.Fprintf(&b, "PostgreSQL was not lock-bound (%.2f backends waiting on a lock on average, %.2f running a statement). ",
 			pg.Lock, pg.Active)
 	}
-	if f, ok := res.find(runFloor, n); ok && f.PerSecond > 0 {
+	if f, ok := res.Find(runFloor, n); ok && f.PerSecond > 0 {
 		fmt.Fprintf(&b, "The floor itself, empty workflows with nothing else running, reached %.1f/s at this concurrency", f.PerSecond)
 		cp, fp := c.Window.Persistence, f.Window.Persistence
 		if cp != nil && fp != nil && c.Placed > 0 && f.Created > 0 {
@@ -368,7 +356,7 @@ func ceiling(res Results) string {
 				fp.PerSecond*f.Seconds/float64(f.Created))
 		}
 		b.WriteString(". On a Temporal cluster with a server-grade store and several history shards this limit moves")
-		if p, ok := res.find(runPlainOK, n); ok && p.PerSecond > 2*c.PerSecond {
+		if p, ok := res.Find(runPlainOK, n); ok && p.PerSecond > 2*c.PerSecond {
 			fmt.Fprintf(&b, "; on the dev server it is the checkout's ceiling, well below what PostgreSQL serves "+
 				"(%.0f orders/s in the plain run)", p.PerSecond)
 		}
@@ -377,7 +365,7 @@ func ceiling(res Results) string {
 	return b.String()
 }
 
-func waits(ws []WaitCount) string {
+func waits(ws []figures.WaitCount) string {
 	parts := make([]string, len(ws))
 	for i, x := range ws {
 		parts[i] = fmt.Sprintf("%s in %s (%.2f)", x.Event, x.Query, x.Mean)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/marketplace/checkout/bench/internal/figures"
 	"github.com/marketplace/checkout/internal/dev/benchkit"
 )
 
@@ -29,20 +30,23 @@ type procs struct {
 	cpus                         int
 }
 
-// findProcs finds the dev server and the postmaster among the children of `checkout-dev dev`.
+// findProcs finds the processes of `checkout-dev dev` (benchkit.DevParts). Its event broker is
+// none of the parties this benchmark reports: its CPU counts as other processes'.
 func findProcs(checkoutPID int, dataDir string) (procs, error) {
-	p := procs{checkout: []int{checkoutPID}, cpus: benchkit.OnlineCPUs()}
-	var err error
-	if p.postmaster, err = benchkit.PostmasterPID(filepath.Join(dataDir, "pg")); err != nil {
-		return p, fmt.Errorf("postmaster.pid: %w", err)
+	p := procs{cpus: benchkit.OnlineCPUs()}
+	parts, err := benchkit.DevParts(checkoutPID, dataDir)
+	if err != nil {
+		return p, err
 	}
-	for _, pid := range benchkit.PIDs() {
-		if st, err := benchkit.ProcTimes(pid); err == nil && st.PPID == checkoutPID && st.Comm == "temporal" {
-			p.temporal = append(p.temporal, pid)
+	for _, part := range parts {
+		switch part.Name {
+		case "checkout":
+			p.checkout = append(p.checkout, part.PID)
+		case "temporal":
+			p.temporal = append(p.temporal, part.PID)
+		case "postgres":
+			p.postmaster = part.PID
 		}
-	}
-	if len(p.temporal) == 0 {
-		return p, fmt.Errorf("no temporal process under `checkout-dev dev` (pid %d)", checkoutPID)
 	}
 	return p, nil
 }
@@ -113,33 +117,17 @@ func (p procs) snap() (cpuSnap, error) {
 	return s, nil
 }
 
-// CPU is what each party took during a measured window, in percent of one CPU (the machine has
-// CPUs × 100 %), and Other, the share of the whole machine that went to processes outside the
-// benchmark: the figure that says whether the window was disturbed.
-type CPU struct {
-	Checkout float64 `json:"checkoutDevPct"`
-	Temporal float64 `json:"temporalPct"`
-	Balancer float64 `json:"haproxyPct,omitempty"`
-	Postgres float64 `json:"postgresPct"`
-	Driver   float64 `json:"driverPct"`
-	OtherPct float64 `json:"otherPct"`
-	IdlePct  float64 `json:"idlePct"`
-	// Other is the share (0–1) of the machine's CPU time taken by other processes.
-	Other   float64 `json:"otherShare"`
-	Seconds float64 `json:"seconds"`
-}
-
-func cpuBetween(a, b cpuSnap, cpus int) CPU {
+func cpuBetween(a, b cpuSnap, cpus int) figures.CPU {
 	total := b.total - a.total
 	if total <= 0 {
-		return CPU{}
+		return figures.CPU{}
 	}
 	perCPU := total / float64(cpus) // jiffies of one CPU over the window
 	pct := func(x float64) float64 { return 100 * x / perCPU }
 	ours := (b.checkout - a.checkout) + (b.temporal - a.temporal) + (b.balancer - a.balancer) + (b.postgres - a.postgres) +
 		(b.driver - a.driver)
 	other := max((b.busy-a.busy)-ours, 0)
-	return CPU{Checkout: pct(b.checkout - a.checkout), Temporal: pct(b.temporal - a.temporal), Balancer: pct(b.balancer - a.balancer),
+	return figures.CPU{Checkout: pct(b.checkout - a.checkout), Temporal: pct(b.temporal - a.temporal), Balancer: pct(b.balancer - a.balancer),
 		Postgres: pct(b.postgres - a.postgres), Driver: pct(b.driver - a.driver), OtherPct: pct(other),
 		IdlePct: pct(total - (b.busy - a.busy)), Other: other / total, Seconds: b.at.Sub(a.at).Seconds()}
 }
@@ -157,34 +145,6 @@ func (p procs) stackBusy(d time.Duration) float64 {
 	}
 	c := cpuBetween(a, b, p.cpus)
 	return c.Checkout + c.Temporal + c.Balancer + c.Postgres
-}
-
-// PGWaits summarise pg_stat_activity samples of the stack's database: the mean number of client
-// backends in each state over the window, and which waits on heavyweight locks were seen most.
-type PGWaits struct {
-	Samples int `json:"samples"`
-	// Active is the mean number of backends running a statement; OnCPU those of them not waiting
-	// on anything; Lock waiting on a heavyweight lock (row, transaction id, tuple, relation,
-	// advisory); LWLock, IO and IPC the other waits; IdleInTx the backends inside a transaction
-	// waiting for their client's next statement (they hold their locks meanwhile).
-	Active   float64 `json:"active"`
-	OnCPU    float64 `json:"onCpu"`
-	Lock     float64 `json:"lock"`
-	LWLock   float64 `json:"lwlock"`
-	IO       float64 `json:"io"`
-	IPC      float64 `json:"ipc"`
-	IdleInTx float64 `json:"idleInTx"`
-	// LockSamples is the share of samples with at least one backend waiting on a lock.
-	LockSamples float64     `json:"lockSampleShare"`
-	TopLocks    []WaitCount `json:"topLocks"`
-	TopOther    []WaitCount `json:"topOtherWaits"`
-}
-
-// WaitCount is how many backend-samples waited on Event, running the statement named Query.
-type WaitCount struct {
-	Event string  `json:"event"`
-	Query string  `json:"query"`
-	Mean  float64 `json:"mean"`
 }
 
 type pgSample struct {
@@ -296,10 +256,10 @@ func (s *pgSampler) close() {
 }
 
 // between summarises the samples taken in [from, to].
-func (s *pgSampler) between(from, to time.Time) PGWaits {
+func (s *pgSampler) between(from, to time.Time) figures.PGWaits {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var w PGWaits
+	var w figures.PGWaits
 	locks, other := map[string]int{}, map[string]int{}
 	withLock := 0
 	for _, smp := range s.samples {
@@ -336,11 +296,11 @@ func (s *pgSampler) between(from, to time.Time) PGWaits {
 	return w
 }
 
-func top(m map[string]int, samples float64, k int) []WaitCount {
-	out := make([]WaitCount, 0, len(m))
+func top(m map[string]int, samples float64, k int) []figures.WaitCount {
+	out := make([]figures.WaitCount, 0, len(m))
 	for key, c := range m {
 		event, query, _ := strings.Cut(key, "\x00")
-		out = append(out, WaitCount{Event: event, Query: query, Mean: float64(c) / samples})
+		out = append(out, figures.WaitCount{Event: event, Query: query, Mean: float64(c) / samples})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Mean != out[j].Mean {
@@ -391,33 +351,13 @@ func scrapeInto(ctx context.Context, url string, p *persistence) error {
 	})
 }
 
-// Persistence is what the Temporal server's persistence layer (the dev server's SQLite, the
-// cluster's PostgreSQL) did during a window.
-type Persistence struct {
-	PerSecond float64 `json:"callsPerSecond"`
-	MeanMs    float64 `json:"meanMs"`
-	P99Ms     float64 `json:"p99Ms"`
-	// InFlight is the mean number of persistence calls under way (total latency ÷ window): the
-	// dev server's SQLite store runs one write at a time, so above about 1 calls wait for each other.
-	InFlight float64     `json:"inFlight"`
-	TopOps   []OpLatency `json:"topOperations"`
-}
-
-// OpLatency is one persistence operation's rate and mean latency.
-type OpLatency struct {
-	Op        string  `json:"operation"`
-	PerSecond float64 `json:"perSecond"`
-	MeanMs    float64 `json:"meanMs"`
-	Share     float64 `json:"timeShare"`
-}
-
-func persistenceBetween(a, b persistence) *Persistence {
+func persistenceBetween(a, b persistence) *figures.Persistence {
 	secs := b.at.Sub(a.at).Seconds()
 	if secs <= 0 || b.count == nil || a.count == nil {
 		return nil
 	}
 	var calls, total float64
-	var ops []OpLatency
+	var ops []figures.OpLatency
 	for op, c := range b.count {
 		dc, ds := c-a.count[op], b.sum[op]-a.sum[op]
 		if dc <= 0 {
@@ -425,16 +365,16 @@ func persistenceBetween(a, b persistence) *Persistence {
 		}
 		calls += dc
 		total += ds
-		ops = append(ops, OpLatency{Op: op, PerSecond: dc / secs, MeanMs: 1000 * ds / dc, Share: ds})
+		ops = append(ops, figures.OpLatency{Op: op, PerSecond: dc / secs, MeanMs: 1000 * ds / dc, Share: ds})
 	}
 	if calls == 0 {
-		return &Persistence{}
+		return &figures.Persistence{}
 	}
 	for i := range ops {
 		ops[i].Share /= total
 	}
 	sort.Slice(ops, func(i, j int) bool { return ops[i].Share > ops[j].Share })
-	out := &Persistence{PerSecond: calls / secs, MeanMs: 1000 * total / calls, InFlight: total / secs,
+	out := &figures.Persistence{PerSecond: calls / secs, MeanMs: 1000 * total / calls, InFlight: total / secs,
 		TopOps: ops[:min(3, len(ops))]}
 	// p99 from the bucket deltas, linear within the bucket.
 	les := make([]float64, 0, len(b.buckets))

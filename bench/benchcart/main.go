@@ -21,7 +21,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -244,19 +243,6 @@ func firstLine(s string) string {
 	return line
 }
 
-func median(xs []float64) (med, lo, hi float64) {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0, 0, 0
-	}
-	med = s[len(s)/2]
-	if len(s)%2 == 0 {
-		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return med, s[0], s[len(s)-1]
-}
-
 func render(results []variantResult, started time.Time, load float64, wrkVersion string, users, conns, threads int,
 	dur time.Duration) string {
 	var b strings.Builder
@@ -293,13 +279,13 @@ func render(results []variantResult, started time.Time, load float64, wrkVersion
 		for i := range r.cart {
 			ratios[i] = r.cart[i].perSecond / r.health[i].perSecond
 		}
-		med, lo, hi := median(ratios)
+		sp := benchkit.SpreadOf(ratios)
 		rate := 0.0
 		if r.hits+r.miss > 0 {
 			rate = r.hits / (r.hits + r.miss)
 		}
 		fmt.Fprintf(&b, "- **%s: cart ÷ healthz %.2f** (%.2f–%.2f over %d rounds); cart cache hit rate %.2f.\n",
-			r.name, med, lo, hi, len(ratios), rate)
+			r.name, sp.Median, sp.Lo, sp.Hi, len(ratios), rate)
 	}
 	b.WriteString(endMarker + "\n")
 	return b.String()

@@ -24,14 +24,24 @@ const (
 	floorWorkerFlag = "floor-worker"
 )
 
+// kind is one batch of the CPU pass: shoppers with a mix of scenarios; browse stops each shopper
+// after the preview, so that the batch is the visit without its order.
+type kind struct {
+	name   string
+	mix    loadgen.Mix
+	browse bool
+}
+
+// visit is the shopper's visit without the order (an address, the cart's lines, the cart read, the
+// preview): what each kind's orders do before POST /orders, measured on its own in every run.
+var visit = kind{name: "the visit alone (address, cart, preview; no order)", mix: loadgen.Mix{loadgen.ScenarioOK: 1},
+	browse: true}
+
 // kinds are what the CPU pass measures beside the floor, in the order each run takes them.
-var kinds = []struct {
-	name string
-	mix  loadgen.Mix
-}{
-	{"paid-at-once", loadgen.Mix{loadgen.ScenarioOK: 1}},
-	{"3-D Secure", loadgen.Mix{loadgen.Scenario3DSApprove: 1}},
-	{"campaign mix", loadgen.CampaignMix},
+var kinds = []kind{
+	{name: "paid-at-once", mix: loadgen.Mix{loadgen.ScenarioOK: 1}},
+	{name: "3-D Secure", mix: loadgen.Mix{loadgen.Scenario3DSApprove: 1}},
+	{name: "campaign mix", mix: loadgen.CampaignMix},
 }
 
 // cpuCost is what one order (or one empty workflow) took of the stack's server processes in one
@@ -42,6 +52,15 @@ type cpuCost struct {
 	orders int
 }
 
+// less is c with o's CPU per order taken off, process by process.
+func (c cpuCost) less(o cpuCost) cpuCost {
+	out := cpuCost{byPart: map[string]float64{}, orders: c.orders}
+	for name, v := range c.byPart {
+		out.byPart[name] = v - o.byPart[name]
+	}
+	return out
+}
+
 func (c cpuCost) ms() float64 {
 	var sum float64
 	for _, v := range c.byPart {
@@ -50,9 +69,10 @@ func (c cpuCost) ms() float64 {
 	return sum
 }
 
-// cpuRun is one run: the floor, then each kind, on the same stack.
+// cpuRun is one run: the floor, the visit, then each kind, on the same stack.
 type cpuRun struct {
 	floor cpuCost
+	visit cpuCost
 	kinds map[string]cpuCost
 	// other is the share of the machine's CPU that went to processes outside the stack and this
 	// tool during the run: above a tenth, the run was disturbed.
@@ -103,47 +123,6 @@ func startFloorWorker(ctx context.Context, st *benchkit.Stack) (*exec.Cmd, error
 	return cmd, nil
 }
 
-// reading is the parts' CPU counters and the machine's at one instant.
-type reading struct {
-	at          time.Time
-	parts       map[string]float64
-	busy, total float64
-	self        float64
-}
-
-func read(parts []benchkit.Part) (reading, error) {
-	r := reading{at: time.Now(), parts: benchkit.PartJiffies(parts), self: benchkit.SelfJiffies()}
-	var err error
-	r.busy, r.total, err = benchkit.MachineJiffies()
-	return r, err
-}
-
-// between is the CPU, in milliseconds by part, that n orders took from a to b once the idle rate
-// (jiffies per second, by part) is taken off.
-func between(a, b reading, idle map[string]float64, n int) map[string]float64 {
-	secs := b.at.Sub(a.at).Seconds()
-	out := map[string]float64{}
-	for name, j := range b.parts {
-		d := j - a.parts[name] - idle[name]*secs
-		out[name] = d / benchkit.UserHZ * 1000 / float64(n)
-	}
-	return out
-}
-
-// otherShare is the share of the machine's CPU from a to b that went neither to the parts nor to
-// this tool.
-func otherShare(a, b reading) float64 {
-	total := b.total - a.total
-	if total <= 0 {
-		return 0
-	}
-	ours := b.self - a.self
-	for name, j := range b.parts {
-		ours += j - a.parts[name]
-	}
-	return max((b.busy-a.busy)-ours, 0) / total
-}
-
 // measureCPU is the CPU pass on stack st: the idle stack's rate, then runs × (n empty workflows,
 // n orders of each kind), one shopper at a time so that nothing queues.
 func measureCPU(ctx context.Context, st *benchkit.Stack, runs, n int) (cpuResult, error) {
@@ -168,26 +147,22 @@ func measureCPU(ctx context.Context, st *benchkit.Stack, runs, n int) (cpuResult
 	defer floor.Close()
 
 	time.Sleep(5 * time.Second) // the worker's first polls and the stack's start-up settle
-	a, err := read(parts)
+	a, err := benchkit.Read(parts)
 	if err != nil {
 		return res, err
 	}
 	time.Sleep(idleWindow)
-	b, err := read(parts)
+	b, err := benchkit.Read(parts)
 	if err != nil {
 		return res, err
 	}
-	idle := map[string]float64{}
-	res.idle = map[string]float64{}
-	for name, j := range b.parts {
-		idle[name] = (j - a.parts[name]) / b.at.Sub(a.at).Seconds()
-		res.idle[name] = idle[name] // jiffies a second = percent of one CPU
-	}
+	idle := benchkit.Rates(a, b)
+	res.idle = idle // jiffies a second = percent of one CPU
 	log.Printf("idle stack: %s", percents(res.idle, res.parts))
 
 	for r := range runs {
 		run := cpuRun{kinds: map[string]cpuCost{}}
-		first, err := read(parts)
+		first, err := benchkit.Read(parts)
 		if err != nil {
 			return res, err
 		}
@@ -201,66 +176,82 @@ func measureCPU(ctx context.Context, st *benchkit.Stack, runs, n int) (cpuResult
 			lat = append(lat, time.Since(t))
 		}
 		time.Sleep(2 * time.Second)
-		end, err := read(parts)
+		end, err := benchkit.Read(parts)
 		if err != nil {
 			return res, err
 		}
 		slices.Sort(lat)
-		run.floor = cpuCost{byPart: between(first, end, idle, n), p50Ms: benchkit.QuantileMs(lat, 0.5), orders: n}
+		run.floor = cpuCost{byPart: benchkit.PerOrder(first, end, idle, n), p50Ms: benchkit.QuantileMs(lat, 0.5), orders: n}
 
+		if run.visit, err = batch(ctx, st, parts, idle, res.shoppers, n, visit); err != nil {
+			return res, err
+		}
 		for _, k := range kinds {
-			cfg := loadgen.Defaults()
-			cfg.BaseURL, cfg.MetricsURL, cfg.JWTSecret = st.Base, st.Metrics, st.Secret
-			cfg.Shoppers, cfg.Orders, cfg.Duration = res.shoppers, n, 10*time.Minute
-			cfg.Mix = k.mix
-			cfg.RepeatShare, cfg.HotShare = 0, 0
-			cfg.HoldTTL, cfg.WaitAbandoned, cfg.Settle = holdTTL, true, time.Minute
-			var from reading
-			var readErr error
-			cfg.OnPhase = func(p string) {
-				if p == loadgen.PhaseLoad {
-					from, readErr = read(parts)
-				}
-			}
-			rep, err := loadgen.Run(ctx, cfg)
-			if err != nil {
-				return res, fmt.Errorf("%s: %w", k.name, err)
-			}
-			if readErr != nil {
-				return res, readErr
-			}
-			// What the orders leave to do after their last answer (holds ended, abandoned holds
-			// expiring, events relayed) is theirs too.
-			wait := 3 * time.Second
-			if k.mix[loadgen.ScenarioAbandon] > 0 {
-				wait = holdTTL + 5*time.Second
-			}
-			time.Sleep(wait)
-			to, err := read(parts)
-			if err != nil {
+			if run.kinds[k.name], err = batch(ctx, st, parts, idle, res.shoppers, n, k); err != nil {
 				return res, err
 			}
-			if rep.Orders == 0 {
-				return res, fmt.Errorf("%s: no order placed", k.name)
-			}
-			c := cpuCost{byPart: between(from, to, idle, int(rep.Orders)), orders: int(rep.Orders)}
-			for _, e := range rep.Endpoints {
-				if e.Endpoint == loadgen.EndpointOrder {
-					c.p50Ms = e.P50Ms
-				}
-			}
-			run.kinds[k.name] = c
 		}
-		last, err := read(parts)
+		last, err := benchkit.Read(parts)
 		if err != nil {
 			return res, err
 		}
-		run.other = otherShare(first, last)
+		run.other = benchkit.OtherShare(first, last)
 		log.Printf("cpu run %d: floor %.2f ms; %s; other processes %.0f%% of the machine", r+1, run.floor.ms(),
 			ratiosLine(run), 100*run.other)
 		res.runs = append(res.runs, run)
 	}
 	return res, nil
+}
+
+// batch runs n shoppers' orders (or visits) of kind k, shoppers at a time, and reads what they
+// took of the parts, the idle rate taken off.
+func batch(ctx context.Context, st *benchkit.Stack, parts []benchkit.Part, idle map[string]float64, shoppers, n int,
+	k kind) (cpuCost, error) {
+	cfg := loadgen.Defaults()
+	cfg.BaseURL, cfg.MetricsURL, cfg.JWTSecret = st.Base, st.Metrics, st.Secret
+	cfg.Shoppers, cfg.Orders, cfg.Duration = shoppers, n, 10*time.Minute
+	cfg.Mix, cfg.BrowseOnly = k.mix, k.browse
+	cfg.RepeatShare, cfg.HotShare = 0, 0
+	cfg.HoldTTL, cfg.WaitAbandoned, cfg.Settle = holdTTL, true, time.Minute
+	var from benchkit.Reading
+	var readErr error
+	cfg.OnPhase = func(p string) {
+		if p == loadgen.PhaseLoad {
+			from, readErr = benchkit.Read(parts)
+		}
+	}
+	rep, err := loadgen.Run(ctx, cfg)
+	if err != nil {
+		return cpuCost{}, fmt.Errorf("%s: %w", k.name, err)
+	}
+	if readErr != nil {
+		return cpuCost{}, readErr
+	}
+	// What the orders leave to do after their last answer (holds ended, abandoned holds expiring,
+	// events relayed) is theirs too.
+	wait := 3 * time.Second
+	if k.mix[loadgen.ScenarioAbandon] > 0 && !k.browse {
+		wait = holdTTL + 5*time.Second
+	}
+	time.Sleep(wait)
+	to, err := benchkit.Read(parts)
+	if err != nil {
+		return cpuCost{}, err
+	}
+	done := rep.Orders
+	if k.browse {
+		done = rep.Browsed
+	}
+	if done == 0 {
+		return cpuCost{}, fmt.Errorf("%s: no order placed", k.name)
+	}
+	c := cpuCost{byPart: benchkit.PerOrder(from, to, idle, int(done)), orders: int(done)}
+	for _, e := range rep.Endpoints {
+		if e.Endpoint == loadgen.EndpointOrder {
+			c.p50Ms = e.P50Ms
+		}
+	}
+	return c, nil
 }
 
 func ratiosLine(run cpuRun) string {
@@ -280,36 +271,35 @@ func percents(m map[string]float64, order []string) string {
 	return strings.Join(parts, ", ")
 }
 
-// spread is the median of xs with its lowest and highest.
-type spread struct{ median, lo, hi float64 }
-
-func spreadOf(xs []float64) spread {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return spread{}
-	}
-	m := s[len(s)/2]
-	if len(s)%2 == 0 {
-		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return spread{median: m, lo: s[0], hi: s[len(s)-1]}
-}
-
-func (s spread) String() string {
-	return fmt.Sprintf("%.2f (%.2f–%.2f)", s.median, s.lo, s.hi)
-}
-
 // ratios are each kind's CPU per order over the floor's CPU per workflow, run by run.
-func (r cpuResult) ratios(kind string) spread {
+func (r cpuResult) ratios(kind string) benchkit.Spread {
 	xs := make([]float64, 0, len(r.runs))
 	for _, run := range r.runs {
 		xs = append(xs, run.kinds[kind].ms()/run.floor.ms())
 	}
-	return spreadOf(xs)
+	return benchkit.SpreadOf(xs)
 }
 
-func (r cpuResult) costs(get func(cpuRun) cpuCost, part string) spread {
+// visitRatio is the visit's CPU over the floor's, run by run.
+func (r cpuResult) visitRatio() benchkit.Spread {
+	xs := make([]float64, 0, len(r.runs))
+	for _, run := range r.runs {
+		xs = append(xs, run.visit.ms()/run.floor.ms())
+	}
+	return benchkit.SpreadOf(xs)
+}
+
+// ratiosLessVisit are each kind's CPU per order less the visit's, over the floor's, run by run:
+// the order set apart from what the shopper did before it.
+func (r cpuResult) ratiosLessVisit(kind string) benchkit.Spread {
+	xs := make([]float64, 0, len(r.runs))
+	for _, run := range r.runs {
+		xs = append(xs, (run.kinds[kind].ms()-run.visit.ms())/run.floor.ms())
+	}
+	return benchkit.SpreadOf(xs)
+}
+
+func (r cpuResult) costs(get func(cpuRun) cpuCost, part string) benchkit.Spread {
 	xs := make([]float64, 0, len(r.runs))
 	for _, run := range r.runs {
 		c := get(run)
@@ -319,21 +309,21 @@ func (r cpuResult) costs(get func(cpuRun) cpuCost, part string) spread {
 			xs = append(xs, c.byPart[part])
 		}
 	}
-	return spreadOf(xs)
+	return benchkit.SpreadOf(xs)
 }
 
-func (r cpuResult) p50(get func(cpuRun) cpuCost) spread {
+func (r cpuResult) p50(get func(cpuRun) cpuCost) benchkit.Spread {
 	xs := make([]float64, 0, len(r.runs))
 	for _, run := range r.runs {
 		xs = append(xs, get(run).p50Ms)
 	}
-	return spreadOf(xs)
+	return benchkit.SpreadOf(xs)
 }
 
 // scriptLine is the last line the program prints, for scripts: the medians of the ratios.
 func (r cpuResult) scriptLine() string {
-	return fmt.Sprintf("cpu ratio: paid-at-once %.2f campaign %.2f", r.ratios("paid-at-once").median,
-		r.ratios("campaign mix").median)
+	return fmt.Sprintf("cpu ratio: paid-at-once %.2f campaign %.2f", r.ratios("paid-at-once").Median,
+		r.ratios("campaign mix").Median)
 }
 
 // compareFlag is -cpu-compare: stacks of this build with other settings.
@@ -375,6 +365,17 @@ func renderCPU(r cpuResult, others []cpuResult) string {
 		get := func(run cpuRun) cpuCost { return run.kinds[k.name] }
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", k.name, r.costs(get, ""), r.ratios(k.name), r.p50(get))
 	}
+	visitOf := func(run cpuRun) cpuCost { return run.visit }
+	fmt.Fprintf(&b, "| %s | %s | %s | – |\n", visit.name, r.costs(visitOf, ""), r.visitRatio())
+	b.WriteString("\nAn order's figure above is the shopper's whole visit, as `checkout-dev loadgen` makes it: an address, " +
+		"the cart's lines, the cart read and the preview, then POST /orders and the order's page (and for 3-D " +
+		"Secure the provider's page). The floor is the workflow call alone. The last row is the visit without " +
+		"its order, measured in each run as its own batch; each run's kind less that run's visit sets the order " +
+		"apart from it:\n\n| measured | CPU ms per order, less the visit | ÷ floor |\n|---|---:|---:|\n")
+	for _, k := range kinds {
+		less := func(run cpuRun) cpuCost { return run.kinds[k.name].less(run.visit) }
+		fmt.Fprintf(&b, "| %s, the order alone | %s | %s |\n", k.name, r.costs(less, ""), r.ratiosLessVisit(k.name))
+	}
 	b.WriteString("\nWhere it goes, by process (CPU ms per order, median of the runs):\n\n| measured |")
 	for _, p := range r.parts {
 		fmt.Fprintf(&b, " %s |", p)
@@ -383,7 +384,7 @@ func renderCPU(r cpuResult, others []cpuResult) string {
 	row := func(name string, get func(cpuRun) cpuCost) {
 		fmt.Fprintf(&b, "| %s |", name)
 		for _, p := range r.parts {
-			fmt.Fprintf(&b, " %.2f |", r.costs(get, p).median)
+			fmt.Fprintf(&b, " %.2f |", r.costs(get, p).Median)
 		}
 		b.WriteString("\n")
 	}
@@ -391,6 +392,7 @@ func renderCPU(r cpuResult, others []cpuResult) string {
 	for _, k := range kinds {
 		row(k.name, func(run cpuRun) cpuCost { return run.kinds[k.name] })
 	}
+	row(visit.name, visitOf)
 	b.WriteString("\nRuns:")
 	for i, run := range r.runs {
 		mark := ""
@@ -412,10 +414,10 @@ func renderCPU(r cpuResult, others []cpuResult) string {
 			if len(o.env) > 0 {
 				settings = "`" + strings.Join(o.env, " ") + "`"
 			}
-			fmt.Fprintf(&b, "| %s | %s | %.2f |", o.label, settings, o.costs(func(run cpuRun) cpuCost { return run.floor }, "").median)
+			fmt.Fprintf(&b, "| %s | %s | %.2f |", o.label, settings, o.costs(func(run cpuRun) cpuCost { return run.floor }, "").Median)
 			for _, k := range kinds {
-				fmt.Fprintf(&b, " %.2f (%.2f×) |", o.costs(func(run cpuRun) cpuCost { return run.kinds[k.name] }, "").median,
-					o.ratios(k.name).median)
+				fmt.Fprintf(&b, " %.2f (%.2f×) |", o.costs(func(run cpuRun) cpuCost { return run.kinds[k.name] }, "").Median,
+					o.ratios(k.name).Median)
 			}
 			b.WriteString("\n")
 		}

@@ -6,7 +6,6 @@ import (
 	"log"
 	"math"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -123,16 +122,6 @@ func measureTracing(modes []*tracingMode, rounds, n int, place func(s *benchkit.
 	return cells, nil
 }
 
-// spread is the median of a figure over the rounds, with its smallest and largest.
-func spread(vs []float64) (med, lo, hi float64) {
-	s := slices.Clone(vs)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return math.NaN(), math.NaN(), math.NaN()
-	}
-	return s[len(s)/2], s[0], s[len(s)-1]
-}
-
 func writeTracing(path string, modes []*tracingMode, cells []cell, rounds, n int, started time.Time) error {
 	var b strings.Builder
 	w := func(format string, args ...any) { b.WriteString(fmt.Sprintf(format, args...)) }
@@ -158,8 +147,8 @@ func writeTracing(path string, modes []*tracingMode, cells []cell, rounds, n int
 				vs = append(vs, f(c))
 			}
 		}
-		med, lo, hi := spread(vs)
-		return med, fmt.Sprintf("%.1f (%.1f–%.1f)", med, lo, hi)
+		sp := benchkit.SpreadOf(vs)
+		return sp.Median, fmt.Sprintf("%.1f (%.1f–%.1f)", sp.Median, sp.Lo, sp.Hi)
 	}
 	p50 := map[key]float64{}
 	cpu := map[key]float64{}

@@ -5,62 +5,11 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"slices"
 	"strings"
+
+	"github.com/marketplace/checkout/bench/internal/figures"
+	"github.com/marketplace/checkout/internal/dev/benchkit"
 )
-
-// The figures the model reads, as bench/benchcampaign writes them (only the fields used here).
-type benchFile struct {
-	Stack string     `json:"stack"`
-	CPUs  int        `json:"cpus"`
-	Runs  []benchRun `json:"runs"`
-}
-
-type benchRun struct {
-	What      string  `json:"what"`
-	Shoppers  int     `json:"shoppers"`
-	Seconds   float64 `json:"seconds"`
-	Created   int64   `json:"created"`
-	PerSecond float64 `json:"createdPerSecond"`
-	Placed    int64   `json:"placed"`
-	P50Ms     float64 `json:"p50Ms"`
-	P99Ms     float64 `json:"p99Ms"`
-	Window    struct {
-		CPU struct {
-			Checkout float64 `json:"checkoutDevPct"`
-			Temporal float64 `json:"temporalPct"`
-			Balancer float64 `json:"haproxyPct"`
-			Postgres float64 `json:"postgresPct"`
-			Driver   float64 `json:"driverPct"`
-			Other    float64 `json:"otherPct"`
-			Idle     float64 `json:"idlePct"`
-		} `json:"cpu"`
-		PG struct {
-			TopLocks []struct {
-				Event string  `json:"event"`
-				Query string  `json:"query"`
-				Mean  float64 `json:"mean"`
-			} `json:"topLocks"`
-		} `json:"postgres"`
-		Persistence *struct {
-			PerSecond float64 `json:"callsPerSecond"`
-			MeanMs    float64 `json:"meanMs"`
-			Top       []struct {
-				Operation string  `json:"operation"`
-				PerSecond float64 `json:"perSecond"`
-				MeanMs    float64 `json:"meanMs"`
-			} `json:"topOperations"`
-		} `json:"temporalPersistence"`
-	} `json:"window"`
-}
-
-// The lock-wait runs: the plain checkout with the cart notices in PostgreSQL or on the broker.
-type lockWaitFile struct {
-	Runs []struct {
-		Notify bool     `json:"notifyInPostgres"`
-		Run    benchRun `json:"run"`
-	} `json:"runs"`
-}
 
 func readJSON(path string, v any) error {
 	raw, err := os.ReadFile(path)
@@ -73,25 +22,24 @@ func readJSON(path string, v any) error {
 	return nil
 }
 
-func (f benchFile) find(what string, shoppers int) (benchRun, error) {
-	for _, r := range f.Runs {
-		if r.What == what && r.Shoppers == shoppers {
-			return r, nil
-		}
+// find is the run of what at shoppers, or an error that names it.
+func find(f figures.Results, what string, shoppers int) (figures.Run, error) {
+	if r, ok := f.Find(what, shoppers); ok {
+		return r, nil
 	}
-	return benchRun{}, fmt.Errorf("no %s run at %d shoppers", what, shoppers)
+	return figures.Run{}, fmt.Errorf("no %s run at %d shoppers", what, shoppers)
 }
 
 // placedPerSec is the rate of the shoppers' loop: every POST /orders, whatever its answer.
-func (r benchRun) placedPerSec() float64 { return float64(r.Placed) / r.Seconds }
+func placedPerSec(r figures.Run) float64 { return float64(r.Placed) / r.Seconds }
 
 // writesPerSec is the execution writes (Create/UpdateWorkflowExecution) among the operations the
 // run listed.
-func (r benchRun) writesPerSec() float64 {
+func writesPerSec(r figures.Run) float64 {
 	var w float64
 	if p := r.Window.Persistence; p != nil {
-		for _, op := range p.Top {
-			if op.Operation == "history CreateWorkflowExecution" || op.Operation == "history UpdateWorkflowExecution" {
+		for _, op := range p.TopOps {
+			if op.Op == "history CreateWorkflowExecution" || op.Op == "history UpdateWorkflowExecution" {
 				w += op.PerSecond
 			}
 		}
@@ -102,7 +50,7 @@ func (r benchRun) writesPerSec() float64 {
 // hotRowWaits is, over the saga's runs, the most backends waiting on the stock rows' locks
 // (ReserveOrder, LockInventoryRows) on average: a run's figure where its heaviest waits list it,
 // and otherwise the least of the waits it lists, which bounds it.
-func (f benchFile) hotRowWaits() float64 {
+func hotRowWaits(f figures.Results) float64 {
 	var most float64
 	for _, r := range f.Runs {
 		if r.What == "floor" {
@@ -147,12 +95,12 @@ const commitFlush = 0.85e-3
 // calibrate derives the costs per placed order from the cluster's campaign run at shoppers, the
 // cluster's floor at the same count, the dev stack's plain run (the shopper's other requests) and
 // the lock-wait runs (the notification lock).
-func calibrate(cluster benchFile, campaign benchFile, lockWaits lockWaitFile, shoppers int) (Inputs, error) {
-	c, err := cluster.find("campaign", shoppers)
+func calibrate(cluster figures.Results, campaign figures.Results, lockWaits figures.LockWaitResults, shoppers int) (Inputs, error) {
+	c, err := find(cluster, "campaign", shoppers)
 	if err != nil {
 		return Inputs{}, fmt.Errorf("cluster: %w", err)
 	}
-	floor, err := cluster.find("floor", shoppers)
+	floor, err := find(cluster, "floor", shoppers)
 	if err != nil {
 		return Inputs{}, fmt.Errorf("cluster: %w", err)
 	}
@@ -170,11 +118,11 @@ func calibrate(cluster benchFile, campaign benchFile, lockWaits lockWaitFile, sh
 	floorRun := fmt.Sprintf("bench-cluster.json, floor at %d", shoppers)
 	plainRun := fmt.Sprintf("bench-campaign.json, plain-ok at %d (dev stack)", plain.Shoppers)
 
-	x := c.placedPerSec()
+	x := placedPerSec(c)
 	per := func(pct float64) float64 { return pct / 100 / x }
 	cpu := c.Window.CPU
 	api, temporal, pg := per(cpu.Checkout), per(cpu.Temporal), per(cpu.Postgres)
-	front, driver := per(cpu.Other+cpu.Balancer), per(cpu.Driver)
+	front, driver := per(cpu.OtherPct+cpu.Balancer), per(cpu.Driver)
 	add("orders placed per second (every POST /orders)", fmt.Sprintf("%.2f", x), campaignRun)
 	add("CPU per placed order: checkout (API replicas, workers)", ms(api), campaignRun+": its CPU share ÷ orders placed/s")
 	add("CPU per placed order: Temporal's services", ms(temporal), campaignRun)
@@ -190,14 +138,14 @@ func calibrate(cluster benchFile, campaign benchFile, lockWaits lockWaitFile, sh
 	add("PostgreSQL CPU per persistence call", ms(pgPerCall), floorRun+": PostgreSQL served only Temporal")
 	pgT := math.Min(calls*pgPerCall, pg)
 	pgC := pg - pgT
-	writeShare := c.writesPerSec() / c.Window.Persistence.PerSecond
+	writeShare := writesPerSec(c) / c.Window.Persistence.PerSecond
 	add("share of calls that write an execution (Create/UpdateWorkflowExecution)", fmt.Sprintf("%.2f", writeShare),
 		campaignRun+": the two operations' calls/s ÷ all calls/s")
 	crit := math.Min(floorCalls/calls, 1)
 	add("share of an order's work on POST /orders' path", fmt.Sprintf("%.2f", crit),
 		"the floor's calls per Update-with-Start ÷ the campaign's calls per order")
 
-	pp := plain.placedPerSec()
+	pp := placedPerSec(plain)
 	restAPI := math.Min(plain.Window.CPU.Checkout/100/pp, api)
 	restPG := math.Min(plain.Window.CPU.Postgres/100/pp, pgC)
 	add("CPU of a shopper's other requests: checkout / PostgreSQL", ms(restAPI)+" / "+ms(restPG),
@@ -209,7 +157,7 @@ func calibrate(cluster benchFile, campaign benchFile, lockWaits lockWaitFile, sh
 			notify = append(notify, 1/r.Run.PerSecond)
 		}
 	}
-	hold := median(notify)
+	hold := benchkit.SpreadOf(notify).Median
 	if hold > 0 {
 		add("notification-queue lock held per order (cart writes, notices in PostgreSQL)", ms(hold),
 			fmt.Sprintf("bench-lockwaits.json: 1 ÷ orders/s, median of the %d runs with notices in PostgreSQL (the lock busy throughout)", len(notify)))
@@ -232,8 +180,8 @@ func calibrate(cluster benchFile, campaign benchFile, lockWaits lockWaitFile, sh
 }
 
 // lowestPlain is the dev stack's plain run at its lowest shopper count (the least contended).
-func lowestPlain(f benchFile) (benchRun, error) {
-	var best benchRun
+func lowestPlain(f figures.Results) (figures.Run, error) {
+	var best figures.Run
 	for _, r := range f.Runs {
 		if r.What == "plain-ok" && (best.Shoppers == 0 || r.Shoppers < best.Shoppers) {
 			best = r
@@ -243,18 +191,6 @@ func lowestPlain(f benchFile) (benchRun, error) {
 		return best, fmt.Errorf("campaign: no plain-ok run")
 	}
 	return best, nil
-}
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func ms(seconds float64) string {

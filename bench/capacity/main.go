@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/marketplace/checkout/bench/internal/figures"
 	"github.com/marketplace/checkout/internal/dev/benchkit"
 )
 
@@ -31,8 +32,8 @@ func main() {
 	log.SetFlags(0)
 	log.SetPrefix("capacity: ")
 
-	var cluster, campaign benchFile
-	var lockWaits lockWaitFile
+	var cluster, campaign figures.Results
+	var lockWaits figures.LockWaitResults
 	for path, v := range map[string]any{*clusterPath: &cluster, *campaignPath: &campaign, *lockPath: &lockWaits} {
 		if err := readJSON(path, v); err != nil {
 			log.Fatal(err)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/marketplace/checkout/bench/internal/figures"
 )
 
 // openQueue runs Poisson arrivals at rate lambda through steps made for each arrival, for n
@@ -157,22 +159,22 @@ func TestSaturatedThroughputIsCoresOverDemand(t *testing.T) {
 // costs add up to each part's CPU per placed order.
 func TestCalibrationSpendsTheMeasuredCPU(t *testing.T) {
 	docs := filepath.Join("..", "..", "docs")
-	var cluster, campaign benchFile
-	var lock lockWaitFile
+	var cluster, campaign figures.Results
+	var lock figures.LockWaitResults
 	require.NoError(t, readJSON(filepath.Join(docs, "bench-cluster.json"), &cluster))
 	require.NoError(t, readJSON(filepath.Join(docs, "bench-campaign.json"), &campaign))
 	require.NoError(t, readJSON(filepath.Join(docs, "bench-lockwaits.json"), &lock))
 	in, err := calibrate(cluster, campaign, lock, 50)
 	require.NoError(t, err)
-	run, err := cluster.find("campaign", 50)
+	run, err := find(cluster, "campaign", 50)
 	require.NoError(t, err)
 	cpu := run.Window.CPU
-	measured := (cpu.Checkout + cpu.Temporal + cpu.Postgres + cpu.Driver + cpu.Other + cpu.Balancer) / 100 / run.placedPerSec()
+	measured := (cpu.Checkout + cpu.Temporal + cpu.Postgres + cpu.Driver + cpu.OtherPct + cpu.Balancer) / 100 / placedPerSec(run)
 	c := in.Costs
 	assert.InEpsilon(t, measured, sum(c.Rest)+sum(c.Post)+sum(c.Async), 1e-9)
-	assert.InEpsilon(t, cpu.Temporal/100/run.placedPerSec(), c.Post[partTemporal]+c.Async[partTemporal], 1e-9)
+	assert.InEpsilon(t, cpu.Temporal/100/placedPerSec(run), c.Post[partTemporal]+c.Async[partTemporal], 1e-9)
 	assert.Positive(t, c.NotifyHold)
-	assert.Equal(t, int(math.Round(run.Window.Persistence.PerSecond/run.placedPerSec())), c.PostCalls+c.AsyncCalls)
+	assert.Equal(t, int(math.Round(run.Window.Persistence.PerSecond/placedPerSec(run))), c.PostCalls+c.AsyncCalls)
 }
 
 // mva is exact mean value analysis of a closed network of single-server queueing stations of

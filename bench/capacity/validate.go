@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"slices"
+
+	"github.com/marketplace/checkout/bench/internal/figures"
 )
 
 // clusterShards is the history shards of `make cluster`'s Temporal (deploy/temporal-server.yaml's
@@ -19,7 +21,7 @@ const (
 // Check is one measured campaign run beside the model's prediction of it.
 type Check struct {
 	Shoppers    int
-	Measured    benchRun
+	Measured    figures.Run
 	Predicted   Result
 	Calibration bool // the run the costs came from
 	// Processes is the prediction with the cores shared among processes (the kernel's threads,
@@ -44,11 +46,11 @@ type Validation struct {
 }
 
 // writeMs is the mean latency of the run's execution writes (Create/UpdateWorkflowExecution).
-func (r benchRun) writeMs() float64 {
+func writeMs(r figures.Run) float64 {
 	var n, sum float64
 	if p := r.Window.Persistence; p != nil {
-		for _, op := range p.Top {
-			if op.Operation == "history CreateWorkflowExecution" || op.Operation == "history UpdateWorkflowExecution" {
+		for _, op := range p.TopOps {
+			if op.Op == "history CreateWorkflowExecution" || op.Op == "history UpdateWorkflowExecution" {
 				n += op.PerSecond
 				sum += op.PerSecond * op.MeanMs
 			}
@@ -76,7 +78,7 @@ func machine(cpus int, processes bool) Topology {
 	return t
 }
 
-func validate(in Inputs, cluster benchFile, calibrateAt int, seed uint64) (Validation, error) {
+func validate(in Inputs, cluster figures.Results, calibrateAt int, seed uint64) (Validation, error) {
 	var v Validation
 	for _, r := range cluster.Runs {
 		if r.What != "campaign" {
@@ -85,15 +87,15 @@ func validate(in Inputs, cluster benchFile, calibrateAt int, seed uint64) (Valid
 		p := Simulate(in.Costs, machine(in.CPUs, false), r.Shoppers, validateWarmup, validateMeasure, seed)
 		q := Simulate(in.Costs, machine(in.CPUs, true), r.Shoppers, validateWarmup, validateMeasure, seed)
 		v.Checks = append(v.Checks, Check{Shoppers: r.Shoppers, Measured: r, Predicted: p, Processes: q,
-			Calibration: r.Shoppers == calibrateAt, WriteMs: r.writeMs()})
+			Calibration: r.Shoppers == calibrateAt, WriteMs: writeMs(r)})
 		if r.Shoppers == calibrateAt {
-			v.WriteMs = r.writeMs()
+			v.WriteMs = writeMs(r)
 		}
 	}
-	if f, err := cluster.find("floor", calibrateAt); err == nil {
-		v.FloorWriteMs = f.writeMs()
+	if f, err := find(cluster, "floor", calibrateAt); err == nil {
+		v.FloorWriteMs = writeMs(f)
 	}
-	v.HotRowWaits = cluster.hotRowWaits()
+	v.HotRowWaits = hotRowWaits(cluster)
 	if len(v.Checks) < 2 {
 		return v, fmt.Errorf("cluster: %d campaign runs, the validation needs two load points", len(v.Checks))
 	}
@@ -103,8 +105,8 @@ func validate(in Inputs, cluster benchFile, calibrateAt int, seed uint64) (Valid
 
 // reverse calibrates from every other campaign run in turn and predicts the calibration count's
 // run from it: the same check the other way round.
-func reverse(v *Validation, cluster benchFile, campaign benchFile, lockWaits lockWaitFile, calibrateAt int, seed uint64) error {
-	target, err := cluster.find("campaign", calibrateAt)
+func reverse(v *Validation, cluster figures.Results, campaign figures.Results, lockWaits figures.LockWaitResults, calibrateAt int, seed uint64) error {
+	target, err := find(cluster, "campaign", calibrateAt)
 	if err != nil {
 		return err
 	}
@@ -116,7 +118,7 @@ func reverse(v *Validation, cluster benchFile, campaign benchFile, lockWaits loc
 		if err != nil {
 			return err
 		}
-		for _, r := range []benchRun{k.Measured, target} {
+		for _, r := range []figures.Run{k.Measured, target} {
 			p := Simulate(in.Costs, machine(in.CPUs, false), r.Shoppers, validateWarmup, validateMeasure, seed)
 			v.Reverse = append(v.Reverse, Check{Shoppers: r.Shoppers, Measured: r, Predicted: p, Calibration: r.Shoppers == k.Shoppers})
 		}

@@ -5,6 +5,7 @@ package metrics
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -83,24 +84,6 @@ func New() *Metrics {
 			Name: "checkout_reservation_results_total",
 			Help: "Reservation outcomes by result: reserved, out_of_stock, contention, invalid, error.",
 		}, []string{"result"}),
-		ReserveBatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "checkout_reserve_batch_size",
-			Help:    "Orders per combined reserve transaction (RESERVE_COMBINING): 1 at low load, larger on a hot SKU.",
-			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
-		}),
-		ReserveBatchFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "checkout_reserve_batch_failures_total",
-			Help: "Combined reserve transactions that failed as a whole (a row held past the lock timeout, a deadlock, a lost connection); their orders went again each on its own.",
-		}),
-		ConfirmBatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "checkout_confirm_batch_size",
-			Help:    "Orders per combined confirm transaction (CONFIRM_COMBINING): 1 at low load, larger on a hot SKU.",
-			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
-		}),
-		ConfirmBatchFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "checkout_confirm_batch_failures_total",
-			Help: "Combined confirm transactions that failed as a whole (a row held past the lock timeout, a deadlock, a lost connection); their orders went again each on its own.",
-		}),
 		HTTPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "checkout_http_requests_total",
 			Help: "HTTP requests by route, method and status.",
@@ -168,6 +151,8 @@ func New() *Metrics {
 			Help: "Publishes of the outbox relay the event broker did not acknowledge (down, unreachable, no stream); the relay stops and tries again.",
 		}),
 	}
+	m.ReserveBatchSize, m.ReserveBatchFailures = combinerMetrics("reserve")
+	m.ConfirmBatchSize, m.ConfirmBatchFailures = combinerMetrics("confirm")
 	reg.MustRegister(m.ReserveAttempts, m.ReserveResults, m.ReserveBatchSize, m.ReserveBatchFailures,
 		m.ConfirmBatchSize, m.ConfirmBatchFailures, m.HTTPRequests, m.HTTPDuration,
 		m.SagaStepDuration, m.WorkflowHistoryEvents, m.WorkflowHistoryBytes,
@@ -176,6 +161,24 @@ func New() *Metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Jobs = newJobMetrics(reg)
 	return m
+}
+
+// combinerMetrics are one inventory combiner's (reserve or confirm, switched on by
+// <NAME>_COMBINING): the orders in each combined transaction, and the combined transactions that
+// failed as a whole.
+func combinerMetrics(name string) (size prometheus.Histogram, failures prometheus.Counter) {
+	size = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "checkout_" + name + "_batch_size",
+		Help: "Orders per combined " + name + " transaction (" + strings.ToUpper(name) +
+			"_COMBINING): 1 at low load, larger on a hot SKU.",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256},
+	})
+	failures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "checkout_" + name + "_batch_failures_total",
+		Help: "Combined " + name + " transactions that failed as a whole (a row held past the lock timeout, a deadlock, " +
+			"a lost connection); their orders went again each on its own.",
+	})
+	return size, failures
 }
 
 // ReserveResult counts one reservation attempt and its result; it makes *Metrics an

@@ -1,6 +1,6 @@
 // Package benchkit holds what the benchmark tools of the bench module and make chaos share: the dev stack (or
 // `make cluster`'s shape) on ports of its own, the Temporal floor (an empty workflow started as an order is), readings of
-// /proc, and the writing of a marked section of docs/benchmarks.md.
+// /proc, a figure's median and range over runs, and the writing of a marked section of docs/benchmarks.md.
 package benchkit
 
 import (
