@@ -203,26 +203,37 @@ func (a *Orders) Finish(ctx context.Context, in TransitionInput) (Finished, erro
 }
 
 // FinishInput is a TransitionInput whose transaction also records the answer to the order's
-// request (Answer, when set).
+// request: Answer (the order as it was placed) whether or not this call ends the order, Refusal
+// (the order refused as it was placed: declined, out of stock) only when it does.
 type FinishInput struct {
 	TransitionInput
-	Answer *RecordOutcomeInput `json:"answer,omitempty"`
+	Answer  *RecordOutcomeInput `json:"answer,omitempty"`
+	Refusal *RecordOutcomeInput `json:"refusal,omitempty"`
 }
 
 // FinishAnswered is Finish that records the answer to the order's request in the transaction that
-// ends the order (order.Store.FinishAlong): the saga's answer to an order it decided in the
+// ends the order (order.Store.FinishAlongIfEnds): the saga's answer to an order it decided in the
 // workflow task that answered is written with the order's end instead of a transaction of its own.
-// A repeat changes nothing (the first answer recorded stays).
+// A refusal is recorded only by the call that ends the order, never for an order another actor
+// ended first (the caller answers from the row). A repeat changes nothing (the first answer
+// recorded stays).
 func (a *Orders) FinishAnswered(ctx context.Context, in FinishInput) (Finished, error) {
-	if in.Answer == nil {
+	if in.Answer == nil && in.Refusal == nil {
 		return a.Finish(ctx, in.TransitionInput)
 	}
-	raw, err := answerJSON(*in.Answer)
+	answer, err := outcomeAlong(in.Answer)
 	if err != nil {
 		return Finished{}, err
 	}
-	f, err := a.store().FinishAlong(ctx, in.OrderID, in.To, in.Code, in.Detail, order.OutcomeAlong(in.Answer.UserID,
-		in.Answer.IdempotencyKey, in.Answer.RequestHash, in.Answer.OrderID, raw))
+	refusal, err := outcomeAlong(in.Refusal)
+	if err != nil {
+		return Finished{}, err
+	}
+	var along []order.Along
+	if answer != nil {
+		along = append(along, answer)
+	}
+	f, err := a.store().FinishAlongIfEnds(ctx, in.OrderID, in.To, in.Code, in.Detail, refusal, along...)
 	return f, transitionRefused(err, in.TransitionInput)
 }
 
@@ -313,6 +324,18 @@ func (a *Orders) RecordOutcome(ctx context.Context, in RecordOutcomeInput) error
 	}
 	err = a.store().RecordOutcome(ctx, in.UserID, in.IdempotencyKey, in.RequestHash, in.OrderID, raw)
 	return failed(err, "recording the answer to user %d's key", in.UserID)
+}
+
+// outcomeAlong is RecordOutcome as a write riding in an order's end; nil for no answer.
+func outcomeAlong(in *RecordOutcomeInput) (order.Along, error) {
+	if in == nil {
+		return nil, nil
+	}
+	raw, err := answerJSON(*in)
+	if err != nil {
+		return nil, err
+	}
+	return order.OutcomeAlong(in.UserID, in.IdempotencyKey, in.RequestHash, in.OrderID, raw), nil
 }
 
 // answerJSON is the answer as it is recorded; OUTCOME_NOT_RECORDABLE when it is not JSON.

@@ -348,13 +348,12 @@ func (a *Payments) CaptureFinish(ctx context.Context, in CaptureFinishInput) (Ca
 		return CaptureFinished{}, err
 	}
 	along := []order.Along{order.PaymentAlong(paymentUpdate(in.OrderID, intent))}
-	if in.Answer != nil {
-		raw, err := answerJSON(*in.Answer)
-		if err != nil {
-			return CaptureFinished{}, err
-		}
-		along = append(along, order.OutcomeAlong(in.Answer.UserID, in.Answer.IdempotencyKey, in.Answer.RequestHash,
-			in.Answer.OrderID, raw))
+	answer, err := outcomeAlong(in.Answer)
+	if err != nil {
+		return CaptureFinished{}, err
+	}
+	if answer != nil {
+		along = append(along, answer)
 	}
 	f, err := order.Store{Pool: a.Pool}.FinishAlong(ctx, in.OrderID, order.StatusConfirmed, "", nil, along...)
 	if err != nil {

@@ -339,6 +339,16 @@ type Along func(ctx context.Context, tx db.DBTX) error
 // order another actor ended first, still has them.
 func (s Store) FinishAlong(ctx context.Context, orderID int64, to Status, code problem.Code,
 	detail map[string]any, along ...Along) (Finished, error) {
+	return s.FinishAlongIfEnds(ctx, orderID, to, code, detail, nil, along...)
+}
+
+// FinishAlongIfEnds is FinishAlong with one more write, ifEnds, made in the same transaction when,
+// and only when, this call ends the order: the saga's refusal of an order it failed as it was
+// placed, which must not be recorded for an order another actor ended first (a reset run's order
+// that is CONFIRMED is sold, not refused). A repeat after a lost answer does not write it again:
+// the transaction that ended the order did.
+func (s Store) FinishAlongIfEnds(ctx context.Context, orderID int64, to Status, code problem.Code,
+	detail map[string]any, ifEnds Along, along ...Along) (Finished, error) {
 	event, ok := events[to]
 	if !ok {
 		return Finished{}, fmt.Errorf("order %d to %s: %w", orderID, to, ErrNotFinal)
@@ -351,6 +361,9 @@ func (s Store) FinishAlong(ctx context.Context, orderID int64, to Status, code p
 			}
 		}
 		changed, err := transition(ctx, tx, orderID, to, event, code, detail)
+		if err == nil && changed && ifEnds != nil {
+			err = ifEnds(ctx, tx)
+		}
 		if err != nil || changed {
 			f = Finished{Changed: changed, Status: to, FailureCode: code}
 			return err
