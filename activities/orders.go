@@ -202,6 +202,41 @@ func (a *Orders) Finish(ctx context.Context, in TransitionInput) (Finished, erro
 	return f, transitionRefused(err, in)
 }
 
+// FinishInput is a TransitionInput whose transaction also records the answer to the order's
+// request: Answer (the order as it was placed) whether or not this call ends the order, Refusal
+// (the order refused as it was placed: declined, out of stock) only when it does.
+type FinishInput struct {
+	TransitionInput
+	Answer  *RecordOutcomeInput `json:"answer,omitempty"`
+	Refusal *RecordOutcomeInput `json:"refusal,omitempty"`
+}
+
+// FinishAnswered is Finish that records the answer to the order's request in the transaction that
+// ends the order (order.Store.FinishAlongIfEnds): the saga's answer to an order it decided in the
+// workflow task that answered is written with the order's end instead of a transaction of its own.
+// A refusal is recorded only by the call that ends the order, never for an order another actor
+// ended first (the caller answers from the row). A repeat changes nothing (the first answer
+// recorded stays).
+func (a *Orders) FinishAnswered(ctx context.Context, in FinishInput) (Finished, error) {
+	if in.Answer == nil && in.Refusal == nil {
+		return a.Finish(ctx, in.TransitionInput)
+	}
+	answer, err := outcomeAlong(in.Answer)
+	if err != nil {
+		return Finished{}, err
+	}
+	refusal, err := outcomeAlong(in.Refusal)
+	if err != nil {
+		return Finished{}, err
+	}
+	var along []order.Along
+	if answer != nil {
+		along = append(along, answer)
+	}
+	f, err := a.store().FinishAlongIfEnds(ctx, in.OrderID, in.To, in.Code, in.Detail, refusal, along...)
+	return f, transitionRefused(err, in.TransitionInput)
+}
+
 // ParkInput says which step exhausted its retries and why; Escalation, of an order parked again
 // after it was escalated, is kept.
 type ParkInput struct {
@@ -283,10 +318,31 @@ type RecordOutcomeInput struct {
 // RecordOutcome stores the answer to the request, so that the same key answers the same after
 // the workflow has closed. The first record wins.
 func (a *Orders) RecordOutcome(ctx context.Context, in RecordOutcomeInput) error {
-	raw, err := json.Marshal(in.Outcome)
+	raw, err := answerJSON(in)
 	if err != nil {
-		return failure(problem.OutcomeNotRecordable, "outcome is not JSON", err)
+		return err
 	}
 	err = a.store().RecordOutcome(ctx, in.UserID, in.IdempotencyKey, in.RequestHash, in.OrderID, raw)
 	return failed(err, "recording the answer to user %d's key", in.UserID)
+}
+
+// outcomeAlong is RecordOutcome as a write riding in an order's end; nil for no answer.
+func outcomeAlong(in *RecordOutcomeInput) (order.Along, error) {
+	if in == nil {
+		return nil, nil
+	}
+	raw, err := answerJSON(*in)
+	if err != nil {
+		return nil, err
+	}
+	return order.OutcomeAlong(in.UserID, in.IdempotencyKey, in.RequestHash, in.OrderID, raw), nil
+}
+
+// answerJSON is the answer as it is recorded; OUTCOME_NOT_RECORDABLE when it is not JSON.
+func answerJSON(in RecordOutcomeInput) (json.RawMessage, error) {
+	raw, err := json.Marshal(in.Outcome)
+	if err != nil {
+		return nil, failure(problem.OutcomeNotRecordable, "outcome is not JSON", err)
+	}
+	return raw, nil
 }

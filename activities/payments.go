@@ -100,6 +100,22 @@ func (a *Payments) lookup(ctx context.Context, r payRef) (payment.Intent, error)
 // key window, the same keys would make a second intent: the provider is then only asked, never
 // asked to authorize again.
 func (a *Payments) Authorize(ctx context.Context, in AuthorizeInput) (PaymentResult, error) {
+	return a.authorize(ctx, in, false)
+}
+
+// AuthorizeForCapture is Authorize for an order that goes on to capture at once: an authorization
+// is answered without its mirror on the payments row, which CaptureFinish writes (as the capture)
+// in the transaction that confirms the order. The intent's id and the attempt are recorded before
+// the provider holds any money, as Authorize records them; every other answer is mirrored at once.
+// The order writes the mirror itself (ResolvePayment) before it waits for anything, so the row is
+// behind the provider only within the workflow task that authorized. A repeat after a lost answer
+// finds the token still kept and authorizes again under the same keys: the provider answers with
+// the same intent.
+func (a *Payments) AuthorizeForCapture(ctx context.Context, in AuthorizeInput) (PaymentResult, error) {
+	return a.authorize(ctx, in, true)
+}
+
+func (a *Payments) authorize(ctx context.Context, in AuthorizeInput, captureNext bool) (PaymentResult, error) {
 	r, err := a.ref(ctx, in.OrderID)
 	if err != nil {
 		return PaymentResult{}, err
@@ -142,6 +158,9 @@ func (a *Payments) Authorize(ctx context.Context, in AuthorizeInput) (PaymentRes
 	}
 	if err != nil {
 		return PaymentResult{}, providerError(err)
+	}
+	if captureNext && intent.Status == payment.StatusAuthorized {
+		return resultOf(intent), nil
 	}
 	return a.mirror(ctx, in.OrderID, intent)
 }
@@ -274,24 +293,73 @@ func eventMismatch(in VerifyEventInput, key string, intent payment.Intent) strin
 // non-retryable PAYMENT_AUTHORIZATION_EXPIRED (no retry can bring it back), and so does one the
 // provider reports lapsed.
 func (a *Payments) Capture(ctx context.Context, orderID int64) (PaymentResult, error) {
-	r, err := a.ref(ctx, orderID)
+	intent, err := a.capture(ctx, orderID)
 	if err != nil {
 		return PaymentResult{}, err
 	}
+	return a.mirror(ctx, orderID, intent)
+}
+
+// capture asks the provider to capture, unmirrored (see Capture).
+func (a *Payments) capture(ctx context.Context, orderID int64) (payment.Intent, error) {
+	r, err := a.ref(ctx, orderID)
+	if err != nil {
+		return payment.Intent{}, err
+	}
 	if r.captureBefore != nil && time.Until(*r.captureBefore) < CaptureMargin {
-		return PaymentResult{}, authorizationExpired(*r.captureBefore)
+		return payment.Intent{}, authorizationExpired(*r.captureBefore)
 	}
 	intent, err := a.Gateway.Capture(ctx, r.Ref)
 	if errors.Is(err, payment.ErrInvalidState) {
 		if cur, lerr := a.Gateway.Lookup(ctx, r.Ref); lerr == nil && cur.DeclineCode == payment.DeclineAuthorizationExpired {
 			_, _ = a.mirror(ctx, orderID, cur)
-			return PaymentResult{}, authorizationExpired(cur.CaptureBefore)
+			return payment.Intent{}, authorizationExpired(cur.CaptureBefore)
 		}
 	}
 	if err != nil {
-		return PaymentResult{}, providerError(err)
+		return payment.Intent{}, providerError(err)
 	}
-	return a.mirror(ctx, orderID, intent)
+	return intent, nil
+}
+
+// CaptureFinishInput captures an order's payment and confirms the order; Answer, when set, is the
+// answer to the order's request, recorded in the same transaction.
+type CaptureFinishInput struct {
+	OrderID int64               `json:"orderId"`
+	Answer  *RecordOutcomeInput `json:"answer,omitempty"`
+}
+
+// CaptureFinished is what CaptureFinish did: the payment as the provider has it, and the order.
+type CaptureFinished struct {
+	Payment  PaymentResult `json:"payment"`
+	Finished Finished      `json:"finished"`
+}
+
+// CaptureFinish is Capture and Finish to CONFIRMED as one step: the provider's capture outside
+// any transaction, then one transaction that mirrors it on the payments row, records the answer to
+// the order's request (Answer) and ends the order CONFIRMED with its timeline entry and outbox
+// event (order.Store.FinishAlong). A repeat after a lost answer captures nothing more (the
+// provider answers the capture it made), mirrors the same capture and finds the order confirmed.
+// When another actor ended the order first, the capture is still mirrored and Finished says where
+// the order stands: the caller gives the money back. Refusals are Capture's.
+func (a *Payments) CaptureFinish(ctx context.Context, in CaptureFinishInput) (CaptureFinished, error) {
+	intent, err := a.capture(ctx, in.OrderID)
+	if err != nil {
+		return CaptureFinished{}, err
+	}
+	along := []order.Along{order.PaymentAlong(paymentUpdate(in.OrderID, intent))}
+	answer, err := outcomeAlong(in.Answer)
+	if err != nil {
+		return CaptureFinished{}, err
+	}
+	if answer != nil {
+		along = append(along, answer)
+	}
+	f, err := order.Store{Pool: a.Pool}.FinishAlong(ctx, in.OrderID, order.StatusConfirmed, "", nil, along...)
+	if err != nil {
+		return CaptureFinished{}, fmt.Errorf("confirming order %d with its capture: %w", in.OrderID, err)
+	}
+	return CaptureFinished{Payment: resultOf(intent), Finished: f}, nil
 }
 
 func authorizationExpired(at time.Time) error {
@@ -350,8 +418,12 @@ func (a *Payments) mirror(ctx context.Context, orderID int64, intent payment.Int
 	if err := a.record(ctx, orderID, intent); err != nil {
 		return PaymentResult{}, err
 	}
+	return resultOf(intent), nil
+}
+
+func resultOf(intent payment.Intent) PaymentResult {
 	return PaymentResult{Status: intent.Status, IntentID: intent.ID, RedirectURL: intent.RedirectURL,
-		DeclineCode: intent.DeclineCode}, nil
+		DeclineCode: intent.DeclineCode}
 }
 
 func (a *Payments) record(ctx context.Context, orderID int64, intent payment.Intent) error {
@@ -359,6 +431,14 @@ func (a *Payments) record(ctx context.Context, orderID int64, intent payment.Int
 		// Made, not confirmed: nothing is held, and the row keeps what it said.
 		return nil
 	}
+	if err := order.DataOf(db.Traced(a.Pool)).RecordPayment(ctx, paymentUpdate(orderID, intent)); err != nil {
+		return fmt.Errorf("recording the payment of order %d: %w", orderID, err)
+	}
+	return nil
+}
+
+// paymentUpdate is the payments row's mirror of the provider's intent.
+func paymentUpdate(orderID int64, intent payment.Intent) order.PaymentUpdate {
 	p := order.PaymentUpdate{OrderID: orderID, Status: string(intent.Status),
 		CapturedMinor: intent.CapturedMinor, RefundedMinor: intent.RefundedMinor}
 	if intent.ID != "" {
@@ -370,10 +450,7 @@ func (a *Payments) record(ctx context.Context, orderID int64, intent payment.Int
 	if !intent.CaptureBefore.IsZero() {
 		p.CaptureBefore = &intent.CaptureBefore
 	}
-	if err := order.DataOf(db.Traced(a.Pool)).RecordPayment(ctx, p); err != nil {
-		return fmt.Errorf("recording the payment of order %d: %w", orderID, err)
-	}
-	return nil
+	return p
 }
 
 // providerError keeps "the provider is down" retryable (PAYMENT_PROVIDER_UNAVAILABLE) and makes

@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/workflowservice/v1"
@@ -35,6 +36,7 @@ import (
 
 	"github.com/marketplace/checkout/api"
 	"github.com/marketplace/checkout/cart"
+	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/events"
 	"github.com/marketplace/checkout/features"
 	"github.com/marketplace/checkout/internal/auth"
@@ -140,6 +142,9 @@ type stackOptions struct {
 	env map[string]string
 	// workerEnv adds settings the worker alone is given, over env's (the API keeps env's).
 	workerEnv map[string]string
+	// tracer, when set, traces every statement of the product's pool (the API's, the worker's and
+	// the loops'); the payment simulator then has a pool of its own, untraced.
+	tracer pgx.QueryTracer
 }
 
 // quietLog discards the product's logs; E2E_LOG=1 shows them.
@@ -158,6 +163,13 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	ctx, cancel := context.WithCancel(context.Background())
 	dbURL := testenv.DatabaseURL(t)
 	pool := testenv.PoolOn(t, dbURL, 60)
+	simPool := pool
+	if o.tracer != nil {
+		traced, err := db.Connect(ctx, dbURL, 60, db.WithTracer(o.tracer))
+		require.NoError(t, err)
+		t.Cleanup(traced.Close)
+		pool = traced
+	}
 	require.NoError(t, demo.Load(ctx, pool))
 	// Order ids name the hold workflows; tests share one Temporal server, so each database
 	// numbers its orders in a range of its own.
@@ -198,7 +210,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	m.RegisterInventoryGauges(inv)
 	switches := features.New(pool, features.Options{TTL: cfg.FeaturesCacheTTL, Log: quietLog()})
 	m.RegisterFeatures(switches.Snapshot)
-	sim := paysim.New(pool, paysim.Options{PublicBaseURL: base, WebhookURL: cfg.PaymentWebhookURL,
+	sim := paysim.New(simPool, paysim.Options{PublicBaseURL: base, WebhookURL: cfg.PaymentWebhookURL,
 		WebhookSecret: []byte(cfg.PaymentWebhookSecret), Log: quietLog(), RetryBase: 100 * time.Millisecond,
 		RetryMax: time.Second, PollInterval: 100 * time.Millisecond, HoldUntil: api.HoldUntil(pool)})
 	subject := events.CartSubject(cfg.Events.Prefix)

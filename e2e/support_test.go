@@ -282,7 +282,7 @@ func TestSupport_ParkedOrder_HistoryDoesNotGrowWhileItWaits(t *testing.T) {
 		d, err := s.temporal.DescribeWorkflow(s.ctx, wf, "")
 		require.NoError(t, err)
 		for _, a := range d.RawResponse.PendingActivities {
-			if a.ActivityType.GetName() == "Capture" {
+			if a.ActivityType.GetName() == "CaptureFinish" {
 				return a.Attempt
 			}
 		}

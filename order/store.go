@@ -251,6 +251,18 @@ func (s Store) Transition(ctx context.Context, orderID int64, to Status, code pr
 	}
 	changed := false
 	err := db.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		var err error
+		changed, err = transition(ctx, tx, orderID, to, event, code, detail)
+		return err
+	})
+	return changed, err
+}
+
+// transition is Transition in the caller's transaction.
+func transition(ctx context.Context, tx pgx.Tx, orderID int64, to Status, event string, code problem.Code,
+	detail map[string]any) (bool, error) {
+	changed := false
+	err := func() error {
 		q := orderstore.New(tx)
 		var failure *string
 		if code != "" {
@@ -283,7 +295,7 @@ func (s Store) Transition(ctx context.Context, orderID int64, to Status, code pr
 			extra, _ = json.Marshal(map[string]any{"code": code})
 		}
 		return emit.OrderEvent(ctx, tx, orderID, event, extra)
-	})
+	}()
 	return changed, err
 }
 
@@ -314,6 +326,60 @@ func (s Store) Finish(ctx context.Context, orderID int64, to Status, code proble
 	f := Finished{Status: Status(o.Status)}
 	if o.FailureCode != nil {
 		f.FailureCode = problem.Code(*o.FailureCode)
+	}
+	return f, nil
+}
+
+// Along is a write that rides in the transaction of an order's end (FinishAlong).
+type Along func(ctx context.Context, tx db.DBTX) error
+
+// FinishAlong is Finish with other writes in the same transaction, before the order's row moves:
+// the capture's mirror, the recorded answer to the request. They are written whether or not this
+// call ends the order (each is itself safe to repeat), so that a repeat after a lost answer, or an
+// order another actor ended first, still has them.
+func (s Store) FinishAlong(ctx context.Context, orderID int64, to Status, code problem.Code,
+	detail map[string]any, along ...Along) (Finished, error) {
+	return s.FinishAlongIfEnds(ctx, orderID, to, code, detail, nil, along...)
+}
+
+// FinishAlongIfEnds is FinishAlong with one more write, ifEnds, made in the same transaction when,
+// and only when, this call ends the order: the saga's refusal of an order it failed as it was
+// placed, which must not be recorded for an order another actor ended first (a reset run's order
+// that is CONFIRMED is sold, not refused). A repeat after a lost answer does not write it again:
+// the transaction that ended the order did.
+func (s Store) FinishAlongIfEnds(ctx context.Context, orderID int64, to Status, code problem.Code,
+	detail map[string]any, ifEnds Along, along ...Along) (Finished, error) {
+	event, ok := events[to]
+	if !ok {
+		return Finished{}, fmt.Errorf("order %d to %s: %w", orderID, to, ErrNotFinal)
+	}
+	var f Finished
+	err := db.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		for _, write := range along {
+			if err := write(ctx, tx); err != nil {
+				return err
+			}
+		}
+		changed, err := transition(ctx, tx, orderID, to, event, code, detail)
+		if err == nil && changed && ifEnds != nil {
+			err = ifEnds(ctx, tx)
+		}
+		if err != nil || changed {
+			f = Finished{Changed: changed, Status: to, FailureCode: code}
+			return err
+		}
+		o, err := orderstore.New(tx).GetOrder(ctx, orderID)
+		if err != nil {
+			return err
+		}
+		f = Finished{Status: Status(o.Status)}
+		if o.FailureCode != nil {
+			f.FailureCode = problem.Code(*o.FailureCode)
+		}
+		return nil
+	})
+	if err != nil {
+		return Finished{}, err
 	}
 	return f, nil
 }
@@ -404,12 +470,24 @@ func note(ctx context.Context, q *orderstore.Queries, orderID int64, kind string
 // the same after the order's workflow has closed. The first record wins.
 func (s Store) RecordOutcome(ctx context.Context, userID int64, idempotencyKey, requestHash string, orderID int64,
 	outcome json.RawMessage) error {
-	var id *int64
-	if orderID > 0 {
-		id = &orderID
+	return OutcomeAlong(userID, idempotencyKey, requestHash, orderID, outcome)(ctx, db.Traced(s.Pool))
+}
+
+// OutcomeAlong is RecordOutcome as a write riding in an order's end (FinishAlong).
+func OutcomeAlong(userID int64, idempotencyKey, requestHash string, orderID int64, outcome json.RawMessage) Along {
+	return func(ctx context.Context, tx db.DBTX) error {
+		var id *int64
+		if orderID > 0 {
+			id = &orderID
+		}
+		return orderstore.New(tx).InsertIdempotencyRecord(ctx, orderstore.InsertIdempotencyRecordParams{UserID: userID,
+			IdempotencyKey: idempotencyKey, RequestHash: requestHash, OrderID: id, Outcome: outcome})
 	}
-	return s.q().InsertIdempotencyRecord(ctx, orderstore.InsertIdempotencyRecordParams{UserID: userID,
-		IdempotencyKey: idempotencyKey, RequestHash: requestHash, OrderID: id, Outcome: outcome})
+}
+
+// PaymentAlong is RecordPayment as a write riding in an order's end (FinishAlong).
+func PaymentAlong(p PaymentUpdate) Along {
+	return func(ctx context.Context, tx db.DBTX) error { return DataOf(tx).RecordPayment(ctx, p) }
 }
 
 func nullJSON(raw []byte) pqtype.NullRawMessage {

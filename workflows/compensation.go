@@ -49,9 +49,21 @@ func (w *orderFlow) fail(ctx workflow.Context, code problem.Code, answer *PlaceO
 		answer.OrderID, answer.Status = w.st.OrderID, status
 		w.answer(dctx, answer)
 	}
+	// A refusal of the order as it was placed is recorded by the transaction that ends the order,
+	// when this run ends it; the shopper hears it once the stock is back.
+	var refusal *activities.RecordOutcomeInput
+	if answer != nil && w.placed == nil {
+		answer.OrderID, answer.Status = w.st.OrderID, status
+		refusal = w.outcomeInput(answer)
+	}
 	var done activities.Finished
-	_ = w.mustStep(dctx, stepFinish, ordersA.Finish, &done,
-		activities.TransitionInput{OrderID: w.st.OrderID, To: status, Code: code})
+	refused := false // the refusal is recorded
+	if w.mustStep(dctx, stepFinish, ordersA.FinishAnswered, &done, activities.FinishInput{
+		TransitionInput: activities.TransitionInput{OrderID: w.st.OrderID, To: status, Code: code},
+		Answer:          w.unrecorded, Refusal: refusal}) == nil {
+		w.unrecorded = nil
+		refused = done.Changed && refusal != nil
+	}
 	if !done.Changed && done.Status != "" && !done.Status.Open() {
 		// Someone else ended the order first: the row's word stands.
 		status = done.Status
@@ -70,7 +82,10 @@ func (w *orderFlow) fail(ctx workflow.Context, code problem.Code, answer *PlaceO
 	// Stock first: giving it back never depends on the payment provider. Then the shopper hears
 	// (a decline answers with the stock already back), then the money goes back.
 	w.compensateKind(dctx, compensateStock)
-	if answer != nil {
+	switch {
+	case refused && w.placed == nil:
+		w.placed = answer
+	case answer != nil:
 		answer.OrderID, answer.Status = w.st.OrderID, status
 		w.answer(dctx, answer)
 	}
@@ -140,8 +155,9 @@ func (w *orderFlow) reversePayment(ctx workflow.Context) error {
 	if err := w.mustStep(ctx, stepReverse, paymentsA.Reverse, &p, w.st.OrderID); err != nil {
 		return err
 	}
+	w.unmirrored = false // Reverse mirrored what the provider holds now
 	if p.Status != payment.StatusNotFound {
-		w.onPayment(p.Status, "compensation")
+		w.onPayment(ctx, p.Status, "compensation")
 	}
 	return nil
 }
@@ -206,8 +222,43 @@ func (w *orderFlow) answer(ctx workflow.Context, res *PlaceOrderResult) {
 		return
 	}
 	dctx, _ := workflow.NewDisconnectedContext(ctx)
-	_ = w.attempt(dctx, ordersA.RecordOutcome, nil, activities.RecordOutcomeInput{UserID: w.in.UserID,
-		IdempotencyKey: w.in.IdempotencyKey, RequestHash: w.in.RequestHash, OrderID: w.st.OrderID, Outcome: res})
+	_ = w.attempt(dctx, ordersA.RecordOutcome, nil, *w.outcomeInput(res))
+}
+
+// answerLater releases the place-order update with the shopper's answer, leaving its record to
+// the transaction that ends the order (FinishAnswered, CaptureFinish) when the order is decided in
+// this workflow task, as an order paid at once is. Until the workflow closes, a repeat of the key
+// attaches to it and is answered by the update; the record is written before the order first
+// waits for anything (flushWrites) and before the workflow closes, so a repeat after the close
+// finds it.
+func (w *orderFlow) answerLater(res *PlaceOrderResult) {
+	if w.placed != nil {
+		return
+	}
+	w.placed = res
+	w.unrecorded = w.outcomeInput(res)
+}
+
+// outcomeInput is the record of an answer under the request's key.
+func (w *orderFlow) outcomeInput(res *PlaceOrderResult) *activities.RecordOutcomeInput {
+	return &activities.RecordOutcomeInput{UserID: w.in.UserID, IdempotencyKey: w.in.IdempotencyKey,
+		RequestHash: w.in.RequestHash, OrderID: w.st.OrderID, Outcome: res}
+}
+
+// flushWrites writes what was left to ride in the order's end, when the order is about to wait
+// (or close) first: the recorded answer, and the authorization's mirror (ResolvePayment asks the
+// provider and mirrors its intent, with when the authorization lapses). Each is cleared before it
+// runs, so a step retried on the server, which waits too, does not write it again.
+func (w *orderFlow) flushWrites(ctx workflow.Context) {
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	if rec := w.unrecorded; rec != nil {
+		w.unrecorded = nil
+		_ = w.attempt(dctx, ordersA.RecordOutcome, nil, *rec)
+	}
+	if w.unmirrored {
+		w.unmirrored = false
+		_ = w.attempt(dctx, paymentsA.ResolvePayment, nil, w.st.OrderID)
+	}
 }
 
 // recordSupport records a support action the order acts on: its staff_actions row and the order's

@@ -70,7 +70,7 @@ func TestOrder_HoldExtendedAtMinute14_PaidAfterTheOriginalExpiry_Confirmed(t *te
 	assert.Equal(t, order.StatusConfirmed, st.Status, "paid at minute 17, within the extended hold")
 	assert.Empty(t, released, "the hold child's timer moved: nothing expired")
 	assert.True(t, start.Add(hold+5*time.Minute).Equal(*st.HoldExpiresAt), "the order shows the new expiry")
-	assert.Equal(t, 1, s.calls["Capture"])
+	assert.Equal(t, 1, s.calls["CaptureFinish"])
 }
 
 // TestOrder_HoldExtended_NotPaid_ExpiresAtTheNewTime: the extended hold still ends, at its new time.
@@ -120,7 +120,7 @@ func TestOrder_HoldExtensionRefusedByTheDatabase_OrderWaitsOn(t *testing.T) {
 func TestOrder_HoldExtensionOfAPaidOrder_Refused(t *testing.T) {
 	s := newSaga(t)
 	s.authorizeReturns("AUTHORIZED")
-	s.on("Capture").Return(activities.PaymentResult{Status: "CAPTURED"}, nil).After(time.Second)
+	s.on("CaptureFinish").Return(s.captured).After(time.Second)
 	var ext extendAnswer
 	s.extendAt(time.Millisecond, "x1", &ext)
 	st := s.run(input("tok_ok"))

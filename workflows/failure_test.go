@@ -26,7 +26,7 @@ func confirmFails(s *saga, err error) {
 func stockReleased(t *testing.T, p pathTaken) {
 	assert.Equal(t, string(order.StatusFailed), p.Status)
 	assert.Equal(t, string(problem.StockReleased), p.FailureCode)
-	assert.Zero(t, p.Calls["Capture"]+p.Calls["Park"], "the order fails at once, never captured")
+	assert.Zero(t, p.Calls["CaptureFinish"]+p.Calls["Park"], "the order fails at once, never captured")
 }
 
 // eventVerifyFails: a payment event comes while the order waits for 3-D Secure, and asking the
@@ -86,30 +86,29 @@ func TestSaga_StepFailingUnderItsCodeOrItsEarlierName_TakesTheSamePath(t *testin
 		{"the confirm finds no reservation", problem.NoReservation, confirmFails, stockReleased, failing(false)},
 		{"the authorization times out", problem.PaymentOutcomeUnknown,
 			func(s *saga, err error) {
-				s.on("Authorize").Return(activities.PaymentResult{Status: payment.StatusUnknown}, err).Once()
+				s.on("AuthorizeForCapture").Return(activities.PaymentResult{Status: payment.StatusUnknown}, err).Once()
 				s.on("ResolvePayment").Return(activities.PaymentResult{Status: "AUTHORIZED", IntentID: "pi_1"}, nil)
 			},
 			func(t *testing.T, p pathTaken) {
 				assert.Equal(t, "AUTHORIZED", p.Payment, "decided by asking the provider")
 				assert.Equal(t, string(order.StatusConfirmed), p.Status)
-				assert.Equal(t, 1, p.Calls["Authorize"])
+				assert.Equal(t, 1, p.Calls["AuthorizeForCapture"])
 				assert.Equal(t, 1, p.Calls["ResolvePayment"])
 			}, failing(false)},
 		{"the provider is down for two tries of the capture", problem.PaymentProviderUnavailable,
 			func(s *saga, err error) {
 				s.authorizeReturns("AUTHORIZED")
-				s.on("Capture").Return(activities.PaymentResult{}, err).Times(2)
-				s.on("Capture").Return(activities.PaymentResult{Status: "CAPTURED"}, nil)
+				s.captureFails(err, 2)
 			},
 			func(t *testing.T, p pathTaken) {
 				assert.Equal(t, string(order.StatusConfirmed), p.Status)
-				assert.Equal(t, 3, p.Calls["Capture"])
+				assert.Equal(t, 3, p.Calls["CaptureFinish"])
 				assert.Zero(t, p.Calls["Park"])
 			}, failing(true)},
 		{"the provider refuses the capture", problem.PaymentRefused,
 			func(s *saga, err error) {
 				s.authorizeReturns("AUTHORIZED")
-				s.on("Capture").Return(activities.PaymentResult{}, err)
+				s.captureFails(err, 0)
 				s.at(6*time.Hour, func() {
 					st := s.query()
 					s.parked = st.Attention
@@ -120,7 +119,7 @@ func TestSaga_StepFailingUnderItsCodeOrItsEarlierName_TakesTheSamePath(t *testin
 				require.NotNil(t, p.Parked, "parked for support")
 				assert.Equal(t, "capture", p.Parked.Step)
 				assert.Equal(t, string(problem.PaymentRefused), p.Parked.Code, "support reads the code")
-				assert.Equal(t, 1, p.Calls["Capture"], "no retry changes a refusal")
+				assert.Equal(t, 1, p.Calls["CaptureFinish"], "no retry changes a refusal")
 				assert.Equal(t, 1, p.Calls["Park"])
 				assert.Equal(t, string(order.StatusCancelled), p.Status)
 			}, failing(false)},

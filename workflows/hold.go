@@ -200,6 +200,7 @@ var holdReleaseOptions = workflow.ActivityOptions{
 // goes out in the same workflow task completion, so writing them here rather than at each change
 // hides nothing from the outside and costs one upsert instead of several.
 func (w *orderFlow) yield(ctx workflow.Context) {
+	w.flushWrites(ctx)
 	w.ensureHold(ctx)
 	w.flushSearch(ctx)
 }

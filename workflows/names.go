@@ -17,7 +17,7 @@ import (
 // BuildID names this build's workflow code as a worker deployment version. Workers run every
 // workflow pinned to the build that started it, so a change to workflow code that older runs could
 // not replay needs a new BuildID (and histories recorded for it: make histories).
-const BuildID = "saga-7"
+const BuildID = "saga-8"
 
 // RetiredBuilds are builds whose code is gone: the unversioned releases v1 and v2, whose sagas the
 // first versioned builds carried for their runs. Their recorded histories are kept (the manifest

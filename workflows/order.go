@@ -160,6 +160,7 @@ func OrderWorkflow(ctx workflow.Context, in OrderInput) (OrderState, error) {
 		// arrive while this workflow completes, and the completion would have to be redone.
 		_ = w.hold.GetChildWorkflowExecution().Get(ctx, nil)
 	}
+	w.flushWrites(ctx)
 	w.phase = phaseDone
 	err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
 	if err != nil && !temporal.IsCanceledError(err) {
@@ -221,6 +222,12 @@ type orderFlow struct {
 
 	// saga is the timing the order runs by (see takeSaga).
 	saga activities.SagaOptions
+
+	// unrecorded is the answer to the request while it is not yet recorded under the key, and
+	// unmirrored says the provider's authorization is not yet on the payments row: both ride in
+	// the order's end, or are written before the order first waits (flushWrites).
+	unrecorded *activities.RecordOutcomeInput
+	unmirrored bool
 }
 
 // Activity references: methods on nil receivers name the registered activities.
@@ -300,10 +307,9 @@ func (w *orderFlow) run(ctx workflow.Context) {
 			return
 		}
 	}
+	// The reservation's statement recorded the hold's end on the order too.
 	expires := res.ExpiresAt
 	w.st.HoldExpiresAt, w.holdAt = &expires, &expires
-	_ = workflow.ExecuteLocalActivity(lctx, ordersA.SetHold, activities.SetHoldInput{OrderID: created.OrderID,
-		ExpiresAt: expires}).Get(ctx, nil)
 	w.note(ctx, "reserved", allocationText(res.Allocations))
 
 	// 4. Authorize the total, with the order's own idempotency key. Its reversal is registered
@@ -315,14 +321,14 @@ func (w *orderFlow) run(ctx workflow.Context) {
 		return
 	}
 	w.st.IntentID, w.st.RedirectURL = pay.IntentID, pay.RedirectURL
-	w.onPayment(pay.Status, "authorize")
+	w.onPayment(ctx, pay.Status, "authorize")
 	if w.declined {
 		w.fail(ctx, problem.PaymentDeclined, &PlaceOrderResult{Outcome: OutcomePaymentDeclined})
 		return
 	}
 
-	// 5. Answer the shopper.
-	w.answer(ctx, &PlaceOrderResult{Outcome: OutcomeCreated, OrderID: w.st.OrderID, Status: order.StatusPendingPayment,
+	// 5. Answer the shopper. The answer is recorded with the order's end, or before it first waits.
+	w.answerLater(&PlaceOrderResult{Outcome: OutcomeCreated, OrderID: w.st.OrderID, Status: order.StatusPendingPayment,
 		Payment: &PaymentView{Status: pay.Status, RedirectURL: pay.RedirectURL}, HoldExpiresAt: w.st.HoldExpiresAt})
 
 	// 6. Wait for the payment, the hold's expiry, a cancel or a shortfall. An order paid at once
@@ -368,8 +374,11 @@ func (w *orderFlow) authorize(ctx, lctx workflow.Context) (activities.PaymentRes
 	in := w.authorizeInput()
 	var pay activities.PaymentResult
 	for attempt := 0; attempt < 3; attempt++ {
-		err := workflow.ExecuteLocalActivity(lctx, paymentsA.Authorize, in).Get(ctx, &pay)
+		err := workflow.ExecuteLocalActivity(lctx, paymentsA.AuthorizeForCapture, in).Get(ctx, &pay)
 		if err == nil {
+			// An authorization is mirrored on the payments row by the capture, or before the order
+			// first waits (flushWrites).
+			w.unmirrored = pay.Status == payment.StatusAuthorized
 			return pay, nil
 		}
 		if !activities.FailedWith(err, problem.PaymentOutcomeUnknown) {
@@ -392,7 +401,7 @@ func (w *orderFlow) authorizeInput() activities.AuthorizeInput {
 		Token: w.in.PaymentMethodToken}
 }
 
-func (w *orderFlow) onPayment(status payment.Status, source string) {
+func (w *orderFlow) onPayment(ctx workflow.Context, status payment.Status, source string) {
 	switch status {
 	case payment.StatusAuthorized, payment.StatusCaptured:
 		w.paid = true
@@ -400,7 +409,8 @@ func (w *orderFlow) onPayment(status payment.Status, source string) {
 		w.declined = true
 	}
 	w.st.PaymentStatus = status
-	w.st.Timeline = appendTimeline(w.st.Timeline, TimelineEntry{Event: "payment " + lower(string(status)), Detail: source})
+	w.st.Timeline = appendTimeline(w.st.Timeline, TimelineEntry{At: workflow.Now(ctx), Event: "payment " + lower(string(status)),
+		Detail: source})
 	w.searchDirty = true
 }
 
@@ -434,7 +444,7 @@ func (w *orderFlow) verified(ctx workflow.Context, f workflow.Future, source str
 		return
 	}
 	w.st.IntentID = pay.IntentID
-	w.onPayment(pay.Status, source+", confirmed by the provider")
+	w.onPayment(ctx, pay.Status, source+", confirmed by the provider")
 }
 
 // awaitOutcome waits until the payment is decided or the order must stop, and returns the
@@ -491,7 +501,7 @@ func (w *orderFlow) awaitOutcome(ctx workflow.Context) problem.Code {
 			var pay activities.PaymentResult
 			if err := unknown.Get(ctx, &pay); err == nil {
 				w.st.IntentID = pay.IntentID
-				w.onPayment(pay.Status, "provider asked")
+				w.onPayment(ctx, pay.Status, "provider asked")
 			}
 			unknown = nil // asked once; the payment reconciler asks again if need be
 		}
@@ -549,7 +559,7 @@ func (w *orderFlow) settleStopped(ctx workflow.Context, settling workflow.Future
 		return
 	}
 	w.st.IntentID = pay.IntentID
-	w.onPayment(pay.Status, "provider asked, as the order stopped waiting")
+	w.onPayment(ctx, pay.Status, "provider asked, as the order stopped waiting")
 }
 
 // settle confirms the stock, captures the money and completes the order.
@@ -565,18 +575,17 @@ func (w *orderFlow) settle(ctx workflow.Context) {
 	}
 	w.holdAt = nil // nothing left to hold
 	w.note(ctx, "stock confirmed", "")
-	var p activities.PaymentResult
-	if err := w.step(dctx, stepCapture, paymentsA.Capture, &p, w.st.OrderID); err != nil {
+	// The capture, its mirror, the recorded answer and the order's end: one step, one transaction
+	// after the provider's call.
+	var cf activities.CaptureFinished
+	if err := w.step(dctx, stepCapture, paymentsA.CaptureFinish, &cf,
+		activities.CaptureFinishInput{OrderID: w.st.OrderID, Answer: w.unrecorded}); err != nil {
 		w.failAfterStep(ctx, err, problem.PaymentDeclined)
 		return
 	}
-	w.onPayment(p.Status, "capture")
-	var done activities.Finished
-	if err := w.step(dctx, stepComplete, ordersA.Finish, &done,
-		activities.TransitionInput{OrderID: w.st.OrderID, To: order.StatusConfirmed}); err != nil {
-		w.failAfterStep(ctx, err, problem.PaymentDeclined)
-		return
-	}
+	w.unrecorded, w.unmirrored = nil, false
+	w.onPayment(ctx, cf.Payment.Status, "capture")
+	done := cf.Finished
 	if done.Status != order.StatusConfirmed {
 		// Another actor ended the order first (its workflow was taken for gone): the row says so,
 		// and what this run confirmed and captured goes back.

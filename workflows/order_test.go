@@ -56,6 +56,11 @@ type saga struct {
 	orderTimers int
 	// parked is what support saw of a parked order, when a test looked.
 	parked *workflows.Attention
+	// recorded are the answers recorded under the key by the default mocks, each as the write
+	// that carried it and the outcome ("FinishAnswered PAYMENT_DECLINED").
+	recorded []string
+	// heard, when set, is called as the shopper hears the answer.
+	heard func()
 }
 
 func newSaga(t *testing.T) *saga {
@@ -93,7 +98,10 @@ func (s *saga) defaults() {
 			Allocations: []inventory.Allocation{{ReservationID: 1, SKUID: 77, WarehouseID: 1, Quantity: 1, Status: "ACTIVE"}}}, nil
 	})
 	def("SetHold", nil)
-	def("RecordOutcome", nil)
+	def("RecordOutcome", func(ctx context.Context, in activities.RecordOutcomeInput) error {
+		s.record("RecordOutcome", &in)
+		return nil
+	})
 	def("Timeline", nil)
 	def("Park", nil)
 	def("Escalate", nil)
@@ -111,6 +119,14 @@ func (s *saga) defaults() {
 		s.final[order.Status(in.To)]++
 		return activities.Finished{Changed: true, Status: order.Status(in.To), FailureCode: problem.Code(in.Code)}, nil
 	})
+	def("AuthorizeForCapture", activities.PaymentResult{Status: "AUTHORIZED", IntentID: "pi_1"}, nil)
+	def("FinishAnswered", func(ctx context.Context, in activities.FinishInput) (activities.Finished, error) {
+		s.final[order.Status(in.To)]++
+		s.record("FinishAnswered", in.Answer)
+		s.record("FinishAnswered", in.Refusal) // this call ends the order
+		return activities.Finished{Changed: true, Status: order.Status(in.To), FailureCode: problem.Code(in.Code)}, nil
+	})
+	def("CaptureFinish", s.captured)
 	def("EndIfOrphaned", activities.Orphan{Running: true}, nil)
 	def("SettleUnknown", activities.PaymentResult{Status: "AUTHORIZED", IntentID: "pi_1"}, nil)
 	// The provider backs every event unless a test says otherwise.
@@ -119,6 +135,38 @@ func (s *saga) defaults() {
 	})
 }
 
+// captured is CaptureFinish when the provider captures and the order is confirmed.
+func (s *saga) captured(ctx context.Context, in activities.CaptureFinishInput) (activities.CaptureFinished, error) {
+	s.final[order.StatusConfirmed]++
+	s.record("CaptureFinish", in.Answer)
+	return activities.CaptureFinished{Payment: activities.PaymentResult{Status: "CAPTURED", IntentID: "pi_1"},
+		Finished: activities.Finished{Changed: true, Status: order.StatusConfirmed}}, nil
+}
+
+// record notes an answer recorded under the key by the write named by.
+func (s *saga) record(by string, in *activities.RecordOutcomeInput) {
+	if in == nil {
+		return
+	}
+	var res workflows.PlaceOrderResult
+	require.NoError(s.t, json.Unmarshal([]byte(jsonOf(s.t, in.Outcome)), &res))
+	s.recorded = append(s.recorded, by+" "+string(res.Outcome))
+}
+
+// captureFails makes CaptureFinish fail with err times times (every time when times is 0), then
+// capture.
+func (s *saga) captureFails(err error, times int) {
+	c := s.on("CaptureFinish").Return(activities.CaptureFinished{}, err)
+	if times > 0 {
+		c.Times(times)
+		s.on("CaptureFinish").Return(s.captured)
+	}
+}
+
+// earlierSteps are the activities builds before saga-8 ran and this one does not: the hold's own
+// write, Authorize with its mirror, Capture and Finish as steps of their own.
+var earlierSteps = []string{"SetHold", "Authorize", "Capture", "Finish"}
+
 // on mocks an activity (the first matching mock answers) and counts its calls.
 func (s *saga) on(name string) *testsuite.MockCallWrapper {
 	s.mocked[name] = true
@@ -126,7 +174,7 @@ func (s *saga) on(name string) *testsuite.MockCallWrapper {
 }
 
 func (s *saga) authorizeReturns(status payment.Status) {
-	s.on("Authorize").Return(activities.PaymentResult{Status: status, IntentID: "pi_1",
+	s.on("AuthorizeForCapture").Return(activities.PaymentResult{Status: status, IntentID: "pi_1",
 		RedirectURL: map[bool]string{true: "http://localhost:8080/paysim/3ds/pi_1"}[status == payment.StatusRequiresAction]}, nil)
 }
 
@@ -151,10 +199,16 @@ func (s *saga) run(in workflows.OrderInput) workflows.OrderState {
 				var r workflows.PlaceOrderResult
 				require.NoError(s.t, json.Unmarshal([]byte(jsonOf(s.t, v)), &r))
 				s.placed = &r
+				if s.heard != nil {
+					s.heard()
+				}
 			},
 		}, in.RequestHash)
 	})
 	s.env.ExecuteWorkflow(workflows.OrderWorkflow, in)
+	for _, name := range earlierSteps {
+		assert.Zero(s.t, s.calls[name], "%s is an earlier build's step", name)
+	}
 	require.True(s.t, s.env.IsWorkflowCompleted())
 	require.NoError(s.t, s.env.GetWorkflowError())
 	var st workflows.OrderState
@@ -180,7 +234,7 @@ func TestOrder_ImmediateAuthorization_ConfirmedInOneTaskWithoutHold(t *testing.T
 	assert.Equal(t, order.StatusConfirmed, st.Status)
 	assert.Equal(t, payment.StatusCaptured, st.PaymentStatus)
 	assert.Equal(t, 1, s.calls["Confirm"])
-	assert.Equal(t, 1, s.calls["Capture"])
+	assert.Equal(t, 1, s.calls["CaptureFinish"])
 	assert.Equal(t, 1, s.final[order.StatusConfirmed])
 	assert.Zero(t, s.calls["Release"]+s.calls["Reverse"]+s.calls["Restock"], "nothing compensated")
 	assert.Zero(t, s.holds, "decided in its first workflow task: no hold child to start and stop")
@@ -196,7 +250,7 @@ func TestOrder_3DSApproved_Confirmed_NoTimerButTheHolds(t *testing.T) {
 	assert.Equal(t, payment.StatusRequiresAction, s.placed.Payment.Status)
 	assert.Equal(t, "http://localhost:8080/paysim/3ds/pi_1", s.placed.Payment.RedirectURL)
 	assert.Equal(t, order.StatusConfirmed, st.Status)
-	assert.Equal(t, 1, s.calls["Capture"])
+	assert.Equal(t, 1, s.calls["CaptureFinish"])
 	assert.Equal(t, 1, s.holds, "an order that waits for 3-D Secure has its hold child")
 	assert.Equal(t, s.holds, s.orderTimers, "the hold's timer is the only one: the order keeps none of its own")
 }
@@ -211,7 +265,7 @@ func TestOrder_3DSDeclined_FailedAndCompensated(t *testing.T) {
 	assert.Equal(t, problem.PaymentDeclined, st.FailureCode)
 	assert.GreaterOrEqual(t, s.calls["Release"], 1, "stock given back")
 	assert.Equal(t, 1, s.calls["Reverse"], "authorization voided")
-	assert.Zero(t, s.calls["Capture"])
+	assert.Zero(t, s.calls["CaptureFinish"])
 }
 
 func TestOrder_EventTheProviderDoesNotBack_NotActedOn(t *testing.T) {
@@ -225,7 +279,7 @@ func TestOrder_EventTheProviderDoesNotBack_NotActedOn(t *testing.T) {
 	assert.Equal(t, 1, s.calls["VerifyEvent"], "the provider was asked before acting")
 	assert.Equal(t, order.StatusFailed, st.Status)
 	assert.Equal(t, problem.HoldExpired, st.FailureCode, "the order kept waiting for a real payment")
-	assert.Zero(t, s.calls["Confirm"]+s.calls["Capture"], "nothing confirmed on the event's word")
+	assert.Zero(t, s.calls["Confirm"]+s.calls["CaptureFinish"], "nothing confirmed on the event's word")
 }
 
 func TestOrder_EventClaimsDeclined_ProviderStillWaiting_ThenApproved(t *testing.T) {
@@ -239,7 +293,7 @@ func TestOrder_EventClaimsDeclined_ProviderStillWaiting_ThenApproved(t *testing.
 
 	assert.Equal(t, 2, s.calls["VerifyEvent"])
 	assert.Equal(t, order.StatusConfirmed, st.Status, "the provider's status is acted on, not the event's")
-	assert.Equal(t, 1, s.calls["Capture"])
+	assert.Equal(t, 1, s.calls["CaptureFinish"])
 }
 
 func TestOrder_ProviderDownWhenAsked_EventCheckedByServerRetries(t *testing.T) {
@@ -265,13 +319,15 @@ func TestOrder_DeclinedAtOnce_402WithStockBack(t *testing.T) {
 	s.authorizeReturns("DECLINED")
 	steps := []string{}
 	s.on("Release").Return(1, nil).Run(func(mock.Arguments) { steps = append(steps, "release") })
-	s.on("RecordOutcome").Return(nil).Run(func(mock.Arguments) { steps = append(steps, "answer") })
+	s.heard = func() { steps = append(steps, "answer") }
 	st := s.run(input("tok_decline"))
 
 	assert.Equal(t, workflows.OutcomePaymentDeclined, s.placed.Outcome)
 	assert.Equal(t, orderID, s.placed.OrderID)
 	assert.Equal(t, order.StatusFailed, st.Status)
 	assert.Equal(t, []string{"release", "answer"}, steps, "the stock is back before the shopper hears of the decline")
+	assert.Equal(t, []string{"FinishAnswered PAYMENT_DECLINED"}, s.recorded, "recorded with the order's end")
+	assert.Zero(t, s.calls["RecordOutcome"], "no transaction of its own")
 	assert.Zero(t, s.holds)
 }
 
@@ -297,7 +353,7 @@ func TestOrder_LatePaymentAfterExpiry_VoidedNeverConfirmed(t *testing.T) {
 	assert.Equal(t, order.StatusFailed, st.Status)
 	assert.Equal(t, problem.HoldExpired, st.FailureCode)
 	assert.Zero(t, s.calls["Confirm"])
-	assert.Zero(t, s.calls["Capture"], "no money taken without goods")
+	assert.Zero(t, s.calls["CaptureFinish"], "no money taken without goods")
 	assert.Equal(t, 1, s.calls["Reverse"])
 }
 
@@ -310,19 +366,18 @@ func TestOrder_ConfirmFindsReservationReleased_VoidedAndFailed(t *testing.T) {
 
 	assert.Equal(t, order.StatusFailed, st.Status)
 	assert.Equal(t, problem.StockReleased, st.FailureCode)
-	assert.Zero(t, s.calls["Capture"])
+	assert.Zero(t, s.calls["CaptureFinish"])
 	assert.Equal(t, 1, s.calls["Reverse"], "authorization voided")
 }
 
 func TestOrder_CaptureFailsThenSucceedsOnItsServerRetries_Confirmed(t *testing.T) {
 	s := newSaga(t)
 	s.authorizeReturns("AUTHORIZED")
-	s.on("Capture").Return(activities.PaymentResult{}, down).Times(4)
-	s.on("Capture").Return(activities.PaymentResult{Status: "CAPTURED"}, nil)
+	s.captureFails(down, 4)
 	st := s.run(input("tok_ok"))
 
 	assert.Equal(t, order.StatusConfirmed, st.Status)
-	assert.Equal(t, 5, s.calls["Capture"])
+	assert.Equal(t, 5, s.calls["CaptureFinish"])
 	assert.Zero(t, s.calls["Park"], "retries absorbed it; nobody was paged")
 	assert.Zero(t, s.holds, "the stock was confirmed: nothing left to hold while it waited")
 }
@@ -342,27 +397,27 @@ func TestOrder_ConfirmRetriesPastItsQuickTry_HoldChildStartsFirst(t *testing.T) 
 
 func TestOrder_PaymentUnknown_ResolvedInTheSameTask_NoHoldChild(t *testing.T) {
 	s := newSaga(t)
-	s.on("Authorize").Return(activities.PaymentResult{Status: payment.StatusUnknown},
+	s.on("AuthorizeForCapture").Return(activities.PaymentResult{Status: payment.StatusUnknown},
 		temporal.NewNonRetryableApplicationError("timeout", string(problem.PaymentOutcomeUnknown), nil))
 	s.on("ResolvePayment").Return(activities.PaymentResult{Status: "AUTHORIZED", IntentID: "pi_1"}, nil)
 	st := s.run(input("tok_timeout"))
 
 	assert.Equal(t, payment.StatusAuthorized, s.placed.Payment.Status, "decided by asking, not by guessing")
 	assert.Equal(t, order.StatusConfirmed, st.Status)
-	assert.Equal(t, 1, s.calls["Authorize"])
+	assert.Equal(t, 1, s.calls["AuthorizeForCapture"])
 	assert.Zero(t, s.holds, "decided in the same workflow task: no hold child")
 	assert.Zero(t, s.calls["SettleUnknown"])
 }
 
 func TestOrder_PaymentUnknown_ProviderNeverSawIt_AuthorizedAgainThenDeclined(t *testing.T) {
 	s := newSaga(t)
-	s.on("Authorize").Return(activities.PaymentResult{Status: payment.StatusUnknown},
+	s.on("AuthorizeForCapture").Return(activities.PaymentResult{Status: payment.StatusUnknown},
 		temporal.NewNonRetryableApplicationError("timeout", string(problem.PaymentOutcomeUnknown), nil)).Once()
-	s.on("Authorize").Return(activities.PaymentResult{Status: "DECLINED"}, nil)
+	s.on("AuthorizeForCapture").Return(activities.PaymentResult{Status: "DECLINED"}, nil)
 	s.on("ResolvePayment").Return(activities.PaymentResult{Status: payment.StatusNotFound}, nil)
 	st := s.run(input("tok_timeout"))
 
-	assert.Equal(t, 2, s.calls["Authorize"], "the same key again, once the provider said it never saw it")
+	assert.Equal(t, 2, s.calls["AuthorizeForCapture"], "the same key again, once the provider said it never saw it")
 	assert.Equal(t, workflows.OutcomePaymentDeclined, s.placed.Outcome)
 	assert.Equal(t, order.StatusFailed, st.Status)
 	assert.Equal(t, 1, s.calls["Release"])
@@ -370,7 +425,7 @@ func TestOrder_PaymentUnknown_ProviderNeverSawIt_AuthorizedAgainThenDeclined(t *
 
 func TestOrder_PaymentStillUnknown_SettledByServerRetriesNotPolling(t *testing.T) {
 	s := newSaga(t)
-	s.on("Authorize").Return(activities.PaymentResult{Status: payment.StatusUnknown},
+	s.on("AuthorizeForCapture").Return(activities.PaymentResult{Status: payment.StatusUnknown},
 		temporal.NewNonRetryableApplicationError("timeout", string(problem.PaymentOutcomeUnknown), nil))
 	s.on("ResolvePayment").Return(activities.PaymentResult{}, down)
 	// The provider cannot tell for five attempts; the server retries with backoff.
@@ -412,7 +467,7 @@ func TestOrder_CancelAfterConfirmation_Refused(t *testing.T) {
 	s.authorizeReturns("AUTHORIZED")
 	var rejected error
 	// Keep the workflow open after confirming by holding the capture for a while.
-	s.on("Capture").Return(activities.PaymentResult{Status: "CAPTURED"}, nil).After(time.Second)
+	s.on("CaptureFinish").Return(s.captured).After(time.Second)
 	s.at(time.Millisecond, func() {
 		s.env.UpdateWorkflow(workflows.UpdateCancel, "c1", &testsuite.TestUpdateCallback{
 			OnAccept: func() {}, OnReject: func(err error) { rejected = err }, OnComplete: func(any, error) {}})
@@ -442,7 +497,7 @@ func TestOrder_PriceChanged_NoOrder(t *testing.T) {
 
 	assert.Equal(t, workflows.OutcomePriceChanged, s.placed.Outcome)
 	assert.Equal(t, "pv_2", s.placed.PriceVersion)
-	assert.Zero(t, s.calls["CreateOrder"]+s.calls["Reserve"]+s.calls["Authorize"], "nothing reserved, nothing charged")
+	assert.Zero(t, s.calls["CreateOrder"]+s.calls["Reserve"]+s.calls["AuthorizeForCapture"], "nothing reserved, nothing charged")
 	assert.Zero(t, st.OrderID)
 }
 
@@ -456,7 +511,7 @@ func TestOrder_OutOfStock_FailedWithShortLines(t *testing.T) {
 	assert.Equal(t, workflows.OutcomeOutOfStock, s.placed.Outcome)
 	assert.Equal(t, short, s.placed.Short)
 	assert.Equal(t, order.StatusFailed, st.Status)
-	assert.Zero(t, s.calls["Authorize"])
+	assert.Zero(t, s.calls["AuthorizeForCapture"])
 }
 
 // TestOrder_PaymentEventWhileBeingFailed_Reversed: the provider's event comes while the order is
@@ -471,9 +526,9 @@ func TestOrder_PaymentEventWhileBeingFailed_Reversed(t *testing.T) {
 	st := s.run(input("tok_3ds"))
 
 	assert.Equal(t, order.StatusFailed, st.Status)
-	assert.Zero(t, s.calls["Authorize"])
+	assert.Zero(t, s.calls["AuthorizeForCapture"])
 	assert.Equal(t, 1, s.calls["Reverse"], "the late authorization is reversed by the order itself")
-	assert.Zero(t, s.calls["Capture"])
+	assert.Zero(t, s.calls["CaptureFinish"])
 }
 
 func TestOrder_SameKeyDifferentBody_Rejected(t *testing.T) {
@@ -488,14 +543,15 @@ func TestOrder_SameKeyDifferentBody_Rejected(t *testing.T) {
 	requireAppError(t, rejected, string(problem.IdempotencyKeyReused))
 }
 
-// downFor makes an activity fail as "provider unavailable" until d of workflow time has passed.
-func (s *saga) downFor(name string, d time.Duration, ok ...any) {
+// captureDownFor makes the capture fail as "provider unavailable" until d of workflow time has
+// passed.
+func (s *saga) captureDownFor(d time.Duration) {
 	until := s.env.Now().Add(d)
-	s.on(name).Return(func(ctx context.Context, _ int64) (activities.PaymentResult, error) {
+	s.on("CaptureFinish").Return(func(ctx context.Context, in activities.CaptureFinishInput) (activities.CaptureFinished, error) {
 		if s.env.Now().Before(until) {
-			return activities.PaymentResult{}, down
+			return activities.CaptureFinished{}, down
 		}
-		return ok[0].(activities.PaymentResult), nil
+		return s.captured(ctx, in)
 	})
 }
 
@@ -525,7 +581,7 @@ var staffMember = staff.Actor{Sub: "900", Role: "support", Name: "Deniz Destek",
 func TestOrder_CaptureExhausted_ParkedThenSupportRetry_Confirmed(t *testing.T) {
 	s := newSaga(t)
 	s.authorizeReturns("AUTHORIZED")
-	s.downFor("Capture", 30*time.Minute, activities.PaymentResult{Status: "CAPTURED"})
+	s.captureDownFor(30 * time.Minute)
 	var parked workflows.OrderState
 	s.at(10*time.Minute, func() { parked = s.query() })
 	var rejected error
@@ -547,7 +603,7 @@ func TestOrder_CaptureExhausted_ParkedThenSupportRetry_Confirmed(t *testing.T) {
 func TestOrder_ParkedStep_RetriesByItselfWhenTheOutageEnds(t *testing.T) {
 	s := newSaga(t)
 	s.authorizeReturns("AUTHORIZED")
-	s.downFor("Capture", 3*24*time.Hour, activities.PaymentResult{Status: "CAPTURED"})
+	s.captureDownFor(3 * 24 * time.Hour)
 	st := s.run(input("tok_ok"))
 
 	assert.Equal(t, order.StatusConfirmed, st.Status, "no support action: the parked step tried again by itself")
@@ -558,7 +614,7 @@ func TestOrder_ParkedStep_RetriesByItselfWhenTheOutageEnds(t *testing.T) {
 func TestOrder_CaptureRefused_ParkedOnceWithItsCodeAndNotRetried(t *testing.T) {
 	s := newSaga(t)
 	s.authorizeReturns("AUTHORIZED")
-	s.on("Capture").Return(activities.PaymentResult{},
+	s.on("CaptureFinish").Return(activities.CaptureFinished{},
 		temporal.NewNonRetryableApplicationError("intent cannot be captured", string(problem.PaymentRefused), nil))
 	var parked workflows.OrderState
 	s.at(6*time.Hour, func() { parked = s.query() })
@@ -567,7 +623,7 @@ func TestOrder_CaptureRefused_ParkedOnceWithItsCodeAndNotRetried(t *testing.T) {
 
 	require.NotNil(t, parked.Attention)
 	assert.Equal(t, string(problem.PaymentRefused), parked.Attention.Code)
-	assert.Equal(t, 1, s.calls["Capture"], "no retry can change a refusal: tried once, then support decides")
+	assert.Equal(t, 1, s.calls["CaptureFinish"], "no retry can change a refusal: tried once, then support decides")
 	assert.Equal(t, 1, s.calls["Park"])
 	assert.Equal(t, order.StatusCancelled, st.Status)
 	assert.Equal(t, problem.RefundedBySupport, st.FailureCode)
@@ -582,14 +638,14 @@ func TestOrder_CaptureRefused_ParkedOnceWithItsCodeAndNotRetried(t *testing.T) {
 func TestOrder_CaptureOfALapsedAuthorization_FailsTheOrderWithoutSupport(t *testing.T) {
 	s := newSaga(t)
 	s.authorizeReturns("AUTHORIZED")
-	s.on("Capture").Return(activities.PaymentResult{},
+	s.on("CaptureFinish").Return(activities.CaptureFinished{},
 		temporal.NewNonRetryableApplicationError("authorization lapsed", string(problem.PaymentAuthorizationExpired), nil))
 	st := s.run(input("tok_ok"))
 
 	assert.Equal(t, order.StatusFailed, st.Status)
 	assert.Equal(t, problem.AuthorizationExpired, st.FailureCode)
 	assert.Zero(t, s.calls["Park"], "no retry and no support can capture a lapsed authorization")
-	assert.Equal(t, 1, s.calls["Capture"])
+	assert.Equal(t, 1, s.calls["CaptureFinish"])
 	assert.Equal(t, 1, s.calls["Restock"], "the confirmed units go back")
 	assert.Equal(t, 1, s.calls["Reverse"])
 }
@@ -612,8 +668,7 @@ func TestOrder_SupportActionWhileConfirming_RefusedWithTheReason(t *testing.T) {
 	s := newSaga(t)
 	s.authorizeReturns("AUTHORIZED")
 	// The capture takes its retries (not parked): the order is confirming.
-	s.on("Capture").Return(activities.PaymentResult{}, down).Times(4)
-	s.on("Capture").Return(activities.PaymentResult{Status: "CAPTURED"}, nil)
+	s.captureFails(down, 4)
 	var rejected error
 	s.support(time.Second, "cancel", &rejected)
 	st := s.run(input("tok_ok"))
@@ -635,13 +690,19 @@ func TestOrder_SupportRetryWhileNotParked_Refused(t *testing.T) {
 	assert.Equal(t, order.StatusConfirmed, st.Status)
 }
 
-func TestOrder_CompleteFindsTheOrderEndedMeanwhile_NeverReportedConfirmed(t *testing.T) {
+// endedMeanwhile: another actor ended the order FAILED (ORPHANED) before the capture's
+// transaction would have confirmed it; the capture went through at the provider.
+func (s *saga) endedMeanwhile() {
+	ended := activities.Finished{Status: order.StatusFailed, FailureCode: problem.Orphaned}
+	s.on("CaptureFinish").Return(activities.CaptureFinished{Payment: activities.PaymentResult{Status: "CAPTURED",
+		IntentID: "pi_1"}, Finished: ended}, nil)
+	s.on("FinishAnswered").Return(ended, nil)
+}
+
+func TestOrder_CaptureFindsTheOrderEndedMeanwhile_NeverReportedConfirmed(t *testing.T) {
 	s := newSaga(t)
 	s.authorizeReturns("AUTHORIZED")
-	s.on("Finish").Return(func(ctx context.Context, in activities.TransitionInput) (activities.Finished, error) {
-		s.final[order.Status(in.To)]++
-		return activities.Finished{Changed: false, Status: order.StatusFailed, FailureCode: problem.Orphaned}, nil
-	})
+	s.endedMeanwhile()
 	st := s.run(input("tok_ok"))
 
 	assert.Equal(t, order.StatusFailed, st.Status, "the row's status, not CONFIRMED")
@@ -650,17 +711,47 @@ func TestOrder_CompleteFindsTheOrderEndedMeanwhile_NeverReportedConfirmed(t *tes
 	assert.Equal(t, 1, s.calls["Reverse"], "and what it captured")
 }
 
+// TestOrder_RecordingTheAnswerFailsAWhile_AnsweredAndRecordedLater: an order that waits for 3-D
+// Secure records its answer before it waits, in a write of its own, retried while the database is
+// down; the shopper has the answer meanwhile.
 func TestOrder_RecordingTheAnswerFailsAWhile_AnsweredAndRecordedLater(t *testing.T) {
 	s := newSaga(t)
-	s.authorizeReturns("AUTHORIZED")
+	s.authorizeReturns("REQUIRES_ACTION")
 	s.on("RecordOutcome").Return(errors.New("database restarting")).Times(4)
 	s.on("RecordOutcome").Return(nil)
-	st := s.run(input("tok_ok"))
+	s.signal(2*time.Minute, workflows.SignalPaymentResult, workflows.PaymentSignal{EventID: "evt_1", IntentID: "pi_1", Status: "AUTHORIZED"})
+	st := s.run(input("tok_3ds"))
 
 	require.NotNil(t, s.placed, "the shopper had the answer")
 	assert.Equal(t, workflows.OutcomeCreated, s.placed.Outcome)
 	assert.Equal(t, 5, s.calls["RecordOutcome"], "recorded once the database was back")
 	assert.Equal(t, order.StatusConfirmed, st.Status)
+}
+
+// TestOrder_ConfirmingTheOrderFailsAWhile_AnsweredAndRecordedWithIt: an order paid at once records
+// its answer in the capture's transaction; while that transaction fails, the order waits on the
+// server's retries, and records the answer on its own before it waits. The shopper has the answer
+// meanwhile, and the capture, retried, still carries it (the first record stays).
+func TestOrder_ConfirmingTheOrderFailsAWhile_AnsweredAndRecordedWithIt(t *testing.T) {
+	s := newSaga(t)
+	s.authorizeReturns("AUTHORIZED")
+	s.captureFails(errors.New("database restarting"), 4)
+	var carried []bool
+	s.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, args []any) {
+		if in, ok := args[0].(activities.CaptureFinishInput); ok {
+			carried = append(carried, in.Answer != nil)
+		}
+	})
+	st := s.run(input("tok_ok"))
+
+	require.NotNil(t, s.placed, "the shopper had the answer")
+	assert.Equal(t, workflows.OutcomeCreated, s.placed.Outcome)
+	assert.Equal(t, order.StatusConfirmed, st.Status)
+	require.NotEmpty(t, carried)
+	assert.NotContains(t, carried, false, "the capture's quick tries carry the answer")
+	assert.Equal(t, 5, s.calls["CaptureFinish"])
+	assert.Equal(t, []string{"RecordOutcome CREATED", "CaptureFinish CREATED"}, s.recorded,
+		"recorded before the order waited, and again (changing nothing) by the capture")
 }
 
 func TestOrder_CompensationReleaseRetries_NoHoldChildStarted(t *testing.T) {
@@ -697,9 +788,10 @@ func TestOrder_CompensationParked_SupportCancelIsRefused_RetryGivesItBack(t *tes
 func TestOrder_CancelWhileTheOrderIsBeingFailed_Refused(t *testing.T) {
 	s := newSaga(t)
 	s.authorizeReturns("DECLINED")
-	// The decline's answer is out, and recording it retries while the database is down.
-	s.on("RecordOutcome").Return(errors.New("database restarting")).Times(7)
-	s.on("RecordOutcome").Return(nil)
+	// The order's end, which records the decline, retries while the database is down.
+	s.on("FinishAnswered").Return(activities.Finished{}, errors.New("database restarting")).Times(7)
+	s.on("FinishAnswered").Return(activities.Finished{Changed: true, Status: order.StatusFailed,
+		FailureCode: problem.PaymentDeclined}, nil)
 	var rejected error
 	s.at(2*time.Second, func() {
 		s.env.UpdateWorkflow(workflows.UpdateCancel, "c1", &testsuite.TestUpdateCallback{
@@ -757,15 +849,15 @@ func TestOrder_OverTheOpenOrderCap_RefusedNothingReservedKeyNotRecorded(t *testi
 	assert.True(t, ends.Equal(*s.placed.NextHoldEnd))
 	assert.Zero(t, s.calls["RecordOutcome"], "the key stays free for this request")
 	assert.Zero(t, s.calls["Reserve"])
-	assert.Zero(t, s.calls["Authorize"])
+	assert.Zero(t, s.calls["AuthorizeForCapture"])
 	assert.Zero(t, s.holds)
 }
 
 // steps records, in order, the saga's steps that move stock, money or the order's answer and
 // status, as the worker starts them (local or not); a step's retries count once.
 func (s *saga) steps() *[]string {
-	names := map[string]string{"RecordOutcome": "answer", "Confirm": "confirm", "Capture": "capture",
-		"Restock": "restock", "Release": "release", "Reverse": "reverse", "Finish": "finish"}
+	names := map[string]string{"RecordOutcome": "answer", "Confirm": "confirm", "CaptureFinish": "capture",
+		"Restock": "restock", "Release": "release", "Reverse": "reverse", "FinishAnswered": "finish"}
 	var seq []string
 	add := func(name string) {
 		if n, ok := names[name]; ok && (len(seq) == 0 || seq[len(seq)-1] != n) {
@@ -792,19 +884,19 @@ func TestOrder_CompensatedAfterConfirm_RestockThenMoney(t *testing.T) {
 		want  []string
 	}{
 		{"capture refused, support refunds", func(s *saga) {
-			s.on("Capture").Return(activities.PaymentResult{},
+			s.on("CaptureFinish").Return(activities.CaptureFinished{},
 				temporal.NewNonRetryableApplicationError("intent cannot be captured", string(problem.PaymentRefused), nil))
 			s.support(time.Hour, "refund", nil)
-		}, []string{"answer", "confirm", "capture", "finish", "restock", "release", "reverse"}},
-		{"the order ended meanwhile", func(s *saga) {
-			s.on("Finish").Return(func(ctx context.Context, in activities.TransitionInput) (activities.Finished, error) {
-				return activities.Finished{Changed: false, Status: order.StatusFailed, FailureCode: problem.Orphaned}, nil
-			})
-		}, []string{"answer", "confirm", "capture", "finish", "restock", "release", "reverse"}},
+			// The answer is recorded as the order first waits: parked.
+		}, []string{"confirm", "capture", "answer", "finish", "restock", "release", "reverse"}},
+		{"the order ended meanwhile", (*saga).endedMeanwhile,
+			// The answer rode in the capture's transaction.
+			[]string{"confirm", "capture", "finish", "restock", "release", "reverse"}},
 		{"confirm committed but answered an error, support cancels", func(s *saga) {
 			s.on("Confirm").Return(inventory.ConfirmResult{}, errors.New("connection reset after commit"))
 			s.support(10*time.Minute, "cancel", nil)
-		}, []string{"answer", "confirm", "finish", "restock", "release", "reverse"}},
+			// The answer is recorded as the order first waits: the confirm's retries on the server.
+		}, []string{"confirm", "answer", "confirm", "finish", "restock", "release", "reverse"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -814,7 +906,8 @@ func TestOrder_CompensatedAfterConfirm_RestockThenMoney(t *testing.T) {
 			seq := s.steps()
 			st := s.run(input("tok_ok"))
 
-			assert.Equal(t, tc.want, *seq, "the row decides, then stock back, then the money; the answer once, before the confirm")
+			assert.Equal(t, tc.want, *seq, "the row decides, then stock back, then the money; the answer recorded once, "+
+				"with the order's end or as it first waits")
 			assert.NotEqual(t, order.StatusConfirmed, st.Status)
 		})
 	}
@@ -830,7 +923,7 @@ func TestOrder_ResetRunOfAConfirmedOrderTakesAFailingPath_NothingGivenBack(t *te
 	s.authorizeReturns("AUTHORIZED")
 	s.on("Confirm").Return(inventory.ConfirmResult{},
 		temporal.NewNonRetryableApplicationError("not active", string(problem.ReservationNotActive), nil))
-	s.on("Finish").Return(func(ctx context.Context, in activities.TransitionInput) (activities.Finished, error) {
+	s.on("FinishAnswered").Return(func(ctx context.Context, in activities.FinishInput) (activities.Finished, error) {
 		return activities.Finished{Changed: false, Status: order.StatusConfirmed}, nil
 	})
 	st := s.run(input("tok_ok"))
@@ -851,7 +944,7 @@ func TestOrder_ParkedPastItsDeadlines_EscalatedThenGivenUpBeforeTheAuthorization
 	s := newSaga(t)
 	start := s.env.Now()
 	s.authorizeReturns("AUTHORIZED")
-	s.on("Capture").Return(activities.PaymentResult{},
+	s.on("CaptureFinish").Return(activities.CaptureFinished{},
 		temporal.NewNonRetryableApplicationError("intent cannot be captured", string(problem.PaymentRefused), nil))
 	var escalated []activities.EscalateInput
 	var escalatedAt time.Duration
@@ -861,7 +954,7 @@ func TestOrder_ParkedPastItsDeadlines_EscalatedThenGivenUpBeforeTheAuthorization
 		return nil
 	})
 	var ended time.Duration
-	s.on("Finish").Return(func(ctx context.Context, in activities.TransitionInput) (activities.Finished, error) {
+	s.on("FinishAnswered").Return(func(ctx context.Context, in activities.FinishInput) (activities.Finished, error) {
 		ended = s.env.Now().Sub(start)
 		return activities.Finished{Changed: true, Status: order.Status(in.To), FailureCode: problem.Code(in.Code)}, nil
 	})
@@ -897,9 +990,9 @@ func TestOrder_ParkedDeadlinesAreTheWorkersSettings(t *testing.T) {
 	s.on("CreateOrder").Return(activities.CreatedOrder{OrderID: orderID, Saga: &activities.SagaOptions{HoldTTL: hold,
 		StepRetryWindow: time.Minute, Provider: "paysim", ParkedEscalateAfter: time.Hour, ParkedGiveUpAfter: 3 * time.Hour}}, nil)
 	s.authorizeReturns("AUTHORIZED")
-	s.downFor("Capture", 10*24*time.Hour, activities.PaymentResult{Status: "CAPTURED"})
+	s.captureDownFor(10 * 24 * time.Hour)
 	var ended time.Duration
-	s.on("Finish").Return(func(ctx context.Context, in activities.TransitionInput) (activities.Finished, error) {
+	s.on("FinishAnswered").Return(func(ctx context.Context, in activities.FinishInput) (activities.Finished, error) {
 		ended = s.env.Now().Sub(start)
 		return activities.Finished{Changed: true, Status: order.Status(in.To), FailureCode: problem.Code(in.Code)}, nil
 	})

@@ -26,12 +26,12 @@ func sagaTiming(t *testing.T, created activities.CreatedOrder) (hold, window tim
 		return inventory.Reservation{OrderID: in.OrderID, ExpiresAt: s.env.Now().Add(in.Hold),
 			Allocations: []inventory.Allocation{{ReservationID: 1, SKUID: 77, WarehouseID: 1, Quantity: 1, Status: "ACTIVE"}}}, nil
 	})
-	s.on("Capture").Return(func(ctx context.Context, _ int64) (activities.PaymentResult, error) {
+	s.on("CaptureFinish").Return(func(ctx context.Context, in activities.CaptureFinishInput) (activities.CaptureFinished, error) {
 		if info := activity.GetInfo(ctx); !info.IsLocalActivity {
 			window = info.ScheduleToCloseTimeout
-			return activities.PaymentResult{Status: "CAPTURED", IntentID: "pi_1"}, nil
+			return s.captured(ctx, in)
 		}
-		return activities.PaymentResult{}, down
+		return activities.CaptureFinished{}, down
 	})
 	in := input("tok_ok")
 	in.StepRetryWindow = time.Hour

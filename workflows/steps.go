@@ -13,15 +13,16 @@ import (
 	"github.com/marketplace/checkout/order"
 )
 
-// Steps after the shopper's answer, as support sees them in the UI.
+// Steps after the shopper's answer, as support sees them in the UI. The capture also confirms the
+// order (one transaction after the provider's capture); builds before saga-8 had a step of its own
+// for that, "complete".
 const (
-	stepConfirm  = "confirm"
-	stepCapture  = "capture"
-	stepComplete = "complete"
-	stepFinish   = "finish"
-	stepRelease  = "release stock"
-	stepRestock  = "restock"
-	stepReverse  = "reverse payment"
+	stepConfirm = "confirm"
+	stepCapture = "capture"
+	stepFinish  = "finish"
+	stepRelease = "release stock"
+	stepRestock = "restock"
+	stepReverse = "reverse payment"
 )
 
 // parking is a step waiting in NEEDS_ATTENTION.

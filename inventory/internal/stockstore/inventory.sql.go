@@ -695,12 +695,19 @@ func (q *Queries) ReservationsOfOrder(ctx context.Context, orderID int64) ([]Res
 }
 
 const reserveOrder = `-- name: ReserveOrder :many
-SELECT kind::text AS kind, coalesce(reservation_id, 0)::bigint AS reservation_id, sku_id::bigint AS sku_id,
-       coalesce(warehouse_id, 0)::int AS warehouse_id, quantity::int AS quantity,
-       coalesce(status, '')::text AS status, coalesce(expires_at, 'epoch')::timestamptz AS expires_at,
-       coalesce(available, 0)::int AS available
-FROM reserve_order($1::bigint, $2::bigint[], $3::int[], $4::float8, $5::float8,
-                   $6::float8)
+WITH r AS MATERIALIZED (
+    SELECT f.kind::text AS kind, coalesce(f.reservation_id, 0)::bigint AS reservation_id,
+           f.sku_id::bigint AS sku_id, coalesce(f.warehouse_id, 0)::int AS warehouse_id,
+           f.quantity::int AS quantity, coalesce(f.status, '')::text AS status,
+           coalesce(f.expires_at, 'epoch')::timestamptz AS expires_at, coalesce(f.available, 0)::int AS available
+    FROM reserve_order($1::bigint, $2::bigint[], $3::int[], $4::float8, $5::float8,
+                       $6::float8) f
+), held AS (
+    UPDATE orders o SET hold_expires_at = h.until, updated_at = now()
+      FROM (SELECT max(r.expires_at) AS until FROM r WHERE r.kind <> 'short' AND r.status = 'ACTIVE') h
+     WHERE o.id = $1::bigint AND h.until IS NOT NULL AND o.hold_expires_at IS DISTINCT FROM h.until
+)
+SELECT r.kind, r.reservation_id, r.sku_id, r.warehouse_id, r.quantity, r.status, r.expires_at, r.available FROM r
 `
 
 type ReserveOrderParams struct {
@@ -724,7 +731,9 @@ type ReserveOrderRow struct {
 }
 
 // All of an order's lines or none, warehouses chosen by distance, in one statement (see
-// migrations/00005_reserve_function.sql for the rules it runs).
+// migrations/00005_reserve_function.sql for the rules it runs). The same statement records the
+// hold's end on the order (its ACTIVE reservations' expiry), so the order says when its hold ends
+// from the commit that made it; a repeat writes the same end again, or nothing.
 func (q *Queries) ReserveOrder(ctx context.Context, arg ReserveOrderParams) ([]ReserveOrderRow, error) {
 	rows, err := q.db.Query(ctx, reserveOrder,
 		arg.OrderID,
@@ -762,12 +771,21 @@ func (q *Queries) ReserveOrder(ctx context.Context, arg ReserveOrderParams) ([]R
 }
 
 const reserveOrders = `-- name: ReserveOrders :many
-SELECT order_id::bigint AS order_id, kind::text AS kind, coalesce(reservation_id, 0)::bigint AS reservation_id,
-       sku_id::bigint AS sku_id, coalesce(warehouse_id, 0)::int AS warehouse_id, quantity::int AS quantity,
-       coalesce(status, '')::text AS status, coalesce(expires_at, 'epoch')::timestamptz AS expires_at,
-       coalesce(available, 0)::int AS available
-FROM reserve_orders($1::bigint[], $2::float8[], $3::float8[], $4::float8[],
-                    $5::int[], $6::bigint[], $7::int[])
+WITH r AS MATERIALIZED (
+    SELECT f.order_id::bigint AS order_id, f.kind::text AS kind, coalesce(f.reservation_id, 0)::bigint AS reservation_id,
+           f.sku_id::bigint AS sku_id, coalesce(f.warehouse_id, 0)::int AS warehouse_id, f.quantity::int AS quantity,
+           coalesce(f.status, '')::text AS status, coalesce(f.expires_at, 'epoch')::timestamptz AS expires_at,
+           coalesce(f.available, 0)::int AS available
+    FROM reserve_orders($1::bigint[], $2::float8[], $3::float8[], $4::float8[],
+                        $5::int[], $6::bigint[], $7::int[]) f
+), held AS (
+    UPDATE orders o SET hold_expires_at = h.until, updated_at = now()
+      FROM (SELECT r.order_id, max(r.expires_at) AS until FROM r
+             WHERE r.kind <> 'short' AND r.status = 'ACTIVE' GROUP BY r.order_id) h
+     WHERE o.id = h.order_id AND o.hold_expires_at IS DISTINCT FROM h.until
+)
+SELECT r.order_id, r.kind, r.reservation_id, r.sku_id, r.warehouse_id, r.quantity, r.status, r.expires_at, r.available
+FROM r
 `
 
 type ReserveOrdersParams struct {
@@ -794,6 +812,7 @@ type ReserveOrdersRow struct {
 
 // A batch of orders, each all-or-nothing on its own, in one transaction: the combining path (see
 // migrations/00006_reserve_orders_batch.sql for the rules it runs).
+// Each order's hold's end is recorded on it in the same statement, as ReserveOrder does.
 func (q *Queries) ReserveOrders(ctx context.Context, arg ReserveOrdersParams) ([]ReserveOrdersRow, error) {
 	rows, err := q.db.Query(ctx, reserveOrders,
 		arg.OrderIds,

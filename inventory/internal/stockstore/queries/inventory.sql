@@ -194,23 +194,42 @@ RETURNING i.sku_id, i.warehouse_id, agg.qty;
 
 -- name: ReserveOrder :many
 -- All of an order's lines or none, warehouses chosen by distance, in one statement (see
--- migrations/00005_reserve_function.sql for the rules it runs).
-SELECT kind::text AS kind, coalesce(reservation_id, 0)::bigint AS reservation_id, sku_id::bigint AS sku_id,
-       coalesce(warehouse_id, 0)::int AS warehouse_id, quantity::int AS quantity,
-       coalesce(status, '')::text AS status, coalesce(expires_at, 'epoch')::timestamptz AS expires_at,
-       coalesce(available, 0)::int AS available
-FROM reserve_order(@order_id::bigint, @sku_ids::bigint[], @quantities::int[], @lat::float8, @lon::float8,
-                   @hold_seconds::float8);
+-- migrations/00005_reserve_function.sql for the rules it runs). The same statement records the
+-- hold's end on the order (its ACTIVE reservations' expiry), so the order says when its hold ends
+-- from the commit that made it; a repeat writes the same end again, or nothing.
+WITH r AS MATERIALIZED (
+    SELECT f.kind::text AS kind, coalesce(f.reservation_id, 0)::bigint AS reservation_id,
+           f.sku_id::bigint AS sku_id, coalesce(f.warehouse_id, 0)::int AS warehouse_id,
+           f.quantity::int AS quantity, coalesce(f.status, '')::text AS status,
+           coalesce(f.expires_at, 'epoch')::timestamptz AS expires_at, coalesce(f.available, 0)::int AS available
+    FROM reserve_order(@order_id::bigint, @sku_ids::bigint[], @quantities::int[], @lat::float8, @lon::float8,
+                       @hold_seconds::float8) f
+), held AS (
+    UPDATE orders o SET hold_expires_at = h.until, updated_at = now()
+      FROM (SELECT max(r.expires_at) AS until FROM r WHERE r.kind <> 'short' AND r.status = 'ACTIVE') h
+     WHERE o.id = @order_id::bigint AND h.until IS NOT NULL AND o.hold_expires_at IS DISTINCT FROM h.until
+)
+SELECT r.kind, r.reservation_id, r.sku_id, r.warehouse_id, r.quantity, r.status, r.expires_at, r.available FROM r;
 
 -- name: ReserveOrders :many
 -- A batch of orders, each all-or-nothing on its own, in one transaction: the combining path (see
 -- migrations/00006_reserve_orders_batch.sql for the rules it runs).
-SELECT order_id::bigint AS order_id, kind::text AS kind, coalesce(reservation_id, 0)::bigint AS reservation_id,
-       sku_id::bigint AS sku_id, coalesce(warehouse_id, 0)::int AS warehouse_id, quantity::int AS quantity,
-       coalesce(status, '')::text AS status, coalesce(expires_at, 'epoch')::timestamptz AS expires_at,
-       coalesce(available, 0)::int AS available
-FROM reserve_orders(@order_ids::bigint[], @lats::float8[], @lons::float8[], @hold_seconds::float8[],
-                    @line_orders::int[], @sku_ids::bigint[], @quantities::int[]);
+-- Each order's hold's end is recorded on it in the same statement, as ReserveOrder does.
+WITH r AS MATERIALIZED (
+    SELECT f.order_id::bigint AS order_id, f.kind::text AS kind, coalesce(f.reservation_id, 0)::bigint AS reservation_id,
+           f.sku_id::bigint AS sku_id, coalesce(f.warehouse_id, 0)::int AS warehouse_id, f.quantity::int AS quantity,
+           coalesce(f.status, '')::text AS status, coalesce(f.expires_at, 'epoch')::timestamptz AS expires_at,
+           coalesce(f.available, 0)::int AS available
+    FROM reserve_orders(@order_ids::bigint[], @lats::float8[], @lons::float8[], @hold_seconds::float8[],
+                        @line_orders::int[], @sku_ids::bigint[], @quantities::int[]) f
+), held AS (
+    UPDATE orders o SET hold_expires_at = h.until, updated_at = now()
+      FROM (SELECT r.order_id, max(r.expires_at) AS until FROM r
+             WHERE r.kind <> 'short' AND r.status = 'ACTIVE' GROUP BY r.order_id) h
+     WHERE o.id = h.order_id AND o.hold_expires_at IS DISTINCT FROM h.until
+)
+SELECT r.order_id, r.kind, r.reservation_id, r.sku_id, r.warehouse_id, r.quantity, r.status, r.expires_at, r.available
+FROM r;
 
 -- name: ConfirmOrders :many
 -- A batch of confirms, each order decided on its own, in one transaction: the combining path of
