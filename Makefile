@@ -250,6 +250,13 @@ bench-lockwaits: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) ## the p
 bench-cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build $(NATS_SERVER) ## campaign traffic at 50 and 200 shoppers through make cluster's shape beside its own Temporal floor, then the dev stack's floor and campaign at the same counts; writes docs/benchmarks.md and docs/bench-cluster.json
 	$(call bench-tool,benchcampaign) -stack cluster
 
+# `make bench-shards SHARDS=16,64` measures those counts only.
+SHARDS ?= 16,64,128
+
+.PHONY: bench-shards
+bench-shards: postgres-binaries haproxy $(CLUSTER_TOOLS) build $(NATS_SERVER) ## what history shards cost: make cluster's shape at each of SHARDS (16,64,128) on a fresh folder, every process's CPU from /proc idle for 60 s and under 10 shoppers of the campaign for 60 s, other processes' share beside it; writes docs/benchmarks.md (about 4 minutes a count)
+	$(call bench-tool,benchshards) -shards $(SHARDS)
+
 .PHONY: capacity
 capacity: ## a queueing model of the campaign fed by the measured costs per order: checked against make bench-cluster's two load points, then sized for 1,000 orders/s (hosts, shards, PostgreSQL, the ceiling that binds first); reads docs/bench-cluster.json, bench-campaign.json and bench-lockwaits.json, measures nothing; writes docs/benchmarks.md
 	$(call bench-tool,capacity)
