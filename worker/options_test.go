@@ -9,13 +9,13 @@ import (
 	"github.com/marketplace/checkout/internal/config"
 )
 
-// The worker's tuning settings reach the SDK's options, and a worker given none leaves every one
-// to the SDK's default (0).
+// The worker's tuning settings reach the SDK's options; a worker given none polls workflow tasks
+// with 8 pollers and leaves every other value to the SDK's default (0).
 func TestOptions_Tuning(t *testing.T) {
 	cfg, err := config.Load(func(string) string { return "" })
 	require.NoError(t, err)
 	o := options(Deps{Config: cfg})
-	assert.Zero(t, o.MaxConcurrentWorkflowTaskPollers)
+	assert.Equal(t, 8, o.MaxConcurrentWorkflowTaskPollers)
 	assert.Zero(t, o.MaxConcurrentActivityTaskPollers)
 	assert.Zero(t, o.MaxConcurrentWorkflowTaskExecutionSize)
 	assert.Zero(t, o.MaxConcurrentActivityExecutionSize)

@@ -167,7 +167,7 @@ type Config struct {
 	CartJanitorEvery       Every
 	PaymentReconcilerEvery Every
 
-	// WorkerTuning is the Temporal worker's pollers, task slots and sticky cache (0: the SDK's own).
+	// WorkerTuning is the Temporal worker's pollers, task slots and sticky cache.
 	WorkerTuning WorkerTuning
 
 	LogLevel string
@@ -176,12 +176,17 @@ type Config struct {
 	Traces Traces
 }
 
+// DefaultWorkflowPollers is the worker's workflow task pollers: with the SDK's 2, the campaign mix
+// at 50 shoppers on the dev stack stalled every POST /orders for about a minute in each run
+// measured, and with 8 it did not (docs/benchmarks.md, "Worker tuning").
+const DefaultWorkflowPollers = 8
+
 // WorkerTuning is how the worker's Temporal SDK polls and runs tasks: each 0 leaves the SDK's
-// default (its figures below), so a worker given none runs as the SDK would.
+// default (its figures below).
 type WorkerTuning struct {
 	// WorkflowPollers and ActivityPollers are the goroutines long-polling the task queue for
-	// workflow and activity tasks (the SDK's default: 2 each; a workflow poller count of 1 is
-	// refused, as the SDK would then poll only its sticky queue).
+	// workflow and activity tasks (DefaultWorkflowPollers, and the SDK's default of 2; a workflow
+	// poller count of 1 is refused, as the SDK would then poll only its sticky queue).
 	WorkflowPollers, ActivityPollers int
 	// MaxWorkflowTasks, MaxActivities and MaxLocalActivities bound the workflow tasks, activities
 	// and local activities the worker runs at once (the SDK's default: 1,000 each; 1 workflow task
@@ -440,7 +445,7 @@ func Load(getenv func(string) string) (Config, error) {
 
 		SchedulesEnabled: p.bool("SCHEDULES_ENABLED", true),
 		WorkerLoops:      p.bool("WORKER_LOOPS", true),
-		WorkerTuning: WorkerTuning{WorkflowPollers: p.int("WORKER_WORKFLOW_POLLERS", 0),
+		WorkerTuning: WorkerTuning{WorkflowPollers: p.int("WORKER_WORKFLOW_POLLERS", DefaultWorkflowPollers),
 			ActivityPollers: p.int("WORKER_ACTIVITY_POLLERS", 0), MaxWorkflowTasks: p.int("WORKER_MAX_WORKFLOW_TASKS", 0),
 			MaxActivities: p.int("WORKER_MAX_ACTIVITIES", 0), MaxLocalActivities: p.int("WORKER_MAX_LOCAL_ACTIVITIES", 0),
 			StickyCacheSize: p.int("WORKER_STICKY_CACHE_SIZE", 0)},

@@ -106,13 +106,17 @@ func TestLoad_ParkedDeadlines_DefaultsAndBounds(t *testing.T) {
 	}
 }
 
-func TestLoad_WorkerTuning_SDKDefaultsAndRefusals(t *testing.T) {
+func TestLoad_WorkerTuning_DefaultsAndRefusals(t *testing.T) {
 	load := func(env map[string]string) (config.Config, error) {
 		return config.Load(func(k string) string { return env[k] })
 	}
 	c, err := load(nil)
 	require.NoError(t, err)
-	assert.Equal(t, config.WorkerTuning{}, c.WorkerTuning, "nothing set: every value left to the SDK")
+	assert.Equal(t, config.WorkerTuning{WorkflowPollers: config.DefaultWorkflowPollers}, c.WorkerTuning,
+		"nothing set: 8 workflow pollers, every other value left to the SDK")
+	c, err = load(map[string]string{"WORKER_WORKFLOW_POLLERS": "0"})
+	require.NoError(t, err)
+	assert.Zero(t, c.WorkerTuning.WorkflowPollers, "0: the SDK's own")
 
 	c, err = load(map[string]string{"WORKER_WORKFLOW_POLLERS": "8", "WORKER_ACTIVITY_POLLERS": "1",
 		"WORKER_MAX_WORKFLOW_TASKS": "2", "WORKER_MAX_ACTIVITIES": "200", "WORKER_MAX_LOCAL_ACTIVITIES": "100",
