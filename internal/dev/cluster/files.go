@@ -95,8 +95,10 @@ type state struct {
 	HistoryShards int `json:"historyShards"`
 }
 
-// DefaultHistoryShards is the history shard count of a new `make cluster` when none is asked for:
-// docs/benchmarks.md ("What history shards cost") has the measurement it was chosen from.
+// DefaultHistoryShards is the history shard count of a new `make cluster` when none is asked for.
+// On a developer's machine the CPUs saturate far below what 16 shards carry, and more shards cost
+// idle CPU and memory: docs/benchmarks.md ("The shard counts chosen") has the measurement.
+// Production's count is deploy/'s, chosen for the peak.
 const DefaultHistoryShards = 16
 
 // HistoryShards is the shard count a cluster on dir runs with: the count its folder was set up
