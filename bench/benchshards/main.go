@@ -174,19 +174,15 @@ func measure(ctx context.Context, n int, binary, tools string, settle, idle time
 	r.StartupSecs = time.Since(began).Seconds()
 	p := parts{dir: s.Dir, harness: s.Cmd.Process.Pid, cpus: benchkit.OnlineCPUs()}
 	log.Printf("%d shards: up in %.0f s; settling %s, then idle for %s", n, r.StartupSecs, settle, idle)
-	select {
-	case <-ctx.Done():
-		return r, ctx.Err()
-	case <-time.After(settle):
+	if err := sleep(ctx, settle); err != nil {
+		return r, err
 	}
 	a, err := p.snap()
 	if err != nil {
 		return r, err
 	}
-	select {
-	case <-ctx.Done():
-		return r, ctx.Err()
-	case <-time.After(idle):
+	if err := sleep(ctx, idle); err != nil {
+		return r, err
 	}
 	b, err := p.snap()
 	if err != nil {
@@ -239,6 +235,16 @@ func measure(ctx context.Context, n int, binary, tools string, settle, idle time
 	added := (r.Load.Stack - r.Idle.Stack) / 100 * r.Load.Seconds
 	r.CPUPerOrderMs = 1000 * added / float64(r.Created)
 	return r, nil
+}
+
+// sleep waits d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
 }
 
 // parts finds the cluster's processes in its processes.json at each reading (a process the
