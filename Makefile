@@ -45,10 +45,12 @@ TEMPORAL_UI_VERSION     := v2.42.1
 # internal/dev/natsserver.Version and deploy/docker-compose.yml's image follow it (a test checks).
 NATS_SERVER_VERSION     := v2.15.2
 
-# `make cluster APIS=3 WORKERS=2 HISTORY_SHARDS=32`
+# `make cluster APIS=3 WORKERS=2 HISTORY_SHARDS=32`. HISTORY_SHARDS only counts for a new data
+# folder (Temporal fixes it at set-up); unset, an existing folder keeps its count and a new one
+# gets checkout-dev cluster's default (internal/dev/cluster.DefaultHistoryShards).
 APIS           ?= 2
 WORKERS        ?= 2
-HISTORY_SHARDS ?= 16
+HISTORY_SHARDS ?=
 
 TEST_FLAGS ?= -count=1 -timeout 15m
 
@@ -81,8 +83,8 @@ run: postgres-binaries $(TEMPORAL_CLI) $(JAEGER) build $(if $(WITH_PROMETHEUS),p
 	$(if $(WITH_PROMETHEUS),PROMETHEUS_PORT=$(PROMETHEUS_PORT)) $(BIN)/checkout-dev dev
 
 .PHONY: cluster
-cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build $(if $(WITH_PROMETHEUS),prometheus-binaries) $(NATS_SERVER) ## the production shape on this machine: Temporal as four processes on PostgreSQL with its UI, APIS API replicas behind HAProxy, WORKERS workers, Jaeger, three NATS JetStream nodes (PROMETHEUS=1 adds Prometheus with the rules, scraping them and Temporal's services); Ctrl-C stops it
-	$(if $(WITH_PROMETHEUS),PROMETHEUS_PORT=$(PROMETHEUS_PORT)) $(BIN)/checkout-dev cluster --apis $(APIS) --workers $(WORKERS) --history-shards $(HISTORY_SHARDS)
+cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build $(if $(WITH_PROMETHEUS),prometheus-binaries) $(NATS_SERVER) ## the production shape on this machine: Temporal as four processes on PostgreSQL with its UI (HISTORY_SHARDS history shards for a new data folder), APIS API replicas behind HAProxy, WORKERS workers, Jaeger, three NATS JetStream nodes (PROMETHEUS=1 adds Prometheus with the rules, scraping them and Temporal's services); Ctrl-C stops it
+	$(if $(WITH_PROMETHEUS),PROMETHEUS_PORT=$(PROMETHEUS_PORT)) $(BIN)/checkout-dev cluster --apis $(APIS) --workers $(WORKERS) $(if $(HISTORY_SHARDS),--history-shards $(HISTORY_SHARDS))
 
 .PHONY: chaos
 chaos: postgres-binaries haproxy $(CLUSTER_TOOLS) build $(NATS_SERVER) ## faults under load on make cluster's shape: campaign traffic while a worker, an API replica, history and matching are killed, the frontend frozen 10 s, PostgreSQL restarted in immediate mode and the event broker killed; prints a table, fails on any loss (about 10 minutes)
@@ -251,6 +253,13 @@ bench-lockwaits: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) ## the p
 .PHONY: bench-cluster
 bench-cluster: postgres-binaries haproxy $(CLUSTER_TOOLS) build $(NATS_SERVER) ## campaign traffic at 50 and 200 shoppers through make cluster's shape beside its own Temporal floor, then the dev stack's floor and campaign at the same counts; writes docs/benchmarks.md and docs/bench-cluster.json
 	$(call bench-tool,benchcampaign) -stack cluster
+
+# `make bench-shards SHARDS=16,64` measures those counts only.
+SHARDS ?= 16,64,128
+
+.PHONY: bench-shards
+bench-shards: postgres-binaries haproxy $(CLUSTER_TOOLS) build $(NATS_SERVER) ## what history shards cost: make cluster's shape at each of SHARDS (16,64,128) on a fresh folder, every process's CPU from /proc idle for 60 s and under 10 shoppers of the campaign for 60 s, other processes' share beside it; writes docs/benchmarks.md (about 4 minutes a count)
+	$(call bench-tool,benchshards) -shards $(SHARDS)
 
 .PHONY: capacity
 capacity: ## a queueing model of the campaign fed by the measured costs per order: checked against make bench-cluster's two load points, then sized for 1,000 orders/s (hosts, shards, PostgreSQL, the ceiling that binds first); reads docs/bench-cluster.json, bench-campaign.json and bench-lockwaits.json, measures nothing; writes docs/benchmarks.md

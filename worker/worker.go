@@ -50,12 +50,11 @@ type Deps struct {
 // worker polls as its deployment version (see Version), and every workflow it starts stays pinned
 // to that version.
 func New(c client.Client, d Deps) sdkworker.Worker {
-	w := sdkworker.New(c, d.Config.TaskQueue, sdkworker.Options{DeploymentOptions: sdkworker.DeploymentOptions{
-		UseVersioning: true, Version: Version(d.Config, d.BuildID),
-		DefaultVersioningBehavior: workflow.VersioningBehaviorPinned},
-		// Log lines and spans that name the order, the steps' latency, the histories' size.
-		Interceptors: []interceptor.WorkerInterceptor{telemetry.WorkerInterceptor(telemetry.WorkerOptions{
-			Metrics: d.Metrics, OrderIDAttr: workflows.AttrOrderID, OrderIDPrefixes: []string{holdPrefix}})}})
+	if n := d.Config.WorkerTuning.StickyCacheSize; n > 0 {
+		// The process's cache, shared by its workers: sized before the first of them starts.
+		sdkworker.SetStickyWorkflowCacheSize(n)
+	}
+	w := sdkworker.New(c, d.Config.TaskQueue, options(d))
 	registerWorkflows(w, d.OrderWorkflow)
 	w.RegisterActivity(&activities.Inventory{Engine: d.Inventory, Pool: d.Pool, Jobs: jobObserver(d)})
 	w.RegisterActivity(&activities.Orders{Pool: d.Pool, MaxOpenPerShopper: d.Config.OrdersMaxOpenPerShopper,
@@ -67,6 +66,24 @@ func New(c client.Client, d Deps) sdkworker.Worker {
 	w.RegisterActivity(&activities.Payments{Pool: d.Pool, Gateway: d.Gateway})
 	registerJobs(w, c, d)
 	return w
+}
+
+// options are the worker's options: it polls as its deployment version, pinning what it starts,
+// with the telemetry interceptor and the pollers and task slots of the configuration's tuning (each
+// 0 left to the SDK's default).
+func options(d Deps) sdkworker.Options {
+	t := d.Config.WorkerTuning
+	return sdkworker.Options{DeploymentOptions: sdkworker.DeploymentOptions{
+		UseVersioning: true, Version: Version(d.Config, d.BuildID),
+		DefaultVersioningBehavior: workflow.VersioningBehaviorPinned},
+		MaxConcurrentWorkflowTaskPollers:        t.WorkflowPollers,
+		MaxConcurrentActivityTaskPollers:        t.ActivityPollers,
+		MaxConcurrentWorkflowTaskExecutionSize:  t.MaxWorkflowTasks,
+		MaxConcurrentActivityExecutionSize:      t.MaxActivities,
+		MaxConcurrentLocalActivityExecutionSize: t.MaxLocalActivities,
+		// Log lines and spans that name the order, the steps' latency, the histories' size.
+		Interceptors: []interceptor.WorkerInterceptor{telemetry.WorkerInterceptor(telemetry.WorkerOptions{
+			Metrics: d.Metrics, OrderIDAttr: workflows.AttrOrderID, OrderIDPrefixes: []string{holdPrefix}})}}
 }
 
 // holdPrefix begins the id of every hold workflow, which its order's id ends.

@@ -7,8 +7,8 @@ import (
 	"github.com/marketplace/checkout/bench/internal/figures"
 )
 
-// clusterShards is the history shards of `make cluster`'s Temporal (deploy/temporal-server.yaml's
-// default, which the cluster runs used).
+// clusterShards is the history shards of `make cluster`'s Temporal (a new folder's default,
+// internal/dev/cluster.DefaultHistoryShards), which the cluster runs used.
 const clusterShards = 16
 
 // The simulated time of a validation run: long enough for several turns of 200 shoppers' loop

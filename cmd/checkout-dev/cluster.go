@@ -40,7 +40,8 @@ func (f *clusterFlags) parse(cfg config.Config, args []string) error {
 	fs := flag.NewFlagSet("cluster", flag.ContinueOnError)
 	fs.IntVar(&f.apis, "apis", 2, "API replicas behind HAProxy")
 	fs.IntVar(&f.workers, "workers", 2, "workers of each build")
-	fs.IntVar(&f.shards, "history-shards", 16, "Temporal history shards (fixed when the cluster's data folder is first set up)")
+	fs.IntVar(&f.shards, "history-shards", 0, fmt.Sprintf("Temporal history shards, fixed when the cluster's data folder is first set up "+
+		"(0: the count the folder was set up with; %d for a new folder)", cluster.DefaultHistoryShards))
 	fs.IntVar(&f.portsFrom, "ports-from", 0, fmt.Sprintf("put every listener on %d consecutive ports from this one (0: the standard ports, the API on 8080)", cluster.PortsSpan))
 	fs.StringVar(&f.dir, "dir", filepath.Join(cfg.Dev.DataDir, "cluster"), "data folder: PostgreSQL, secrets, configuration, logs")
 	fs.StringVar(&f.bin, "bin", "", "folder of temporal-server, temporal-sql-tool and temporal-ui-server (default: this binary's folder)")
@@ -57,8 +58,9 @@ func (f *clusterFlags) parse(cfg config.Config, args []string) error {
 	case f.apis < 1 || f.apis > cluster.MaxReplicas || f.workers < 1 || f.workers > cluster.MaxReplicas/2:
 		return fmt.Errorf("--apis %d, --workers %d: between 1 and %d API replicas, 1 and %d workers", f.apis, f.workers,
 			cluster.MaxReplicas, cluster.MaxReplicas/2)
-	case f.shards < 1 || f.shards > 16384:
-		return fmt.Errorf("--history-shards %d: between 1 and 16384", f.shards)
+	case f.shards < 0 || f.shards > 16384:
+		return fmt.Errorf("--history-shards %d: between 1 and 16384 (0: the folder's count, or %d for a new folder)", f.shards,
+			cluster.DefaultHistoryShards)
 	case f.portsFrom < 0 || f.portsFrom+cluster.PortsSpan > 65535:
 		return fmt.Errorf("--ports-from %d: 1 to %d", f.portsFrom, 65535-cluster.PortsSpan)
 	}
@@ -337,7 +339,11 @@ func clusterOptions(cfg config.Config, f clusterFlags) (cluster.Options, error) 
 	if err != nil {
 		return cluster.Options{}, err
 	}
-	o := cluster.Options{Dir: dir, APIs: f.apis, Workers: f.workers, HistoryShards: f.shards,
+	shards, err := cluster.HistoryShards(dir, f.shards)
+	if err != nil {
+		return cluster.Options{}, err
+	}
+	o := cluster.Options{Dir: dir, APIs: f.apis, Workers: f.workers, HistoryShards: shards,
 		Namespace: cfg.TemporalNamespace, CodecKeys: os.Getenv("TEMPORAL_CODEC_KEYS"), Ports: cluster.DefaultPorts(),
 		TemporalLogLevel: os.Getenv("TEMPORAL_LOG_LEVEL"),
 		UIConfig:         filepath.Join(f.bin, "temporal-ui-config"), DynamicConfig: f.dynamicConfig}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,4 +56,28 @@ func TestCluster_OneSourceOfSecrets(t *testing.T) {
 		assert.Equal(t, 1, strings.Count(env, "\n"+name+"="), "checkout.env sets %s once, so that sourcing it overrides the shell", name)
 	}
 	assert.NotContains(t, env, "shell")
+}
+
+// A cluster started without --history-shards runs with the count its folder was set up with.
+func TestClusterOptions_ShardsOfTheFolder(t *testing.T) {
+	bin := t.TempDir()
+	for _, name := range []string{"temporal-server", "temporal-sql-tool", "temporal-ui-server", "oidc-provider", "jaeger", "nats-server"} {
+		require.NoError(t, os.WriteFile(filepath.Join(bin, name), nil, 0o755))
+	}
+	cfg, err := config.FromEnv()
+	require.NoError(t, err)
+	fresh := t.TempDir()
+	o, err := clusterOptions(cfg, clusterFlags{dir: fresh, bin: bin, apis: 1, workers: 1})
+	require.NoError(t, err)
+	assert.Equal(t, cluster.DefaultHistoryShards, o.HistoryShards)
+	assert.Contains(t, strings.Join(cluster.NewPlan(o).Temporal[1].Env, " "), fmt.Sprintf("NUM_HISTORY_SHARDS=%d", cluster.DefaultHistoryShards))
+
+	set := t.TempDir()
+	require.NoError(t, cluster.CheckShards(set, 5))
+	o, err = clusterOptions(cfg, clusterFlags{dir: set, bin: bin, apis: 1, workers: 1})
+	require.NoError(t, err)
+	assert.Equal(t, 5, o.HistoryShards)
+	assert.Contains(t, strings.Join(cluster.NewPlan(o).Temporal[1].Env, " "), "NUM_HISTORY_SHARDS=5")
+	_, err = clusterOptions(cfg, clusterFlags{dir: set, bin: bin, apis: 1, workers: 1, shards: 8})
+	assert.ErrorContains(t, err, "set up with 5 history shards, not 8")
 }

@@ -28,7 +28,7 @@ commands:
             worker and API (what make run runs)
   cluster   run the production shape on this machine: PostgreSQL, the Temporal server as four
             processes and its UI, workers and API replicas behind HAProxy (what make cluster
-            runs): cluster [--apis 2] [--workers 2] [--history-shards 16] [--ports-from N]
+            runs): cluster [--apis 2] [--workers 2] [--history-shards N] [--ports-from N]
   release   release a binary into the running cluster: its workers beside the running ones, made
             current once they poll, the earlier build drained: release [--binary PATH] [--ramp 10,50]
   loadgen   drive a local stack's API as shoppers and sellers do, then audit: loadgen --duration 60s

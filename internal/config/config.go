@@ -167,10 +167,35 @@ type Config struct {
 	CartJanitorEvery       Every
 	PaymentReconcilerEvery Every
 
+	// WorkerTuning is the Temporal worker's pollers, task slots and sticky cache.
+	WorkerTuning WorkerTuning
+
 	LogLevel string
 
 	// Traces are where the process sends its OpenTelemetry traces and which it keeps.
 	Traces Traces
+}
+
+// DefaultWorkflowPollers is the worker's workflow task pollers: with the SDK's 2, the campaign mix
+// at 50 shoppers on the dev stack stalled every POST /orders for about a minute in each run
+// measured, and with 8 it did not (docs/benchmarks.md, "Worker tuning").
+const DefaultWorkflowPollers = 8
+
+// WorkerTuning is how the worker's Temporal SDK polls and runs tasks: each 0 leaves the SDK's
+// default (its figures below).
+type WorkerTuning struct {
+	// WorkflowPollers and ActivityPollers are the goroutines long-polling the task queue for
+	// workflow and activity tasks (DefaultWorkflowPollers, and the SDK's default of 2; a workflow
+	// poller count of 1 is refused, as the SDK would then poll only its sticky queue).
+	WorkflowPollers, ActivityPollers int
+	// MaxWorkflowTasks, MaxActivities and MaxLocalActivities bound the workflow tasks, activities
+	// and local activities the worker runs at once (the SDK's default: 1,000 each; 1 workflow task
+	// is refused, for the same reason as one poller).
+	MaxWorkflowTasks, MaxActivities, MaxLocalActivities int
+	// StickyCacheSize is how many workflow executions the process keeps in memory between their
+	// tasks, shared by its workers (the SDK's default: 10,000); one evicted is replayed from its
+	// history at its next task.
+	StickyCacheSize int
 }
 
 // Traces are the tracing settings: the one place the sampling is decided.
@@ -418,8 +443,12 @@ func Load(getenv func(string) string) (Config, error) {
 		ReserveCombiningInFlight: p.int("RESERVE_COMBINING_IN_FLIGHT", 0),
 		ConfirmCombining:         p.bool("CONFIRM_COMBINING", true),
 
-		SchedulesEnabled:       p.bool("SCHEDULES_ENABLED", true),
-		WorkerLoops:            p.bool("WORKER_LOOPS", true),
+		SchedulesEnabled: p.bool("SCHEDULES_ENABLED", true),
+		WorkerLoops:      p.bool("WORKER_LOOPS", true),
+		WorkerTuning: WorkerTuning{WorkflowPollers: p.int("WORKER_WORKFLOW_POLLERS", DefaultWorkflowPollers),
+			ActivityPollers: p.int("WORKER_ACTIVITY_POLLERS", 0), MaxWorkflowTasks: p.int("WORKER_MAX_WORKFLOW_TASKS", 0),
+			MaxActivities: p.int("WORKER_MAX_ACTIVITIES", 0), MaxLocalActivities: p.int("WORKER_MAX_LOCAL_ACTIVITIES", 0),
+			StickyCacheSize: p.int("WORKER_STICKY_CACHE_SIZE", 0)},
 		ScheduleIDPrefix:       p.str("SCHEDULE_ID_PREFIX", ""),
 		SweeperEvery:           p.every("SWEEPER_EVERY", time.Minute),
 		ReconcilerEvery:        p.every("RECONCILER_EVERY", 15*time.Minute),
@@ -543,6 +572,7 @@ func (c Config) Validate() error {
 	if c.AuthTokenCacheEntries < 0 || c.AuthTokenCacheEntries > 10_000_000 {
 		errs = append(errs, fmt.Errorf("AUTH_TOKEN_CACHE_ENTRIES %d: between 0 (no cache) and 10000000", c.AuthTokenCacheEntries))
 	}
+	errs = append(errs, c.WorkerTuning.validate()...)
 	if c.ReserveCombiningInFlight < 0 || c.ReserveCombiningInFlight > 64 {
 		errs = append(errs, fmt.Errorf("RESERVE_COMBINING_IN_FLIGHT %d: between 0 (the default) and 64", c.ReserveCombiningInFlight))
 	}
@@ -592,6 +622,28 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validate reports the worker's tuning values the SDK would refuse or that cannot work.
+func (t WorkerTuning) validate() []error {
+	var errs []error
+	for _, v := range []struct {
+		name     string
+		n, least int
+		most     int
+	}{
+		{"WORKER_WORKFLOW_POLLERS", t.WorkflowPollers, 2, 1000},
+		{"WORKER_ACTIVITY_POLLERS", t.ActivityPollers, 1, 1000},
+		{"WORKER_MAX_WORKFLOW_TASKS", t.MaxWorkflowTasks, 2, 100_000},
+		{"WORKER_MAX_ACTIVITIES", t.MaxActivities, 1, 100_000},
+		{"WORKER_MAX_LOCAL_ACTIVITIES", t.MaxLocalActivities, 1, 100_000},
+		{"WORKER_STICKY_CACHE_SIZE", t.StickyCacheSize, 1, 10_000_000},
+	} {
+		if v.n != 0 && (v.n < v.least || v.n > v.most) {
+			errs = append(errs, fmt.Errorf("%s %d: 0 (the SDK's default) or between %d and %d", v.name, v.n, v.least, v.most))
+		}
+	}
+	return errs
 }
 
 // UIOrigin is the Temporal UI's origin under the host name browsers reach the API by (on port):

@@ -105,3 +105,33 @@ func TestLoad_ParkedDeadlines_DefaultsAndBounds(t *testing.T) {
 		assert.ErrorContains(t, err, "PARKED_GIVE_UP_AFTER", "%v", bad)
 	}
 }
+
+func TestLoad_WorkerTuning_DefaultsAndRefusals(t *testing.T) {
+	load := func(env map[string]string) (config.Config, error) {
+		return config.Load(func(k string) string { return env[k] })
+	}
+	c, err := load(nil)
+	require.NoError(t, err)
+	assert.Equal(t, config.WorkerTuning{WorkflowPollers: config.DefaultWorkflowPollers}, c.WorkerTuning,
+		"nothing set: 8 workflow pollers, every other value left to the SDK")
+	c, err = load(map[string]string{"WORKER_WORKFLOW_POLLERS": "0"})
+	require.NoError(t, err)
+	assert.Zero(t, c.WorkerTuning.WorkflowPollers, "0: the SDK's own")
+
+	c, err = load(map[string]string{"WORKER_WORKFLOW_POLLERS": "8", "WORKER_ACTIVITY_POLLERS": "1",
+		"WORKER_MAX_WORKFLOW_TASKS": "2", "WORKER_MAX_ACTIVITIES": "200", "WORKER_MAX_LOCAL_ACTIVITIES": "100",
+		"WORKER_STICKY_CACHE_SIZE": "2000"})
+	require.NoError(t, err)
+	assert.Equal(t, config.WorkerTuning{WorkflowPollers: 8, ActivityPollers: 1, MaxWorkflowTasks: 2, MaxActivities: 200,
+		MaxLocalActivities: 100, StickyCacheSize: 2000}, c.WorkerTuning)
+
+	// One workflow poller or one workflow task slot would leave the SDK polling its sticky queue
+	// only (it panics on either): refused at start, with the other bad values, one line each.
+	_, err = load(map[string]string{"WORKER_WORKFLOW_POLLERS": "1", "WORKER_MAX_WORKFLOW_TASKS": "1",
+		"WORKER_ACTIVITY_POLLERS": "-1", "WORKER_STICKY_CACHE_SIZE": "-5"})
+	require.Error(t, err)
+	for _, name := range []string{"WORKER_WORKFLOW_POLLERS 1", "WORKER_MAX_WORKFLOW_TASKS 1", "WORKER_ACTIVITY_POLLERS -1",
+		"WORKER_STICKY_CACHE_SIZE -5"} {
+		assert.Contains(t, err.Error(), name)
+	}
+}

@@ -95,30 +95,65 @@ type state struct {
 	HistoryShards int `json:"historyShards"`
 }
 
-// CheckShards records the history shard count the first time and refuses another one later:
-// Temporal fixes it when a cluster is set up.
-func CheckShards(dir string, shards int) error {
+// DefaultHistoryShards is the history shard count of a new `make cluster` when none is asked for.
+// On a developer's machine the CPUs saturate far below what 16 shards carry, and more shards cost
+// idle CPU and memory: docs/benchmarks.md ("The shard counts chosen") has the measurement.
+// Production's count is deploy/'s, chosen for the peak.
+const DefaultHistoryShards = 16
+
+// HistoryShards is the shard count a cluster on dir runs with: the count its folder was set up
+// with when asked is 0 (so a folder keeps its count whatever the default becomes), asked when the
+// folder is new or was set up with the same count, DefaultHistoryShards for a new folder when asked
+// is 0. Another count than the folder's is refused: Temporal fixes it when a cluster is set up.
+// Nothing is written: CheckShards records the count once the cluster may start.
+func HistoryShards(dir string, asked int) (int, error) {
+	recorded, err := recordedShards(dir)
+	switch {
+	case err != nil:
+		return 0, err
+	case recorded == 0 && asked == 0:
+		return DefaultHistoryShards, nil
+	case recorded == 0:
+		return asked, nil
+	case asked != 0 && asked != recorded:
+		return 0, fmt.Errorf("this cluster was set up with %d history shards, not %d: Temporal cannot change them (use the same count, or another data folder)",
+			recorded, asked)
+	}
+	return recorded, nil
+}
+
+// recordedShards is the count dir's cluster.json records (0: none yet).
+func recordedShards(dir string) (int, error) {
 	path := filepath.Join(dir, "cluster.json")
 	raw, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		raw, err = json.Marshal(state{HistoryShards: shards})
-		if err != nil {
-			return err
-		}
-		return write(path, raw)
+		return 0, nil
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var s state
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return 0, fmt.Errorf("%s: %w", path, err)
 	}
-	if s.HistoryShards != shards {
-		return fmt.Errorf("this cluster was set up with %d history shards, not %d: Temporal cannot change them (use the same count, or another data folder)",
-			s.HistoryShards, shards)
+	return s.HistoryShards, nil
+}
+
+// CheckShards records the history shard count the first time and refuses another one later:
+// Temporal fixes it when a cluster is set up.
+func CheckShards(dir string, shards int) error {
+	if _, err := HistoryShards(dir, shards); err != nil {
+		return err
 	}
-	return nil
+	recorded, err := recordedShards(dir)
+	if err != nil || recorded != 0 {
+		return err
+	}
+	raw, err := json.Marshal(state{HistoryShards: shards})
+	if err != nil {
+		return err
+	}
+	return write(filepath.Join(dir, "cluster.json"), raw)
 }
 
 func write(path string, raw []byte) error {

@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -188,6 +189,33 @@ func TestCheckShards_FixedWhenFirstSetUp(t *testing.T) {
 	err := cluster.CheckShards(dir, 32)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "set up with 16 history shards, not 32")
+}
+
+func TestHistoryShards_AFolderKeepsItsCount(t *testing.T) {
+	t.Parallel()
+	fresh := t.TempDir()
+	n, err := cluster.HistoryShards(fresh, 0)
+	require.NoError(t, err)
+	assert.Equal(t, cluster.DefaultHistoryShards, n, "a new folder without a count: the default")
+	n, err = cluster.HistoryShards(fresh, 64)
+	require.NoError(t, err)
+	assert.Equal(t, 64, n, "a new folder: the count asked for")
+	assert.NoFileExists(t, filepath.Join(fresh, "cluster.json"), "choosing records nothing")
+
+	// A folder set up with a count other than today's default keeps it when none is asked for.
+	old := t.TempDir()
+	set := cluster.DefaultHistoryShards + 3
+	require.NoError(t, cluster.CheckShards(old, set))
+	n, err = cluster.HistoryShards(old, 0)
+	require.NoError(t, err)
+	assert.Equal(t, set, n, "the folder's recorded count, not the default")
+	require.NoError(t, cluster.CheckShards(old, n), "and it starts with it")
+	n, err = cluster.HistoryShards(old, set)
+	require.NoError(t, err)
+	assert.Equal(t, set, n)
+	_, err = cluster.HistoryShards(old, 2*set)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), fmt.Sprintf("set up with %d history shards, not %d", set, 2*set))
 }
 
 func TestCheckFree_NamesTheAddressInUse(t *testing.T) {

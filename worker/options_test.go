@@ -1,0 +1,36 @@
+package worker
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/marketplace/checkout/internal/config"
+)
+
+// The worker's tuning settings reach the SDK's options; a worker given none polls workflow tasks
+// with 8 pollers and leaves every other value to the SDK's default (0).
+func TestOptions_Tuning(t *testing.T) {
+	cfg, err := config.Load(func(string) string { return "" })
+	require.NoError(t, err)
+	o := options(Deps{Config: cfg})
+	assert.Equal(t, 8, o.MaxConcurrentWorkflowTaskPollers)
+	assert.Zero(t, o.MaxConcurrentActivityTaskPollers)
+	assert.Zero(t, o.MaxConcurrentWorkflowTaskExecutionSize)
+	assert.Zero(t, o.MaxConcurrentActivityExecutionSize)
+	assert.Zero(t, o.MaxConcurrentLocalActivityExecutionSize)
+	assert.True(t, o.DeploymentOptions.UseVersioning)
+
+	env := map[string]string{"WORKER_WORKFLOW_POLLERS": "4", "WORKER_ACTIVITY_POLLERS": "3", "WORKER_MAX_WORKFLOW_TASKS": "50",
+		"WORKER_MAX_ACTIVITIES": "60", "WORKER_MAX_LOCAL_ACTIVITIES": "70", "WORKER_STICKY_CACHE_SIZE": "500"}
+	cfg, err = config.Load(func(k string) string { return env[k] })
+	require.NoError(t, err)
+	o = options(Deps{Config: cfg})
+	assert.Equal(t, 4, o.MaxConcurrentWorkflowTaskPollers)
+	assert.Equal(t, 3, o.MaxConcurrentActivityTaskPollers)
+	assert.Equal(t, 50, o.MaxConcurrentWorkflowTaskExecutionSize)
+	assert.Equal(t, 60, o.MaxConcurrentActivityExecutionSize)
+	assert.Equal(t, 70, o.MaxConcurrentLocalActivityExecutionSize)
+	assert.Equal(t, 500, cfg.WorkerTuning.StickyCacheSize)
+}
