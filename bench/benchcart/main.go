@@ -70,11 +70,7 @@ func main() {
 	log.SetPrefix("bench-cart: ")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	root, err := benchkit.ModuleRoot()
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := os.Chdir(root); err != nil {
+	if err := benchkit.ChdirModuleRoot(); err != nil {
 		log.Fatal(err)
 	}
 	wrkVersion, err := exec.Command(*wrkBin, "-v").CombinedOutput()

@@ -75,11 +75,7 @@ func main() {
 		runFloorWorker(ctx, *floorWorker, *floorDir)
 		return
 	}
-	root, err := benchkit.ModuleRoot()
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := os.Chdir(root); err != nil {
+	if err := benchkit.ChdirModuleRoot(); err != nil {
 		log.Fatal(err)
 	}
 

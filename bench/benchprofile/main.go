@@ -47,11 +47,7 @@ func main() {
 	if _, err := exec.LookPath("perf"); err != nil {
 		log.Fatal("perf is not installed: apt-get install linux-perf")
 	}
-	root, err := benchkit.ModuleRoot()
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := os.Chdir(root); err != nil {
+	if err := benchkit.ChdirModuleRoot(); err != nil {
 		log.Fatal(err)
 	}
 	res, err := profile(ctx, *orders, *freq)

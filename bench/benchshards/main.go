@@ -125,11 +125,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	root, err := benchkit.ModuleRoot()
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := os.Chdir(root); err != nil {
+	if err := benchkit.ChdirModuleRoot(); err != nil {
 		log.Fatal(err)
 	}
 	started := time.Now().UTC()

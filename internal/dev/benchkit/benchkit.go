@@ -147,6 +147,16 @@ func WriteSection(path, startMarker, endMarker, section string) error {
 	return os.WriteFile(path, []byte(text), 0o644)
 }
 
+// ChdirModuleRoot makes the module root the working directory: the tools run from there, where
+// `make build` leaves bin/.
+func ChdirModuleRoot() error {
+	root, err := ModuleRoot()
+	if err != nil {
+		return err
+	}
+	return os.Chdir(root)
+}
+
 // ModuleRoot is the folder of go.mod above the working directory.
 func ModuleRoot() (string, error) {
 	dir, err := os.Getwd()
