@@ -46,7 +46,9 @@ func (g *GuestTokens) Valid(t string) bool {
 	if len(t) != base64.RawURLEncoding.EncodedLen(guestIDBytes+guestTagBytes) {
 		return false
 	}
-	b, err := base64.RawURLEncoding.DecodeString(t)
+	// Strict: the last character carries two bits past the 256, which a lenient decoder ignores,
+	// so four spellings would otherwise pass for one token.
+	b, err := base64.RawURLEncoding.Strict().DecodeString(t)
 	if err != nil {
 		return false
 	}

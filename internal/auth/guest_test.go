@@ -42,3 +42,25 @@ func TestGuestTokens_OwnTokensOnly(t *testing.T) {
 	}
 	assert.True(t, g.Valid(before.Issue()), "a token issued under a secret still listed in AUTH_JWT_KEYS")
 }
+
+// TestGuestTokens_OnlyTheIssuedSpellingIsValid: the last character of a token holds two bits a
+// lenient base64 decoder drops; a token with that character changed is one the server never issued.
+func TestGuestTokens_OnlyTheIssuedSpellingIsValid(t *testing.T) {
+	t.Parallel()
+	g := auth.NewGuestTokens(auth.Keys{Signing: auth.Key{Secret: []byte(strings.Repeat("k", 32))}})
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	for range 20 {
+		tok := g.Issue()
+		if !g.Valid(tok) {
+			t.Fatalf("issued token %q not valid", tok)
+		}
+		for _, c := range alphabet {
+			if byte(c) == tok[len(tok)-1] {
+				continue
+			}
+			if other := tok[:len(tok)-1] + string(c); g.Valid(other) {
+				t.Fatalf("%q, the issued %q with its last character changed, is valid", other, tok)
+			}
+		}
+	}
+}
