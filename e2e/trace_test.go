@@ -215,7 +215,7 @@ func TestTrace_OneOrderFromRequestToSQL(t *testing.T) {
 		if tr := jaegerTraceOf(t, jaeger.URL, traceID); tr != nil {
 			spans = tr.spans()
 			if has("checkout-api", "POST /api/v1/orders") && has("checkout-worker", "RunWorkflow:OrderWorkflow") &&
-				has("checkout-worker", "RunActivity:Capture") && has("checkout-worker", "payment capture") &&
+				has("checkout-worker", "RunActivity:CaptureFinish") && has("checkout-worker", "payment capture") &&
 				has("checkout-worker", "publish order.confirmed") && has("checkout-worker", "process stock.changed") &&
 				has("checkout-worker", "process order.confirmed") {
 				break
@@ -291,7 +291,7 @@ func TestTrace_OneOrderFromRequestToSQL(t *testing.T) {
 	assert.True(t, published, "the relay's publish of the hold's stock.changed, under the hold's activity")
 	assert.True(t, projected, "the availability projector's span of that stock.changed, under its publish")
 	assert.True(t, fannedOut, "the webhooks fan-out's span of an order event, under its publish")
-	for _, step := range []string{"RunActivity:VerifyEvent", "RunActivity:Confirm", "RunActivity:Capture", "RunActivity:Finish"} {
+	for _, step := range []string{"RunActivity:VerifyEvent", "RunActivity:Confirm", "RunActivity:CaptureFinish"} {
 		assert.True(t, has("checkout-worker", step), "%s: the steps after the shopper's 3-D Secure answer", step)
 	}
 
