@@ -327,14 +327,18 @@ func renderAdmission(res AdmissionResults) string {
 			w("\n\n")
 		}
 	}
+	support := "NATS"
+	if res.Stack == stackCluster {
+		support = "HAProxy, NATS (three nodes), Jaeger, OIDC provider"
+	}
 	w("What else ran on the machine, per load phase (CPU in %% of one CPU, the machine has %d × 100 %%; \"other\" is "+
 		"every process outside the stack and this tool, such as other people's builds and tests):\n\n", res.CPUs)
-	w("| stack | checkout %% | Temporal %% | PostgreSQL %% | this tool %% | other %% | idle %% | 1-minute load average at start / end |\n")
-	w("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	w("| stack | checkout %% | Temporal %% | %s %% | PostgreSQL %% | this tool %% | other %% | idle %% | 1-minute load average at start / end |\n", support)
+	w("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range res.Runs {
 		c := r.Run.Window.CPU
-		w("| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f / %.2f |\n", r.Config.Name, c.Checkout, c.Temporal,
-			c.Postgres, c.Driver, c.OtherPct, c.IdlePct, r.LoadBefore, r.LoadAfter)
+		w("| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f / %.2f |\n", r.Config.Name, c.Checkout, c.Temporal,
+			c.Balancer+c.Support, c.Postgres, c.Driver, c.OtherPct, c.IdlePct, r.LoadBefore, r.LoadAfter)
 	}
 	busiest := 0.0
 	for _, r := range res.Runs {

@@ -29,7 +29,9 @@ func renderCluster(res figures.Results, window time.Duration) string {
 		"server's defaults otherwise (four partitions per task queue); two workers and two API replicas, HAProxy in "+
 		"front of them, the checkout's settings at their defaults but admission control off, as on the dev stack (`"+
 		strings.Join(admissionOff, " ")+"`: with it on, its BUSY refusals make shoppers wait, and runs measured "+
-		"that way varied with how many it refused). The shoppers reach the API through HAProxy.\n")
+		"that way varied with how many it refused); beside them the event broker (three NATS JetStream nodes), Jaeger "+
+		"for the traces and the OIDC provider, whose CPU is the tables' NATS, Jaeger, OIDC column, not \"other\". The "+
+		"shoppers reach the API through HAProxy.\n")
 	w("- The runs are those of the campaign section above: **saga, campaign mix** and **saga, all tok_ok** are " +
 		"`checkout-dev loadgen` shoppers; the **floor** is empty workflows started as the API starts an order " +
 		"(Update-with-Start, waiting for the update's answer) against the cluster's frontend, their worker in this tool.\n")
@@ -90,26 +92,26 @@ func renderCluster(res figures.Results, window time.Duration) string {
 		"backends running a statement, of them waiting on a heavyweight lock, and inside a transaction waiting for "+
 		"their client; Temporal persistence: the four services' calls to PostgreSQL per second, their mean latency and "+
 		"how many were under way on average, and the operation that took most of their time):\n\n", res.CPUs)
-	w("| run | shoppers | checkout (API replicas and workers) %% | Temporal (four services, UI) %% | HAProxy %% | PostgreSQL %% | this tool %% | other %% | idle %% | PG active / lock / idle in tx | Temporal persistence calls/s, mean ms, in flight | its heaviest operation |\n")
-	w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	w("| run | shoppers | checkout (API replicas and workers) %% | Temporal (four services, UI) %% | HAProxy %% | NATS (three nodes), Jaeger, OIDC provider %% | PostgreSQL %% | this tool %% | other %% | idle %% | PG active / lock / idle in tx | Temporal persistence calls/s, mean ms, in flight | its heaviest operation |\n")
+	w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	writeWindows(&b, res, func(c figures.CPU) []float64 {
-		return []float64{c.Checkout, c.Temporal, c.Balancer, c.Postgres, c.Driver, c.OtherPct, c.IdlePct}
+		return []float64{c.Checkout, c.Temporal, c.Balancer, c.Support, c.Postgres, c.Driver, c.OtherPct, c.IdlePct}
 	})
 	if res.Dev != nil {
 		w("\nThe dev stack's runs of this invocation (columns as in the campaign section: `checkout dev` is the API and " +
 			"worker in one process, Temporal the dev server, its persistence SQLite):\n\n")
-		w("| run | shoppers | checkout dev %% | Temporal %% | PostgreSQL %% | this tool %% | other %% | idle %% | PG active / lock / idle in tx | SQLite calls/s, mean ms, in flight | SQLite's heaviest operation |\n")
-		w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		w("| run | shoppers | checkout dev %% | Temporal %% | NATS %% | PostgreSQL %% | this tool %% | other %% | idle %% | PG active / lock / idle in tx | SQLite calls/s, mean ms, in flight | SQLite's heaviest operation |\n")
+		w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 		writeWindows(&b, *res.Dev, func(c figures.CPU) []float64 {
-			return []float64{c.Checkout, c.Temporal, c.Postgres, c.Driver, c.OtherPct, c.IdlePct}
+			return []float64{c.Checkout, c.Temporal, c.Support, c.Postgres, c.Driver, c.OtherPct, c.IdlePct}
 		})
 	}
 	if res.DevFullSync != nil {
 		w("\nThe dev stack's runs with its SQLite at full sync (the same columns):\n\n")
-		w("| run | shoppers | checkout dev %% | Temporal %% | PostgreSQL %% | this tool %% | other %% | idle %% | PG active / lock / idle in tx | SQLite calls/s, mean ms, in flight | SQLite's heaviest operation |\n")
-		w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		w("| run | shoppers | checkout dev %% | Temporal %% | NATS %% | PostgreSQL %% | this tool %% | other %% | idle %% | PG active / lock / idle in tx | SQLite calls/s, mean ms, in flight | SQLite's heaviest operation |\n")
+		w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 		writeWindows(&b, *res.DevFullSync, func(c figures.CPU) []float64 {
-			return []float64{c.Checkout, c.Temporal, c.Postgres, c.Driver, c.OtherPct, c.IdlePct}
+			return []float64{c.Checkout, c.Temporal, c.Support, c.Postgres, c.Driver, c.OtherPct, c.IdlePct}
 		})
 	}
 	w("\n%s\n\n", clusterReading(res))

@@ -172,10 +172,10 @@ func render(res figures.Results, window time.Duration, plotPath, docPath string)
 		"backends running a statement, of them waiting on a heavyweight lock, and inside a transaction waiting for "+
 		"their client; SQLite: the dev server's persistence calls per second, their mean latency and how many were "+
 		"under way on average, and the operation that took most of their time):\n\n", res.CPUs)
-	w("| run | shoppers | checkout dev %% | Temporal %% | PostgreSQL %% | this tool (load generator, floor client, plain endpoint) %% | other %% | idle %% | PG active / lock / idle in tx | SQLite calls/s, mean ms, in flight | SQLite's heaviest operation |\n")
-	w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	w("| run | shoppers | checkout dev %% | Temporal %% | NATS %% | PostgreSQL %% | this tool (load generator, floor client, plain endpoint) %% | other %% | idle %% | PG active / lock / idle in tx | SQLite calls/s, mean ms, in flight | SQLite's heaviest operation |\n")
+	w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	writeWindows(&b, res, func(c figures.CPU) []float64 {
-		return []float64{c.Checkout, c.Temporal, c.Postgres, c.Driver, c.OtherPct, c.IdlePct}
+		return []float64{c.Checkout, c.Temporal, c.Support, c.Postgres, c.Driver, c.OtherPct, c.IdlePct}
 	})
 	w("\n%s\n\n", ceiling(res))
 	writeOutcome(&b, res, fmt.Sprintf(" (the plain endpoint's %d unpaid orders cancelled and their stock given back first)", res.PlainSettle))

@@ -22,16 +22,17 @@ import (
 
 // procs are the processes of the stack under test: its checkout processes (`checkout-dev dev`, API
 // and worker in one; or the cluster's API replicas and workers), its Temporal server (the dev
-// server, or the cluster's four services and UI), HAProxy (the cluster's) and its PostgreSQL
-// cluster (the postmaster and its children).
+// server, or the cluster's four services and UI), HAProxy (the cluster's), the helpers that serve
+// no request themselves (figures.CPU's Support) and its PostgreSQL cluster (the postmaster and its
+// children).
 type procs struct {
-	checkout, temporal, balancer []int
-	postmaster                   int
-	cpus                         int
+	checkout, temporal, balancer, support []int
+	postmaster                            int
+	cpus                                  int
 }
 
-// findProcs finds the processes of `checkout-dev dev` (benchkit.DevParts). Its event broker is
-// none of the parties this benchmark reports: its CPU counts as other processes'.
+// findProcs finds the processes of `checkout-dev dev` (benchkit.DevParts); its event broker counts
+// as the stack's support.
 func findProcs(checkoutPID int, dataDir string) (procs, error) {
 	p := procs{cpus: benchkit.OnlineCPUs()}
 	parts, err := benchkit.DevParts(checkoutPID, dataDir)
@@ -46,6 +47,8 @@ func findProcs(checkoutPID int, dataDir string) (procs, error) {
 			p.temporal = append(p.temporal, part.PID)
 		case "postgres":
 			p.postmaster = part.PID
+		case "nats-server":
+			p.support = append(p.support, part.PID)
 		}
 	}
 	return p, nil
@@ -77,6 +80,8 @@ func findClusterProcs(dataDir string) (procs, error) {
 			p.temporal = append(p.temporal, x.Pid)
 		case x.Service == "haproxy":
 			p.balancer = append(p.balancer, x.Pid)
+		case strings.HasPrefix(x.Service, "nats-") || x.Service == "jaeger" || x.Service == "oidc-provider":
+			p.support = append(p.support, x.Pid)
 		}
 	}
 	if len(p.checkout) == 0 || len(p.temporal) == 0 || len(p.balancer) == 0 {
@@ -87,9 +92,9 @@ func findClusterProcs(dataDir string) (procs, error) {
 
 // cpuSnap is one reading of the machine's CPU counters and of each party's share, in jiffies.
 type cpuSnap struct {
-	at                                             time.Time
-	busy, total                                    float64 // the whole machine; busy counts time stolen by the hypervisor
-	checkout, temporal, balancer, postgres, driver float64
+	at                                                      time.Time
+	busy, total                                             float64 // the whole machine; busy counts time stolen by the hypervisor
+	checkout, temporal, balancer, support, postgres, driver float64
 }
 
 // jiffies is the CPU time of pids.
@@ -109,7 +114,7 @@ func (p procs) snap() (cpuSnap, error) {
 	if s.busy, s.total, err = benchkit.MachineJiffies(); err != nil {
 		return s, err
 	}
-	s.checkout, s.temporal, s.balancer = jiffies(p.checkout), jiffies(p.temporal), jiffies(p.balancer)
+	s.checkout, s.temporal, s.balancer, s.support = jiffies(p.checkout), jiffies(p.temporal), jiffies(p.balancer), jiffies(p.support)
 	if j, err := benchkit.TreeJiffies(p.postmaster); err == nil {
 		s.postgres = j
 	}
@@ -124,15 +129,15 @@ func cpuBetween(a, b cpuSnap, cpus int) figures.CPU {
 	}
 	perCPU := total / float64(cpus) // jiffies of one CPU over the window
 	pct := func(x float64) float64 { return 100 * x / perCPU }
-	ours := (b.checkout - a.checkout) + (b.temporal - a.temporal) + (b.balancer - a.balancer) + (b.postgres - a.postgres) +
-		(b.driver - a.driver)
+	ours := (b.checkout - a.checkout) + (b.temporal - a.temporal) + (b.balancer - a.balancer) + (b.support - a.support) +
+		(b.postgres - a.postgres) + (b.driver - a.driver)
 	other := max((b.busy-a.busy)-ours, 0)
 	return figures.CPU{Checkout: pct(b.checkout - a.checkout), Temporal: pct(b.temporal - a.temporal), Balancer: pct(b.balancer - a.balancer),
-		Postgres: pct(b.postgres - a.postgres), Driver: pct(b.driver - a.driver), OtherPct: pct(other),
+		Support: pct(b.support - a.support), Postgres: pct(b.postgres - a.postgres), Driver: pct(b.driver - a.driver), OtherPct: pct(other),
 		IdlePct: pct(total - (b.busy - a.busy)), Other: other / total, Seconds: b.at.Sub(a.at).Seconds()}
 }
 
-// stackBusy is the stack's CPU (checkout, Temporal, HAProxy, PostgreSQL) over d, in percent of one CPU.
+// stackBusy is the stack's CPU (checkout, Temporal, HAProxy, its support, PostgreSQL) over d, in percent of one CPU.
 func (p procs) stackBusy(d time.Duration) float64 {
 	a, err := p.snap()
 	if err != nil {
@@ -144,7 +149,7 @@ func (p procs) stackBusy(d time.Duration) float64 {
 		return 0
 	}
 	c := cpuBetween(a, b, p.cpus)
-	return c.Checkout + c.Temporal + c.Balancer + c.Postgres
+	return c.Checkout + c.Temporal + c.Balancer + c.Support + c.Postgres
 }
 
 type pgSample struct {

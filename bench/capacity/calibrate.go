@@ -122,12 +122,14 @@ func calibrate(cluster figures.Results, campaign figures.Results, lockWaits figu
 	per := func(pct float64) float64 { return pct / 100 / x }
 	cpu := c.Window.CPU
 	api, temporal, pg := per(cpu.Checkout), per(cpu.Temporal), per(cpu.Postgres)
-	front, driver := per(cpu.OtherPct+cpu.Balancer), per(cpu.Driver)
+	front, support, driver := per(cpu.OtherPct+cpu.Balancer), per(cpu.Support), per(cpu.Driver)
 	add("orders placed per second (every POST /orders)", fmt.Sprintf("%.2f", x), campaignRun)
 	add("CPU per placed order: checkout (API replicas, workers)", ms(api), campaignRun+": its CPU share ÷ orders placed/s")
 	add("CPU per placed order: Temporal's services", ms(temporal), campaignRun)
 	add("CPU per placed order: PostgreSQL (both databases)", ms(pg), campaignRun)
-	add("CPU per placed order: HAProxy, broker, unattributed (other)", ms(front), campaignRun)
+	add("CPU per placed order: HAProxy, unattributed (other)", ms(front), campaignRun)
+	add("CPU per placed order: the broker (three NATS nodes), Jaeger, the OIDC provider", ms(support),
+		campaignRun+": work after the answer (events relayed from the outbox and replicated, spans exported in batches)")
 	add("CPU per placed order: load generator", ms(driver), campaignRun)
 
 	calls := c.Window.Persistence.PerSecond / x
@@ -172,7 +174,7 @@ func calibrate(cluster figures.Results, campaign figures.Results, lockWaits figu
 		Post: map[string]float64{partAPI: crit * (api - restAPI), partTemporal: crit * temporal, partPGT: crit * pgT,
 			partPGC: crit * (pgC - restPG)},
 		Async: map[string]float64{partAPI: (1 - crit) * (api - restAPI), partTemporal: (1 - crit) * temporal,
-			partPGT: (1 - crit) * pgT, partPGC: (1 - crit) * (pgC - restPG)},
+			partPGT: (1 - crit) * pgT, partPGC: (1 - crit) * (pgC - restPG), partFront: support},
 		PostCalls: postCalls, AsyncCalls: max(int(math.Round(calls))-postCalls, 0),
 		WriteShare: writeShare, Commit: commitFlush, NotifyHold: hold, CreatedShare: createdShare,
 	}

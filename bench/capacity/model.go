@@ -11,7 +11,7 @@ const (
 	partTemporal = "temporal" // Temporal's four services
 	partPGT      = "pg-temporal"
 	partPGC      = "pg-checkout"
-	partFront    = "front"  // HAProxy, the broker and what the runs did not attribute
+	partFront    = "front"  // HAProxy, the broker, tracing, the identity provider and what the runs did not attribute
 	partDriver   = "driver" // the load generator (its shoppers' own CPU)
 )
 
@@ -98,7 +98,7 @@ func Simulate(c Costs, t Topology, shoppers int, warmup, measure float64, seed u
 		var steps []step
 		for range n {
 			steps = append(steps, on(partAPI, costs[partAPI]/float64(n)), on(partPGC, costs[partPGC]/float64(n)),
-				on(partTemporal, costs[partTemporal]/float64(n)))
+				on(partFront, costs[partFront]/float64(n)), on(partTemporal, costs[partTemporal]/float64(n)))
 			call := on(partPGT, costs[partPGT]/float64(n))
 			if s.rng.Float64() < c.WriteShare {
 				steps = append(steps, holding(shard, call, s.wait(c.Commit)))

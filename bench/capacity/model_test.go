@@ -169,10 +169,11 @@ func TestCalibrationSpendsTheMeasuredCPU(t *testing.T) {
 	run, err := find(cluster, "campaign", 50)
 	require.NoError(t, err)
 	cpu := run.Window.CPU
-	measured := (cpu.Checkout + cpu.Temporal + cpu.Postgres + cpu.Driver + cpu.OtherPct + cpu.Balancer) / 100 / placedPerSec(run)
+	measured := (cpu.Checkout + cpu.Temporal + cpu.Postgres + cpu.Driver + cpu.OtherPct + cpu.Balancer + cpu.Support) / 100 / placedPerSec(run)
 	c := in.Costs
 	assert.InEpsilon(t, measured, sum(c.Rest)+sum(c.Post)+sum(c.Async), 1e-9)
 	assert.InEpsilon(t, cpu.Temporal/100/placedPerSec(run), c.Post[partTemporal]+c.Async[partTemporal], 1e-9)
+	assert.InEpsilon(t, cpu.Support/100/placedPerSec(run), c.Async[partFront], 1e-9, "the broker's, tracing's and the identity provider's CPU comes after the answer")
 	assert.Positive(t, c.NotifyHold)
 	assert.Equal(t, int(math.Round(run.Window.Persistence.PerSecond/placedPerSec(run))), c.PostCalls+c.AsyncCalls)
 }

@@ -19,7 +19,8 @@ func render(in Inputs, v Validation, sz Sizing, calibrateAt int, seed uint64) st
 	w("**The model.** A discrete-event simulation of a closed network: each of N shoppers loops as `checkout-dev loadgen`'s "+
 		"shoppers do, without think time — the other requests of an order (address, cart writes, preview, its page, 3-D Secure "+
 		"or cancel), then POST /orders, then again — and each order leaves work behind after its answer (its hold, timers, "+
-		"signals, the rest of its workflow tasks) that takes CPU but no shopper waits for. A request is a chain of CPU bursts "+
+		"signals, the rest of its workflow tasks, its events through the broker and its traces to Jaeger) that takes CPU "+
+		"but no shopper waits for. A request is a chain of CPU bursts "+
 		"(exponentially distributed, so a chain of k bursts varies as an Erlang-k), one per Temporal persistence call of its "+
 		"phase: the checkout's share, Temporal's share, then the call in Temporal's database. Every host's cores are shared "+
 		"by processor sharing among the bursts on it. Two serialization points are simulated as locks held one at a time: a "+
@@ -105,7 +106,7 @@ func render(in Inputs, v Validation, sz Sizing, calibrateAt int, seed uint64) st
 	w("### Sized for %s orders/s of the campaign mix\n\n", thousands(sz.Target))
 	w("The same costs with the load generator left out (shoppers bring their own machines) and the cart notices on "+
 		"the broker, as this build sends them (no notification-queue lock). Each part on hosts of its own: %d-core hosts for "+
-		"the checkout (API replicas and workers, behind HAProxy), Temporal's services and the front (HAProxy, the broker, "+
+		"the checkout (API replicas and workers, behind HAProxy), Temporal's services and the front (HAProxy, the broker, tracing, the identity provider, "+
 		"what the runs could not attribute), as many as keep each part at most %.0f %% busy at the target; PostgreSQL as one "+
 		"primary for the checkout's database and one for Temporal's, each the smallest of %s cores at most %.0f %% busy; "+
 		"history shards doubled from `make cluster`'s %d until no shard is more than %.0f %% busy and the target is carried. "+
@@ -272,7 +273,7 @@ func shardSensitivity(in Inputs, v Validation, sz Sizing) string {
 
 func partName(p string) string {
 	return map[string]string{partAPI: "checkout (API replicas, workers)", partTemporal: "Temporal's services",
-		partFront: "front (HAProxy, broker, unattributed)", partPGC: "PostgreSQL, the checkout's database",
+		partFront: "front (HAProxy, broker, tracing, identity provider, unattributed)", partPGC: "PostgreSQL, the checkout's database",
 		partPGT: "PostgreSQL, Temporal's database"}[p]
 }
 

@@ -141,7 +141,7 @@ func ceilings(sz Sizing, notifyHold float64) []Ceiling {
 	r := sz.Result
 	var out []Ceiling
 	names := map[string]string{partAPI: "checkout hosts (API replicas, workers)", partTemporal: "Temporal hosts",
-		partFront: "front hosts (HAProxy, broker)", partPGT: "PostgreSQL primary of Temporal's database",
+		partFront: "front hosts (HAProxy, broker, tracing, identity provider)", partPGT: "PostgreSQL primary of Temporal's database",
 		partPGC: "PostgreSQL primary of the checkout's database"}
 	for _, p := range []string{partAPI, partTemporal, partFront, partPGT, partPGC} {
 		if b := r.PoolBusy[p]; b > 0 {

@@ -99,6 +99,10 @@ type CPU struct {
 	Checkout float64 `json:"checkoutDevPct"`
 	Temporal float64 `json:"temporalPct"`
 	Balancer float64 `json:"haproxyPct,omitempty"`
+	// Support is the stack's own helpers that serve no request themselves: its event broker (the
+	// dev stack's NATS server, the cluster's three NATS nodes), and on the cluster its trace
+	// collector (Jaeger) and identity provider.
+	Support  float64 `json:"supportPct,omitempty"`
 	Postgres float64 `json:"postgresPct"`
 	Driver   float64 `json:"driverPct"`
 	OtherPct float64 `json:"otherPct"`
