@@ -34,7 +34,7 @@ func FuzzRequestBody(f *testing.F) {
 	// Every request comes from one shopper and one address: the rate limits would soon answer
 	// 429 to all of them, and the bodies would never reach their decoders.
 	off := map[string]string{}
-	for _, name := range []string{"ORDERS_USER", "ORDERS_IP", "CART_USER", "CART_IP", "GUEST_CARTS_IP",
+	for _, name := range []string{"ORDERS_USER", "ORDERS_IP", "CART_USER", "CART_IP", "GUEST_CARTS_IP", "PREVIEW_USER", "PREVIEW_IP",
 		"ADDRESSES_USER", "ADDRESSES_IP", "SELLER", "SELLER_IP", "WEBHOOK_FAILURES_IP"} {
 		off["RATE_LIMIT_"+name] = "off"
 	}
