@@ -100,19 +100,11 @@ func renderCluster(res figures.Results, window time.Duration) string {
 	if res.Dev != nil {
 		w("\nThe dev stack's runs of this invocation (columns as in the campaign section: `checkout dev` is the API and " +
 			"worker in one process, Temporal the dev server, its persistence SQLite):\n\n")
-		w("| run | shoppers | checkout dev %% | Temporal %% | NATS %% | PostgreSQL %% | this tool %% | other %% | idle %% | PG active / lock / idle in tx | SQLite calls/s, mean ms, in flight | SQLite's heaviest operation |\n")
-		w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
-		writeWindows(&b, *res.Dev, func(c figures.CPU) []float64 {
-			return []float64{c.Checkout, c.Temporal, c.Support, c.Postgres, c.Driver, c.OtherPct, c.IdlePct}
-		})
+		writeDevWindows(&b, *res.Dev)
 	}
 	if res.DevFullSync != nil {
 		w("\nThe dev stack's runs with its SQLite at full sync (the same columns):\n\n")
-		w("| run | shoppers | checkout dev %% | Temporal %% | NATS %% | PostgreSQL %% | this tool %% | other %% | idle %% | PG active / lock / idle in tx | SQLite calls/s, mean ms, in flight | SQLite's heaviest operation |\n")
-		w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
-		writeWindows(&b, *res.DevFullSync, func(c figures.CPU) []float64 {
-			return []float64{c.Checkout, c.Temporal, c.Support, c.Postgres, c.Driver, c.OtherPct, c.IdlePct}
-		})
+		writeDevWindows(&b, *res.DevFullSync)
 	}
 	w("\n%s\n\n", clusterReading(res))
 	if c := clusterAgainstDev(res); c != "" {
@@ -234,4 +226,13 @@ func clusterProjection(res figures.Results) string {
 		"a queueing model, checks it against these load points and sizes the topology for ~1,000 orders/s from it: "+
 		"hosts per part, history shards, PostgreSQL, and the serialization ceiling that binds first.",
 		n, perOrder(cpu.Checkout), perOrder(cpu.Temporal), perOrder(cpu.Postgres))
+}
+
+// writeDevWindows is the table of where the time went in a dev stack's runs of this invocation.
+func writeDevWindows(b *strings.Builder, dev figures.Results) {
+	b.WriteString("| run | shoppers | checkout dev % | Temporal % | NATS % | PostgreSQL % | this tool % | other % | idle % | PG active / lock / idle in tx | SQLite calls/s, mean ms, in flight | SQLite's heaviest operation |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	writeWindows(b, dev, func(c figures.CPU) []float64 {
+		return []float64{c.Checkout, c.Temporal, c.Support, c.Postgres, c.Driver, c.OtherPct, c.IdlePct}
+	})
 }
