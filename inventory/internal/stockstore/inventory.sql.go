@@ -811,7 +811,8 @@ type ReserveOrdersRow struct {
 }
 
 // A batch of orders, each all-or-nothing on its own, in one transaction: the combining path (see
-// migrations/00006_reserve_orders_batch.sql for the rules it runs).
+// migrations/00006_reserve_orders_batch.sql for the rules it runs, and 00034 for how it decides the
+// common batch in one query).
 // Each order's hold's end is recorded on it in the same statement, as ReserveOrder does.
 func (q *Queries) ReserveOrders(ctx context.Context, arg ReserveOrdersParams) ([]ReserveOrdersRow, error) {
 	rows, err := q.db.Query(ctx, reserveOrders,

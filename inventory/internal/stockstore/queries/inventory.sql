@@ -213,7 +213,8 @@ SELECT r.kind, r.reservation_id, r.sku_id, r.warehouse_id, r.quantity, r.status,
 
 -- name: ReserveOrders :many
 -- A batch of orders, each all-or-nothing on its own, in one transaction: the combining path (see
--- migrations/00006_reserve_orders_batch.sql for the rules it runs).
+-- migrations/00006_reserve_orders_batch.sql for the rules it runs, and 00034 for how it decides the
+-- common batch in one query).
 -- Each order's hold's end is recorded on it in the same statement, as ReserveOrder does.
 WITH r AS MATERIALIZED (
     SELECT f.order_id::bigint AS order_id, f.kind::text AS kind, coalesce(f.reservation_id, 0)::bigint AS reservation_id,
