@@ -202,6 +202,10 @@ sqlc-check: $(SQLC) ## fail when the generated code of a store sqlc.yaml names i
 bench: postgres-binaries $(NATS_SERVER) ## reserve path (combining off and on) vs pgbench, hot and spread rows at 8, 50 and 200 clients, and the confirm path on the hot row (combining off and on), three rounds with the headline ratios' spread; writes docs/benchmarks.md (about 15 minutes)
 	$(call bench-tool,benchreserve)
 
+.PHONY: bench-reserve-profile
+bench-reserve-profile: postgres-binaries ## where one combined batch of 100 hot-SKU orders spends its time in PostgreSQL, statement by statement, beside pgbench's batched baseline (prints a table; about 1 minute)
+	$(call bench-tool,benchreserve) -profile 100
+
 .PHONY: screenshots
 screenshots: postgres-binaries $(TEMPORAL_CLI) $(JAEGER) build $(NATS_SERVER) ## real screenshots of the Temporal UI and of an order's trace in Jaeger for docs/runbook.md, from a private stack, into docs/screenshots/
 	@if [ -x /usr/bin/chromium ]; then \

@@ -8,6 +8,9 @@
 // For the hot row it also runs pgbench over a few rows instead of one: the ceiling of splitting
 // the row into logical buckets, the design the engine did not take, measured beside the one it did.
 //
+// With -profile N it prints instead where one combined batch of N orders spends its time inside
+// PostgreSQL, statement by statement, beside pgbench's batched baseline of the same size.
+//
 // It fails when something does not run; it does not fail when the Go path misses its target,
 // because the figures are reported as they are.
 package main
@@ -174,10 +177,17 @@ func main() {
 	seconds := flag.Int("seconds", 5, "duration of each measured run, for pgbench (-T) and go test (-benchtime)")
 	rounds := flag.Int("rounds", 3, "times every case is measured; the tables show each figure's median, the ratios their spread")
 	out := flag.String("out", "docs/benchmarks.md", "file to write the section into, relative to the module root")
+	profileBatch := flag.Int("profile", 0, "instead of the benchmark, print where one combined batch of this many orders spends its time in PostgreSQL, statement by statement, beside pgbench's batched baseline")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *seconds, *rounds, *out); err != nil {
+	err := error(nil)
+	if *profileBatch > 0 {
+		err = profile(ctx, *seconds, max(*rounds, 1), *profileBatch)
+	} else {
+		err = run(ctx, *seconds, *rounds, *out)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchreserve:", err)
 		os.Exit(1)
 	}
