@@ -181,7 +181,7 @@ func main() {
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := error(nil)
+	var err error
 	if *profileBatch > 0 {
 		err = profile(ctx, *seconds, max(*rounds, 1), *profileBatch)
 	} else {
@@ -203,11 +203,8 @@ func run(ctx context.Context, seconds, rounds int, out string) error {
 		return err
 	}
 	b := &bench{seconds: seconds, rounds: max(rounds, 1), pkgDir: filepath.Join(root, "inventory")}
-	b.pgbench = filepath.Join(bindir, "pgbench")
-	if _, err := os.Stat(b.pgbench); err != nil {
-		if b.pgbench, err = exec.LookPath("pgbench"); err != nil {
-			return errors.New("pgbench not found next to the server binaries nor on PATH")
-		}
+	if b.pgbench, err = pgbenchPath(bindir); err != nil {
+		return err
 	}
 	loadBefore := fmt.Sprintf("%.2f", benchkit.LoadAverage())
 
@@ -506,25 +503,11 @@ func (b *bench) runPgbench(ctx context.Context, label string, skus, clients, bat
 	r := pgRun{clients: clients, batch: batch}
 	c := benchCase{shape: label, skus: skus, clients: clients}
 	dbname := fmt.Sprintf("pgbench_%s_%d_%d_%d", label, c.clients, b.round, attempt)
-	if err := b.srv.CreateDatabase(ctx, dbname, ""); err != nil {
-		return r, err
-	}
-	if _, err := migrations.Up(ctx, b.srv.URL(dbname)); err != nil {
-		return r, err
-	}
-	conn, err := pgx.Connect(ctx, b.srv.URL(dbname))
+	conn, err := pgbenchDatabase(ctx, b.srv, dbname, skus)
 	if err != nil {
 		return r, err
 	}
 	defer conn.Close(ctx)
-	if err := benchdata.Seed(ctx, conn, skus); err != nil {
-		return r, err
-	}
-	for _, s := range []string{"CREATE SEQUENCE bench_order_seq", "CHECKPOINT"} {
-		if _, err := conn.Exec(ctx, s); err != nil {
-			return r, fmt.Errorf("seed pgbench database: %w", err)
-		}
-	}
 	file := fmt.Sprintf("reserve_%s.sql", label)
 	if err := os.WriteFile(filepath.Join(b.tmp, file), []byte(script(skus, batch)), 0o644); err != nil {
 		return r, err
@@ -540,13 +523,13 @@ func (b *bench) runPgbench(ctx context.Context, label string, skus, clients, bat
 		return r, fmt.Errorf("pgbench: %w", err)
 	}
 	r.other = other
-	if r.tps, err = match(output, `(?m)^tps = ([0-9.]+) \(without initial connection time\)`); err != nil {
+	if r.tps, err = match(output, tpsExpr); err != nil {
 		return r, err
 	}
 	if r.latencyMs, err = match(output, `(?m)^latency average = ([0-9.]+) ms`); err != nil {
 		return r, err
 	}
-	txns, err := match(output, `(?m)^number of transactions actually processed: ([0-9]+)`)
+	txns, err := match(output, txnsExpr)
 	if err != nil {
 		return r, err
 	}
@@ -566,6 +549,51 @@ func (b *bench) runPgbench(ctx context.Context, label string, skus, clients, bat
 	}
 	return r, nil
 }
+
+// pgbenchPath finds pgbench next to the server binaries in bindir, else on PATH.
+func pgbenchPath(bindir string) (string, error) {
+	path := filepath.Join(bindir, "pgbench")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	if path, err := exec.LookPath("pgbench"); err == nil {
+		return path, nil
+	}
+	return "", errors.New("pgbench not found next to the server binaries nor on PATH")
+}
+
+// pgbenchDatabase creates dbname on srv with the product's schema and the benchmark's data for
+// skus SKUs, plus the sequence pgbench's scripts take order ids from, and checkpoints it, so that
+// a run starts from a clean WAL; the caller closes the connection it returns.
+func pgbenchDatabase(ctx context.Context, srv *pgserver.Server, dbname string, skus int) (*pgx.Conn, error) {
+	if err := srv.CreateDatabase(ctx, dbname, ""); err != nil {
+		return nil, err
+	}
+	if _, err := migrations.Up(ctx, srv.URL(dbname)); err != nil {
+		return nil, err
+	}
+	conn, err := pgx.Connect(ctx, srv.URL(dbname))
+	if err != nil {
+		return nil, err
+	}
+	if err := benchdata.Seed(ctx, conn, skus); err != nil {
+		conn.Close(ctx)
+		return nil, err
+	}
+	for _, s := range []string{"CREATE SEQUENCE bench_order_seq", "CHECKPOINT"} {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			conn.Close(ctx)
+			return nil, fmt.Errorf("seed pgbench database: %w", err)
+		}
+	}
+	return conn, nil
+}
+
+// What pgbench prints: its rate without connection time, and the transactions it counted.
+const (
+	tpsExpr  = `(?m)^tps = ([0-9.]+) \(without initial connection time\)`
+	txnsExpr = `(?m)^number of transactions actually processed: ([0-9]+)`
+)
 
 // runGoBench runs one case of benchmark (BenchmarkReserve or BenchmarkConfirm) on the same
 // cluster through TEST_PG_URL; unit is the metric its rate is reported in.

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/marketplace/checkout/internal/dev/benchdata"
 	"github.com/marketplace/checkout/internal/dev/benchkit"
 	"github.com/marketplace/checkout/internal/dev/pgserver"
-	"github.com/marketplace/checkout/migrations"
 )
 
 // reserveOrdersTxn calls reserve_orders as the engine does for a combined batch of :batch
@@ -49,7 +47,10 @@ func profile(ctx context.Context, seconds, rounds, batch int) error {
 	if err != nil {
 		return err
 	}
-	pgbench := filepath.Join(bindir, "pgbench")
+	pgbench, err := pgbenchPath(bindir)
+	if err != nil {
+		return err
+	}
 	tmp, err := os.MkdirTemp("", "checkout-bench-profile-")
 	if err != nil {
 		return err
@@ -65,28 +66,24 @@ func profile(ctx context.Context, seconds, rounds, batch int) error {
 	}
 	defer srv.Stop()
 	const db = "profile"
-	if err := srv.CreateDatabase(ctx, db, ""); err != nil {
-		return err
-	}
-	if _, err := migrations.Up(ctx, srv.URL(db)); err != nil {
-		return err
-	}
-	conn, err := pgx.Connect(ctx, srv.URL(db))
+	conn, err := pgbenchDatabase(ctx, srv, db, 1)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(ctx)
-	if err := benchdata.Seed(ctx, conn, 1); err != nil {
-		return err
-	}
-	for _, s := range []string{"CREATE SEQUENCE bench_order_seq", "CREATE EXTENSION pg_stat_statements", "CHECKPOINT"} {
-		if _, err := conn.Exec(ctx, s); err != nil {
-			return fmt.Errorf("prepare the profile database: %w", err)
-		}
+	if _, err := conn.Exec(ctx, "CREATE EXTENSION pg_stat_statements"); err != nil {
+		return fmt.Errorf("prepare the profile database: %w", err)
 	}
 	sides := []profileSide{
 		{"reserve_orders", fmt.Sprintf("\\set sku %d\n\\set batch %d\n", benchdata.FirstSKU, batch) + reserveOrdersTxn},
 		{"pgbench batched", script(1, batch)},
+	}
+	files := make([]string, len(sides))
+	for k, side := range sides {
+		files[k] = filepath.Join(tmp, fmt.Sprintf("profile_%d.sql", k))
+		if err := os.WriteFile(files[k], []byte(side.script), 0o644); err != nil {
+			return err
+		}
 	}
 	// times[side][round] are the round's statements; tps[side] its rounds' rates.
 	times := make([][][]statementTime, len(sides))
@@ -94,26 +91,22 @@ func profile(ctx context.Context, seconds, rounds, batch int) error {
 	for round := range rounds {
 		for i := range sides {
 			// The sides take turns running first, as in the main benchmark.
-			side := sides[(i+round)%len(sides)]
-			k := slices.IndexFunc(sides, func(s profileSide) bool { return s.name == side.name })
-			file := filepath.Join(tmp, fmt.Sprintf("profile_%d.sql", k))
-			if err := os.WriteFile(file, []byte(side.script), 0o644); err != nil {
-				return err
-			}
+			k := (i + round) % len(sides)
+			side := sides[k]
 			if _, err := conn.Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
 				return err
 			}
 			logf("round %d, %s: pgbench -n -M prepared -c 1 -j 1 -T %d", round+1, side.name, seconds)
 			out, _, err := command(ctx, "", nil, pgbench, "-h", "127.0.0.1", "-p", strconv.Itoa(srv.Port), "-U", pgserver.Superuser,
-				"-n", "-M", "prepared", "-c", "1", "-j", "1", "-T", strconv.Itoa(seconds), "-f", file, db)
+				"-n", "-M", "prepared", "-c", "1", "-j", "1", "-T", strconv.Itoa(seconds), "-f", files[k], db)
 			if err != nil {
 				return fmt.Errorf("pgbench: %w", err)
 			}
-			rate, err := match(out, `(?m)^tps = ([0-9.]+) \(without initial connection time\)`)
+			rate, err := match(out, tpsExpr)
 			if err != nil {
 				return err
 			}
-			txns, err := match(out, `(?m)^number of transactions actually processed: ([0-9]+)`)
+			txns, err := match(out, txnsExpr)
 			if err != nil {
 				return err
 			}
