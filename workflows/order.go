@@ -245,12 +245,13 @@ const holdGrace = 30 * time.Second
 // run is the saga. Every path ends in a final status written to the order row.
 func (w *orderFlow) run(ctx workflow.Context) {
 	lctx := workflow.WithLocalActivityOptions(ctx, placeOptions)
+	sctx := workflow.WithLocalActivityOptions(ctx, placeStoreOptions)
 	// The input's timing until the order is created (none in a new order's: the defaults).
 	w.saga = activities.SagaOptions{HoldTTL: w.in.HoldTTL, StepRetryWindow: w.in.StepRetryWindow, Provider: w.in.Provider}
 
 	// 1. Price check: the cart priced now must match the priceVersion the shopper confirmed.
 	var quote pricing.Quote
-	err := workflow.ExecuteLocalActivity(lctx, ordersA.CheckPrices,
+	err := workflow.ExecuteLocalActivity(sctx, ordersA.CheckPrices,
 		activities.CheckPricesInput{UserID: w.in.UserID, IdempotencyKey: w.in.IdempotencyKey,
 			PriceVersion: w.in.PriceVersion, CouponCode: w.in.CouponCode}).Get(ctx, &quote)
 	if err != nil {
@@ -261,7 +262,7 @@ func (w *orderFlow) run(ctx workflow.Context) {
 
 	// 2. The order row, under the unique (user, Idempotency-Key).
 	var created activities.CreatedOrder
-	err = workflow.ExecuteLocalActivity(lctx, ordersA.CreateOrder, activities.CreateOrderInput{
+	err = workflow.ExecuteLocalActivity(sctx, ordersA.CreateOrder, activities.CreateOrderInput{
 		UserID: w.in.UserID, IdempotencyKey: w.in.IdempotencyKey, RequestHash: w.in.RequestHash,
 		WorkflowID: workflow.GetInfo(ctx).WorkflowExecution.ID, RunID: workflow.GetInfo(ctx).WorkflowExecution.RunID,
 		AddressID: w.in.AddressID, Quote: quote}).Get(ctx, &created)
@@ -288,7 +289,7 @@ func (w *orderFlow) run(ctx workflow.Context) {
 	}
 	w.push("release stock", w.releaseStock, compensateStock)
 	var res inventory.Reservation
-	err = workflow.ExecuteLocalActivity(lctx, stockA.Reserve, activities.ReserveInput{OrderID: created.OrderID,
+	err = workflow.ExecuteLocalActivity(sctx, stockA.Reserve, activities.ReserveInput{OrderID: created.OrderID,
 		Lines: lines, Hold: w.saga.HoldTTL}).Get(ctx, &res)
 	if err != nil {
 		if refusal := activities.Refusal(err); refusal != nil && refusal.Code == problem.OutOfStock {

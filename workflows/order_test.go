@@ -514,6 +514,60 @@ func TestOrder_OutOfStock_FailedWithShortLines(t *testing.T) {
 	assert.Zero(t, s.calls["AuthorizeForCapture"])
 }
 
+// TestOrder_DatabaseRestartsWhilePlacing_OrderPlacedNotGivenUp: the database restarts as the order
+// is placed — each placing step that writes it fails for about five seconds (eight attempts) — and
+// the order is still placed and paid: the steps ride the restart out within the shopper's wait,
+// instead of giving up an order whose row is written and spending its key.
+func TestOrder_DatabaseRestartsWhilePlacing_OrderPlacedNotGivenUp(t *testing.T) {
+	restarting := errors.New("FATAL: the database system is starting up (SQLSTATE 57P03)")
+	reserved := func(ctx context.Context, in activities.ReserveInput) (inventory.Reservation, error) {
+		return inventory.Reservation{OrderID: in.OrderID, ExpiresAt: time.Now().Add(in.Hold),
+			Allocations: []inventory.Allocation{{ReservationID: 1, SKUID: 77, WarehouseID: 1, Quantity: 1, Status: "ACTIVE"}}}, nil
+	}
+	for _, step := range []struct {
+		name     string
+		zero, ok any
+	}{
+		{"CheckPrices", pricing.Quote{}, quote},
+		{"CreateOrder", activities.CreatedOrder{}, activities.CreatedOrder{OrderID: orderID}},
+		{"Reserve", inventory.Reservation{}, reserved},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			s := newSaga(t)
+			s.on(step.name).Return(step.zero, restarting).Times(8)
+			if f, ok := step.ok.(func(context.Context, activities.ReserveInput) (inventory.Reservation, error)); ok {
+				s.on(step.name).Return(f)
+			} else {
+				s.on(step.name).Return(step.ok, nil)
+			}
+			s.authorizeReturns("AUTHORIZED")
+			st := s.run(input("tok_ok"))
+
+			require.NotNil(t, s.placed)
+			assert.Equal(t, workflows.OutcomeCreated, s.placed.Outcome)
+			assert.Equal(t, order.StatusConfirmed, st.Status)
+			assert.Equal(t, 9, s.calls[step.name], "eight failed attempts, then the one that wrote")
+			assert.Zero(t, s.calls["Release"]+s.calls["Reverse"], "nothing given back")
+		})
+	}
+}
+
+// TestOrder_DatabaseDownForThePlacingWindow_OrderGivenUpWithItsStockBack: a database down for
+// longer than the shopper's wait fails the order the reservation was for: its stock is released
+// and the answer names the order.
+func TestOrder_DatabaseDownForThePlacingWindow_OrderGivenUpWithItsStockBack(t *testing.T) {
+	s := newSaga(t)
+	s.on("Reserve").Return(inventory.Reservation{}, errors.New("connection refused"))
+	st := s.run(input("tok_ok"))
+
+	require.NotNil(t, s.placed)
+	assert.Equal(t, workflows.OutcomeUnavailable, s.placed.Outcome)
+	assert.Equal(t, orderID, s.placed.OrderID)
+	assert.Equal(t, order.StatusFailed, st.Status)
+	assert.Equal(t, 1, s.calls["Release"], "a reservation whose answer was lost is released")
+	assert.Zero(t, s.calls["AuthorizeForCapture"], "nothing charged")
+}
+
 // TestOrder_PaymentEventWhileBeingFailed_Reversed: the provider's event comes while the order is
 // giving up (here: out of stock, so no payment was ever asked for, yet the provider authorized the
 // order's key late). The order reverses what the provider holds before it closes.

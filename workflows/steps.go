@@ -339,6 +339,16 @@ var (
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 2,
 			MaximumInterval: 2 * time.Second, MaximumAttempts: 4},
 	}
+	// placeStoreOptions are placing steps that only write the checkout's own database (prices,
+	// the order row, the reservation). They ride out a database that restarts or fails over while
+	// the shopper waits — attempts a second apart, inside the API's wait for the answer — rather
+	// than give up an order whose row is already written and spend its key.
+	placeStoreOptions = workflow.LocalActivityOptions{
+		StartToCloseTimeout:    5 * time.Second,
+		ScheduleToCloseTimeout: 20 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 2,
+			MaximumInterval: time.Second},
+	}
 	// quickStepOptions are a step's first try: a few quick attempts, retried in the worker within
 	// the workflow task.
 	quickStepOptions = workflow.LocalActivityOptions{
