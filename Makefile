@@ -203,8 +203,9 @@ bench: postgres-binaries $(NATS_SERVER) ## reserve path (combining off and on) v
 	$(call bench-tool,benchreserve)
 
 .PHONY: bench-reserve-profile
-bench-reserve-profile: postgres-binaries ## where one combined batch of 100 hot-SKU orders spends its time in PostgreSQL, statement by statement, beside pgbench's batched baseline (prints a table; about 1 minute)
+bench-reserve-profile: postgres-binaries ## where one combined batch of 100 hot-SKU orders, then one order with combining off, spend their time in PostgreSQL, statement by statement, beside pgbench's baselines (prints two tables; about 2 minutes)
 	$(call bench-tool,benchreserve) -profile 100
+	$(BIN)/benchreserve -profile 1
 
 .PHONY: screenshots
 screenshots: postgres-binaries $(TEMPORAL_CLI) $(JAEGER) build $(NATS_SERVER) ## real screenshots of the Temporal UI and of an order's trace in Jaeger for docs/runbook.md, from a private stack, into docs/screenshots/

@@ -9,7 +9,8 @@
 // the row into logical buckets, the design the engine did not take, measured beside the one it did.
 //
 // With -profile N it prints instead where one combined batch of N orders spends its time inside
-// PostgreSQL, statement by statement, beside pgbench's batched baseline of the same size.
+// PostgreSQL, statement by statement, beside pgbench's batched baseline of the same size; with
+// -profile 1, where one order with combining off does, beside pgbench's one-order transaction.
 //
 // It fails when something does not run; it does not fail when the Go path misses its target,
 // because the figures are reported as they are.
@@ -177,7 +178,7 @@ func main() {
 	seconds := flag.Int("seconds", 5, "duration of each measured run, for pgbench (-T) and go test (-benchtime)")
 	rounds := flag.Int("rounds", 3, "times every case is measured; the tables show each figure's median, the ratios their spread")
 	out := flag.String("out", "docs/benchmarks.md", "file to write the section into, relative to the module root")
-	profileBatch := flag.Int("profile", 0, "instead of the benchmark, print where one combined batch of this many orders spends its time in PostgreSQL, statement by statement, beside pgbench's batched baseline")
+	profileBatch := flag.Int("profile", 0, "instead of the benchmark, print where one combined batch of this many orders spends its time in PostgreSQL, statement by statement, beside pgbench's batched baseline (1: one order with combining off, beside pgbench's one-order transaction)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -280,7 +281,7 @@ type round struct {
 func (b *bench) measureRound(ctx context.Context) (round, error) {
 	// 200 clients: pgbench opens 200 connections, the Go side a pool of 202; the cluster allows 300.
 	cases := []benchCase{{"hot", 1, 8}, {"hot", 1, 50}, {"hot", 1, 200},
-		{"spread", 1000, 8}, {"spread", 1000, 50}, {"spread", 1000, 200}}
+		{"spread", spreadSKUs, 8}, {"spread", spreadSKUs, 50}, {"spread", spreadSKUs, 200}}
 	results := make([]result, len(cases))
 	var err error
 	for i, c := range cases {
@@ -991,7 +992,7 @@ func render(rs []result, confirms []confirmResult, best pgRun, f facts, seconds 
 	b.WriteString(spreads(measured))
 	w("\nThe pgbench transaction (spread; hot sets `:sku` to %d, the %d-row reference draws it from "+
 		"the first %d SKUs):\n\n```sql\n%s```\n%s\n",
-		benchdata.FirstSKU, bucketRows, bucketRows, script(1000, 1), endMarker)
+		benchdata.FirstSKU, bucketRows, bucketRows, script(spreadSKUs, 1), endMarker)
 	return b.String()
 }
 

@@ -26,6 +26,15 @@ const reserveOrdersTxn = `SELECT count(*) FROM reserve_orders(
   array_fill(:sku::bigint, ARRAY[(:batch)::int]), array_fill(1, ARRAY[(:batch)::int]));
 `
 
+// reserveOrderTxn calls reserve_order as the engine does with combining off: one order of one
+// unit of a spread SKU (:sku), shipped to Istanbul, its id from the sequence.
+const reserveOrderTxn = `SELECT count(*) FROM reserve_order(nextval('bench_order_seq'), ARRAY[(:sku)::bigint], ARRAY[1],
+  41.01::float8, 28.97::float8, 900::float8);
+`
+
+// spreadSKUs is the spread case's SKU count.
+const spreadSKUs = 1000
+
 // profileSide is one side of the statement profile: its pgbench script and name.
 type profileSide struct {
 	name, script string
@@ -41,7 +50,9 @@ type statementTime struct {
 // PostgreSQL, statement by statement (nested ones included, from pg_stat_statements with track =
 // all), beside pgbench's batched baseline of the same size on the same cluster. Both run on one
 // connection, one transaction after another, so no lock wait is in the figures: what is left is
-// each statement's own work. It prints a table; it writes no file.
+// each statement's own work. A batch of 1 profiles instead one order with combining off
+// (reserve_order on a random one of the spread SKUs) beside pgbench's one-order transaction on
+// the same SKUs. It prints a table; it writes no file.
 func profile(ctx context.Context, seconds, rounds, batch int) error {
 	bindir, err := pgserver.BinDir()
 	if err != nil {
@@ -66,17 +77,25 @@ func profile(ctx context.Context, seconds, rounds, batch int) error {
 	}
 	defer srv.Stop()
 	const db = "profile"
-	conn, err := pgbenchDatabase(ctx, srv, db, 1)
+	skus := 1
+	sides := []profileSide{
+		{"reserve_orders", fmt.Sprintf("\\set sku %d\n\\set batch %d\n", benchdata.FirstSKU, batch) + reserveOrdersTxn},
+		{"pgbench batched", script(1, batch)},
+	}
+	if batch == 1 {
+		skus = spreadSKUs
+		sides = []profileSide{
+			{"reserve_order", fmt.Sprintf("\\set sku random(%d, %d)\n", benchdata.FirstSKU, benchdata.FirstSKU+spreadSKUs-1) + reserveOrderTxn},
+			{"pgbench", script(spreadSKUs, 1)},
+		}
+	}
+	conn, err := pgbenchDatabase(ctx, srv, db, skus)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, "CREATE EXTENSION pg_stat_statements"); err != nil {
 		return fmt.Errorf("prepare the profile database: %w", err)
-	}
-	sides := []profileSide{
-		{"reserve_orders", fmt.Sprintf("\\set sku %d\n\\set batch %d\n", benchdata.FirstSKU, batch) + reserveOrdersTxn},
-		{"pgbench batched", script(1, batch)},
 	}
 	files := make([]string, len(sides))
 	for k, side := range sides {
@@ -162,10 +181,14 @@ func shortQuery(q string) string {
 // transaction, and the sides' transaction rates.
 func profileTable(sides []profileSide, times [][][]statementTime, tps [][]float64, batch, rounds, seconds int) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Statement profile of one batch of %d one-unit orders of the hot SKU, one connection, "+
+	what, unit := fmt.Sprintf("one batch of %d one-unit orders of the hot SKU", batch), "batch"
+	if batch == 1 {
+		what, unit = fmt.Sprintf("one one-unit order of one of %d spread SKUs, combining off", spreadSKUs), "order"
+	}
+	fmt.Fprintf(&b, "Statement profile of %s, one connection, "+
 		"`pgbench -c 1 -T %d` per side, %d rounds (medians); time per transaction in ms, nested statements inside the "+
-		"top-level one's time:\n\n", batch, seconds, rounds)
-	b.WriteString("| side | statement | ms per batch |\n|---|---|---:|\n")
+		"top-level one's time:\n\n", what, seconds, rounds)
+	fmt.Fprintf(&b, "| side | statement | ms per %s |\n|---|---|---:|\n", unit)
 	for k, side := range sides {
 		var order []string
 		per := map[string][]float64{}
@@ -181,7 +204,7 @@ func profileTable(sides []profileSide, times [][][]statementTime, tps [][]float6
 			fmt.Fprintf(&b, "| %s | `%s` | %.3f |\n", side.name, q, benchkit.SpreadOf(per[q]).Median)
 		}
 	}
-	b.WriteString("\n| side | batches/s: median (lowest–highest) | orders/s |\n|---|---:|---:|\n")
+	fmt.Fprintf(&b, "\n| side | %s/s: median (lowest–highest) | orders/s |\n|---|---:|---:|\n", map[string]string{"batch": "batches", "order": "orders"}[unit])
 	for k, side := range sides {
 		s := benchkit.SpreadOf(tps[k])
 		fmt.Fprintf(&b, "| %s | %.0f (%.0f–%.0f) | %.0f |\n", side.name, s.Median, s.Lo, s.Hi, s.Median*float64(batch))
