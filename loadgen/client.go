@@ -77,8 +77,9 @@ func (c *client) send(ctx context.Context, r request) (answer, error) {
 	for {
 		a, o, err := c.sendOnce(ctx, r)
 		a.faults = faults
-		// A request that was never sent (o.Sent zero) is not repeated: nothing would change.
-		if c.retryFor <= 0 || o.Sent.IsZero() || !o.Fault() || time.Since(first) >= c.retryFor {
+		// A request that was never sent (o.Sent zero) is not repeated: nothing would change. Nor is
+		// an order the answer says was given up: its key is spent (a new key places it again).
+		if c.retryFor <= 0 || o.Sent.IsZero() || !o.Fault() || a.givenUp() || time.Since(first) >= c.retryFor {
 			return a, err
 		}
 		faults++
@@ -96,6 +97,15 @@ func (c *client) send(ctx context.Context, r request) (answer, error) {
 }
 
 func (a answer) decode(v any) error { return json.Unmarshal(a.body, v) }
+
+// givenUp says whether the answer is a fault that names an order: that order failed and its
+// Idempotency-Key is spent, so repeating it would only be answered the same.
+func (a answer) givenUp() bool {
+	var o struct {
+		OrderID int64 `json:"orderId"`
+	}
+	return a.status >= 500 && a.decode(&o) == nil && o.OrderID > 0
+}
 
 type request struct {
 	endpoint string

@@ -483,7 +483,7 @@ func (g *gen) placeOrder(ctx context.Context, endpoint, tok, key string, body ma
 		faults += a.faults
 		a.faults = faults
 		// With RetryFor, send has already ridden out the faults: only BUSY is waited out here.
-		if err != nil || a.status != http.StatusServiceUnavailable || a.code == "PAYMENT_UNAVAILABLE" || attempt == 4 ||
+		if err != nil || a.status != http.StatusServiceUnavailable || a.code == "PAYMENT_UNAVAILABLE" || a.givenUp() || attempt == 4 ||
 			(g.cfg.RetryFor > 0 && a.code != codeBusy) {
 			return a, err
 		}

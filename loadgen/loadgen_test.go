@@ -191,7 +191,7 @@ func TestExpectedError_CouponRefusalsAreNotFaults(t *testing.T) {
 // TestSend_RetryFor_RepeatsFaultsWithTheSameKeyAndBody: with RetryFor, an order a fault answers
 // (a 503 UNAVAILABLE after Retry-After, a 504, a 502) is sent again with the same
 // Idempotency-Key and body until it is answered, every try observed; BUSY and a 500 are never
-// repeated by send.
+// repeated by send, and neither is a 503 that names the order it gave up (its key is spent).
 func TestSend_RetryFor_RepeatsFaultsWithTheSameKeyAndBody(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
@@ -207,6 +207,10 @@ func TestSend_RetryFor_RepeatsFaultsWithTheSameKeyAndBody(t *testing.T) {
 			w.Header().Set("Retry-After", "1")
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte(`{"code":"BUSY"}`))
+		case r.URL.Path == "/given-up":
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"code":"UNAVAILABLE","orderId":42}`))
 		case r.URL.Path == "/bug":
 			w.WriteHeader(http.StatusInternalServerError)
 			_, _ = w.Write([]byte(`{"code":"INTERNAL"}`))
@@ -242,7 +246,7 @@ func TestSend_RetryFor_RepeatsFaultsWithTheSameKeyAndBody(t *testing.T) {
 	assert.Equal(t, []bool{true, true, true, false}, []bool{seen[0].Fault(), seen[1].Fault(), seen[2].Fault(), seen[3].Fault()})
 	assert.GreaterOrEqual(t, seen[1].Sent.Sub(seen[0].Done), time.Second, "the 503's Retry-After waited out")
 
-	for _, path := range []string{"/busy", "/bug"} {
+	for _, path := range []string{"/busy", "/bug", "/given-up"} {
 		mu.Lock()
 		keys = nil
 		mu.Unlock()
