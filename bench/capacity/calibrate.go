@@ -92,6 +92,17 @@ type Inputs struct {
 // campaign runs do not separate it from CPU.
 const commitFlush = 0.85e-3
 
+// visitCheckout and visitPostgres are the CPU of a shopper's requests around the order (an
+// address, the cart's lines, the cart read, the preview; no order) in the checkout process and
+// in PostgreSQL: `make bench-cost`'s "the visit alone", median of its three runs on the dev stack,
+// one shopper at a time (docs/benchmarks.md, "CPU per order": 2.06 ms and 2.03 ms). The campaign
+// JSON files do not separate them from the order's own work. The order's page, 3-D Secure's page
+// and a cancel are not in them: a lower bound, where the plain run gives an upper one.
+const (
+	visitCheckout = 2.06e-3
+	visitPostgres = 2.03e-3
+)
+
 // calibrate derives the costs per placed order from the cluster's campaign run at shoppers, the
 // cluster's floor at the same count, the dev stack's plain run (the shopper's other requests) and
 // the lock-wait runs (the notification lock).
@@ -147,11 +158,17 @@ func calibrate(cluster figures.Results, campaign figures.Results, lockWaits figu
 	add("share of an order's work on POST /orders' path", fmt.Sprintf("%.2f", crit),
 		"the floor's calls per Update-with-Start ÷ the campaign's calls per order")
 
+	// The other requests cost what the visit measured, and never more than the plain run's
+	// upper bound or the campaign's own CPU of that part.
 	pp := placedPerSec(plain)
-	restAPI := math.Min(plain.Window.CPU.Checkout/100/pp, api)
-	restPG := math.Min(plain.Window.CPU.Postgres/100/pp, pgC)
+	upperAPI, upperPG := plain.Window.CPU.Checkout/100/pp, plain.Window.CPU.Postgres/100/pp
+	restAPI := math.Min(math.Min(visitCheckout, upperAPI), api)
+	restPG := math.Min(math.Min(visitPostgres, upperPG), pgC)
 	add("CPU of a shopper's other requests: checkout / PostgreSQL", ms(restAPI)+" / "+ms(restPG),
-		plainRun+": the same requests around a one-transaction order, so an upper bound")
+		"docs/benchmarks.md, CPU per order: the visit alone (an address, the cart's lines, the cart read, the preview), "+
+			"median of `make bench-cost`'s three runs, dev stack; without the order's page, 3-D Secure's page or a cancel, so a lower bound")
+	add("the same, upper bound (not used)", ms(upperAPI)+" / "+ms(upperPG),
+		plainRun+": the same requests around a one-transaction order")
 
 	var notify []float64
 	for _, r := range lockWaits.Runs {

@@ -175,6 +175,8 @@ func TestCalibrationSpendsTheMeasuredCPU(t *testing.T) {
 	assert.InEpsilon(t, cpu.Temporal/100/placedPerSec(run), c.Post[partTemporal]+c.Async[partTemporal], 1e-9)
 	assert.InEpsilon(t, cpu.Support/100/placedPerSec(run), c.Async[partFront], 1e-9, "the broker's, tracing's and the identity provider's CPU comes after the answer")
 	assert.Positive(t, c.NotifyHold)
+	assert.InEpsilon(t, visitCheckout, c.Rest[partAPI], 1e-9, "the other requests cost what the visit measured")
+	assert.InEpsilon(t, visitPostgres, c.Rest[partPGC], 1e-9)
 	assert.Equal(t, int(math.Round(run.Window.Persistence.PerSecond/placedPerSec(run))), c.PostCalls+c.AsyncCalls)
 }
 

@@ -191,9 +191,8 @@ func validationReading(v Validation, c Costs) string {
 			measuredTurn := float64(k.Shoppers) * m.Seconds / float64(m.Placed)
 			parts = append(parts, fmt.Sprintf("At %d shoppers the model's p50 is short by %s: its shoppers' turn is the "+
 				"run's (%.1f s against %.1f s), but it spends %.0f %% of it on the other requests where the run's p50 leaves "+
-				"them about %.0f %%. The model puts all of the load generator's and the unattributed CPU (%s an order) and "+
-				"the other requests' upper-bound cost in that phase, when HAProxy and the load generator work for POST "+
-				"/orders too", k.Shoppers, magnitude(mx), turn, measuredTurn, 100*(1-p.Mean/turn), 100*(1-m.P50Ms/1000/measuredTurn),
+				"them about %.0f %%. The model puts all of the load generator's and the unattributed CPU (%s an order) in "+
+				"that phase, when HAProxy and the load generator work for POST /orders too", k.Shoppers, magnitude(mx), turn, measuredTurn, 100*(1-p.Mean/turn), 100*(1-m.P50Ms/1000/measuredTurn),
 				ms(c.Rest[partFront]+c.Rest[partDriver])))
 		}
 	}
