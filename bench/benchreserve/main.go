@@ -377,7 +377,8 @@ func (b *bench) measureRound(ctx context.Context) (round, error) {
 }
 
 // medians are the rounds' figures, each the median of its rounds (a ratio of two medians is then
-// set beside the spread of the rounds' own ratios: spreads).
+// set beside the spread of the rounds' own ratios: spreads); a run's disturbance is instead the
+// most of its rounds'.
 func medians(rounds []round) ([]result, []confirmResult, pgRun) {
 	med := func(get func(round) float64) float64 {
 		xs := make([]float64, len(rounds))
@@ -386,18 +387,26 @@ func medians(rounds []round) ([]result, []confirmResult, pgRun) {
 		}
 		return benchkit.SpreadOf(xs).Median
 	}
+	// A run's disturbance is the most of its rounds': a row is quiet only if every round was.
+	most := func(get func(round) float64) float64 {
+		var m float64
+		for _, r := range rounds {
+			m = max(m, get(r))
+		}
+		return m
+	}
 	medPG := func(get func(round) pgRun) pgRun {
 		p := get(rounds[0])
 		p.tps = med(func(r round) float64 { return get(r).tps })
 		p.latencyMs = med(func(r round) float64 { return get(r).latencyMs })
-		p.other = med(func(r round) float64 { return get(r).other })
+		p.other = most(func(r round) float64 { return get(r).other })
 		p.batch = int(math.Round(med(func(r round) float64 { return float64(get(r).batch) })))
 		return p
 	}
 	medGo := func(get func(round) goRun) goRun {
 		return goRun{rate: med(func(r round) float64 { return get(r).rate }),
 			p50: med(func(r round) float64 { return get(r).p50 }), p99: med(func(r round) float64 { return get(r).p99 }),
-			other: med(func(r round) float64 { return get(r).other }), batch: med(func(r round) float64 { return get(r).batch })}
+			other: most(func(r round) float64 { return get(r).other }), batch: med(func(r round) float64 { return get(r).batch })}
 	}
 	results := slices.Clone(rounds[0].results)
 	for i := range results {
@@ -942,7 +951,7 @@ func render(rs []result, confirms []confirmResult, best pgRun, f facts, seconds 
 		"line, rebalancing).\n", seconds, bucketRows, benchdata.Stock, bucketRows)
 	w("- Fairness: the sides of a case take turns running first. A run during which other "+
 		"processes took more than %.0f%% of the CPUs is run again (at most %d runs) and the least "+
-		"disturbed one is kept; the share kept is listed below the tables.\n", 100*disturbedShare, maxRuns)
+		"disturbed one is kept; below the tables, each case lists the most any of its rounds kept.\n", 100*disturbedShare, maxRuns)
 	w("- Rounds: every case, pgbench's best and the confirms are measured %d times, one round after another; "+
 		"each figure in the tables is the median of its rounds (so a ratio in them is of two medians), and the "+
 		"headline ratios are listed round by round, with their spread, after the confirm path.\n\n", len(measured))
@@ -963,7 +972,7 @@ func render(rs []result, confirms []confirmResult, best pgRun, f facts, seconds 
 	for i, r := range rs {
 		w(" %s %.2f ms%s", r.name(), r.pg.latencyMs, listSep(i, len(rs)))
 	}
-	w("\n\nCPU taken by other processes on the machine during each run (pgbench / Go off / Go on / "+
+	w("\n\nCPU taken by other processes on the machine during each run, the most of its rounds (pgbench / Go off / Go on / "+
 		"pgbench over %d rows):", bucketRows)
 	for i, r := range rs {
 		w(" %s %.0f%% / %.0f%% / %.0f%%", r.name(), 100*r.pg.other, 100*r.off.other, 100*r.on.other)
@@ -982,7 +991,7 @@ func render(rs []result, confirms []confirmResult, best pgRun, f facts, seconds 
 		"default engine, whose confirms that wait while a batch of their SKU is in flight go together as "+
 		"the next batch, one `confirm_orders` statement. Per case: `go test ./inventory -run '^$' -bench "+
 		"'^BenchmarkConfirm$/^hot$/^clients=<clients>$/^combining=<off|on>$' -benchtime %ds -count 1`. "+
-		"CPU taken by other processes (off / on):", seconds)
+		"CPU taken by other processes, the most of the rounds (off / on):", seconds)
 	for i, r := range confirms {
 		w(" %d clients %.0f%% / %.0f%%%s", r.clients, 100*r.off.other, 100*r.on.other, listSep(i, len(confirms)))
 	}

@@ -34,3 +34,19 @@ func TestMedians_EachFigureTheMedianOfItsRounds(t *testing.T) {
 		}
 	}
 }
+
+// A case is quiet only if every one of its rounds was: its disturbance is the most of its rounds',
+// and one disturbed round is enough for the warning.
+func TestMedians_DisturbanceTheMostOfTheRounds(t *testing.T) {
+	mk := func(other float64) round {
+		return round{results: []result{{benchCase: benchCase{"hot", 1, 50}, pg: pgRun{tps: 1000, other: other},
+			on: goRun{rate: 9000, other: other / 2}}}}
+	}
+	results, _, _ := medians([]round{mk(0.02), mk(0.15), mk(0.03)})
+	if results[0].pg.other != 0.15 || results[0].on.other != 0.075 {
+		t.Fatalf("disturbance %v / %v, want the most of the rounds", results[0].pg.other, results[0].on.other)
+	}
+	if d := disturbance(results); !strings.Contains(d, "hot/clients=50") {
+		t.Fatalf("one disturbed round is not reported: %q", d)
+	}
+}
