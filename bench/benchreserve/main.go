@@ -58,6 +58,9 @@ const (
 // bucketRows is how many rows the pgbench bucket reference spreads the hot SKU's load over.
 const bucketRows = 8
 
+// spreadSKUs is the spread case's SKU count.
+const spreadSKUs = 1000
+
 const (
 	startMarker = "<!-- reserve-bench:start -->"
 	endMarker   = "<!-- reserve-bench:end -->"
@@ -106,14 +109,23 @@ var bestClients = []int{1, 2, 4, 8, 16, 32}
 
 // script is the pgbench transaction on one of skus rows, for batch orders at a time (1: one).
 func script(skus, batch int) string {
-	set := fmt.Sprintf(`\set sku %d`, benchdata.FirstSKU)
+	if batch > 1 {
+		return scriptVars(skus, batch) + pgbenchBatchTxn
+	}
+	return scriptVars(skus, batch) + pgbenchTxn
+}
+
+// scriptVars are a pgbench script's variables: :sku, one of skus rows (the first when one), and
+// :batch when there is more than one order a transaction.
+func scriptVars(skus, batch int) string {
+	set := fmt.Sprintf("\\set sku %d\n", benchdata.FirstSKU)
 	if skus > 1 {
-		set = fmt.Sprintf(`\set sku random(%d, %d)`, benchdata.FirstSKU, benchdata.FirstSKU+skus-1)
+		set = fmt.Sprintf("\\set sku random(%d, %d)\n", benchdata.FirstSKU, benchdata.FirstSKU+skus-1)
 	}
 	if batch > 1 {
-		return set + fmt.Sprintf("\n\\set batch %d\n", batch) + pgbenchBatchTxn
+		set += fmt.Sprintf("\\set batch %d\n", batch)
 	}
-	return set + "\n" + pgbenchTxn
+	return set
 }
 
 // pgRun is one pgbench run; other is the share of the machine's CPU that processes outside the

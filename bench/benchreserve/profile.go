@@ -12,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/marketplace/checkout/internal/dev/benchdata"
 	"github.com/marketplace/checkout/internal/dev/benchkit"
 	"github.com/marketplace/checkout/internal/dev/pgserver"
 )
@@ -31,9 +30,6 @@ const reserveOrdersTxn = `SELECT count(*) FROM reserve_orders(
 const reserveOrderTxn = `SELECT count(*) FROM reserve_order(nextval('bench_order_seq'), ARRAY[(:sku)::bigint], ARRAY[1],
   41.01::float8, 28.97::float8, 900::float8);
 `
-
-// spreadSKUs is the spread case's SKU count.
-const spreadSKUs = 1000
 
 // profileSide is one side of the statement profile: its pgbench script and name.
 type profileSide struct {
@@ -79,13 +75,13 @@ func profile(ctx context.Context, seconds, rounds, batch int) error {
 	const db = "profile"
 	skus := 1
 	sides := []profileSide{
-		{"reserve_orders", fmt.Sprintf("\\set sku %d\n\\set batch %d\n", benchdata.FirstSKU, batch) + reserveOrdersTxn},
+		{"reserve_orders", scriptVars(1, batch) + reserveOrdersTxn},
 		{"pgbench batched", script(1, batch)},
 	}
 	if batch == 1 {
 		skus = spreadSKUs
 		sides = []profileSide{
-			{"reserve_order", fmt.Sprintf("\\set sku random(%d, %d)\n", benchdata.FirstSKU, benchdata.FirstSKU+spreadSKUs-1) + reserveOrderTxn},
+			{"reserve_order", scriptVars(spreadSKUs, 1) + reserveOrderTxn},
 			{"pgbench", script(spreadSKUs, 1)},
 		}
 	}
