@@ -25,12 +25,13 @@ type client struct {
 	observe  func(Observation)
 }
 
-// answer is an HTTP answer: status, the error code of an error body, the body, and Retry-After
-// (in whole seconds, as the API sends it; 0 when absent). faults counts the tries before it that a
-// fault answered.
+// answer is an HTTP answer: status, the error code of an error body and the order it names, the
+// body, and Retry-After (in whole seconds, as the API sends it; 0 when absent). faults counts the
+// tries before it that a fault answered.
 type answer struct {
 	status     int
 	code       string
+	orderID    int64
 	body       []byte
 	retryAfter time.Duration
 	faults     int
@@ -100,12 +101,7 @@ func (a answer) decode(v any) error { return json.Unmarshal(a.body, v) }
 
 // givenUp says whether the answer is a fault that names an order: that order failed and its
 // Idempotency-Key is spent, so repeating it would only be answered the same.
-func (a answer) givenUp() bool {
-	var o struct {
-		OrderID int64 `json:"orderId"`
-	}
-	return a.status >= 500 && a.decode(&o) == nil && o.OrderID > 0
-}
+func (a answer) givenUp() bool { return a.status >= 500 && a.orderID > 0 }
 
 type request struct {
 	endpoint string
@@ -168,10 +164,11 @@ func (c *client) sendOnce(ctx context.Context, r request) (answer, Observation, 
 	}
 	if a.status >= 400 {
 		var e struct {
-			Code string `json:"code"`
+			Code    string `json:"code"`
+			OrderID int64  `json:"orderId"`
 		}
 		if json.Unmarshal(raw, &e) == nil {
-			a.code = e.Code
+			a.code, a.orderID = e.Code, e.OrderID
 		}
 	}
 	o.Status, o.Code, o.RetryAfter = a.status, a.code, a.retryAfter
