@@ -525,21 +525,18 @@ func TestOrder_DatabaseRestartsWhilePlacing_OrderPlacedNotGivenUp(t *testing.T) 
 			Allocations: []inventory.Allocation{{ReservationID: 1, SKUID: 77, WarehouseID: 1, Quantity: 1, Status: "ACTIVE"}}}, nil
 	}
 	for _, step := range []struct {
-		name     string
-		zero, ok any
+		name string
+		zero any
+		ok   []any // the answer once the database is back
 	}{
-		{"CheckPrices", pricing.Quote{}, quote},
-		{"CreateOrder", activities.CreatedOrder{}, activities.CreatedOrder{OrderID: orderID}},
-		{"Reserve", inventory.Reservation{}, reserved},
+		{"CheckPrices", pricing.Quote{}, []any{quote, nil}},
+		{"CreateOrder", activities.CreatedOrder{}, []any{activities.CreatedOrder{OrderID: orderID}, nil}},
+		{"Reserve", inventory.Reservation{}, []any{reserved}},
 	} {
 		t.Run(step.name, func(t *testing.T) {
 			s := newSaga(t)
 			s.on(step.name).Return(step.zero, restarting).Times(8)
-			if f, ok := step.ok.(func(context.Context, activities.ReserveInput) (inventory.Reservation, error)); ok {
-				s.on(step.name).Return(f)
-			} else {
-				s.on(step.name).Return(step.ok, nil)
-			}
+			s.on(step.name).Return(step.ok...)
 			s.authorizeReturns("AUTHORIZED")
 			st := s.run(input("tok_ok"))
 
