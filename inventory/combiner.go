@@ -174,8 +174,12 @@ func (c *combiner[J, R]) runBatch(ctx context.Context, batch []*pending[J, R]) (
 func (c *combiner[J, R]) submit(ctx context.Context, order int64, skus []int64, job J) (val R, fallback bool, err error) {
 	p := &pending[J, R]{ctx: ctx, order: order, skus: skus, job: job, done: make(chan outcome[R], 1)}
 	c.mu.Lock()
+	var batches [][]*pending[J, R]
+	goes := c.mayGo(p)
 	c.queue = append(c.queue, p)
-	batches := c.dispatch()
+	if goes {
+		batches = c.dispatch()
+	}
 	c.mu.Unlock()
 	var own []*pending[J, R]
 	for _, b := range batches {
@@ -238,6 +242,28 @@ func (c *combiner[J, R]) sentAlone() {
 	if c.sent != nil {
 		c.sent(1)
 	}
+}
+
+// mayGo says whether an order that arrives could go now, that is whether its arrival needs a
+// dispatch. After every dispatch no waiting order could go (dispatch takes batches until none forms
+// or no slot is free), and an arrival changes nothing for the orders before it; so only the
+// arrival can, and only when a slot is free, none of its SKUs is in a batch in flight and no
+// waiting order shares one with it. A waiting order whose caller left counts until a dispatch
+// drops it: one comes when the batch or the slot it waits for is freed. This spares a scan of the
+// whole queue per arrival while a hot SKU's orders gather behind its batch (at 200 callers on
+// one SKU that scan was a fifth of the process's CPU). c.mu is held; p is not yet queued.
+func (c *combiner[J, R]) mayGo(p *pending[J, R]) bool {
+	if c.alone || c.inFlight >= c.maxInFlight || c.blocked(p, nil) {
+		return false
+	}
+	for _, q := range c.queue {
+		for _, sku := range q.skus {
+			if slices.Contains(p.skus, sku) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // dispatch forms batches from the waiting orders while slots are free. c.mu is held.
