@@ -43,7 +43,7 @@ func benchConfirm(b *testing.B, clients, inFlight int) {
 	sizes := &benchBatches{}
 	eng := inventory.New(pool, sizes, inventory.WithConfirmCombining(inFlight))
 
-	lat, elapsed := driveClients(b, pool, clients, func(ctx context.Context, order int64) error {
+	run := driveClients(b, pool, clients, func(ctx context.Context, order int64) error {
 		res, err := eng.Confirm(ctx, order)
 		if err != nil {
 			return fmt.Errorf("confirm order %d: %w", order, err)
@@ -54,7 +54,7 @@ func benchConfirm(b *testing.B, clients, inFlight int) {
 		return nil
 	})
 	checkBenchConfirmed(b, pool, b.N)
-	reportLatencies(b, lat, elapsed, "confirms/s")
+	run.report(b, "confirms/s")
 	sizes.report(b)
 }
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,7 +59,7 @@ func benchReserve(b *testing.B, skus, clients, inFlight int) {
 	eng := inventory.New(pool, sizes, inventory.WithCombining(inFlight))
 	shipTo := inventory.Location{Lat: 41.01, Lon: 28.97}
 
-	lat, elapsed := driveClients(b, pool, clients, func(ctx context.Context, order int64) error {
+	run := driveClients(b, pool, clients, func(ctx context.Context, order int64) error {
 		sku := int64(benchdata.FirstSKU + rand.IntN(skus))
 		_, err := eng.Reserve(ctx, inventory.ReserveRequest{OrderID: order,
 			Lines: []inventory.Line{{SKUID: sku, Quantity: 1}}, ShipTo: shipTo, Hold: 15 * time.Minute})
@@ -68,7 +69,7 @@ func benchReserve(b *testing.B, skus, clients, inFlight int) {
 		return nil
 	})
 	checkBenchRows(b, pool, b.N)
-	reportLatencies(b, lat, elapsed, "reservations/s")
+	run.report(b, "reservations/s")
 	sizes.report(b)
 }
 
@@ -91,11 +92,18 @@ func (s *benchBatches) report(b *testing.B) {
 	}
 }
 
-// driveClients runs op for orders 1..b.N from exactly clients goroutines, on the clock, and
-// returns each call's latency, as the caller sees it, and the time they all took. Every
+// driven is what driveClients measured: each call's latency, as the caller sees it, the time
+// they all took, and the CPU the benchmark's own process (the engine, pgx, the callers) spent
+// meanwhile.
+type driven struct {
+	lat          []time.Duration
+	elapsed, cpu time.Duration
+}
+
+// driveClients runs op for orders 1..b.N from exactly clients goroutines, on the clock. Every
 // connection of pool is opened before the clock starts, as pgbench's tps excludes connecting.
 // The first error fails the benchmark.
-func driveClients(b *testing.B, pool *pgxpool.Pool, clients int, op func(ctx context.Context, order int64) error) ([]time.Duration, time.Duration) {
+func driveClients(b *testing.B, pool *pgxpool.Pool, clients int, op func(ctx context.Context, order int64) error) driven {
 	ctx := context.Background()
 	conns := make([]*pgxpool.Conn, 0, clients)
 	for range clients {
@@ -119,6 +127,7 @@ func driveClients(b *testing.B, pool *pgxpool.Pool, clients int, op func(ctx con
 	lat := make([][]time.Duration, clients)
 
 	b.ResetTimer()
+	cpu0 := processCPU(b)
 	start := time.Now()
 	for c := range clients {
 		wg.Go(func() {
@@ -143,6 +152,7 @@ func driveClients(b *testing.B, pool *pgxpool.Pool, clients int, op func(ctx con
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu := processCPU(b) - cpu0
 	b.StopTimer()
 	if first != nil {
 		b.Fatal(first)
@@ -151,15 +161,26 @@ func driveClients(b *testing.B, pool *pgxpool.Pool, clients int, op func(ctx con
 	if len(all) != b.N {
 		b.Fatalf("%d calls succeeded, want %d", len(all), b.N)
 	}
-	return all, elapsed
+	return driven{lat: all, elapsed: elapsed, cpu: cpu}
 }
 
-// reportLatencies reports the rate of calls (in unit) and their median and 99th percentile.
-func reportLatencies(b *testing.B, lat []time.Duration, elapsed time.Duration, unit string) {
-	slices.Sort(lat)
-	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), unit)
-	b.ReportMetric(ms(percentile(lat, 0.50)), "p50-ms")
-	b.ReportMetric(ms(percentile(lat, 0.99)), "p99-ms")
+// processCPU is the user and system CPU this process has used so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// report reports the rate of calls (in unit), their median and 99th percentile, and the
+// process's CPU per call in microseconds (PostgreSQL's is not in it).
+func (d driven) report(b *testing.B, unit string) {
+	slices.Sort(d.lat)
+	b.ReportMetric(float64(len(d.lat))/d.elapsed.Seconds(), unit)
+	b.ReportMetric(ms(percentile(d.lat, 0.50)), "p50-ms")
+	b.ReportMetric(ms(percentile(d.lat, 0.99)), "p99-ms")
+	b.ReportMetric(float64(d.cpu)/float64(time.Microsecond)/float64(len(d.lat)), "client-cpu-us/op")
 }
 
 func seedBench(b *testing.B, pool *pgxpool.Pool, skus int) {

@@ -134,6 +134,8 @@ type pgRun struct {
 	tps, latencyMs float64
 	txns           int64
 	other          float64
+	// clientCPU is pgbench's own CPU per order, in microseconds (its connecting included).
+	clientCPU float64
 	// clients and batch are what the run used: its connections, and orders per transaction.
 	clients, batch int
 }
@@ -145,6 +147,9 @@ func (r pgRun) rate() float64 { return r.tps * float64(max(r.batch, 1)) }
 type goRun struct {
 	rate, p50, p99 float64
 	other          float64
+	// clientCPU is the benchmark process's CPU per order over the timed calls, in microseconds:
+	// the engine, pgx and the callers.
+	clientCPU float64
 	// batch is the mean orders per combined batch (0: none combined).
 	batch float64
 }
@@ -412,13 +417,15 @@ func medians(rounds []round) ([]result, []confirmResult, pgRun) {
 		p.tps = med(func(r round) float64 { return get(r).tps })
 		p.latencyMs = med(func(r round) float64 { return get(r).latencyMs })
 		p.other = most(func(r round) float64 { return get(r).other })
+		p.clientCPU = med(func(r round) float64 { return get(r).clientCPU })
 		p.batch = int(math.Round(med(func(r round) float64 { return float64(get(r).batch) })))
 		return p
 	}
 	medGo := func(get func(round) goRun) goRun {
 		return goRun{rate: med(func(r round) float64 { return get(r).rate }),
 			p50: med(func(r round) float64 { return get(r).p50 }), p99: med(func(r round) float64 { return get(r).p99 }),
-			other: most(func(r round) float64 { return get(r).other }), batch: med(func(r round) float64 { return get(r).batch })}
+			other: most(func(r round) float64 { return get(r).other }), batch: med(func(r round) float64 { return get(r).batch }),
+			clientCPU: med(func(r round) float64 { return get(r).clientCPU })}
 	}
 	results := slices.Clone(rounds[0].results)
 	for i := range results {
@@ -540,7 +547,7 @@ func (b *bench) runPgbench(ctx context.Context, label string, skus, clients, bat
 		"-n", "-M", "prepared", "-c", strconv.Itoa(c.clients), "-j", strconv.Itoa(threads),
 		"-T", strconv.Itoa(b.seconds), "-f", filepath.Join(b.tmp, file), dbname}
 	logf("%s: pgbench -n -M prepared -c %d -j %d -T %d -f %s", c.name(), c.clients, threads, b.seconds, file)
-	output, other, err := b.measured(ctx, "", nil, b.pgbench, args...)
+	output, other, client, err := b.measured(ctx, "", nil, b.pgbench, args...)
 	if err != nil {
 		return r, fmt.Errorf("pgbench: %w", err)
 	}
@@ -556,6 +563,9 @@ func (b *bench) runPgbench(ctx context.Context, label string, skus, clients, bat
 		return r, err
 	}
 	r.txns = int64(txns)
+	if r.txns > 0 {
+		r.clientCPU = client.Seconds() * 1e6 / float64(r.txns*int64(max(batch, 1)))
+	}
 	if failed, err := match(output, `(?m)^number of failed transactions: ([0-9]+)`); err == nil && failed > 0 {
 		return r, fmt.Errorf("pgbench: %v failed transactions", failed)
 	}
@@ -626,7 +636,7 @@ func (b *bench) runGoBench(ctx context.Context, benchmark string, c benchCase, c
 	}
 	pattern := fmt.Sprintf("^%s$/^%s$/^clients=%d$/^combining=%s$", benchmark, c.shape, c.clients, combining)
 	logf("%s: go test ./inventory -run '^$' -bench '%s' -benchtime %ds -count 1", c.name(), pattern, b.seconds)
-	output, other, err := b.measured(ctx, b.pkgDir, []string{"TEST_PG_URL=" + b.srv.URL("postgres")}, b.testBin,
+	output, other, _, err := b.measured(ctx, b.pkgDir, []string{"TEST_PG_URL=" + b.srv.URL("postgres")}, b.testBin,
 		"-test.run", "^$", "-test.bench", pattern, "-test.benchtime", fmt.Sprintf("%ds", b.seconds), "-test.count", "1")
 	if err != nil {
 		return r, fmt.Errorf("go test: %w", err)
@@ -651,7 +661,8 @@ func (b *bench) runGoBench(ctx context.Context, benchmark string, c benchCase, c
 		}
 		metrics[f[i+1]] = v
 	}
-	for unit, dst := range map[string]*float64{unit: &r.rate, "p50-ms": &r.p50, "p99-ms": &r.p99} {
+	for unit, dst := range map[string]*float64{unit: &r.rate, "p50-ms": &r.p50, "p99-ms": &r.p99,
+		"client-cpu-us/op": &r.clientCPU} {
 		v, ok := metrics[unit]
 		if !ok {
 			return r, fmt.Errorf("metric %s missing from %q", unit, line)
@@ -677,29 +688,28 @@ func checkpoint(ctx context.Context, srv *pgserver.Server) error {
 // measured runs one side and also returns the share of the machine's CPU that went to neither
 // the cluster, this program nor that side while it ran. On a shared machine that share says
 // whether the row can be trusted.
-func (b *bench) measured(ctx context.Context, dir string, env []string, name string, args ...string) (string, float64, error) {
+func (b *bench) measured(ctx context.Context, dir string, env []string, name string, args ...string) (output string, other float64, client time.Duration, err error) {
 	before, err := b.cpu()
 	if err != nil {
-		return "", 0, err
+		return "", 0, 0, err
 	}
 	output, state, err := command(ctx, dir, env, name, args...)
 	if err != nil {
-		return output, 0, err
+		return output, 0, 0, err
 	}
 	after, err := b.cpu()
 	if err != nil {
-		return output, 0, err
+		return output, 0, 0, err
 	}
-	var client float64
 	if ru, ok := state.SysUsage().(*syscall.Rusage); ok {
-		client = float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9 * benchkit.UserHZ
+		client = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	total := after.total - before.total
 	if total <= 0 {
-		return output, 0, nil
+		return output, 0, client, nil
 	}
-	other := (after.busy - before.busy) - (after.ours - before.ours) - client
-	return output, max(other, 0) / total, nil
+	other = (after.busy - before.busy) - (after.ours - before.ours) - client.Seconds()*benchkit.UserHZ
+	return output, max(other, 0) / total, client, nil
 }
 
 type cpuTimes struct {
@@ -797,12 +807,13 @@ func ratio(a, b float64) float64 {
 func table(rs []result) string {
 	var b strings.Builder
 	b.WriteString("| case | clients | pgbench tps | Go, combining off, reservations/s | off ÷ pgbench | " +
-		"Go, combining on (default), reservations/s | on ÷ pgbench | off p50 / p99 ms | on p50 / p99 ms |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		"Go, combining on (default), reservations/s | on ÷ pgbench | off p50 / p99 ms | on p50 / p99 ms | " +
+		"client CPU µs per order: pgbench / Go off / Go on |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f | %.2f | %.0f | %.2f | %.2f / %.2f | %.2f / %.2f |\n",
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f | %.2f | %.0f | %.2f | %.2f / %.2f | %.2f / %.2f | %.1f / %.1f / %.1f |\n",
 			r.shape, r.clients, r.pg.tps, r.off.rate, ratio(r.off.rate, r.pg.tps), r.on.rate, ratio(r.on.rate, r.pg.tps),
-			r.off.p50, r.off.p99, r.on.p50, r.on.p99)
+			r.off.p50, r.off.p99, r.on.p50, r.on.p99, r.pg.clientCPU, r.off.clientCPU, r.on.clientCPU)
 	}
 	return b.String()
 }
@@ -948,7 +959,8 @@ func render(rs []result, confirms []confirmResult, best pgRun, f facts, seconds 
 		"reserved unit.\n", benchdata.Stock, benchdata.History)
 	w("- Go: `Engine.Reserve` through a pgx pool of clients+2 connections (opened before timing), "+
 		"exactly `clients` goroutines sharing b.N orders with unique ids; latency is per Reserve call, "+
-		"as the caller sees it. combining=off: every order its own `reserve_order` transaction "+
+		"as the caller sees it; its client CPU is the test process's (engine, pgx, callers) over the timed "+
+		"calls, per order. combining=off: every order its own `reserve_order` transaction "+
 		"(`RESERVE_COMBINING=false`). combining=on: the default engine, up to %d batches in flight, "+
 		"never two on one SKU; the orders that wait while a batch of their SKU is in flight go "+
 		"together as the next batch, one `reserve_orders` transaction. Per case: `go test ./inventory -run '^$' -bench "+
@@ -956,7 +968,8 @@ func render(rs []result, confirms []confirmResult, best pgRun, f facts, seconds 
 		"(the test binary is built once beforehand).\n", inventory.DefaultBatchesInFlight, seconds)
 	w("- pgbench: the design's conditional UPDATE … INSERT (what `reserve_order` runs per line), in "+
 		"BEGIN … COMMIT, order ids from a sequence; `pgbench -n -M prepared -c <clients> "+
-		"-j min(clients, CPUs) -T %d -f reserve_<case>.sql`, tps without connection time. For the hot "+
+		"-j min(clients, CPUs) -T %d -f reserve_<case>.sql`, tps without connection time; its client CPU is pgbench's "+
+		"whole run (connecting included) per order. For the hot "+
 		"row it also runs the same transaction over %d rows of %d units each, every transaction a "+
 		"uniformly random one: the ceiling of logical buckets (the hot stock split into %d rows), "+
 		"before any of their costs (falling through an empty bucket, summing buckets to decide a "+
