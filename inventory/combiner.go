@@ -24,7 +24,9 @@ import (
 //   - at most maxInFlight batches are in flight at once (each holds one connection);
 //   - batches in flight never share a SKU: an order waits while any of its SKUs is in a batch in
 //     flight, so all orders of a hot SKU gather behind its batch and go together in the next one,
-//     and batches never wait on each other's rows;
+//     and batches never wait on each other's rows (a second batch in flight on a hot SKU would
+//     only wait on its row, and split its orders into smaller batches that each pay a flush:
+//     measured slower, docs/benchmarks.md);
 //   - a batch takes every waiting order it may, in arrival order, up to maxBatchOrders, at most
 //     one per order id (a second call for the same order waits for the next batch, where it finds
 //     what the first one did);
