@@ -253,7 +253,7 @@ func (c *combiner[J, R]) sentAlone() {
 // waiting order shares one with it. A waiting order whose caller left counts until a dispatch
 // drops it: one comes when the batch or the slot it waits for is freed. This spares a scan of the
 // whole queue per arrival while a hot SKU's orders gather behind its batch (at 200 callers on
-// one SKU that scan was a fifth of the process's CPU). c.mu is held; p is not yet queued.
+// one SKU that scan was up to a fifth of the process's CPU). c.mu is held; p is not yet queued.
 func (c *combiner[J, R]) mayGo(p *pending[J, R]) bool {
 	if c.alone || c.inFlight >= c.maxInFlight || c.blocked(p, nil) {
 		return false
