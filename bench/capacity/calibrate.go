@@ -88,8 +88,9 @@ type Inputs struct {
 
 // commitFlush is a PostgreSQL commit's latency beyond CPU (its WAL flush): pgbench's mean
 // latency of a one-row reserve transaction at 8 clients on spread rows, durable commits, on this
-// machine (docs/benchmarks.md, "Reserve path against pgbench": 0.85 ms). The JSON files of the
-// campaign runs do not separate it from CPU.
+// machine, 0.85 ms in `make bench`'s run of 2026-11-30 ("Reserve path against pgbench"; later
+// runs there measured more as the machine ran slower: 1.23 and 2.03 ms on 2026-12-03). The JSON
+// files of the campaign runs do not separate it from CPU.
 const commitFlush = 0.85e-3
 
 // visitCheckout and visitPostgres are the CPU of a shopper's requests around the order (an
@@ -181,7 +182,7 @@ func calibrate(cluster figures.Results, campaign figures.Results, lockWaits figu
 		add("notification-queue lock held per order (cart writes, notices in PostgreSQL)", ms(hold),
 			fmt.Sprintf("bench-lockwaits.json: 1 ÷ orders/s, median of the %d runs with notices in PostgreSQL (the lock busy throughout)", len(notify)))
 	}
-	add("a write's flush, beyond CPU", ms(commitFlush), "docs/benchmarks.md, reserve path: pgbench's one-row commit at 8 clients")
+	add("a write's flush, beyond CPU", ms(commitFlush), "`make bench` of 2026-11-30, reserve path: pgbench's one-row commit at 8 clients")
 	createdShare := float64(c.Created) / float64(c.Placed)
 	add("share of placed orders answered 201", fmt.Sprintf("%.3f", createdShare), campaignRun)
 
