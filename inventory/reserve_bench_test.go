@@ -8,13 +8,13 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/marketplace/checkout/internal/dev/benchdata"
+	"github.com/marketplace/checkout/internal/dev/benchkit"
 	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/inventory"
 )
@@ -96,8 +96,9 @@ func (s *benchBatches) report(b *testing.B) {
 // they all took, and the CPU the benchmark's own process (the engine, pgx, the callers) spent
 // meanwhile.
 type driven struct {
-	lat          []time.Duration
-	elapsed, cpu time.Duration
+	lat     []time.Duration
+	elapsed time.Duration
+	cpu     float64 // seconds
 }
 
 // driveClients runs op for orders 1..b.N from exactly clients goroutines, on the clock. Every
@@ -127,7 +128,7 @@ func driveClients(b *testing.B, pool *pgxpool.Pool, clients int, op func(ctx con
 	lat := make([][]time.Duration, clients)
 
 	b.ResetTimer()
-	cpu0 := processCPU(b)
+	cpu0 := benchkit.SelfJiffies()
 	start := time.Now()
 	for c := range clients {
 		wg.Go(func() {
@@ -152,7 +153,7 @@ func driveClients(b *testing.B, pool *pgxpool.Pool, clients int, op func(ctx con
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	cpu := processCPU(b) - cpu0
+	cpu := (benchkit.SelfJiffies() - cpu0) / benchkit.UserHZ
 	b.StopTimer()
 	if first != nil {
 		b.Fatal(first)
@@ -164,15 +165,6 @@ func driveClients(b *testing.B, pool *pgxpool.Pool, clients int, op func(ctx con
 	return driven{lat: all, elapsed: elapsed, cpu: cpu}
 }
 
-// processCPU is the user and system CPU this process has used so far.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // report reports the rate of calls (in unit), their median and 99th percentile, and the
 // process's CPU per call in microseconds (PostgreSQL's is not in it).
 func (d driven) report(b *testing.B, unit string) {
@@ -180,7 +172,7 @@ func (d driven) report(b *testing.B, unit string) {
 	b.ReportMetric(float64(len(d.lat))/d.elapsed.Seconds(), unit)
 	b.ReportMetric(ms(percentile(d.lat, 0.50)), "p50-ms")
 	b.ReportMetric(ms(percentile(d.lat, 0.99)), "p99-ms")
-	b.ReportMetric(float64(d.cpu)/float64(time.Microsecond)/float64(len(d.lat)), "client-cpu-us/op")
+	b.ReportMetric(d.cpu*1e6/float64(len(d.lat)), "client-cpu-us/op")
 }
 
 func seedBench(b *testing.B, pool *pgxpool.Pool, skus int) {
