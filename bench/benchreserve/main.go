@@ -686,8 +686,8 @@ func checkpoint(ctx context.Context, srv *pgserver.Server) error {
 }
 
 // measured runs one side and also returns the share of the machine's CPU that went to neither
-// the cluster, this program nor that side while it ran. On a shared machine that share says
-// whether the row can be trusted.
+// the cluster, this program nor that side while it ran (on a shared machine that share says
+// whether the row can be trusted), and the side's own CPU (client).
 func (b *bench) measured(ctx context.Context, dir string, env []string, name string, args ...string) (output string, other float64, client time.Duration, err error) {
 	before, err := b.cpu()
 	if err != nil {
