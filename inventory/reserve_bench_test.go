@@ -3,7 +3,6 @@ package inventory_test
 import (
 	"context"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -170,8 +169,8 @@ func driveClients(b *testing.B, pool *pgxpool.Pool, clients int, op func(ctx con
 func (d driven) report(b *testing.B, unit string) {
 	slices.Sort(d.lat)
 	b.ReportMetric(float64(len(d.lat))/d.elapsed.Seconds(), unit)
-	b.ReportMetric(ms(percentile(d.lat, 0.50)), "p50-ms")
-	b.ReportMetric(ms(percentile(d.lat, 0.99)), "p99-ms")
+	b.ReportMetric(benchkit.QuantileMs(d.lat, 0.50), "p50-ms")
+	b.ReportMetric(benchkit.QuantileMs(d.lat, 0.99), "p99-ms")
 	b.ReportMetric(d.cpu*1e6/float64(len(d.lat)), "client-cpu-us/op")
 }
 
@@ -197,14 +196,3 @@ func checkBenchRows(b *testing.B, pool *pgxpool.Pool, want int) {
 		b.Fatalf("after %d reservations: %d reservation rows, %d units reserved", want, rows, reserved)
 	}
 }
-
-// percentile is the nearest-rank percentile of sorted durations.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(float64(len(sorted))*p)) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
