@@ -270,7 +270,7 @@ func run(ctx context.Context, seconds, rounds int, out string) error {
 	fmt.Println(confirmTable(confirms))
 	fmt.Println(hotTable(results))
 	fmt.Println(fairTable(results, best))
-	for _, v := range append(verdicts(results), fairVerdict(results, best)) {
+	for _, v := range append(verdicts(results), fairVerdict(results, best), spreadVerdict(results)) {
 		fmt.Println(v)
 	}
 	if d := disturbance(results); d != "" {
@@ -868,57 +868,57 @@ func confirmTable(rs []confirmResult) string {
 	return b.String()
 }
 
-// fairVerdict judges the hot row against the batched baseline: the engine at least matches the
-// row's limit for its batch size.
-func fairVerdict(rs []result, best pgRun) string {
+// judge sets the ratio get gives each case that keep keeps against bar, and says after label which
+// cases met it and which missed it.
+func judge(rs []result, label string, bar float64, keep func(result) bool, get func(result) float64) string {
 	var met, missed []string
 	for _, r := range rs {
-		if r.skus != 1 {
+		if !keep(r) {
 			continue
 		}
-		x := ratio(r.on.rate, r.batched.rate())
+		x := get(r)
 		s := fmt.Sprintf("%s (%.2f×)", r.name(), x)
-		if x >= 1 {
+		if x >= bar {
 			met = append(met, s)
 		} else {
 			missed = append(missed, s)
 		}
 	}
-	out := "Hot-row target (combining on ≥ 1.0× pgbench committing batches of the same size)"
 	switch {
 	case len(missed) == 0:
-		out += " met in every case: " + strings.Join(met, ", ") + "."
+		return label + " met in every case: " + strings.Join(met, ", ") + "."
 	case len(met) == 0:
-		out += " missed in every case: " + strings.Join(missed, ", ") + "."
-	default:
-		out += " met for " + strings.Join(met, ", ") + "; missed for " + strings.Join(missed, ", ") + "."
+		return label + " missed in every case: " + strings.Join(missed, ", ") + "."
 	}
+	return label + " met for " + strings.Join(met, ", ") + "; missed for " + strings.Join(missed, ", ") + "."
+}
+
+func every(result) bool { return true }
+
+// fairVerdict judges the hot row against the batched baseline: the engine at least matches the
+// row's limit for its batch size.
+func fairVerdict(rs []result, best pgRun) string {
+	out := judge(rs, "Hot-row target (combining on ≥ 1.0× pgbench committing batches of the same size)", 1,
+		func(r result) bool { return r.skus == 1 },
+		func(r result) float64 { return ratio(r.on.rate, r.batched.rate()) })
 	return out + fmt.Sprintf(" Against pgbench's best client count (%d clients, %.0f tps) instead of the same count, "+
 		"the engine's ratios are in the table's fourth column.", best.clients, best.tps)
+}
+
+// spreadVerdict judges the spread rows with combining off against pgbench at the same count: one
+// order per transaction on both sides, so the engine's own cost per order decides.
+func spreadVerdict(rs []result) string {
+	return judge(rs, "Spread target (combining off ≥ 1.0× pgbench at every client count)", 1,
+		func(r result) bool { return r.skus > 1 },
+		func(r result) float64 { return ratio(r.off.rate, r.pg.tps) })
 }
 
 // verdicts judges the figures: the 0.8× bar for both reserve paths in every case, and the hot-SKU
 // bar.
 func verdicts(rs []result) []string {
 	bar := func(label string, get func(result) float64) string {
-		var met, missed []string
-		for _, r := range rs {
-			x := ratio(get(r), r.pg.tps)
-			s := fmt.Sprintf("%s (%.2f×)", r.name(), x)
-			if x >= target {
-				met = append(met, s)
-			} else {
-				missed = append(missed, s)
-			}
-		}
-		switch {
-		case len(missed) == 0:
-			return fmt.Sprintf("Target (%s ≥ %.1f× pgbench) met in every case: %s.", label, target, strings.Join(met, ", "))
-		case len(met) == 0:
-			return fmt.Sprintf("Target (%s ≥ %.1f× pgbench) missed in every case: %s.", label, target, strings.Join(missed, ", "))
-		}
-		return fmt.Sprintf("Target (%s ≥ %.1f× pgbench) met for %s; missed for %s.", label, target,
-			strings.Join(met, ", "), strings.Join(missed, ", "))
+		return judge(rs, fmt.Sprintf("Target (%s ≥ %.1f× pgbench)", label, target), target, every,
+			func(r result) float64 { return ratio(get(r), r.pg.tps) })
 	}
 	out := []string{
 		bar("Go with combining on, the default,", func(r result) float64 { return r.on.rate }),
@@ -1006,7 +1006,7 @@ func render(rs []result, confirms []confirmResult, best pgRun, f facts, seconds 
 		}
 		w("%s", listSep(i, len(rs)))
 	}
-	w("\n\n%s", strings.Join(append(verdicts(rs), fairVerdict(rs, best)), "\n\n"))
+	w("\n\n%s", strings.Join(append(verdicts(rs), fairVerdict(rs, best), spreadVerdict(rs)), "\n\n"))
 	if d := disturbance(rs); d != "" {
 		w("\n\n%s", d)
 	}
