@@ -893,6 +893,7 @@ func judge(rs []result, label string, bar float64, keep func(result) bool, get f
 	return label + " met for " + strings.Join(met, ", ") + "; missed for " + strings.Join(missed, ", ") + "."
 }
 
+// every keeps every case.
 func every(result) bool { return true }
 
 // fairVerdict judges the hot row against the batched baseline: the engine at least matches the
