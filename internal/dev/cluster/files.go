@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/marketplace/checkout/deploy"
 )
 
@@ -29,13 +31,8 @@ func WriteConfig(o Options, plan Plan) error {
 			return err
 		}
 		if f.from == deploy.TemporalDynamicConfig && len(o.DynamicConfig) > 0 {
-			raw = append(raw, "# Given to this cluster (checkout-dev cluster --dynamic-config):\n"...)
-			for _, kv := range o.DynamicConfig {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || strings.TrimSpace(k) == "" {
-					return fmt.Errorf("dynamic config %q: key=value", kv)
-				}
-				raw = fmt.Appendf(raw, "%s:\n  - value: %s\n", strings.TrimSpace(k), strings.TrimSpace(v))
+			if raw, err = withDynamicConfig(raw, o.DynamicConfig); err != nil {
+				return err
 			}
 		}
 		if err := write(filepath.Join(o.Dir, f.to), raw); err != nil {
@@ -161,4 +158,31 @@ func write(path string, raw []byte) error {
 		return err
 	}
 	return os.WriteFile(path, raw, 0o644)
+}
+
+// withDynamicConfig is the product's dynamic config with more values, key=value (a YAML value),
+// over it: a key given here replaces the product's own entry, since the server refuses a file
+// that names a key twice.
+func withDynamicConfig(raw []byte, values []string) ([]byte, error) {
+	doc := map[string]any{}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", deploy.TemporalDynamicConfig, err)
+	}
+	for _, kv := range values {
+		k, v, ok := strings.Cut(kv, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("dynamic config %q: key=value", kv)
+		}
+		var value any
+		if err := yaml.Unmarshal([]byte(strings.TrimSpace(v)), &value); err != nil {
+			return nil, fmt.Errorf("dynamic config %q: %w", kv, err)
+		}
+		doc[k] = []map[string]any{{"value": value}}
+	}
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte("# "+deploy.TemporalDynamicConfig+", with checkout-dev cluster --dynamic-config values over it.\n"), out...), nil
 }

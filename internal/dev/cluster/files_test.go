@@ -1,0 +1,39 @@
+package cluster
+
+import (
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/marketplace/checkout/deploy"
+)
+
+// A value given to the cluster replaces the product's own entry for its key (the server refuses a
+// file that names a key twice) and leaves the product's other settings as they are.
+func TestWithDynamicConfig_AGivenKeyReplacesTheProducts(t *testing.T) {
+	raw, err := deploy.Files.ReadFile(deploy.TemporalDynamicConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := withDynamicConfig(raw, []string{"matching.numTaskqueueReadPartitions=4", "history.example = 5s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string][]map[string]any
+	if err := yaml.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v in\n%s", err, out)
+	}
+	for key, want := range map[string]any{
+		"matching.numTaskqueueReadPartitions":  4,
+		"matching.numTaskqueueWritePartitions": 1,
+		"system.enableActivityEagerExecution":  true,
+		"history.example":                      "5s",
+	} {
+		if v := got[key]; len(v) != 1 || v[0]["value"] != want {
+			t.Errorf("%s: %v, want one value %v", key, v, want)
+		}
+	}
+	if _, err := withDynamicConfig(raw, []string{"no-equals-sign"}); err == nil {
+		t.Error("a value without key=value was taken")
+	}
+}
