@@ -32,6 +32,9 @@ func renderCluster(res figures.Results, window time.Duration) string {
 		"that way varied with how many it refused); beside them the event broker (three NATS JetStream nodes), Jaeger "+
 		"for the traces and the OIDC provider, whose CPU is the tables' NATS, Jaeger, OIDC column, not \"other\". The "+
 		"shoppers reach the API through HAProxy.\n")
+	if len(res.Flags) > 0 {
+		w("- This run's cluster was also given `%s`, over the product's settings.\n", strings.Join(res.Flags, " "))
+	}
 	w("- The runs are those of the campaign section above: **saga, campaign mix** and **saga, all tok_ok** are " +
 		"`checkout-dev loadgen` shoppers; the **floor** is empty workflows started as the API starts an order " +
 		"(Update-with-Start, waiting for the update's answer) against the cluster's frontend, their worker in this tool.\n")

@@ -96,6 +96,12 @@ func main() {
 	stack := flag.String("stack", stackDev, "the stack measured: dev (bin/checkout-dev dev, as make run starts it) or cluster "+
 		"(bin/checkout-dev cluster, as make cluster starts it: the floor and the saga's runs, at 50 and 200 shoppers unless -shoppers says "+
 		"otherwise, into a section of its own and docs/bench-cluster.json, no plot)")
+	flag.Func("dynamic-config", "with -stack cluster: a Temporal dynamic config value, key=value, over the product's "+
+		"(repeatable), to measure a setting beside the product's own", func(v string) error {
+		clusterFlags = append(clusterFlags, "--dynamic-config", v)
+		return nil
+	})
+	clusterOnly := flag.Bool("cluster-only", false, "with -stack cluster: leave out the dev stack's runs beside the cluster's")
 	flag.Parse()
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -192,7 +198,7 @@ func main() {
 			log.Fatalf("--from: %v", err)
 		}
 		*window = time.Duration(res.WindowSeconds * float64(time.Second))
-	} else if res, err = run(ctx, counts, *window, *stack); err != nil {
+	} else if res, err = run(ctx, counts, *window, *stack, *clusterOnly); err != nil {
 		log.Fatal(err)
 	}
 	if *jsonOut != "" && *from == "" {
@@ -224,6 +230,9 @@ func main() {
 	}
 }
 
+// clusterFlags are more of `checkout-dev cluster`'s flags (-dynamic-config).
+var clusterFlags []string
+
 // The stacks measured (-stack).
 const (
 	stackDev     = "dev"
@@ -240,12 +249,17 @@ type bench struct {
 	plain   *plain
 }
 
-func run(ctx context.Context, counts []int, window time.Duration, stack string) (figures.Results, error) {
+func run(ctx context.Context, counts []int, window time.Duration, stack string, clusterOnly bool) (figures.Results, error) {
 	res := figures.Results{Stack: stack, StartedAt: time.Now().UTC(), WindowSeconds: window.Seconds(), CPUs: benchkit.OnlineCPUs(),
 		CPUModel: benchkit.CPUModel(), LoadBefore: benchkit.LoadAverage()}
 	if stack == stackCluster {
+		res.Flags = clusterFlags
 		if err := measure(ctx, &res, counts, window, []string{runFloor, runCampaign, runSagaOK}); err != nil {
 			return res, err
+		}
+		if clusterOnly {
+			res.LoadAfter = benchkit.LoadAverage()
+			return res, nil
 		}
 		// The dev stack's floor and campaign at the same counts, in this invocation, once the
 		// cluster has stopped: the figures the cluster's are set beside.
@@ -283,7 +297,7 @@ func measure(ctx context.Context, res *figures.Results, counts []int, window tim
 		// Admission control off, as on the dev stack: these runs look for what the stack carries,
 		// and BUSY refusals would make shoppers wait instead.
 		s, err = benchkit.StartClusterWith(ctx, benchkit.ClusterSpec{Prefix: "checkout-bench-cluster-",
-			Env: append(os.Environ(), admissionOff...), Args: []string{"--apis", "2", "--workers", "2"}})
+			Env: append(os.Environ(), admissionOff...), Args: append([]string{"--apis", "2", "--workers", "2"}, clusterFlags...)})
 	} else {
 		log.Printf("starting the dev stack")
 		s, err = benchkit.StartStack(ctx, "checkout-bench-campaign-", append(slices.Clone(admissionOff), res.Env...)...)

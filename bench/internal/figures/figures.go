@@ -66,6 +66,8 @@ type Results struct {
 	// as the cluster's PostgreSQL does; Env is what a stack was started with beyond the defaults.
 	DevFullSync *Results `json:"devStackFullSync,omitempty"`
 	Env         []string `json:"env,omitempty"`
+	// Flags are the cluster's flags beyond the tool's own (its -dynamic-config values).
+	Flags []string `json:"flags,omitempty"`
 }
 
 // Find returns the run of what at shoppers.
