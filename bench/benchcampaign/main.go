@@ -134,6 +134,9 @@ func main() {
 	}
 	switch *stack {
 	case stackDev:
+		if len(clusterFlags) > 0 || *clusterOnly {
+			log.Fatalf("-dynamic-config and -cluster-only are for -stack cluster")
+		}
 	case stackCluster:
 		if !set["shoppers"] && !*admission {
 			*shoppers = "50,200"
