@@ -96,6 +96,7 @@ func main() {
 	stack := flag.String("stack", stackDev, "the stack measured: dev (bin/checkout-dev dev, as make run starts it) or cluster "+
 		"(bin/checkout-dev cluster, as make cluster starts it: the floor and the saga's runs, at 50 and 200 shoppers unless -shoppers says "+
 		"otherwise, into a section of its own and docs/bench-cluster.json, no plot)")
+	var clusterFlags []string
 	flag.Func("dynamic-config", "with -stack cluster: a Temporal dynamic config value, key=value, over the product's "+
 		"(repeatable), to measure a setting beside the product's own", func(v string) error {
 		clusterFlags = append(clusterFlags, "--dynamic-config", v)
@@ -132,11 +133,11 @@ func main() {
 			*jsonOut = "docs/bench-promotions.json"
 		}
 	}
+	if (len(clusterFlags) > 0 || *clusterOnly) && (*stack != stackCluster || *admission) {
+		log.Fatalf("-dynamic-config and -cluster-only are for the campaign runs of -stack cluster")
+	}
 	switch *stack {
 	case stackDev:
-		if len(clusterFlags) > 0 || *clusterOnly {
-			log.Fatalf("-dynamic-config and -cluster-only are for -stack cluster")
-		}
 	case stackCluster:
 		if !set["shoppers"] && !*admission {
 			*shoppers = "50,200"
@@ -201,7 +202,7 @@ func main() {
 			log.Fatalf("--from: %v", err)
 		}
 		*window = time.Duration(res.WindowSeconds * float64(time.Second))
-	} else if res, err = run(ctx, counts, *window, *stack, *clusterOnly); err != nil {
+	} else if res, err = run(ctx, counts, *window, *stack, clusterFlags, *clusterOnly); err != nil {
 		log.Fatal(err)
 	}
 	if *jsonOut != "" && *from == "" {
@@ -233,9 +234,6 @@ func main() {
 	}
 }
 
-// clusterFlags are more of `checkout-dev cluster`'s flags (-dynamic-config).
-var clusterFlags []string
-
 // The stacks measured (-stack).
 const (
 	stackDev     = "dev"
@@ -252,7 +250,9 @@ type bench struct {
 	plain   *plain
 }
 
-func run(ctx context.Context, counts []int, window time.Duration, stack string, clusterOnly bool) (figures.Results, error) {
+// run measures counts on stack; a cluster is given clusterFlags, and with clusterOnly the dev
+// stacks beside it are left out.
+func run(ctx context.Context, counts []int, window time.Duration, stack string, clusterFlags []string, clusterOnly bool) (figures.Results, error) {
 	res := figures.Results{Stack: stack, StartedAt: time.Now().UTC(), WindowSeconds: window.Seconds(), CPUs: benchkit.OnlineCPUs(),
 		CPUModel: benchkit.CPUModel(), LoadBefore: benchkit.LoadAverage()}
 	if stack == stackCluster {
@@ -300,7 +300,7 @@ func measure(ctx context.Context, res *figures.Results, counts []int, window tim
 		// Admission control off, as on the dev stack: these runs look for what the stack carries,
 		// and BUSY refusals would make shoppers wait instead.
 		s, err = benchkit.StartClusterWith(ctx, benchkit.ClusterSpec{Prefix: "checkout-bench-cluster-",
-			Env: append(os.Environ(), admissionOff...), Args: append([]string{"--apis", "2", "--workers", "2"}, clusterFlags...)})
+			Env: append(os.Environ(), admissionOff...), Args: append([]string{"--apis", "2", "--workers", "2"}, res.Flags...)})
 	} else {
 		log.Printf("starting the dev stack")
 		s, err = benchkit.StartStack(ctx, "checkout-bench-campaign-", append(slices.Clone(admissionOff), res.Env...)...)
