@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/marketplace/checkout/bench/internal/figures"
+	"github.com/marketplace/checkout/bench/internal/plain"
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/dev/benchkit"
@@ -70,10 +71,10 @@ func runLockWaits(ctx context.Context, counts []int, window time.Duration) (figu
 	if err != nil {
 		return res, err
 	}
-	if b.plain, err = startPlain(ctx, b.stack.DatabaseURL, cfg.DBMaxConns, []byte(b.stack.Secret), cfg.HoldTTL); err != nil {
+	if b.plainCheckout, err = plain.Start(ctx, b.stack.DatabaseURL, cfg.DBMaxConns, []byte(b.stack.Secret), cfg.HoldTTL); err != nil {
 		return res, err
 	}
-	defer b.plain.close()
+	defer b.plainCheckout.Close()
 	pool, err := db.Connect(ctx, b.stack.DatabaseURL, 4)
 	if err != nil {
 		return res, err
@@ -90,7 +91,7 @@ func runLockWaits(ctx context.Context, counts []int, window time.Duration) (figu
 				if _, err := pool.Exec(ctx, sql); err != nil {
 					return res, err
 				}
-				r, err := b.loadRun(ctx, runPlainOK, n, window, okMix, b.plain.URL)
+				r, err := b.loadRun(ctx, runPlainOK, n, window, okMix, b.plainCheckout.URL)
 				if err != nil {
 					return res, err
 				}
@@ -103,7 +104,7 @@ func runLockWaits(ctx context.Context, counts []int, window time.Duration) (figu
 	if _, err := pool.Exec(ctx, notifyOff); err != nil {
 		return res, err
 	}
-	if res.PlainSettle, err = settlePlain(ctx, pool); err != nil {
+	if res.PlainSettle, err = plain.Settle(ctx, pool); err != nil {
 		return res, fmt.Errorf("settling the plain orders: %w", err)
 	}
 	log.Printf("auditing")
@@ -130,7 +131,7 @@ func renderLockWaits(res figures.LockWaitResults) string {
 		res.StartedAt.Format("2006-01-02 15:04 UTC"), res.CPUs, res.CPUModel, res.LoadBefore, res.LoadAfter)
 	w("- One `bin/checkout-dev dev` stack (admission control off), the campaign section's **plain transaction, all tok_ok** "+
 		"runs: `checkout-dev loadgen` shoppers (address, cart PUTs through the API, preview) posting their orders to the "+
-		"one-transaction checkout endpoint of bench/benchcampaign/plain.go, %s each; %d rounds, each count run "+
+		"one-transaction checkout endpoint of bench/internal/plain, %s each; %d rounds, each count run "+
 		"twice per round, the two cases taking turns going first:\n", window, lockWaitRounds)
 	w("  - **notify in PostgreSQL** (before): migration 00008's trigger put back on `carts`, so every cart write " +
 		"queues a `pg_notify` in its transaction, as every release before the broker did;\n")

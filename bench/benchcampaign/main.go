@@ -4,9 +4,9 @@
 //
 //   - the Temporal dev server's floor: empty workflows started the way the API starts an order
 //     (Update-with-Start, waiting for the update's answer), at the same concurrency;
-//   - a plain checkout endpoint without Temporal (plain.go), one PostgreSQL transaction per order,
-//     driven by the same shoppers as the saga with the same payment-free mix: the cost of
-//     durability as a ratio.
+//   - a plain checkout endpoint without Temporal (bench/internal/plain), one PostgreSQL
+//     transaction per order, driven by the same shoppers as the saga with the same payment-free
+//     mix: the cost of durability as a ratio.
 //
 // With -promotions it measures what coupons and campaigns cost instead (promotions.go).
 //
@@ -40,6 +40,7 @@ import (
 
 	"github.com/marketplace/checkout/audit"
 	"github.com/marketplace/checkout/bench/internal/figures"
+	"github.com/marketplace/checkout/bench/internal/plain"
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/dev/benchkit"
@@ -242,12 +243,12 @@ const (
 
 // bench is what the runs share.
 type bench struct {
-	stack   *benchkit.Stack
-	procs   procs
-	pg      *pgSampler
-	metrics []string // the Temporal server's /metrics (the cluster: one per service)
-	floor   *benchkit.Floor
-	plain   *plain
+	stack         *benchkit.Stack
+	procs         procs
+	pg            *pgSampler
+	metrics       []string // the Temporal server's /metrics (the cluster: one per service)
+	floor         *benchkit.Floor
+	plainCheckout *plain.Server
 }
 
 // run measures counts on stack; a cluster is given clusterFlags, and with clusterOnly the dev
@@ -333,10 +334,10 @@ func measure(ctx context.Context, res *figures.Results, counts []int, window tim
 		return err
 	}
 	if slices.Contains(whats, runPlainOK) {
-		if b.plain, err = startPlain(ctx, s.DatabaseURL, cfg.DBMaxConns, []byte(s.Secret), cfg.HoldTTL); err != nil {
+		if b.plainCheckout, err = plain.Start(ctx, s.DatabaseURL, cfg.DBMaxConns, []byte(s.Secret), cfg.HoldTTL); err != nil {
 			return err
 		}
-		defer b.plain.close()
+		defer b.plainCheckout.Close()
 	}
 
 	log.Printf("warming up")
@@ -355,7 +356,7 @@ func measure(ctx context.Context, res *figures.Results, counts []int, window tim
 				case runSagaOK:
 					return b.loadRun(ctx, runSagaOK, n, window, okMix, "")
 				default:
-					return b.loadRun(ctx, runPlainOK, n, window, okMix, b.plain.URL)
+					return b.loadRun(ctx, runPlainOK, n, window, okMix, b.plainCheckout.URL)
 				}
 			}
 		}
@@ -376,10 +377,10 @@ func measure(ctx context.Context, res *figures.Results, counts []int, window tim
 		return err
 	}
 	defer pool.Close()
-	if b.plain != nil {
+	if b.plainCheckout != nil {
 		// The plain endpoint's orders never pay and no hold of the product knows them: cancel
 		// them and give their stock back before the audit.
-		if res.PlainSettle, err = settlePlain(ctx, pool); err != nil {
+		if res.PlainSettle, err = plain.Settle(ctx, pool); err != nil {
 			return fmt.Errorf("settling the plain orders: %w", err)
 		}
 	}

@@ -140,7 +140,7 @@ func render(res figures.Results, window time.Duration, plotPath, docPath string)
 		"each, with no think time: what the dev server gives at that concurrency before any checkout work.\n")
 	w("- **saga, all tok_ok** and **plain transaction, all tok_ok**: the same shoppers and steps, every order paid with " +
 		"`tok_ok`; the plain run posts its orders to a checkout endpoint written only for this benchmark " +
-		"(bench/benchcampaign/plain.go): one PostgreSQL transaction that reads the address, cart and prices " +
+		"(bench/internal/plain): one PostgreSQL transaction that reads the address, cart and prices " +
 		"as the saga's price check does, writes the order row and items (with the product's `order.Insert`, which also " +
 		"writes the order's first timeline entry), reserves with the product's `reserve_order` " +
 		"and appends an outbox event, with no payment step and no Temporal. Their ratio is the cost of durability " +

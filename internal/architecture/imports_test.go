@@ -56,7 +56,7 @@ var layers = [][]string{
 // tools are for tests and benchmarks only: nothing in layers may import them.
 var tools = []string{"internal/dev/testenv", "internal/dev/benchkit", "internal/dev/benchdata", "internal/dev/chaos", "bench/chaos", "bench/benchcampaign",
 	"internal/dev/drill", "bench/upgradedrill", "internal/dev/attack", "bench/attack", "bench/demo",
-	"bench/benchcart", "bench/benchcost", "bench/benchprofile", "bench/benchshards", "bench/capacity", "bench/internal/figures", "bench/benchorders", "bench/benchreserve", "bench/webhookreceiver", "internal/architecture", "e2e", "tools/temporal-server",
+	"bench/benchcart", "bench/benchcost", "bench/benchprofile", "bench/benchshards", "bench/capacity", "bench/internal/figures", "bench/internal/plain", "bench/benchorders", "bench/benchreserve", "bench/webhookreceiver", "internal/architecture", "e2e", "tools/temporal-server",
 	"tools/oidc-provider", "tools/jaeger"}
 
 func TestImports_FollowTheLayers(t *testing.T) {

@@ -1,4 +1,4 @@
-package main
+package plain
 
 import (
 	"context"
@@ -19,7 +19,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 // TestPlainCheckout_OneOrderPerKey_SettleGivesItsStockBack: the plain endpoint's transaction makes
 // one order per key with its stock reserved and no payment row, answers a repeat with the same
-// order, refuses the key with another body, and settlePlain cancels the order and gives its stock
+// order, refuses the key with another body, and Settle cancels the order and gives its stock
 // back.
 func TestPlainCheckout_OneOrderPerKey_SettleGivesItsStockBack(t *testing.T) {
 	t.Parallel()
@@ -35,7 +35,7 @@ func TestPlainCheckout_OneOrderPerKey_SettleGivesItsStockBack(t *testing.T) {
 		return n
 	}
 	before := reserved()
-	p := &plain{pool: pool, hold: time.Minute}
+	p := &Server{pool: pool, hold: time.Minute}
 	req := plainRequest{PriceVersion: quote.PriceVersion, AddressID: 1, PaymentMethodToken: "tok_ok"}
 
 	first, err := p.checkout(ctx, 7, "k1", "h1", req)
@@ -56,7 +56,7 @@ func TestPlainCheckout_OneOrderPerKey_SettleGivesItsStockBack(t *testing.T) {
 	assert.Equal(t, 1, placed, "a repeat writes nothing")
 	assert.Zero(t, payments, "the plain checkout has no payment step")
 
-	n, err := settlePlain(ctx, pool)
+	n, err := Settle(ctx, pool)
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
 	var status string
@@ -75,7 +75,7 @@ func TestPlainCheckout_RefusesAsTheAPI(t *testing.T) {
 	_, err := pool.Exec(ctx, `INSERT INTO carts (id, user_id, doc) VALUES ('u:7', 7, '{"items":[{"skuId":71,"sellerId":42,"quantity":2}]}'),
 		('u:8', 8, '{"items":[{"skuId":99999,"sellerId":42,"quantity":1}]}')`)
 	require.NoError(t, err)
-	p := &plain{pool: pool, hold: time.Minute}
+	p := &Server{pool: pool, hold: time.Minute}
 
 	changed, err := p.checkout(ctx, 7, "k1", "h1", plainRequest{PriceVersion: "pv_old", AddressID: 1, PaymentMethodToken: "tok_ok"})
 	require.NoError(t, err)

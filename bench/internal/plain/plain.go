@@ -1,4 +1,7 @@
-package main
+// Package plain is the saga's baseline in the benchmarks: a checkout endpoint without Temporal, one
+// PostgreSQL transaction per order, written only for them. It answers as the API does, so that the
+// load generator can send its orders there and everything else of a shopper's visit to the API.
+package plain
 
 import (
 	"cmp"
@@ -29,21 +32,21 @@ import (
 	"github.com/marketplace/checkout/outbox/emit"
 )
 
-// plainWorkflowID marks the orders of the plain endpoint (orders.workflow_id is NOT NULL; no
-// workflow ever runs for them), so that the tool can find and settle them afterwards.
-const plainWorkflowID = "bench-plain-checkout"
+// workflowID marks the orders of the plain endpoint (orders.workflow_id is NOT NULL; no workflow
+// ever runs for them), so that Settle can find them afterwards.
+const workflowID = "bench-plain-checkout"
 
-// plainPath is the plain endpoint's route, on its own port in this process.
-const plainPath = "/plain/v1/orders"
+// path is the plain endpoint's route, on its own port in the process that starts it.
+const path = "/plain/v1/orders"
 
-// plain is the baseline of the saga: a checkout without Temporal, written only for this
-// benchmark. One PostgreSQL transaction per request reads the shopper's address, cart and the
+// Server is the baseline of the saga: a checkout without Temporal, written only for the
+// benchmarks. One PostgreSQL transaction per request reads the shopper's address, cart and the
 // catalog's prices and refuses what the saga's price check refuses (cart.Price), writes the
 // order as the saga's order step does (order.Insert) but without a payment row, reserves every line with the product's own SQL (reserve_order, the
 // statement Engine.Reserve runs when it does not combine) and appends an outbox event. There is no
 // payment step: the order is a tok_ok order that will be paid later; nothing durable but the
 // transaction stands behind the answer.
-type plain struct {
+type Server struct {
 	pool   *pgxpool.Pool
 	secret []byte
 	hold   time.Duration
@@ -51,7 +54,9 @@ type plain struct {
 	URL    string
 }
 
-func startPlain(ctx context.Context, dbURL string, maxConns int32, secret []byte, hold time.Duration) (*plain, error) {
+// Start serves the plain endpoint on a loopback port of its own, over a pool of at most maxConns
+// connections to dbURL; secret verifies the shoppers' tokens, hold is the reservations' lifetime.
+func Start(ctx context.Context, dbURL string, maxConns int32, secret []byte, hold time.Duration) (*Server, error) {
 	cfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
 		return nil, err
@@ -61,22 +66,23 @@ func startPlain(ctx context.Context, dbURL string, maxConns int32, secret []byte
 	if err != nil {
 		return nil, err
 	}
-	p := &plain{pool: pool, secret: secret, hold: hold}
+	p := &Server{pool: pool, secret: secret, hold: hold}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.POST(plainPath, p.order)
+	e.POST(path, p.order)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		pool.Close()
 		return nil, err
 	}
-	p.URL = "http://" + l.Addr().String() + plainPath
+	p.URL = "http://" + l.Addr().String() + path
 	p.srv = &http.Server{Handler: e, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = p.srv.Serve(l) }()
 	return p, nil
 }
 
-func (p *plain) close() {
+// Close stops serving and closes the pool.
+func (p *Server) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = p.srv.Shutdown(ctx)
@@ -118,7 +124,7 @@ var errStockMoved = errors.New("stock moved")
 
 const stockMovedCode = "CK001"
 
-func (p *plain) order(c echo.Context) error {
+func (p *Server) order(c echo.Context) error {
 	tok, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
 	principal, err := auth.Verify(p.secret, tok)
 	if !ok || err != nil || principal.Role != auth.RoleShopper {
@@ -154,7 +160,7 @@ func (p *plain) order(c echo.Context) error {
 }
 
 // checkout is the one transaction.
-func (p *plain) checkout(ctx context.Context, userID int64, key, hash string, req plainRequest) (*answer, error) {
+func (p *Server) checkout(ctx context.Context, userID int64, key, hash string, req plainRequest) (*answer, error) {
 	var out *answer
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		out = nil
@@ -180,7 +186,7 @@ func (p *plain) checkout(ctx context.Context, userID int64, key, hash string, re
 		// The order as the saga's CreateOrder writes it, but without a payment row: the plain
 		// checkout has no payment step.
 		created, err := order.Insert(ctx, tx, order.New{UserID: userID, IdempotencyKey: key, RequestHash: hash,
-			WorkflowID: plainWorkflowID, AddressID: req.AddressID, Quote: quote})
+			WorkflowID: workflowID, AddressID: req.AddressID, Quote: quote})
 		switch {
 		case errors.Is(err, order.ErrKeyReused):
 			out = fail(problem.New(problem.IdempotencyKeyReused, err.Error()))
@@ -229,15 +235,15 @@ func (p *plain) checkout(ctx context.Context, userID int64, key, hash string, re
 
 var errOutOfStock = errors.New("out of stock")
 
-// plainSettled is the failure code of the plain orders settlePlain cancels.
-const plainSettled problem.Code = "BENCH_PLAIN"
+// settled is the failure code of the plain orders Settle cancels.
+const settled problem.Code = "BENCH_PLAIN"
 
-// settlePlain cancels the plain orders still open and gives their stock back as the product gives
+// Settle cancels the plain orders still open and gives their stock back as the product gives
 // up an order (order.Store.GiveUp), untimed, so that the stock is exact and the audit judges only
 // what the product did: the plain endpoint never pays, and no hold or sweeper of the product knows
 // its orders.
-func settlePlain(ctx context.Context, pool *pgxpool.Pool) (int, error) {
-	rows, err := pool.Query(ctx, `SELECT id FROM orders WHERE workflow_id = $1 AND status = $2`, plainWorkflowID,
+func Settle(ctx context.Context, pool *pgxpool.Pool) (int, error) {
+	rows, err := pool.Query(ctx, `SELECT id FROM orders WHERE workflow_id = $1 AND status = $2`, workflowID,
 		string(order.StatusPendingPayment))
 	if err != nil {
 		return 0, err
@@ -254,7 +260,7 @@ func settlePlain(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 	for range 4 {
 		wg.Go(func() {
 			for id := range work {
-				_, err := orders.GiveUp(ctx, id, order.StatusCancelled, plainSettled, nil)
+				_, err := orders.GiveUp(ctx, id, order.StatusCancelled, settled, nil)
 				if err != nil {
 					mu.Lock()
 					firstErr = cmp.Or(firstErr, fmt.Errorf("order %d: %w", id, err))
