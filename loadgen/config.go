@@ -196,7 +196,7 @@ type Config struct {
 
 	// OrderURL, when set, is where orders are posted instead of BaseURL's /api/v1/orders (an
 	// absolute URL on this machine), with the same headers and body: for benchmarks that put
-	// another order path under the same shoppers (bench/benchcampaign). Everything else
+	// another order path under the same shoppers (bench/benchcampaign, bench/benchcost). Everything else
 	// still goes to BaseURL.
 	OrderURL string
 	// RetryFor, when above 0, makes every shopper (and the seller) a client that rides out a fault:

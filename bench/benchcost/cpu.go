@@ -11,6 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/marketplace/checkout/bench/internal/plain"
 	"github.com/marketplace/checkout/internal/dev/benchkit"
 	"github.com/marketplace/checkout/loadgen"
 )
@@ -22,20 +25,33 @@ const (
 	idleWindow = 20 * time.Second
 	// floorWorkerFlag makes this program the floor's worker, in a process of its own.
 	floorWorkerFlag = "floor-worker"
+	// plainServerFlag makes this program the plain checkout's server, in a process of its own;
+	// plainSecretEnv gives it the JWT secret of the stack's shoppers.
+	plainServerFlag = "plain-server"
+	plainSecretEnv  = "BENCHCOST_PLAIN_SECRET"
 )
 
 // kind is one batch of the CPU pass: shoppers with a mix of scenarios; browse stops each shopper
-// after the preview, so that the batch is the visit without its order.
+// after the preview, so that the batch is the visit without its order; plain sends the orders to
+// the plain checkout instead of the API.
 type kind struct {
 	name   string
 	mix    loadgen.Mix
 	browse bool
+	plain  bool
 }
 
 // visit is the shopper's visit without the order (an address, the cart's lines, the cart read, the
 // preview): what each kind's orders do before POST /orders, measured on its own in every run.
 var visit = kind{name: "the visit alone (address, cart, preview; no order)", mix: loadgen.Mix{loadgen.ScenarioOK: 1},
 	browse: true}
+
+// plainOrder is the visit, then its order placed by the plain checkout (bench/internal/plain): one
+// PostgreSQL transaction that writes the order, reserves its stock and records its event, with no
+// workflow and no payment step; then the order's page through the API. With the floor, it is what
+// any order of the product costs at the least.
+var plainOrder = kind{name: "plain checkout (the visit, then one transaction; no workflow)",
+	mix: loadgen.Mix{loadgen.ScenarioOK: 1}, plain: true}
 
 // kinds are what the CPU pass measures beside the floor, in the order each run takes them.
 var kinds = []kind{
@@ -69,11 +85,13 @@ func (c cpuCost) ms() float64 {
 	return sum
 }
 
-// cpuRun is one run: the floor, the visit, then each kind, on the same stack.
+// cpuRun is one run: the floor, the visit, then each kind, on the same stack; then, on this build's
+// stack, the plain checkout.
 type cpuRun struct {
 	floor cpuCost
 	visit cpuCost
 	kinds map[string]cpuCost
+	plain cpuCost
 	// other is the share of the machine's CPU that went to processes outside the stack and this
 	// tool during the run: above a tenth, the run was disturbed.
 	other float64
@@ -89,6 +107,8 @@ type cpuResult struct {
 	started  time.Time
 	loadAvg  float64
 	shoppers int
+	// withPlain: the runs measured the plain checkout too.
+	withPlain bool
 }
 
 // runFloorWorker is this program started with -floor-worker: the floor's worker alone, so that its
@@ -101,32 +121,60 @@ func runFloorWorker(ctx context.Context, temporal, dir string) {
 
 // startFloorWorker starts the floor's worker process on the stack and waits until it polls.
 func startFloorWorker(ctx context.Context, st *benchkit.Stack) (*exec.Cmd, error) {
+	cmd, _, err := startChild(ctx, "the floor's worker", nil, "-"+floorWorkerFlag, st.Temporal, "-floor-dir", st.Dir)
+	return cmd, err
+}
+
+// runPlainServer is this program started with -plain-server: the plain checkout alone, on the
+// stack's database, its CPU read as the API's is. Its address goes after "ready" on the first line.
+func runPlainServer(ctx context.Context, dbURL string) {
+	p, err := plain.Start(ctx, dbURL, 4, []byte(os.Getenv(plainSecretEnv)), holdTTL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer p.Close()
+	fmt.Println("ready " + p.URL)
+	<-ctx.Done()
+}
+
+// startPlainServer starts the plain checkout's process on the stack: the process and its URL.
+func startPlainServer(ctx context.Context, st *benchkit.Stack) (*exec.Cmd, string, error) {
+	return startChild(ctx, "the plain checkout", []string{plainSecretEnv + "=" + st.Secret}, "-"+plainServerFlag,
+		st.DatabaseURL)
+}
+
+// startChild starts this program with args (and env on top of its own) and waits for its first
+// line, "ready" and what follows it, which it returns.
+func startChild(ctx context.Context, what string, env []string, args ...string) (*exec.Cmd, string, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	cmd := exec.CommandContext(ctx, self, "-"+floorWorkerFlag, st.Temporal, "-floor-dir", st.Dir)
+	cmd := exec.CommandContext(ctx, self, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || strings.TrimSpace(line) != "ready" {
+	rest, ok := strings.CutPrefix(strings.TrimSpace(line), "ready")
+	if err != nil || !ok {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		return nil, fmt.Errorf("the floor's worker did not start (%q): %v", line, err)
+		return nil, "", fmt.Errorf("%s did not start (%q): %v", what, line, err)
 	}
-	return cmd, nil
+	return cmd, strings.TrimSpace(rest), nil
 }
 
 // measureCPU is the CPU pass on stack st: the idle stack's rate, then runs × (n empty workflows,
-// n orders of each kind), one shopper at a time so that nothing queues.
-func measureCPU(ctx context.Context, st *benchkit.Stack, runs, n int) (cpuResult, error) {
-	res := cpuResult{n: n, started: time.Now().UTC(), loadAvg: benchkit.LoadAverage(), shoppers: 1}
+// n orders of each kind, and with withPlain n orders of the plain checkout), one shopper at a time
+// so that nothing queues.
+func measureCPU(ctx context.Context, st *benchkit.Stack, runs, n int, withPlain bool) (cpuResult, error) {
+	res := cpuResult{n: n, started: time.Now().UTC(), loadAvg: benchkit.LoadAverage(), shoppers: 1, withPlain: withPlain}
 	parts, err := benchkit.DevParts(st.Cmd.Process.Pid, st.Dir)
 	if err != nil {
 		return res, err
@@ -137,6 +185,20 @@ func measureCPU(ctx context.Context, st *benchkit.Stack, runs, n int) (cpuResult
 	}
 	defer func() { _ = fw.Process.Kill(); _ = fw.Wait() }()
 	parts = append(parts, benchkit.Part{Name: "floor worker", PID: fw.Process.Pid})
+	var plainURL string
+	var pool *pgxpool.Pool
+	if withPlain {
+		pc, url, err := startPlainServer(ctx, st)
+		if err != nil {
+			return res, err
+		}
+		defer func() { _ = pc.Process.Kill(); _ = pc.Wait() }()
+		parts, plainURL = append(parts, benchkit.Part{Name: "plain checkout", PID: pc.Process.Pid}), url
+		if pool, err = pgxpool.New(ctx, st.DatabaseURL); err != nil {
+			return res, err
+		}
+		defer pool.Close()
+	}
 	for _, p := range parts {
 		res.parts = append(res.parts, p.Name)
 	}
@@ -183,12 +245,22 @@ func measureCPU(ctx context.Context, st *benchkit.Stack, runs, n int) (cpuResult
 		slices.Sort(lat)
 		run.floor = cpuCost{byPart: benchkit.PerOrder(first, end, idle, n), p50Ms: benchkit.QuantileMs(lat, 0.5), orders: n}
 
-		if run.visit, err = batch(ctx, st, parts, idle, res.shoppers, n, visit); err != nil {
+		if run.visit, err = batch(ctx, st, parts, idle, res.shoppers, n, visit, ""); err != nil {
 			return res, err
 		}
 		for _, k := range kinds {
-			if run.kinds[k.name], err = batch(ctx, st, parts, idle, res.shoppers, n, k); err != nil {
+			if run.kinds[k.name], err = batch(ctx, st, parts, idle, res.shoppers, n, k, ""); err != nil {
 				return res, err
+			}
+		}
+		if withPlain {
+			if run.plain, err = batch(ctx, st, parts, idle, res.shoppers, n, plainOrder, plainURL); err != nil {
+				return res, err
+			}
+			// Its orders never pay and nothing of the product would end them: cancelled, their
+			// stock given back, outside any batch's window.
+			if _, err := plain.Settle(ctx, pool); err != nil {
+				return res, fmt.Errorf("settling the plain orders: %w", err)
 			}
 		}
 		last, err := benchkit.Read(parts)
@@ -204,15 +276,19 @@ func measureCPU(ctx context.Context, st *benchkit.Stack, runs, n int) (cpuResult
 }
 
 // batch runs n shoppers' orders (or visits) of kind k, shoppers at a time, and reads what they
-// took of the parts, the idle rate taken off.
+// took of the parts, the idle rate taken off; orderURL is the plain checkout's, for a plain kind.
 func batch(ctx context.Context, st *benchkit.Stack, parts []benchkit.Part, idle map[string]float64, shoppers, n int,
-	k kind) (cpuCost, error) {
+	k kind, orderURL string) (cpuCost, error) {
 	cfg := loadgen.Defaults()
 	cfg.BaseURL, cfg.MetricsURL, cfg.JWTSecret = st.Base, st.Metrics, st.Secret
 	cfg.Shoppers, cfg.Orders, cfg.Duration = shoppers, n, 10*time.Minute
 	cfg.Mix, cfg.BrowseOnly = k.mix, k.browse
 	cfg.RepeatShare, cfg.HotShare = 0, 0
 	cfg.HoldTTL, cfg.WaitAbandoned, cfg.Settle = holdTTL, true, time.Minute
+	if k.plain {
+		// The plain orders stay PENDING_PAYMENT: the order's page is read once, not waited on.
+		cfg.OrderURL, cfg.Settle = orderURL, time.Millisecond
+	}
 	var from benchkit.Reading
 	var readErr error
 	cfg.OnPhase = func(p string) {
@@ -280,6 +356,25 @@ func (r cpuResult) ratios(kind string) benchkit.Spread {
 	return benchkit.SpreadOf(xs)
 }
 
+// ratiosOverFloorAndPlain are each kind's CPU per order over the floor's and the plain checkout's
+// together, run by run.
+func (r cpuResult) ratiosOverFloorAndPlain(kind string) benchkit.Spread {
+	xs := make([]float64, 0, len(r.runs))
+	for _, run := range r.runs {
+		xs = append(xs, run.kinds[kind].ms()/(run.floor.ms()+run.plain.ms()))
+	}
+	return benchkit.SpreadOf(xs)
+}
+
+// plainRatio is the plain checkout's CPU over the floor's, run by run.
+func (r cpuResult) plainRatio() benchkit.Spread {
+	xs := make([]float64, 0, len(r.runs))
+	for _, run := range r.runs {
+		xs = append(xs, run.plain.ms()/run.floor.ms())
+	}
+	return benchkit.SpreadOf(xs)
+}
+
 // visitRatio is the visit's CPU over the floor's, run by run.
 func (r cpuResult) visitRatio() benchkit.Spread {
 	xs := make([]float64, 0, len(r.runs))
@@ -336,7 +431,7 @@ func (f *compareFlag) Set(v string) error {
 	if !ok || label == "" || !strings.Contains(env, "=") {
 		return fmt.Errorf("%q: label:KEY=VALUE[,KEY=VALUE]", v)
 	}
-	*f = append(*f, config{label: label, binary: "bin/checkout-dev", env: strings.Split(env, ",")})
+	*f = append(*f, config{label: label, binary: thisBuild, env: strings.Split(env, ",")})
 	return nil
 }
 
@@ -367,6 +462,10 @@ func renderCPU(r cpuResult, others []cpuResult) string {
 	}
 	visitOf := func(run cpuRun) cpuCost { return run.visit }
 	fmt.Fprintf(&b, "| %s | %s | %s | – |\n", visit.name, r.costs(visitOf, ""), r.visitRatio())
+	plainOf := func(run cpuRun) cpuCost { return run.plain }
+	if r.withPlain {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", plainOrder.name, r.costs(plainOf, ""), r.plainRatio(), r.p50(plainOf))
+	}
 	b.WriteString("\nAn order's figure above is the shopper's whole visit, as `checkout-dev loadgen` makes it: an address, " +
 		"the cart's lines, the cart read and the preview, then POST /orders and the order's page (and for 3-D " +
 		"Secure the provider's page). The floor is the workflow call alone. The last row is the visit without " +
@@ -375,6 +474,30 @@ func renderCPU(r cpuResult, others []cpuResult) string {
 	for _, k := range kinds {
 		less := func(run cpuRun) cpuCost { return run.kinds[k.name].less(run.visit) }
 		fmt.Fprintf(&b, "| %s, the order alone | %s | %s |\n", k.name, r.costs(less, ""), r.ratiosLessVisit(k.name))
+	}
+	if r.withPlain {
+		b.WriteString("\nThe floor leaves out what any order of the product does besides its workflow: the shopper's " +
+			"requests, and one PostgreSQL transaction that writes the order, reserves its stock and records its " +
+			"event. The plain checkout's row above is exactly that (bench/internal/plain, in a process of its own, " +
+			"the last column by process below): the same visit, then POST /orders to it, one transaction with no " +
+			"workflow and no payment step, then the order's page through the API. Each kind over the floor and " +
+			"the plain checkout together, each run's own:\n\n| measured | CPU ms per order | ÷ (floor + plain " +
+			"checkout) |\n|---|---:|---:|\n")
+		both := func(run cpuRun) cpuCost {
+			c := cpuCost{byPart: map[string]float64{}}
+			for name, v := range run.floor.byPart {
+				c.byPart[name] += v
+			}
+			for name, v := range run.plain.byPart {
+				c.byPart[name] += v
+			}
+			return c
+		}
+		fmt.Fprintf(&b, "| empty workflow + plain checkout | %s | 1 |\n", r.costs(both, ""))
+		for _, k := range kinds {
+			get := func(run cpuRun) cpuCost { return run.kinds[k.name] }
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", k.name, r.costs(get, ""), r.ratiosOverFloorAndPlain(k.name))
+		}
 	}
 	b.WriteString("\nWhere it goes, by process (CPU ms per order, median of the runs):\n\n| measured |")
 	for _, p := range r.parts {
@@ -393,6 +516,9 @@ func renderCPU(r cpuResult, others []cpuResult) string {
 		row(k.name, func(run cpuRun) cpuCost { return run.kinds[k.name] })
 	}
 	row(visit.name, visitOf)
+	if r.withPlain {
+		row(plainOrder.name, plainOf)
+	}
 	b.WriteString("\nRuns:")
 	for i, run := range r.runs {
 		mark := ""

@@ -32,6 +32,8 @@ const (
 	startMarker = "<!-- cost-bench:start -->"
 	endMarker   = "<!-- cost-bench:end -->"
 	holdTTL     = 15 * time.Second
+	// thisBuild is this build's binary.
+	thisBuild = "bin/checkout-dev"
 )
 
 // scenarios in the order they run; the campaign mix weighs them.
@@ -68,11 +70,16 @@ func main() {
 		"this build with those settings, measured after it in the same run (e.g. tcp:PG_UNIX_SOCKET=false)")
 	floorWorker := flag.String(floorWorkerFlag, "", "internal: run the floor's worker against this Temporal frontend")
 	floorDir := flag.String("floor-dir", "", "internal: the dev stack's data folder, for -"+floorWorkerFlag)
+	plainServer := flag.String(plainServerFlag, "", "internal: serve the plain checkout on this database")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if *floorWorker != "" {
 		runFloorWorker(ctx, *floorWorker, *floorDir)
+		return
+	}
+	if *plainServer != "" {
+		runPlainServer(ctx, *plainServer)
 		return
 	}
 	if err := benchkit.ChdirModuleRoot(); err != nil {
@@ -85,9 +92,9 @@ func main() {
 	}
 	if !*cpuOnly {
 		cfgs = append(cfgs, config{label: "this build, dev server with the CLI's search-attribute setting",
-			binary: "bin/checkout-dev", env: []string{"TEMPORAL_DEV_DYNAMIC_CONFIG=system.forceSearchAttributesCacheRefreshOnRead=true"}})
+			binary: thisBuild, env: []string{"TEMPORAL_DEV_DYNAMIC_CONFIG=system.forceSearchAttributesCacheRefreshOnRead=true"}})
 	}
-	cfgs = append(cfgs, config{label: "this build", binary: "bin/checkout-dev"})
+	cfgs = append(cfgs, config{label: "this build", binary: thisBuild})
 	started := time.Now().UTC()
 	var results []result
 	var cpu cpuResult
@@ -97,7 +104,7 @@ func main() {
 		// The CPU pass runs on this build's own stack, the last one, before its persistence calls,
 		// and on the baseline build's, whose figures go beside it.
 		last, base := i == len(cfgs)-1, *baseline != "" && i == 0
-		r, cr, err := measure(ctx, c, *orders, !*cpuOnly, last || base, *runs, *cpuOrders)
+		r, cr, err := measure(ctx, c, *orders, !*cpuOnly, last || base, last, *runs, *cpuOrders)
 		if err != nil {
 			log.Fatalf("%s: %v", c.label, err)
 		}
@@ -122,7 +129,7 @@ func main() {
 	}
 	for _, c := range compare {
 		log.Printf("CPU pass on %s", c.label)
-		_, cr, err := measure(ctx, c, *orders, false, true, *runs, *cpuOrders)
+		_, cr, err := measure(ctx, c, *orders, false, true, false, *runs, *cpuOrders)
 		if err != nil {
 			log.Fatalf("%s: %v", c.label, err)
 		}
@@ -137,7 +144,9 @@ func main() {
 	fmt.Println(cpu.scriptLine())
 }
 
-func measure(ctx context.Context, c config, n int, calls, withCPU bool, runs, cpuOrders int) (result, cpuResult, error) {
+// measure starts c's stack and measures its persistence calls (calls) and its CPU pass (withCPU),
+// with the plain checkout (withPlain: the plain checkout writes this build's tables).
+func measure(ctx context.Context, c config, n int, calls, withCPU, withPlain bool, runs, cpuOrders int) (result, cpuResult, error) {
 	env := append([]string{"HOLD_TTL=" + holdTTL.String(), "PAYMENT_RECONCILER_EVERY=1h", "SWEEPER_EVERY=1h",
 		"RECONCILER_EVERY=1h"}, c.env...)
 	st, err := benchkit.StartStackOf(ctx, c.binary, "benchcost-", env...)
@@ -149,7 +158,7 @@ func measure(ctx context.Context, c config, n int, calls, withCPU bool, runs, cp
 	time.Sleep(5 * time.Second) // start-up work (schedules, namespace) settles
 	var cpu cpuResult
 	if withCPU {
-		if cpu, err = measureCPU(ctx, st, runs, cpuOrders); err != nil {
+		if cpu, err = measureCPU(ctx, st, runs, cpuOrders, withPlain); err != nil {
 			return res, cpu, fmt.Errorf("CPU pass: %w", err)
 		}
 		cpu.env = c.env
