@@ -271,7 +271,7 @@ capacity: ## a queueing model of the campaign fed by the measured costs per orde
 	$(call bench-tool,capacity)
 
 .PHONY: bench-cost
-bench-cost: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) ## CPU per order (paid at once, 3-D Secure, the campaign mix) over the empty workflow's, three runs, then Temporal persistence calls and visibility writes per order beside an empty workflow; writes docs/benchmarks.md and ends with `cpu ratio: paid-at-once X campaign Y` (BASELINE=path of another build's checkout-dev, measured beside it; BENCH_COST_FLAGS=-cpu-only for the CPU pass alone)
+bench-cost: postgres-binaries $(TEMPORAL_CLI) build $(NATS_SERVER) ## CPU per order (paid at once, 3-D Secure, the campaign mix) over the empty workflow's, and over it and the plain checkout's order together, three runs, then Temporal persistence calls and visibility writes per order beside an empty workflow; writes docs/benchmarks.md and ends with `cpu ratio: paid-at-once X campaign Y` (BASELINE=path of another build's checkout-dev, measured beside it; BENCH_COST_FLAGS=-cpu-only for the CPU pass alone)
 	$(call bench-tool,benchcost) $(if $(BASELINE),-baseline $(BASELINE)) $(BENCH_COST_FLAGS)
 
 .PHONY: bench-profile
