@@ -1,0 +1,56 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// testRun is one run of the CPU pass with the given milliseconds per order for the floor, the plain
+// checkout and every kind, split over two processes so that sums are exercised.
+func testRun(floor, plain, order float64) cpuRun {
+	split := func(ms float64) cpuCost {
+		return cpuCost{byPart: map[string]float64{"checkout": ms / 4, "temporal": 3 * ms / 4}}
+	}
+	r := cpuRun{floor: split(floor), plain: split(plain), visit: split(1), kinds: map[string]cpuCost{}}
+	for _, k := range kinds {
+		r.kinds[k.name] = split(order)
+	}
+	return r
+}
+
+// TestRatiosOverFloorAndPlain_EachRunItsOwn: the ratio over the floor and the plain checkout
+// together is taken in each run and then summarized, not formed from the medians of its parts.
+func TestRatiosOverFloorAndPlain_EachRunItsOwn(t *testing.T) {
+	t.Parallel()
+	r := cpuResult{withPlain: true, runs: []cpuRun{
+		testRun(10, 10, 30), // 1.5
+		testRun(20, 20, 40), // 1.0
+		testRun(10, 30, 80), // 2.0
+	}}
+	got := r.ratiosOverFloorAndPlain("paid-at-once")
+	assert.InDelta(t, 1.5, got.Median, 1e-9)
+	assert.InDelta(t, 1.0, got.Lo, 1e-9)
+	assert.InDelta(t, 2.0, got.Hi, 1e-9)
+	// From the medians of the parts it would be 40 ÷ (10 + 20) = 1.33.
+	assert.InDelta(t, 1.0, r.plainRatio().Median, 1e-9)
+}
+
+// TestRenderCPU_PlainCheckoutOnlyWhenMeasured: the section sets the kinds over the floor and the
+// plain checkout together when the runs measured it, and leaves that table out otherwise.
+func TestRenderCPU_PlainCheckoutOnlyWhenMeasured(t *testing.T) {
+	t.Parallel()
+	with := cpuResult{label: "this build", withPlain: true, parts: []string{"checkout", "temporal"},
+		runs: []cpuRun{testRun(10, 10, 30), testRun(10, 10, 30), testRun(10, 10, 30)}}
+	section := renderCPU(with, nil)
+	assert.Contains(t, section, "| "+plainOrder.name+" | 10.00 (10.00–10.00) | 1.00 (1.00–1.00) |")
+	assert.Contains(t, section, "| paid-at-once | 30.00 (30.00–30.00) | 1.50 (1.50–1.50) |")
+	assert.Contains(t, section, "÷ (floor + plain checkout)")
+
+	without := with
+	without.withPlain = false
+	section = renderCPU(without, nil)
+	assert.NotContains(t, section, "plain checkout")
+	assert.True(t, strings.HasSuffix(section, cpuEndMarker+"\n"))
+}
