@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/marketplace/checkout/bench/internal/plain"
+	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/dev/benchkit"
 	"github.com/marketplace/checkout/loadgen"
 )
@@ -32,13 +34,11 @@ const (
 )
 
 // kind is one batch of the CPU pass: shoppers with a mix of scenarios; browse stops each shopper
-// after the preview, so that the batch is the visit without its order; plain sends the orders to
-// the plain checkout instead of the API.
+// after the preview, so that the batch is the visit without its order.
 type kind struct {
 	name   string
 	mix    loadgen.Mix
 	browse bool
-	plain  bool
 }
 
 // visit is the shopper's visit without the order (an address, the cart's lines, the cart read, the
@@ -51,7 +51,7 @@ var visit = kind{name: "the visit alone (address, cart, preview; no order)", mix
 // workflow and no payment step; then the order's page through the API. With the floor, it is what
 // any order of the product costs at the least.
 var plainOrder = kind{name: "plain checkout (the visit, then one transaction; no workflow)",
-	mix: loadgen.Mix{loadgen.ScenarioOK: 1}, plain: true}
+	mix: loadgen.Mix{loadgen.ScenarioOK: 1}}
 
 // kinds are what the CPU pass measures beside the floor, in the order each run takes them.
 var kinds = []kind{
@@ -73,6 +73,18 @@ func (c cpuCost) less(o cpuCost) cpuCost {
 	out := cpuCost{byPart: map[string]float64{}, orders: c.orders}
 	for name, v := range c.byPart {
 		out.byPart[name] = v - o.byPart[name]
+	}
+	return out
+}
+
+// plus is c with o's CPU per order added, process by process.
+func (c cpuCost) plus(o cpuCost) cpuCost {
+	out := cpuCost{byPart: maps.Clone(c.byPart), orders: c.orders}
+	if out.byPart == nil {
+		out.byPart = map[string]float64{}
+	}
+	for name, v := range o.byPart {
+		out.byPart[name] += v
 	}
 	return out
 }
@@ -194,7 +206,7 @@ func measureCPU(ctx context.Context, st *benchkit.Stack, runs, n int, withPlain 
 		}
 		defer func() { _ = pc.Process.Kill(); _ = pc.Wait() }()
 		parts, plainURL = append(parts, benchkit.Part{Name: "plain checkout", PID: pc.Process.Pid}), url
-		if pool, err = pgxpool.New(ctx, st.DatabaseURL); err != nil {
+		if pool, err = db.Connect(ctx, st.DatabaseURL, 4); err != nil {
 			return res, err
 		}
 		defer pool.Close()
@@ -276,7 +288,8 @@ func measureCPU(ctx context.Context, st *benchkit.Stack, runs, n int, withPlain 
 }
 
 // batch runs n shoppers' orders (or visits) of kind k, shoppers at a time, and reads what they
-// took of the parts, the idle rate taken off; orderURL is the plain checkout's, for a plain kind.
+// took of the parts, the idle rate taken off; orderURL, when set, is the plain checkout's, where
+// the orders go instead of the API.
 func batch(ctx context.Context, st *benchkit.Stack, parts []benchkit.Part, idle map[string]float64, shoppers, n int,
 	k kind, orderURL string) (cpuCost, error) {
 	cfg := loadgen.Defaults()
@@ -285,7 +298,7 @@ func batch(ctx context.Context, st *benchkit.Stack, parts []benchkit.Part, idle 
 	cfg.Mix, cfg.BrowseOnly = k.mix, k.browse
 	cfg.RepeatShare, cfg.HotShare = 0, 0
 	cfg.HoldTTL, cfg.WaitAbandoned, cfg.Settle = holdTTL, true, time.Minute
-	if k.plain {
+	if orderURL != "" {
 		// The plain orders stay PENDING_PAYMENT: the order's page is read once, not waited on.
 		cfg.OrderURL, cfg.Settle = orderURL, time.Millisecond
 	}
@@ -347,72 +360,54 @@ func percents(m map[string]float64, order []string) string {
 	return strings.Join(parts, ", ")
 }
 
-// ratios are each kind's CPU per order over the floor's CPU per workflow, run by run.
-func (r cpuResult) ratios(kind string) benchkit.Spread {
+// perRun sums up f over the runs, each run's own figure.
+func (r cpuResult) perRun(f func(cpuRun) float64) benchkit.Spread {
 	xs := make([]float64, 0, len(r.runs))
 	for _, run := range r.runs {
-		xs = append(xs, run.kinds[kind].ms()/run.floor.ms())
+		xs = append(xs, f(run))
 	}
 	return benchkit.SpreadOf(xs)
+}
+
+// ratios are each kind's CPU per order over the floor's CPU per workflow, run by run.
+func (r cpuResult) ratios(kind string) benchkit.Spread {
+	return r.perRun(func(run cpuRun) float64 { return run.kinds[kind].ms() / run.floor.ms() })
 }
 
 // ratiosOverFloorAndPlain are each kind's CPU per order over the floor's and the plain checkout's
 // together, run by run.
 func (r cpuResult) ratiosOverFloorAndPlain(kind string) benchkit.Spread {
-	xs := make([]float64, 0, len(r.runs))
-	for _, run := range r.runs {
-		xs = append(xs, run.kinds[kind].ms()/(run.floor.ms()+run.plain.ms()))
-	}
-	return benchkit.SpreadOf(xs)
+	return r.perRun(func(run cpuRun) float64 { return run.kinds[kind].ms() / run.floor.plus(run.plain).ms() })
 }
 
 // plainRatio is the plain checkout's CPU over the floor's, run by run.
 func (r cpuResult) plainRatio() benchkit.Spread {
-	xs := make([]float64, 0, len(r.runs))
-	for _, run := range r.runs {
-		xs = append(xs, run.plain.ms()/run.floor.ms())
-	}
-	return benchkit.SpreadOf(xs)
+	return r.perRun(func(run cpuRun) float64 { return run.plain.ms() / run.floor.ms() })
 }
 
 // visitRatio is the visit's CPU over the floor's, run by run.
 func (r cpuResult) visitRatio() benchkit.Spread {
-	xs := make([]float64, 0, len(r.runs))
-	for _, run := range r.runs {
-		xs = append(xs, run.visit.ms()/run.floor.ms())
-	}
-	return benchkit.SpreadOf(xs)
+	return r.perRun(func(run cpuRun) float64 { return run.visit.ms() / run.floor.ms() })
 }
 
 // ratiosLessVisit are each kind's CPU per order less the visit's, over the floor's, run by run:
 // the order set apart from what the shopper did before it.
 func (r cpuResult) ratiosLessVisit(kind string) benchkit.Spread {
-	xs := make([]float64, 0, len(r.runs))
-	for _, run := range r.runs {
-		xs = append(xs, (run.kinds[kind].ms()-run.visit.ms())/run.floor.ms())
-	}
-	return benchkit.SpreadOf(xs)
+	return r.perRun(func(run cpuRun) float64 { return (run.kinds[kind].ms() - run.visit.ms()) / run.floor.ms() })
 }
 
+// costs are get's CPU ms per order, of the process part or (empty) of them all, run by run.
 func (r cpuResult) costs(get func(cpuRun) cpuCost, part string) benchkit.Spread {
-	xs := make([]float64, 0, len(r.runs))
-	for _, run := range r.runs {
-		c := get(run)
+	return r.perRun(func(run cpuRun) float64 {
 		if part == "" {
-			xs = append(xs, c.ms())
-		} else {
-			xs = append(xs, c.byPart[part])
+			return get(run).ms()
 		}
-	}
-	return benchkit.SpreadOf(xs)
+		return get(run).byPart[part]
+	})
 }
 
 func (r cpuResult) p50(get func(cpuRun) cpuCost) benchkit.Spread {
-	xs := make([]float64, 0, len(r.runs))
-	for _, run := range r.runs {
-		xs = append(xs, get(run).p50Ms)
-	}
-	return benchkit.SpreadOf(xs)
+	return r.perRun(func(run cpuRun) float64 { return get(run).p50Ms })
 }
 
 // scriptLine is the last line the program prints, for scripts: the medians of the ratios.
@@ -483,16 +478,7 @@ func renderCPU(r cpuResult, others []cpuResult) string {
 			"workflow and no payment step, then the order's page through the API. Each kind over the floor and " +
 			"the plain checkout together, each run's own:\n\n| measured | CPU ms per order | ÷ (floor + plain " +
 			"checkout) |\n|---|---:|---:|\n")
-		both := func(run cpuRun) cpuCost {
-			c := cpuCost{byPart: map[string]float64{}}
-			for name, v := range run.floor.byPart {
-				c.byPart[name] += v
-			}
-			for name, v := range run.plain.byPart {
-				c.byPart[name] += v
-			}
-			return c
-		}
+		both := func(run cpuRun) cpuCost { return run.floor.plus(run.plain) }
 		fmt.Fprintf(&b, "| empty workflow + plain checkout | %s | 1 |\n", r.costs(both, ""))
 		for _, k := range kinds {
 			get := func(run cpuRun) cpuCost { return run.kinds[k.name] }
