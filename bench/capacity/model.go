@@ -66,9 +66,10 @@ type Result struct {
 	P50, P99, Mean float64 // POST /orders, seconds
 	// PoolBusy is each pool's mean CPU busy share (0–1); ShardBusy the busiest shard's, and
 	// ShardMean all shards' mean; ShardHold a write's mean hold of its shard (seconds);
-	// NotifyBusy the notification lock's.
-	PoolBusy                                    map[string]float64
-	ShardBusy, ShardMean, ShardHold, NotifyBusy float64
+	// NotifyBusy the notification lock's; InFlight the persistence calls in Temporal's database at
+	// once, on average (waiting for their shard included).
+	PoolBusy                                              map[string]float64
+	ShardBusy, ShardMean, ShardHold, NotifyBusy, InFlight float64
 }
 
 // Simulate runs shoppers in a closed loop through topology t at costs c for warmup then
@@ -81,6 +82,7 @@ func Simulate(c Costs, t Topology, shoppers int, warmup, measure float64, seed u
 	}
 	s.addLocks("shard", max(t.Shards, 1))
 	s.addLocks("notify", 1)
+	inFlight := &gauge{s: s}
 	on := func(part string, cpu float64) step {
 		if cpu <= 0 {
 			return func(next func()) { next() }
@@ -101,10 +103,9 @@ func Simulate(c Costs, t Topology, shoppers int, warmup, measure float64, seed u
 				on(partFront, costs[partFront]/float64(n)), on(partTemporal, costs[partTemporal]/float64(n)))
 			call := on(partPGT, costs[partPGT]/float64(n))
 			if s.rng.Float64() < c.WriteShare {
-				steps = append(steps, holding(shard, call, s.wait(c.Commit)))
-			} else {
-				steps = append(steps, call)
+				call = holding(shard, call, s.wait(c.Commit))
 			}
+			steps = append(steps, within(inFlight, call))
 		}
 		return steps
 	}
@@ -163,6 +164,8 @@ func Simulate(c Costs, t Topology, shoppers int, warmup, measure float64, seed u
 		r.ShardHold = held / float64(holds)
 	}
 	r.NotifyBusy = s.locks["notify"][0].busy / measure
+	inFlight.add(0)
+	r.InFlight = inFlight.area / measure
 	return r
 }
 

@@ -140,6 +140,19 @@ func TestSimulateIsDeterministic(t *testing.T) {
 	assert.NotEqual(t, a.P99, other.P99)
 }
 
+// Calls in flight are the share of time a lone shopper spends in Temporal's database: half, when its
+// other requests cost as much CPU as its calls there (Little's law with one customer).
+func TestInFlightIsTimeInTheDatabase(t *testing.T) {
+	c := Costs{Rest: map[string]float64{partDriver: 0.01}, Post: map[string]float64{partPGT: 0.01}, PostCalls: 4,
+		WriteShare: 0.5, CreatedShare: 1}
+	top := machine(1, false)
+	r := Simulate(c, top, 1, 10, 2000, 9)
+	assert.InEpsilon(t, 0.5, r.InFlight, 0.02)
+	c.Rest[partDriver] = 0.03
+	r = Simulate(c, top, 1, 10, 2000, 9)
+	assert.InEpsilon(t, 0.25, r.InFlight, 0.02)
+}
+
 // Saturated, the closed loop carries what the cores can serve: cores ÷ CPU per order.
 func TestSaturatedThroughputIsCoresOverDemand(t *testing.T) {
 	c := testCosts()

@@ -24,8 +24,9 @@ func render(in Inputs, v Validation, sz Sizing, calibrateAt int, seed uint64) st
 		"(exponentially distributed, so a chain of k bursts varies as an Erlang-k), one per Temporal persistence call of its "+
 		"phase: the checkout's share, Temporal's share, then the call in Temporal's database. Every host's cores are shared "+
 		"by processor sharing among the bursts on it. Two serialization points are simulated as locks held one at a time: a "+
-		"history shard, held across each execution write (the history service holds its shard's write lock across "+
-		"CreateWorkflowExecution and UpdateWorkflowExecution: service/history/shard/context_impl.go), for the write's "+
+		"history shard, held across each execution write's call to the database (the history service takes its shard's "+
+		"I/O semaphore, one at a time by default (history.shardIOConcurrency), before CreateWorkflowExecution and "+
+		"UpdateWorkflowExecution and releases it after the call: service/history/shard/context_impl.go), for the write's "+
 		"PostgreSQL burst and its flush; and PostgreSQL's notification-queue lock, which every cart write's commit took while "+
 		"the cart notices were a trigger's `pg_notify` (as in the build the cluster's runs measured: their lock waits are that "+
 		"lock's, `object` in UpdateCartDoc and CreateCart). The hot SKU's row is not a lock of the model: the saga's runs "+
@@ -80,12 +81,14 @@ func render(in Inputs, v Validation, sz Sizing, calibrateAt int, seed uint64) st
 	var states []string
 	for _, k := range v.Checks {
 		p := k.Predicted
-		states = append(states, fmt.Sprintf("at %d shoppers the model's machine was %.0f %% busy, its busiest shard %.0f %% "+
-			"and a write held its shard %.0f ms on average, where the run measured its execution writes at %.0f ms",
-			k.Shoppers, 100*p.PoolBusy["machine"], 100*p.ShardBusy, 1000*p.ShardHold, k.WriteMs))
+		states = append(states, fmt.Sprintf("at %d shoppers the model's machine was %.0f %% busy, its busiest shard %.0f %%, "+
+			"a write held its shard %.0f ms on average, where the run measured its execution writes at %.0f ms, and %.1f calls "+
+			"were in Temporal's database at once, where the run had %.1f under way",
+			k.Shoppers, 100*p.PoolBusy["machine"], 100*p.ShardBusy, 1000*p.ShardHold, k.WriteMs, p.InFlight, inFlight(k.Measured)))
 	}
 	w("In the simulation %s (Temporal's persistence latency of CreateWorkflowExecution and UpdateWorkflowExecution, "+
-		"the time a write holds its shard: a check of the model's insides that no input was fitted to). ", strings.Join(states, "; "))
+		"the time a write holds its shard, and every persistence call's latency over the window: checks of the model's "+
+		"insides that no input was fitted to). ", strings.Join(states, "; "))
 	w("%s\n\n", validationReading(v, in.Costs))
 	if len(v.Reverse) > 0 {
 		w("The other way round, the costs from the run at %d shoppers:\n\n", v.ReverseFrom)
@@ -164,6 +167,25 @@ func render(in Inputs, v Validation, sz Sizing, calibrateAt int, seed uint64) st
 	return b.String()
 }
 
+// likeOthers names the other load points' persistence calls under way beside k's, when they were
+// about as many (within the validation's margin).
+func likeOthers(v Validation, k Check) string {
+	var others []string
+	for _, o := range v.Checks {
+		if o.Shoppers == k.Shoppers {
+			continue
+		}
+		if math.Abs(miss(inFlight(o.Measured), inFlight(k.Measured))) > maxMiss {
+			return ""
+		}
+		others = append(others, fmt.Sprintf("%.0f at %d shoppers", inFlight(o.Measured), o.Shoppers))
+	}
+	if len(others) == 0 {
+		return ""
+	}
+	return ", about as many as at the other load (" + strings.Join(others, ", ") + ")"
+}
+
 // validationReading says what the validation's misses come from, read from the model's own figures.
 func validationReading(v Validation, c Costs) string {
 	parts := []string{"Throughput is set by the CPU: the machine was saturated at both counts, in the runs and in the model"}
@@ -178,13 +200,14 @@ func validationReading(v Validation, c Costs) string {
 			}
 			parts = append(parts, fmt.Sprintf("At %d shoppers the model's p99 runs long because its shards queue: processor "+
 				"sharing among requests gives the write that holds a shard the same sliver of the CPU as each of the %d "+
-				"shoppers' requests, so its hold grows to %.0f ms, where the run measured its writes at %.0f ms; on the "+
-				"machine most of those requests waited elsewhere (goroutines in the Go processes, Temporal's "+
-				"task queues), not holding the lock. Sharing the cores among processes instead (the last column: the kernel "+
+				"shoppers' requests, so its hold grows to %.0f ms, where the run measured its writes at %.0f ms. The model "+
+				"had %.0f calls in Temporal's database at once, the run %.0f under way%s: on the machine the shoppers "+
+				"beyond those waited before reaching it (goroutines in the Go processes, Temporal's task queues), not behind "+
+				"the shards. Sharing the cores among processes instead (the last column: the kernel "+
 				"shares them among threads, a Go process among its goroutines) keeps the holds short (%.0f ms) but %s "+
 				"(p50 %s, p99 %s). The model's p99, the cores shared among requests, is %.1f "+
 				"times its p50 where the run's was %.1f: what it gets wrong past the knee is the spread, not the throughput",
-				k.Shoppers, k.Shoppers, 1000*p.ShardHold, k.WriteMs, 1000*q.ShardHold, where, pct(miss(q.P50*1000, m.P50Ms)),
+				k.Shoppers, k.Shoppers, 1000*p.ShardHold, k.WriteMs, p.InFlight, inFlight(m), likeOthers(v, k), 1000*q.ShardHold, where, pct(miss(q.P50*1000, m.P50Ms)),
 				pct(miss(q.P99*1000, m.P99Ms)), p.P99/p.P50, m.P99Ms/m.P50Ms))
 		}
 		if mx := miss(p.P99*1000, m.P99Ms); mx < -maxMiss {

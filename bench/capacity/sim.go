@@ -269,6 +269,33 @@ func (l *serial) release() {
 	}
 }
 
+// gauge is how many requests are inside some steps, averaged over the time after warm-up.
+type gauge struct {
+	s    *sim
+	n    int
+	last float64 // when n last changed
+	area float64 // request-seconds inside after warm-up
+}
+
+func (g *gauge) add(d int) {
+	if from := math.Max(g.last, g.s.warmup); g.s.now > from {
+		g.area += float64(g.n) * (g.s.now - from)
+	}
+	g.last = g.s.now
+	g.n += d
+}
+
+// within runs inner counted by g.
+func within(g *gauge, inner ...step) step {
+	return func(next func()) {
+		g.add(1)
+		run(inner, func() {
+			g.add(-1)
+			next()
+		})
+	}
+}
+
 // step is one piece of a request: it calls next when it is done.
 type step func(next func())
 

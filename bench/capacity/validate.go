@@ -62,6 +62,14 @@ func writeMs(r figures.Run) float64 {
 	return sum / n
 }
 
+// inFlight is the run's persistence calls under way on average (their latency over the window).
+func inFlight(r figures.Run) float64 {
+	if p := r.Window.Persistence; p != nil {
+		return p.InFlight
+	}
+	return 0
+}
+
 // machine is this machine as the cluster runs had it: every part on one host of cpus cores. With
 // processes, the cores are shared among the processes the cluster ran (two API replicas and two
 // workers, Temporal's four services, HAProxy and the broker, the load generator, and a PostgreSQL
