@@ -82,7 +82,7 @@ func Simulate(c Costs, t Topology, shoppers int, warmup, measure float64, seed u
 	}
 	s.addLocks("shard", max(t.Shards, 1))
 	s.addLocks("notify", 1)
-	inFlight := &gauge{s: s}
+	inDatabase := &gauge{s: s}
 	on := func(part string, cpu float64) step {
 		if cpu <= 0 {
 			return func(next func()) { next() }
@@ -105,7 +105,7 @@ func Simulate(c Costs, t Topology, shoppers int, warmup, measure float64, seed u
 			if s.rng.Float64() < c.WriteShare {
 				call = holding(shard, call, s.wait(c.Commit))
 			}
-			steps = append(steps, within(inFlight, call))
+			steps = append(steps, within(inDatabase, call))
 		}
 		return steps
 	}
@@ -164,8 +164,8 @@ func Simulate(c Costs, t Topology, shoppers int, warmup, measure float64, seed u
 		r.ShardHold = held / float64(holds)
 	}
 	r.NotifyBusy = s.locks["notify"][0].busy / measure
-	inFlight.add(0)
-	r.InFlight = inFlight.area / measure
+	inDatabase.add(0)
+	r.InFlight = inDatabase.area / measure
 	return r
 }
 
