@@ -22,6 +22,7 @@ import (
 	"github.com/marketplace/checkout/events"
 	"github.com/marketplace/checkout/internal/dev/demo"
 	"github.com/marketplace/checkout/internal/dev/natsserver"
+	"github.com/marketplace/checkout/internal/dev/pgserver"
 	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/internal/wiring"
@@ -218,7 +219,7 @@ func TestCartCache_BrokerLost_ClearedAndBypassedUntilSubscribedAgain(t *testing.
 	testenv.SkipIfShort(t, "a nats-server of its own")
 	pool := sharedPool(t)
 	dir := t.TempDir()
-	port, err := natsserver.FreePort()
+	port, err := pgserver.FreePort()
 	require.NoError(t, err)
 	startBroker := func() *natsserver.Server {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -23,6 +23,7 @@ import (
 	"github.com/marketplace/checkout/events"
 	"github.com/marketplace/checkout/internal/dev/devprometheus"
 	"github.com/marketplace/checkout/internal/dev/natsserver"
+	"github.com/marketplace/checkout/internal/dev/pgserver"
 	"github.com/marketplace/checkout/internal/wiring"
 )
 
@@ -131,7 +132,7 @@ func TestEvents_EveryTypeTheRelayPublishes_FollowsItsSchema(t *testing.T) {
 func TestEvents_BrokerDown30sUnderLoad_NothingLostOrderKept_AlertFiresAndClears(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	port, err := natsserver.FreePort()
+	port, err := pgserver.FreePort()
 	require.NoError(t, err)
 	startBroker := func() *natsserver.Server {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -22,6 +22,7 @@ import (
 	"github.com/marketplace/checkout/events"
 	"github.com/marketplace/checkout/internal/dev/demo"
 	"github.com/marketplace/checkout/internal/dev/natsserver"
+	"github.com/marketplace/checkout/internal/dev/pgserver"
 	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/internal/metrics"
 	"github.com/marketplace/checkout/outbox"
@@ -344,7 +345,7 @@ func TestRelay_BrokerDown_StopsAndResumesByItself(t *testing.T) {
 	testenv.SkipIfShort(t, "a nats-server of its own")
 	pool := testenv.Pool(t)
 	dir := t.TempDir()
-	port, err := natsserver.FreePort()
+	port, err := pgserver.FreePort()
 	require.NoError(t, err)
 	start := func() *natsserver.Server {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

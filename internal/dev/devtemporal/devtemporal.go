@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/marketplace/checkout/internal/dev/childproc"
+	"github.com/marketplace/checkout/internal/dev/pgserver"
 )
 
 // Options describe the dev server to run.
@@ -92,7 +92,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	port := o.Port
 	if port == 0 {
-		if port, err = freePort(); err != nil {
+		if port, err = pgserver.FreePort(); err != nil {
 			return nil, err
 		}
 	}
@@ -179,15 +179,6 @@ func (s *Server) Stop() {
 	if s != nil {
 		s.proc.Stop()
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func describeNamespace(ns string) *workflowservice.DescribeNamespaceRequest {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/marketplace/checkout/internal/dev/childproc"
+	"github.com/marketplace/checkout/internal/dev/pgserver"
 )
 
 // Version is the nats-server the Makefile builds (NATS_SERVER_VERSION) and deploy/ runs.
@@ -114,7 +115,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	for _, p := range []*int{&o.Port, &o.MonitorPort} {
 		if *p == 0 {
-			if *p, err = FreePort(); err != nil {
+			if *p, err = pgserver.FreePort(); err != nil {
 				return nil, err
 			}
 		} else if inUse(o.Host, *p) {
@@ -166,16 +167,6 @@ func (s *Server) Kill() {
 	if s != nil {
 		s.proc.Kill()
 	}
-}
-
-// FreePort is a free TCP port on 127.0.0.1.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func inUse(host string, port int) bool {

@@ -294,16 +294,6 @@ func prepareDir(dir string, cred *syscall.Credential) error {
 	return nil
 }
 
-// FreePort asks the kernel for a free TCP port on loopback.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 func inUse(port int) bool {
 	c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), 200*time.Millisecond)
 	if err != nil {

@@ -226,8 +226,8 @@ func StripeMock(t testing.TB) string {
 			smErr = fmt.Errorf("%w: run `make stripe-mock`", err)
 			return
 		}
-		httpPort, err1 := freePort()
-		httpsPort, err2 := freePort()
+		httpPort, err1 := pgserver.FreePort()
+		httpsPort, err2 := pgserver.FreePort()
 		if smErr = errors.Join(err1, err2); smErr != nil {
 			return
 		}
@@ -273,15 +273,6 @@ func findBin(path, def string) (string, error) {
 			return "", fmt.Errorf("%s not found", def)
 		}
 	}
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // NATSURL returns the URL of the test binary's nats-server (JetStream on, its store in a
