@@ -2,7 +2,7 @@
 // fed by the per-order costs `make bench-cluster` and the dev stack's runs measured, checked
 // against the cluster's measured load points, then used to size a topology for 1,000 orders a
 // second. It measures nothing: it reads docs/bench-cluster.json, docs/bench-campaign.json and
-// docs/bench-lockwaits.json, simulates (a discrete-event simulation with a fixed seed, so the same
+// docs/bench-lockwaits.json, simulates (a discrete-event simulation with fixed seeds, so the same
 // files give the same section), prints the section and writes it into docs/benchmarks.md.
 package main
 
@@ -27,7 +27,7 @@ func main() {
 	out := flag.String("out", "docs/benchmarks.md", "the document to write the section into (empty: print only)")
 	calibrateAt := flag.Int("calibrate", 50, "the shopper count whose campaign run gives the costs")
 	target := flag.Float64("target", 1000, "orders answered 201 per second to size for")
-	seed := flag.Uint64("seed", 1, "the simulation's seed")
+	seed := flag.Uint64("seed", 1, fmt.Sprintf("the first seed of the simulations (the validation takes it and the next %d)", validationSeeds-1))
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("capacity: ")

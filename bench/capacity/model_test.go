@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"path/filepath"
 	"reflect"
@@ -138,6 +139,22 @@ func TestSimulateIsDeterministic(t *testing.T) {
 	assert.True(t, reflect.DeepEqual(a, b), "same seed: %+v against %+v", a, b)
 	other := Simulate(c, top, 30, 10, 30, 6)
 	assert.NotEqual(t, a.P99, other.P99)
+}
+
+// A prediction is one simulation per seed from its own on, and each of its figures their median.
+func TestPredictionIsTheMedianOfItsSeeds(t *testing.T) {
+	c, top := testCosts(), machine(2, false)
+	p := predict(c, top, 30, 11)
+	require.Len(t, p.Runs, validationSeeds)
+	var p99s []float64
+	for i, r := range p.Runs {
+		assert.True(t, reflect.DeepEqual(r, Simulate(c, top, 30, validateWarmup, validateMeasure, 11+uint64(i))), "run %d", i)
+		p99s = append(p99s, r.P99)
+	}
+	assert.Equal(t, quantile(p99s, 0.5), p.P99)
+	lo, hi := p.span(p99ms)
+	assert.Less(t, lo, hi, "the seeds give different tails")
+	assert.Equal(t, fmt.Sprintf("%.0f (%.0f–%.0f)", 1000*p.P99, lo, hi), spread(p, "%.0f", p99ms))
 }
 
 // Calls in flight are the share of time a lone shopper spends in Temporal's database: half, when its

@@ -14,8 +14,9 @@ func render(in Inputs, v Validation, sz Sizing, calibrateAt int, seed uint64) st
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	w("%s\n## Capacity: a queueing model of the campaign, checked against the cluster's runs, sized for 1,000 orders/s\n\n", startMarker)
 	w("Written by `make capacity` (bench/capacity); running it again replaces this section. It measures nothing: it reads "+
-		"docs/bench-cluster.json, docs/bench-campaign.json and docs/bench-lockwaits.json and simulates, with a fixed seed "+
-		"(%d), so the same files give the same section.\n\n", seed)
+		"docs/bench-cluster.json, docs/bench-campaign.json and docs/bench-lockwaits.json and simulates, with fixed seeds "+
+		"(%d to %d for the validation, %d for the sizing), so the same files give the same section.\n\n", seed,
+		seed+validationSeeds-1, seed)
 	w("**The model.** A discrete-event simulation of a closed network: each of N shoppers loops as `checkout-dev loadgen`'s "+
 		"shoppers do, without think time — the other requests of an order (address, cart writes, preview, its page, 3-D Secure "+
 		"or cancel), then POST /orders, then again — and each order leaves work behind after its answer (its hold, timers, "+
@@ -48,8 +49,9 @@ func render(in Inputs, v Validation, sz Sizing, calibrateAt int, seed uint64) st
 	w("The cluster's campaign runs (`make bench-cluster`), every part on the machine's %d CPUs and %d history shards, "+
 		"simulated for %.0f s after %.0f s of warm-up at each shopper count. The costs come from the run at %d shoppers; "+
 		"the other count is a prediction, and so are the latencies at both (no latency went in). Orders/s are those "+
-		"answered 201.\n\n",
-		in.CPUs, clusterShards, validateMeasure, validateWarmup, calibrateAt)
+		"answered 201. Each of the model's figures is the median of %d simulations that differ in their seed alone, "+
+		"the lowest and highest in brackets; a miss is the median's.\n\n",
+		in.CPUs, clusterShards, validateMeasure, validateWarmup, calibrateAt, validationSeeds)
 	w("| shoppers | measured orders/s | model | miss | measured p50 / p99 ms | model p50 / p99 ms | miss p50 / p99 | model, cores shared among processes: orders/s, p50 / p99 ms |\n")
 	w("|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	var misses []string
@@ -60,9 +62,9 @@ func render(in Inputs, v Validation, sz Sizing, calibrateAt int, seed uint64) st
 			label += " (costs from this run)"
 		}
 		mx, m50, m99 := miss(p.CreatedPerSec, m.PerSecond), miss(p.P50*1000, m.P50Ms), miss(p.P99*1000, m.P99Ms)
-		w("| %s | %.2f | %.2f | %s | %.0f / %.0f | %.0f / %.0f | %s / %s | %.2f, %.0f / %.0f |\n", label, m.PerSecond,
-			p.CreatedPerSec, pct(mx), m.P50Ms, m.P99Ms, p.P50*1000, p.P99*1000, pct(m50), pct(m99),
-			q.CreatedPerSec, q.P50*1000, q.P99*1000)
+		w("| %s | %.2f | %s | %s | %.0f / %.0f | %s / %s | %s / %s | %.2f, %.0f / %.0f |\n", label, m.PerSecond,
+			spread(p, "%.2f", perSec), pct(mx), m.P50Ms, m.P99Ms, spread(p, "%.0f", p50ms), spread(p, "%.0f", p99ms),
+			pct(m50), pct(m99), q.CreatedPerSec, q.P50*1000, q.P99*1000)
 		for _, x := range []struct {
 			what string
 			miss float64
@@ -99,8 +101,8 @@ func render(in Inputs, v Validation, sz Sizing, calibrateAt int, seed uint64) st
 			if k.Calibration {
 				label += " (costs from this run)"
 			}
-			w("| %s | %.2f | %.2f | %s | %.0f / %.0f | %.0f / %.0f | %s / %s |\n", label, m.PerSecond, p.CreatedPerSec,
-				pct(miss(p.CreatedPerSec, m.PerSecond)), m.P50Ms, m.P99Ms, p.P50*1000, p.P99*1000,
+			w("| %s | %.2f | %s | %s | %.0f / %.0f | %s / %s | %s / %s |\n", label, m.PerSecond, spread(p, "%.2f", perSec),
+				pct(miss(p.CreatedPerSec, m.PerSecond)), m.P50Ms, m.P99Ms, spread(p, "%.0f", p50ms), spread(p, "%.0f", p99ms),
 				pct(miss(p.P50*1000, m.P50Ms)), pct(miss(p.P99*1000, m.P99Ms)))
 		}
 		w("\n")
@@ -226,6 +228,18 @@ func validationReading(v Validation, c Costs) string {
 		}
 	}
 	return strings.Join(parts, ". ") + "."
+}
+
+// The figures of a prediction its tables show, in their units.
+func perSec(r Result) float64 { return r.CreatedPerSec }
+func p50ms(r Result) float64  { return 1000 * r.P50 }
+func p99ms(r Result) float64  { return 1000 * r.P99 }
+
+// spread is a prediction's figure: the median over its simulations, their lowest and highest
+// in brackets.
+func spread(p Prediction, format string, figure func(Result) float64) string {
+	lo, hi := p.span(figure)
+	return fmt.Sprintf(format+" ("+format+"–"+format+")", figure(p.Result), lo, hi)
 }
 
 func firstSerialReading(sz Sizing, first, cpu Ceiling, v Validation) string {
