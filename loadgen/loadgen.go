@@ -475,7 +475,12 @@ func (g *gen) placeOrder(ctx context.Context, endpoint, tok, key string, body ma
 	faults := 0
 	if endpoint == epOrder {
 		start := time.Now()
-		defer func() { g.rec.wait(EndpointOrderShopper, time.Since(start)) }()
+		token, _ := body["paymentMethodToken"].(string)
+		defer func() {
+			waited := time.Since(start)
+			g.rec.wait(EndpointOrderShopper, waited)
+			g.rec.wait(EndpointOrderPaidWith(token), waited)
+		}()
 	}
 	for attempt := 0; ; attempt++ {
 		a, err := g.load.send(ctx, request{endpoint: endpoint, method: http.MethodPost, url: target,

@@ -142,6 +142,33 @@ func TestRecorder_BusyRefusalsApartFromTheOrdersLetIn(t *testing.T) {
 		"a refusal is no answer of the key's to compare")
 }
 
+// TestRecorder_OrdersByPayment: each order as its shopper waited is counted once more by its payment
+// token, on rows after the API's endpoints, in the same order in every report.
+func TestRecorder_OrdersByPayment(t *testing.T) {
+	t.Parallel()
+	r := newRecorder()
+	for _, w := range []struct {
+		token string
+		ms    time.Duration
+	}{{"tok_ok", 40}, {"tok_3ds", 60}, {"tok_ok", 42}, {"tok_timeout", 90}, {"tok_3ds", 66}} {
+		r.wait(EndpointOrderShopper, w.ms*time.Millisecond)
+		r.wait(EndpointOrderPaidWith(w.token), w.ms*time.Millisecond)
+	}
+	r.observe(epGetOrder, 200, "", time.Millisecond)
+	var names []string
+	got := map[string]EndpointStats{}
+	for _, e := range r.endpoints(1) {
+		names = append(names, e.Endpoint)
+		got[e.Endpoint] = e
+	}
+	assert.Equal(t, []string{EndpointOrderShopper, epGetOrder, EndpointOrderPaidWith("tok_3ds"),
+		EndpointOrderPaidWith("tok_ok"), EndpointOrderPaidWith("tok_timeout")}, names)
+	assert.EqualValues(t, 5, got[EndpointOrderShopper].Requests)
+	assert.EqualValues(t, 2, got[EndpointOrderPaidWith("tok_3ds")].Requests)
+	assert.EqualValues(t, 66, got[EndpointOrderPaidWith("tok_3ds")].P99Ms)
+	assert.EqualValues(t, 40, got[EndpointOrderPaidWith("tok_ok")].P50Ms)
+}
+
 func TestParseCampaignHot_BoolOrPercent(t *testing.T) {
 	t.Parallel()
 	cases := []struct {

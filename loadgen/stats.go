@@ -3,6 +3,7 @@ package loadgen
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -23,6 +24,12 @@ const EndpointOrderBusy = "POST /api/v1/orders (refused BUSY)"
 // the first try of POST /api/v1/orders to the last answer, every try, every wait a BUSY answer
 // asked for, and the orders given up after it included. It counts orders, not requests.
 const EndpointOrderShopper = "POST /api/v1/orders as the shopper waited (every try and wait)"
+
+// EndpointOrderPaidWith names, in Report.Endpoints, the orders paid with one payment token as their
+// shoppers waited for them (as EndpointOrderShopper): POST /orders' own path differs by the
+// payment, a 3-D Secure order answered once the provider asks for the challenge, a timed-out
+// authorization once the provider has been asked again.
+func EndpointOrderPaidWith(token string) string { return EndpointOrderShopper + ", paid with " + token }
 
 // EndpointOrderRepeat names the same order sent again with its key (Config.RepeatShare).
 const EndpointOrderRepeat = "POST /api/v1/orders (same key again)"
@@ -125,12 +132,14 @@ func (r *recorder) endpoints(seconds float64) []EndpointStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []EndpointStats
-	names := append([]string{}, endpointOrder...)
+	var more []string
 	for name := range r.lat {
-		if !contains(names, name) {
-			names = append(names, name)
+		if !contains(endpointOrder, name) {
+			more = append(more, name)
 		}
 	}
+	sort.Strings(more)
+	names := append(slices.Clone(endpointOrder), more...)
 	for _, name := range names {
 		lat := r.lat[name]
 		if len(lat) == 0 {

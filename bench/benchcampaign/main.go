@@ -533,6 +533,9 @@ func (b *bench) loadReport(ctx context.Context, what string, n int, d time.Durat
 		if e.Endpoint == loadgen.EndpointOrder {
 			r.P50Ms, r.P95Ms, r.P99Ms = e.P50Ms, e.P95Ms, e.P99Ms
 		}
+		if strings.HasPrefix(e.Endpoint, loadgen.EndpointOrderPaidWith("")) {
+			r.ByPayment = append(r.ByPayment, e)
+		}
 	}
 	for _, e := range rep.Errors {
 		if (e.Status == 0 || e.Status >= 500) && !e.Expected { // BUSY is a refusal, as it should be

@@ -40,6 +40,9 @@ type Run struct {
 	Window     Window          `json:"window"`
 	// Refusals are POST /orders' error answers by code, every try counted (BUSY among them).
 	Refusals []loadgen.ErrorCount `json:"refusals,omitempty"`
+	// ByPayment is each payment token's orders as their shoppers waited for them (from the first
+	// try of POST /orders to its last answer), beside the run's latency of every POST /orders.
+	ByPayment []loadgen.EndpointStats `json:"byPayment,omitempty"`
 	// CouponOrders are the orders placed with the run's coupon, and Coupons what the previews
 	// with it said of it (runPromo only).
 	CouponOrders int64           `json:"couponOrders,omitempty"`
