@@ -60,42 +60,84 @@ func ScheduleIDs(cfg config.Config) []string {
 
 // EnsureSchedules creates the scheduled jobs' Temporal Schedules, or brings existing ones up to
 // date in place (spec, workflow, task queue, policies), so that every start-up of every worker may
-// call it and nothing is ever duplicated. A schedule that ops paused in the UI stays paused.
+// call it and nothing is ever duplicated. A schedule that ops paused in the UI stays paused. A
+// call that times out is tried again (retryTransient).
 func EnsureSchedules(ctx context.Context, c client.Client, cfg config.Config) error {
 	sc := c.ScheduleClient()
 	for _, j := range jobs(cfg) {
-		id := cfg.ScheduleIDPrefix + j.id
-		spec := scheduleSpec(j.every)
-		var args []any
-		if j.arg != nil {
-			args = []any{j.arg}
-		}
-		action := &client.ScheduleWorkflowAction{ID: id, Workflow: j.workflow, Args: args, TaskQueue: cfg.TaskQueue,
-			WorkflowExecutionTimeout: j.timeout, StaticSummary: j.summary}
-		policy := client.SchedulePolicies{Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP, CatchupWindow: catchupWindow(j.every)}
-		_, err := sc.Create(ctx, client.ScheduleOptions{ID: id, Spec: spec, Action: action, Overlap: policy.Overlap,
-			CatchupWindow: policy.CatchupWindow})
-		if err == nil {
-			continue
-		}
-		if !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
-			return fmt.Errorf("create schedule %s: %w", id, err)
-		}
-		err = sc.GetHandle(ctx, id).Update(ctx, client.ScheduleUpdateOptions{
-			DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
-				s := in.Description.Schedule
-				s.Spec, s.Action, s.Policy = &spec, action, &policy
-				if s.State == nil {
-					s.State = &client.ScheduleState{}
-				}
-				return &client.ScheduleUpdate{Schedule: &s}, nil
-			},
-		})
-		if err != nil {
-			return fmt.Errorf("update schedule %s: %w", id, err)
+		if err := retryTransient(ctx, func() error { return ensureSchedule(ctx, sc, cfg, j) }); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// ensureSchedule creates job's schedule, or brings the existing one up to date. A create that
+// timed out but was done is found on the next try, and updated.
+func ensureSchedule(ctx context.Context, sc client.ScheduleClient, cfg config.Config, j job) error {
+	id := cfg.ScheduleIDPrefix + j.id
+	spec := scheduleSpec(j.every)
+	var args []any
+	if j.arg != nil {
+		args = []any{j.arg}
+	}
+	action := &client.ScheduleWorkflowAction{ID: id, Workflow: j.workflow, Args: args, TaskQueue: cfg.TaskQueue,
+		WorkflowExecutionTimeout: j.timeout, StaticSummary: j.summary}
+	policy := client.SchedulePolicies{Overlap: enumspb.SCHEDULE_OVERLAP_POLICY_SKIP, CatchupWindow: catchupWindow(j.every)}
+	_, err := sc.Create(ctx, client.ScheduleOptions{ID: id, Spec: spec, Action: action, Overlap: policy.Overlap,
+		CatchupWindow: policy.CatchupWindow})
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
+		return fmt.Errorf("create schedule %s: %w", id, err)
+	}
+	err = sc.GetHandle(ctx, id).Update(ctx, client.ScheduleUpdateOptions{
+		DoUpdate: func(in client.ScheduleUpdateInput) (*client.ScheduleUpdate, error) {
+			s := in.Description.Schedule
+			s.Spec, s.Action, s.Policy = &spec, action, &policy
+			if s.State == nil {
+				s.State = &client.ScheduleState{}
+			}
+			return &client.ScheduleUpdate{Schedule: &s}, nil
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("update schedule %s: %w", id, err)
+	}
+	return nil
+}
+
+// transientWindow is how long start-up keeps trying a Temporal call that timed out or found the
+// server unavailable. A server that has just started, on a busy machine, can take longer than the
+// SDK's 10 s a call to answer one: reading a schedule is a query its own workers answer once they
+// poll.
+const transientWindow = 2 * time.Minute
+
+// retryTransient runs call until it succeeds, fails for another reason, ctx ends or
+// transientWindow has passed, waiting longer after each transient failure (up to 5 s).
+func retryTransient(ctx context.Context, call func() error) error {
+	deadline := time.Now().Add(transientWindow)
+	wait := 250 * time.Millisecond
+	for {
+		err := call()
+		if err == nil || !transient(err) || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// transient: the call timed out or the server was unavailable, which a later try may not be.
+func transient(err error) bool {
+	var timeout *serviceerror.DeadlineExceeded
+	var unavailable *serviceerror.Unavailable
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &timeout) || errors.As(err, &unavailable)
 }
 
 func scheduleSpec(e config.Every) client.ScheduleSpec {

@@ -134,8 +134,13 @@ func SearchAttributeTypes() map[string]string {
 }
 
 // EnsureSearchAttributes registers the order search attributes in the namespace; those already
-// there are left alone, so every start-up may call it.
+// there are left alone, so every start-up may call it. A call that times out is tried again
+// (retryTransient).
 func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
+	return retryTransient(ctx, func() error { return ensureSearchAttributes(ctx, c, namespace) })
+}
+
+func ensureSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
 	have, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
 	if err != nil {
 		return fmt.Errorf("list search attributes: %w", err)
