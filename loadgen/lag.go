@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,7 +65,7 @@ func gauges(body []byte, names ...string) map[string]float64 {
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	for sc.Scan() {
 		name, val, found := strings.Cut(sc.Text(), " ")
-		if !found || !contains(names, name) {
+		if !found || !slices.Contains(names, name) {
 			continue
 		}
 		if f, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {

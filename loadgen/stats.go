@@ -134,7 +134,7 @@ func (r *recorder) endpoints(seconds float64) []EndpointStats {
 	var out []EndpointStats
 	var more []string
 	for name := range r.lat {
-		if !contains(endpointOrder, name) {
+		if !slices.Contains(endpointOrder, name) {
 			more = append(more, name)
 		}
 	}
@@ -195,15 +195,6 @@ func rate(n int64, seconds float64) float64 {
 		return 0
 	}
 	return float64(n) / seconds
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 // tally counts by key, safe for concurrent use.
