@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -434,11 +433,7 @@ func bareAPI(t *testing.T, pool *pgxpool.Pool) (*echo.Echo, config.Config) {
 // answered 503 UNAVAILABLE with Retry-After, never a 500.
 func TestDatabaseDown_503WithRetryAfter(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close()) // nothing listens there now
-	pcfg, err := pgxpool.ParseConfig("postgres://checkout@" + addr + "/checkout?connect_timeout=2")
+	pcfg, err := pgxpool.ParseConfig(testenv.DownDatabaseURL(t))
 	require.NoError(t, err)
 	pool, err := pgxpool.NewWithConfig(context.Background(), pcfg)
 	require.NoError(t, err)

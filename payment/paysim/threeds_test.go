@@ -2,7 +2,6 @@ package paysim_test
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -16,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/payment"
 	"github.com/marketplace/checkout/payment/paysim"
 )
@@ -245,11 +245,7 @@ func runDeliverer(t *testing.T, sim *paysim.Sim) {
 func TestThreeDSWhileTheDatabaseIsDown_503WithRetryAfter(t *testing.T) {
 	f := newFixture(t, paysim.Options{})
 	in := f.authorize(paysim.Token3DS)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close()) // nothing listens there now
-	down, err := pgxpool.New(context.Background(), "postgres://checkout@"+addr+"/checkout?connect_timeout=2")
+	down, err := pgxpool.New(context.Background(), testenv.DownDatabaseURL(t))
 	require.NoError(t, err)
 	t.Cleanup(down.Close)
 	sim := paysim.New(down, paysim.Options{PublicBaseURL: baseURL, WebhookSecret: secret})

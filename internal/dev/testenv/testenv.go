@@ -177,6 +177,28 @@ func PoolOn(t testing.TB, url string, maxConns int32) *pgxpool.Pool {
 	return pool
 }
 
+// DownDatabaseURL is the URL of a PostgreSQL that is out of reach: something listens there and
+// hangs up on every connection, for as long as the test runs, so that no other process can take
+// the port in the meantime (as it could a port just closed).
+func DownDatabaseURL(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = conn.Close()
+		}
+	}()
+	return "postgres://checkout@" + ln.Addr().String() + "/checkout?connect_timeout=2"
+}
+
 func adminExec(ctx context.Context, sql string) error {
 	conn, err := pgx.Connect(ctx, pgAdminURL)
 	if err != nil {
