@@ -241,12 +241,16 @@ const (
 	stackCluster = "cluster"
 )
 
+// clusterReplicas is how many API replicas and how many workers the cluster runs.
+const clusterReplicas = 2
+
 // bench is what the runs share.
 type bench struct {
 	stack         *benchkit.Stack
 	procs         procs
 	pg            *pgSampler
 	metrics       []string // the Temporal server's /metrics (the cluster: one per service)
+	checkout      []string // the checkout's /metrics (the cluster: its API replicas' and workers')
 	floor         *benchkit.Floor
 	plainCheckout *plain.Server
 }
@@ -301,7 +305,7 @@ func measure(ctx context.Context, res *figures.Results, counts []int, window tim
 		// Admission control off, as on the dev stack: these runs look for what the stack carries,
 		// and BUSY refusals would make shoppers wait instead.
 		s, err = benchkit.StartClusterWith(ctx, benchkit.ClusterSpec{Prefix: "checkout-bench-cluster-",
-			Env: append(os.Environ(), admissionOff...), Args: append([]string{"--apis", "2", "--workers", "2"}, res.Flags...)})
+			Env: append(os.Environ(), admissionOff...), Args: append([]string{"--apis", strconv.Itoa(clusterReplicas), "--workers", strconv.Itoa(clusterReplicas)}, res.Flags...)})
 	} else {
 		log.Printf("starting the dev stack")
 		s, err = benchkit.StartStack(ctx, "checkout-bench-campaign-", append(slices.Clone(admissionOff), res.Env...)...)
@@ -314,9 +318,14 @@ func measure(ctx context.Context, res *figures.Results, counts []int, window tim
 	if onCluster {
 		b.procs, err = findClusterProcs(s.Dir)
 		b.metrics = s.TemporalServiceMetrics
+		for i := range clusterReplicas {
+			b.checkout = append(b.checkout, fmt.Sprintf("http://127.0.0.1:%d/metrics", s.Ports.APIMetrics+i),
+				fmt.Sprintf("http://127.0.0.1:%d/metrics", s.Ports.WorkerMetrics+i))
+		}
 	} else {
 		b.procs, err = findProcs(s.Cmd.Process.Pid, s.Dir)
 		b.metrics = []string{s.TemporalMetrics}
+		b.checkout = []string{s.Metrics}
 	}
 	if err != nil {
 		return err
@@ -409,6 +418,7 @@ type sampler struct {
 	from, to time.Time
 	cpu      [2]cpuSnap
 	persist  [2]persistence
+	sdk      [2]sdkLatencies
 	err      error
 }
 
@@ -421,6 +431,9 @@ func (s *sampler) mark(i int) {
 			s.persist[i] = p
 		}
 	}
+	if len(s.b.checkout) > 0 {
+		s.sdk[i] = scrapeSDK(context.Background(), s.b.checkout)
+	}
 	if i == 0 {
 		s.from = time.Now()
 	} else {
@@ -430,7 +443,7 @@ func (s *sampler) mark(i int) {
 
 func (s *sampler) window() figures.Window {
 	return figures.Window{CPU: cpuBetween(s.cpu[0], s.cpu[1], s.b.procs.cpus), PG: s.b.pg.between(s.from, s.to),
-		Persistence: persistenceBetween(s.persist[0], s.persist[1])}
+		Persistence: persistenceBetween(s.persist[0], s.persist[1]), SDK: sdkBetween(s.sdk[0], s.sdk[1])}
 }
 
 // floorRun starts empty workflows from n clients, one after another each, for d.

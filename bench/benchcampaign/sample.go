@@ -404,3 +404,64 @@ func persistenceBetween(a, b persistence) *figures.Persistence {
 	}
 	return out
 }
+
+// sdkLatencies are the Temporal SDK's latency histograms of the checkout's processes at one
+// moment, summed over the processes: series → count and sum (seconds).
+type sdkLatencies struct {
+	at         time.Time
+	count, sum map[string]float64
+}
+
+// scrapeSDK reads every temporal_*_latency_seconds histogram of the checkout's /metrics (the
+// long polls' aside: a poll waits for work, it is not work waiting), a series per metric and,
+// for the client's requests, per operation. A process that does not answer is left out.
+func scrapeSDK(ctx context.Context, urls []string) sdkLatencies {
+	l := sdkLatencies{at: time.Now(), count: map[string]float64{}, sum: map[string]float64{}}
+	for _, url := range urls {
+		_ = benchkit.ScrapeMetrics(ctx, url, func(name string, labels map[string]string, v float64) {
+			if !strings.HasPrefix(name, "temporal_") || strings.HasPrefix(name, "temporal_long_request") {
+				return
+			}
+			series, total := strings.CutSuffix(name, "_latency_seconds_sum")
+			if !total {
+				var ok bool
+				if series, ok = strings.CutSuffix(name, "_latency_seconds_count"); !ok {
+					return
+				}
+			}
+			series = strings.TrimPrefix(series, "temporal_")
+			if op := labels["operation"]; op != "" {
+				series += " " + op
+			}
+			if total {
+				l.sum[series] += v
+			} else {
+				l.count[series] += v
+			}
+		})
+	}
+	return l
+}
+
+// sdkBetween is each series over the time between a and b, the most in that state at once first.
+func sdkBetween(a, b sdkLatencies) []figures.SDKLatency {
+	secs := b.at.Sub(a.at).Seconds()
+	if secs <= 0 || a.count == nil || b.count == nil {
+		return nil
+	}
+	var out []figures.SDKLatency
+	for series, c := range b.count {
+		dc, ds := c-a.count[series], b.sum[series]-a.sum[series]
+		if dc <= 0 {
+			continue
+		}
+		out = append(out, figures.SDKLatency{Series: series, PerSecond: dc / secs, MeanMs: 1000 * ds / dc, InFlight: ds / secs})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].InFlight != out[j].InFlight {
+			return out[i].InFlight > out[j].InFlight
+		}
+		return out[i].Series < out[j].Series
+	})
+	return out
+}

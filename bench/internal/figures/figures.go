@@ -16,6 +16,19 @@ type Window struct {
 	CPU         CPU          `json:"cpu"`
 	PG          PGWaits      `json:"postgres"`
 	Persistence *Persistence `json:"temporalPersistence,omitempty"`
+	// SDK is what the checkout's processes (API replicas and workers) timed in the Temporal SDK's
+	// latency histograms, series by series.
+	SDK []SDKLatency `json:"sdk,omitempty"`
+}
+
+// SDKLatency is one of the Temporal SDK's latency histograms over a load phase, summed over the
+// checkout's processes: how many a second, their mean, and so how many were in that state at
+// once on average (rate × mean, Little's law).
+type SDKLatency struct {
+	Series    string  `json:"series"`
+	PerSecond float64 `json:"perSecond"`
+	MeanMs    float64 `json:"meanMs"`
+	InFlight  float64 `json:"inFlight"`
 }
 
 // Run is one measured run: for the floor, workflows; otherwise orders placed through POST /orders.

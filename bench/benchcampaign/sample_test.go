@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Two processes' /metrics, read twice a second apart: each series is their sum over the second,
+// the long polls are left out, the client's requests go by operation, and a process that answers
+// with an error is skipped.
+func TestSDKBetween_SumsTheProcessesSeriesBySeries(t *testing.T) {
+	page := func(tasks, waited, polls, calls float64) string {
+		return "# HELP temporal_workflow_task_schedule_to_start_latency_seconds x\n" +
+			`temporal_workflow_task_schedule_to_start_latency_seconds_bucket{task_queue="orders",le="1"} 1` + "\n" +
+			`temporal_workflow_task_schedule_to_start_latency_seconds_sum{task_queue="orders"} ` + f(waited) + "\n" +
+			`temporal_workflow_task_schedule_to_start_latency_seconds_count{task_queue="orders"} ` + f(tasks) + "\n" +
+			`temporal_long_request_latency_seconds_sum{operation="PollWorkflowTaskQueue"} ` + f(polls) + "\n" +
+			`temporal_long_request_latency_seconds_count{operation="PollWorkflowTaskQueue"} ` + f(polls) + "\n" +
+			`temporal_request_latency_seconds_sum{operation="RespondWorkflowTaskCompleted"} ` + f(calls/100) + "\n" +
+			`temporal_request_latency_seconds_count{operation="RespondWorkflowTaskCompleted"} ` + f(calls) + "\n" +
+			`go_gc_duration_seconds_sum 3` + "\n"
+	}
+	var second bool
+	serve := func(first, then string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			if second {
+				_, _ = w.Write([]byte(then))
+				return
+			}
+			_, _ = w.Write([]byte(first))
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	gone := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(gone.Close)
+	urls := []string{serve(page(10, 1, 5, 100), page(30, 9, 50, 300)), serve(page(0, 0, 0, 0), page(20, 2, 7, 100)), gone.URL}
+
+	a := scrapeSDK(context.Background(), urls)
+	second = true
+	b := scrapeSDK(context.Background(), urls)
+	b.at = a.at.Add(time.Second)
+
+	got := sdkBetween(a, b)
+	require.Len(t, got, 2)
+	assert.Equal(t, "workflow_task_schedule_to_start", got[0].Series)
+	assert.InDelta(t, 40, got[0].PerSecond, 1e-9) // (30-10) + 20
+	assert.InDelta(t, 250, got[0].MeanMs, 1e-9)   // (8 + 2) s over 40
+	assert.InDelta(t, 10, got[0].InFlight, 1e-9)
+	assert.Equal(t, "request RespondWorkflowTaskCompleted", got[1].Series)
+	assert.InDelta(t, 300, got[1].PerSecond, 1e-9)
+	assert.InDelta(t, 10, got[1].MeanMs, 1e-9)
+}
+
+func f(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
