@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/marketplace/checkout/bench/internal/figures"
 )
 
 // maxMiss is the validation's target: a prediction within 20 % of the measurement.
@@ -188,6 +190,19 @@ func likeOthers(v Validation, k Check) string {
 	return ", about as many as at the other load (" + strings.Join(others, ", ") + ")"
 }
 
+// waitedWhere says where a run's shoppers waited before Temporal's database: its workflow tasks
+// in the task queue for the workers' pollers, where the run recorded the SDK's latencies.
+func waitedWhere(r figures.Run) string {
+	for _, l := range r.Window.SDK {
+		if l.Series == "workflow_task_schedule_to_start" {
+			return fmt.Sprintf("in Temporal's task queue (%.0f workflow tasks at once waiting for the workers' pollers, "+
+				"%.0f ms each on average from scheduled to started, by the SDK's latencies)", l.InFlight, l.MeanMs)
+		}
+	}
+	return "in Temporal's task queue for the workers' pollers, as a later run that recorded the SDK's latencies " +
+		"measured (the reading after this section)"
+}
+
 // validationReading says what the validation's misses come from, read from the model's own figures.
 func validationReading(v Validation, c Costs) string {
 	parts := []string{"Throughput is set by the CPU: the machine was saturated at both counts, in the runs and in the model"}
@@ -204,12 +219,12 @@ func validationReading(v Validation, c Costs) string {
 				"sharing among requests gives the write that holds a shard the same sliver of the CPU as each of the %d "+
 				"shoppers' requests, so its hold grows to %.0f ms, where the run measured its writes at %.0f ms. The model "+
 				"had %.0f calls in Temporal's database at once, the run %.0f under way%s: on the machine the shoppers "+
-				"beyond those waited before reaching it (goroutines in the Go processes, Temporal's task queues), not behind "+
+				"beyond those waited before reaching it, %s, not behind "+
 				"the shards. Sharing the cores among processes instead (the last column: the kernel "+
 				"shares them among threads, a Go process among its goroutines) keeps the holds short (%.0f ms) but %s "+
 				"(p50 %s, p99 %s). The model's p99, the cores shared among requests, is %.1f "+
 				"times its p50 where the run's was %.1f: what it gets wrong past the knee is the spread, not the throughput",
-				k.Shoppers, k.Shoppers, 1000*p.ShardHold, k.WriteMs, p.InFlight, inFlight(m), likeOthers(v, k), 1000*q.ShardHold, where, pct(miss(q.P50*1000, m.P50Ms)),
+				k.Shoppers, k.Shoppers, 1000*p.ShardHold, k.WriteMs, p.InFlight, inFlight(m), likeOthers(v, k), waitedWhere(m), 1000*q.ShardHold, where, pct(miss(q.P50*1000, m.P50Ms)),
 				pct(miss(q.P99*1000, m.P99Ms)), p.P99/p.P50, m.P99Ms/m.P50Ms))
 		}
 		if mx := miss(p.P99*1000, m.P99Ms); mx < -maxMiss {
