@@ -412,14 +412,17 @@ type sdkLatencies struct {
 	count, sum map[string]float64
 }
 
-// scrapeSDK reads every temporal_*_latency_seconds histogram of the checkout's /metrics (the
-// long polls' aside: a poll waits for work, it is not work waiting), a series per metric and,
-// for the client's requests, per operation. A process that does not answer is left out.
+// scrapeSDK reads every temporal_*_latency_seconds histogram of the checkout's /metrics, a series
+// per metric and, for the client's requests, per operation: the long requests among them (the
+// API's Update-with-Start waits for the update's answer: long_request ExecuteMultiOperation) but
+// the workers' polls of their task queues. A poll that finds no task waits up to a minute for one,
+// and the histogram counts it when it ends, so the polls that ended in a window carry the idle
+// minute before it. A process that does not answer is left out.
 func scrapeSDK(ctx context.Context, urls []string) sdkLatencies {
 	l := sdkLatencies{at: time.Now(), count: map[string]float64{}, sum: map[string]float64{}}
 	for _, url := range urls {
 		_ = benchkit.ScrapeMetrics(ctx, url, func(name string, labels map[string]string, v float64) {
-			if !strings.HasPrefix(name, "temporal_") || strings.HasPrefix(name, "temporal_long_request") {
+			if !strings.HasPrefix(name, "temporal_") || taskQueuePoll[labels["operation"]] {
 				return
 			}
 			series, total := strings.CutSuffix(name, "_latency_seconds_sum")
@@ -442,6 +445,9 @@ func scrapeSDK(ctx context.Context, urls []string) sdkLatencies {
 	}
 	return l
 }
+
+// taskQueuePoll are the workers' long polls of their task queues.
+var taskQueuePoll = map[string]bool{"PollWorkflowTaskQueue": true, "PollActivityTaskQueue": true, "PollNexusTaskQueue": true}
 
 // sdkBetween is each series over the time between a and b, the most in that state at once first.
 func sdkBetween(a, b sdkLatencies) []figures.SDKLatency {

@@ -13,16 +13,18 @@ import (
 )
 
 // Two processes' /metrics, read twice a second apart: each series is their sum over the second,
-// the long polls are left out, the client's requests go by operation, and a process that answers
-// with an error is skipped.
+// the client's requests go by operation (the long ones too, but for the task queues' polls), and
+// a process that answers with an error is skipped.
 func TestSDKBetween_SumsTheProcessesSeriesBySeries(t *testing.T) {
-	page := func(tasks, waited, polls, calls float64) string {
+	page := func(tasks, waited, polls, updates, calls float64) string {
 		return "# HELP temporal_workflow_task_schedule_to_start_latency_seconds x\n" +
 			`temporal_workflow_task_schedule_to_start_latency_seconds_bucket{task_queue="orders",le="1"} 1` + "\n" +
 			`temporal_workflow_task_schedule_to_start_latency_seconds_sum{task_queue="orders"} ` + f(waited) + "\n" +
 			`temporal_workflow_task_schedule_to_start_latency_seconds_count{task_queue="orders"} ` + f(tasks) + "\n" +
-			`temporal_long_request_latency_seconds_sum{operation="PollWorkflowTaskQueue"} ` + f(polls) + "\n" +
+			`temporal_long_request_latency_seconds_sum{operation="PollWorkflowTaskQueue"} ` + f(60*polls) + "\n" +
 			`temporal_long_request_latency_seconds_count{operation="PollWorkflowTaskQueue"} ` + f(polls) + "\n" +
+			`temporal_long_request_latency_seconds_sum{operation="ExecuteMultiOperation"} ` + f(2*updates) + "\n" +
+			`temporal_long_request_latency_seconds_count{operation="ExecuteMultiOperation"} ` + f(updates) + "\n" +
 			`temporal_request_latency_seconds_sum{operation="RespondWorkflowTaskCompleted"} ` + f(calls/100) + "\n" +
 			`temporal_request_latency_seconds_count{operation="RespondWorkflowTaskCompleted"} ` + f(calls) + "\n" +
 			`go_gc_duration_seconds_sum 3` + "\n"
@@ -43,7 +45,7 @@ func TestSDKBetween_SumsTheProcessesSeriesBySeries(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	t.Cleanup(gone.Close)
-	urls := []string{serve(page(10, 1, 5, 100), page(30, 9, 50, 300)), serve(page(0, 0, 0, 0), page(20, 2, 7, 100)), gone.URL}
+	urls := []string{serve(page(10, 1, 5, 5, 100), page(30, 9, 50, 50, 300)), serve(page(0, 0, 0, 0, 0), page(20, 2, 7, 0, 100)), gone.URL}
 
 	a := scrapeSDK(context.Background(), urls)
 	second = true
@@ -51,7 +53,11 @@ func TestSDKBetween_SumsTheProcessesSeriesBySeries(t *testing.T) {
 	b.at = a.at.Add(time.Second)
 
 	got := sdkBetween(a, b)
-	require.Len(t, got, 2)
+	require.Len(t, got, 3)
+	assert.Equal(t, "long_request ExecuteMultiOperation", got[0].Series)
+	assert.InDelta(t, 45, got[0].PerSecond, 1e-9) // (50-5), the other process none
+	assert.InDelta(t, 90, got[0].InFlight, 1e-9)  // each 2 s
+	got = got[1:]
 	assert.Equal(t, "workflow_task_schedule_to_start", got[0].Series)
 	assert.InDelta(t, 40, got[0].PerSecond, 1e-9) // (30-10) + 20
 	assert.InDelta(t, 250, got[0].MeanMs, 1e-9)   // (8 + 2) s over 40
