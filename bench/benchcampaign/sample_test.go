@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,10 +30,10 @@ func TestSDKBetween_SumsTheProcessesSeriesBySeries(t *testing.T) {
 			`temporal_request_latency_seconds_count{operation="RespondWorkflowTaskCompleted"} ` + f(calls) + "\n" +
 			`go_gc_duration_seconds_sum 3` + "\n"
 	}
-	var second bool
+	var second atomic.Bool
 	serve := func(first, then string) string {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			if second {
+			if second.Load() {
 				_, _ = w.Write([]byte(then))
 				return
 			}
@@ -48,7 +49,7 @@ func TestSDKBetween_SumsTheProcessesSeriesBySeries(t *testing.T) {
 	urls := []string{serve(page(10, 1, 5, 5, 100), page(30, 9, 50, 50, 300)), serve(page(0, 0, 0, 0, 0), page(20, 2, 7, 0, 100)), gone.URL}
 
 	a := scrapeSDK(context.Background(), urls)
-	second = true
+	second.Store(true)
 	b := scrapeSDK(context.Background(), urls)
 	b.at = a.at.Add(time.Second)
 
