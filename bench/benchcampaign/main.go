@@ -418,7 +418,8 @@ type sampler struct {
 	from, to time.Time
 	cpu      [2]cpuSnap
 	persist  [2]persistence
-	sdk      [2]sdkLatencies
+	sdk      [2]latencies
+	tasks    [2]latencies
 	err      error
 }
 
@@ -432,7 +433,10 @@ func (s *sampler) mark(i int) {
 		}
 	}
 	if len(s.b.checkout) > 0 {
-		s.sdk[i] = scrapeSDK(context.Background(), s.b.checkout)
+		s.sdk[i] = scrapeLatencies(context.Background(), s.b.checkout, "_latency_seconds", sdkSeries)
+	}
+	if len(s.b.metrics) > 0 {
+		s.tasks[i] = scrapeLatencies(context.Background(), s.b.metrics, "", serverSeries)
 	}
 	if i == 0 {
 		s.from = time.Now()
@@ -443,7 +447,8 @@ func (s *sampler) mark(i int) {
 
 func (s *sampler) window() figures.Window {
 	return figures.Window{CPU: cpuBetween(s.cpu[0], s.cpu[1], s.b.procs.cpus), PG: s.b.pg.between(s.from, s.to),
-		Persistence: persistenceBetween(s.persist[0], s.persist[1]), SDK: sdkBetween(s.sdk[0], s.sdk[1])}
+		Persistence: persistenceBetween(s.persist[0], s.persist[1]), SDK: latenciesBetween(s.sdk[0], s.sdk[1]),
+		Tasks: latenciesBetween(s.tasks[0], s.tasks[1])}
 }
 
 // floorRun starts empty workflows from n clients, one after another each, for d.

@@ -405,63 +405,104 @@ func persistenceBetween(a, b persistence) *figures.Persistence {
 	return out
 }
 
-// sdkLatencies are the Temporal SDK's latency histograms of the checkout's processes at one
-// moment, summed over the processes: series → count and sum (seconds).
-type sdkLatencies struct {
+// latencies are latency histograms at one moment, summed over the processes that keep them:
+// series → count and sum (seconds).
+type latencies struct {
 	at         time.Time
 	count, sum map[string]float64
 }
 
-// scrapeSDK reads every temporal_*_latency_seconds histogram of the checkout's /metrics, a series
-// per metric and, for the client's requests, per operation: the long requests among them (the
-// API's Update-with-Start waits for the update's answer: long_request ExecuteMultiOperation) but
-// the workers' polls of their task queues. A poll that finds no task waits up to a minute for one,
-// and the histogram counts it when it ends, so the polls that ended in a window carry the idle
-// minute before it. A process that does not answer is left out.
-func scrapeSDK(ctx context.Context, urls []string) sdkLatencies {
-	l := sdkLatencies{at: time.Now(), count: map[string]float64{}, sum: map[string]float64{}}
+// seriesOf names the series a sample of a histogram's _sum or _count belongs to (false: not one
+// the caller keeps), given the histogram's name without the suffix.
+type seriesOf func(histogram string, labels map[string]string) (string, bool)
+
+// scrapeLatencies reads the histograms series keeps from each of urls' /metrics, whose sums are
+// in seconds and end in suffix+"_sum" (with "_count" beside). A process that does not answer is
+// left out.
+func scrapeLatencies(ctx context.Context, urls []string, suffix string, series seriesOf) latencies {
+	l := latencies{at: time.Now(), count: map[string]float64{}, sum: map[string]float64{}}
 	for _, url := range urls {
 		_ = benchkit.ScrapeMetrics(ctx, url, func(name string, labels map[string]string, v float64) {
-			if !strings.HasPrefix(name, "temporal_") || taskQueuePoll[labels["operation"]] {
-				return
-			}
-			series, total := strings.CutSuffix(name, "_latency_seconds_sum")
+			histogram, total := strings.CutSuffix(name, suffix+"_sum")
 			if !total {
 				var ok bool
-				if series, ok = strings.CutSuffix(name, "_latency_seconds_count"); !ok {
+				if histogram, ok = strings.CutSuffix(name, suffix+"_count"); !ok {
 					return
 				}
 			}
-			series = strings.TrimPrefix(series, "temporal_")
-			if op := labels["operation"]; op != "" {
-				series += " " + op
+			key, ok := series(histogram, labels)
+			if !ok {
+				return
 			}
 			if total {
-				l.sum[series] += v
+				l.sum[key] += v
 			} else {
-				l.count[series] += v
+				l.count[key] += v
 			}
 		})
 	}
 	return l
 }
 
+// sdkSeries keeps every temporal_*_latency_seconds histogram of the checkout's /metrics, a series
+// per metric and, for the client's requests, per operation: the long requests among them (the
+// API's Update-with-Start waits for the update's answer: long_request ExecuteMultiOperation) but
+// the workers' polls of their task queues. A poll that finds no task waits up to a minute for one,
+// and the histogram counts it when it ends, so the polls that ended in a window carry the idle
+// minute before it.
+func sdkSeries(histogram string, labels map[string]string) (string, bool) {
+	name, ok := strings.CutPrefix(histogram, "temporal_")
+	if !ok || taskQueuePoll[labels["operation"]] {
+		return "", false
+	}
+	if op := labels["operation"]; op != "" {
+		name += " " + op
+	}
+	return name, true
+}
+
 // taskQueuePoll are the workers' long polls of their task queues.
 var taskQueuePoll = map[string]bool{"PollWorkflowTaskQueue": true, "PollActivityTaskQueue": true, "PollNexusTaskQueue": true}
 
-// sdkBetween is each series over the time between a and b, the most in that state at once first.
-func sdkBetween(a, b sdkLatencies) []figures.SDKLatency {
+// serverTaskLatencies are the Temporal server's timings of a task on its way to a worker: in the
+// history service, a task from its creation to its completion (task_latency_queue), loaded into
+// memory (task_latency_load), waiting for a processing slot (task_latency_schedule) and processed
+// (task_latency_processing), where a workflow task's transfer task is handed to matching; in the
+// matching service, a task written to its backlog (task_write_latency), matched to a poll there
+// (asyncmatch_latency) or handed straight to a waiting poll (syncmatch_latency), and dispatched
+// from its creation (task_dispatch_latency).
+var serverTaskLatencies = map[string]bool{"task_latency_queue": true, "task_latency_load": true,
+	"task_latency_schedule": true, "task_latency_processing": true, "task_write_latency": true,
+	"asyncmatch_latency": true, "syncmatch_latency": true, "task_dispatch_latency": true}
+
+// serverSeries keeps serverTaskLatencies, a series per service, metric, operation and task type.
+func serverSeries(histogram string, labels map[string]string) (string, bool) {
+	if !serverTaskLatencies[histogram] {
+		return "", false
+	}
+	parts := []string{labels["service_name"], histogram}
+	for _, l := range []string{"operation", "task_type"} {
+		if v := labels[l]; v != "" && v != "none" && v != "__unknown__" {
+			parts = append(parts, v)
+		}
+	}
+	return strings.Join(parts, " "), true
+}
+
+// latenciesBetween is each series over the time between a and b, the most in that state at once
+// first.
+func latenciesBetween(a, b latencies) []figures.Latency {
 	secs := b.at.Sub(a.at).Seconds()
 	if secs <= 0 || a.count == nil || b.count == nil {
 		return nil
 	}
-	var out []figures.SDKLatency
+	var out []figures.Latency
 	for series, c := range b.count {
 		dc, ds := c-a.count[series], b.sum[series]-a.sum[series]
 		if dc <= 0 {
 			continue
 		}
-		out = append(out, figures.SDKLatency{Series: series, PerSecond: dc / secs, MeanMs: 1000 * ds / dc, InFlight: ds / secs})
+		out = append(out, figures.Latency{Series: series, PerSecond: dc / secs, MeanMs: 1000 * ds / dc, InFlight: ds / secs})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].InFlight != out[j].InFlight {

@@ -48,12 +48,12 @@ func TestSDKBetween_SumsTheProcessesSeriesBySeries(t *testing.T) {
 	t.Cleanup(gone.Close)
 	urls := []string{serve(page(10, 1, 5, 5, 100), page(30, 9, 50, 50, 300)), serve(page(0, 0, 0, 0, 0), page(20, 2, 7, 0, 100)), gone.URL}
 
-	a := scrapeSDK(context.Background(), urls)
+	a := scrapeLatencies(context.Background(), urls, "_latency_seconds", sdkSeries)
 	second.Store(true)
-	b := scrapeSDK(context.Background(), urls)
+	b := scrapeLatencies(context.Background(), urls, "_latency_seconds", sdkSeries)
 	b.at = a.at.Add(time.Second)
 
-	got := sdkBetween(a, b)
+	got := latenciesBetween(a, b)
 	require.Len(t, got, 3)
 	assert.Equal(t, "long_request ExecuteMultiOperation", got[0].Series)
 	assert.InDelta(t, 45, got[0].PerSecond, 1e-9) // (50-5), the other process none
@@ -69,3 +69,17 @@ func TestSDKBetween_SumsTheProcessesSeriesBySeries(t *testing.T) {
 }
 
 func f(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+
+// The server's task timings go by service, metric, operation and task type; its other
+// histograms are not kept.
+func TestServerSeries(t *testing.T) {
+	got, ok := serverSeries("task_latency_queue", map[string]string{"service_name": "history",
+		"operation": "TransferActiveTaskWorkflowTask", "task_type": "none", "namespace": "default"})
+	assert.True(t, ok)
+	assert.Equal(t, "history task_latency_queue TransferActiveTaskWorkflowTask", got)
+	got, ok = serverSeries("task_dispatch_latency", map[string]string{"service_name": "matching", "task_type": "Workflow"})
+	assert.True(t, ok)
+	assert.Equal(t, "matching task_dispatch_latency Workflow", got)
+	_, ok = serverSeries("persistence_latency", map[string]string{"service_name": "history"})
+	assert.False(t, ok)
+}

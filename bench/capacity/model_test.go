@@ -251,7 +251,7 @@ func erlangCSojourn(lambda, mu float64, c int) float64 {
 func TestWaitedWhere(t *testing.T) {
 	var r figures.Run
 	assert.Contains(t, waitedWhere(r), "as a later run that recorded the SDK's latencies measured")
-	r.Window.SDK = []figures.SDKLatency{{Series: "workflow_task_execution", InFlight: 4, MeanMs: 150},
+	r.Window.SDK = []figures.Latency{{Series: "workflow_task_execution", InFlight: 4, MeanMs: 150},
 		{Series: "workflow_task_schedule_to_start", PerSecond: 25.8, MeanMs: 5134.7, InFlight: 132.3}}
 	assert.Contains(t, waitedWhere(r), "(132 workflow tasks at once waiting for the workers' pollers, 5135 ms each")
 }

@@ -17,14 +17,16 @@ type Window struct {
 	PG          PGWaits      `json:"postgres"`
 	Persistence *Persistence `json:"temporalPersistence,omitempty"`
 	// SDK is what the checkout's processes (API replicas and workers) timed in the Temporal SDK's
-	// latency histograms, series by series.
-	SDK []SDKLatency `json:"sdk,omitempty"`
+	// latency histograms, series by series; Tasks what the Temporal server's history and matching
+	// services timed of their tasks on the way to a worker.
+	SDK   []Latency `json:"sdk,omitempty"`
+	Tasks []Latency `json:"temporalTasks,omitempty"`
 }
 
-// SDKLatency is one of the Temporal SDK's latency histograms over a load phase, summed over the
-// checkout's processes: how many a second, their mean, and so how many were in that state at
-// once on average (rate × mean, Little's law).
-type SDKLatency struct {
+// Latency is one latency histogram over a load phase, summed over the processes that keep it:
+// how many a second, their mean, and so how many were in that state at once on average (rate ×
+// mean, Little's law).
+type Latency struct {
 	Series    string  `json:"series"`
 	PerSecond float64 `json:"perSecond"`
 	MeanMs    float64 `json:"meanMs"`
