@@ -428,15 +428,14 @@ func (s *sampler) mark(i int) {
 	s.err = cmp.Or(s.err, err)
 	s.cpu[i] = snap
 	if len(s.b.metrics) > 0 {
-		if p, err := scrapePersistence(context.Background(), s.b.metrics); err == nil {
+		p, tasks, err := scrapeTemporal(context.Background(), s.b.metrics)
+		if err == nil {
 			s.persist[i] = p
 		}
+		s.tasks[i] = tasks
 	}
 	if len(s.b.checkout) > 0 {
 		s.sdk[i] = scrapeLatencies(context.Background(), s.b.checkout, "_latency_seconds", sdkSeries)
-	}
-	if len(s.b.metrics) > 0 {
-		s.tasks[i] = scrapeLatencies(context.Background(), s.b.metrics, "", serverSeries)
 	}
 	if i == 0 {
 		s.from = time.Now()

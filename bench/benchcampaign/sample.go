@@ -316,44 +316,46 @@ func top(m map[string]int, samples float64, k int) []figures.WaitCount {
 	return out[:min(k, len(out))]
 }
 
-// persistence is the dev server's persistence_latency histogram at one moment: per operation and
-// over all of them.
+// persistence is the Temporal server's persistence_latency histogram at one moment: per
+// operation ("service operation" → calls, seconds) and its buckets over all of them.
 type persistence struct {
-	at      time.Time
-	count   map[string]float64 // "service operation" → calls
-	sum     map[string]float64 // seconds
+	latencies
 	buckets map[float64]float64
 }
 
-// scrapePersistence reads the persistence metrics of the Temporal server, summed over its
-// processes' /metrics (the dev server has one, the cluster one per service).
-func scrapePersistence(ctx context.Context, urls []string) (persistence, error) {
-	p := persistence{at: time.Now(), count: map[string]float64{}, sum: map[string]float64{}, buckets: map[float64]float64{}}
+// scrapeTemporal reads the Temporal server's /metrics, summed over its processes (the dev server
+// has one, the cluster one per service), in one pass: its persistence histogram, and its timings
+// of a task on its way to a worker (serverSeries). The persistence figures stand only if every
+// process answered (the error says which did not); the tasks' leave out a process that did not.
+func scrapeTemporal(ctx context.Context, urls []string) (persistence, latencies, error) {
+	p := persistence{latencies: newLatencies(), buckets: map[float64]float64{}}
+	tasks := newLatencies()
 	var errs []error
 	for _, url := range urls {
-		errs = append(errs, scrapeInto(ctx, url, &p))
+		errs = append(errs, benchkit.ScrapeMetrics(ctx, url, func(name string, l map[string]string, v float64) {
+			p.visit(name, l, v)
+			tasks.visit(name, l, v, "", serverSeries)
+		}))
 	}
-	return p, errors.Join(errs...)
+	return p, tasks, errors.Join(errs...)
 }
 
-func scrapeInto(ctx context.Context, url string, p *persistence) error {
-	return benchkit.ScrapeMetrics(ctx, url, func(name string, l map[string]string, v float64) {
-		op := l["service_name"] + " " + l["operation"]
-		switch name {
-		case "persistence_latency_count":
-			p.count[op] += v
-		case "persistence_latency_sum":
-			p.sum[op] += v
-		case "persistence_latency_bucket":
-			le, err := strconv.ParseFloat(l["le"], 64)
-			if l["le"] == "+Inf" {
-				le, err = math.Inf(1), nil
-			}
-			if err == nil {
-				p.buckets[le] += v
-			}
+func (p *persistence) visit(name string, l map[string]string, v float64) {
+	op := l["service_name"] + " " + l["operation"]
+	switch name {
+	case "persistence_latency_count":
+		p.count[op] += v
+	case "persistence_latency_sum":
+		p.sum[op] += v
+	case "persistence_latency_bucket":
+		le, err := strconv.ParseFloat(l["le"], 64)
+		if l["le"] == "+Inf" {
+			le, err = math.Inf(1), nil
 		}
-	})
+		if err == nil {
+			p.buckets[le] += v
+		}
+	}
 }
 
 func persistenceBetween(a, b persistence) *figures.Persistence {
@@ -416,32 +418,41 @@ type latencies struct {
 // the caller keeps), given the histogram's name without the suffix.
 type seriesOf func(histogram string, labels map[string]string) (string, bool)
 
-// scrapeLatencies reads the histograms series keeps from each of urls' /metrics, whose sums are
-// in seconds and end in suffix+"_sum" (with "_count" beside). A process that does not answer is
-// left out.
+func newLatencies() latencies {
+	return latencies{at: time.Now(), count: map[string]float64{}, sum: map[string]float64{}}
+}
+
+// scrapeLatencies reads the histograms series keeps from each of urls' /metrics (see visit). A
+// process that does not answer is left out.
 func scrapeLatencies(ctx context.Context, urls []string, suffix string, series seriesOf) latencies {
-	l := latencies{at: time.Now(), count: map[string]float64{}, sum: map[string]float64{}}
+	l := newLatencies()
 	for _, url := range urls {
 		_ = benchkit.ScrapeMetrics(ctx, url, func(name string, labels map[string]string, v float64) {
-			histogram, total := strings.CutSuffix(name, suffix+"_sum")
-			if !total {
-				var ok bool
-				if histogram, ok = strings.CutSuffix(name, suffix+"_count"); !ok {
-					return
-				}
-			}
-			key, ok := series(histogram, labels)
-			if !ok {
-				return
-			}
-			if total {
-				l.sum[key] += v
-			} else {
-				l.count[key] += v
-			}
+			l.visit(name, labels, v, suffix, series)
 		})
 	}
 	return l
+}
+
+// visit adds one sample to l if it is the _sum or _count of a histogram series keeps, whose sums
+// are in seconds and whose name ends in suffix before them.
+func (l latencies) visit(name string, labels map[string]string, v float64, suffix string, series seriesOf) {
+	histogram, total := strings.CutSuffix(name, suffix+"_sum")
+	if !total {
+		var ok bool
+		if histogram, ok = strings.CutSuffix(name, suffix+"_count"); !ok {
+			return
+		}
+	}
+	key, ok := series(histogram, labels)
+	if !ok {
+		return
+	}
+	if total {
+		l.sum[key] += v
+	} else {
+		l.count[key] += v
+	}
 }
 
 // sdkSeries keeps every temporal_*_latency_seconds histogram of the checkout's /metrics, a series

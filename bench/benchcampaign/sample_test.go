@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -82,4 +83,24 @@ func TestServerSeries(t *testing.T) {
 	assert.Equal(t, "matching task_dispatch_latency Workflow", got)
 	_, ok = serverSeries("persistence_latency", map[string]string{"service_name": "history"})
 	assert.False(t, ok)
+}
+
+// One read of a Temporal service's /metrics gives both its persistence calls and its task
+// timings.
+func TestScrapeTemporal_PersistenceAndTasksInOnePass(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`persistence_latency_sum{service_name="history",operation="UpdateWorkflowExecution"} 2` + "\n" +
+			`persistence_latency_count{service_name="history",operation="UpdateWorkflowExecution"} 40` + "\n" +
+			`persistence_latency_bucket{service_name="history",operation="UpdateWorkflowExecution",le="+Inf"} 40` + "\n" +
+			`task_dispatch_latency_sum{service_name="matching",operation="TaskQueueMgr",task_type="Workflow"} 9` + "\n" +
+			`task_dispatch_latency_count{service_name="matching",operation="TaskQueueMgr",task_type="Workflow"} 3` + "\n"))
+	}))
+	t.Cleanup(srv.Close)
+
+	p, tasks, err := scrapeTemporal(context.Background(), []string{srv.URL})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]float64{"history UpdateWorkflowExecution": 40}, p.count)
+	assert.Equal(t, map[float64]float64{math.Inf(1): 40}, p.buckets)
+	assert.Equal(t, map[string]float64{"matching task_dispatch_latency TaskQueueMgr Workflow": 3}, tasks.count)
+	assert.Equal(t, map[string]float64{"matching task_dispatch_latency TaskQueueMgr Workflow": 9}, tasks.sum)
 }
