@@ -314,18 +314,13 @@ func measure(ctx context.Context, res *figures.Results, counts []int, window tim
 		return err
 	}
 	defer s.Stop()
-	b := &bench{stack: s}
+	b := &bench{stack: s, checkout: s.CheckoutMetrics(clusterReplicas)}
 	if onCluster {
 		b.procs, err = findClusterProcs(s.Dir)
 		b.metrics = s.TemporalServiceMetrics
-		for i := range clusterReplicas {
-			b.checkout = append(b.checkout, fmt.Sprintf("http://127.0.0.1:%d/metrics", s.Ports.APIMetrics+i),
-				fmt.Sprintf("http://127.0.0.1:%d/metrics", s.Ports.WorkerMetrics+i))
-		}
 	} else {
 		b.procs, err = findProcs(s.Cmd.Process.Pid, s.Dir)
 		b.metrics = []string{s.TemporalMetrics}
-		b.checkout = []string{s.Metrics}
 	}
 	if err != nil {
 		return err

@@ -262,6 +262,20 @@ func startLogged(cmd *exec.Cmd, log string) error {
 	return cmd.Start()
 }
 
+// CheckoutMetrics are the /metrics of the checkout's processes: the dev stack's one, or the
+// cluster's first replicas API replicas and workers.
+func (s *Stack) CheckoutMetrics(replicas int) []string {
+	if !s.Cluster {
+		return []string{s.Metrics}
+	}
+	var urls []string
+	for i := range replicas {
+		urls = append(urls, "http://127.0.0.1:"+strconv.Itoa(s.Ports.APIMetrics+i)+"/metrics",
+			"http://127.0.0.1:"+strconv.Itoa(s.Ports.WorkerMetrics+i)+"/metrics")
+	}
+	return urls
+}
+
 // Stop interrupts the stack (it stops its children) and removes its data folder, unless Keep.
 func (s *Stack) Stop() {
 	if s.Cmd.Process != nil {
