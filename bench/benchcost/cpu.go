@@ -511,8 +511,12 @@ func renderCPU(r cpuResult, others []cpuResult) string {
 		if run.other > 0.1 {
 			mark = " — **disturbed**: other processes took more than a tenth of the machine"
 		}
-		fmt.Fprintf(&b, " %d. floor %.2f ms, %s; other processes %.0f%% of the machine%s.", i+1, run.floor.ms(),
-			ratiosLine(run), 100*run.other, mark)
+		plain := ""
+		if r.withPlain {
+			plain = fmt.Sprintf(", plain checkout %.2f ms", run.plain.ms())
+		}
+		fmt.Fprintf(&b, " %d. floor %.2f ms, %s, the visit alone %.2f ms%s; other processes %.0f%% of the machine%s.",
+			i+1, run.floor.ms(), ratiosLine(run), run.visit.ms(), plain, 100*run.other, mark)
 	}
 	if len(others) > 0 {
 		b.WriteString("\n\nThe same pass on other stacks in the same run: another build's (`-baseline`, measured before " +

@@ -47,6 +47,8 @@ func TestRenderCPU_PlainCheckoutOnlyWhenMeasured(t *testing.T) {
 	assert.Contains(t, section, "| "+plainOrder.name+" | 10.00 (10.00–10.00) | 1.00 (1.00–1.00) |")
 	assert.Contains(t, section, "| paid-at-once | 30.00 (30.00–30.00) | 1.50 (1.50–1.50) |")
 	assert.Contains(t, section, "÷ (floor + plain checkout)")
+	assert.Contains(t, section, "the visit alone 1.00 ms, plain checkout 10.00 ms; other processes",
+		"each run's line names its visit and plain checkout")
 
 	without := with
 	without.withPlain = false

@@ -55,14 +55,10 @@ type Server struct {
 }
 
 // Start serves the plain endpoint on a loopback port of its own, over a pool of at most maxConns
-// connections to dbURL; secret verifies the shoppers' tokens, hold is the reservations' lifetime.
+// connections to dbURL opened as the product opens its own (db.Connect: one generic plan per
+// statement); secret verifies the shoppers' tokens, hold is the reservations' lifetime.
 func Start(ctx context.Context, dbURL string, maxConns int32, secret []byte, hold time.Duration) (*Server, error) {
-	cfg, err := pgxpool.ParseConfig(dbURL)
-	if err != nil {
-		return nil, err
-	}
-	cfg.MaxConns = maxConns
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := db.Connect(ctx, dbURL, maxConns)
 	if err != nil {
 		return nil, err
 	}
