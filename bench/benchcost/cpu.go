@@ -538,6 +538,23 @@ func renderCPU(r cpuResult, others []cpuResult) string {
 			}
 			b.WriteString("\n")
 		}
+		// A change made in one process (a statement of PostgreSQL's, a call of the checkout's) shows in
+		// its column, where the whole order's figure varies more from run to run than it moves.
+		orderParts := slices.DeleteFunc(slices.Clone(r.parts), func(p string) bool {
+			return p == "floor worker" || p == "plain checkout"
+		})
+		b.WriteString("\nPaid-at-once by process on each stack, CPU ms per order (medians of its runs):\n\n| stack |")
+		for _, p := range orderParts {
+			fmt.Fprintf(&b, " %s |", p)
+		}
+		b.WriteString("\n|---|" + strings.Repeat("---:|", len(orderParts)) + "\n")
+		for _, o := range append([]cpuResult{r}, others...) {
+			fmt.Fprintf(&b, "| %s |", o.label)
+			for _, p := range orderParts {
+				fmt.Fprintf(&b, " %.2f |", o.costs(func(run cpuRun) cpuCost { return run.kinds["paid-at-once"] }, p).Median)
+			}
+			b.WriteString("\n")
+		}
 		for _, o := range others {
 			for i, run := range o.runs {
 				if run.other > 0.1 {

@@ -56,3 +56,17 @@ func TestRenderCPU_PlainCheckoutOnlyWhenMeasured(t *testing.T) {
 	assert.NotContains(t, section, "plain checkout")
 	assert.True(t, strings.HasSuffix(section, cpuEndMarker+"\n"))
 }
+
+// TestRenderCPU_OtherStacksByProcess: beside another stack's totals, its paid-at-once order is
+// split by process as this build's is, each column the median of that stack's runs.
+func TestRenderCPU_OtherStacksByProcess(t *testing.T) {
+	t.Parallel()
+	this := cpuResult{label: "this build", withPlain: true, parts: []string{"checkout", "temporal", "plain checkout"},
+		runs: []cpuRun{testRun(10, 10, 30), testRun(10, 10, 30), testRun(10, 10, 30)}}
+	before := cpuResult{label: "before", parts: []string{"checkout", "temporal"},
+		runs: []cpuRun{testRun(10, 0, 40), testRun(10, 0, 44), testRun(10, 0, 80)}}
+	section := renderCPU(this, []cpuResult{before})
+	assert.Contains(t, section, "| stack | checkout | temporal |\n")
+	assert.Contains(t, section, "| this build | 7.50 | 22.50 |\n")
+	assert.Contains(t, section, "| before | 11.00 | 33.00 |\n")
+}
