@@ -169,7 +169,7 @@ func calibrate(cluster figures.Results, campaign figures.Results, lockWaits figu
 	restPG := math.Min(math.Min(visitPostgres, upperPG), pgC)
 	add("CPU of a shopper's other requests: checkout / PostgreSQL", ms(restAPI)+" / "+ms(restPG),
 		"docs/benchmarks.md, CPU per order: the visit alone (an address, the cart's lines, the cart read, the preview), "+
-			"median of `make bench-cost`'s three runs, dev stack; without the order's page, 3-D Secure's page or a cancel, so a lower bound")
+			"median of `make bench-cost`'s three runs of 2026-12-03 16:39 UTC (within the hour of the cluster's runs), dev stack; without the order's page, 3-D Secure's page or a cancel, so a lower bound")
 	add("the same, upper bound (not used)", ms(upperAPI)+" / "+ms(upperPG),
 		plainRun+": the same requests around a one-transaction order")
 
