@@ -519,8 +519,9 @@ func renderCPU(r cpuResult, others []cpuResult) string {
 			i+1, run.floor.ms(), ratiosLine(run), run.visit.ms(), plain, 100*run.other, mark)
 	}
 	if len(others) > 0 {
-		b.WriteString("\n\nThe same pass on other stacks in the same run: another build's (`-baseline`, measured before " +
-			"this one) and this build's with other settings (`-cpu-compare`, measured after it); medians of their runs, " +
+		b.WriteString("\n\nThe same pass on other stacks in the same run: another build's (`-baseline`) and this build's " +
+			"with other settings (`-cpu-compare`), measured in turns with this one, each run on a fresh stack of each, " +
+			"the turn's order reversed every other run; medians of their runs, " +
 			"ratios over each stack's own floor:\n\n| stack | settings | floor ms |")
 		for _, k := range kinds {
 			fmt.Fprintf(&b, " %s ms (÷ floor) |", k.name)

@@ -70,3 +70,16 @@ func TestRenderCPU_OtherStacksByProcess(t *testing.T) {
 	assert.Contains(t, section, "| this build | 7.50 | 22.50 |\n")
 	assert.Contains(t, section, "| before | 11.00 | 33.00 |\n")
 }
+
+// TestTurnOrder: with stacks measured in turns, each is first as often as last.
+func TestTurnOrder(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, []int{0, 1, 2}, turnOrder(3, 0))
+	assert.Equal(t, []int{2, 1, 0}, turnOrder(3, 1))
+	assert.Equal(t, []int{0, 1, 2}, turnOrder(3, 4))
+	firsts := map[int]int{}
+	for r := range 4 {
+		firsts[turnOrder(2, r)[0]]++
+	}
+	assert.Equal(t, map[int]int{0: 2, 1: 2}, firsts)
+}

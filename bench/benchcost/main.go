@@ -67,7 +67,7 @@ func main() {
 	cpuOnly := flag.Bool("cpu-only", false, "only the CPU pass (no persistence calls): on this build, and on -baseline's when given")
 	var compare compareFlag
 	flag.Var(&compare, "cpu-compare", "another stack for the CPU pass, label:KEY=VALUE[,KEY=VALUE] (repeatable): "+
-		"this build with those settings, measured after it in the same run (e.g. tcp:PG_UNIX_SOCKET=false)")
+		"this build with those settings, measured in turns with it in the same run (e.g. tcp:PG_UNIX_SOCKET=false)")
 	floorWorker := flag.String(floorWorkerFlag, "", "internal: run the floor's worker against this Temporal frontend")
 	floorDir := flag.String("floor-dir", "", "internal: the dev stack's data folder, for -"+floorWorkerFlag)
 	plainServer := flag.String(plainServerFlag, "", "internal: serve the plain checkout on this database")
@@ -97,26 +97,14 @@ func main() {
 	cfgs = append(cfgs, config{label: "this build", binary: thisBuild})
 	started := time.Now().UTC()
 	var results []result
-	var cpu cpuResult
-	var others []cpuResult
-	for i, c := range cfgs {
-		log.Printf("measuring %s", c.label)
-		// The CPU pass runs on this build's own stack, the last one, before its persistence calls,
-		// and on the baseline build's, whose figures go beside it.
-		last, base := i == len(cfgs)-1, *baseline != "" && i == 0
-		r, cr, err := measure(ctx, c, *orders, !*cpuOnly, last || base, last, *runs, *cpuOrders)
-		if err != nil {
-			log.Fatalf("%s: %v", c.label, err)
-		}
-		if !*cpuOnly {
+	if !*cpuOnly {
+		for _, c := range cfgs {
+			log.Printf("persistence calls on %s", c.label)
+			r, _, err := measure(ctx, c, *orders, true, false, false, 0, 0)
+			if err != nil {
+				log.Fatalf("%s: %v", c.label, err)
+			}
 			results = append(results, r)
-		}
-		switch {
-		case last:
-			cpu = cr
-		case base:
-			cr.label = c.label + " (`" + c.binary + "`)"
-			others = append(others, cr)
 		}
 	}
 	write := func(section, start, end string) {
@@ -127,21 +115,74 @@ func main() {
 			}
 		}
 	}
-	for _, c := range compare {
-		log.Printf("CPU pass on %s", c.label)
-		_, cr, err := measure(ctx, c, *orders, false, true, false, *runs, *cpuOrders)
-		if err != nil {
-			log.Fatalf("%s: %v", c.label, err)
-		}
-		cr.label = c.label
-		others = append(others, cr)
+	// The CPU pass: this build's stack (with the plain checkout, which writes this build's tables),
+	// and beside it the baseline build's and the -cpu-compare stacks.
+	this := cpuConfig{config: config{label: "this build", binary: thisBuild}, plain: true}
+	stacks := []cpuConfig{this}
+	if *baseline != "" {
+		stacks = append(stacks, cpuConfig{config: config{label: *baselineLabel + " (`" + *baseline + "`)", binary: *baseline}})
 	}
+	for _, c := range compare {
+		stacks = append(stacks, cpuConfig{config: c})
+	}
+	measured, err := cpuInTurns(ctx, stacks, *runs, *cpuOrders)
+	if err != nil {
+		log.Fatal(err)
+	}
+	cpu, others := measured[0], measured[1:]
 	if !*cpuOnly {
 		write(render(results, *orders, started), startMarker, endMarker)
 	}
-	cpu.label = "this build"
 	write(renderCPU(cpu, others), cpuStartMarker, cpuEndMarker)
 	fmt.Println(cpu.scriptLine())
+}
+
+// cpuConfig is a stack of the CPU pass: plain, whether the plain checkout is measured on it.
+type cpuConfig struct {
+	config
+	plain bool
+}
+
+// cpuInTurns is the CPU pass on each of stacks: with one stack, every run on it; with more, one run
+// at a time on a fresh stack of each in turn, the turn's order reversed every other run, so that
+// each is measured first as often as last. (An A/A run, one build as two stacks measured one after
+// the other with all their runs, put the first above the second in every process, by about a
+// tenth.) The results are in the order of stacks, each labelled as its stack is.
+func cpuInTurns(ctx context.Context, stacks []cpuConfig, runs, n int) ([]cpuResult, error) {
+	out := make([]cpuResult, len(stacks))
+	perStack := 1
+	if len(stacks) == 1 {
+		perStack, runs = runs, 1
+	}
+	for r := range runs {
+		for _, i := range turnOrder(len(stacks), r) {
+			st := stacks[i]
+			log.Printf("CPU pass on %s (turn %d of %d)", st.label, r+1, runs)
+			_, cr, err := measure(ctx, st.config, 0, false, true, st.plain, perStack, n)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", st.label, err)
+			}
+			if out[i].runs == nil {
+				cr.label, cr.env = st.label, st.env
+				out[i] = cr
+			} else {
+				out[i].runs = append(out[i].runs, cr.runs...)
+			}
+		}
+	}
+	return out, nil
+}
+
+// turnOrder is the order of n stacks in turn r: as given in even turns, reversed in odd ones.
+func turnOrder(n, r int) []int {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+		if r%2 == 1 {
+			order[i] = n - 1 - i
+		}
+	}
+	return order
 }
 
 // measure starts c's stack and measures its persistence calls (calls) and its CPU pass (withCPU),
