@@ -53,6 +53,13 @@ var visit = kind{name: "the visit alone (address, cart, preview; no order)", mix
 var plainOrder = kind{name: "plain checkout (the visit, then one transaction; no workflow)",
 	mix: loadgen.Mix{loadgen.ScenarioOK: 1}}
 
+// The processes of the CPU pass besides the stack's own: the floor's worker and the plain
+// checkout, neither of which takes part in an order of the product.
+const (
+	floorWorkerPart = "floor worker"
+	plainPart       = "plain checkout"
+)
+
 // kinds are what the CPU pass measures beside the floor, in the order each run takes them.
 var kinds = []kind{
 	{name: "paid-at-once", mix: loadgen.Mix{loadgen.ScenarioOK: 1}},
@@ -196,7 +203,7 @@ func measureCPU(ctx context.Context, st *benchkit.Stack, runs, n int, withPlain 
 		return res, err
 	}
 	defer func() { _ = fw.Process.Kill(); _ = fw.Wait() }()
-	parts = append(parts, benchkit.Part{Name: "floor worker", PID: fw.Process.Pid})
+	parts = append(parts, benchkit.Part{Name: floorWorkerPart, PID: fw.Process.Pid})
 	var plainURL string
 	var pool *pgxpool.Pool
 	if withPlain {
@@ -205,7 +212,7 @@ func measureCPU(ctx context.Context, st *benchkit.Stack, runs, n int, withPlain 
 			return res, err
 		}
 		defer func() { _ = pc.Process.Kill(); _ = pc.Wait() }()
-		parts, plainURL = append(parts, benchkit.Part{Name: "plain checkout", PID: pc.Process.Pid}), url
+		parts, plainURL = append(parts, benchkit.Part{Name: plainPart, PID: pc.Process.Pid}), url
 		if pool, err = db.Connect(ctx, st.DatabaseURL, 4); err != nil {
 			return res, err
 		}
@@ -542,7 +549,7 @@ func renderCPU(r cpuResult, others []cpuResult) string {
 		// A change made in one process (a statement of PostgreSQL's, a call of the checkout's) shows in
 		// its column, where the whole order's figure varies more from run to run than it moves.
 		orderParts := slices.DeleteFunc(slices.Clone(r.parts), func(p string) bool {
-			return p == "floor worker" || p == "plain checkout"
+			return p == floorWorkerPart || p == plainPart
 		})
 		b.WriteString("\nPaid-at-once by process on each stack, CPU ms per order (medians of its runs):\n\n| stack |")
 		for _, p := range orderParts {
