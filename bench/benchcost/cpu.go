@@ -443,11 +443,11 @@ func renderCPU(r cpuResult, others []cpuResult) string {
 	b.WriteString(cpuStartMarker + "\n## CPU per order\n\n")
 	b.WriteString("Written by `make bench-cost` (bench/benchcost); running it again replaces this section.\n\n")
 	fmt.Fprintf(&b, "- Command: `make bench-cost`, measured %s UTC on %d CPUs (%s), load average %.1f before; "+
-		"the stack is %s (`checkout-dev dev`: the Temporal dev server on SQLite, PostgreSQL, NATS).\n",
+		"each run on a fresh stack of %s (`checkout-dev dev`: the Temporal dev server on SQLite, PostgreSQL, NATS).\n",
 		r.started.Format("2006-01-02 15:04"), benchkit.OnlineCPUs(), benchkit.CPUModel(), r.loadAvg, label)
 	fmt.Fprintf(&b, "- What is counted: the CPU time of every server process of the stack (%s), read from /proc "+
-		"before and after each batch, less what the idle stack takes in the same time (measured first: %s of one "+
-		"CPU). The load generator, in the tool's own process, is not counted; neither is the floor's client. "+
+		"before and after each batch, less what the idle stack takes in the same time (measured on each stack before its run; on "+
+		"the first: %s of one CPU). The load generator, in the tool's own process, is not counted; neither is the floor's client. "+
 		"%d orders (or empty workflows) per batch, %d shopper at a time, so that nothing queues; each batch's "+
 		"window runs until its last order has nothing left to do (abandoned holds of %s expired).\n",
 		strings.Join(r.parts, ", "), percents(r.idle, r.parts), r.n, r.shoppers, holdTTL)

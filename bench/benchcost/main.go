@@ -62,7 +62,7 @@ func main() {
 	baseline := flag.String("baseline", "", "another build's binary that runs `dev` to measure beside this one, its CPU pass and persistence calls (a path: its checkout-dev, or its checkout from before the two binaries)")
 	baselineLabel := flag.String("baseline-label", "baseline", "what to call the baseline build")
 	out := flag.String("out", "docs/benchmarks.md", "the document to write the sections into")
-	runs := flag.Int("runs", 3, "runs of the CPU pass (each: the floor, paid at once, 3-D Secure, the campaign mix)")
+	runs := flag.Int("runs", 3, "runs of the CPU pass, each on a fresh stack (each: the floor, paid at once, 3-D Secure, the campaign mix)")
 	cpuOrders := flag.Int("cpu-orders", 60, "orders per kind (and empty workflows) in each run of the CPU pass")
 	cpuOnly := flag.Bool("cpu-only", false, "only the CPU pass (no persistence calls): on this build, and on -baseline's when given")
 	var compare compareFlag
@@ -143,22 +143,19 @@ type cpuConfig struct {
 	plain bool
 }
 
-// cpuInTurns is the CPU pass on each of stacks: with one stack, every run on it; with more, one run
-// at a time on a fresh stack of each in turn, the turn's order reversed every other run, so that
-// each is measured first as often as last. (An A/A run, one build as two stacks measured one after
-// the other with all their runs, put the first above the second in every process, by about a
-// tenth.) The results are in the order of stacks, each labelled as its stack is.
+// cpuInTurns is the CPU pass on each of stacks: every run on a fresh stack, one run of each stack in
+// turn, the turn's order reversed every other run, so that each is measured first as often as last.
+// (An A/A run, one build as two stacks measured one after the other with all their runs, put the
+// first above the second in every process, by about a tenth; and one build's fresh stacks differ
+// from one start to the next by as much, so a single stack's runs would understate its spread.)
+// The results are in the order of stacks, each labelled as its stack is.
 func cpuInTurns(ctx context.Context, stacks []cpuConfig, runs, n int) ([]cpuResult, error) {
 	out := make([]cpuResult, len(stacks))
-	perStack := 1
-	if len(stacks) == 1 {
-		perStack, runs = runs, 1
-	}
 	for r := range runs {
 		for _, i := range turnOrder(len(stacks), r) {
 			st := stacks[i]
 			log.Printf("CPU pass on %s (turn %d of %d)", st.label, r+1, runs)
-			_, cr, err := measure(ctx, st.config, 0, false, true, st.plain, perStack, n)
+			_, cr, err := measure(ctx, st.config, 0, false, true, st.plain, 1, n)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", st.label, err)
 			}
