@@ -25,6 +25,9 @@ const (
 	cpuEndMarker   = "<!-- cpu-cost:end -->"
 	// idleWindow is how long the idle stack is read before the runs, to take its rate off.
 	idleWindow = 20 * time.Second
+	// warmOrders is how many of each (empty workflows, visits, orders of each kind) warm a fresh
+	// stack up before its runs.
+	warmOrders = 20
 	// floorWorkerFlag makes this program the floor's worker, in a process of its own.
 	floorWorkerFlag = "floor-worker"
 	// plainServerFlag makes this program the plain checkout's server, in a process of its own;
@@ -189,9 +192,9 @@ func startChild(ctx context.Context, what string, env []string, args ...string) 
 	return cmd, strings.TrimSpace(rest), nil
 }
 
-// measureCPU is the CPU pass on stack st: the idle stack's rate, then runs × (n empty workflows,
-// n orders of each kind, and with withPlain n orders of the plain checkout), one shopper at a time
-// so that nothing queues.
+// measureCPU is the CPU pass on stack st: a run of warmOrders unmeasured, the idle stack's rate,
+// then runs × (n empty workflows, n orders of each kind, and with withPlain n orders of the plain
+// checkout), one shopper at a time so that nothing queues.
 func measureCPU(ctx context.Context, st *benchkit.Stack, runs, n int, withPlain bool) (cpuResult, error) {
 	res := cpuResult{n: n, started: time.Now().UTC(), loadAvg: benchkit.LoadAverage(), shoppers: 1, withPlain: withPlain}
 	parts, err := benchkit.DevParts(st.Cmd.Process.Pid, st.Dir)
@@ -227,6 +230,13 @@ func measureCPU(ctx context.Context, st *benchkit.Stack, runs, n int, withPlain 
 	}
 	defer floor.Close()
 
+	p := cpuPass{st: st, parts: parts, floor: floor, shoppers: res.shoppers, withPlain: withPlain, plainURL: plainURL, pool: pool}
+	// Runs on cold fresh stacks read higher and wider apart than runs on stacks that have worked
+	// (docs/benchmarks.md, CPU per order): one unmeasured run of warmOrders of each first, then
+	// the stack settles before its idle rate is read.
+	if _, err := p.run(ctx, -1, warmOrders, nil); err != nil {
+		return res, fmt.Errorf("warming up: %w", err)
+	}
 	time.Sleep(5 * time.Second) // the worker's first polls and the stack's start-up settle
 	a, err := benchkit.Read(parts)
 	if err != nil {
@@ -242,45 +252,13 @@ func measureCPU(ctx context.Context, st *benchkit.Stack, runs, n int, withPlain 
 	log.Printf("idle stack: %s", percents(res.idle, res.parts))
 
 	for r := range runs {
-		run := cpuRun{kinds: map[string]cpuCost{}}
 		first, err := benchkit.Read(parts)
 		if err != nil {
 			return res, err
 		}
-		// The floor: n empty workflows, one at a time, as the API starts an order.
-		lat := make([]time.Duration, 0, n)
-		for i := range n {
-			t := time.Now()
-			if err := floor.Run(ctx, fmt.Sprintf("cpu-floor-%d-%d-%d", time.Now().UnixNano(), r, i)); err != nil {
-				return res, err
-			}
-			lat = append(lat, time.Since(t))
-		}
-		time.Sleep(2 * time.Second)
-		end, err := benchkit.Read(parts)
+		run, err := p.run(ctx, r, n, idle)
 		if err != nil {
 			return res, err
-		}
-		slices.Sort(lat)
-		run.floor = cpuCost{byPart: benchkit.PerOrder(first, end, idle, n), p50Ms: benchkit.QuantileMs(lat, 0.5), orders: n}
-
-		if run.visit, err = batch(ctx, st, parts, idle, res.shoppers, n, visit, ""); err != nil {
-			return res, err
-		}
-		for _, k := range kinds {
-			if run.kinds[k.name], err = batch(ctx, st, parts, idle, res.shoppers, n, k, ""); err != nil {
-				return res, err
-			}
-		}
-		if withPlain {
-			if run.plain, err = batch(ctx, st, parts, idle, res.shoppers, n, plainOrder, plainURL); err != nil {
-				return res, err
-			}
-			// Its orders never pay and nothing of the product would end them: cancelled, their
-			// stock given back, outside any batch's window.
-			if _, err := plain.Settle(ctx, pool); err != nil {
-				return res, fmt.Errorf("settling the plain orders: %w", err)
-			}
 		}
 		last, err := benchkit.Read(parts)
 		if err != nil {
@@ -292,6 +270,64 @@ func measureCPU(ctx context.Context, st *benchkit.Stack, runs, n int, withPlain 
 		res.runs = append(res.runs, run)
 	}
 	return res, nil
+}
+
+// cpuPass is what one stack's runs share: the stack, its parts, the floor's client, and for the
+// plain checkout its address and a pool on its database.
+type cpuPass struct {
+	st        *benchkit.Stack
+	parts     []benchkit.Part
+	floor     *benchkit.Floor
+	shoppers  int
+	withPlain bool
+	plainURL  string
+	pool      *pgxpool.Pool
+}
+
+// run is one run on the stack: n empty workflows, the visit, n orders of each kind and with
+// withPlain of the plain checkout, each batch read with idle's rate taken off.
+func (p cpuPass) run(ctx context.Context, r, n int, idle map[string]float64) (cpuRun, error) {
+	run := cpuRun{kinds: map[string]cpuCost{}}
+	first, err := benchkit.Read(p.parts)
+	if err != nil {
+		return run, err
+	}
+	// The floor: n empty workflows, one at a time, as the API starts an order.
+	lat := make([]time.Duration, 0, n)
+	for i := range n {
+		t := time.Now()
+		if err := p.floor.Run(ctx, fmt.Sprintf("cpu-floor-%d-%d-%d", time.Now().UnixNano(), r, i)); err != nil {
+			return run, err
+		}
+		lat = append(lat, time.Since(t))
+	}
+	time.Sleep(2 * time.Second)
+	end, err := benchkit.Read(p.parts)
+	if err != nil {
+		return run, err
+	}
+	slices.Sort(lat)
+	run.floor = cpuCost{byPart: benchkit.PerOrder(first, end, idle, n), p50Ms: benchkit.QuantileMs(lat, 0.5), orders: n}
+
+	if run.visit, err = batch(ctx, p.st, p.parts, idle, p.shoppers, n, visit, ""); err != nil {
+		return run, err
+	}
+	for _, k := range kinds {
+		if run.kinds[k.name], err = batch(ctx, p.st, p.parts, idle, p.shoppers, n, k, ""); err != nil {
+			return run, err
+		}
+	}
+	if p.withPlain {
+		if run.plain, err = batch(ctx, p.st, p.parts, idle, p.shoppers, n, plainOrder, p.plainURL); err != nil {
+			return run, err
+		}
+		// Its orders never pay and nothing of the product would end them: cancelled, their
+		// stock given back, outside any batch's window.
+		if _, err := plain.Settle(ctx, p.pool); err != nil {
+			return run, fmt.Errorf("settling the plain orders: %w", err)
+		}
+	}
+	return run, nil
 }
 
 // batch runs n shoppers' orders (or visits) of kind k, shoppers at a time, and reads what they
@@ -448,9 +484,10 @@ func renderCPU(r cpuResult, others []cpuResult) string {
 	fmt.Fprintf(&b, "- What is counted: the CPU time of every server process of the stack (%s), read from /proc "+
 		"before and after each batch, less what the idle stack takes in the same time (measured on each stack before its run; on "+
 		"the first: %s of one CPU). The load generator, in the tool's own process, is not counted; neither is the floor's client. "+
+		"Each stack first runs %d of each unmeasured, to warm it up. "+
 		"%d orders (or empty workflows) per batch, %d shopper at a time, so that nothing queues; each batch's "+
 		"window runs until its last order has nothing left to do (abandoned holds of %s expired).\n",
-		strings.Join(r.parts, ", "), percents(r.idle, r.parts), r.n, r.shoppers, holdTTL)
+		strings.Join(r.parts, ", "), percents(r.idle, r.parts), warmOrders, r.n, r.shoppers, holdTTL)
 	b.WriteString("- The floor is an empty workflow started as the API starts an order (Update-with-Start, waiting " +
 		"for the update's answer), its worker a process of its own; an order's figure covers the API, the saga's " +
 		"worker, the outbox relay and the event consumers as well. Ratios are each run's own (order ÷ floor in " +

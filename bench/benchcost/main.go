@@ -63,7 +63,7 @@ func main() {
 	baselineLabel := flag.String("baseline-label", "baseline", "what to call the baseline build")
 	out := flag.String("out", "docs/benchmarks.md", "the document to write the sections into")
 	runs := flag.Int("runs", 3, "runs of the CPU pass, each on a fresh stack (each: the floor, paid at once, 3-D Secure, the campaign mix)")
-	cpuOrders := flag.Int("cpu-orders", 60, "orders per kind (and empty workflows) in each run of the CPU pass")
+	cpuOrders := flag.Int("cpu-orders", 120, "orders per kind (and empty workflows) in each run of the CPU pass")
 	cpuOnly := flag.Bool("cpu-only", false, "only the CPU pass (no persistence calls): on this build, and on -baseline's when given")
 	var compare compareFlag
 	flag.Var(&compare, "cpu-compare", "another stack for the CPU pass, label:KEY=VALUE[,KEY=VALUE] (repeatable): "+
