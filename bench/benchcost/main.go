@@ -115,15 +115,16 @@ func main() {
 			}
 		}
 	}
-	// The CPU pass: this build's stack (with the plain checkout, which writes this build's tables),
-	// and beside it the baseline build's and the -cpu-compare stacks.
+	// The CPU pass: this build's stack with the plain checkout, and beside it the -cpu-compare
+	// stacks, with it too (the same build without the plain checkout's batches reads higher per
+	// order), and the baseline build's, without it (it writes this build's tables).
 	this := cpuConfig{config: config{label: "this build", binary: thisBuild}, plain: true}
 	stacks := []cpuConfig{this}
 	if *baseline != "" {
 		stacks = append(stacks, cpuConfig{config: config{label: *baselineLabel + " (`" + *baseline + "`)", binary: *baseline}})
 	}
 	for _, c := range compare {
-		stacks = append(stacks, cpuConfig{config: c})
+		stacks = append(stacks, cpuConfig{config: c, plain: true})
 	}
 	measured, err := cpuInTurns(ctx, stacks, *runs, *cpuOrders)
 	if err != nil {
