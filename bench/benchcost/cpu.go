@@ -192,10 +192,10 @@ func startChild(ctx context.Context, what string, env []string, args ...string) 
 	return cmd, strings.TrimSpace(rest), nil
 }
 
-// measureCPU is the CPU pass on stack st: a run of warmOrders unmeasured, the idle stack's rate,
-// then runs × (n empty workflows, n orders of each kind, and with withPlain n orders of the plain
-// checkout), one shopper at a time so that nothing queues.
-func measureCPU(ctx context.Context, st *benchkit.Stack, runs, n int, withPlain bool) (cpuResult, error) {
+// measureCPU is one run of the CPU pass on stack st: a run of warmOrders unmeasured, the idle
+// stack's rate, then n empty workflows, n orders of each kind, and with withPlain n orders of the
+// plain checkout, one shopper at a time so that nothing queues.
+func measureCPU(ctx context.Context, st *benchkit.Stack, n int, withPlain bool) (cpuResult, error) {
 	res := cpuResult{n: n, started: time.Now().UTC(), loadAvg: benchkit.LoadAverage(), shoppers: 1, withPlain: withPlain}
 	parts, err := benchkit.DevParts(st.Cmd.Process.Pid, st.Dir)
 	if err != nil {
@@ -237,7 +237,7 @@ func measureCPU(ctx context.Context, st *benchkit.Stack, runs, n int, withPlain 
 	if _, err := p.run(ctx, -1, warmOrders, nil); err != nil {
 		return res, fmt.Errorf("warming up: %w", err)
 	}
-	time.Sleep(5 * time.Second) // the worker's first polls and the stack's start-up settle
+	time.Sleep(5 * time.Second) // what the warm-up left to do settles
 	a, err := benchkit.Read(parts)
 	if err != nil {
 		return res, err
@@ -251,29 +251,27 @@ func measureCPU(ctx context.Context, st *benchkit.Stack, runs, n int, withPlain 
 	res.idle = idle // jiffies a second = percent of one CPU
 	log.Printf("idle stack: %s", percents(res.idle, res.parts))
 
-	for r := range runs {
-		first, err := benchkit.Read(parts)
-		if err != nil {
-			return res, err
-		}
-		run, err := p.run(ctx, r, n, idle)
-		if err != nil {
-			return res, err
-		}
-		last, err := benchkit.Read(parts)
-		if err != nil {
-			return res, err
-		}
-		run.other = benchkit.OtherShare(first, last)
-		log.Printf("cpu run %d: floor %.2f ms; %s; other processes %.0f%% of the machine", r+1, run.floor.ms(),
-			ratiosLine(run), 100*run.other)
-		res.runs = append(res.runs, run)
+	first, err := benchkit.Read(parts)
+	if err != nil {
+		return res, err
 	}
+	run, err := p.run(ctx, 0, n, idle)
+	if err != nil {
+		return res, err
+	}
+	last, err := benchkit.Read(parts)
+	if err != nil {
+		return res, err
+	}
+	run.other = benchkit.OtherShare(first, last)
+	log.Printf("cpu run: floor %.2f ms; %s; other processes %.0f%% of the machine", run.floor.ms(),
+		ratiosLine(run), 100*run.other)
+	res.runs = []cpuRun{run}
 	return res, nil
 }
 
-// cpuPass is what one stack's runs share: the stack, its parts, the floor's client, and for the
-// plain checkout its address and a pool on its database.
+// cpuPass is what a stack's runs (the warm-up's and the measured one) share: the stack, its parts,
+// the floor's client, and for the plain checkout its address and a pool on its database.
 type cpuPass struct {
 	st        *benchkit.Stack
 	parts     []benchkit.Part

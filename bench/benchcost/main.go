@@ -100,7 +100,9 @@ func main() {
 	if !*cpuOnly {
 		for _, c := range cfgs {
 			log.Printf("persistence calls on %s", c.label)
-			r, _, err := measure(ctx, c, *orders, true, false, false, 0, 0)
+			r, err := onStack(ctx, c, func(st *benchkit.Stack) (result, error) {
+				return measureCalls(ctx, st, result{cfg: c, scenarios: map[string]cost{}}, *orders)
+			})
 			if err != nil {
 				log.Fatalf("%s: %v", c.label, err)
 			}
@@ -156,9 +158,11 @@ func cpuInTurns(ctx context.Context, stacks []cpuConfig, runs, n int) ([]cpuResu
 		for _, i := range turnOrder(len(stacks), r) {
 			st := stacks[i]
 			log.Printf("CPU pass on %s (turn %d of %d)", st.label, r+1, runs)
-			_, cr, err := measure(ctx, st.config, 0, false, true, st.plain, 1, n)
+			cr, err := onStack(ctx, st.config, func(s *benchkit.Stack) (cpuResult, error) {
+				return measureCPU(ctx, s, n, st.plain)
+			})
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", st.label, err)
+				return nil, fmt.Errorf("%s: CPU pass: %w", st.label, err)
 			}
 			if out[i].runs == nil {
 				cr.label, cr.env = st.label, st.env
@@ -183,30 +187,18 @@ func turnOrder(n, r int) []int {
 	return order
 }
 
-// measure starts c's stack and measures its persistence calls (calls) and its CPU pass (withCPU),
-// with the plain checkout (withPlain: the plain checkout writes this build's tables).
-func measure(ctx context.Context, c config, n int, calls, withCPU, withPlain bool, runs, cpuOrders int) (result, cpuResult, error) {
+// onStack starts a fresh stack of c, lets its start-up work settle, measures it with m and stops it.
+func onStack[T any](ctx context.Context, c config, m func(*benchkit.Stack) (T, error)) (T, error) {
 	env := append([]string{"HOLD_TTL=" + holdTTL.String(), "PAYMENT_RECONCILER_EVERY=1h", "SWEEPER_EVERY=1h",
 		"RECONCILER_EVERY=1h"}, c.env...)
 	st, err := benchkit.StartStackOf(ctx, c.binary, "benchcost-", env...)
 	if err != nil {
-		return result{}, cpuResult{}, err
+		var zero T
+		return zero, err
 	}
 	defer st.Stop()
-	res := result{cfg: c, scenarios: map[string]cost{}}
 	time.Sleep(5 * time.Second) // start-up work (schedules, namespace) settles
-	var cpu cpuResult
-	if withCPU {
-		if cpu, err = measureCPU(ctx, st, runs, cpuOrders, withPlain); err != nil {
-			return res, cpu, fmt.Errorf("CPU pass: %w", err)
-		}
-		cpu.env = c.env
-	}
-	if !calls {
-		return res, cpu, nil
-	}
-	res, err = measureCalls(ctx, st, res, n)
-	return res, cpu, err
+	return m(st)
 }
 
 // measureCalls is the persistence pass: the dev server's persistence calls and visibility writes
