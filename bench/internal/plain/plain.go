@@ -29,7 +29,6 @@ import (
 	"github.com/marketplace/checkout/internal/auth"
 	"github.com/marketplace/checkout/internal/problem"
 	"github.com/marketplace/checkout/order"
-	"github.com/marketplace/checkout/outbox/emit"
 )
 
 // workflowID marks the orders of the plain endpoint (orders.workflow_id is NOT NULL; no workflow
@@ -42,10 +41,12 @@ const path = "/plain/v1/orders"
 // Server is the baseline of the saga: a checkout without Temporal, written only for the
 // benchmarks. One PostgreSQL transaction per request reads the shopper's address, cart and the
 // catalog's prices and refuses what the saga's price check refuses (cart.Price), writes the
-// order as the saga's order step does (order.Insert) but without a payment row, reserves every line with the product's own SQL (reserve_order, the
-// statement Engine.Reserve runs when it does not combine) and appends an outbox event. There is no
-// payment step: the order is a tok_ok order that will be paid later; nothing durable but the
-// transaction stands behind the answer.
+// order as the saga's order step does (order.Insert, with its order.created event, which the
+// product's relay publishes) but without a payment row, and reserves every line with the
+// product's own SQL (reserve_order, the statement Engine.Reserve runs when it does not combine).
+// It writes no event of its own: one this build cannot publish would stop the relay, and every
+// event behind it, on a stack the product shares. There is no payment step: the order is a tok_ok
+// order that will be paid later; nothing durable but the transaction stands behind the answer.
 type Server struct {
 	pool   *pgxpool.Pool
 	secret []byte
@@ -214,10 +215,6 @@ func (p *Server) checkout(ctx context.Context, userID int64, key, hash string, r
 		if short != nil {
 			out = fail(problem.New(problem.OutOfStock, "some lines are out of stock").WithDetails(shortLines{Items: short}))
 			return errOutOfStock // roll back the order row
-		}
-		payload, _ := json.Marshal(map[string]any{"orderId": id, "status": order.StatusPendingPayment, "total": quote.TotalMinor})
-		if err := emit.Event(ctx, tx, "order", strconv.FormatInt(id, 10), "order.placed", payload); err != nil {
-			return err
 		}
 		out = &answer{status: http.StatusCreated, body: map[string]any{"orderId": id, "status": order.StatusPendingPayment,
 			"holdExpiresAt": expires}}
