@@ -118,8 +118,8 @@ func main() {
 		}
 	}
 	// The CPU pass: this build's stack with the plain checkout, and beside it the -cpu-compare
-	// stacks, with it too (the same build without the plain checkout's batches reads higher per
-	// order), and the baseline build's, without it (it writes this build's tables).
+	// stacks, with it too, so that every stack of this build is measured the same way, and the
+	// baseline build's, without it (it writes this build's tables).
 	this := cpuConfig{config: config{label: "this build", binary: thisBuild}, plain: true}
 	stacks := []cpuConfig{this}
 	if *baseline != "" {
