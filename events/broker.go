@@ -194,9 +194,11 @@ func Decode(body []byte) (Envelope, error) {
 	return e, nil
 }
 
-// Fetch takes up to n messages from a pull consumer as soon as any are there: what waits now
-// (at once), else the first one to come within wait and whatever came with it. (A plain fetch of n
-// waits for all n or the whole wait, which would add its wait to every event's lag.)
+// Fetch takes up to n messages from a pull consumer as soon as any are there: the first to come
+// within wait, then, when the broker said more were waiting behind it, up to n-1 of those at once.
+// (A plain fetch of n waits for all n or the whole wait, which would add its wait to every event's
+// lag; asking for more when none waits is a round trip to the broker for nothing, and at a trickle
+// of events that is most of them.)
 func Fetch(c jetstream.Consumer, n int, wait time.Duration) ([]jetstream.Msg, error) {
 	take := func(b jetstream.MessageBatch, err error) ([]jetstream.Msg, error) {
 		if err != nil {
@@ -211,12 +213,12 @@ func Fetch(c jetstream.Consumer, n int, wait time.Duration) ([]jetstream.Msg, er
 		}
 		return msgs, nil
 	}
-	msgs, err := take(c.FetchNoWait(n))
-	if err != nil || len(msgs) > 0 {
+	msgs, err := take(c.Fetch(1, jetstream.FetchMaxWait(wait)))
+	if err != nil || len(msgs) == 0 || n == 1 {
 		return msgs, err
 	}
-	if msgs, err = take(c.Fetch(1, jetstream.FetchMaxWait(wait))); err != nil || len(msgs) == 0 || n == 1 {
-		return msgs, err
+	if md, err := msgs[0].Metadata(); err == nil && md.NumPending == 0 {
+		return msgs, nil
 	}
 	more, err := take(c.FetchNoWait(n - 1))
 	if err != nil {

@@ -75,3 +75,62 @@ func TestConsumer_MessageWithTraceContext_ProcessedInAConsumerSpanOfIt(t *testin
 	require.NoError(t, err)
 	assert.Zero(t, n, "both acknowledged")
 }
+
+// TestFetch_TakesWhatWaitsAtOnce_ElseTheFirstToCome: messages already waiting come in one fetch,
+// up to n; with none waiting, the first published within the wait comes as soon as it is there;
+// with none, the fetch returns empty once the wait is over.
+func TestFetch_TakesWhatWaitsAtOnce_ElseTheFirstToCome(t *testing.T) {
+	t.Parallel()
+	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	b, err := events.Connect(events.Options{URL: testenv.NATSURL(t), Prefix: testenv.EventsPrefix(t), Replicas: 1,
+		MaxAge: time.Hour, MaxBytes: 64 << 20, Log: quiet})
+	require.NoError(t, err)
+	t.Cleanup(b.Close)
+	ctx := context.Background()
+	require.NoError(t, b.EnsureStream(ctx))
+	id := int64(0)
+	publish := func(n int) {
+		for range n {
+			id++
+			data, _ := json.Marshal(events.Stock{SKUID: id, WarehouseID: 1})
+			env, err := events.Build(events.Row{ID: id, AggregateType: "sku", AggregateID: "1", Type: events.StockChanged,
+				Payload: data, CreatedAt: time.Now()})
+			require.NoError(t, err)
+			_, err = b.Publish(ctx, env)
+			require.NoError(t, err)
+		}
+	}
+	prefix := b.Options().Prefix
+	c, err := b.JetStream().CreateOrUpdateConsumer(ctx, events.StreamName(prefix),
+		jetstream.ConsumerConfig{Durable: "fetch", FilterSubject: events.SubjectsAll(prefix),
+			AckPolicy: jetstream.AckExplicitPolicy})
+	require.NoError(t, err)
+	ack := func(msgs []jetstream.Msg) {
+		for _, m := range msgs {
+			require.NoError(t, m.Ack())
+		}
+	}
+
+	publish(5)
+	msgs, err := events.Fetch(c, 3, time.Second)
+	require.NoError(t, err)
+	assert.Len(t, msgs, 3, "up to n of what waits")
+	ack(msgs)
+	msgs, err = events.Fetch(c, 10, time.Second)
+	require.NoError(t, err)
+	assert.Len(t, msgs, 2, "the rest, in one fetch")
+	ack(msgs)
+
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		publish(1)
+	}()
+	msgs, err = events.Fetch(c, 10, 30*time.Second)
+	require.NoError(t, err)
+	assert.Len(t, msgs, 1, "the first to come, without waiting out the wait")
+	ack(msgs)
+
+	msgs, err = events.Fetch(c, 10, 100*time.Millisecond)
+	require.NoError(t, err)
+	assert.Empty(t, msgs)
+}
