@@ -21,18 +21,26 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// TestConsumer_MessageWithTraceContext_ProcessedInAConsumerSpanOfIt: a message that carries a
-// traceparent header is handed to the apply step in a consumer span, a child of that context, and
-// acknowledged; one without is handed over in the batch's context and starts no span.
-func TestConsumer_MessageWithTraceContext_ProcessedInAConsumerSpanOfIt(t *testing.T) {
-	t.Parallel()
+// testBroker connects to the test's broker with a stream prefix of the test's own, its stream
+// made.
+func testBroker(t *testing.T) *events.Broker {
+	t.Helper()
 	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	b, err := events.Connect(events.Options{URL: testenv.NATSURL(t), Prefix: testenv.EventsPrefix(t), Replicas: 1,
 		MaxAge: time.Hour, MaxBytes: 64 << 20, Log: quiet})
 	require.NoError(t, err)
 	t.Cleanup(b.Close)
+	require.NoError(t, b.EnsureStream(context.Background()))
+	return b
+}
+
+// TestConsumer_MessageWithTraceContext_ProcessedInAConsumerSpanOfIt: a message that carries a
+// traceparent header is handed to the apply step in a consumer span, a child of that context, and
+// acknowledged; one without is handed over in the batch's context and starts no span.
+func TestConsumer_MessageWithTraceContext_ProcessedInAConsumerSpanOfIt(t *testing.T) {
+	t.Parallel()
+	b := testBroker(t)
 	ctx := context.Background()
-	require.NoError(t, b.EnsureStream(ctx))
 
 	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	data, _ := json.Marshal(events.StockShortfall{OrderID: 1, SellerID: 42, SKUID: 77, WarehouseID: 1, ReleasedUnits: 1})
@@ -81,13 +89,8 @@ func TestConsumer_MessageWithTraceContext_ProcessedInAConsumerSpanOfIt(t *testin
 // with none, the fetch returns empty once the wait is over.
 func TestFetch_TakesWhatWaitsAtOnce_ElseTheFirstToCome(t *testing.T) {
 	t.Parallel()
-	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	b, err := events.Connect(events.Options{URL: testenv.NATSURL(t), Prefix: testenv.EventsPrefix(t), Replicas: 1,
-		MaxAge: time.Hour, MaxBytes: 64 << 20, Log: quiet})
-	require.NoError(t, err)
-	t.Cleanup(b.Close)
+	b := testBroker(t)
 	ctx := context.Background()
-	require.NoError(t, b.EnsureStream(ctx))
 	id := int64(0)
 	publish := func(n int) {
 		for range n {
