@@ -230,7 +230,7 @@ func measureCPU(ctx context.Context, st *benchkit.Stack, n int, withPlain bool) 
 	}
 	defer floor.Close()
 
-	p := cpuPass{st: st, parts: parts, floor: floor, shoppers: res.shoppers, withPlain: withPlain, plainURL: plainURL, pool: pool}
+	p := cpuPass{st: st, parts: parts, floor: floor, shoppers: res.shoppers, plainURL: plainURL, pool: pool}
 	// Runs on cold fresh stacks read higher and wider apart than runs on stacks that have worked
 	// (docs/benchmarks.md, CPU per order): one unmeasured run of warmOrders of each first, then
 	// the stack settles before its idle rate is read.
@@ -251,19 +251,10 @@ func measureCPU(ctx context.Context, st *benchkit.Stack, n int, withPlain bool) 
 	res.idle = idle // jiffies a second = percent of one CPU
 	log.Printf("idle stack: %s", percents(res.idle, res.parts))
 
-	first, err := benchkit.Read(parts)
-	if err != nil {
-		return res, err
-	}
 	run, err := p.run(ctx, 0, n, idle)
 	if err != nil {
 		return res, err
 	}
-	last, err := benchkit.Read(parts)
-	if err != nil {
-		return res, err
-	}
-	run.other = benchkit.OtherShare(first, last)
 	log.Printf("cpu run: floor %.2f ms; %s; other processes %.0f%% of the machine", run.floor.ms(),
 		ratiosLine(run), 100*run.other)
 	res.runs = []cpuRun{run}
@@ -271,19 +262,20 @@ func measureCPU(ctx context.Context, st *benchkit.Stack, n int, withPlain bool) 
 }
 
 // cpuPass is what a stack's runs (the warm-up's and the measured one) share: the stack, its parts,
-// the floor's client, and for the plain checkout its address and a pool on its database.
+// the floor's client, and for the plain checkout, when the pass runs it, its address and a pool on
+// its database.
 type cpuPass struct {
-	st        *benchkit.Stack
-	parts     []benchkit.Part
-	floor     *benchkit.Floor
-	shoppers  int
-	withPlain bool
-	plainURL  string
-	pool      *pgxpool.Pool
+	st       *benchkit.Stack
+	parts    []benchkit.Part
+	floor    *benchkit.Floor
+	shoppers int
+	plainURL string
+	pool     *pgxpool.Pool
 }
 
-// run is one run on the stack: n empty workflows, the visit, n orders of each kind and with
-// withPlain of the plain checkout, each batch read with idle's rate taken off.
+// run is one run on the stack: n empty workflows, the visit, n orders of each kind and, with a
+// plain checkout, n of its orders, each batch read with idle's rate taken off, and the share of
+// the machine other processes took meanwhile.
 func (p cpuPass) run(ctx context.Context, r, n int, idle map[string]float64) (cpuRun, error) {
 	run := cpuRun{kinds: map[string]cpuCost{}}
 	first, err := benchkit.Read(p.parts)
@@ -315,7 +307,7 @@ func (p cpuPass) run(ctx context.Context, r, n int, idle map[string]float64) (cp
 			return run, err
 		}
 	}
-	if p.withPlain {
+	if p.plainURL != "" {
 		if run.plain, err = batch(ctx, p.st, p.parts, idle, p.shoppers, n, plainOrder, p.plainURL); err != nil {
 			return run, err
 		}
@@ -325,6 +317,11 @@ func (p cpuPass) run(ctx context.Context, r, n int, idle map[string]float64) (cp
 			return run, fmt.Errorf("settling the plain orders: %w", err)
 		}
 	}
+	last, err := benchkit.Read(p.parts)
+	if err != nil {
+		return run, err
+	}
+	run.other = benchkit.OtherShare(first, last)
 	return run, nil
 }
 
