@@ -468,9 +468,9 @@ type staffActionView struct {
 // loadOrder reads an order the caller may see: its shopper, or support. Anyone else gets 404, so
 // order ids cannot be probed.
 func (s *Server) loadOrder(c echo.Context) (order.Order, error) {
-	id, err := strconv.ParseInt(c.Param("orderId"), 10, 64)
-	if err != nil || id <= 0 {
-		return order.Order{}, notFound()
+	id, err := orderIDOf(c)
+	if err != nil {
+		return order.Order{}, err
 	}
 	o, err := s.orders.GetOrder(c.Request().Context(), id)
 	if db.NotFound(err) {
@@ -479,22 +479,41 @@ func (s *Server) loadOrder(c echo.Context) (order.Order, error) {
 	if err != nil {
 		return order.Order{}, fmt.Errorf("reading order %d: %w", id, err)
 	}
-	p := mustPrincipal(c)
-	if o.UserID != p.UserID && p.Role != auth.RoleSupport {
+	if !mayRead(c, o) {
 		return order.Order{}, notFound()
 	}
 	return o, nil
 }
 
+// orderIDOf is the order named by the path; one that cannot name an order is not found.
+func orderIDOf(c echo.Context) (int64, error) {
+	id, err := strconv.ParseInt(c.Param("orderId"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, notFound()
+	}
+	return id, nil
+}
+
+// mayRead: the caller may read o, its own order or any order for support. Another's order is
+// answered as one that does not exist.
+func mayRead(c echo.Context, o order.Order) bool {
+	p := mustPrincipal(c)
+	return o.UserID == p.UserID || p.Role == auth.RoleSupport
+}
+
 func (s *Server) getOrder(c echo.Context) error {
-	o, err := s.loadOrder(c)
+	id, err := orderIDOf(c)
 	if err != nil {
 		return err
 	}
-	ov, err := order.Store{Pool: s.Pool}.View(c.Request().Context(), o)
-	if err != nil {
-		return fmt.Errorf("reading order %d as its shopper sees it: %w", o.ID, err)
+	ov, err := order.Store{Pool: s.Pool}.View(c.Request().Context(), id)
+	if db.NotFound(err) || err == nil && !mayRead(c, ov.Order) {
+		return notFound()
 	}
+	if err != nil {
+		return fmt.Errorf("reading order %d as its shopper sees it: %w", id, err)
+	}
+	o := ov.Order
 	v := orderView{OrderID: o.ID, Status: o.Status, FailureCode: o.FailureCode, Total: money.FormatIn(o.TotalMinor, o.Currency),
 		Currency: o.Currency, HoldExpiresAt: o.HoldExpiresAt, HoldExtensions: int(o.HoldExtensions),
 		CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt, Items: []orderItemView{}, Warehouses: []allocationView{},

@@ -3,6 +3,8 @@ package inventory
 import (
 	"context"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/inventory/internal/stockstore"
 )
@@ -66,6 +68,14 @@ func ReservationOf(ctx context.Context, conn db.DBTX, orderID int64) (Reservatio
 		return Reservation{}, err
 	}
 	return fromRows(orderID, rows), nil
+}
+
+// QueueReservationOf queues ReservationOf's read on b, a batch of other reads: once b is read,
+// *into is what the order holds.
+func QueueReservationOf(b *pgx.Batch, orderID int64, into *Reservation) {
+	db.QueueRows(b, stockstore.ReservationsOfOrderSQL, []any{orderID}, func(rows []stockstore.ReservationsOfOrderRow) {
+		*into = fromRows(orderID, rows)
+	})
 }
 
 // LockReservations locks the order's reservations in the caller's transaction tx, in the lock

@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/order/internal/orderstore"
 )
 
 // View is an order as its shopper and support read it: the row, its lines, the units cancelled
@@ -33,41 +36,54 @@ func (v View) CancelledMinor() int64 {
 	return n
 }
 
-// View reads the rest of an order its caller has read (and may see).
-func (s Store) View(ctx context.Context, o Order) (View, error) {
-	d, q := DataOf(s.Pool), s.q()
-	v := View{Order: o}
-	var err error
-	if v.Items, err = d.OrderItems(ctx, o.ID); err != nil {
-		return v, err
+// View reads an order as its shopper and support see it, the order and the rest of it in one
+// round trip: its seven reads need nothing of one another, so they go to PostgreSQL in one batch.
+// An order that does not exist is an error db.NotFound recognises; the caller decides who may see
+// the order, from View.Order.
+func (s Store) View(ctx context.Context, orderID int64) (View, error) {
+	var v View
+	found := false
+	b := &pgx.Batch{}
+	args := []any{orderID}
+	db.QueueRow(b, orderstore.GetOrderSQL, args, func(r orderstore.Order, ok bool) { v.Order, found = Order(r), ok })
+	db.QueueRows(b, orderstore.OrderItemsSQL, args, func(rows []orderstore.OrderItemsRow) {
+		v.Items = make([]Item, len(rows))
+		for i, r := range rows {
+			v.Items[i] = Item(r)
+		}
+	})
+	db.QueueRows(b, orderstore.LineCancellationsOfOrderSQL, args, func(rows []orderstore.LineCancellation) {
+		v.Cancellations = make([]LineCancellation, len(rows))
+		for i, r := range rows {
+			v.Cancellations[i] = LineCancellation(r)
+		}
+	})
+	var res inventory.Reservation
+	inventory.QueueReservationOf(b, orderID, &res)
+	db.QueueRow(b, orderstore.GetPaymentSQL, args, func(r orderstore.Payment, ok bool) {
+		if ok {
+			p := Payment(r)
+			v.Payment = &p
+		}
+	})
+	db.QueueRows(b, orderstore.OrderEventsSQL, args, func(rows []orderstore.OrderEventsRow) {
+		for _, e := range rows {
+			v.Timeline = append(v.Timeline, TimelineEntry(e))
+		}
+	})
+	db.QueueRows(b, orderstore.StaffActionsOfOrderSQL, args, func(rows []orderstore.StaffActionsOfOrderRow) {
+		for _, a := range rows {
+			v.StaffActions = append(v.StaffActions, StaffActionEntry(a))
+		}
+	})
+	if err := s.Pool.SendBatch(ctx, b).Close(); err != nil {
+		return View{}, err
 	}
-	if v.Cancellations, err = d.LineCancellationsOfOrder(ctx, o.ID); err != nil {
-		return v, err
-	}
-	res, err := inventory.ReservationOf(ctx, s.Pool, o.ID)
-	if err != nil {
-		return v, err
+	if !found {
+		return View{}, pgx.ErrNoRows
 	}
 	v.Reservations = res.Allocations
-	pay, err := d.GetPayment(ctx, o.ID)
-	switch {
-	case err == nil:
-		v.Payment = &pay
-	case !db.NotFound(err):
-		return v, err
-	}
-	events, err := q.OrderEvents(ctx, o.ID)
-	if err != nil {
-		return v, err
-	}
-	for _, e := range events {
-		v.Timeline = append(v.Timeline, TimelineEntry(e))
-	}
-	actions, err := q.StaffActionsOfOrder(ctx, o.ID)
-	for _, a := range actions {
-		v.StaffActions = append(v.StaffActions, StaffActionEntry(a))
-	}
-	return v, err
+	return v, nil
 }
 
 // shopperDetails are the timeline details a shopper sees: stable codes and statuses, and what a
