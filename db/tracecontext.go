@@ -66,17 +66,16 @@ func BeginFunc(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) e
 // the events they write: with a sampled span, the statement goes in one batch after the settings
 // (one round trip and one implicit transaction, to which the settings are local); otherwise it
 // goes to the pool as it is.
-func Traced(pool *pgxpool.Pool) DBTX { return traced{pool} }
+func Traced(pool *pgxpool.Pool) DBTX { return batched{direct: pool, send: traced{pool}.batch} }
 
 type traced struct{ pool *pgxpool.Pool }
 
-var _ DBTX = traced{}
-
-// batch sends the settings and the statement, or returns nil when ctx is not sampled.
-func (t traced) batch(ctx context.Context, sql string, args []any) pgx.BatchResults {
+// batch sends the settings and the statement, and reads the settings' answer: the batch is left at
+// the statement's. It is nil when ctx is not sampled.
+func (t traced) batch(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
 	tp, ts, ok := sampledTraceContext(ctx)
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	b := &pgx.Batch{}
 	if ts == "" {
@@ -84,19 +83,25 @@ func (t traced) batch(ctx context.Context, sql string, args []any) pgx.BatchResu
 	} else {
 		b.Queue("SELECT set_config('"+SettingTraceparent+"', $1, true), set_config('"+SettingTracestate+"', $2, true)", tp, ts)
 	}
-	b.Queue(sql, args...)
-	br := t.pool.SendBatch(ctx, b)
-	return br
+	return sendAfter(ctx, t.pool, b, sql, args)
 }
 
-func (t traced) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	br := t.batch(ctx, sql, args)
-	if br == nil {
-		return t.pool.Exec(ctx, sql, args...)
-	}
-	if _, err := br.Exec(); err != nil {
-		br.Close()
+// batched runs each statement through send, which sends it in a batch after others and returns
+// the batch left at its answer, or nil when it goes on its own, on direct.
+type batched struct {
+	direct DBTX
+	send   func(ctx context.Context, sql string, args []any) (pgx.BatchResults, error)
+}
+
+var _ DBTX = batched{}
+
+func (b batched) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	br, err := b.send(ctx, sql, args)
+	if err != nil {
 		return pgconn.CommandTag{}, err
+	}
+	if br == nil {
+		return b.direct.Exec(ctx, sql, args...)
 	}
 	tag, err := br.Exec()
 	if cerr := br.Close(); err == nil {
@@ -105,14 +110,13 @@ func (t traced) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comma
 	return tag, err
 }
 
-func (t traced) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	br := t.batch(ctx, sql, args)
-	if br == nil {
-		return t.pool.Query(ctx, sql, args...)
-	}
-	if _, err := br.Exec(); err != nil {
-		br.Close()
+func (b batched) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	br, err := b.send(ctx, sql, args)
+	if err != nil {
 		return nil, err
+	}
+	if br == nil {
+		return b.direct.Query(ctx, sql, args...)
 	}
 	rows, err := br.Query()
 	if err != nil {
@@ -122,12 +126,30 @@ func (t traced) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, e
 	return &batchRows{Rows: rows, br: br}, nil
 }
 
-func (t traced) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	br := t.batch(ctx, sql, args)
+func (b batched) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	br, err := b.send(ctx, sql, args)
+	if err != nil {
+		return errRow{err}
+	}
 	if br == nil {
-		return t.pool.QueryRow(ctx, sql, args...)
+		return b.direct.QueryRow(ctx, sql, args...)
 	}
 	return batchRow{br}
+}
+
+// sendAfter queues sql last on b, sends b, and reads the answers of the statements before it:
+// the batch is left at sql's answer. The first error closes it.
+func sendAfter(ctx context.Context, conn Batcher, b *pgx.Batch, sql string, args []any) (pgx.BatchResults, error) {
+	before := b.Len()
+	b.Queue(sql, args...)
+	br := conn.SendBatch(ctx, b)
+	for range before {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return nil, err
+		}
+	}
+	return br, nil
 }
 
 // batchRows are a batch's rows; closing them closes the batch (and gives its connection back).
@@ -156,13 +178,13 @@ func (r *batchRows) Err() error {
 type batchRow struct{ br pgx.BatchResults }
 
 func (r batchRow) Scan(dest ...any) error {
-	if _, err := r.br.Exec(); err != nil {
-		r.br.Close()
-		return err
-	}
 	err := r.br.QueryRow().Scan(dest...)
 	if cerr := r.br.Close(); err == nil {
 		err = cerr
 	}
 	return err
 }
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }

@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
@@ -27,10 +28,15 @@ type writeCounter struct {
 	// statement outside a transaction that calls one is a write transaction of its own.
 	writers *regexp.Regexp
 	open    map[*pgx.Conn][]string // the statements of each connection's open transaction
+	trips   map[*pgx.Conn]int      // the round trips of each connection's open transaction
 	writes  [][]string
+	// tripsOf are the round trips each of writes took (BEGIN and COMMIT included; a batch is one).
+	tripsOf []int
 }
 
-func newWriteCounter() *writeCounter { return &writeCounter{open: map[*pgx.Conn][]string{}} }
+func newWriteCounter() *writeCounter {
+	return &writeCounter{open: map[*pgx.Conn][]string{}, trips: map[*pgx.Conn]int{}}
+}
 
 // assignedSQL asks, in the transaction about to commit, whether it wrote.
 const assignedSQL = "SELECT pg_current_xact_id_if_assigned() IS NOT NULL"
@@ -55,12 +61,14 @@ func (w *writeCounter) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pg
 	case sql == assignedSQL:
 	case strings.HasPrefix(low, "begin"):
 		w.mu.Lock()
-		w.open[conn] = []string{}
+		w.open[conn], w.trips[conn] = []string{}, 1
 		w.mu.Unlock()
 	case low == "commit" || low == "rollback":
 		w.mu.Lock()
 		stmts, ok := w.open[conn]
+		trips := w.trips[conn] + 1
 		delete(w.open, conn)
+		delete(w.trips, conn)
 		on := w.on
 		w.mu.Unlock()
 		if !ok || !on || low == "rollback" {
@@ -69,13 +77,14 @@ func (w *writeCounter) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pg
 		var wrote bool
 		if err := conn.QueryRow(ctx, assignedSQL).Scan(&wrote); err == nil && wrote {
 			w.mu.Lock()
-			w.writes = append(w.writes, stmts)
+			w.writes, w.tripsOf = append(w.writes, stmts), append(w.tripsOf, trips)
 			w.mu.Unlock()
 		}
 	default:
 		w.mu.Lock()
 		if stmts, ok := w.open[conn]; ok {
 			w.open[conn] = append(stmts, statementName(sql))
+			w.trips[conn]++
 		}
 		w.mu.Unlock()
 	}
@@ -97,9 +106,34 @@ func (w *writeCounter) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, d pgx.
 	}
 	if d.CommandTag.Insert() || d.CommandTag.Update() || d.CommandTag.Delete() || changes.MatchString(sql) ||
 		(w.writers != nil && w.writers.MatchString(sql)) {
-		w.writes = append(w.writes, []string{statementName(sql)})
+		w.writes, w.tripsOf = append(w.writes, []string{statementName(sql)}), append(w.tripsOf, 1)
 	}
 }
+
+// A batch's statements count as they would one by one: in an open transaction they are among
+// its statements, and outside one a write is a transaction of its own (a batch's statements
+// share one implicit transaction, but the product sends a write outside a transaction only after
+// its trace context's settings).
+func (w *writeCounter) TraceBatchStart(ctx context.Context, conn *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	w.mu.Lock()
+	if _, ok := w.open[conn]; ok {
+		w.trips[conn]++
+	}
+	w.mu.Unlock()
+	return ctx
+}
+
+func (w *writeCounter) TraceBatchQuery(ctx context.Context, conn *pgx.Conn, d pgx.TraceBatchQueryData) {
+	w.mu.Lock()
+	if stmts, ok := w.open[conn]; ok {
+		w.open[conn] = append(stmts, statementName(d.SQL))
+	}
+	w.mu.Unlock()
+	w.TraceQueryEnd(context.WithValue(ctx, traceSQL{}, strings.TrimSpace(d.SQL)), conn,
+		pgx.TraceQueryEndData{CommandTag: d.CommandTag, Err: d.Err})
+}
+
+func (w *writeCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // learnWriters reads which of the database's own functions write.
 func (w *writeCounter) learnWriters(t *testing.T, s *stack) {
@@ -115,20 +149,20 @@ func (w *writeCounter) learnWriters(t *testing.T, s *stack) {
 func (w *writeCounter) start() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.on, w.writes = true, nil
+	w.on, w.writes, w.tripsOf = true, nil, nil
 }
 
-func (w *writeCounter) stop() [][]string {
+func (w *writeCounter) stop() ([][]string, []int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.on = false
-	return w.writes
+	return w.writes, w.tripsOf
 }
 
 // orderWrites places an order with token (then does what then does: a 3-D Secure answer) and
 // returns the product's write transactions from POST /orders until the order's workflow closed,
-// and the order.
-func (s *stack) orderWrites(count *writeCounter, user int64, token string, then func(r reply)) ([][]string, int64) {
+// the round trips each took, and the order.
+func (s *stack) orderWrites(count *writeCounter, user int64, token string, then func(r reply)) ([][]string, []int, int64) {
 	s.t.Helper()
 	sh := s.shopper(user)
 	sh.fill(map[int64]int32{71: 1})
@@ -140,13 +174,21 @@ func (s *stack) orderWrites(count *writeCounter, user int64, token string, then 
 		then(r)
 	}
 	require.NoError(s.t, s.temporal.GetWorkflow(s.ctx, sh.workflowOf(key), "").Get(s.ctx, nil))
-	writes := count.stop()
+	writes, trips := count.stop()
 	var names []string
-	for _, tx := range writes {
-		names = append(names, strings.Join(tx, "+"))
+	for i, tx := range writes {
+		names = append(names, fmt.Sprintf("%s (%d round trips)", strings.Join(tx, "+"), trips[i]))
 	}
 	s.t.Logf("%s: %d write transactions\n  %s", token, len(writes), strings.Join(names, "\n  "))
-	return writes, r.int("orderId")
+	return writes, trips, r.int("orderId")
+}
+
+// tripsOf is the round trips of the write transaction that ran the statement named marker.
+func tripsOf(t *testing.T, writes [][]string, trips []int, marker string) int {
+	t.Helper()
+	i := slices.IndexFunc(writes, func(tx []string) bool { return slices.Contains(tx, marker) })
+	require.GreaterOrEqual(t, i, 0, "no write transaction ran %s", marker)
+	return trips[i]
 }
 
 // TestPostgresCommits_PaidAtOnceOrder_AtMostSeven: an order paid at once makes at most seven write
@@ -157,27 +199,38 @@ func (s *stack) orderWrites(count *writeCounter, user int64, token string, then 
 // answer and the CONFIRMED row. (Build saga-7 made eleven: the hold's end, the authorization's
 // mirror, the answer, the capture's mirror and the end each in a transaction of its own.) The
 // payment simulator's writes, in its own schema and pool, are not the product's and are not
-// counted; nor are the loops', which do not run here. Orders declined at once and paid through
-// 3-D Secure are measured beside it.
+// counted; nor are the loops', which do not run here. The order's creation, its confirm and its
+// end take at most six, four and four round trips. Orders declined at once and paid through 3-D Secure are measured
+// beside it.
 func TestPostgresCommits_PaidAtOnceOrder_AtMostSeven(t *testing.T) {
 	t.Parallel()
 	count := newWriteCounter()
 	s := startStack(t, stackOptions{tracer: count, noLoops: true})
 	count.learnWriters(t, s)
 
-	writes, id := s.orderWrites(count, 7301, "tok_ok", nil)
+	writes, trips, id := s.orderWrites(count, 7301, "tok_ok", nil)
 	assert.Equal(t, "CONFIRMED", statusOf(t, s, id))
 	assert.LessOrEqual(t, len(writes), 7, "write transactions of an order paid at once")
 	assert.Equal(t, []string{"SavePaymentMethodToken", "InsertOrder", "ReserveOrder", "AuthorizeAttempted", "RecordIntentID",
 		"ConfirmReservations", "RecordPayment+InsertIdempotencyRecord+TransitionOrder"}, kinds(writes),
 		"what each write transaction was")
+	// The writes whose answer is only their error go with the transaction's next statement or at
+	// its end (db.InPipe): the order's row, then its line, timeline entry, event and payment row in
+	// one batch; the stock rows' lock with the confirm; the end's mirror, answer and row, then its
+	// coupon, timeline entry and event in another. One statement at a time they took 9, 5 and 8.
+	assert.LessOrEqual(t, tripsOf(t, writes, trips, "InsertOrder"), 6,
+		"the order's creation: BEGIN, the address, the shopper's lock, the row, the rest, COMMIT")
+	assert.LessOrEqual(t, tripsOf(t, writes, trips, "ConfirmReservations"), 4,
+		"the confirm: BEGIN, the reservations' lock, the stock rows' lock with the confirm, COMMIT")
+	assert.LessOrEqual(t, tripsOf(t, writes, trips, "TransitionOrder"), 4,
+		"the order's end: BEGIN, the mirror and answer with the row's move, the rest, COMMIT")
 
-	writes, id = s.orderWrites(count, 7302, "tok_decline", nil)
+	writes, _, id = s.orderWrites(count, 7302, "tok_decline", nil)
 	assert.Equal(t, "FAILED", statusOf(t, s, id))
 	assert.Contains(t, kinds(writes), "InsertIdempotencyRecord+TransitionOrder", "the decline recorded with the order's end")
 	t.Logf("declined at once: %v", kinds(writes))
 
-	writes, id = s.orderWrites(count, 7303, "tok_3ds", func(r reply) {
+	writes, _, id = s.orderWrites(count, 7303, "tok_3ds", func(r reply) {
 		require.Equal(t, http.StatusOK, s.answer3DS(r.str("payment", "redirectUrl"), "approve").status)
 	})
 	assert.Equal(t, "CONFIRMED", statusOf(t, s, id))

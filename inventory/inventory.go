@@ -464,15 +464,23 @@ func (e *Engine) inTx(ctx context.Context, fn func(q *stockstore.Queries) error)
 		return err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit this is a no-op
-	ferr := fn(e.q.WithTx(tx))
-	var notActive *NotActiveError
-	if ferr != nil && !errors.As(ferr, &notActive) {
+	// A write whose answer is only its error goes with the next statement (db.InPipe): a confirm's
+	// lock of the inventory rows with the confirm. A NotActiveError commits what fn wrote.
+	var refused error
+	if err := db.InPipe(ctx, tx, func(p db.DBTX) error {
+		ferr := fn(stockstore.New(p))
+		if notActive := (*NotActiveError)(nil); errors.As(ferr, &notActive) {
+			refused = ferr
+			return nil
+		}
 		return ferr
+	}); err != nil {
+		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return err
 	}
-	return ferr
+	return refused
 }
 
 // Restock puts an order's CONFIRMED units back on the shelf (CONFIRMED → RELEASED, on_hand += q):

@@ -95,17 +95,19 @@ func (e *TooManyOpenError) Error() string {
 }
 
 // Create writes the order (Insert) and its payment row, which the saga's payment steps mirror the
-// provider's answers into, in one transaction.
+// provider's answers into, in one transaction; the writes after the order's row go together
+// (db.InPipe).
 func (s Store) Create(ctx context.Context, n New) (Created, error) {
 	var out Created
 	err := db.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		q := orderstore.New(tx)
-		var err error
-		if out, err = Insert(ctx, tx, n); err != nil || !out.Made {
-			return err
-		}
-		return q.InsertPayment(ctx, orderstore.InsertPaymentParams{OrderID: out.ID, IdempotencyKey: PaymentKey(out.ID),
-			Provider: n.Provider, AmountMinor: n.Quote.TotalMinor, Currency: n.Quote.Currency})
+		return db.InPipe(ctx, tx, func(tx db.DBTX) error {
+			var err error
+			if out, err = Insert(ctx, tx, n); err != nil || !out.Made {
+				return err
+			}
+			return orderstore.New(tx).InsertPayment(ctx, orderstore.InsertPaymentParams{OrderID: out.ID,
+				IdempotencyKey: PaymentKey(out.ID), Provider: n.Provider, AmountMinor: n.Quote.TotalMinor, Currency: n.Quote.Currency})
+		})
 	})
 	return out, err
 }
@@ -116,6 +118,17 @@ func (s Store) Create(ctx context.Context, n New) (Created, error) {
 // written; the count and the insert are one decision under the shopper's lock. A coupon that can
 // no longer be redeemed refuses the order with its *pricing.CouponRefusal.
 func Insert(ctx context.Context, tx db.DBTX, n New) (Created, error) {
+	var out Created
+	err := db.InPipe(ctx, tx, func(tx db.DBTX) error {
+		var err error
+		out, err = insert(ctx, tx, n)
+		return err
+	})
+	return out, err
+}
+
+// insert is Insert on a Pipe: the order's items, timeline entry and event go with what follows.
+func insert(ctx context.Context, tx db.DBTX, n New) (Created, error) {
 	q := orderstore.New(tx)
 	_, err := q.GetAddress(ctx, n.AddressID, n.UserID)
 	if db.NotFound(err) {
@@ -251,15 +264,18 @@ func (s Store) Transition(ctx context.Context, orderID int64, to Status, code pr
 	}
 	changed := false
 	err := db.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		var err error
-		changed, err = transition(ctx, tx, orderID, to, event, code, detail)
-		return err
+		return db.InPipe(ctx, tx, func(tx db.DBTX) error {
+			var err error
+			changed, err = transition(ctx, tx, orderID, to, event, code, detail)
+			return err
+		})
 	})
 	return changed, err
 }
 
-// transition is Transition in the caller's transaction.
-func transition(ctx context.Context, tx pgx.Tx, orderID int64, to Status, event string, code problem.Code,
+// transition is Transition in the caller's transaction: on a Pipe, the coupon's settling, the
+// timeline entry and the event go with what follows the row's move.
+func transition(ctx context.Context, tx db.DBTX, orderID int64, to Status, event string, code problem.Code,
 	detail map[string]any) (bool, error) {
 	changed := false
 	err := func() error {
@@ -355,28 +371,30 @@ func (s Store) FinishAlongIfEnds(ctx context.Context, orderID int64, to Status, 
 	}
 	var f Finished
 	err := db.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		for _, write := range along {
-			if err := write(ctx, tx); err != nil {
+		return db.InPipe(ctx, tx, func(tx db.DBTX) error {
+			for _, write := range along {
+				if err := write(ctx, tx); err != nil {
+					return err
+				}
+			}
+			changed, err := transition(ctx, tx, orderID, to, event, code, detail)
+			if err == nil && changed && ifEnds != nil {
+				err = ifEnds(ctx, tx)
+			}
+			if err != nil || changed {
+				f = Finished{Changed: changed, Status: to, FailureCode: code}
 				return err
 			}
-		}
-		changed, err := transition(ctx, tx, orderID, to, event, code, detail)
-		if err == nil && changed && ifEnds != nil {
-			err = ifEnds(ctx, tx)
-		}
-		if err != nil || changed {
-			f = Finished{Changed: changed, Status: to, FailureCode: code}
-			return err
-		}
-		o, err := orderstore.New(tx).GetOrder(ctx, orderID)
-		if err != nil {
-			return err
-		}
-		f = Finished{Status: Status(o.Status)}
-		if o.FailureCode != nil {
-			f.FailureCode = problem.Code(*o.FailureCode)
-		}
-		return nil
+			o, err := orderstore.New(tx).GetOrder(ctx, orderID)
+			if err != nil {
+				return err
+			}
+			f = Finished{Status: Status(o.Status)}
+			if o.FailureCode != nil {
+				f.FailureCode = problem.Code(*o.FailureCode)
+			}
+			return nil
+		})
 	})
 	if err != nil {
 		return Finished{}, err
