@@ -29,10 +29,11 @@ type Pipe struct {
 
 var _ DBTX = (*Pipe)(nil)
 
-// InPipe runs fn with a Pipe over tx and sends what fn left queued before it returns. Within
-// another InPipe (tx is its Pipe) fn queues on that one, which sends at its own end; on a tx that
-// takes no batches fn runs on tx itself. When fn fails, what it left queued is not sent: the
-// transaction is the caller's to roll back.
+// InPipe runs fn with a Pipe over tx, a transaction (on a pool, the writes queued and the
+// statement they go with would make one implicit transaction), and sends what fn left queued
+// before it returns. Within another InPipe (tx is its Pipe) fn queues on that one, which sends at
+// its own end; on a tx that takes no batches fn runs on tx itself. When fn fails, what it left
+// queued is not sent: the transaction is the caller's to roll back.
 func InPipe(ctx context.Context, tx DBTX, fn func(DBTX) error) error {
 	if p, ok := tx.(*Pipe); ok {
 		return fn(p)
