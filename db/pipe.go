@@ -25,6 +25,8 @@ type Batcher interface {
 type Pipe struct {
 	tx      Batcher
 	pending *pgx.Batch
+	// now runs a statement that does not wait: sent with the writes waiting, or on its own.
+	now batched
 }
 
 var _ DBTX = (*Pipe)(nil)
@@ -43,6 +45,7 @@ func InPipe(ctx context.Context, tx DBTX, fn func(DBTX) error) error {
 		return fn(tx)
 	}
 	p := &Pipe{tx: b}
+	p.now = batched{direct: b, send: p.send}
 	if err := fn(p); err != nil {
 		return err
 	}
@@ -73,11 +76,9 @@ func (p *Pipe) send(ctx context.Context, sql string, args []any) (pgx.BatchResul
 	return sendAfter(ctx, p.tx, b, sql, args)
 }
 
-func (p *Pipe) now() batched { return batched{direct: p.tx, send: p.send} }
-
 func (p *Pipe) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	if !waits(sql) {
-		return p.now().Exec(ctx, sql, args...)
+		return p.now.Exec(ctx, sql, args...)
 	}
 	if p.pending == nil {
 		p.pending = &pgx.Batch{}
@@ -87,9 +88,9 @@ func (p *Pipe) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comman
 }
 
 func (p *Pipe) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	return p.now().Query(ctx, sql, args...)
+	return p.now.Query(ctx, sql, args...)
 }
 
 func (p *Pipe) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return p.now().QueryRow(ctx, sql, args...)
+	return p.now.QueryRow(ctx, sql, args...)
 }
