@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/marketplace/checkout/cart"
@@ -67,10 +68,24 @@ type CheckPricesInput struct {
 // again after a worker crash, or in a run support reset), its prices are the order's own: they
 // were checked when it was made, and the cart may have moved on since.
 func (a *Orders) CheckPrices(ctx context.Context, in CheckPricesInput) (pricing.Quote, error) {
-	if quote, made, err := a.store().PricesOf(ctx, in.UserID, in.IdempotencyKey); made || err != nil {
+	// Whether the order exists and the cart as it is, in one round trip.
+	b := &pgx.Batch{}
+	var made bool
+	a.store().QueueMade(b, in.UserID, in.IdempotencyKey, &made)
+	var snap cart.Snapshot
+	var missing error
+	cart.QueueLoad(b, cart.MemberID(in.UserID), &snap, &missing)
+	if err := a.Pool.SendBatch(ctx, b).Close(); err != nil {
+		return pricing.Quote{}, failed(err, "reading the request's order and cart")
+	}
+	if made {
+		quote, _, err := a.store().PricesOf(ctx, in.UserID, in.IdempotencyKey)
 		return quote, failed(err, "reading the prices of the request's order")
 	}
-	c, err := cart.Price(ctx, a.Pool, in.UserID, in.CouponCode)
+	if missing != nil && !errors.Is(missing, cart.ErrNotFound) {
+		return pricing.Quote{}, fmt.Errorf("reading user %d's cart: %w", in.UserID, missing)
+	}
+	c, err := cart.PriceOf(ctx, a.Pool, snap, in.UserID, in.CouponCode, nil)
 	if p, refused := problem.As(err); refused {
 		return pricing.Quote{}, RefusalError(p)
 	} else if err != nil {

@@ -61,9 +61,13 @@ func (a *Payments) ref(ctx context.Context, orderID int64) (payRef, error) {
 	if err != nil {
 		return payRef{}, fmt.Errorf("reading the payment of order %d: %w", orderID, err)
 	}
+	return payRefOf(orderID, row), nil
+}
+
+func payRefOf(orderID int64, row order.PaymentRef) payRef {
 	return payRef{Ref: payment.Ref{Key: row.IdempotencyKey, OrderID: orderID, IntentID: row.IntentID},
 		version: row.PriceVersion, captureBefore: row.CaptureBefore,
-		attempted: time.Duration(row.AttemptedSecondsAgo * float64(time.Second))}, nil
+		attempted: time.Duration(row.AttemptedSecondsAgo * float64(time.Second))}
 }
 
 // withinKeyWindow: the provider still keeps the keys of the payment's first authorization, so
@@ -116,22 +120,26 @@ func (a *Payments) AuthorizeForCapture(ctx context.Context, in AuthorizeInput) (
 }
 
 func (a *Payments) authorize(ctx context.Context, in AuthorizeInput, captureNext bool) (PaymentResult, error) {
-	r, err := a.ref(ctx, in.OrderID)
-	if err != nil {
-		return PaymentResult{}, err
-	}
+	var r payRef
 	if in.Token == "" {
-		token, err := order.DataOf(a.Pool).PaymentMethodToken(ctx, in.OrderID)
-		if db.NotFound(err) {
+		// The payment and its method's token, in one round trip.
+		row, token, kept, err := order.PaymentToAuthorize(ctx, a.Pool, in.OrderID)
+		if err != nil {
+			return PaymentResult{}, fmt.Errorf("reading the payment of order %d: %w", in.OrderID, err)
+		}
+		r = payRefOf(in.OrderID, row)
+		if !kept {
 			// The token is forgotten once the provider answered: this is a repeat of a call whose
 			// answer was recorded but lost on its way back (the worker died). The provider's
 			// intent for the order is that answer.
 			return a.answered(ctx, r)
 		}
-		if err != nil {
-			return PaymentResult{}, fmt.Errorf("reading the payment method of order %d: %w", in.OrderID, err)
-		}
 		in.Token = token
+	} else {
+		var err error
+		if r, err = a.ref(ctx, in.OrderID); err != nil {
+			return PaymentResult{}, err
+		}
 	}
 	if r.attempted >= 0 && !a.withinKeyWindow(r) {
 		return a.answered(ctx, r)

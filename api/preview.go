@@ -2,10 +2,12 @@ package api
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/labstack/echo/v4"
 
 	"github.com/marketplace/checkout/availability"
@@ -114,7 +116,19 @@ func (h *cartHandlers) preview(c echo.Context) error {
 			return validation{{Field: "couponCode", Message: "3 to 32 letters, digits, - or _"}}.err()
 		}
 	}
-	checkout, err := cart.Price(ctx, h.Pool, mustPrincipal(c).UserID, pricing.NormalCode(req.CouponCode))
+	userID := mustPrincipal(c).UserID
+	snap, err := cart.Load(ctx, h.Pool, cart.MemberID(userID))
+	if err != nil && !errors.Is(err, cart.ErrNotFound) {
+		return fmt.Errorf("reading the cart: %w", err)
+	}
+	// The stock of the cart's SKUs is read in the round trip that prices them.
+	var sellable map[int64]int32
+	stock := h.Features.Enabled(ctx, features.PreviewStockWarnings)
+	var along func(*pgx.Batch, []int64)
+	if stock {
+		along = func(b *pgx.Batch, ids []int64) { availability.QueueSellable(b, ids, &sellable) }
+	}
+	checkout, err := cart.PriceOf(ctx, h.Pool, snap, userID, pricing.NormalCode(req.CouponCode), along)
 	if err != nil {
 		return err
 	}
@@ -132,17 +146,7 @@ func (h *cartHandlers) preview(c echo.Context) error {
 	out := previewResponse{Items: make([]previewItem, len(quote.Items)), Subtotal: money.FormatIn(checkout.SubtotalMinor(), quote.Currency),
 		Coupon: coupon, Total: money.FormatIn(quote.TotalMinor, quote.Currency),
 		Currency: quote.Currency, PriceVersion: quote.PriceVersion, Warnings: []previewWarning{}}
-	var sellable map[int64]int32
-	stock := h.Features.Enabled(ctx, features.PreviewStockWarnings)
-	if stock {
-		ids := make([]int64, len(quote.Items))
-		for i, it := range quote.Items {
-			ids[i] = it.SKUID
-		}
-		if sellable, err = availability.Sellable(ctx, h.Pool, ids); err != nil {
-			return fmt.Errorf("reading the sellable stock of the cart: %w", err)
-		}
-	} else {
+	if !stock {
 		out.Omitted = []string{string(features.PreviewStockWarnings)}
 	}
 	atAdd := make(map[int64]string, len(snap.Doc.Items))

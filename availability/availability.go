@@ -7,7 +7,7 @@
 package availability
 
 import (
-	"context"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/marketplace/checkout/availability/internal/availabilitystore"
 	"github.com/marketplace/checkout/db"
@@ -39,16 +39,20 @@ func Hint(available int32, known bool, lowStockThreshold int32) string {
 	return InStock
 }
 
-// Sellable reads the truth for the checkout preview: sellable units per SKU summed over warehouses,
-// from the inventory table itself. SKUs without any inventory row are absent from the map.
-func Sellable(ctx context.Context, conn db.DBTX, skuIDs []int64) (map[int64]int32, error) {
-	rows, err := availabilitystore.New(conn).SellableBySKU(ctx, skuIDs)
-	if err != nil {
-		return nil, err
-	}
+// QueueSellable queues the truth for the checkout preview on b, to go with the caller's other reads
+// in one round trip: once the batch is read, *dst is the sellable units per SKU summed over
+// warehouses, from the inventory table itself (a failed read is the batch's error). SKUs without
+// any inventory row are absent from the map.
+func QueueSellable(b *pgx.Batch, skuIDs []int64, dst *map[int64]int32) {
+	db.QueueRows(b, availabilitystore.SellableBySKUSQL, []any{skuIDs}, func(rows []availabilitystore.SellableBySKURow) {
+		*dst = sellableOf(rows)
+	})
+}
+
+func sellableOf(rows []availabilitystore.SellableBySKURow) map[int64]int32 {
 	out := make(map[int64]int32, len(rows))
 	for _, r := range rows {
 		out[r.SkuID] = r.Available
 	}
-	return out, nil
+	return out
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/problem"
@@ -24,22 +27,53 @@ type Checkout struct {
 // from priceAtAdd), then applies the coupon (empty: none). A cart that cannot be priced is refused
 // with the coded error of pricing.Compute: CART_EMPTY (also when there is no cart), CART_INVALID
 // (SKUs no longer sold, skuIds named) or MIXED_CURRENCY.
-func Price(ctx context.Context, conn db.DBTX, userID int64, coupon string) (Checkout, error) {
+func Price(ctx context.Context, conn db.Batcher, userID int64, coupon string) (Checkout, error) {
 	snap, err := Load(ctx, conn, MemberID(userID))
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return Checkout{}, fmt.Errorf("reading the cart: %w", err)
 	}
-	quote, err := pricing.Compute(ctx, conn, snap.Doc.Lines())
-	if err != nil {
-		return Checkout{}, fmt.Errorf("pricing the cart: %w", err)
+	return PriceOf(ctx, conn, snap, userID, coupon, nil)
+}
+
+// PriceOf is Price of the member cart snap, already read. along, when given, queues the caller's
+// own reads of the cart's SKUs on the batch that prices them, to go in the same round trip.
+func PriceOf(ctx context.Context, conn db.Batcher, snap Snapshot, userID int64, coupon string,
+	along func(b *pgx.Batch, skuIDs []int64)) (Checkout, error) {
+	lines := snap.Doc.Lines()
+	b := &pgx.Batch{}
+	var quote pricing.Quote
+	var refused error
+	pricing.QueueCompute(b, lines, &quote, &refused)
+	if refused == nil && along != nil {
+		along(b, skuIDsOf(lines))
+	}
+	if b.Len() > 0 {
+		if err := conn.SendBatch(ctx, b).Close(); err != nil {
+			return Checkout{}, fmt.Errorf("pricing the cart: %w", err)
+		}
+	}
+	if refused != nil {
+		return Checkout{}, fmt.Errorf("pricing the cart: %w", refused)
 	}
 	c := Checkout{Cart: snap, Quote: quote}
 	if coupon != "" {
+		var err error
 		if c.Quote, c.Coupon, err = pricing.WithCoupon(ctx, conn, quote, coupon, userID); err != nil {
 			return Checkout{}, fmt.Errorf("applying the coupon: %w", err)
 		}
 	}
 	return c, nil
+}
+
+// skuIDsOf are the SKUs of lines, each once, in the order they first come.
+func skuIDsOf(lines []pricing.Line) []int64 {
+	ids := make([]int64, 0, len(lines))
+	for _, l := range lines {
+		if !slices.Contains(ids, l.SKUID) {
+			ids = append(ids, l.SKUID)
+		}
+	}
+	return ids
 }
 
 // SubtotalMinor is the total before the coupon.

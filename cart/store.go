@@ -164,16 +164,29 @@ func (s *Store) setQuantity(ctx context.Context, o Owner, skuID, sellerID int64,
 	if quantity < 0 {
 		return Snapshot{}, ErrInvalidQuantity
 	}
+	// One round trip: the SKU's seller and limit with its price now (campaigns applied), and the
+	// cart as it is.
+	b := &pgx.Batch{}
+	priced := quantity > 0 || sellerID != 0
+	var quote pricing.Quote
+	var refused error
+	if priced {
+		pricing.QueueCompute(b, []pricing.Line{{SKUID: skuID, Quantity: 1}}, &quote, &refused)
+	}
+	var first loaded
+	queueLoad(b, o.CartID, &first)
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return Snapshot{}, err
+	}
 	var line *Item
-	if quantity > 0 || sellerID != 0 {
-		// One read: the SKU's seller and limit with its price now, campaigns applied.
-		sku, err := pricing.UnitPrice(ctx, s.pool, skuID)
-		if errors.Is(err, pricing.ErrUnknownSKUs) {
+	if priced {
+		if errors.Is(refused, pricing.ErrUnknownSKUs) {
 			return Snapshot{}, ErrUnknownSKU
 		}
-		if err != nil {
-			return Snapshot{}, err
+		if refused != nil {
+			return Snapshot{}, refused
 		}
+		sku := quote.Items[0]
 		if sellerID != sku.SellerID {
 			return Snapshot{}, &SellerMismatchError{SKUID: skuID, SellerID: sku.SellerID}
 		}
@@ -184,17 +197,19 @@ func (s *Store) setQuantity(ctx context.Context, o Owner, skuID, sellerID int64,
 			PriceAtAdd: money.FormatIn(sku.UnitPriceMinor, sku.Currency)}
 	}
 	edit := func(d Doc) (Doc, bool, error) { return s.setLine(d, skuID, quantity, line) }
+	cur := &first
 	for attempt := 0; attempt < optimisticAttempts; attempt++ {
-		snap, done, err := s.tryOptimistic(ctx, o, ifMatch, edit)
+		snap, done, err := s.tryOptimistic(ctx, o, ifMatch, edit, cur)
 		if err != nil || done {
 			return snap, err
 		}
+		cur = nil
 		if ifMatch != nil {
-			cur, _, err := s.load(ctx, o.CartID)
+			now, _, err := s.load(ctx, o.CartID)
 			if err != nil {
 				return Snapshot{}, err
 			}
-			return Snapshot{}, &ConflictError{Current: cur.Version}
+			return Snapshot{}, &ConflictError{Current: now.Version}
 		}
 	}
 	return s.locked(ctx, o, ifMatch, edit)
@@ -247,10 +262,14 @@ func (s *Store) setLine(d Doc, skuID int64, quantity int32, line *Item) (Doc, bo
 
 type editFunc func(Doc) (Doc, bool, error)
 
-// tryOptimistic reads the cart, applies edit and writes on the version read. done=false means
-// another write won the race.
-func (s *Store) tryOptimistic(ctx context.Context, o Owner, ifMatch *int64, edit editFunc) (Snapshot, bool, error) {
-	cur, exists, err := s.load(ctx, o.CartID)
+// tryOptimistic reads the cart (unless read is the cart already read), applies edit and writes on
+// the version read. done=false means another write won the race.
+func (s *Store) tryOptimistic(ctx context.Context, o Owner, ifMatch *int64, edit editFunc, read *loaded) (Snapshot, bool, error) {
+	if read == nil {
+		read = &loaded{}
+		read.snap, read.exists, read.err = s.load(ctx, o.CartID)
+	}
+	cur, exists, err := read.snap, read.exists, read.err
 	if err != nil {
 		return Snapshot{}, false, err
 	}
@@ -325,10 +344,32 @@ func (s *Store) locked(ctx context.Context, o Owner, ifMatch *int64, edit editFu
 func (s *Store) load(ctx context.Context, id string) (Snapshot, bool, error) {
 	row, err := s.q.CartDoc(ctx, id)
 	if db.NotFound(err) {
-		return Snapshot{ID: id}, false, nil
+		return loadedOf(id, row, false)
 	}
 	if err != nil {
 		return Snapshot{}, false, err
+	}
+	return loadedOf(id, row, true)
+}
+
+// loaded is a cart as load reads it.
+type loaded struct {
+	snap   Snapshot
+	exists bool
+	err    error
+}
+
+// queueLoad queues load's read on b; once the batch is read, dst is what load would have returned
+// (a failed read is the batch's error).
+func queueLoad(b *pgx.Batch, id string, dst *loaded) {
+	db.QueueRow(b, cartstore.CartDocSQL, []any{id}, func(row cartstore.CartDocRow, found bool) {
+		dst.snap, dst.exists, dst.err = loadedOf(id, row, found)
+	})
+}
+
+func loadedOf(id string, row cartstore.CartDocRow, found bool) (Snapshot, bool, error) {
+	if !found {
+		return Snapshot{ID: id}, false, nil
 	}
 	if row.MergedAt != nil {
 		return Snapshot{}, true, ErrMerged

@@ -21,8 +21,13 @@ const (
 // LockUser takes the lock of class on one user's rows (or one seller's), held until tx ends: a
 // count and the insert it allows are decided by one transaction at a time. It is a statement of
 // its own, before the conditional insert, so that the insert's snapshot is taken after the lock is
-// granted and sees what the previous holder committed.
+// granted and sees what the previous holder committed. Its answer is only whether it failed: on a
+// Pipe it is queued, and goes with the insert (PostgreSQL still runs it first, and the insert's
+// snapshot is still taken after it).
 func LockUser(ctx context.Context, tx DBTX, class int32, userID int64) error {
-	_, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1::int, mod($2::bigint, 2147483647)::int)", class, userID)
+	_, err := tx.Exec(ctx, lockUserSQL, class, userID)
 	return err
 }
+
+// lockUserSQL is named as a store's statement whose answer is its error alone, as a Pipe queues.
+const lockUserSQL = "-- name: LockUser :exec\nSELECT pg_advisory_xact_lock($1::int, mod($2::bigint, 2147483647)::int)"

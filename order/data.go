@@ -38,13 +38,16 @@ var ErrAddressBookFull = errors.New("address book is full")
 // the count and the insert are one decision under the user's lock. Its id and when it was made.
 func CreateAddress(ctx context.Context, pool *pgxpool.Pool, a Address, max int32) (Address, error) {
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if err := db.LockUser(ctx, tx, db.LockAddressBook, a.UserID); err != nil {
+		// The lock goes with the insert, in one round trip (db.InPipe).
+		return db.InPipe(ctx, tx, func(tx db.DBTX) error {
+			if err := db.LockUser(ctx, tx, db.LockAddressBook, a.UserID); err != nil {
+				return err
+			}
+			row, err := orderstore.New(tx).CreateAddress(ctx, orderstore.CreateAddressParams{UserID: a.UserID, City: a.City,
+				Line1: a.Line1, Lat: a.Lat, Lon: a.Lon, MaxAddresses: max})
+			a.ID, a.CreatedAt = row.ID, row.CreatedAt
 			return err
-		}
-		row, err := orderstore.New(tx).CreateAddress(ctx, orderstore.CreateAddressParams{UserID: a.UserID, City: a.City,
-			Line1: a.Line1, Lat: a.Lat, Lon: a.Lon, MaxAddresses: max})
-		a.ID, a.CreatedAt = row.ID, row.CreatedAt
-		return err
+		})
 	})
 	if db.NotFound(err) {
 		return a, ErrAddressBookFull
@@ -505,10 +508,27 @@ func (d Data) PaymentRef(ctx context.Context, orderID int64) (PaymentRef, error)
 	return PaymentRef(r), err
 }
 
-// PaymentMethodToken runs the order store's PaymentMethodToken (its queries/*.sql say what it does).
-func (d Data) PaymentMethodToken(ctx context.Context, orderID int64) (string, error) {
-	return d.q.PaymentMethodToken(ctx, orderID)
+// PaymentToAuthorize reads, in one round trip, what an authorization needs: the order's payment as
+// PaymentRef reads it, and its payment method token as PaymentMethodToken does; kept is false when
+// the token is no longer on record. An order without a payment row is an error db.NotFound
+// recognises.
+func PaymentToAuthorize(ctx context.Context, conn db.Batcher, orderID int64) (ref PaymentRef, token string, kept bool, err error) {
+	b := &pgx.Batch{}
+	args := []any{orderID}
+	found := false
+	db.QueueRow(b, orderstore.PaymentRefSQL, args, func(r orderstore.PaymentRefRow, ok bool) { ref, found = PaymentRef(r), ok })
+	db.QueueRow(b, orderstore.PaymentMethodTokenSQL, args, func(r tokenRow, ok bool) { token, kept = r.Token, ok })
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return PaymentRef{}, "", false, err
+	}
+	if !found {
+		return PaymentRef{}, "", false, pgx.ErrNoRows
+	}
+	return ref, token, kept, nil
 }
+
+// tokenRow is PaymentMethodToken's row.
+type tokenRow struct{ Token string }
 
 // AuthorizeAttempted runs the order store's AuthorizeAttempted (its queries/*.sql say what it does).
 func (d Data) AuthorizeAttempted(ctx context.Context, orderID int64) error {

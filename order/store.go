@@ -244,6 +244,13 @@ func (s Store) PricesOf(ctx context.Context, userID int64, idempotencyKey string
 	return quote, true, nil
 }
 
+// QueueMade queues, on b, whether the shopper's request idempotencyKey made an order: once the
+// batch is read, *made says (PricesOf then reads its prices). A failed read is the batch's error.
+func (s Store) QueueMade(b *pgx.Batch, userID int64, idempotencyKey string, made *bool) {
+	db.QueueRow(b, orderstore.OrderByKeySQL, []any{userID, idempotencyKey},
+		func(_ orderstore.OrderByKeyRow, found bool) { *made = found })
+}
+
 // SetHold records when the order's reservation expires, for people reading the order.
 func (s Store) SetHold(ctx context.Context, orderID int64, expiresAt time.Time) error {
 	return s.q().SetOrderHold(ctx, &expiresAt, orderID)

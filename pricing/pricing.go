@@ -10,9 +10,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/money"
@@ -96,15 +99,6 @@ func Apply(list int64, currency string, campaignsJSON []byte) (int64, []int64, e
 	return unit, applied, nil
 }
 
-// UnitPrice is one SKU's unit price now, campaigns applied (what the cart shows as priceAtAdd).
-func UnitPrice(ctx context.Context, conn db.DBTX, skuID int64) (Item, error) {
-	quote, err := Compute(ctx, conn, []Line{{SKUID: skuID, Quantity: 1}})
-	if err != nil {
-		return Item{}, err
-	}
-	return quote.Items[0], nil
-}
-
 // Quote is the price of a list of lines now.
 type Quote struct {
 	Items        []Item `json:"items"`
@@ -127,6 +121,34 @@ var (
 // Compute prices lines from the catalog. Lines of the same SKU are summed; items come back in SKU
 // order.
 func Compute(ctx context.Context, conn db.DBTX, lines []Line) (Quote, error) {
+	ids, qty, err := skusOf(lines)
+	if err != nil {
+		return Quote{}, err
+	}
+	rows, err := pricingstore.New(conn).PricedSKUs(ctx, ids)
+	if err != nil {
+		return Quote{}, fmt.Errorf("pricing SKUs %v: %w", ids, err)
+	}
+	return quoteOf(ids, qty, rows)
+}
+
+// QueueCompute is Compute with its read queued on b, to go with the caller's other reads in one
+// round trip. Once the batch is read, *dst is the quote, or *refused is what Compute would have
+// refused the lines with; lines that need no read (none to price) are refused at once, with nothing
+// queued. A failed read is the batch's error.
+func QueueCompute(b *pgx.Batch, lines []Line, dst *Quote, refused *error) {
+	ids, qty, err := skusOf(lines)
+	if err != nil {
+		*refused = err
+		return
+	}
+	db.QueueRows(b, pricingstore.PricedSKUsSQL, []any{ids}, func(rows []pricingstore.PricedSKUsRow) {
+		*dst, *refused = quoteOf(ids, qty, rows)
+	})
+}
+
+// skusOf sums lines by SKU, the SKUs in order.
+func skusOf(lines []Line) ([]int64, map[int64]int32, error) {
 	qty := map[int64]int32{}
 	for _, l := range lines {
 		if l.Quantity > 0 {
@@ -134,17 +156,18 @@ func Compute(ctx context.Context, conn db.DBTX, lines []Line) (Quote, error) {
 		}
 	}
 	if len(qty) == 0 {
-		return Quote{}, ErrEmpty
+		return nil, nil, ErrEmpty
 	}
 	ids := make([]int64, 0, len(qty))
 	for id := range qty {
 		ids = append(ids, id)
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	rows, err := pricingstore.New(conn).PricedSKUs(ctx, ids)
-	if err != nil {
-		return Quote{}, fmt.Errorf("pricing SKUs %v: %w", ids, err)
-	}
+	slices.Sort(ids)
+	return ids, qty, nil
+}
+
+// quoteOf prices the SKUs ids, qty of each, from their catalog rows.
+func quoteOf(ids []int64, qty map[int64]int32, rows []pricingstore.PricedSKUsRow) (Quote, error) {
 	found := map[int64]pricingstore.PricedSKUsRow{}
 	for _, r := range rows {
 		found[r.ID] = r

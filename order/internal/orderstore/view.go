@@ -10,3 +10,14 @@ const (
 	OrderEventsSQL              = orderEvents
 	StaffActionsOfOrderSQL      = staffActionsOfOrder
 )
+
+// The statement that finds a shopper's order by its request, for the saga's price check to send
+// with its read of the cart (order.Store.QueueMade); its row is OrderByKeyRow.
+const OrderByKeySQL = orderByKey
+
+// The statements an authorization reads, for the order area to send together
+// (order.PaymentToAuthorize); PaymentMethodToken's row is its token alone.
+const (
+	PaymentRefSQL         = paymentRef
+	PaymentMethodTokenSQL = paymentMethodToken
+)
