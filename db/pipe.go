@@ -27,6 +27,8 @@ type Pipe struct {
 	pending *pgx.Batch
 	// now runs a statement that does not wait: sent with the writes waiting, or on its own.
 	now batched
+	// sent: a batch of the pipe's has gone out (in InTx, its BEGIN has).
+	sent bool
 }
 
 var _ DBTX = (*Pipe)(nil)
@@ -72,7 +74,7 @@ func (p *Pipe) send(ctx context.Context, sql string, args []any) (pgx.BatchResul
 		return nil, nil
 	}
 	b := p.pending
-	p.pending = nil
+	p.pending, p.sent = nil, true
 	return sendAfter(ctx, p.tx, b, sql, args)
 }
 

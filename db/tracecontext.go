@@ -73,17 +73,26 @@ type traced struct{ pool *pgxpool.Pool }
 // batch sends the settings and the statement, and reads the settings' answer: the batch is left at
 // the statement's. It is nil when ctx is not sampled.
 func (t traced) batch(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
-	tp, ts, ok := sampledTraceContext(ctx)
-	if !ok {
+	b := &pgx.Batch{}
+	if !queueTraceContext(ctx, b) {
 		return nil, nil
 	}
-	b := &pgx.Batch{}
+	return sendAfter(ctx, t.pool, b, sql, args)
+}
+
+// queueTraceContext queues the statement that sets ctx's trace context on b, when its span is
+// sampled; it reports whether it did.
+func queueTraceContext(ctx context.Context, b *pgx.Batch) bool {
+	tp, ts, ok := sampledTraceContext(ctx)
+	if !ok {
+		return false
+	}
 	if ts == "" {
 		b.Queue("SELECT set_config('"+SettingTraceparent+"', $1, true)", tp)
 	} else {
 		b.Queue("SELECT set_config('"+SettingTraceparent+"', $1, true), set_config('"+SettingTracestate+"', $2, true)", tp, ts)
 	}
-	return sendAfter(ctx, t.pool, b, sql, args)
+	return true
 }
 
 // batched runs each statement through send, which sends it in a batch after others and returns

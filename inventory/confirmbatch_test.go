@@ -404,6 +404,18 @@ func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.
 
 func (*statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
+// A batch's statements count as sent, in the order queued (a transaction's BEGIN goes with its
+// first statement: db.InTx).
+func (s *statements) TraceBatchStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchStartData) context.Context {
+	for _, q := range data.Batch.QueuedQueries {
+		s.TraceQueryStart(ctx, conn, pgx.TraceQueryStartData{SQL: q.SQL})
+	}
+	return ctx
+}
+
+func (*statements) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (*statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
 // during returns the statements sent while fn ran.
 func (s *statements) during(fn func()) []string {
 	s.mu.Lock()

@@ -459,15 +459,11 @@ func keys(rows []stockstore.LockReservationsOfOrderRow) (skus []int64, whs []int
 // inTx runs fn in a transaction. An error from fn that is a *NotActiveError still commits,
 // because the work fn did before refusing (releasing what was left) must stay done.
 func (e *Engine) inTx(ctx context.Context, fn func(q *stockstore.Queries) error) error {
-	tx, err := db.Begin(ctx, e.pool)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // after Commit this is a no-op
-	// A write whose answer is only its error goes with the next statement (db.InPipe): a confirm's
-	// lock of the inventory rows with the confirm. A NotActiveError commits what fn wrote.
+	// A write whose answer is only its error goes with the next statement, BEGIN with the first and
+	// COMMIT with the last writes (db.InTx): a confirm's lock of the inventory rows with the confirm.
+	// A NotActiveError commits what fn wrote.
 	var refused error
-	if err := db.InPipe(ctx, tx, func(p db.DBTX) error {
+	if err := db.InTx(ctx, e.pool, func(p db.DBTX) error {
 		ferr := fn(stockstore.New(p))
 		if notActive := (*NotActiveError)(nil); errors.As(ferr, &notActive) {
 			refused = ferr
@@ -475,9 +471,6 @@ func (e *Engine) inTx(ctx context.Context, fn func(q *stockstore.Queries) error)
 		}
 		return ferr
 	}); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
 		return err
 	}
 	return refused

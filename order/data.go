@@ -37,17 +37,15 @@ var ErrAddressBookFull = errors.New("address book is full")
 // CreateAddress adds an address to the user's book while it holds fewer than max (0: no limit):
 // the count and the insert are one decision under the user's lock. Its id and when it was made.
 func CreateAddress(ctx context.Context, pool *pgxpool.Pool, a Address, max int32) (Address, error) {
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		// The lock goes with the insert, in one round trip (db.InPipe).
-		return db.InPipe(ctx, tx, func(tx db.DBTX) error {
-			if err := db.LockUser(ctx, tx, db.LockAddressBook, a.UserID); err != nil {
-				return err
-			}
-			row, err := orderstore.New(tx).CreateAddress(ctx, orderstore.CreateAddressParams{UserID: a.UserID, City: a.City,
-				Line1: a.Line1, Lat: a.Lat, Lon: a.Lon, MaxAddresses: max})
-			a.ID, a.CreatedAt = row.ID, row.CreatedAt
+	// BEGIN and the lock go with the insert, in one round trip (db.InTx).
+	err := db.InTx(ctx, pool, func(tx db.DBTX) error {
+		if err := db.LockUser(ctx, tx, db.LockAddressBook, a.UserID); err != nil {
 			return err
-		})
+		}
+		row, err := orderstore.New(tx).CreateAddress(ctx, orderstore.CreateAddressParams{UserID: a.UserID, City: a.City,
+			Line1: a.Line1, Lat: a.Lat, Lon: a.Lon, MaxAddresses: max})
+		a.ID, a.CreatedAt = row.ID, row.CreatedAt
+		return err
 	})
 	if db.NotFound(err) {
 		return a, ErrAddressBookFull

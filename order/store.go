@@ -95,19 +95,17 @@ func (e *TooManyOpenError) Error() string {
 }
 
 // Create writes the order (Insert) and its payment row, which the saga's payment steps mirror the
-// provider's answers into, in one transaction; the writes after the order's row go together
-// (db.InPipe).
+// provider's answers into, in one transaction; the writes after the order's row go together, and
+// with the COMMIT (db.InTx).
 func (s Store) Create(ctx context.Context, n New) (Created, error) {
 	var out Created
-	err := db.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		return db.InPipe(ctx, tx, func(tx db.DBTX) error {
-			var err error
-			if out, err = Insert(ctx, tx, n); err != nil || !out.Made {
-				return err
-			}
-			return orderstore.New(tx).InsertPayment(ctx, orderstore.InsertPaymentParams{OrderID: out.ID,
-				IdempotencyKey: PaymentKey(out.ID), Provider: n.Provider, AmountMinor: n.Quote.TotalMinor, Currency: n.Quote.Currency})
-		})
+	err := db.InTx(ctx, s.Pool, func(tx db.DBTX) error {
+		var err error
+		if out, err = Insert(ctx, tx, n); err != nil || !out.Made {
+			return err
+		}
+		return orderstore.New(tx).InsertPayment(ctx, orderstore.InsertPaymentParams{OrderID: out.ID,
+			IdempotencyKey: PaymentKey(out.ID), Provider: n.Provider, AmountMinor: n.Quote.TotalMinor, Currency: n.Quote.Currency})
 	})
 	return out, err
 }
@@ -270,12 +268,10 @@ func (s Store) Transition(ctx context.Context, orderID int64, to Status, code pr
 		return false, fmt.Errorf("order %d to %s: %w", orderID, to, ErrNotFinal)
 	}
 	changed := false
-	err := db.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		return db.InPipe(ctx, tx, func(tx db.DBTX) error {
-			var err error
-			changed, err = transition(ctx, tx, orderID, to, event, code, detail)
-			return err
-		})
+	err := db.InTx(ctx, s.Pool, func(tx db.DBTX) error {
+		var err error
+		changed, err = transition(ctx, tx, orderID, to, event, code, detail)
+		return err
 	})
 	return changed, err
 }
@@ -377,31 +373,29 @@ func (s Store) FinishAlongIfEnds(ctx context.Context, orderID int64, to Status, 
 		return Finished{}, fmt.Errorf("order %d to %s: %w", orderID, to, ErrNotFinal)
 	}
 	var f Finished
-	err := db.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		return db.InPipe(ctx, tx, func(tx db.DBTX) error {
-			for _, write := range along {
-				if err := write(ctx, tx); err != nil {
-					return err
-				}
-			}
-			changed, err := transition(ctx, tx, orderID, to, event, code, detail)
-			if err == nil && changed && ifEnds != nil {
-				err = ifEnds(ctx, tx)
-			}
-			if err != nil || changed {
-				f = Finished{Changed: changed, Status: to, FailureCode: code}
+	err := db.InTx(ctx, s.Pool, func(tx db.DBTX) error {
+		for _, write := range along {
+			if err := write(ctx, tx); err != nil {
 				return err
 			}
-			o, err := orderstore.New(tx).GetOrder(ctx, orderID)
-			if err != nil {
-				return err
-			}
-			f = Finished{Status: Status(o.Status)}
-			if o.FailureCode != nil {
-				f.FailureCode = problem.Code(*o.FailureCode)
-			}
-			return nil
-		})
+		}
+		changed, err := transition(ctx, tx, orderID, to, event, code, detail)
+		if err == nil && changed && ifEnds != nil {
+			err = ifEnds(ctx, tx)
+		}
+		if err != nil || changed {
+			f = Finished{Changed: changed, Status: to, FailureCode: code}
+			return err
+		}
+		o, err := orderstore.New(tx).GetOrder(ctx, orderID)
+		if err != nil {
+			return err
+		}
+		f = Finished{Status: Status(o.Status)}
+		if o.FailureCode != nil {
+			f.FailureCode = problem.Code(*o.FailureCode)
+		}
+		return nil
 	})
 	if err != nil {
 		return Finished{}, err

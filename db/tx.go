@@ -1,0 +1,66 @@
+package db
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// InTx runs fn in a transaction on one of pool's connections, through a Pipe (InPipe) that also
+// carries the transaction's BEGIN and COMMIT: BEGIN (with ctx's trace context when its span is
+// sampled, as Begin sets it) goes in one batch with the transaction's first statement that is
+// sent, and COMMIT with the writes still queued when fn returns. A transaction thus takes two
+// round trips fewer than Begin, its statements and Commit one by one, and holds its locks one
+// round trip less. PostgreSQL runs it as it runs them one by one: a BEGIN in a batch opens the
+// transaction block, which the batch's end does not close.
+//
+// When fn fails, or a statement of the transaction did, it is rolled back and the connection goes
+// back to the pool idle; a transaction that fn sent nothing in is never begun. A COMMIT that
+// PostgreSQL answers with ROLLBACK (a statement failed and fn carried on) is
+// pgx.ErrTxCommitRollback, as pgx's Commit reports it.
+func InTx(ctx context.Context, pool *pgxpool.Pool, fn func(DBTX) error) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	p := &Pipe{tx: conn, pending: &pgx.Batch{}}
+	p.now = batched{direct: conn, send: p.send}
+	p.pending.Queue("BEGIN")
+	queueTraceContext(ctx, p.pending)
+	opening := p.pending.Len()
+	if err := fn(p); err != nil {
+		rollback(ctx, conn)
+		return err
+	}
+	if !p.sent && p.pending.Len() == opening {
+		return nil
+	}
+	b := p.pending
+	if b == nil {
+		b = &pgx.Batch{}
+	}
+	p.pending = nil
+	b.Queue("COMMIT").Exec(func(tag pgconn.CommandTag) error {
+		if tag.String() == "ROLLBACK" {
+			return pgx.ErrTxCommitRollback
+		}
+		return nil
+	})
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		rollback(ctx, conn)
+		return err
+	}
+	return nil
+}
+
+// rollback ends the connection's transaction, if one is open or failed. Should the ROLLBACK fail,
+// the pool closes the connection instead of reusing it (it is not idle).
+func rollback(ctx context.Context, conn *pgxpool.Conn) {
+	if conn.Conn().PgConn().TxStatus() == 'I' {
+		return
+	}
+	_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+}
