@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/marketplace/checkout/availability/internal/availabilitystore"
+	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/events"
 )
 
@@ -113,7 +114,8 @@ func (p *Projector) apply(ctx context.Context, msgs []events.Message) error {
 		times = append(times, e.Time)
 	}
 	var skus []int64
-	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+	// BEGIN and the projection's lock go with the events' apply (db.InTx).
+	err := db.InTx(ctx, p.pool, func(tx db.DBTX) error {
 		q := availabilitystore.New(tx)
 		if err := q.LockProjection(ctx); err != nil {
 			return err

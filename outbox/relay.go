@@ -12,13 +12,13 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/events"
 	"github.com/marketplace/checkout/outbox/internal/outboxstore"
 )
@@ -179,7 +179,8 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 	}
 	published := 0
 	var stopErr error
-	err := pgx.BeginFunc(ctx, r.Pool, func(tx pgx.Tx) error {
+	// BEGIN goes with the relay's lock, the marks with the COMMIT (db.InTx).
+	err := db.InTx(ctx, r.Pool, func(tx db.DBTX) error {
 		q := outboxstore.New(tx)
 		locked, err := q.TryLockOutboxRelay(ctx)
 		if err != nil || !locked {
