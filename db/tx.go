@@ -2,6 +2,8 @@ package db
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -38,6 +40,11 @@ func InTx(ctx context.Context, pool *pgxpool.Pool, fn func(DBTX) error) error {
 	if !p.sent && p.pending.Len() == opening {
 		return nil
 	}
+	if p.sent && conn.Conn().PgConn().TxStatus() == 'I' {
+		// The batch with the BEGIN failed before it ran (a statement PostgreSQL could not
+		// prepare) and fn went on: what it sent since ran outside any transaction.
+		return errNotBegun
+	}
 	b := p.pending
 	if b == nil {
 		b = &pgx.Batch{}
@@ -56,11 +63,19 @@ func InTx(ctx context.Context, pool *pgxpool.Pool, fn func(DBTX) error) error {
 	return nil
 }
 
-// rollback ends the connection's transaction, if one is open or failed. Should the ROLLBACK fail,
-// the pool closes the connection instead of reusing it (it is not idle).
+// errNotBegun: fn carried on after the batch that carried its transaction's BEGIN failed.
+var errNotBegun = errors.New("db: the transaction's BEGIN did not run, and the statements after it ran on their own")
+
+// rollbackTimeout bounds a ROLLBACK, which runs even when the caller's context has ended.
+const rollbackTimeout = 5 * time.Second
+
+// rollback ends the connection's transaction, if one is open or failed. Should the ROLLBACK fail
+// or time out, the pool closes the connection instead of reusing it (it is not idle).
 func rollback(ctx context.Context, conn *pgxpool.Conn) {
 	if conn.Conn().PgConn().TxStatus() == 'I' {
 		return
 	}
-	_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	_, _ = conn.Exec(ctx, "ROLLBACK")
 }

@@ -133,6 +133,22 @@ func TestInTx_StatementFailedFnCarriedOn_NotCommitted(t *testing.T) {
 	require.ErrorIs(t, err, pgx.ErrTxCommitRollback)
 }
 
+// TestInTx_BeginNeverRan_Error: when the batch that carries the BEGIN fails before it runs (a
+// statement PostgreSQL cannot prepare) and fn goes on, InTx says the transaction never began
+// instead of reporting a commit.
+func TestInTx_BeginNeverRan_Error(t *testing.T) {
+	t.Parallel()
+	pool, _ := pipePool(t)
+	ctx := context.Background()
+	err := db.InTx(ctx, pool, func(tx db.DBTX) error {
+		var n int64
+		_ = tx.QueryRow(ctx, "SELECT count(*) FROM no_such_table").Scan(&n)
+		return tx.QueryRow(ctx, countN).Scan(&n, &n)
+	})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "BEGIN did not run")
+}
+
 // TestInTx_NothingSent_NoRoundTrip: a transaction fn made no statement in is never begun.
 func TestInTx_NothingSent_NoRoundTrip(t *testing.T) {
 	t.Parallel()
