@@ -61,7 +61,7 @@ type CheckPricesInput struct {
 	CouponCode string `json:"couponCode,omitempty"`
 }
 
-// CheckPrices prices the member cart now, as the checkout preview does (cart.Price). A cart that
+// CheckPrices prices the member cart now, as the checkout preview does (cart.PriceOf). A cart that
 // cannot be ordered is refused with its code (CART_EMPTY, CART_INVALID, MIXED_CURRENCY, the
 // coupon's); a priceVersion other than the current one is refused with PRICE_CHANGED, carrying the
 // new version (cart.Checkout.Refusal). When the request's order already exists (this step runs

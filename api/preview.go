@@ -95,7 +95,7 @@ type previewResponse struct {
 	Omitted []string `json:"omitted,omitempty"`
 }
 
-// preview prices the member cart as POST /orders does (cart.Price: from the catalog now, never from
+// preview prices the member cart as POST /orders does (cart.PriceOf: from the catalog now, never from
 // priceAtAdd), so it refuses the same carts with the same codes and its priceVersion is the one the
 // order compares against; what the order would refuse a priceable cart for, it warns about or says
 // of the coupon. It asks the inventory, not the projection, how much is sellable (unless the

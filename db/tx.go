@@ -21,7 +21,8 @@ import (
 // When fn fails, or a statement of the transaction did, it is rolled back and the connection goes
 // back to the pool idle; a transaction that fn sent nothing in is never begun. A COMMIT that
 // PostgreSQL answers with ROLLBACK (a statement failed and fn carried on) is
-// pgx.ErrTxCommitRollback, as pgx's Commit reports it.
+// pgx.ErrTxCommitRollback, as pgx's Commit reports it; and should the batch that carried the
+// BEGIN have failed before it ran while fn carried on, InTx says so instead of committing.
 func InTx(ctx context.Context, pool *pgxpool.Pool, fn func(DBTX) error) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
