@@ -2,8 +2,6 @@ package api
 
 import (
 	"bytes"
-	"errors"
-	"fmt"
 	"io"
 	"net/http"
 
@@ -95,7 +93,7 @@ type previewResponse struct {
 	Omitted []string `json:"omitted,omitempty"`
 }
 
-// preview prices the member cart as POST /orders does (cart.PriceOf: from the catalog now, never from
+// preview prices the member cart as POST /orders does (cart.Price: from the catalog now, never from
 // priceAtAdd), so it refuses the same carts with the same codes and its priceVersion is the one the
 // order compares against; what the order would refuse a priceable cart for, it warns about or says
 // of the coupon. It asks the inventory, not the projection, how much is sellable (unless the
@@ -116,11 +114,6 @@ func (h *cartHandlers) preview(c echo.Context) error {
 			return validation{{Field: "couponCode", Message: "3 to 32 letters, digits, - or _"}}.err()
 		}
 	}
-	userID := mustPrincipal(c).UserID
-	snap, err := cart.Load(ctx, h.Pool, cart.MemberID(userID))
-	if err != nil && !errors.Is(err, cart.ErrNotFound) {
-		return fmt.Errorf("reading the cart: %w", err)
-	}
 	// The stock of the cart's SKUs is read in the round trip that prices them.
 	var sellable map[int64]int32
 	stock := h.Features.Enabled(ctx, features.PreviewStockWarnings)
@@ -128,7 +121,7 @@ func (h *cartHandlers) preview(c echo.Context) error {
 	if stock {
 		along = func(b *pgx.Batch, ids []int64) { availability.QueueSellable(b, ids, &sellable) }
 	}
-	checkout, err := cart.PriceOf(ctx, h.Pool, snap, userID, pricing.NormalCode(req.CouponCode), along)
+	checkout, err := cart.Price(ctx, h.Pool, mustPrincipal(c).UserID, pricing.NormalCode(req.CouponCode), along)
 	if err != nil {
 		return err
 	}

@@ -26,13 +26,15 @@ type Checkout struct {
 // Price prices the member cart of userID from the catalog and the campaigns in force now (never
 // from priceAtAdd), then applies the coupon (empty: none). A cart that cannot be priced is refused
 // with the coded error of pricing.Compute: CART_EMPTY (also when there is no cart), CART_INVALID
-// (SKUs no longer sold, skuIds named) or MIXED_CURRENCY.
-func Price(ctx context.Context, conn db.Batcher, userID int64, coupon string) (Checkout, error) {
+// (SKUs no longer sold, skuIds named) or MIXED_CURRENCY. along, when given, queues the caller's
+// own reads of the cart's SKUs on the batch that prices them (PriceOf).
+func Price(ctx context.Context, conn db.Batcher, userID int64, coupon string,
+	along func(b *pgx.Batch, skuIDs []int64)) (Checkout, error) {
 	snap, err := Load(ctx, conn, MemberID(userID))
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return Checkout{}, fmt.Errorf("reading the cart: %w", err)
 	}
-	return PriceOf(ctx, conn, snap, userID, coupon, nil)
+	return PriceOf(ctx, conn, snap, userID, coupon, along)
 }
 
 // PriceOf is Price of the member cart snap, already read. along, when given, queues the caller's

@@ -21,13 +21,13 @@ func TestPrice_RefusalsAreCoded(t *testing.T) {
 	ctx := context.Background()
 	q := pool
 
-	_, err := cart.Price(ctx, q, 951, "")
+	_, err := cart.Price(ctx, q, 951, "", nil)
 	assert.Equal(t, problem.CartEmpty, problem.CodeOf(err), "no cart at all: %v", err)
 
 	_, err = pool.Exec(ctx, `INSERT INTO carts (id, user_id, doc) VALUES ('u:952', 952,
 		'{"items":[{"skuId":71,"sellerId":42,"quantity":1},{"skuId":99999,"sellerId":42,"quantity":1}]}')`)
 	require.NoError(t, err)
-	_, err = cart.Price(ctx, q, 952, "")
+	_, err = cart.Price(ctx, q, 952, "", nil)
 	p, ok := problem.As(err)
 	require.True(t, ok, "%v", err)
 	assert.Equal(t, problem.CartInvalid, p.Code)
@@ -35,7 +35,7 @@ func TestPrice_RefusalsAreCoded(t *testing.T) {
 
 	_, err = store.SetQuantity(ctx, cart.Member(953), 74, 42, 2, nil)
 	require.NoError(t, err)
-	c, err := cart.Price(ctx, q, 953, "")
+	c, err := cart.Price(ctx, q, 953, "", nil)
 	require.NoError(t, err)
 	assert.Nil(t, c.Refusal(c.Quote.PriceVersion), "at its own version the order is placed")
 	changed := c.Refusal("pv_other")
@@ -43,7 +43,7 @@ func TestPrice_RefusalsAreCoded(t *testing.T) {
 	assert.Equal(t, problem.PriceChanged, changed.Code)
 	assert.Equal(t, pricing.PriceChangedDetails{PriceVersion: c.Quote.PriceVersion}, changed.Details)
 
-	withCoupon, err := cart.Price(ctx, q, 953, "NO-SUCH")
+	withCoupon, err := cart.Price(ctx, q, 953, "NO-SUCH", nil)
 	require.NoError(t, err)
 	require.NotNil(t, withCoupon.Coupon)
 	assert.Equal(t, c.Quote, withCoupon.Quote, "a coupon that does not apply leaves the prices")
@@ -51,7 +51,7 @@ func TestPrice_RefusalsAreCoded(t *testing.T) {
 
 	_, err = pool.Exec(ctx, `UPDATE skus SET max_per_order = 1 WHERE id = 74`)
 	require.NoError(t, err)
-	over, err := cart.Price(ctx, q, 953, "NO-SUCH")
+	over, err := cart.Price(ctx, q, 953, "NO-SUCH", nil)
 	require.NoError(t, err)
 	first := over.Refusal("pv_other")
 	assert.Equal(t, problem.CartInvalid, first.Code, "the line over maxPerOrder comes first")

@@ -46,8 +46,7 @@ func InPipe(ctx context.Context, tx DBTX, fn func(DBTX) error) error {
 	if !ok {
 		return fn(tx)
 	}
-	p := &Pipe{tx: b}
-	p.now = batched{direct: b, send: p.send}
+	p := newPipe(b, nil)
 	if err := fn(p); err != nil {
 		return err
 	}
@@ -57,6 +56,13 @@ func InPipe(ctx context.Context, tx DBTX, fn func(DBTX) error) error {
 	pending := p.pending
 	p.pending = nil
 	return b.SendBatch(ctx, pending).Close()
+}
+
+// newPipe is a Pipe over tx whose first batch starts with pending's statements (nil: none).
+func newPipe(tx Batcher, pending *pgx.Batch) *Pipe {
+	p := &Pipe{tx: tx, pending: pending}
+	p.now = batched{direct: tx, send: p.send}
+	return p
 }
 
 // waits reports whether sql is a write whose answer nobody reads: a store's `:exec` statement,

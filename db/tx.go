@@ -29,11 +29,11 @@ func InTx(ctx context.Context, pool *pgxpool.Pool, fn func(DBTX) error) error {
 		return err
 	}
 	defer conn.Release()
-	p := &Pipe{tx: conn, pending: &pgx.Batch{}}
-	p.now = batched{direct: conn, send: p.send}
-	p.pending.Queue("BEGIN")
-	queueTraceContext(ctx, p.pending)
-	opening := p.pending.Len()
+	begin := &pgx.Batch{}
+	begin.Queue("BEGIN")
+	queueTraceContext(ctx, begin)
+	opening := begin.Len()
+	p := newPipe(conn, begin)
 	if err := fn(p); err != nil {
 		rollback(ctx, conn)
 		return err

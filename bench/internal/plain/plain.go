@@ -168,7 +168,7 @@ func (p *Server) checkout(ctx context.Context, userID int64, key, hash string, r
 		} else if err != nil {
 			return err
 		}
-		priced, err := cart.Price(ctx, tx, userID, "")
+		priced, err := cart.Price(ctx, tx, userID, "", nil)
 		if refusal, ok := problem.As(err); ok {
 			out = fail(refusal)
 			return nil
