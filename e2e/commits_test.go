@@ -103,13 +103,19 @@ func (w *writeCounter) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pg
 		if stmts, ok := w.open[conn]; ok {
 			w.open[conn] = append(stmts, statementName(sql))
 			w.trips[conn]++
-			if changes.MatchString(sql) || (w.writers != nil && w.writers.MatchString(sql)) {
+			if w.isWrite(sql) {
 				w.wrote[conn] = true
 			}
 		}
 		w.mu.Unlock()
 	}
 	return context.WithValue(ctx, traceSQL{}, sql)
+}
+
+// isWrite reports whether sql changes rows (or locks them) by its text, or calls a function of the
+// database's that writes.
+func (w *writeCounter) isWrite(sql string) bool {
+	return changes.MatchString(sql) || (w.writers != nil && w.writers.MatchString(sql))
 }
 
 type traceSQL struct{}
@@ -125,8 +131,7 @@ func (w *writeCounter) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, d pgx.
 	if strings.HasPrefix(low, "begin") || low == "commit" || low == "rollback" {
 		return
 	}
-	if d.CommandTag.Insert() || d.CommandTag.Update() || d.CommandTag.Delete() || changes.MatchString(sql) ||
-		(w.writers != nil && w.writers.MatchString(sql)) {
+	if d.CommandTag.Insert() || d.CommandTag.Update() || d.CommandTag.Delete() || w.isWrite(sql) {
 		w.writes, w.tripsOf = append(w.writes, []string{statementName(sql)}), append(w.tripsOf, 1)
 	}
 }
@@ -166,7 +171,7 @@ func (w *writeCounter) TraceBatchQuery(ctx context.Context, conn *pgx.Conn, d pg
 	w.mu.Lock()
 	if stmts, ok := w.open[conn]; ok && !strings.EqualFold(sql, "begin") && !strings.EqualFold(sql, "commit") {
 		w.open[conn] = append(stmts, statementName(sql))
-		if changes.MatchString(sql) || (w.writers != nil && w.writers.MatchString(sql)) {
+		if w.isWrite(sql) {
 			w.wrote[conn] = true
 		}
 	}
