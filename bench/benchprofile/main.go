@@ -38,7 +38,7 @@ const (
 )
 
 func main() {
-	orders := flag.Int("orders", 100, "paid-at-once orders (and empty workflows) in each profiled batch")
+	orders := flag.Int("orders", 300, "paid-at-once orders (and empty workflows) in each profiled batch")
 	freq := flag.Int("freq", 499, "perf's samples per second per CPU")
 	out := flag.String("out", "docs/benchmarks.md", "the document to write the section into")
 	flag.Parse()
