@@ -207,6 +207,13 @@ bench-reserve-profile: postgres-binaries ## where one combined batch of 100 hot-
 	$(call bench-tool,benchreserve) -profile 100
 	$(BIN)/benchreserve -profile 1
 
+# `make bench-reserve-parts CLIENTS=8` measures another client count.
+CLIENTS ?= 50
+
+.PHONY: bench-reserve-parts
+bench-reserve-parts: postgres-binaries ## a spread reservation with combining off beside pgbench, part by part: pgbench's statement from the Go client, then one guarantee more at a time, to the engine; CLIENTS clients, three rounds (prints a table; about 8 minutes)
+	$(call bench-tool,benchreserve) -parts $(CLIENTS)
+
 .PHONY: screenshots
 screenshots: postgres-binaries $(TEMPORAL_CLI) $(JAEGER) build $(NATS_SERVER) ## real screenshots of the Temporal UI and of an order's trace in Jaeger for docs/runbook.md, from a private stack, into docs/screenshots/
 	@if [ -x /usr/bin/chromium ]; then \

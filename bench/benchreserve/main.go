@@ -195,14 +195,18 @@ func main() {
 	seconds := flag.Int("seconds", 5, "duration of each measured run, for pgbench (-T) and go test (-benchtime)")
 	rounds := flag.Int("rounds", 3, "times every case is measured; the tables show each figure's median, the ratios their spread")
 	out := flag.String("out", "docs/benchmarks.md", "file to write the section into, relative to the module root")
+	partsAt := flag.Int("parts", 0, "instead of the benchmark, measure a spread reservation with combining off part by part (pgbench's statement, then one guarantee more at a time, to the engine) beside pgbench, at this many clients, and print the table")
 	profileBatch := flag.Int("profile", 0, "instead of the benchmark, print where one combined batch of this many orders spends its time in PostgreSQL, statement by statement, beside pgbench's batched baseline (1: one order with combining off, beside pgbench's one-order transaction)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
-	if *profileBatch > 0 {
+	switch {
+	case *partsAt > 0:
+		err = parts(ctx, *seconds, *rounds, *partsAt)
+	case *profileBatch > 0:
 		err = profile(ctx, *seconds, max(*rounds, 1), *profileBatch)
-	} else {
+	default:
 		err = run(ctx, *seconds, *rounds, *out)
 	}
 	if err != nil {
@@ -216,37 +220,12 @@ func run(ctx context.Context, seconds, rounds int, out string) error {
 	if err != nil {
 		return err
 	}
-	bindir, err := pgserver.BinDir()
-	if err != nil {
-		return err
-	}
-	b := &bench{seconds: seconds, rounds: max(rounds, 1), pkgDir: filepath.Join(root, "inventory")}
-	if b.pgbench, err = pgbenchPath(bindir); err != nil {
-		return err
-	}
 	loadBefore := fmt.Sprintf("%.2f", benchkit.LoadAverage())
-
-	if b.tmp, err = os.MkdirTemp("", "checkout-bench-"); err != nil {
-		return err
-	}
-	defer os.RemoveAll(b.tmp)
-	// Built once, so that no run measures the compiler; running it is what `go test` does.
-	b.testBin = filepath.Join(b.tmp, "inventory.test")
-	logf("go test -c -o %s ./inventory", b.testBin)
-	if _, _, err := command(ctx, root, nil, "go", "test", "-c", "-o", b.testBin, "./inventory"); err != nil {
-		return fmt.Errorf("build the inventory benchmark: %w", err)
-	}
-	logf("starting a private PostgreSQL cluster (durable settings) in %s", b.tmp)
-	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	b.srv, err = pgserver.Start(startCtx, pgserver.Options{Dir: filepath.Join(b.tmp, "data")})
-	cancel()
+	b, done, err := setUp(ctx, root, seconds, rounds)
 	if err != nil {
 		return err
 	}
-	defer b.srv.Stop()
-	if b.postmaster, err = benchkit.PostmasterPID(b.srv.Dir); err != nil {
-		return err
-	}
+	defer done()
 
 	var measured []round
 	for n := range b.rounds {
@@ -285,6 +264,47 @@ func run(ctx context.Context, seconds, rounds int, out string) error {
 	}
 	logf("wrote %s", path)
 	return nil
+}
+
+// setUp builds the inventory benchmarks once, so that no run measures the compiler (running the
+// binary is what `go test` does), and starts a private durable PostgreSQL cluster for both sides;
+// done stops it and removes its folder.
+func setUp(ctx context.Context, root string, seconds, rounds int) (b *bench, done func(), err error) {
+	bindir, err := pgserver.BinDir()
+	if err != nil {
+		return nil, nil, err
+	}
+	b = &bench{seconds: seconds, rounds: max(rounds, 1), pkgDir: filepath.Join(root, "inventory")}
+	if b.pgbench, err = pgbenchPath(bindir); err != nil {
+		return nil, nil, err
+	}
+	if b.tmp, err = os.MkdirTemp("", "checkout-bench-"); err != nil {
+		return nil, nil, err
+	}
+	done = func() { os.RemoveAll(b.tmp) }
+	b.testBin = filepath.Join(b.tmp, "inventory.test")
+	logf("go test -c -o %s ./inventory", b.testBin)
+	if _, _, err := command(ctx, root, nil, "go", "test", "-c", "-o", b.testBin, "./inventory"); err != nil {
+		done()
+		return nil, nil, fmt.Errorf("build the inventory benchmark: %w", err)
+	}
+	logf("starting a private PostgreSQL cluster (durable settings) in %s", b.tmp)
+	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	b.srv, err = pgserver.Start(startCtx, pgserver.Options{Dir: filepath.Join(b.tmp, "data")})
+	cancel()
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	done = func() {
+		b.srv.Stop()
+		os.RemoveAll(b.tmp)
+	}
+	if b.postmaster, err = benchkit.PostmasterPID(b.srv.Dir); err != nil {
+		done()
+		return nil, nil, err
+	}
+	return b, done, nil
 }
 
 // round is one measurement of every case, pgbench's best and the confirms.
@@ -630,12 +650,18 @@ const (
 // runGoBench runs one case of benchmark (BenchmarkReserve or BenchmarkConfirm) on the same
 // cluster through TEST_PG_URL; unit is the metric its rate is reported in.
 func (b *bench) runGoBench(ctx context.Context, benchmark string, c benchCase, combining, unit string) (goRun, error) {
+	pattern := fmt.Sprintf("^%s$/^%s$/^clients=%d$/^combining=%s$", benchmark, c.shape, c.clients, combining)
+	return b.runGoPattern(ctx, c.name(), pattern, benchmark+"/"+c.name()+"/combining="+combining, unit)
+}
+
+// runGoPattern runs the inventory benchmarks matching pattern and reads the result line that
+// starts with prefix (the sub-benchmark's full name).
+func (b *bench) runGoPattern(ctx context.Context, label, pattern, prefix, unit string) (goRun, error) {
 	var r goRun
 	if err := checkpoint(ctx, b.srv); err != nil {
 		return r, err
 	}
-	pattern := fmt.Sprintf("^%s$/^%s$/^clients=%d$/^combining=%s$", benchmark, c.shape, c.clients, combining)
-	logf("%s: go test ./inventory -run '^$' -bench '%s' -benchtime %ds -count 1", c.name(), pattern, b.seconds)
+	logf("%s: go test ./inventory -run '^$' -bench '%s' -benchtime %ds -count 1", label, pattern, b.seconds)
 	output, other, _, err := b.measured(ctx, b.pkgDir, []string{"TEST_PG_URL=" + b.srv.URL("postgres")}, b.testBin,
 		"-test.run", "^$", "-test.bench", pattern, "-test.benchtime", fmt.Sprintf("%ds", b.seconds), "-test.count", "1")
 	if err != nil {
@@ -643,7 +669,6 @@ func (b *bench) runGoBench(ctx context.Context, benchmark string, c benchCase, c
 	}
 	r.other = other
 	line := ""
-	prefix := benchmark + "/" + c.name() + "/combining=" + combining
 	for l := range strings.Lines(output) {
 		if rest, ok := strings.CutPrefix(l, prefix); ok && (strings.HasPrefix(rest, "-") || strings.HasPrefix(rest, " ") || strings.HasPrefix(rest, "\t")) {
 			line = l
