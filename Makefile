@@ -207,7 +207,7 @@ bench-reserve-profile: postgres-binaries ## where one combined batch of 100 hot-
 	$(call bench-tool,benchreserve) -profile 100
 	$(BIN)/benchreserve -profile 1
 
-# `make bench-reserve-parts CLIENTS=8` measures another client count.
+# `make bench-reserve-parts CLIENTS=8` measures another of the benchmark's client counts (8, 50, 200).
 CLIENTS ?= 50
 
 .PHONY: bench-reserve-parts

@@ -31,6 +31,9 @@ type partsRound struct {
 // parts measures a spread reservation with combining off beside pgbench at clients, part by part,
 // rounds times, the parts' order reversed every other round, and prints the table.
 func parts(ctx context.Context, seconds, rounds, clients int) error {
+	if !slices.Contains([]int{8, 50, 200}, clients) {
+		return fmt.Errorf("-parts %d: BenchmarkReserveParts runs 8, 50 or 200 clients", clients)
+	}
 	root, err := benchkit.ModuleRoot()
 	if err != nil {
 		return err
