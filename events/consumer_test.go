@@ -30,7 +30,11 @@ func testBroker(t *testing.T) *events.Broker {
 		MaxAge: time.Hour, MaxBytes: 64 << 20, Log: quiet})
 	require.NoError(t, err)
 	t.Cleanup(b.Close)
-	require.NoError(t, b.EnsureStream(context.Background()))
+	// A deadline of its own: without one the client allows 5 s, which a loaded machine's
+	// nats-server can take to create a stream on disk.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, b.EnsureStream(ctx))
 	return b
 }
 

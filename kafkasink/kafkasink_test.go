@@ -127,7 +127,9 @@ func TestSink_TracedEvent_RecordCarriesTheSinksSpanOfIt(t *testing.T) {
 	t.Parallel()
 	pool, b, cluster := setup(t, 1)
 	ctx := context.Background()
-	require.NoError(t, b.EnsureStream(ctx))
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second) // the client's own 5 s can be too short under load
+	defer cancel()
+	require.NoError(t, b.EnsureStream(sctx))
 
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	for i, traceparent := range []string{"00-" + traceID + "-00f067aa0ba902b7-01", ""} {
