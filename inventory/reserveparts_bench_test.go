@@ -14,6 +14,7 @@ import (
 	"github.com/marketplace/checkout/internal/dev/benchdata"
 	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/inventory"
+	"github.com/marketplace/checkout/inventory/internal/stockstore"
 )
 
 // BenchmarkReserveParts takes a spread reservation with combining off apart, one guarantee at a
@@ -26,8 +27,8 @@ import (
 //   - nearest: the nearest warehouse that holds the line chosen, as that path does;
 //   - reserve_order: the schema's function itself (its one-line path adds the order's advisory
 //     lock and the lookup of reservations a retried order already holds);
-//   - hold: the engine's statement, which also records the hold's expiry on the order
-//     (ReserveOrder: the order's row is absent here, so the UPDATE finds none);
+//   - hold: the engine's own statement (ReserveOrder), which also records the hold's expiry on
+//     the order (the order's row is absent here, so the UPDATE finds none);
 //   - engine: Engine.Reserve with combining off, as BenchmarkReserve runs it.
 //
 // `make bench-reserve-parts` runs it beside pgbench on a durable cluster, in rounds.
@@ -43,8 +44,8 @@ func BenchmarkReserveParts(b *testing.B) {
 	})
 }
 
-// reserveParts are the parts in order; sql is the statement an order runs ($1 the order, $2 the
-// SKU), empty for the engine.
+// reserveParts are the parts in order; sql is the statement an order runs (partArgs), empty for
+// the engine.
 var reserveParts = []struct{ name, sql string }{
 	{"statement", `WITH r AS (UPDATE inventory SET reserved = reserved + 1, version = version + 1
 		WHERE sku_id = $2 AND warehouse_id = 1 AND on_hand - reserved >= 1 RETURNING sku_id, warehouse_id)
@@ -53,21 +54,23 @@ var reserveParts = []struct{ name, sql string }{
 	{"function", partCall("bench_reserve_bare")},
 	{"nearest", partCall("bench_reserve_nearest")},
 	{"reserve_order", partCall("reserve_order")},
-	{"hold", `WITH r AS MATERIALIZED (
-		SELECT f.kind::text AS kind, coalesce(f.expires_at, 'epoch')::timestamptz AS expires_at,
-		       coalesce(f.status, '')::text AS status
-		FROM reserve_order($1::bigint, ARRAY[$2::bigint], ARRAY[1], 41.01, 28.97, 900) f
-	), held AS (
-		UPDATE orders o SET hold_expires_at = h.until, updated_at = now()
-		  FROM (SELECT max(r.expires_at) AS until FROM r WHERE r.kind <> 'short' AND r.status = 'ACTIVE') h
-		 WHERE o.id = $1::bigint AND h.until IS NOT NULL AND o.hold_expires_at IS DISTINCT FROM h.until
-	)
-	SELECT r.kind FROM r`},
+	{"hold", stockstore.ReserveOrderSQL},
 	{"engine", ""},
 }
 
+// partCall is a call of fn with reserve_order's parameters.
 func partCall(fn string) string {
-	return "SELECT kind FROM " + fn + "($1::bigint, ARRAY[$2::bigint], ARRAY[1], 41.01, 28.97, 900)"
+	return "SELECT kind FROM " + fn + "($1::bigint, $2::bigint[], $3::int[], $4::float8, $5::float8, $6::float8)"
+}
+
+// partArgs are an order's parameters, in reserve_order's order (the engine's statement takes the
+// same): the order, its one line of one unit, the shopper's location and a hold of 15 minutes. The
+// statement part names the first two only.
+func partArgs(sql string, order, sku int64) []any {
+	if strings.Contains(sql, "$3") {
+		return []any{order, []int64{sku}, []int32{1}, 41.01, 28.97, 900.0}
+	}
+	return []any{order, sku}
 }
 
 // The pieces of reserve_order's one-line path that the parts cut out: the guards, and the choice
@@ -122,7 +125,7 @@ func benchReservePart(b *testing.B, clients int, sql string) {
 		}
 	}
 	op := func(ctx context.Context, order, sku int64) error {
-		rows, err := pool.Query(ctx, sql, order, sku)
+		rows, err := pool.Query(ctx, sql, partArgs(sql, order, sku)...)
 		if err != nil {
 			return err
 		}
