@@ -49,6 +49,12 @@ func BenchmarkReserve(b *testing.B) {
 	}
 }
 
+// Every benchmark order ships to the same place and holds its stock for as long.
+var (
+	benchShipTo = inventory.Location{Lat: 41.01, Lon: 28.97}
+	benchHold   = 15 * time.Minute
+)
+
 // benchReserve runs b.N reservations shared by exactly clients goroutines. The client count is
 // the point of the case, so it does not come from GOMAXPROCS as b.RunParallel's would.
 func benchReserve(b *testing.B, skus, clients, inFlight int) {
@@ -56,12 +62,11 @@ func benchReserve(b *testing.B, skus, clients, inFlight int) {
 	seedBench(b, pool, skus)
 	sizes := &benchBatches{}
 	eng := inventory.New(pool, sizes, inventory.WithCombining(inFlight))
-	shipTo := inventory.Location{Lat: 41.01, Lon: 28.97}
 
 	run := driveClients(b, pool, clients, func(ctx context.Context, order int64) error {
 		sku := int64(benchdata.FirstSKU + rand.IntN(skus))
 		_, err := eng.Reserve(ctx, inventory.ReserveRequest{OrderID: order,
-			Lines: []inventory.Line{{SKUID: sku, Quantity: 1}}, ShipTo: shipTo, Hold: 15 * time.Minute})
+			Lines: []inventory.Line{{SKUID: sku, Quantity: 1}}, ShipTo: benchShipTo, Hold: benchHold})
 		if err != nil {
 			return fmt.Errorf("reserve order %d sku %d: %w", order, sku, err)
 		}

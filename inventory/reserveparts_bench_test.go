@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -37,25 +36,29 @@ func BenchmarkReserveParts(b *testing.B) {
 		for _, clients := range []int{8, 50, 200} {
 			b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 				for _, part := range reserveParts {
-					b.Run("part="+part.name, func(b *testing.B) { benchReservePart(b, clients, part.sql) })
+					b.Run("part="+part.name, func(b *testing.B) { benchReservePart(b, clients, part.sql, part.args) })
 				}
 			})
 		}
 	})
 }
 
-// reserveParts are the parts in order; sql is the statement an order runs (partArgs), empty for
-// the engine.
-var reserveParts = []struct{ name, sql string }{
+// reserveParts are the parts in order; sql is the statement an order runs with the parameters
+// args gives, empty for the engine.
+var reserveParts = []struct {
+	name, sql string
+	args      func(order, sku int64) []any
+}{
 	{"statement", `WITH r AS (UPDATE inventory SET reserved = reserved + 1, version = version + 1
 		WHERE sku_id = $2 AND warehouse_id = 1 AND on_hand - reserved >= 1 RETURNING sku_id, warehouse_id)
 		INSERT INTO stock_reservations (order_id, sku_id, warehouse_id, quantity, expires_at)
-		SELECT $1, sku_id, warehouse_id, 1, now() + interval '15 minutes' FROM r`},
-	{"function", partCall("bench_reserve_bare")},
-	{"nearest", partCall("bench_reserve_nearest")},
-	{"reserve_order", partCall("reserve_order")},
-	{"hold", stockstore.ReserveOrderSQL},
-	{"engine", ""},
+		SELECT $1, sku_id, warehouse_id, 1, now() + interval '15 minutes' FROM r`,
+		func(order, sku int64) []any { return []any{order, sku} }},
+	{"function", partCall("bench_reserve_bare"), reserveOrderArgs},
+	{"nearest", partCall("bench_reserve_nearest"), reserveOrderArgs},
+	{"reserve_order", partCall("reserve_order"), reserveOrderArgs},
+	{"hold", stockstore.ReserveOrderSQL, reserveOrderArgs},
+	{"engine", "", nil},
 }
 
 // partCall is a call of fn with reserve_order's parameters.
@@ -63,14 +66,11 @@ func partCall(fn string) string {
 	return "SELECT kind FROM " + fn + "($1::bigint, $2::bigint[], $3::int[], $4::float8, $5::float8, $6::float8)"
 }
 
-// partArgs are an order's parameters, in reserve_order's order (the engine's statement takes the
-// same): the order, its one line of one unit, the shopper's location and a hold of 15 minutes. The
-// statement part names the first two only.
-func partArgs(sql string, order, sku int64) []any {
-	if strings.Contains(sql, "$3") {
-		return []any{order, []int64{sku}, []int32{1}, 41.01, 28.97, 900.0}
-	}
-	return []any{order, sku}
+// reserveOrderArgs are an order's parameters in reserve_order's order (the engine's statement
+// takes the same): the order, its one line of one unit, where it ships to and its hold, as the
+// engine's benchmark reserves it.
+func reserveOrderArgs(order, sku int64) []any {
+	return []any{order, []int64{sku}, []int32{1}, benchShipTo.Lat, benchShipTo.Lon, benchHold.Seconds()}
 }
 
 // The pieces of reserve_order's one-line path that the parts cut out: the guards, and the choice
@@ -110,7 +110,7 @@ func partFunctions(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
 	return []string{named(nearest, "bench_reserve_nearest"), named(bare, "bench_reserve_bare")}, nil
 }
 
-func benchReservePart(b *testing.B, clients int, sql string) {
+func benchReservePart(b *testing.B, clients int, sql string, args func(order, sku int64) []any) {
 	const skus = 1000
 	pool := testenv.PoolOn(b, testenv.DatabaseURL(b), int32(clients+2))
 	seedBench(b, pool, skus)
@@ -125,7 +125,7 @@ func benchReservePart(b *testing.B, clients int, sql string) {
 		}
 	}
 	op := func(ctx context.Context, order, sku int64) error {
-		rows, err := pool.Query(ctx, sql, partArgs(sql, order, sku)...)
+		rows, err := pool.Query(ctx, sql, args(order, sku)...)
 		if err != nil {
 			return err
 		}
@@ -144,10 +144,9 @@ func benchReservePart(b *testing.B, clients int, sql string) {
 	}
 	if sql == "" {
 		eng := inventory.New(pool, nil, inventory.WithCombining(0))
-		shipTo := inventory.Location{Lat: 41.01, Lon: 28.97}
 		op = func(ctx context.Context, order, sku int64) error {
 			_, err := eng.Reserve(ctx, inventory.ReserveRequest{OrderID: order,
-				Lines: []inventory.Line{{SKUID: sku, Quantity: 1}}, ShipTo: shipTo, Hold: 15 * time.Minute})
+				Lines: []inventory.Line{{SKUID: sku, Quantity: 1}}, ShipTo: benchShipTo, Hold: benchHold})
 			return err
 		}
 	}
