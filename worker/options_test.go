@@ -5,17 +5,20 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/marketplace/checkout/internal/config"
 )
 
-// The worker's tuning settings reach the SDK's options; a worker given none polls workflow tasks
-// with 8 pollers and leaves every other value to the SDK's default (0).
+// The worker's tuning settings reach the SDK's options; a worker given none polls for workflow
+// tasks with up to 8 polls on each of its queues, scaled by the SDK, and leaves every other value
+// to the SDK's default (0).
 func TestOptions_Tuning(t *testing.T) {
 	cfg, err := config.Load(func(string) string { return "" })
 	require.NoError(t, err)
 	o := options(Deps{Config: cfg})
-	assert.Equal(t, 8, o.MaxConcurrentWorkflowTaskPollers)
+	assert.Zero(t, o.MaxConcurrentWorkflowTaskPollers, "the fixed pollers are not used")
+	assert.Equal(t, autoscaled(8), o.WorkflowTaskPollerBehavior)
 	assert.Zero(t, o.MaxConcurrentActivityTaskPollers)
 	assert.Zero(t, o.MaxConcurrentWorkflowTaskExecutionSize)
 	assert.Zero(t, o.MaxConcurrentActivityExecutionSize)
@@ -27,10 +30,16 @@ func TestOptions_Tuning(t *testing.T) {
 	cfg, err = config.Load(func(k string) string { return env[k] })
 	require.NoError(t, err)
 	o = options(Deps{Config: cfg})
-	assert.Equal(t, 4, o.MaxConcurrentWorkflowTaskPollers)
+	assert.Equal(t, autoscaled(4), o.WorkflowTaskPollerBehavior)
 	assert.Equal(t, 3, o.MaxConcurrentActivityTaskPollers)
 	assert.Equal(t, 50, o.MaxConcurrentWorkflowTaskExecutionSize)
 	assert.Equal(t, 60, o.MaxConcurrentActivityExecutionSize)
 	assert.Equal(t, 70, o.MaxConcurrentLocalActivityExecutionSize)
 	assert.Equal(t, 500, cfg.WorkerTuning.StickyCacheSize)
+}
+
+// autoscaled is the SDK's autoscaling poller behaviour from 1 to n polls, starting at n.
+func autoscaled(n int) sdkworker.PollerBehavior {
+	return sdkworker.NewPollerBehaviorAutoscaling(sdkworker.PollerBehaviorAutoscalingOptions{
+		InitialNumberOfPollers: n, MinimumNumberOfPollers: 1, MaximumNumberOfPollers: n})
 }

@@ -76,7 +76,7 @@ func options(d Deps) sdkworker.Options {
 	return sdkworker.Options{DeploymentOptions: sdkworker.DeploymentOptions{
 		UseVersioning: true, Version: Version(d.Config, d.BuildID),
 		DefaultVersioningBehavior: workflow.VersioningBehaviorPinned},
-		MaxConcurrentWorkflowTaskPollers:        t.WorkflowPollers,
+		WorkflowTaskPollerBehavior:              workflowPollers(t.WorkflowPollers),
 		MaxConcurrentActivityTaskPollers:        t.ActivityPollers,
 		MaxConcurrentWorkflowTaskExecutionSize:  t.MaxWorkflowTasks,
 		MaxConcurrentActivityExecutionSize:      t.MaxActivities,
@@ -84,6 +84,22 @@ func options(d Deps) sdkworker.Options {
 		// Log lines and spans that name the order, the steps' latency, the histories' size.
 		Interceptors: []interceptor.WorkerInterceptor{telemetry.WorkerInterceptor(telemetry.WorkerOptions{
 			Metrics: d.Metrics, OrderIDAttr: workflows.AttrOrderID, OrderIDPrefixes: []string{holdPrefix}})}}
+}
+
+// workflowPollers is how the worker polls for workflow tasks: up to n polls on the task queue,
+// where a new order's first task waits, and up to n on the worker's own sticky queue, where the
+// later tasks of the orders it keeps in memory wait; the SDK scales each between 1 and n from the
+// server's advice (0: its defaults). One poll always stays open on the task queue. With the SDK's
+// fixed pollers instead, every poller moves to the sticky queue while the last answer from it
+// reported a backlog, and that answer is stale when the backlog has gone meanwhile (answers read
+// late under load, sticky tasks moved back to the task queue): new orders then wait with no poll
+// open until an empty sticky poll expires, a minute later (docs/benchmarks.md, "Worker tuning").
+func workflowPollers(n int) sdkworker.PollerBehavior {
+	if n <= 0 {
+		return sdkworker.NewPollerBehaviorAutoscaling(sdkworker.PollerBehaviorAutoscalingOptions{})
+	}
+	return sdkworker.NewPollerBehaviorAutoscaling(sdkworker.PollerBehaviorAutoscalingOptions{
+		InitialNumberOfPollers: n, MinimumNumberOfPollers: 1, MaximumNumberOfPollers: n})
 }
 
 // holdPrefix begins the id of every hold workflow, which its order's id ends.

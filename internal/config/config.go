@@ -176,21 +176,21 @@ type Config struct {
 	Traces Traces
 }
 
-// DefaultWorkflowPollers is the worker's workflow task pollers: with the SDK's 2, the campaign mix
-// at 50 shoppers on the dev stack stalled every POST /orders for about a minute in each run
-// measured, and with 8 it did not (docs/benchmarks.md, "Worker tuning").
+// DefaultWorkflowPollers is the most workflow-task polls the worker keeps open on each of its two
+// queues, the task queue and its own sticky queue (the SDK scales between 1 and it; see
+// worker.workflowPollers and docs/benchmarks.md, "Worker tuning").
 const DefaultWorkflowPollers = 8
 
 // WorkerTuning is how the worker's Temporal SDK polls and runs tasks: each 0 leaves the SDK's
 // default (its figures below).
 type WorkerTuning struct {
-	// WorkflowPollers and ActivityPollers are the goroutines long-polling the task queue for
-	// workflow and activity tasks (DefaultWorkflowPollers, and the SDK's default of 2; a workflow
-	// poller count of 1 is refused, as the SDK would then poll only its sticky queue).
+	// WorkflowPollers is the most polls for workflow tasks on each of the worker's two queues
+	// (DefaultWorkflowPollers; 0: the SDK's autoscaling defaults, 5 to start, 1 to 100), and
+	// ActivityPollers the goroutines long-polling for activity tasks (0: the SDK's 2).
 	WorkflowPollers, ActivityPollers int
 	// MaxWorkflowTasks, MaxActivities and MaxLocalActivities bound the workflow tasks, activities
 	// and local activities the worker runs at once (the SDK's default: 1,000 each; 1 workflow task
-	// is refused, for the same reason as one poller).
+	// is refused, as the SDK refuses it).
 	MaxWorkflowTasks, MaxActivities, MaxLocalActivities int
 	// StickyCacheSize is how many workflow executions the process keeps in memory between their
 	// tasks, shared by its workers (the SDK's default: 10,000); one evicted is replayed from its
@@ -632,7 +632,7 @@ func (t WorkerTuning) validate() []error {
 		n, least int
 		most     int
 	}{
-		{"WORKER_WORKFLOW_POLLERS", t.WorkflowPollers, 2, 1000},
+		{"WORKER_WORKFLOW_POLLERS", t.WorkflowPollers, 1, 1000},
 		{"WORKER_ACTIVITY_POLLERS", t.ActivityPollers, 1, 1000},
 		{"WORKER_MAX_WORKFLOW_TASKS", t.MaxWorkflowTasks, 2, 100_000},
 		{"WORKER_MAX_ACTIVITIES", t.MaxActivities, 1, 100_000},

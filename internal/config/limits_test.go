@@ -125,12 +125,16 @@ func TestLoad_WorkerTuning_DefaultsAndRefusals(t *testing.T) {
 	assert.Equal(t, config.WorkerTuning{WorkflowPollers: 8, ActivityPollers: 1, MaxWorkflowTasks: 2, MaxActivities: 200,
 		MaxLocalActivities: 100, StickyCacheSize: 2000}, c.WorkerTuning)
 
-	// One workflow poller or one workflow task slot would leave the SDK polling its sticky queue
-	// only (it panics on either): refused at start, with the other bad values, one line each.
-	_, err = load(map[string]string{"WORKER_WORKFLOW_POLLERS": "1", "WORKER_MAX_WORKFLOW_TASKS": "1",
+	// One workflow task slot would leave the SDK polling its sticky queue only (it panics on it):
+	// refused at start, with the other bad values, one line each. One workflow poller a queue is
+	// a setting like any other.
+	c, err = load(map[string]string{"WORKER_WORKFLOW_POLLERS": "1"})
+	require.NoError(t, err)
+	assert.Equal(t, 1, c.WorkerTuning.WorkflowPollers)
+	_, err = load(map[string]string{"WORKER_WORKFLOW_POLLERS": "-1", "WORKER_MAX_WORKFLOW_TASKS": "1",
 		"WORKER_ACTIVITY_POLLERS": "-1", "WORKER_STICKY_CACHE_SIZE": "-5"})
 	require.Error(t, err)
-	for _, name := range []string{"WORKER_WORKFLOW_POLLERS 1", "WORKER_MAX_WORKFLOW_TASKS 1", "WORKER_ACTIVITY_POLLERS -1",
+	for _, name := range []string{"WORKER_WORKFLOW_POLLERS -1", "WORKER_MAX_WORKFLOW_TASKS 1", "WORKER_ACTIVITY_POLLERS -1",
 		"WORKER_STICKY_CACHE_SIZE -5"} {
 		assert.Contains(t, err.Error(), name)
 	}
