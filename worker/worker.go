@@ -95,9 +95,7 @@ func options(d Deps) sdkworker.Options {
 // late under load, sticky tasks moved back to the task queue): new orders then wait with no poll
 // open until an empty sticky poll expires, a minute later (docs/benchmarks.md, "Worker tuning").
 func workflowPollers(n int) sdkworker.PollerBehavior {
-	if n <= 0 {
-		return sdkworker.NewPollerBehaviorAutoscaling(sdkworker.PollerBehaviorAutoscalingOptions{})
-	}
+	// n = 0 leaves the starting count and the most at the SDK's defaults; 1 is its least as well.
 	return sdkworker.NewPollerBehaviorAutoscaling(sdkworker.PollerBehaviorAutoscalingOptions{
 		InitialNumberOfPollers: n, MinimumNumberOfPollers: 1, MaximumNumberOfPollers: n})
 }
