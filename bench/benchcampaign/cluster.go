@@ -100,6 +100,9 @@ func renderCluster(res figures.Results, window time.Duration) string {
 	writeWindows(&b, res, func(c figures.CPU) []float64 {
 		return []float64{c.Checkout, c.Temporal, c.Balancer, c.Support, c.Postgres, c.Driver, c.OtherPct, c.IdlePct}
 	})
+	if l := lostTasks(res); l != "" {
+		w("\n%s\n", l)
+	}
 	if res.Dev != nil {
 		w("\nThe dev stack's runs of this invocation (columns as in the campaign section: `checkout dev` is the API and " +
 			"worker in one process, Temporal the dev server, its persistence SQLite):\n\n")
@@ -127,6 +130,23 @@ func renderCluster(res figures.Results, window time.Duration) string {
 	}
 	w("%s\n", clusterEndMarker)
 	return b.String()
+}
+
+// lostTasks says, per run, how many workflow tasks started and were never answered: the history
+// service timed each out after the task's start-to-close timeout, and its workflow waited that long.
+func lostTasks(res figures.Results) string {
+	var parts []string
+	for _, r := range res.Runs {
+		if p := r.Window.Persistence; p != nil {
+			parts = append(parts, fmt.Sprintf("%s at %d, %.0f", labelOf(r.What), r.Shoppers, p.WorkflowTasksTimedOut))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "Workflow tasks that started and were never answered, per run (the history service timed each out " +
+		"after its workflow's task timeout, and the workflow waited that long; counted in the run's window, so a task " +
+		"lost in its last seconds is not): " + strings.Join(parts, "; ") + "."
 }
 
 func labelOf(what string) string {

@@ -104,6 +104,8 @@ func main() {
 		return nil
 	})
 	clusterOnly := flag.Bool("cluster-only", false, "with -stack cluster: leave out the dev stack's runs beside the cluster's")
+	flag.BoolVar(&keepStacks, "keep", false, "leave each stack's folder (its processes' logs and databases) in place when it stops, "+
+		"to read a run afterwards; the tool names each folder")
 	flag.Parse()
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -255,6 +257,9 @@ type bench struct {
 	plainCheckout *plain.Server
 }
 
+// keepStacks leaves the stacks' folders in place when they stop (-keep).
+var keepStacks bool
+
 // run measures counts on stack; a cluster is given clusterFlags, and with clusterOnly the dev
 // stacks beside it are left out.
 func run(ctx context.Context, counts []int, window time.Duration, stack string, clusterFlags []string, clusterOnly bool) (figures.Results, error) {
@@ -312,6 +317,10 @@ func measure(ctx context.Context, res *figures.Results, counts []int, window tim
 	}
 	if err != nil {
 		return err
+	}
+	s.Keep = keepStacks
+	if keepStacks {
+		log.Printf("the stack's folder, kept when it stops: %s", s.Dir)
 	}
 	defer s.Stop()
 	b := &bench{stack: s, checkout: s.CheckoutMetrics(clusterReplicas)}

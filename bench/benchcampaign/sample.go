@@ -321,6 +321,11 @@ func top(m map[string]int, samples float64, k int) []figures.WaitCount {
 type persistence struct {
 	latencies
 	buckets map[float64]float64
+	// lostTasks counts the workflow tasks the history service timed out after they had started:
+	// a worker took the task and never answered, or the task was recorded as started and its
+	// poll never got it (matching gives a sync match's record 1 s; a write that commits after
+	// that leaves the task started with no worker). Each costs its workflow the task's timeout.
+	lostTasks float64
 }
 
 // scrapeTemporal reads the Temporal server's /metrics, summed over its processes (the dev server
@@ -347,6 +352,10 @@ func (p *persistence) visit(name string, l map[string]string, v float64) {
 		p.count[op] += v
 	case "persistence_latency_sum":
 		p.sum[op] += v
+	case "start_to_close_timeout":
+		if l["operation"] == "TimerActiveTaskWorkflowTaskTimeout" {
+			p.lostTasks += v
+		}
 	case "persistence_latency_bucket":
 		le, err := strconv.ParseFloat(l["le"], 64)
 		if l["le"] == "+Inf" {
@@ -374,15 +383,16 @@ func persistenceBetween(a, b persistence) *figures.Persistence {
 		total += ds
 		ops = append(ops, figures.OpLatency{Op: op, PerSecond: dc / secs, MeanMs: 1000 * ds / dc, Share: ds})
 	}
+	lost := b.lostTasks - a.lostTasks
 	if calls == 0 {
-		return &figures.Persistence{}
+		return &figures.Persistence{WorkflowTasksTimedOut: lost}
 	}
 	for i := range ops {
 		ops[i].Share /= total
 	}
 	sort.Slice(ops, func(i, j int) bool { return ops[i].Share > ops[j].Share })
 	out := &figures.Persistence{PerSecond: calls / secs, MeanMs: 1000 * total / calls, InFlight: total / secs,
-		TopOps: ops[:min(3, len(ops))]}
+		TopOps: ops[:min(3, len(ops))], WorkflowTasksTimedOut: lost}
 	// p99 from the bucket deltas, linear within the bucket.
 	les := make([]float64, 0, len(b.buckets))
 	for le := range b.buckets {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -103,4 +104,23 @@ func TestScrapeTemporal_PersistenceAndTasksInOnePass(t *testing.T) {
 	assert.Equal(t, map[float64]float64{math.Inf(1): 40}, p.buckets)
 	assert.Equal(t, map[string]float64{"matching task_dispatch_latency TaskQueueMgr Workflow": 3}, tasks.count)
 	assert.Equal(t, map[string]float64{"matching task_dispatch_latency TaskQueueMgr Workflow": 9}, tasks.sum)
+}
+
+func TestScrapeTemporal_CountsTheWorkflowTasksTimedOutAfterStarting(t *testing.T) {
+	var lost atomic.Int64
+	lost.Store(3)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = fmt.Fprintf(w, "start_to_close_timeout{service_name=\"history\",operation=\"TimerActiveTaskWorkflowTaskTimeout\",namespace=\"default\"} %d\n"+
+			"start_to_close_timeout{service_name=\"history\",operation=\"TimerActiveTaskActivityTimeout\",namespace=\"default\"} 7\n"+
+			"schedule_to_start_timeout{service_name=\"history\",operation=\"TimerActiveTaskWorkflowTaskTimeout\",namespace=\"default\"} 5\n", lost.Load())
+	}))
+	t.Cleanup(srv.Close)
+
+	a, _, err := scrapeTemporal(context.Background(), []string{srv.URL})
+	require.NoError(t, err)
+	lost.Store(11)
+	b, _, err := scrapeTemporal(context.Background(), []string{srv.URL})
+	require.NoError(t, err)
+	assert.Equal(t, 3.0, a.lostTasks, "workflow tasks only: not activities, not sticky tasks nobody took")
+	assert.Equal(t, 8.0, persistenceBetween(a, b).WorkflowTasksTimedOut)
 }

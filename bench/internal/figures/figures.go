@@ -170,6 +170,10 @@ type Persistence struct {
 	// dev server's SQLite store runs one write at a time, so above about 1 calls wait for each other.
 	InFlight float64     `json:"inFlight"`
 	TopOps   []OpLatency `json:"topOperations"`
+	// WorkflowTasksTimedOut is how many workflow tasks the history service timed out after they
+	// had started (start-to-close, 10 s by default), within the window: tasks that started and
+	// whose worker never answered. A task lost in the window's last seconds times out after it.
+	WorkflowTasksTimedOut float64 `json:"workflowTasksTimedOut"`
 }
 
 // OpLatency is one persistence operation's rate and mean latency.
