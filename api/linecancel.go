@@ -83,6 +83,7 @@ func (s *Server) cancelLine(c echo.Context) error {
 
 	run, err := s.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: workflows.LineCancelWorkflowID(orderID, key), TaskQueue: s.Options.TaskQueue,
+		WorkflowTaskTimeout:      s.Options.WorkflowTaskTimeout,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		// A refused request changed nothing: the same key may be sent again. A cancellation that
 		// went through is answered, never run twice.

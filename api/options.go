@@ -37,6 +37,9 @@ type Options struct {
 	// no bound, not watched).
 	OrdersMaxInFlight     int
 	OrdersAdmitMaxLatency time.Duration
+	// WorkflowTaskTimeout is the workflow task timeout of the workflows the API starts (0: the
+	// SDK's).
+	WorkflowTaskTimeout time.Duration
 	// FeaturesCacheTTL is how long the API trusts its read of the feature switches, when the
 	// process gives it none (Deps.Features).
 	FeaturesCacheTTL time.Duration

@@ -182,6 +182,7 @@ func (s *Server) place(ctx context.Context, in workflows.OrderInput, wfID, updat
 		TaskQueue:                s.Options.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowTaskTimeout:      s.Options.WorkflowTaskTimeout,
 		StaticSummary:            "Order of customer " + strconv.FormatInt(in.UserID, 10),
 		TypedSearchAttributes:    temporal.NewSearchAttributes(workflows.AttrCustomerID.ValueSet(in.UserID)),
 	}, workflows.OrderWorkflow, in)

@@ -225,6 +225,7 @@ func (s *Server) paymentForClosedOrder(ctx context.Context, orderID int64, ev pa
 		TaskQueue:                s.Options.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowTaskTimeout:      s.Options.WorkflowTaskTimeout,
 		StaticSummary:            "Reverse a late payment of closed order " + strconv.FormatInt(orderID, 10),
 	}, workflows.PaymentReconcilerWorkflowName, workflows.PaymentReconcilerInput{OrderID: orderID})
 	return err

@@ -53,6 +53,7 @@ import (
 	"github.com/marketplace/checkout/payment/stripepay"
 	"github.com/marketplace/checkout/worker"
 	"github.com/marketplace/checkout/workflows"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -83,7 +84,9 @@ type stack struct {
 	http    *http.Client
 	deps    worker.Deps
 	worker  sdkworker.Worker
-	cancel  context.CancelFunc
+	// workerTemporal is the worker's Temporal client: temporal unless workerDial gave it its own.
+	workerTemporal client.Client
+	cancel         context.CancelFunc
 	// tokens, when set, gives shoppers' and sellers' tokens from an identity provider, for an API
 	// that takes no token of the shared secret (the cluster's); unset, they are minted with it.
 	tokens loadgen.Tokens
@@ -142,6 +145,9 @@ type stackOptions struct {
 	env map[string]string
 	// workerEnv adds settings the worker alone is given, over env's (the API keeps env's).
 	workerEnv map[string]string
+	// workerDial, when set, gives the worker a Temporal client of its own, dialled with these
+	// options as well (the API's keeps the plain connection).
+	workerDial []grpc.DialOption
 	// tracer, when set, traces every statement of the product's pool (the API's, the worker's and
 	// the loops'); the payment simulator then has a pool of its own, untraced.
 	tracer pgx.QueryTracer
@@ -202,6 +208,14 @@ func startStack(t *testing.T, o stackOptions) *stack {
 		Logger: sdklog.NewStructuredLogger(quietLog()), DataConverter: pc.DataConverter()})
 	require.NoError(t, err)
 	require.NoError(t, worker.EnsureSearchAttributes(ctx, tc, cfg.TemporalNamespace))
+	wtc := tc
+	if len(o.workerDial) > 0 {
+		wtc, err = client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace,
+			Logger: sdklog.NewStructuredLogger(quietLog()), DataConverter: pc.DataConverter(),
+			ConnectionOptions: client.ConnectionOptions{DialOptions: o.workerDial}})
+		require.NoError(t, err)
+		t.Cleanup(wtc.Close)
+	}
 
 	broker, err := events.Connect(wiring.Events(workerCfg, "e2e"))
 	require.NoError(t, err)
@@ -243,7 +257,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 	cartsDone := make(chan struct{})
 	go func() { _ = carts.Run(ctx); close(cartsDone) }()
 
-	s := &stack{t: t, ctx: ctx, pool: pool, cfg: cfg, temporal: tc, codec: pc, base: base, sim: sim, cancel: cancel,
+	s := &stack{t: t, ctx: ctx, pool: pool, cfg: cfg, temporal: tc, workerTemporal: wtc, codec: pc, base: base, sim: sim, cancel: cancel,
 		http: &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 100}},
 		deps: worker.Deps{Config: workerCfg, Pool: pool, Inventory: inv, Temporal: tc, Metrics: m, Log: quietLog(), Features: switches,
 			Broker: broker},
@@ -277,7 +291,7 @@ func startStack(t *testing.T, o stackOptions) *stack {
 }
 
 func (s *stack) startWorker() {
-	s.worker = worker.New(s.temporal, s.deps)
+	s.worker = worker.New(s.workerTemporal, s.deps)
 	require.NoError(s.t, s.worker.Start())
 	require.NoError(s.t, worker.SetCurrent(s.ctx, s.temporal, worker.Version(s.cfg, s.deps.BuildID),
 		worker.SetCurrentAlways, quietLog()))

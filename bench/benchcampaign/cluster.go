@@ -26,7 +26,8 @@ func renderCluster(res figures.Results, window time.Duration) string {
 	w("%s", "- Stack: `bin/checkout-dev cluster` as `make cluster` starts it, on ports of its own: one private PostgreSQL "+
 		"cluster (durable commits) with the product's database and Temporal's two; the Temporal server 1.29.1 as four "+
 		"processes (frontend, history, matching, worker) with 16 history shards, the product's dynamic config "+
-		"(deploy/temporal-dynamicconfig.yaml: one partition per task queue) and the server's defaults otherwise; "+
+		"(deploy/temporal-dynamicconfig.yaml: one partition per task queue, four writes of a history shard under way "+
+		"at once) and the server's defaults otherwise; "+
 		"two workers and two API replicas, HAProxy in front of them, the checkout's settings at their defaults but admission control off, as on the dev stack (`"+
 		strings.Join(admissionOff, " ")+"`: with it on, its BUSY refusals make shoppers wait, and runs measured "+
 		"that way varied with how many it refused); beside them the event broker (three NATS JetStream nodes), Jaeger "+

@@ -64,6 +64,11 @@ type Config struct {
 	// started: a shopper told to come back shortly rather than kept waiting.
 	OrdersMaxInFlight     int
 	OrdersAdmitMaxLatency time.Duration
+	// WorkflowTaskTimeout is the workflow task timeout of the workflows the API starts (orders,
+	// line cancellations, a late payment's reversal): how long Temporal waits for a worker's
+	// answer to one of their tasks before it hands the task out again. A task recorded as started
+	// that no worker received (a poll's answer lost) costs its workflow this long.
+	WorkflowTaskTimeout time.Duration
 	// FeaturesCacheTTL is how long a process trusts its last read of the feature switches (0:
 	// every use reads them).
 	FeaturesCacheTTL time.Duration
@@ -317,6 +322,11 @@ const (
 	// order path past what Temporal and PostgreSQL answer promptly.
 	DefaultOrdersMaxInFlight     = 100
 	DefaultOrdersAdmitMaxLatency = 5 * time.Second
+	// DefaultWorkflowTaskTimeout is WORKFLOW_TASK_TIMEOUT's default: a lost task costs an order
+	// 5 s rather than the SDK's 10 s, and a task's local activities that run past 80 % of it keep
+	// it alive with a heartbeat. 3 s timed out tasks a saturated worker was still working on
+	// (docs/benchmarks.md, "Workflow tasks lost at saturation").
+	DefaultWorkflowTaskTimeout = 5 * time.Second
 	// MaxAdmitLatency is the largest latency limit that can act: an order waits no longer for
 	// its answer than this.
 	MaxAdmitLatency = 30 * time.Second
@@ -379,6 +389,7 @@ func Load(getenv func(string) string) (Config, error) {
 		OrdersMaxOpenPerShopper: p.int("ORDERS_MAX_OPEN_PER_SHOPPER", DefaultMaxOpenOrders),
 		OrdersMaxInFlight:       p.int("ORDERS_MAX_IN_FLIGHT", DefaultOrdersMaxInFlight),
 		OrdersAdmitMaxLatency:   p.duration("ORDERS_ADMIT_MAX_LATENCY", DefaultOrdersAdmitMaxLatency),
+		WorkflowTaskTimeout:     p.duration("WORKFLOW_TASK_TIMEOUT", DefaultWorkflowTaskTimeout),
 		FeaturesCacheTTL:        p.duration("FEATURES_CACHE_TTL", time.Second),
 		JWTSecret:               p.getenv("AUTH_JWT_SECRET"),
 		JWTKeyID:                p.str("AUTH_JWT_KID", ""),
@@ -527,6 +538,9 @@ func (c Config) Validate() error {
 	}
 	if l := c.OrdersAdmitMaxLatency; l != 0 && (l < 10*time.Millisecond || l > MaxAdmitLatency) {
 		errs = append(errs, fmt.Errorf("ORDERS_ADMIT_MAX_LATENCY %s: between 10ms and %s, or 0 (not watched)", l, MaxAdmitLatency))
+	}
+	if c.WorkflowTaskTimeout < time.Second || c.WorkflowTaskTimeout > time.Minute {
+		errs = append(errs, fmt.Errorf("WORKFLOW_TASK_TIMEOUT %s: between 1s and 1m", c.WorkflowTaskTimeout))
 	}
 	if c.FeaturesCacheTTL < 0 || c.FeaturesCacheTTL > time.Minute {
 		errs = append(errs, fmt.Errorf("FEATURES_CACHE_TTL %s: between 0 and 1m", c.FeaturesCacheTTL))

@@ -85,6 +85,25 @@ func TestLoad_AdmissionLimits_DefaultsAndOneLinePerBadValue(t *testing.T) {
 	}
 }
 
+func TestLoad_WorkflowTaskTimeout_DefaultAndBounds(t *testing.T) {
+	load := func(env map[string]string) (config.Config, error) {
+		return config.Load(func(k string) string { return env[k] })
+	}
+	c, err := load(nil)
+	require.NoError(t, err)
+	assert.Equal(t, 5*time.Second, c.WorkflowTaskTimeout, "a lost task costs an order 5 s, not the SDK's 10 s")
+	c, err = load(map[string]string{"WORKFLOW_TASK_TIMEOUT": "10s"})
+	require.NoError(t, err)
+	assert.Equal(t, 10*time.Second, c.WorkflowTaskTimeout)
+	for _, bad := range []string{"0s", "500ms", "2m"} {
+		_, err := load(map[string]string{"WORKFLOW_TASK_TIMEOUT": bad})
+		require.Error(t, err, bad)
+		assert.Contains(t, err.Error(), "WORKFLOW_TASK_TIMEOUT")
+		assert.Contains(t, err.Error(), "between 1s and 1m")
+		assert.NotContains(t, err.Error(), "\n", "one line for one bad value")
+	}
+}
+
 func TestLoad_ParkedDeadlines_DefaultsAndBounds(t *testing.T) {
 	load := func(env map[string]string) (config.Config, error) {
 		return config.Load(func(k string) string { return env[k] })

@@ -18,9 +18,10 @@ func API(cfg config.Config) api.Options {
 		AuthKeys: cfg.AuthKeys(), AuthTokenCacheEntries: cfg.AuthTokenCacheEntries,
 		PaymentWebhookSecret: cfg.PaymentWebhookSecret, RateLimits: cfg.RateLimits, TrustedProxies: cfg.TrustedProxies,
 		OrdersMaxInFlight: cfg.OrdersMaxInFlight, OrdersAdmitMaxLatency: cfg.OrdersAdmitMaxLatency,
-		FeaturesCacheTTL: cfg.FeaturesCacheTTL,
-		CartLimits:       cart.Limits{MaxLines: cfg.CartMaxLines, MaxUnitsPerLine: int32(cfg.CartMaxUnitsPerLine)},
-		CartViewCacheTTL: cfg.CartViewCacheTTL, LowStockThreshold: cfg.LowStockThreshold,
+		WorkflowTaskTimeout: cfg.WorkflowTaskTimeout,
+		FeaturesCacheTTL:    cfg.FeaturesCacheTTL,
+		CartLimits:          cart.Limits{MaxLines: cfg.CartMaxLines, MaxUnitsPerLine: int32(cfg.CartMaxUnitsPerLine)},
+		CartViewCacheTTL:    cfg.CartViewCacheTTL, LowStockThreshold: cfg.LowStockThreshold,
 		WebhookTargets:       webhooks.Targets{AllowPrivate: cfg.Webhooks.AllowPrivateTargets},
 		WebhookSecretOverlap: cfg.Webhooks.SecretOverlap}
 }
