@@ -47,7 +47,8 @@ func (stubs) OrderFigures(context.Context) (metrics.OrderFigures, error) {
 
 // exported is every series name the product's processes serve: the families of a registry with
 // every collector registered, the vectors (no series until first used) by their descriptions,
-// and the Temporal SDK's as a worker serves them (temporalExported).
+// and the Temporal SDK's as a worker serves them (temporalExported); with them the Temporal
+// server's, as its services serve them to the `temporal` job (temporalServerExported).
 func exported(t *testing.T) map[string]bool {
 	t.Helper()
 	m := metrics.New()
@@ -90,6 +91,9 @@ func exported(t *testing.T) map[string]bool {
 		}
 	}
 	for name := range temporalExported(t) {
+		names[name] = true
+	}
+	for name := range temporalServerExported(t) {
 		names[name] = true
 	}
 	return names
@@ -352,6 +356,7 @@ func TestDashboard_ShowsEveryFigureOfTheOrderFlow(t *testing.T) {
 		"activities waiting":                   "checkout:temporal_activity_schedule_to_start_seconds:p95_5m",
 		"workflow task failures":               "checkout:temporal_workflow_task_failures:rate5m",
 		"tasks timed out":                      "checkout:temporal_tasks_timed_out:rate5m",
+		"workflow tasks lost":                  "checkout:temporal_workflow_tasks_lost:rate5m",
 		"sticky cache misses":                  "checkout:temporal_sticky_cache_miss:ratio5m",
 		"pollers":                              "temporal_num_pollers",
 		"free task slots":                      "checkout:temporal_task_slots_available:min",

@@ -5,7 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,11 +16,17 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/marketplace/checkout/internal/dev/benchkit"
+	"github.com/marketplace/checkout/internal/dev/devtemporal"
+	"github.com/marketplace/checkout/internal/dev/pgserver"
 	"github.com/marketplace/checkout/internal/dev/testenv"
 	"github.com/marketplace/checkout/internal/telemetry"
 )
@@ -151,6 +160,88 @@ func waitForSignalWait(ctx context.Context, c client.Client, run client.Workflow
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+var (
+	serverOnce   sync.Once
+	serverSeries map[string]bool
+	serverErr    error
+)
+
+// temporalServerExported is every series the Temporal server serves once it has timed out a
+// workflow task that no worker received: a dev server of the pinned CLI of its own, with its
+// /metrics on (the shared one keeps them off), whose probe workflow's first task is recorded as
+// started while the worker is answered with an empty poll. The rules read the server's series
+// from its own job (`temporal` in prometheus.yml).
+func temporalServerExported(t *testing.T) map[string]bool {
+	t.Helper()
+	testenv.SkipIfShort(t, "a Temporal dev server, whose series it reads") // before the Once, as temporalExported
+	serverOnce.Do(func() { serverSeries, serverErr = runServerProbe() })
+	require.NoError(t, serverErr)
+	return serverSeries
+}
+
+func runServerProbe() (map[string]bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	port, err := pgserver.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	srv, err := devtemporal.Start(ctx, devtemporal.Options{CLI: os.Getenv("TEMPORAL_CLI"), MetricsPort: port})
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Stop()
+	var lost atomic.Bool
+	lose := grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any,
+		cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if resp, ok := reply.(*workflowservice.PollWorkflowTaskQueueResponse); ok && err == nil &&
+			len(resp.GetTaskToken()) > 0 && lost.CompareAndSwap(false, true) {
+			proto.Reset(resp)
+		}
+		return err
+	})
+	c, err := client.Dial(client.Options{HostPort: srv.Address, Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{lose}}})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	w := worker.New(c, "deploy-server-probe", worker.Options{})
+	w.RegisterWorkflowWithOptions(func(workflow.Context) error { return nil }, workflow.RegisterOptions{Name: "lost"})
+	if err := w.Start(); err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: "deploy-server-probe",
+		WorkflowTaskTimeout: time.Second}, "lost")
+	if err != nil {
+		return nil, err
+	}
+	if err := run.Get(ctx, nil); err != nil {
+		return nil, err
+	}
+	if !lost.Load() {
+		return nil, errors.New("the probe's workflow task was not lost")
+	}
+	// The server's counters reach /metrics as their reporter flushes them.
+	for {
+		names := map[string]bool{}
+		if err := benchkit.ScrapeMetrics(ctx, "http://127.0.0.1:"+strconv.Itoa(port)+"/metrics",
+			func(name string, _ map[string]string, _ float64) { names[name] = true }); err != nil {
+			return nil, err
+		}
+		if names["start_to_close_timeout"] {
+			return names, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no start_to_close_timeout on the dev server's /metrics: %w", ctx.Err())
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
