@@ -16,13 +16,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/marketplace/checkout/internal/dev/benchkit"
 	"github.com/marketplace/checkout/internal/dev/devtemporal"
@@ -195,16 +193,7 @@ func runServerProbe() (map[string]bool, error) {
 		return nil, err
 	}
 	defer srv.Stop()
-	var lost atomic.Bool
-	lose := grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any,
-		cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		err := invoker(ctx, method, req, reply, cc, opts...)
-		if resp, ok := reply.(*workflowservice.PollWorkflowTaskQueueResponse); ok && err == nil &&
-			len(resp.GetTaskToken()) > 0 && lost.CompareAndSwap(false, true) {
-			proto.Reset(resp)
-		}
-		return err
-	})
+	lose, lost := testenv.LoseWorkflowTask(func(string) bool { return true })
 	c, err := client.Dial(client.Options{HostPort: srv.Address, Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
 		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{lose}}})
 	if err != nil {
