@@ -44,6 +44,7 @@ import (
 	"github.com/marketplace/checkout/db"
 	"github.com/marketplace/checkout/internal/config"
 	"github.com/marketplace/checkout/internal/dev/benchkit"
+	"github.com/marketplace/checkout/internal/dev/cluster"
 	"github.com/marketplace/checkout/loadgen"
 	"github.com/marketplace/checkout/payment/paysim"
 )
@@ -267,6 +268,14 @@ func run(ctx context.Context, counts []int, window time.Duration, stack string, 
 		CPUModel: benchkit.CPUModel(), LoadBefore: benchkit.LoadAverage()}
 	if stack == stackCluster {
 		res.Flags = clusterFlags
+		var given []string
+		for i := 1; i < len(clusterFlags); i += 2 {
+			given = append(given, clusterFlags[i])
+		}
+		var err error
+		if res.ShardIOConcurrency, err = cluster.ShardIOConcurrency(given); err != nil {
+			return res, err
+		}
 		if err := measure(ctx, &res, counts, window, []string{runFloor, runCampaign, runSagaOK}); err != nil {
 			return res, err
 		}

@@ -86,6 +86,10 @@ type Results struct {
 	Env         []string `json:"env,omitempty"`
 	// Flags are the cluster's flags beyond the tool's own (its -dynamic-config values).
 	Flags []string `json:"flags,omitempty"`
+	// ShardIOConcurrency is, for the cluster, how many writes of one history shard its Temporal
+	// server let be under way at once (history.shardIOConcurrency); 0 in files written before it
+	// was recorded, whose clusters ran the server's 1.
+	ShardIOConcurrency int `json:"shardIOConcurrency,omitempty"`
 }
 
 // Find returns the run of what at shoppers.

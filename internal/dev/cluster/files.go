@@ -186,3 +186,31 @@ func withDynamicConfig(raw []byte, values []string) ([]byte, error) {
 	}
 	return append([]byte("# "+deploy.TemporalDynamicConfig+", with checkout-dev cluster --dynamic-config values over it.\n"), out...), nil
 }
+
+// ShardIOConcurrency is how many writes of one history shard the cluster's Temporal server lets
+// be under way at once: history.shardIOConcurrency of the product's dynamic config with values
+// over it (as the --dynamic-config flag gives them), the server's 1 where none names it.
+func ShardIOConcurrency(values []string) (int, error) {
+	raw, err := deploy.Files.ReadFile(deploy.TemporalDynamicConfig)
+	if err != nil {
+		return 0, err
+	}
+	if raw, err = withDynamicConfig(raw, values); err != nil {
+		return 0, err
+	}
+	var doc map[string][]struct {
+		Value any `yaml:"value"`
+	}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return 0, fmt.Errorf("%s: %w", deploy.TemporalDynamicConfig, err)
+	}
+	entries := doc["history.shardIOConcurrency"]
+	if len(entries) == 0 {
+		return 1, nil
+	}
+	n, ok := entries[0].Value.(int)
+	if !ok || n < 1 {
+		return 0, fmt.Errorf("%s: history.shardIOConcurrency %v is not a positive whole number", deploy.TemporalDynamicConfig, entries[0].Value)
+	}
+	return n, nil
+}

@@ -37,3 +37,23 @@ func TestWithDynamicConfig_AGivenKeyReplacesTheProducts(t *testing.T) {
 		t.Error("a value without key=value was taken")
 	}
 }
+
+// The shard writes a cluster lets be under way are the product's setting unless a value given to
+// the cluster replaces it, and the server's one where neither names it.
+func TestShardIOConcurrency_TheProductsOrTheGivenValue(t *testing.T) {
+	for _, c := range []struct {
+		values []string
+		want   int
+	}{
+		{nil, 4},
+		{[]string{"history.shardIOConcurrency=1"}, 1},
+		{[]string{"history.shardIOConcurrency=8", "matching.numTaskqueueReadPartitions=4"}, 8},
+	} {
+		if got, err := ShardIOConcurrency(c.values); err != nil || got != c.want {
+			t.Errorf("%v: %d, %v; want %d", c.values, got, err, c.want)
+		}
+	}
+	if _, err := ShardIOConcurrency([]string{"history.shardIOConcurrency=four"}); err == nil {
+		t.Error("a value that is not a number was taken")
+	}
+}
