@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/marketplace/checkout/bench/internal/figures"
@@ -47,6 +48,17 @@ func writesPerSec(r figures.Run) float64 {
 	return w
 }
 
+// waitsOnNotify is whether the run's backends waited on PostgreSQL's notification-queue lock (a
+// wait on `object`, as a commit that queued a notice does), among the lock waits it lists.
+func waitsOnNotify(r figures.Run) bool {
+	for _, l := range r.Window.PG.TopLocks {
+		if l.Event == "object" {
+			return true
+		}
+	}
+	return false
+}
+
 // hotRowWaits is, over the saga's runs, the most backends waiting on the stock rows' locks
 // (ReserveOrder, LockInventoryRows) on average: a run's figure where its heaviest waits list it,
 // and otherwise the least of the waits it lists, which bounds it.
@@ -84,26 +96,33 @@ type Inputs struct {
 	Costs Costs
 	List  []Input
 	CPUs  int
+	// ShardIO is the writes of one history shard the runs' cluster let be under way at once.
+	ShardIO int
+	// NotifyHold is what one order's cart writes held PostgreSQL's notification-queue lock while
+	// the cart notices were a trigger's pg_notify (the lock-wait runs); Costs.NotifyHold has it
+	// only where the calibration run waited on that lock.
+	NotifyHold float64
 }
 
 // commitFlush is a PostgreSQL commit's latency beyond CPU (its WAL flush): pgbench's mean
 // latency of a one-row reserve transaction at 8 clients on spread rows, durable commits, on this
-// machine, 0.85 ms in `make bench`'s run of 2026-11-30 ("Reserve path against pgbench"; later
-// runs there measured more as the machine ran slower: 1.23 and 2.03 ms on 2026-12-03). The JSON
-// files of the campaign runs do not separate it from CPU.
-const commitFlush = 0.85e-3
+// machine: 8 clients ÷ 6,068 tps = 1.32 ms in `make bench`'s run of 2026-12-05 07:13 UTC ("Reserve
+// path against pgbench"), on the Intel Xeon machine of the cluster's runs of that day (0.85 ms on
+// 2026-11-30, 1.23 and 2.03 ms on 2026-12-03, on the AMD EPYC one). The JSON files of the campaign
+// runs do not separate it from CPU.
+const commitFlush = 1.32e-3
 
 // visitCheckout and visitPostgres are the CPU of a shopper's requests around the order (an
 // address, the cart's lines, the cart read, the preview; no order) in the checkout process and
-// in PostgreSQL: `make bench-cost`'s "the visit alone", median of its three runs on the dev stack,
-// one shopper at a time (docs/benchmarks.md, "CPU per order": 2.80 ms and 2.66 ms in its run of
-// 2026-12-03 16:39 UTC, within the hour of the cluster's runs in docs/bench-cluster.json and
-// docs/bench-cluster-runs/ of 16:08 and 16:22; 2.06 ms and 2.03 ms on 2026-12-02, when the machine
-// ran faster). The campaign JSON files do not separate them from the order's own work. The order's page, 3-D Secure's page
+// in PostgreSQL: `make bench-cost`'s "the visit alone", median of its runs on the dev stack, one
+// shopper at a time (docs/benchmarks.md, "CPU per order": 2.12 ms and 1.44 ms in its four runs of
+// 2026-12-05 06:30 UTC, on the Intel Xeon machine of the cluster's runs of that day; 2.80 ms and
+// 2.66 ms on 2026-12-03 and 2.06 ms and 2.03 ms on 2026-12-02, on the AMD EPYC one). The campaign
+// JSON files do not separate them from the order's own work. The order's page, 3-D Secure's page
 // and a cancel are not in them: a lower bound, where the plain run gives an upper one.
 const (
-	visitCheckout = 2.80e-3
-	visitPostgres = 2.66e-3
+	visitCheckout = 2.12e-3
+	visitPostgres = 1.44e-3
 )
 
 // calibrate derives the costs per placed order from the cluster's campaign run at shoppers, the
@@ -127,6 +146,7 @@ func calibrate(cluster figures.Results, campaign figures.Results, lockWaits figu
 	}
 	var in Inputs
 	in.CPUs = cluster.CPUs
+	in.ShardIO = max(cluster.ShardIOConcurrency, 1)
 	add := func(what, value, from string) { in.List = append(in.List, Input{what, value, from}) }
 	campaignRun := fmt.Sprintf("bench-cluster.json, campaign at %d", shoppers)
 	floorRun := fmt.Sprintf("bench-cluster.json, floor at %d", shoppers)
@@ -169,7 +189,7 @@ func calibrate(cluster figures.Results, campaign figures.Results, lockWaits figu
 	restPG := math.Min(math.Min(visitPostgres, upperPG), pgC)
 	add("CPU of a shopper's other requests: checkout / PostgreSQL", ms(restAPI)+" / "+ms(restPG),
 		"docs/benchmarks.md, CPU per order: the visit alone (an address, the cart's lines, the cart read, the preview), "+
-			"median of `make bench-cost`'s three runs of 2026-12-03 16:39 UTC (within the hour of the cluster's runs), dev stack; without the order's page, 3-D Secure's page or a cancel, so a lower bound")
+			"median of `make bench-cost`'s four runs of 2026-12-05 06:30 UTC (the machine of the cluster's runs of that day), dev stack; without the order's page, 3-D Secure's page or a cancel, so a lower bound")
 	add("the same, upper bound (not used)", ms(upperAPI)+" / "+ms(upperPG),
 		plainRun+": the same requests around a one-transaction order")
 
@@ -179,12 +199,25 @@ func calibrate(cluster figures.Results, campaign figures.Results, lockWaits figu
 			notify = append(notify, 1/r.Run.PerSecond)
 		}
 	}
-	hold := benchkit.SpreadOf(notify).Median
-	if hold > 0 {
-		add("notification-queue lock held per order (cart writes, notices in PostgreSQL)", ms(hold),
+	in.NotifyHold = benchkit.SpreadOf(notify).Median
+	hold := 0.0
+	if in.NotifyHold > 0 {
+		add("notification-queue lock held per order, were the cart notices in PostgreSQL (cart writes)", ms(in.NotifyHold),
 			fmt.Sprintf("bench-lockwaits.json: 1 ÷ orders/s, median of the %d runs with notices in PostgreSQL (the lock busy throughout)", len(notify)))
+		if waitsOnNotify(c) {
+			hold = in.NotifyHold
+			add("notification-queue lock held per order in the run", ms(hold), campaignRun+": its lock waits list the lock's")
+		} else {
+			add("notification-queue lock held per order in the run", "0", campaignRun+": its build announces cart writes "+
+				"on the broker, and its lock waits list none on that lock (`object`)")
+		}
 	}
-	add("a write's flush, beyond CPU", ms(commitFlush), "`make bench` of 2026-11-30, reserve path: pgbench's one-row commit at 8 clients")
+	add("a write's flush, beyond CPU", ms(commitFlush), "`make bench` of 2026-12-05 07:13 UTC, reserve path: pgbench's one-row commit on spread rows at 8 clients")
+	shardIOFrom := "bench-cluster.json: the cluster's history.shardIOConcurrency (deploy/temporal-dynamicconfig.yaml)"
+	if cluster.ShardIOConcurrency == 0 {
+		shardIOFrom = "the server's default: bench-cluster.json predates the setting and does not record it"
+	}
+	add("writes of one history shard under way at once", strconv.Itoa(in.ShardIO), shardIOFrom)
 	createdShare := float64(c.Created) / float64(c.Placed)
 	add("share of placed orders answered 201", fmt.Sprintf("%.3f", createdShare), campaignRun)
 

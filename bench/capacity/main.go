@@ -50,7 +50,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	sz := size(in.Costs, *target, *seed)
+	sz := size(in.Costs, in.ShardIO, in.NotifyHold, *target, *seed)
 	section := render(in, v, sz, *calibrateAt, *seed)
 	fmt.Print(section)
 	if *out != "" {

@@ -29,8 +29,8 @@ type Costs struct {
 	Post, Async           map[string]float64
 	PostCalls, AsyncCalls int
 	// WriteShare is the share of persistence calls that write an execution (Create/Update
-	// WorkflowExecution), each under its history shard's lock; Commit is a write's flush, the
-	// latency it adds beyond CPU while the lock is held.
+	// WorkflowExecution), each holding one of its history shard's write slots; Commit is a
+	// write's flush, the latency it adds beyond CPU while the slot is held.
 	WriteShare float64
 	Commit     float64
 	// NotifyHold is how long one order's cart writes hold PostgreSQL's notification-queue lock
@@ -46,7 +46,8 @@ type Pool struct {
 	Cores float64
 }
 
-// Topology says where each part runs and how many history shards there are.
+// Topology says where each part runs, how many history shards there are and how many writes of
+// one shard may be under way at once.
 type Topology struct {
 	// Pools by name; Place maps each part to a pool (several parts may share one); Procs is how
 	// many processes of a part run on each of its hosts, each with as many threads as the host has
@@ -55,6 +56,8 @@ type Topology struct {
 	Place  map[string]string
 	Procs  map[string]int
 	Shards int
+	// ShardIO is history.shardIOConcurrency: the writes of one shard under way at once (0: 1).
+	ShardIO int
 }
 
 // Result is what a simulation measured after its warm-up.
@@ -64,8 +67,9 @@ type Result struct {
 	PlacedPerSec   float64
 	CreatedPerSec  float64
 	P50, P99, Mean float64 // POST /orders, seconds
-	// PoolBusy is each pool's mean CPU busy share (0–1); ShardBusy the busiest shard's, and
-	// ShardMean all shards' mean; ShardHold a write's mean hold of its shard (seconds);
+	// PoolBusy is each pool's mean CPU busy share (0–1); ShardBusy the busiest shard's share of
+	// its write slots held, and ShardMean all shards' mean; ShardHold a write's mean hold of its
+	// slot (seconds);
 	// NotifyBusy the notification lock's; InFlight the persistence calls in Temporal's database at
 	// once, on average (waiting for their shard included).
 	PoolBusy                                              map[string]float64
@@ -80,8 +84,8 @@ func Simulate(c Costs, t Topology, shoppers int, warmup, measure float64, seed u
 	for name, p := range t.Pools {
 		s.addPool(name, p.Hosts, p.Cores)
 	}
-	s.addLocks("shard", max(t.Shards, 1))
-	s.addLocks("notify", 1)
+	s.addLocks("shard", max(t.Shards, 1), t.ShardIO)
+	s.addLocks("notify", 1, 1)
 	inDatabase := &gauge{s: s}
 	on := func(part string, cpu float64) step {
 		if cpu <= 0 {
@@ -92,7 +96,7 @@ func Simulate(c Costs, t Topology, shoppers int, warmup, measure float64, seed u
 
 	// calls is one phase's persistence calls, the phase's CPU spread evenly over them: the
 	// checkout's share (its own work and its database's) then Temporal's, then the call itself
-	// in Temporal's database, a write under its shard's lock with its flush.
+	// in Temporal's database, a write holding one of its shard's write slots with its flush.
 	calls := func(costs map[string]float64, n int, shard *serial) []step {
 		if n < 1 {
 			n = 1
@@ -155,15 +159,16 @@ func Simulate(c Costs, t Topology, shoppers int, warmup, measure float64, seed u
 	var holds int
 	var held float64
 	for _, l := range s.locks["shard"] {
-		r.ShardBusy = math.Max(r.ShardBusy, l.busy/measure)
-		r.ShardMean += l.busy / measure / float64(len(s.locks["shard"]))
+		occupied := l.occupancy(measure)
+		r.ShardBusy = math.Max(r.ShardBusy, occupied)
+		r.ShardMean += occupied / float64(len(s.locks["shard"]))
 		holds += l.holds
 		held += l.busy
 	}
 	if holds > 0 {
 		r.ShardHold = held / float64(holds)
 	}
-	r.NotifyBusy = s.locks["notify"][0].busy / measure
+	r.NotifyBusy = s.locks["notify"][0].occupancy(measure)
 	inDatabase.add(0)
 	r.InFlight = inDatabase.area / measure
 	return r

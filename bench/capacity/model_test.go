@@ -62,7 +62,7 @@ func TestProcessorSharingOnCoresIsMMc(t *testing.T) {
 // exponential with rate μ−λ, so its mean is 1/(μ−λ) and its p99 ln(100)/(μ−λ).
 func TestSerialIsMM1FCFS(t *testing.T) {
 	s := newSim(13)
-	s.addLocks("lock", 1)
+	s.addLocks("lock", 1, 1)
 	l := s.locks["lock"][0]
 	const lambda, mu = 0.6, 1.0
 	r := openQueue(s, lambda, 200000, func() []step {
@@ -71,6 +71,21 @@ func TestSerialIsMM1FCFS(t *testing.T) {
 	})
 	assert.InEpsilon(t, 1/(mu-lambda), mean(r), 0.05)
 	assert.InEpsilon(t, math.Log(100)/(mu-lambda), quantile(r, 0.99), 0.07)
+}
+
+// A resource of c slots held for exponential times, first come first served, is M/M/c: its mean
+// sojourn is Erlang C's, and each slot is held λ/(cμ) of the time.
+func TestSlotsAreMMc(t *testing.T) {
+	s := newSim(17)
+	const lambda, mu, c = 3.0, 1.0, 4
+	s.addLocks("shard", 1, c)
+	l := s.locks["shard"][0]
+	r := openQueue(s, lambda, 200000, func() []step {
+		d := s.exp(1 / mu)
+		return []step{holding(l, s.wait(d))}
+	})
+	assert.InEpsilon(t, erlangCSojourn(lambda, mu, c), mean(r), 0.05)
+	assert.InEpsilon(t, lambda/(c*mu), l.busy/(c*l.last), 0.03)
 }
 
 // A closed network of customers thinking, then visiting two processor-sharing stations, matches
@@ -133,7 +148,7 @@ func testCosts() Costs {
 
 // The same costs, topology and seed give the same result; another seed another.
 func TestSimulateIsDeterministic(t *testing.T) {
-	c, top := testCosts(), machine(2, false)
+	c, top := testCosts(), machine(2, 1, false)
 	a := Simulate(c, top, 30, 10, 30, 5)
 	b := Simulate(c, top, 30, 10, 30, 5)
 	assert.True(t, reflect.DeepEqual(a, b), "same seed: %+v against %+v", a, b)
@@ -143,7 +158,7 @@ func TestSimulateIsDeterministic(t *testing.T) {
 
 // A prediction is one simulation per seed from its own on, and each of its figures their median.
 func TestPredictionIsTheMedianOfItsSeeds(t *testing.T) {
-	c, top := testCosts(), machine(2, false)
+	c, top := testCosts(), machine(2, 1, false)
 	p := predict(c, top, 30, 11)
 	require.Len(t, p.Runs, validationSeeds)
 	var p99s []float64
@@ -162,7 +177,7 @@ func TestPredictionIsTheMedianOfItsSeeds(t *testing.T) {
 func TestInFlightIsTimeInTheDatabase(t *testing.T) {
 	c := Costs{Rest: map[string]float64{partDriver: 0.01}, Post: map[string]float64{partPGT: 0.01}, PostCalls: 4,
 		WriteShare: 0.5, CreatedShare: 1}
-	top := machine(1, false)
+	top := machine(1, 1, false)
 	r := Simulate(c, top, 1, 10, 2000, 9)
 	assert.InEpsilon(t, 0.5, r.InFlight, 0.02)
 	c.Rest[partDriver] = 0.03
@@ -178,7 +193,7 @@ func TestSaturatedThroughputIsCoresOverDemand(t *testing.T) {
 	for _, m := range []map[string]float64{c.Rest, c.Post, c.Async} {
 		demand += sum(m)
 	}
-	top := machine(2, false)
+	top := machine(2, 1, false)
 	top.Shards = 1024
 	r := Simulate(c, top, 200, 60, 240, 3)
 	assert.InEpsilon(t, 2/demand, r.PlacedPerSec, 0.03)
@@ -204,7 +219,8 @@ func TestCalibrationSpendsTheMeasuredCPU(t *testing.T) {
 	assert.InEpsilon(t, measured, sum(c.Rest)+sum(c.Post)+sum(c.Async), 1e-9)
 	assert.InEpsilon(t, cpu.Temporal/100/placedPerSec(run), c.Post[partTemporal]+c.Async[partTemporal], 1e-9)
 	assert.InEpsilon(t, cpu.Support/100/placedPerSec(run), c.Async[partFront], 1e-9, "the broker's, tracing's and the identity provider's CPU comes after the answer")
-	assert.Positive(t, c.NotifyHold)
+	assert.Positive(t, in.NotifyHold)
+	assert.Equal(t, waitsOnNotify(run), c.NotifyHold > 0, "the lock is simulated only where the run waited on it")
 	assert.InEpsilon(t, visitCheckout, c.Rest[partAPI], 1e-9, "the other requests cost what the visit measured")
 	assert.InEpsilon(t, visitPostgres, c.Rest[partPGC], 1e-9)
 	assert.Equal(t, int(math.Round(run.Window.Persistence.PerSecond/placedPerSec(run))), c.PostCalls+c.AsyncCalls)

@@ -26,17 +26,18 @@ func render(in Inputs, v Validation, sz Sizing, calibrateAt int, seed uint64) st
 		"but no shopper waits for. A request is a chain of CPU bursts "+
 		"(exponentially distributed, so a chain of k bursts varies as an Erlang-k), one per Temporal persistence call of its "+
 		"phase: the checkout's share, Temporal's share, then the call in Temporal's database. Every host's cores are shared "+
-		"by processor sharing among the bursts on it. Two serialization points are simulated as locks held one at a time: a "+
-		"history shard, held across each execution write's call to the database (the history service takes its shard's "+
-		"I/O semaphore, one at a time by default (history.shardIOConcurrency), before CreateWorkflowExecution and "+
-		"UpdateWorkflowExecution and releases it after the call: service/history/shard/context_impl.go), for the write's "+
-		"PostgreSQL burst and its flush; and PostgreSQL's notification-queue lock, which every cart write's commit took while "+
-		"the cart notices were a trigger's `pg_notify` (as in the build the cluster's runs measured: their lock waits are that "+
-		"lock's, `object` in UpdateCartDoc and CreateCart). The hot SKU's row is not a lock of the model: the saga's runs "+
+		"by processor sharing among the bursts on it. Two serialization points are simulated, their waits first come first "+
+		"served: a history shard's writes, each holding one of the shard's %d write slots across its call to the database "+
+		"(the history service takes one of its shard's I/O semaphore's history.shardIOConcurrency permits before "+
+		"CreateWorkflowExecution and UpdateWorkflowExecution and releases it after the call: "+
+		"service/history/shard/context_impl.go; %d as the runs' cluster had it), for the write's PostgreSQL burst and its "+
+		"flush; and PostgreSQL's notification-queue lock, held one at a time, which every cart write's commit took while "+
+		"the cart notices were a trigger's `pg_notify` (their lock waits were that lock's, `object` in UpdateCartDoc and "+
+		"CreateCart; simulated only where the calibration run waited on it). The hot SKU's row is not a lock of the model: the saga's runs "+
 		"on the cluster had at most %.3f backends on average waiting on the stock rows' locks (ReserveOrder, "+
 		"LockInventoryRows), and the combined reserve carries tens of thousands of reservations a second on one row "+
 		"(reserve path section). Only costs per order go in, each from a run named below; the shopper count, the machine's "+
-		"cores and the shards are the topology's.\n\n", v.HotRowWaits)
+		"cores and the shards are the topology's.\n\n", in.ShardIO, in.ShardIO, v.HotRowWaits)
 
 	w("Inputs (costs per placed order, every POST /orders whatever its answer; the campaign mix, 2.5 lines per order):\n\n")
 	w("| input | value | from |\n|---|---:|---|\n")
@@ -48,12 +49,13 @@ func render(in Inputs, v Validation, sz Sizing, calibrateAt int, seed uint64) st
 		"the answer %s over %d calls.\n\n", ms(sum(c.Rest)), ms(sum(c.Post)), c.PostCalls, ms(sum(c.Async)), c.AsyncCalls)
 
 	w("### Validation on this machine\n\n")
-	w("The cluster's campaign runs (`make bench-cluster`), every part on the machine's %d CPUs and %d history shards, "+
+	w("The cluster's campaign runs (`make bench-cluster`), every part on the machine's %d CPUs and %d history shards "+
+		"of %d write slots each, "+
 		"simulated for %.0f s after %.0f s of warm-up at each shopper count. The costs come from the run at %d shoppers; "+
 		"the other count is a prediction, and so are the latencies at both (no latency went in). Orders/s are those "+
 		"answered 201. Each of the model's figures is the median of %d simulations that differ in their seed alone, "+
 		"the lowest and highest in brackets; a miss is the median's.\n\n",
-		in.CPUs, clusterShards, validateMeasure, validateWarmup, calibrateAt, validationSeeds)
+		in.CPUs, clusterShards, in.ShardIO, validateMeasure, validateWarmup, calibrateAt, validationSeeds)
 	w("| shoppers | measured orders/s | model | miss | measured p50 / p99 ms | model p50 / p99 ms | miss p50 / p99 | model, cores shared among processes: orders/s, p50 / p99 ms |\n")
 	w("|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	var misses []string
@@ -85,8 +87,8 @@ func render(in Inputs, v Validation, sz Sizing, calibrateAt int, seed uint64) st
 	var states []string
 	for _, k := range v.Checks {
 		p := k.Predicted
-		states = append(states, fmt.Sprintf("at %d shoppers the model's machine was %.0f %% busy, its busiest shard %.0f %%, "+
-			"a write held its shard %.0f ms on average, where the run measured its execution writes at %.0f ms, and %.1f calls "+
+		states = append(states, fmt.Sprintf("at %d shoppers the model's machine was %.0f %% busy, its busiest shard's write "+
+			"slots %.0f %% held, a write held its slot %.0f ms on average, where the run measured its execution writes at %.0f ms, and %.1f calls "+
 			"were in Temporal's database at once, where the run had %.1f under way",
 			k.Shoppers, 100*p.PoolBusy["machine"], 100*p.ShardBusy, 1000*p.ShardHold, k.WriteMs, p.InFlight, inFlight(k.Measured)))
 	}
@@ -127,7 +129,7 @@ func render(in Inputs, v Validation, sz Sizing, calibrateAt int, seed uint64) st
 		w("| %s | %d × %.0f | %s | %.0f %% | %.0f |\n", partName(p), pl.Hosts, pl.Cores, ms(sz.Demand[p]),
 			100*r.PoolBusy[p], r.CreatedPerSec/r.PoolBusy[p])
 	}
-	w("\n| history shards | orders/s | POST /orders p50 / p99 ms | busiest shard | shards' mean | a write's hold of its shard |\n|---:|---:|---:|---:|---:|---:|\n")
+	w("\n| history shards | orders/s | POST /orders p50 / p99 ms | busiest shard (its write slots held) | shards' mean | a write's hold of its slot |\n|---:|---:|---:|---:|---:|---:|\n")
 	for _, t := range sz.Sweep {
 		w("| %d | %.0f | %.0f / %.0f | %.0f %% | %.0f %% | %.1f ms |\n", t.Shards, t.Result.CreatedPerSec, 1000*t.Result.P50,
 			1000*t.Result.P99, 100*t.Result.ShardBusy, 100*t.Result.ShardMean, 1000*t.Result.ShardHold)
@@ -242,7 +244,32 @@ func validationReading(v Validation, c Costs) string {
 				ms(c.Rest[partFront]+c.Rest[partDriver])))
 		}
 	}
+	if inside := insidesApart(v); inside != "" {
+		parts = append(parts, inside)
+	}
 	return strings.Join(parts, ". ") + "."
+}
+
+// insidesApart says where the model's insides part from the runs' while its latencies do not:
+// the calls under way in Temporal's database, and the time an execution write takes.
+func insidesApart(v Validation) string {
+	var apart []string
+	for _, k := range v.Checks {
+		p, m := k.Predicted, k.Measured
+		if math.Abs(miss(p.P50*1000, m.P50Ms)) > maxMiss || math.Abs(miss(p.P99*1000, m.P99Ms)) > maxMiss {
+			return ""
+		}
+		if math.Abs(miss(p.InFlight, inFlight(m))) > maxMiss {
+			apart = append(apart, fmt.Sprintf("at %d shoppers the run had %.0f calls under way where the model had %.0f, its "+
+				"execution writes taking %.0f ms where the model's held a slot %.0f ms, and its shoppers waited %s",
+				k.Shoppers, inFlight(m), p.InFlight, k.WriteMs, 1000*p.ShardHold, waitedWhere(m)))
+		}
+	}
+	if len(apart) == 0 {
+		return ""
+	}
+	return "The latencies agree where the model's insides do not: " + strings.Join(apart, "; ") + ". The model's " +
+		"shoppers wait instead in the CPU's processor sharing, so it predicts what an order waits, not where"
 }
 
 // The figures of a prediction its tables show, in their units.
@@ -260,28 +287,37 @@ func spread(p Prediction, format string, figure func(Result) float64) string {
 func firstSerialReading(sz Sizing, first, cpu Ceiling, v Validation) string {
 	s16 := sz.Shards16
 	var b strings.Builder
-	fmt.Fprintf(&b, "The serialization ceiling that binds first is **%s**, at about %.0f orders/s: with them the model "+
-		"carried %.0f orders/s of the %s asked (busiest shard %.0f %% busy, POST /orders p99 %.0f ms), before any part's "+
-		"CPU is saturated. A cluster's shard count is fixed when it is created, so a cluster meant for a campaign's peak "+
-		"needs its shards set then: %d by the model", first.Resource, first.PerSec, s16.CreatedPerSec, thousands(sz.Target),
-		100*s16.ShardBusy, 1000*s16.P99, sz.Topology.Shards)
+	if first.PerSec <= cpu.PerSec {
+		fmt.Fprintf(&b, "The serialization ceiling that binds first is **%s**, at about %.0f orders/s: with them the model "+
+			"carried %.0f orders/s of the %s asked (busiest shard %.0f %% busy, POST /orders p99 %.0f ms), before any part's "+
+			"CPU is saturated. ", first.Resource, first.PerSec, s16.CreatedPerSec, thousands(sz.Target), 100*s16.ShardBusy, 1000*s16.P99)
+	} else {
+		fmt.Fprintf(&b, "No serialization point binds before the CPU: the first, **%s**, saturates at about %.0f orders/s, "+
+			"past the CPU's ceilings; with `make cluster`'s %d shards the model carried %.0f orders/s of the %s asked "+
+			"(busiest shard %.0f %% of its write slots busy, POST /orders p99 %.0f ms). ", first.Resource, first.PerSec,
+			clusterShards, s16.CreatedPerSec, thousands(sz.Target), 100*s16.ShardBusy, 1000*s16.P99)
+	}
+	fmt.Fprintf(&b, "A cluster's shard count is fixed when it is created, so a cluster meant for a campaign's peak "+
+		"needs its shards set then: %d by the model", sz.Topology.Shards)
 	if v.FloorWriteMs > 0 {
 		c := sz.Costs
 		writes := float64(c.PostCalls+c.AsyncCalls) * c.WriteShare / c.CreatedShare
-		need := sz.Target * writes * v.FloorWriteMs / 1000 / shardTarget
+		need := sz.Target * writes * v.FloorWriteMs / 1000 / shardTarget / float64(max(sz.Topology.ShardIO, 1))
 		n := clusterShards
 		for float64(n) < need {
 			n *= 2
 		}
-		fmt.Fprintf(&b, ", and %d if a write holds its shard as long as the floor's did on this machine (%.0f ms, table below)", n, v.FloorWriteMs)
+		fmt.Fprintf(&b, ", and %d if a write holds its slot as long as the floor's did on this machine (%.0f ms, table below)", n, v.FloorWriteMs)
 	}
-	fmt.Fprintf(&b, ". With the shards out of the way, the first to saturate is CPU: **%s**, at about %.0f orders/s.", cpu.Resource, cpu.PerSec)
-	if len(sz.Ceilings) > 0 {
-		for _, x := range sz.Ceilings {
-			if x.Absent {
-				fmt.Fprintf(&b, " Had the cart notices stayed a `pg_notify` in PostgreSQL, its notification-queue lock would bind "+
-					"long before either, at about %.0f orders/s.", x.PerSec)
-			}
+	if first.PerSec <= cpu.PerSec {
+		fmt.Fprintf(&b, ". With the shards out of the way, the first to saturate is CPU: **%s**, at about %.0f orders/s.", cpu.Resource, cpu.PerSec)
+	} else {
+		fmt.Fprintf(&b, ". The first to saturate is CPU: **%s**, at about %.0f orders/s.", cpu.Resource, cpu.PerSec)
+	}
+	for _, x := range sz.Ceilings {
+		if x.Absent {
+			fmt.Fprintf(&b, " Had the cart notices stayed a `pg_notify` in PostgreSQL, its notification-queue lock would bind "+
+				"long before either, at about %.0f orders/s.", x.PerSec)
 		}
 	}
 	return b.String()
@@ -306,9 +342,10 @@ func shardSensitivity(in Inputs, v Validation, sz Sizing) string {
 	if v.WriteMs > 0 {
 		holds = append(holds, hold{"measured in the calibration run (this machine, saturated)", v.WriteMs / 1000})
 	}
+	slots := max(sz.Topology.ShardIO, 1)
 	var b strings.Builder
 	fmt.Fprintf(&b, "How the shard ceiling moves with a write's hold (%.1f execution writes per order answered 201, all shards "+
-		"equally busy: shards ÷ (writes × hold)):\n\n| a write's hold |", writes)
+		"equally busy, %d writes of a shard under way at once: shards × %d ÷ (writes × hold)):\n\n| a write's hold |", writes, slots, slots)
 	counts := []int{16, 64, 256, 512}
 	for _, n := range counts {
 		fmt.Fprintf(&b, " %d shards |", n)
@@ -321,7 +358,7 @@ func shardSensitivity(in Inputs, v Validation, sz Sizing) string {
 	for _, h := range holds {
 		fmt.Fprintf(&b, "| %s, %s |", ms(h.s), h.label)
 		for _, n := range counts {
-			fmt.Fprintf(&b, " %s |", thousands(float64(n)/(writes*h.s)))
+			fmt.Fprintf(&b, " %s |", thousands(float64(n*slots)/(writes*h.s)))
 		}
 		b.WriteString("\n")
 	}

@@ -222,34 +222,46 @@ func (h *host) serve(procName string, threads float64, work float64, done func()
 	h.reschedule()
 }
 
-// serial is a resource held by one request at a time, the others waiting first come first served.
+// serial is a resource held by at most slots requests at a time (a lock: one), the others waiting
+// first come first served.
 type serial struct {
 	s         *sim
-	held      bool
-	since     float64
+	slots     int
+	held      int     // slots taken
+	last      float64 // when held last changed
 	waiting   []func()
-	busy      float64 // seconds held after warm-up
+	busy      float64 // slot-seconds held after warm-up
 	holds     int     // acquisitions after warm-up
 	waitTotal float64 // seconds waited by those acquisitions
 }
 
-func (s *sim) addLocks(name string, n int) {
+// addLocks adds n resources of the given slots each under name.
+func (s *sim) addLocks(name string, n, slots int) {
 	for range n {
-		s.locks[name] = append(s.locks[name], &serial{s: s})
+		s.locks[name] = append(s.locks[name], &serial{s: s, slots: max(slots, 1)})
 	}
+}
+
+// take changes the slots held by d, counting the slot-seconds held so far.
+func (l *serial) take(d int) {
+	if from := math.Max(l.last, l.s.warmup); l.s.now > from {
+		l.busy += float64(l.held) * (l.s.now - from)
+	}
+	l.last = l.s.now
+	l.held += d
 }
 
 func (l *serial) acquire(next func()) {
 	asked := l.s.now
 	grant := func() {
-		l.held, l.since = true, l.s.now
+		l.take(1)
 		if l.s.now > l.s.warmup {
 			l.holds++
 			l.waitTotal += l.s.now - asked
 		}
 		next()
 	}
-	if !l.held {
+	if l.held < l.slots {
 		grant()
 		return
 	}
@@ -257,16 +269,18 @@ func (l *serial) acquire(next func()) {
 }
 
 func (l *serial) release() {
-	from := math.Max(l.since, l.s.warmup)
-	if l.s.now > from {
-		l.busy += l.s.now - from
-	}
-	l.held = false
+	l.take(-1)
 	if len(l.waiting) > 0 {
 		grant := l.waiting[0]
 		l.waiting = l.waiting[1:]
 		grant()
 	}
+}
+
+// occupancy is the share of l's slots held over measure seconds after warm-up (0–1).
+func (l *serial) occupancy(measure float64) float64 {
+	l.take(0)
+	return l.busy / (float64(l.slots) * measure)
 }
 
 // gauge is how many requests are inside some steps, averaged over the time after warm-up.

@@ -55,17 +55,19 @@ type Ceiling struct {
 
 // size sizes a topology for target orders answered 201 per second at costs c: hosts from each
 // part's CPU at busyTarget, then the simulation for the shoppers that place that load, the shard
-// count, and the latency.
-func size(c Costs, target float64, seed uint64) Sizing {
+// count (each shard letting shardIO writes be under way at once, as the runs' cluster did), and
+// the latency. notifyHold is what an order's cart writes held the notification-queue lock while
+// the notices were in PostgreSQL: a ceiling of its own, not simulated, since this build announces
+// cart writes on the broker.
+func size(c Costs, shardIO int, notifyHold, target float64, seed uint64) Sizing {
 	c.Rest = withoutDriver(c.Rest)
-	notifyHold := c.NotifyHold
-	c.NotifyHold = 0 // this build announces cart writes on the broker
+	c.NotifyHold = 0
 	sz := Sizing{Target: target, Costs: c, Demand: map[string]float64{}}
 	placed := target / c.CreatedShare
 	for _, p := range parts {
 		sz.Demand[p] = (c.Rest[p] + c.Post[p] + c.Async[p]) / c.CreatedShare
 	}
-	t := Topology{Pools: map[string]Pool{}, Place: map[string]string{}, Procs: map[string]int{}}
+	t := Topology{Pools: map[string]Pool{}, Place: map[string]string{}, Procs: map[string]int{}, ShardIO: shardIO}
 	for _, p := range []string{partAPI, partTemporal, partFront} {
 		load := target * sz.Demand[p] // cores busy
 		t.Pools[p] = Pool{Hosts: max(int(math.Ceil(load/(hostCores*busyTarget))), 1), Cores: hostCores}
@@ -162,7 +164,7 @@ func ceilings(sz Sizing, notifyHold float64) []Ceiling {
 		out = append(out, Ceiling{Resource: fmt.Sprintf("history shards at the sized %d, the busiest", sz.Topology.Shards),
 			Serial: true, PerSec: r.CreatedPerSec / r.ShardBusy})
 	}
-	if s := sz.Shards16; s.ShardBusy > 0 {
+	if s := sz.Shards16; s.ShardBusy > 0 && sz.Topology.Shards != clusterShards {
 		out = append(out, Ceiling{Resource: fmt.Sprintf("history shards at `make cluster`'s %d", clusterShards), Serial: true,
 			PerSec: math.Min(s.CreatedPerSec/s.ShardBusy, s.CreatedPerSec/s.ShardMean)})
 	}

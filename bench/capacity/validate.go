@@ -130,9 +130,9 @@ func inFlight(r figures.Run) float64 {
 // processes, the cores are shared among the processes the cluster ran (two API replicas and two
 // workers, Temporal's four services, HAProxy and the broker, the load generator, and a PostgreSQL
 // backend per statement); without, among requests.
-func machine(cpus int, processes bool) Topology {
+func machine(cpus, shardIO int, processes bool) Topology {
 	t := Topology{Pools: map[string]Pool{"machine": {Hosts: 1, Cores: float64(cpus)}}, Place: map[string]string{},
-		Shards: clusterShards}
+		Shards: clusterShards, ShardIO: shardIO}
 	if processes {
 		t.Procs = map[string]int{partAPI: 4, partTemporal: 4, partFront: 2, partDriver: 1}
 	}
@@ -148,8 +148,8 @@ func validate(in Inputs, cluster figures.Results, calibrateAt int, seed uint64) 
 		if r.What != "campaign" {
 			continue
 		}
-		p := predict(in.Costs, machine(in.CPUs, false), r.Shoppers, seed)
-		q := predict(in.Costs, machine(in.CPUs, true), r.Shoppers, seed)
+		p := predict(in.Costs, machine(in.CPUs, in.ShardIO, false), r.Shoppers, seed)
+		q := predict(in.Costs, machine(in.CPUs, in.ShardIO, true), r.Shoppers, seed)
 		v.Checks = append(v.Checks, Check{Shoppers: r.Shoppers, Measured: r, Predicted: p, Processes: q,
 			Calibration: r.Shoppers == calibrateAt, WriteMs: writeMs(r)})
 		if r.Shoppers == calibrateAt {
@@ -183,7 +183,7 @@ func reverse(v *Validation, cluster figures.Results, campaign figures.Results, l
 			return err
 		}
 		for _, r := range []figures.Run{k.Measured, target} {
-			p := predict(in.Costs, machine(in.CPUs, false), r.Shoppers, seed)
+			p := predict(in.Costs, machine(in.CPUs, in.ShardIO, false), r.Shoppers, seed)
 			v.Reverse = append(v.Reverse, Check{Shoppers: r.Shoppers, Measured: r, Predicted: p, Calibration: r.Shoppers == k.Shoppers})
 		}
 		v.ReverseFrom = k.Shoppers
