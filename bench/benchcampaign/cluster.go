@@ -26,8 +26,8 @@ func renderCluster(res figures.Results, window time.Duration) string {
 	w("%s", "- Stack: `bin/checkout-dev cluster` as `make cluster` starts it, on ports of its own: one private PostgreSQL "+
 		"cluster (durable commits) with the product's database and Temporal's two; the Temporal server 1.29.1 as four "+
 		"processes (frontend, history, matching, worker) with 16 history shards, the product's dynamic config "+
-		"(deploy/temporal-dynamicconfig.yaml: one partition per task queue, four writes of a history shard under way "+
-		"at once) and the server's defaults otherwise; "+
+		"(deploy/temporal-dynamicconfig.yaml: one partition per task queue, "+shardWrites(res.ShardIOConcurrency)+
+		") and the server's defaults otherwise; "+
 		"two workers and two API replicas, HAProxy in front of them, the checkout's settings at their defaults but admission control off, as on the dev stack (`"+
 		strings.Join(admissionOff, " ")+"`: with it on, its BUSY refusals make shoppers wait, and runs measured "+
 		"that way varied with how many it refused); beside them the event broker (three NATS JetStream nodes), Jaeger "+
@@ -259,4 +259,13 @@ func writeDevWindows(b *strings.Builder, dev figures.Results) {
 	writeWindows(b, dev, func(c figures.CPU) []float64 {
 		return []float64{c.Checkout, c.Temporal, c.Support, c.Postgres, c.Driver, c.OtherPct, c.IdlePct}
 	})
+}
+
+// shardWrites says how many writes of a history shard the run's cluster let be under way at once
+// (0, in figures recorded before the setting was: the server's one).
+func shardWrites(n int) string {
+	if n <= 1 {
+		return "one write of a history shard at a time"
+	}
+	return fmt.Sprintf("%d writes of a history shard under way at once", n)
 }

@@ -185,6 +185,22 @@ func TestInFlightIsTimeInTheDatabase(t *testing.T) {
 	assert.InEpsilon(t, 0.25, r.InFlight, 0.02)
 }
 
+// A shard bound by its writes' flushes carries as many more orders as it has write slots: the
+// topology's ShardIO reaches the simulated shards.
+func TestShardSlotsMultiplyWhatAShardCarries(t *testing.T) {
+	c := Costs{Rest: map[string]float64{partDriver: 0.0001}, Post: map[string]float64{partPGT: 0.0001}, PostCalls: 1,
+		WriteShare: 1, Commit: 0.01, CreatedShare: 1}
+	top := machine(2, 1, false)
+	top.Shards = 1
+	one := Simulate(c, top, 20, 10, 200, 4)
+	top.ShardIO = 4
+	four := Simulate(c, top, 20, 10, 200, 4)
+	assert.InEpsilon(t, 1/(2*c.Commit), one.PlacedPerSec, 0.05, "two writes an order, one at a time")
+	assert.InEpsilon(t, 4*one.PlacedPerSec, four.PlacedPerSec, 0.05)
+	assert.InDelta(t, 1, one.ShardBusy, 0.02)
+	assert.InDelta(t, 1, four.ShardBusy, 0.02, "all four slots held")
+}
+
 // Saturated, the closed loop carries what the cores can serve: cores ÷ CPU per order.
 func TestSaturatedThroughputIsCoresOverDemand(t *testing.T) {
 	c := testCosts()
