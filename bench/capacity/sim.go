@@ -8,7 +8,8 @@ import (
 )
 
 // The discrete-event engine: a clock, a queue of timed events, hosts whose cores are shared by
-// processor sharing, and serial resources (locks held one at a time, first come first served).
+// processor sharing, and serial resources (held by a fixed number of requests at a time, a lock by
+// one, the others waiting first come first served).
 // A request is a list of steps run one after another (continuation passing): a step calls next
 // when it is done, at once or at a later event.
 
