@@ -154,6 +154,11 @@ func (b *Broker) EnsureStream(ctx context.Context) error {
 	return nil
 }
 
+// ErrUnpublishable wraps a publish the broker refuses for the event itself, as it would on every
+// try (larger than the server's max_payload or the stream's largest message); a broker that is
+// down or slow answers otherwise.
+var ErrUnpublishable = errors.New("the broker refuses this event")
+
 // Publish sends the envelope to its type's subject with the event id as the broker's
 // de-duplication id, and returns once the stream has stored it (dup: it had already). The
 // envelope travels in CloudEvents' structured mode; its trace context, if any, also goes as the
@@ -161,7 +166,7 @@ func (b *Broker) EnsureStream(ctx context.Context) error {
 func (b *Broker) Publish(ctx context.Context, e Envelope) (dup bool, err error) {
 	body, err := json.Marshal(e)
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("%w: %v", ErrUnpublishable, err)
 	}
 	m := nats.NewMsg(Subject(b.opts.Prefix, e.Type))
 	m.Data = body
@@ -173,7 +178,13 @@ func (b *Broker) Publish(ctx context.Context, e Envelope) (dup bool, err error) 
 		}
 	}
 	ack, err := b.js.PublishMsg(ctx, m, jetstream.WithMsgID(e.ID), jetstream.WithExpectStream(StreamName(b.opts.Prefix)))
-	if err != nil {
+	var apiErr *jetstream.APIError
+	switch {
+	case err == nil:
+	case errors.Is(err, nats.ErrMaxPayload),
+		errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
+		return false, fmt.Errorf("%w: %d bytes: %v", ErrUnpublishable, len(body), err)
+	default:
 		return false, err
 	}
 	return ack.Duplicate, nil

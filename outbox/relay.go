@@ -62,7 +62,8 @@ type Relay struct {
 	Log       *slog.Logger
 	// Published counts events by type; nil means not counted.
 	Published *prometheus.CounterVec
-	// Dead counts events set aside after MaxAttempts failures, by type; nil means not counted.
+	// Dead counts events set aside, after MaxAttempts failures or at once when the broker refuses
+	// the event itself, by type; nil means not counted.
 	Dead *prometheus.CounterVec
 	// BrokerFailures counts the publishes the broker did not acknowledge; nil means not counted.
 	BrokerFailures prometheus.Counter
@@ -170,8 +171,9 @@ func (r *Relay) Backlog(ctx context.Context) (pending int64, oldest time.Duratio
 }
 
 // Once relays one batch and returns how many events it published. It stops at the first event the
-// broker does not acknowledge (an error wrapping ErrBroker; the events before it are marked) or
-// whose handler fails (one attempt counted).
+// broker does not acknowledge (an error wrapping ErrBroker; the events before it are marked),
+// whose handler fails (one attempt counted), or that the broker refuses for itself
+// (events.ErrUnpublishable: set aside at once).
 func (r *Relay) Once(ctx context.Context) (int, error) {
 	batch := r.BatchSize
 	if batch <= 0 {
@@ -204,8 +206,14 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 				if errors.Is(stopErr, ErrBroker) {
 					break
 				}
+				// An event the broker refuses for itself is refused on every try: it is set aside at
+				// once rather than holding every event behind it through its attempts.
+				attempts := r.maxAttempts()
+				if errors.Is(stopErr, events.ErrUnpublishable) {
+					attempts = 1
+				}
 				msg := stopErr.Error()
-				dead, err := q.OutboxHandlerFailed(ctx, &msg, r.maxAttempts(), e.ID)
+				dead, err := q.OutboxHandlerFailed(ctx, &msg, attempts, e.ID)
 				if err != nil {
 					return err
 				}
@@ -268,6 +276,9 @@ func (r *Relay) relay(ctx context.Context, e Event) (err error) {
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	dup, err := r.Broker.Publish(pctx, env)
 	cancel()
+	if errors.Is(err, events.ErrUnpublishable) {
+		return fmt.Errorf("event %d (%s): %w", e.ID, e.Type, err)
+	}
 	if err != nil {
 		if r.BrokerFailures != nil && ctx.Err() == nil {
 			r.BrokerFailures.Inc()

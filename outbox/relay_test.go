@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -133,6 +134,49 @@ func TestRelay_InOrderAndAPoisonEventIsSetAside(t *testing.T) {
 	}
 	assert.Equal(t, []string{"order/1", "order/2", "order/3"}, subjects,
 		"the set-aside event reached the broker (its handler failed after), once, in its place")
+}
+
+// An event larger than the broker takes is refused the same way on every try: it is set aside at
+// its first attempt, and the events behind it go on at once instead of waiting out its attempts.
+func TestRelay_AnEventTheBrokerRefuses_IsSetAsideAtOnce(t *testing.T) {
+	t.Parallel()
+	pool := testenv.Pool(t)
+	ctx := context.Background()
+	b := broker(t, testenv.NATSURL(t))
+	insertShortfalls(t, pool, 1, 1)
+	huge, err := json.Marshal(map[string]any{"orderId": 2, "userId": 7, "status": "PENDING", "totalMinor": 100,
+		"currency": "TRY", "placedAt": time.Now().UTC(), "items": []map[string]any{{"skuId": 77, "sellerId": 42,
+			"title": strings.Repeat("x", 2<<20), "quantity": 1, "unitPriceMinor": 100}}})
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
+		VALUES ('order', '2', 'order.created', $1)`, huge)
+	require.NoError(t, err)
+	insertShortfalls(t, pool, 3, 1)
+	r := &outbox.Relay{Pool: pool, Broker: b, Log: quiet, MaxAttempts: 20}
+
+	n, err := r.Once(ctx)
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, outbox.ErrBroker, "not a broker that is down: the relay must not wait on it")
+	assert.ErrorIs(t, err, events.ErrUnpublishable)
+	assert.Equal(t, 1, n)
+	n, err = r.Once(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "the event behind the refused one goes on the next batch")
+
+	var attempts int
+	var dead bool
+	var lastError string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT attempts, dead_at IS NOT NULL, last_error FROM outbox_events
+		WHERE aggregate_id = '2'`).Scan(&attempts, &dead, &lastError))
+	assert.Equal(t, 1, attempts)
+	assert.True(t, dead)
+	assert.Contains(t, lastError, "maximum payload")
+	assert.Zero(t, unpublished(t, pool))
+	var subjects []string
+	for _, e := range stored(t, b) {
+		subjects = append(subjects, e.Subject)
+	}
+	assert.Equal(t, []string{"order/1", "order/3"}, subjects)
 }
 
 // A relay that dies after the broker stored events and before it marked them (its transaction
