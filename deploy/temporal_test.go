@@ -184,43 +184,18 @@ func temporalServerExported(t *testing.T) map[string]bool {
 func runServerProbe() (map[string]bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	port, err := pgserver.FreePort()
+	srv, err := startLosingServer(ctx, "deploy-server-probe")
 	if err != nil {
 		return nil, err
 	}
-	srv, err := devtemporal.Start(ctx, devtemporal.Options{CLI: os.Getenv("TEMPORAL_CLI"), MetricsPort: port})
-	if err != nil {
+	defer srv.stop()
+	if err := srv.lose(ctx, 1); err != nil {
 		return nil, err
-	}
-	defer srv.Stop()
-	lose, lost := testenv.LoseWorkflowTask(func(string) bool { return true })
-	c, err := client.Dial(client.Options{HostPort: srv.Address, Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
-		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{lose}}})
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	w := worker.New(c, "deploy-server-probe", worker.Options{})
-	w.RegisterWorkflowWithOptions(func(workflow.Context) error { return nil }, workflow.RegisterOptions{Name: "lost"})
-	if err := w.Start(); err != nil {
-		return nil, err
-	}
-	defer w.Stop()
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: "deploy-server-probe",
-		WorkflowTaskTimeout: time.Second}, "lost")
-	if err != nil {
-		return nil, err
-	}
-	if err := run.Get(ctx, nil); err != nil {
-		return nil, err
-	}
-	if !lost.Load() {
-		return nil, errors.New("the probe's workflow task was not lost")
 	}
 	// The server's counters reach /metrics as their reporter flushes them.
 	for {
 		names := map[string]bool{}
-		if err := benchkit.ScrapeMetrics(ctx, "http://127.0.0.1:"+strconv.Itoa(port)+"/metrics",
+		if err := benchkit.ScrapeMetrics(ctx, "http://"+srv.metrics+"/metrics",
 			func(name string, _ map[string]string, _ float64) { names[name] = true }); err != nil {
 			return nil, err
 		}
@@ -233,4 +208,63 @@ func runServerProbe() (map[string]bool, error) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// losingServer is a dev server of the pinned CLI with its /metrics on (at metrics, host:port)
+// and a worker whose client loses the first workflow task of each workflow it is given.
+type losingServer struct {
+	metrics string
+	lose    func(ctx context.Context, n int) error
+	stop    func()
+}
+
+// startLosingServer starts a losingServer whose worker polls taskQueue. lose(n) starts n empty
+// workflows with a workflow task timeout of one second and returns once the server has timed out
+// each one's first task and the next has completed it.
+func startLosingServer(ctx context.Context, taskQueue string) (*losingServer, error) {
+	port, err := pgserver.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	srv, err := devtemporal.Start(ctx, devtemporal.Options{CLI: os.Getenv("TEMPORAL_CLI"), MetricsPort: port})
+	if err != nil {
+		return nil, err
+	}
+	option, lost := testenv.LoseWorkflowTask(func(string) bool { return true })
+	c, err := client.Dial(client.Options{HostPort: srv.Address, Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+		ConnectionOptions: client.ConnectionOptions{DialOptions: []grpc.DialOption{option}}})
+	if err != nil {
+		srv.Stop()
+		return nil, err
+	}
+	w := worker.New(c, taskQueue, worker.Options{})
+	w.RegisterWorkflowWithOptions(func(workflow.Context) error { return nil }, workflow.RegisterOptions{Name: "lost"})
+	if err := w.Start(); err != nil {
+		c.Close()
+		srv.Stop()
+		return nil, err
+	}
+	lose := func(ctx context.Context, n int) error {
+		before := lost.Load()
+		var runs []client.WorkflowRun
+		for range n {
+			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: taskQueue,
+				WorkflowTaskTimeout: time.Second}, "lost")
+			if err != nil {
+				return err
+			}
+			runs = append(runs, run)
+		}
+		for _, run := range runs {
+			if err := run.Get(ctx, nil); err != nil {
+				return err
+			}
+		}
+		if got := lost.Load() - before; got != int32(n) {
+			return fmt.Errorf("%d workflow tasks lost, want %d", got, n)
+		}
+		return nil
+	}
+	return &losingServer{metrics: "127.0.0.1:" + strconv.Itoa(port), lose: lose,
+		stop: func() { w.Stop(); c.Close(); srv.Stop() }}, nil
 }
