@@ -155,8 +155,9 @@ func (b *Broker) EnsureStream(ctx context.Context) error {
 }
 
 // ErrUnpublishable wraps a publish the broker refuses for the event itself, as it would on every
-// try (larger than the server's max_payload or the stream's largest message); a broker that is
-// down or slow answers otherwise.
+// try: larger than the server's max_payload. A broker that is down or slow answers otherwise, and
+// so does a stream whose largest message was lowered from outside (StreamConfig sets none, and
+// EnsureStream puts that back).
 var ErrUnpublishable = errors.New("the broker refuses this event")
 
 // Publish sends the envelope to its type's subject with the event id as the broker's
@@ -178,13 +179,10 @@ func (b *Broker) Publish(ctx context.Context, e Envelope) (dup bool, err error) 
 		}
 	}
 	ack, err := b.js.PublishMsg(ctx, m, jetstream.WithMsgID(e.ID), jetstream.WithExpectStream(StreamName(b.opts.Prefix)))
-	var apiErr *jetstream.APIError
 	switch {
-	case err == nil:
-	case errors.Is(err, nats.ErrMaxPayload),
-		errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
-		return false, fmt.Errorf("%w: %d bytes: %v", ErrUnpublishable, len(body), err)
-	default:
+	case errors.Is(err, nats.ErrMaxPayload):
+		return false, fmt.Errorf("%w: %d bytes of data: %v", ErrUnpublishable, len(body), err)
+	case err != nil:
 		return false, err
 	}
 	return ack.Duplicate, nil

@@ -171,9 +171,9 @@ func (r *Relay) Backlog(ctx context.Context) (pending int64, oldest time.Duratio
 }
 
 // Once relays one batch and returns how many events it published. It stops at the first event the
-// broker does not acknowledge (an error wrapping ErrBroker; the events before it are marked),
-// whose handler fails (one attempt counted), or that the broker refuses for itself
-// (events.ErrUnpublishable: set aside at once).
+// broker does not acknowledge (an error wrapping ErrBroker; the events before it are marked) or
+// whose handler fails (one attempt counted). An event the broker refuses for itself
+// (events.ErrUnpublishable) is set aside at once and the batch goes on.
 func (r *Relay) Once(ctx context.Context) (int, error) {
 	batch := r.BatchSize
 	if batch <= 0 {
@@ -202,28 +202,38 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 			if row.Tracestate != nil {
 				e.Tracestate = *row.Tracestate
 			}
-			if stopErr = r.relay(ctx, e); stopErr != nil {
-				if errors.Is(stopErr, ErrBroker) {
+			if err := r.relay(ctx, e); err != nil {
+				if errors.Is(err, ErrBroker) {
+					stopErr = err
 					break
 				}
 				// An event the broker refuses for itself is refused on every try: it is set aside at
-				// once rather than holding every event behind it through its attempts.
+				// once and the batch goes on, rather than holding every event behind it through its
+				// attempts. A handler's failure counts one attempt and stops the batch.
+				refused := errors.Is(err, events.ErrUnpublishable)
 				attempts := r.maxAttempts()
-				if errors.Is(stopErr, events.ErrUnpublishable) {
+				if refused {
 					attempts = 1
 				}
-				msg := stopErr.Error()
-				dead, err := q.OutboxHandlerFailed(ctx, &msg, attempts, e.ID)
-				if err != nil {
-					return err
+				msg := err.Error()
+				dead, qerr := q.OutboxHandlerFailed(ctx, &msg, attempts, e.ID)
+				if qerr != nil {
+					return qerr
 				}
 				if dead {
-					r.Log.Error("outbox event set aside after repeated failures", "event_id", e.ID, "type", e.Type,
-						"aggregate_id", e.AggregateID, "error", msg)
+					why := "outbox event set aside after repeated failures"
+					if refused {
+						why = "outbox event set aside: the broker refuses it"
+					}
+					r.Log.Error(why, "event_id", e.ID, "type", e.Type, "aggregate_id", e.AggregateID, "error", msg)
 					if r.Dead != nil {
 						r.Dead.WithLabelValues(e.Type).Inc()
 					}
 				}
+				if refused {
+					continue
+				}
+				stopErr = err
 				break
 			}
 			if r.Published != nil {
