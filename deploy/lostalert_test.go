@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"testing"
@@ -16,9 +17,10 @@ import (
 )
 
 // The alert on lost workflow tasks, on a live server: Prometheus with the product's rules scrapes a
-// dev server of the pinned CLI as the `temporal` job, and CheckoutWorkflowTasksLost stays quiet
-// while one started task has been timed out, then is pending (its `for` is five minutes) once
-// five more have been, more than three in five minutes.
+// dev server of the pinned CLI as the `temporal` job; the recorded rate of tasks lost reads 0 and
+// CheckoutWorkflowTasksLost stays quiet while one started task has been timed out, then the alert
+// is pending (its `for` is five minutes) once five more have been, more than three in five
+// minutes.
 func TestRules_WorkflowTasksLost_PendingOnALiveServer(t *testing.T) {
 	testenv.SkipIfShort(t, "a Temporal dev server and Prometheus")
 	// Not parallel: its worker would share the process's sticky cache with the SDK probe's
@@ -34,34 +36,46 @@ func TestRules_WorkflowTasksLost_PendingOnALiveServer(t *testing.T) {
 	defer prom.Stop()
 
 	// Prometheus sees the counter's series appear with the first task lost; only what it adds
-	// after that is an increase, so the first comes on its own.
+	// after that is an increase, so the first comes on its own: the recorded rate stays 0.
+	const lostRate = "checkout:temporal_workflow_tasks_lost:rate5m"
 	require.NoError(t, srv.lose(ctx, 1))
 	require.Eventually(t, func() bool {
-		return len(promQuery(t, prom.URL, `start_to_close_timeout{job="temporal",operation="TimerActiveTaskWorkflowTaskTimeout"}`)) > 0
-	}, time.Minute, 250*time.Millisecond, "Prometheus reads the server's count of timed-out workflow tasks")
-	time.Sleep(3 * time.Second) // a few evaluations of the rule
-	assert.Empty(t, alertState(t, prom.URL, "CheckoutWorkflowTasksLost"), "one task lost is not an alert")
+		v, err := promValue(prom.URL, lostRate)
+		return err == nil && v == "0"
+	}, time.Minute, 250*time.Millisecond, "Prometheus records the rate from the server's series, none lost yet by its count")
+	state, err := alertState(prom.URL, "CheckoutWorkflowTasksLost")
+	require.NoError(t, err)
+	assert.Empty(t, state, "one task lost is not an alert")
 
 	require.NoError(t, srv.lose(ctx, 5))
 	require.Eventually(t, func() bool {
-		s := alertState(t, prom.URL, "CheckoutWorkflowTasksLost")
-		return s == "pending" || s == "firing"
+		s, err := alertState(prom.URL, "CheckoutWorkflowTasksLost")
+		return err == nil && (s == "pending" || s == "firing")
 	}, time.Minute, 250*time.Millisecond, "five more tasks lost put the alert in pending")
 }
 
-// promQuery is the result of an instant query of Prometheus's HTTP API.
-func promQuery(t *testing.T, base, query string) []json.RawMessage {
-	t.Helper()
+// promValue is the value of an instant query of Prometheus's HTTP API that has one series; an
+// error if it has none or more.
+func promValue(base, query string) (string, error) {
 	var body struct {
-		Data struct{ Result []json.RawMessage }
+		Data struct {
+			Result []struct {
+				Value [2]any
+			}
+		}
 	}
-	promGet(t, base+"/api/v1/query?query="+url.QueryEscape(query), &body)
-	return body.Data.Result
+	if err := promGet(base+"/api/v1/query?query="+url.QueryEscape(query), &body); err != nil {
+		return "", err
+	}
+	if len(body.Data.Result) != 1 {
+		return "", fmt.Errorf("%s: %d series", query, len(body.Data.Result))
+	}
+	v, _ := body.Data.Result[0].Value[1].(string)
+	return v, nil
 }
 
 // alertState is the state of the named alert: "" (inactive), pending or firing.
-func alertState(t *testing.T, base, name string) string {
-	t.Helper()
+func alertState(base, name string) (string, error) {
 	var body struct {
 		Data struct {
 			Alerts []struct {
@@ -70,20 +84,26 @@ func alertState(t *testing.T, base, name string) string {
 			}
 		}
 	}
-	promGet(t, base+"/api/v1/alerts", &body)
+	if err := promGet(base+"/api/v1/alerts", &body); err != nil {
+		return "", err
+	}
 	for _, a := range body.Data.Alerts {
 		if a.Labels["alertname"] == name {
-			return a.State
+			return a.State, nil
 		}
 	}
-	return ""
+	return "", nil
 }
 
-func promGet(t *testing.T, u string, v any) {
-	t.Helper()
-	resp, err := http.Get(u)
-	require.NoError(t, err)
+func promGet(u string, v any) error {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(u)
+	if err != nil {
+		return err
+	}
 	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode, u)
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(v))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", u, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
 }
