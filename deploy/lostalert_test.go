@@ -2,10 +2,6 @@ package deploy_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"net/http"
-	"net/url"
 	"testing"
 	"time"
 
@@ -40,70 +36,16 @@ func TestRules_WorkflowTasksLost_PendingOnALiveServer(t *testing.T) {
 	const lostRate = "checkout:temporal_workflow_tasks_lost:rate5m"
 	require.NoError(t, srv.lose(ctx, 1))
 	require.Eventually(t, func() bool {
-		v, err := promValue(prom.URL, lostRate)
+		v, err := prom.Value(ctx, lostRate)
 		return err == nil && v == "0"
 	}, time.Minute, 250*time.Millisecond, "Prometheus records the rate from the server's series, none lost yet by its count")
-	state, err := alertState(prom.URL, "CheckoutWorkflowTasksLost")
+	state, err := prom.AlertState(ctx, "CheckoutWorkflowTasksLost")
 	require.NoError(t, err)
 	assert.Empty(t, state, "one task lost is not an alert")
 
 	require.NoError(t, srv.lose(ctx, 5))
 	require.Eventually(t, func() bool {
-		s, err := alertState(prom.URL, "CheckoutWorkflowTasksLost")
+		s, err := prom.AlertState(ctx, "CheckoutWorkflowTasksLost")
 		return err == nil && (s == "pending" || s == "firing")
 	}, time.Minute, 250*time.Millisecond, "five more tasks lost put the alert in pending")
-}
-
-// promValue is the value of an instant query of Prometheus's HTTP API that has one series; an
-// error if it has none or more.
-func promValue(base, query string) (string, error) {
-	var body struct {
-		Data struct {
-			Result []struct {
-				Value [2]any
-			}
-		}
-	}
-	if err := promGet(base+"/api/v1/query?query="+url.QueryEscape(query), &body); err != nil {
-		return "", err
-	}
-	if len(body.Data.Result) != 1 {
-		return "", fmt.Errorf("%s: %d series", query, len(body.Data.Result))
-	}
-	v, _ := body.Data.Result[0].Value[1].(string)
-	return v, nil
-}
-
-// alertState is the state of the named alert: "" (inactive), pending or firing.
-func alertState(base, name string) (string, error) {
-	var body struct {
-		Data struct {
-			Alerts []struct {
-				Labels map[string]string
-				State  string
-			}
-		}
-	}
-	if err := promGet(base+"/api/v1/alerts", &body); err != nil {
-		return "", err
-	}
-	for _, a := range body.Data.Alerts {
-		if a.Labels["alertname"] == name {
-			return a.State, nil
-		}
-	}
-	return "", nil
-}
-
-func promGet(u string, v any) error {
-	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get(u)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", u, resp.Status)
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
 }

@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -153,24 +152,9 @@ func TestEvents_BrokerDown30sUnderLoad_NothingLostOrderKept_AlertFiresAndClears(
 	require.NoError(t, err)
 	t.Cleanup(prom.Stop)
 	alert := func() string { // the alert's state: "" (inactive), pending or firing
-		var r struct {
-			Alerts []struct {
-				Labels map[string]string
-				State  string
-			}
-		}
-		resp, err := http.Get(prom.URL + "/api/v1/alerts")
+		state, err := prom.AlertState(ctx, "CheckoutEventBrokerUnreachable")
 		require.NoError(t, err)
-		defer resp.Body.Close()
-		var body struct{ Data json.RawMessage }
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
-		require.NoError(t, json.Unmarshal(body.Data, &r))
-		for _, a := range r.Alerts {
-			if a.Labels["alertname"] == "CheckoutEventBrokerUnreachable" {
-				return a.State
-			}
-		}
-		return ""
+		return state
 	}
 
 	// Shoppers order paid-at-once orders of three SKUs, one after another, until told to stop.

@@ -6,11 +6,13 @@ package devprometheus
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -177,6 +179,67 @@ func (s *Server) ready(ctx context.Context) error {
 		return errors.New(resp.Status)
 	}
 	return nil
+}
+
+// API reads what Prometheus's HTTP API answers at path (/api/v1/…) into out: the answer's data.
+func (s *Server) API(ctx context.Context, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", path, resp.Status)
+	}
+	var body struct {
+		Status string
+		Data   json.RawMessage
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if body.Status != "success" {
+		return fmt.Errorf("%s: status %q", path, body.Status)
+	}
+	return json.Unmarshal(body.Data, out)
+}
+
+// Value is the value of an instant query that has one series; an error if it has none or more.
+func (s *Server) Value(ctx context.Context, query string) (string, error) {
+	var data struct {
+		Result []struct{ Value [2]any }
+	}
+	if err := s.API(ctx, "/api/v1/query?query="+url.QueryEscape(query), &data); err != nil {
+		return "", err
+	}
+	if len(data.Result) != 1 {
+		return "", fmt.Errorf("%s: %d series", query, len(data.Result))
+	}
+	v, _ := data.Result[0].Value[1].(string)
+	return v, nil
+}
+
+// AlertState is the state of the named alert: "" (inactive), pending or firing.
+func (s *Server) AlertState(ctx context.Context, name string) (string, error) {
+	var data struct {
+		Alerts []struct {
+			Labels map[string]string
+			State  string
+		}
+	}
+	if err := s.API(ctx, "/api/v1/alerts", &data); err != nil {
+		return "", err
+	}
+	for _, a := range data.Alerts {
+		if a.Labels["alertname"] == name {
+			return a.State, nil
+		}
+	}
+	return "", nil
 }
 
 // Stop ends Prometheus and waits for it.

@@ -23,19 +23,9 @@ import (
 const rules = "../../../" + devprometheus.RulesFile
 
 // apiGet reads one answer of Prometheus's HTTP API into out's data.
-func apiGet(t *testing.T, base, path string, out any) {
+func apiGet(t *testing.T, prom *devprometheus.Server, path string, out any) {
 	t.Helper()
-	resp, err := http.Get(base + path)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode, path)
-	body := struct {
-		Status string
-		Data   json.RawMessage
-	}{}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
-	require.Equal(t, "success", body.Status)
-	require.NoError(t, json.Unmarshal(body.Data, out))
+	require.NoError(t, prom.API(context.Background(), path, out))
 }
 
 // TestStart_ScrapesTheTargetsAndEvaluatesTheProductsRules: the distribution's Prometheus, started
@@ -68,7 +58,7 @@ func TestStart_ScrapesTheTargetsAndEvaluatesTheProductsRules(t *testing.T) {
 	}
 	up := func() string {
 		var r struct{ Result []sample }
-		apiGet(t, prom.URL, "/api/v1/query?query="+url.QueryEscape(`up{job="checkout"}`), &r)
+		apiGet(t, prom, "/api/v1/query?query="+url.QueryEscape(`up{job="checkout"}`), &r)
 		if len(r.Result) == 0 {
 			return ""
 		}
@@ -77,7 +67,7 @@ func TestStart_ScrapesTheTargetsAndEvaluatesTheProductsRules(t *testing.T) {
 	type rule struct{ Name, Health, LastError string }
 	var groups struct{ Groups []struct{ Rules []rule } }
 	evaluated := func() bool {
-		apiGet(t, prom.URL, "/api/v1/rules", &groups)
+		apiGet(t, prom, "/api/v1/rules", &groups)
 		for _, g := range groups.Groups {
 			for _, r := range g.Rules {
 				if r.Health == "unknown" {
@@ -102,7 +92,7 @@ func TestStart_ScrapesTheTargetsAndEvaluatesTheProductsRules(t *testing.T) {
 	// The dashboard's queries are PromQL this Prometheus accepts.
 	for _, expr := range dashboardQueries(t) {
 		var r struct{ ResultType string }
-		apiGet(t, prom.URL, "/api/v1/query?query="+url.QueryEscape(expr), &r)
+		apiGet(t, prom, "/api/v1/query?query="+url.QueryEscape(expr), &r)
 		assert.NotEmpty(t, r.ResultType, expr)
 	}
 
