@@ -209,29 +209,16 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 				}
 				// An event the broker refuses for itself is refused on every try: it is set aside at
 				// once and the batch goes on, rather than holding every event behind it through its
-				// attempts. A handler's failure counts one attempt and stops the batch.
-				refused := errors.Is(err, events.ErrUnpublishable)
-				attempts := r.maxAttempts()
-				if refused {
-					attempts = 1
-				}
-				msg := err.Error()
-				dead, qerr := q.OutboxHandlerFailed(ctx, &msg, attempts, e.ID)
-				if qerr != nil {
-					return qerr
-				}
-				if dead {
-					why := "outbox event set aside after repeated failures"
-					if refused {
-						why = "outbox event set aside: the broker refuses it"
+				// attempts.
+				if errors.Is(err, events.ErrUnpublishable) {
+					if qerr := r.failed(ctx, q, e, err, 1); qerr != nil {
+						return qerr
 					}
-					r.Log.Error(why, "event_id", e.ID, "type", e.Type, "aggregate_id", e.AggregateID, "error", msg)
-					if r.Dead != nil {
-						r.Dead.WithLabelValues(e.Type).Inc()
-					}
-				}
-				if refused {
 					continue
+				}
+				// A handler's failure counts one attempt and stops the batch.
+				if qerr := r.failed(ctx, q, e, err, r.maxAttempts()); qerr != nil {
+					return qerr
 				}
 				stopErr = err
 				break
@@ -254,6 +241,21 @@ func (r *Relay) Once(ctx context.Context) (int, error) {
 		err = stopErr
 	}
 	return published, err
+}
+
+// failed counts one failed attempt at e; its attempts-th sets it aside, logged and counted.
+func (r *Relay) failed(ctx context.Context, q *outboxstore.Queries, e Event, cause error, attempts int32) error {
+	msg := cause.Error()
+	dead, err := q.OutboxHandlerFailed(ctx, &msg, attempts, e.ID)
+	if err != nil || !dead {
+		return err
+	}
+	r.Log.Error("outbox event set aside", "event_id", e.ID, "type", e.Type, "aggregate_id", e.AggregateID,
+		"attempts", attempts, "error", msg)
+	if r.Dead != nil {
+		r.Dead.WithLabelValues(e.Type).Inc()
+	}
+	return nil
 }
 
 // relay publishes one event and runs its handler, in a span of the event's trace when the change

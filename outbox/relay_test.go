@@ -53,10 +53,16 @@ func insertShortfalls(t *testing.T, pool *pgxpool.Pool, aggregate int64, n int) 
 	for i := 1; i <= n; i++ {
 		payload, _ := json.Marshal(events.StockShortfall{OrderID: aggregate, SellerID: 42, SKUID: 77, WarehouseID: 1,
 			ReleasedUnits: int32(i)})
-		_, err := pool.Exec(context.Background(), `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
-			VALUES ('order', $1, 'order.stock_shortfall', $2)`, strconv.FormatInt(aggregate, 10), payload)
-		require.NoError(t, err)
+		insertEvent(t, pool, aggregate, events.OrderStockShortfall, payload)
 	}
+}
+
+// insertEvent writes one event of order aggregate, in its own transaction.
+func insertEvent(t *testing.T, pool *pgxpool.Pool, aggregate int64, eventType string, payload []byte) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
+		VALUES ('order', $1, $2, $3)`, strconv.FormatInt(aggregate, 10), eventType, payload)
+	require.NoError(t, err)
 }
 
 // stored is every message of the broker's stream, in stream order.
@@ -93,9 +99,8 @@ func TestRelay_InOrderAndAPoisonEventIsSetAside(t *testing.T) {
 	ctx := context.Background()
 	b := broker(t, testenv.NATSURL(t))
 	insertShortfalls(t, pool, 1, 1)
-	_, err := pool.Exec(ctx, `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
-		VALUES ('order', '2', 'order.stock_shortfall', '{"orderId": 2, "sellerId": 42, "skuId": 77, "warehouseId": 1, "releasedUnits": 9}')`)
-	require.NoError(t, err)
+	insertEvent(t, pool, 2, events.OrderStockShortfall,
+		[]byte(`{"orderId": 2, "sellerId": 42, "skuId": 77, "warehouseId": 1, "releasedUnits": 9}`))
 	insertShortfalls(t, pool, 3, 1)
 	var seen []int64
 	r := &outbox.Relay{Pool: pool, Broker: b, Log: quiet, MaxAttempts: 3,
@@ -149,9 +154,7 @@ func TestRelay_AnEventTheBrokerRefuses_IsSetAsideAtOnce(t *testing.T) {
 		"currency": "TRY", "placedAt": time.Now().UTC(), "items": []map[string]any{{"skuId": 77, "sellerId": 42,
 			"title": strings.Repeat("x", 2<<20), "quantity": 1, "unitPriceMinor": 100}}})
 	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `INSERT INTO outbox_events (aggregate_type, aggregate_id, event_type, payload)
-		VALUES ('order', '2', 'order.created', $1)`, huge)
-	require.NoError(t, err)
+	insertEvent(t, pool, 2, events.OrderCreated, huge)
 	insertShortfalls(t, pool, 3, 1)
 	r := &outbox.Relay{Pool: pool, Broker: b, Log: quiet, MaxAttempts: 20}
 
