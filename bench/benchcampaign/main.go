@@ -98,10 +98,10 @@ func main() {
 	stack := flag.String("stack", stackDev, "the stack measured: dev (bin/checkout-dev dev, as make run starts it) or cluster "+
 		"(bin/checkout-dev cluster, as make cluster starts it: the floor and the saga's runs, at 50 and 200 shoppers unless -shoppers says "+
 		"otherwise, into a section of its own and docs/bench-cluster.json, no plot)")
-	var clusterFlags []string
+	var dynamicConfig []string
 	flag.Func("dynamic-config", "with -stack cluster: a Temporal dynamic config value, key=value, over the product's "+
 		"(repeatable), to measure a setting beside the product's own", func(v string) error {
-		clusterFlags = append(clusterFlags, "--dynamic-config", v)
+		dynamicConfig = append(dynamicConfig, v)
 		return nil
 	})
 	clusterOnly := flag.Bool("cluster-only", false, "with -stack cluster: leave out the dev stack's runs beside the cluster's")
@@ -137,7 +137,7 @@ func main() {
 			*jsonOut = "docs/bench-promotions.json"
 		}
 	}
-	if (len(clusterFlags) > 0 || *clusterOnly) && (*stack != stackCluster || *admission) {
+	if (len(dynamicConfig) > 0 || *clusterOnly) && (*stack != stackCluster || *admission) {
 		log.Fatalf("-dynamic-config and -cluster-only are for the campaign runs of -stack cluster")
 	}
 	switch *stack {
@@ -206,7 +206,7 @@ func main() {
 			log.Fatalf("--from: %v", err)
 		}
 		*window = time.Duration(res.WindowSeconds * float64(time.Second))
-	} else if res, err = run(ctx, counts, *window, *stack, clusterFlags, *clusterOnly); err != nil {
+	} else if res, err = run(ctx, counts, *window, *stack, dynamicConfig, *clusterOnly); err != nil {
 		log.Fatal(err)
 	}
 	if *jsonOut != "" && *from == "" {
@@ -261,19 +261,17 @@ type bench struct {
 // keepStacks leaves the stacks' folders in place when they stop (-keep).
 var keepStacks bool
 
-// run measures counts on stack; a cluster is given clusterFlags, and with clusterOnly the dev
-// stacks beside it are left out.
-func run(ctx context.Context, counts []int, window time.Duration, stack string, clusterFlags []string, clusterOnly bool) (figures.Results, error) {
+// run measures counts on stack; a cluster is given the dynamic config values (key=value), and
+// with clusterOnly the dev stacks beside it are left out.
+func run(ctx context.Context, counts []int, window time.Duration, stack string, dynamicConfig []string, clusterOnly bool) (figures.Results, error) {
 	res := figures.Results{Stack: stack, StartedAt: time.Now().UTC(), WindowSeconds: window.Seconds(), CPUs: benchkit.OnlineCPUs(),
 		CPUModel: benchkit.CPUModel(), LoadBefore: benchkit.LoadAverage()}
 	if stack == stackCluster {
-		res.Flags = clusterFlags
-		var given []string
-		for i := 1; i < len(clusterFlags); i += 2 {
-			given = append(given, clusterFlags[i])
+		for _, v := range dynamicConfig {
+			res.Flags = append(res.Flags, "--dynamic-config", v)
 		}
 		var err error
-		if res.ShardIOConcurrency, err = cluster.ShardIOConcurrency(given); err != nil {
+		if res.ShardIOConcurrency, err = cluster.ShardIOConcurrency(dynamicConfig); err != nil {
 			return res, err
 		}
 		if err := measure(ctx, &res, counts, window, []string{runFloor, runCampaign, runSagaOK}); err != nil {
