@@ -271,8 +271,8 @@ func tripsOf(t *testing.T, writes [][]string, trips []int, marker string) int {
 // mirror, the answer, the capture's mirror and the end each in a transaction of its own.) The
 // payment simulator's writes, in its own schema and pool, are not the product's and are not
 // counted; nor are the loops', which do not run here. The order's creation, its confirm and its
-// end take at most six, four and four round trips. Orders declined at once and paid through 3-D Secure are measured
-// beside it.
+// end take at most three, three and two round trips. Orders declined at once and paid through
+// 3-D Secure are measured beside it.
 func TestPostgresCommits_PaidAtOnceOrder_AtMostSeven(t *testing.T) {
 	t.Parallel()
 	count := newWriteCounter()
