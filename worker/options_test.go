@@ -18,7 +18,7 @@ func TestOptions_Tuning(t *testing.T) {
 	require.NoError(t, err)
 	o := options(Deps{Config: cfg})
 	assert.Zero(t, o.MaxConcurrentWorkflowTaskPollers, "the fixed pollers are not used")
-	assert.Equal(t, autoscaled(8), o.WorkflowTaskPollerBehavior)
+	assert.Equal(t, autoscaled(2, 8), o.WorkflowTaskPollerBehavior)
 	assert.Zero(t, o.MaxConcurrentActivityTaskPollers)
 	assert.Zero(t, o.MaxConcurrentWorkflowTaskExecutionSize)
 	assert.Zero(t, o.MaxConcurrentActivityExecutionSize)
@@ -30,16 +30,21 @@ func TestOptions_Tuning(t *testing.T) {
 	cfg, err = config.Load(func(k string) string { return env[k] })
 	require.NoError(t, err)
 	o = options(Deps{Config: cfg})
-	assert.Equal(t, autoscaled(4), o.WorkflowTaskPollerBehavior)
+	assert.Equal(t, autoscaled(2, 4), o.WorkflowTaskPollerBehavior)
 	assert.Equal(t, 3, o.MaxConcurrentActivityTaskPollers)
 	assert.Equal(t, 50, o.MaxConcurrentWorkflowTaskExecutionSize)
 	assert.Equal(t, 60, o.MaxConcurrentActivityExecutionSize)
 	assert.Equal(t, 70, o.MaxConcurrentLocalActivityExecutionSize)
 	assert.Equal(t, 500, cfg.WorkerTuning.StickyCacheSize)
+
+	// A queue keeps two polls open at least, one where it may have one at most; 0 leaves the start
+	// and the most to the SDK.
+	assert.Equal(t, autoscaled(1, 1), workflowPollers(1))
+	assert.Equal(t, autoscaled(2, 0), workflowPollers(0))
 }
 
-// autoscaled is the SDK's autoscaling poller behaviour from 1 to n polls, starting at n.
-func autoscaled(n int) sdkworker.PollerBehavior {
+// autoscaled is the SDK's autoscaling poller behaviour from least to n polls, starting at n.
+func autoscaled(least, n int) sdkworker.PollerBehavior {
 	return sdkworker.NewPollerBehaviorAutoscaling(sdkworker.PollerBehaviorAutoscalingOptions{
-		InitialNumberOfPollers: n, MinimumNumberOfPollers: 1, MaximumNumberOfPollers: n})
+		InitialNumberOfPollers: n, MinimumNumberOfPollers: least, MaximumNumberOfPollers: n})
 }

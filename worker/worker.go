@@ -88,17 +88,27 @@ func options(d Deps) sdkworker.Options {
 
 // workflowPollers is how the worker polls for workflow tasks: up to n polls on the task queue,
 // where a new order's first task waits, and up to n on the worker's own sticky queue, where the
-// later tasks of the orders it keeps in memory wait; the SDK scales each between 1 and n from the
-// server's advice (0: its defaults). One poll always stays open on the task queue. With the SDK's
-// fixed pollers instead, every poller moves to the sticky queue while the last answer from it
+// later tasks of the orders it keeps in memory wait; the SDK scales each between leastPolls (or n,
+// if less) and n from the server's advice (0: its defaults for the start and the most). With the
+// SDK's fixed pollers instead, every poller moves to the sticky queue while the last answer from it
 // reported a backlog, and that answer is stale when the backlog has gone meanwhile (answers read
 // late under load, sticky tasks moved back to the task queue): new orders then wait with no poll
 // open until an empty sticky poll expires, a minute later (docs/benchmarks.md, "Worker tuning").
 func workflowPollers(n int) sdkworker.PollerBehavior {
-	// n = 0 leaves the starting count and the most at the SDK's defaults; 1 is its least as well.
+	least := leastPolls
+	if n > 0 && n < least {
+		least = n
+	}
 	return sdkworker.NewPollerBehaviorAutoscaling(sdkworker.PollerBehaviorAutoscalingOptions{
-		InitialNumberOfPollers: n, MinimumNumberOfPollers: 1, MaximumNumberOfPollers: n})
+		InitialNumberOfPollers: n, MinimumNumberOfPollers: least, MaximumNumberOfPollers: n})
 }
+
+// leastPolls is how many polls each workflow queue keeps open however quiet it is. With one, a
+// task that arrives while that poll is being answered finds none open, and Temporal's matching
+// service writes it to its database and reads it back: about two persistence calls more for every
+// order that waits for the shopper or a timer (docs/benchmarks.md, "Why fixed workflow pollers
+// stalled, and how the worker polls since"). A second costs an idle long poll.
+const leastPolls = 2
 
 // holdPrefix begins the id of every hold workflow, which its order's id ends.
 var holdPrefix = strings.TrimSuffix(workflows.HoldWorkflowID(0), "0")
