@@ -85,6 +85,25 @@ func stored(t *testing.T, b *events.Broker) []events.Envelope {
 	return out
 }
 
+// outcome is what the relay recorded of the aggregate's event: its failed attempts, whether it was
+// set aside, and its last error.
+func outcome(t *testing.T, pool *pgxpool.Pool, aggregateID string) (attempts int, dead bool, lastError string) {
+	t.Helper()
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT attempts, dead_at IS NOT NULL, coalesce(last_error, '')
+		FROM outbox_events WHERE aggregate_id = $1`, aggregateID).Scan(&attempts, &dead, &lastError))
+	return attempts, dead, lastError
+}
+
+// storedSubjects are the subjects of the events the broker's stream holds, in its order.
+func storedSubjects(t *testing.T, b *events.Broker) []string {
+	t.Helper()
+	var subjects []string
+	for _, e := range stored(t, b) {
+		subjects = append(subjects, e.Subject)
+	}
+	return subjects
+}
+
 func unpublished(t *testing.T, pool *pgxpool.Pool) int {
 	t.Helper()
 	var n int
@@ -127,17 +146,11 @@ func TestRelay_InOrderAndAPoisonEventIsSetAside(t *testing.T) {
 	assert.Len(t, seen, 2)
 	assert.Less(t, seen[0], seen[1])
 
-	var attempts int
-	var dead bool
-	require.NoError(t, pool.QueryRow(ctx, `SELECT attempts, dead_at IS NOT NULL FROM outbox_events WHERE aggregate_id = '2'`).Scan(&attempts, &dead))
+	attempts, dead, _ := outcome(t, pool, "2")
 	assert.Equal(t, 3, attempts)
 	assert.True(t, dead)
 	assert.Zero(t, unpublished(t, pool))
-	var subjects []string
-	for _, e := range stored(t, b) {
-		subjects = append(subjects, e.Subject)
-	}
-	assert.Equal(t, []string{"order/1", "order/2", "order/3"}, subjects,
+	assert.Equal(t, []string{"order/1", "order/2", "order/3"}, storedSubjects(t, b),
 		"the set-aside event reached the broker (its handler failed after), once, in its place")
 }
 
@@ -162,20 +175,12 @@ func TestRelay_AnEventTheBrokerRefuses_IsSetAsideAtOnce(t *testing.T) {
 	require.NoError(t, err, "not a broker that is down, nor a failure to back off from")
 	assert.Equal(t, 2, n, "the events on either side of the refused one go in the same batch")
 
-	var attempts int
-	var dead bool
-	var lastError string
-	require.NoError(t, pool.QueryRow(ctx, `SELECT attempts, dead_at IS NOT NULL, last_error FROM outbox_events
-		WHERE aggregate_id = '2'`).Scan(&attempts, &dead, &lastError))
+	attempts, dead, lastError := outcome(t, pool, "2")
 	assert.Equal(t, 1, attempts)
 	assert.True(t, dead)
 	assert.Contains(t, lastError, "maximum payload")
 	assert.Zero(t, unpublished(t, pool))
-	var subjects []string
-	for _, e := range stored(t, b) {
-		subjects = append(subjects, e.Subject)
-	}
-	assert.Equal(t, []string{"order/1", "order/3"}, subjects)
+	assert.Equal(t, []string{"order/1", "order/3"}, storedSubjects(t, b))
 }
 
 // A relay that dies after the broker stored events and before it marked them (its transaction
